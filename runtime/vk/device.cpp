@@ -1,0 +1,71 @@
+#include "runtime/vk/device.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/vk/check.hpp"
+
+namespace lathe::vk {
+
+void check_requirements(const DeviceInfo& info, const DeviceRequirements& req) {
+  auto refuse = [&](const std::string& what) {
+    throw Error(ErrorKind::Unsupported, "device [" + std::to_string(info.index) + "] " + info.name + " lacks " + what);
+  };
+  if (!info.has_compute_queue) refuse("a compute queue");
+  if (req.subgroup_arithmetic && !(info.subgroup_compute && info.subgroup_arithmetic))
+    refuse("subgroup arithmetic in compute shaders (VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)");
+  if (req.shader_float16 && !info.shader_float16) refuse("shaderFloat16");
+  if (req.storage_buffer_16bit && !info.storage_buffer_16bit) refuse("storageBuffer16BitAccess");
+  if (info.subgroup_size < req.min_subgroup_size)
+    refuse("a subgroup size of at least " + std::to_string(req.min_subgroup_size) + " (it has " +
+           std::to_string(info.subgroup_size) + ")");
+  if (info.max_compute_shared_memory < req.min_compute_shared_memory)
+    refuse(std::to_string(req.min_compute_shared_memory) + " bytes of compute shared memory (it has " +
+           std::to_string(info.max_compute_shared_memory) + ")");
+}
+
+Device::Device(const DeviceInfo& info, const DeviceRequirements& requirements) : info_(info) {
+  check_requirements(info_, requirements);
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  queue_info.queueFamilyIndex = info_.compute_queue_family;
+  queue_info.queueCount = 1;
+  queue_info.pQueuePriorities = &priority;
+
+  // Enable what the device has: kernels pick variants by the same flags.
+  VkPhysicalDeviceShaderFloat16Int8Features f16i8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  f16i8.shaderFloat16 = info_.shader_float16;
+  f16i8.shaderInt8 = info_.shader_int8;
+  VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  storage16.storageBuffer16BitAccess = info_.storage_buffer_16bit;
+  VkPhysicalDevice8BitStorageFeatures storage8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+  storage8.storageBuffer8BitAccess = info_.storage_buffer_8bit;
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &storage16;
+  if (info_.api_version >= VK_API_VERSION_1_2) {
+    storage16.pNext = &f16i8;
+    f16i8.pNext = &storage8;
+  }
+
+  VkDeviceCreateInfo create{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  create.pNext = &features;
+  create.queueCreateInfoCount = 1;
+  create.pQueueCreateInfos = &queue_info;
+  check(vkCreateDevice(info_.physical, &create, nullptr, &device_), "vkCreateDevice");
+  vkGetDeviceQueue(device_, info_.compute_queue_family, 0, &queue_);
+}
+
+Device::~Device() {
+  if (device_ != VK_NULL_HANDLE) {
+    vkDeviceWaitIdle(device_);
+    vkDestroyDevice(device_, nullptr);
+  }
+}
+
+Context::Context(const ContextOptions& options) {
+  instance_ = std::make_unique<Instance>(InstanceOptions{options.validation});
+  const std::vector<DeviceInfo> devices = query_devices(instance_->handle());
+  const DeviceInfo& chosen = select_device(devices, device_selector(options.device));
+  device_ = std::make_unique<Device>(chosen, options.requirements);
+}
+
+}  // namespace lathe::vk

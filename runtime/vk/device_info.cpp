@@ -1,0 +1,246 @@
+#include "runtime/vk/device_info.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
+#include "runtime/error.hpp"
+#include "runtime/vk/check.hpp"
+
+namespace lathe::vk {
+namespace {
+
+int type_rank(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+std::string bytes_string(uint64_t bytes) {
+  std::ostringstream out;
+  out.precision(3);
+  if (bytes >= (1ull << 30)) out << static_cast<double>(bytes) / (1ull << 30) << " GiB";
+  else if (bytes >= (1ull << 20)) out << static_cast<double>(bytes) / (1ull << 20) << " MiB";
+  else if (bytes >= (1ull << 10)) out << static_cast<double>(bytes) / (1ull << 10) << " KiB";
+  else out << bytes << " B";
+  return out.str();
+}
+
+const char* yes_no(bool b) { return b ? "yes" : "no"; }
+
+DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
+  DeviceInfo info;
+  info.index = index;
+  info.physical = physical;
+
+  VkPhysicalDeviceProperties basic{};
+  vkGetPhysicalDeviceProperties(physical, &basic);
+  const bool v12 = basic.apiVersion >= VK_API_VERSION_1_2;
+
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &subgroup;
+  subgroup.pNext = &maintenance3;
+  if (v12) maintenance3.pNext = &driver;
+  vkGetPhysicalDeviceProperties2(physical, &props);
+
+  VkPhysicalDeviceShaderFloat16Int8Features f16i8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDevice8BitStorageFeatures storage8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &storage16;
+  if (v12) {
+    storage16.pNext = &f16i8;
+    f16i8.pNext = &storage8;
+  }
+  vkGetPhysicalDeviceFeatures2(physical, &features);
+
+  const VkPhysicalDeviceLimits& limits = props.properties.limits;
+  info.name = props.properties.deviceName;
+  info.type = props.properties.deviceType;
+  info.api_version = props.properties.apiVersion;
+  info.vendor_id = props.properties.vendorID;
+  info.device_id = props.properties.deviceID;
+  std::copy(std::begin(props.properties.pipelineCacheUUID), std::end(props.properties.pipelineCacheUUID),
+            info.pipeline_cache_uuid);
+  if (v12) {
+    info.driver_name = driver.driverName;
+    info.driver_info = driver.driverInfo;
+  } else {
+    info.driver_name = "unknown (Vulkan 1.1 device)";
+  }
+
+  info.max_storage_buffer_range = limits.maxStorageBufferRange;
+  info.max_memory_allocation_size = maintenance3.maxMemoryAllocationSize;
+  info.max_texel_buffer_elements = limits.maxTexelBufferElements;
+  info.max_push_constants_size = limits.maxPushConstantsSize;
+  info.max_compute_shared_memory = limits.maxComputeSharedMemorySize;
+  info.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
+  std::copy(std::begin(limits.maxComputeWorkGroupSize), std::end(limits.maxComputeWorkGroupSize),
+            info.max_workgroup_size);
+  info.min_storage_buffer_offset_alignment = static_cast<uint32_t>(limits.minStorageBufferOffsetAlignment);
+
+  info.subgroup_size = subgroup.subgroupSize;
+  info.subgroup_compute = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  info.subgroup_arithmetic = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
+  info.subgroup_shuffle = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
+  info.subgroup_ballot = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0;
+
+  info.shader_float16 = f16i8.shaderFloat16 == VK_TRUE;
+  info.shader_int8 = f16i8.shaderInt8 == VK_TRUE;
+  info.storage_buffer_16bit = storage16.storageBuffer16BitAccess == VK_TRUE;
+  info.storage_buffer_8bit = storage8.storageBuffer8BitAccess == VK_TRUE;
+
+  VkPhysicalDeviceMemoryProperties memory{};
+  vkGetPhysicalDeviceMemoryProperties(physical, &memory);
+  info.heaps.resize(memory.memoryHeapCount);
+  for (uint32_t h = 0; h < memory.memoryHeapCount; ++h) {
+    info.heaps[h].size = memory.memoryHeaps[h].size;
+    info.heaps[h].device_local = (memory.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+  }
+  for (uint32_t t = 0; t < memory.memoryTypeCount; ++t) {
+    if (memory.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
+      info.heaps[memory.memoryTypes[t].heapIndex].host_visible = true;
+  }
+  info.unified_memory = std::all_of(info.heaps.begin(), info.heaps.end(),
+                                    [](const MemoryHeap& h) { return !h.device_local || h.host_visible; });
+
+  uint32_t family_count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &family_count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(family_count);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &family_count, families.data());
+  // Prefer a compute queue that shares a family with graphics: on most
+  // drivers it is the fastest-scheduled one; any compute family will do.
+  for (uint32_t f = 0; f < family_count; ++f) {
+    if ((families[f].queueFlags & VK_QUEUE_COMPUTE_BIT) == 0) continue;
+    if (!info.has_compute_queue || (families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
+      const bool first = !info.has_compute_queue;
+      info.has_compute_queue = true;
+      if (first || (families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) info.compute_queue_family = f;
+      if (families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT) break;
+    }
+  }
+  return info;
+}
+
+}  // namespace
+
+std::string_view type_name(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
+    default: return "other";
+  }
+}
+
+std::string api_version_string(uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) + "." +
+         std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+std::vector<DeviceInfo> query_devices(VkInstance instance) {
+  uint32_t count = 0;
+  check(vkEnumeratePhysicalDevices(instance, &count, nullptr), "vkEnumeratePhysicalDevices");
+  std::vector<VkPhysicalDevice> physical(count);
+  check(vkEnumeratePhysicalDevices(instance, &count, physical.data()), "vkEnumeratePhysicalDevices");
+  std::vector<DeviceInfo> devices;
+  for (uint32_t i = 0; i < count; ++i) {
+    VkPhysicalDeviceProperties p{};
+    vkGetPhysicalDeviceProperties(physical[i], &p);
+    if (p.apiVersion < VK_API_VERSION_1_1) continue;  // subgroup queries need 1.1
+    devices.push_back(describe(physical[i], i));
+  }
+  return devices;
+}
+
+std::string format_device_list(const std::vector<DeviceInfo>& devices) {
+  std::ostringstream out;
+  if (devices.empty()) {
+    out << "no Vulkan 1.1 device found (install mesa-vulkan-drivers for lavapipe, the CPU device)\n";
+    return out.str();
+  }
+  for (const DeviceInfo& d : devices) {
+    out << "[" << d.index << "] " << d.name << "\n";
+    out << "    type                  " << type_name(d.type) << "\n";
+    out << "    driver                " << d.driver_name;
+    if (!d.driver_info.empty()) out << " (" << d.driver_info << ")";
+    out << "\n";
+    out << "    vulkan                " << api_version_string(d.api_version) << "\n";
+    for (size_t h = 0; h < d.heaps.size(); ++h) {
+      out << "    memory heap " << h << "         " << bytes_string(d.heaps[h].size);
+      if (d.heaps[h].device_local) out << ", device-local";
+      if (d.heaps[h].host_visible) out << ", host-visible";
+      out << "\n";
+    }
+    out << "    unified memory        " << yes_no(d.unified_memory) << "\n";
+    out << "    maxStorageBufferRange " << bytes_string(d.max_storage_buffer_range) << "\n";
+    out << "    maxMemoryAllocation   " << bytes_string(d.max_memory_allocation_size) << "\n";
+    out << "    maxTexelBufferElements " << d.max_texel_buffer_elements << "\n";
+    out << "    shared memory         " << bytes_string(d.max_compute_shared_memory) << "\n";
+    out << "    workgroup invocations " << d.max_workgroup_invocations << "\n";
+    out << "    push constants        " << d.max_push_constants_size << " B\n";
+    out << "    subgroup size         " << d.subgroup_size << " (compute " << yes_no(d.subgroup_compute)
+        << ", arithmetic " << yes_no(d.subgroup_arithmetic) << ", shuffle " << yes_no(d.subgroup_shuffle)
+        << ", ballot " << yes_no(d.subgroup_ballot) << ")\n";
+    out << "    fp16 arithmetic       " << yes_no(d.shader_float16) << "\n";
+    out << "    int8 arithmetic       " << yes_no(d.shader_int8) << "\n";
+    out << "    16-bit storage        " << yes_no(d.storage_buffer_16bit) << "\n";
+    out << "    8-bit storage         " << yes_no(d.storage_buffer_8bit) << "\n";
+    out << "    compute queue         " << (d.has_compute_queue ? "family " + std::to_string(d.compute_queue_family) : "none")
+        << "\n";
+  }
+  return out.str();
+}
+
+std::string device_selector(std::string_view explicit_selector) {
+  if (!explicit_selector.empty()) return std::string(explicit_selector);
+  const char* env = std::getenv("LATHE_DEVICE");
+  return env != nullptr ? std::string(env) : std::string();
+}
+
+const DeviceInfo& select_device(const std::vector<DeviceInfo>& devices, std::string_view selector) {
+  auto listing = [&] {
+    std::string names;
+    for (const DeviceInfo& d : devices) names += "\n  [" + std::to_string(d.index) + "] " + d.name;
+    return names.empty() ? std::string(" none") : names;
+  };
+  if (!selector.empty()) {
+    const bool numeric = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
+    for (const DeviceInfo& d : devices) {
+      const bool match = numeric ? std::to_string(d.index) == selector
+                                 : lower(d.name).find(lower(selector)) != std::string::npos;
+      if (!match) continue;
+      if (!d.has_compute_queue)
+        throw Error(ErrorKind::Unsupported, "device [" + std::to_string(d.index) + "] " + d.name + " has no compute queue");
+      return d;
+    }
+    throw Error(ErrorKind::NotFound,
+                "no Vulkan device matches '" + std::string(selector) + "' (LATHE_DEVICE or --device); devices:" + listing());
+  }
+  const DeviceInfo* best = nullptr;
+  for (const DeviceInfo& d : devices) {
+    if (!d.has_compute_queue) continue;
+    if (best == nullptr || type_rank(d.type) < type_rank(best->type)) best = &d;
+  }
+  if (best == nullptr)
+    throw Error(ErrorKind::NotFound, "no Vulkan 1.1 device with a compute queue; devices:" + listing() +
+                                         "\n(install mesa-vulkan-drivers for lavapipe, the CPU device)");
+  return *best;
+}
+
+}  // namespace lathe::vk

@@ -1,0 +1,45 @@
+// The Vulkan instance, optionally with the Khronos validation layer and a
+// debug messenger that records every warning and error it reports.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace lathe::vk {
+
+struct InstanceOptions {
+  // Enables VK_LAYER_KHRONOS_validation and records its warnings and errors.
+  // Throws ErrorKind::Unsupported when the layer is not installed.
+  bool validation = false;
+};
+
+class Instance {
+ public:
+  explicit Instance(const InstanceOptions& options = {});
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  VkInstance handle() const { return instance_; }
+  bool validation_enabled() const { return messenger_ != VK_NULL_HANDLE; }
+  std::vector<VkPhysicalDevice> physical_devices() const;
+
+  // Warnings and errors reported by the validation layer since the last call.
+  std::vector<std::string> take_validation_messages();
+
+ private:
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT types,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                   void* user);
+
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  std::mutex mutex_;
+  std::vector<std::string> messages_;
+};
+
+}  // namespace lathe::vk

@@ -1,0 +1,11 @@
+# Runs BINARY; passes only if it exits non-zero and its output contains EXPECT.
+execute_process(COMMAND ${BINARY} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(all "${out}${err}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected ${BINARY} to fail, but it exited 0:\n${all}")
+endif()
+string(FIND "${all}" "${EXPECT}" found)
+if(found EQUAL -1)
+  message(FATAL_ERROR "${BINARY} failed, but its output does not mention '${EXPECT}':\n${all}")
+endif()
+message(STATUS "failed as expected (exit ${rc}), output names '${EXPECT}'")

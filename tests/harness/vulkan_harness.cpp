@@ -1,0 +1,34 @@
+#include "tests/harness/vulkan_harness.hpp"
+
+#include <memory>
+#include <string>
+
+namespace lathe::test {
+
+vk::Context& vulkan() {
+  static std::unique_ptr<vk::Context> context = [] {
+    vk::ContextOptions options;
+    options.validation = true;
+    return std::make_unique<vk::Context>(options);
+  }();
+  return *context;
+}
+
+namespace {
+
+void fail_on_messages(vk::Context& ctx) {
+  for (const std::string& message : ctx.instance().take_validation_messages()) FAIL_CHECK(message);
+}
+
+}  // namespace
+
+// Messages left over from before the test (instance creation, an earlier
+// test that threw) are reported, not silently dropped.
+VulkanTest::VulkanTest() : ctx(vulkan()), device(ctx.device()) { fail_on_messages(ctx); }
+
+VulkanTest::~VulkanTest() {
+  vkDeviceWaitIdle(device.handle());
+  fail_on_messages(ctx);
+}
+
+}  // namespace lathe::test

@@ -1,0 +1,24 @@
+// The Vulkan test harness. Every test that touches Vulkan derives its fixture
+// from VulkanTest: the one shared context runs with VK_LAYER_KHRONOS_validation,
+// and any warning or error the layer reports during a test fails that test.
+// The device is LATHE_DEVICE's pick, else the best device present (lavapipe
+// on a machine without a GPU).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include "runtime/vk/device.hpp"
+
+namespace lathe::test {
+
+// The shared validated context, created on first use.
+vk::Context& vulkan();
+
+struct VulkanTest {
+  VulkanTest();
+  ~VulkanTest();  // fails the running test on any validation message
+  vk::Context& ctx;
+  vk::Device& device;
+};
+
+}  // namespace lathe::test
