@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "generator/spec/parse.hpp"
+#include "generator/spec/report.hpp"
 #include "runtime/error.hpp"
 #include "runtime/vk/device_info.hpp"
 #include "runtime/vk/instance.hpp"
@@ -21,6 +23,24 @@ int cmd_devices(bool validation) {
   return 0;
 }
 
+// Parses a spec, printing every error of the file; nullopt when there were any.
+std::optional<lathe::spec::Spec> load_spec(const std::string& path) {
+  lathe::spec::Diagnostics diagnostics(path);
+  auto spec = lathe::spec::parse_spec_file(path, diagnostics);
+  if (!spec) std::cerr << diagnostics.format();
+  return spec;
+}
+
+int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& prefill,
+               const std::vector<int64_t>& decode) {
+  auto spec = load_spec(path);
+  if (!spec) return 1;
+  const auto report = lathe::spec::make_report(*spec, prefill, decode);
+  if (json) std::cout << lathe::spec::report_json(report).dump(2) << "\n";
+  else std::cout << lathe::spec::format_report(report);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -31,9 +51,20 @@ int main(int argc, char** argv) {
   auto* devices = app.add_subcommand("devices", "List the Vulkan devices, their memory and the limits that matter");
   devices->add_flag("--validation", validation, "Enable the Khronos validation layer");
 
+  std::string spec_path;
+  bool json = false;
+  std::vector<int64_t> prefill = {128, 512};
+  std::vector<int64_t> decode = {128, 2048};
+  auto* report = app.add_subcommand("report", "Parameters, bytes, FLOPs per token and KV-cache size of a spec");
+  report->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
+  report->add_flag("--json", json, "Print JSON for tools instead of a table");
+  report->add_option("--prefill", prefill, "Prefill lengths T for FLOPs per token")->check(CLI::PositiveNumber);
+  report->add_option("--decode", decode, "Decode contexts L for FLOPs per token")->check(CLI::PositiveNumber);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices) return cmd_devices(validation);
+    if (*report) return cmd_report(spec_path, json, prefill, decode);
   } catch (const lathe::Error& e) {
     std::cerr << "lathe: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,236 @@
+#include "generator/spec/manifest.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace lathe::spec {
+
+int64_t TensorSpec::elements() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+int64_t Manifest::total_elements() const {
+  int64_t n = 0;
+  for (const TensorSpec& t : tensors) n += t.elements();
+  return n;
+}
+
+const char* name(Component c) {
+  switch (c) {
+    case Component::Embedding: return "embedding";
+    case Component::Attention: return "attention";
+    case Component::Mlp: return "mlp";
+    case Component::Experts: return "experts";
+    case Component::Norms: return "norms";
+    case Component::LmHead: return "lm_head";
+  }
+  return "?";
+}
+
+Component component_of(Role r) {
+  switch (r) {
+    case Role::Embed:
+    case Role::PosEmbed: return Component::Embedding;
+    case Role::Q:
+    case Role::K:
+    case Role::V:
+    case Role::Qkv:
+    case Role::O:
+    case Role::QNorm:
+    case Role::KNorm: return Component::Attention;
+    case Role::Gate:
+    case Role::Up:
+    case Role::GateUp:
+    case Role::Down: return Component::Mlp;
+    case Role::Router:
+    case Role::ExpertGate:
+    case Role::ExpertUp:
+    case Role::ExpertDown:
+    case Role::SharedGate:
+    case Role::SharedUp:
+    case Role::SharedDown:
+    case Role::SharedExpertGate: return Component::Experts;
+    case Role::AttnNorm:
+    case Role::AttnPostNorm:
+    case Role::MlpNorm:
+    case Role::MlpPostNorm:
+    case Role::FinalNorm: return Component::Norms;
+    case Role::LmHead: return Component::LmHead;
+  }
+  return Component::Norms;
+}
+
+bool is_linear(Role r) {
+  switch (r) {
+    case Role::Q:
+    case Role::K:
+    case Role::V:
+    case Role::Qkv:
+    case Role::O:
+    case Role::Gate:
+    case Role::Up:
+    case Role::GateUp:
+    case Role::Down:
+    case Role::Router:
+    case Role::ExpertGate:
+    case Role::ExpertUp:
+    case Role::ExpertDown:
+    case Role::SharedGate:
+    case Role::SharedUp:
+    case Role::SharedDown:
+    case Role::SharedExpertGate: return true;
+    default: return false;
+  }
+}
+
+std::string expand_name(const std::string& pattern, int64_t layer, int64_t expert) {
+  std::string out = pattern;
+  auto replace = [&out](const std::string& key, int64_t value) {
+    for (size_t at = out.find(key); at != std::string::npos; at = out.find(key, at))
+      out.replace(at, key.size(), std::to_string(value));
+  };
+  if (layer >= 0) replace("{layer}", layer);
+  if (expert >= 0) replace("{expert}", expert);
+  return out;
+}
+
+namespace {
+
+class Builder {
+ public:
+  explicit Builder(const Spec& spec) : s_(spec) {}
+
+  // A linear map from `in` to `out` features: [out, in] (or [in, out]).
+  void linear(Role role, int64_t out, int64_t in, bool bias, int64_t layer = -1, int64_t expert = -1) {
+    const bool transposed = s_.weights.layout == Layout::InOut && is_linear(role);
+    push(role, false, layer, expert, transposed ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in});
+    if (bias) push(role, true, layer, expert, {out});
+  }
+  void matrix(Role role, int64_t rows, int64_t cols, int64_t layer = -1) {
+    push(role, false, layer, -1, {rows, cols});
+  }
+  void norm(Role role, int64_t width, int64_t layer, bool bias) {
+    push(role, false, layer, -1, {width});
+    if (bias) push(role, true, layer, -1, {width});
+  }
+
+  Manifest take() { return std::move(m_); }
+
+ private:
+  void push(Role role, bool bias, int64_t layer, int64_t expert, std::vector<int64_t> shape) {
+    TensorSpec t;
+    t.role = role;
+    t.bias = bias;
+    t.layer = layer;
+    t.expert = expert;
+    auto it = s_.weights.names.find(role);
+    const std::string pattern = it != s_.weights.names.end() ? it->second : "<unnamed " + std::string(name(role)) + ">";
+    t.name = expand_name(pattern, layer, expert) + (bias ? ".bias" : ".weight");
+    t.shape = std::move(shape);
+    t.dtype = s_.weights.dtype;
+    m_.tensors.push_back(std::move(t));
+  }
+
+  const Spec& s_;
+  Manifest m_;
+};
+
+void mlp(Builder& b, const Spec& s, Role gate, Role up, Role down, int64_t width, bool bias, int64_t layer,
+         int64_t expert) {
+  const int64_t d = s.dims.hidden;
+  if (s.mlp.gated) b.linear(gate, width, d, bias, layer, expert);
+  b.linear(up, width, d, bias, layer, expert);
+  b.linear(down, d, width, bias, layer, expert);
+}
+
+}  // namespace
+
+Manifest build_manifest(const Spec& s) {
+  Builder b(s);
+  const Dims& d = s.dims;
+  const int64_t q_width = d.heads * d.head_dim;
+  const int64_t kv_width = d.kv_heads * d.head_dim;
+  const bool nb = s.norm.bias;
+
+  b.matrix(Role::Embed, d.vocab, d.hidden);
+  if (s.position.kind == PositionKind::Learned) b.matrix(Role::PosEmbed, s.position.table_size, d.hidden);
+
+  for (int64_t l = 0; l < d.layers; ++l) {
+    switch (s.norm.placement) {
+      case NormPlacement::Pre:
+      case NormPlacement::Post: b.norm(Role::AttnNorm, d.hidden, l, nb); break;
+      case NormPlacement::Sandwich:
+        b.norm(Role::AttnNorm, d.hidden, l, nb);
+        b.norm(Role::AttnPostNorm, d.hidden, l, nb);
+        break;
+      case NormPlacement::Parallel: b.norm(Role::AttnNorm, d.hidden, l, nb); break;
+      case NormPlacement::BranchOutput: b.norm(Role::AttnPostNorm, d.hidden, l, nb); break;
+    }
+
+    const Attention& a = s.attention;
+    if (s.weights.fused_qkv) {
+      b.linear(Role::Qkv, q_width + 2 * kv_width, d.hidden, a.q_bias, l);
+    } else {
+      b.linear(Role::Q, q_width, d.hidden, a.q_bias, l);
+      b.linear(Role::K, kv_width, d.hidden, a.k_bias, l);
+      b.linear(Role::V, kv_width, d.hidden, a.v_bias, l);
+    }
+    b.linear(Role::O, d.hidden, q_width, a.o_bias, l);
+    if (a.qk_norm == QKNorm::PerHead) {
+      b.norm(Role::QNorm, d.head_dim, l, false);
+      b.norm(Role::KNorm, d.head_dim, l, false);
+    } else if (a.qk_norm == QKNorm::Whole) {
+      b.norm(Role::QNorm, q_width, l, false);
+      b.norm(Role::KNorm, kv_width, l, false);
+    }
+
+    switch (s.norm.placement) {
+      case NormPlacement::Pre:
+      case NormPlacement::Post: b.norm(Role::MlpNorm, d.hidden, l, nb); break;
+      case NormPlacement::Sandwich:
+        b.norm(Role::MlpNorm, d.hidden, l, nb);
+        b.norm(Role::MlpPostNorm, d.hidden, l, nb);
+        break;
+      case NormPlacement::Parallel:
+        if (!s.norm.parallel_shared) b.norm(Role::MlpNorm, d.hidden, l, nb);
+        break;
+      case NormPlacement::BranchOutput: b.norm(Role::MlpPostNorm, d.hidden, l, nb); break;
+    }
+
+    if (s.moe.enabled()) {
+      const Moe& m = s.moe;
+      b.linear(Role::Router, m.experts, d.hidden, false, l);
+      for (int64_t e = 0; e < m.experts; ++e)
+        mlp(b, s, Role::ExpertGate, Role::ExpertUp, Role::ExpertDown, m.expert_intermediate, s.mlp.bias, l, e);
+      if (m.shared_experts > 0) {
+        mlp(b, s, Role::SharedGate, Role::SharedUp, Role::SharedDown, m.shared_experts * m.shared_intermediate,
+            s.mlp.bias, l, -1);
+        if (m.shared_expert_gate) b.linear(Role::SharedExpertGate, 1, d.hidden, false, l);
+      }
+    } else if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
+      b.linear(Role::GateUp, 2 * d.intermediate, d.hidden, s.mlp.bias, l);
+      b.linear(Role::Down, d.hidden, d.intermediate, s.mlp.bias, l);
+    } else {
+      mlp(b, s, Role::Gate, Role::Up, Role::Down, d.intermediate, s.mlp.bias, l, -1);
+    }
+  }
+
+  if (s.norm.final_norm) b.norm(Role::FinalNorm, d.hidden, -1, nb);
+  if (!s.embedding.tied) b.matrix(Role::LmHead, d.vocab, d.hidden);
+  return b.take();
+}
+
+std::vector<Role> required_roles(const Spec& s) {
+  std::vector<Role> roles;
+  // One layer and one expert are enough to know which roles appear.
+  Spec one = s;
+  one.dims.layers = std::min<int64_t>(s.dims.layers, 1);
+  one.moe.experts = std::min<int64_t>(s.moe.experts, 1);
+  for (const TensorSpec& t : build_manifest(one).tensors)
+    if (std::find(roles.begin(), roles.end(), t.role) == roles.end()) roles.push_back(t.role);
+  return roles;
+}
+
+}  // namespace lathe::spec

@@ -1,0 +1,45 @@
+// The weight manifest: every tensor the spec's checkpoint holds, with its
+// exact name, stored shape and dtype. The report counts it, the emitter writes
+// it as constexpr data, the loaders audit checkpoints against it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "generator/spec/spec.hpp"
+
+namespace lathe::spec {
+
+struct TensorSpec {
+  Role role;
+  bool bias = false;    // "<path>.bias" rather than "<path>.weight"
+  int64_t layer = -1;   // -1: not per layer
+  int64_t expert = -1;  // -1: not per expert
+  std::string name;     // the checkpoint's tensor name
+  std::vector<int64_t> shape;  // as stored: [out, in] for out_in, [in, out] for in_out
+  DType dtype = DType::F32;
+  int64_t elements() const;
+};
+
+enum class Component { Embedding, Attention, Mlp, Experts, Norms, LmHead };
+const char* name(Component);
+Component component_of(Role);
+bool is_linear(Role);  // a matrix multiplied with activations (transposed by in_out layouts)
+
+struct Manifest {
+  std::vector<TensorSpec> tensors;
+  int64_t total_elements() const;
+};
+
+// The tensors of `spec` in checkpoint order (globals, then layer by layer).
+// A role without a name gets "<unnamed role>"; validate() reports those.
+Manifest build_manifest(const Spec& spec);
+
+// Roles the spec's checkpoint needs (every role that appears in the manifest).
+std::vector<Role> required_roles(const Spec& spec);
+
+// "{layer}" and "{expert}" replaced.
+std::string expand_name(const std::string& pattern, int64_t layer, int64_t expert);
+
+}  // namespace lathe::spec

@@ -1,0 +1,467 @@
+// Reading the TOML spec: a small schema-driven reader over toml++ that marks
+// every key it consumes, so that whatever is left is an unknown key.
+#include "generator/spec/parse.hpp"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace lathe::spec {
+namespace {
+
+Loc loc_of(const toml::node& node) {
+  const auto& begin = node.source().begin;
+  return Loc{begin.line, begin.column};
+}
+
+const char* type_word(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    default: return "a date or time";
+  }
+}
+
+template <class E>
+struct Choice {
+  const char* word;
+  E value;
+};
+
+// Reads one TOML table. Every get_* marks its key as known; finish() reports
+// the keys nobody asked for, with a suggestion from the known ones.
+class Table {
+ public:
+  Table(const toml::table* table, std::string path, Loc loc, Spec& spec, Diagnostics& diag)
+      : table_(table), path_(std::move(path)), loc_(loc), spec_(spec), diag_(diag) {
+    if (table_ != nullptr) spec_.locations[path_] = loc_;
+  }
+
+  bool present() const { return table_ != nullptr; }
+  Loc loc() const { return loc_; }
+  bool has(std::string_view key) {
+    known_.insert(std::string(key));
+    return table_ != nullptr && table_->contains(key);
+  }
+
+  std::optional<int64_t> integer(std::string_view key, bool required, int64_t min, int64_t max) {
+    const toml::node* node = node_of(key, required);
+    if (node == nullptr) return std::nullopt;
+    auto value = node->value<int64_t>();
+    if (!node->is_integer() || !value) return wrong_type(key, *node, "an integer");
+    if (*value < min || *value > max) {
+      error(*node, full(key) + " must be " + range_text(min, max) + " (found " + std::to_string(*value) + ")");
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // Floats accept integers too (theta = 10000).
+  std::optional<double> number(std::string_view key, bool required, double min, double max, bool min_exclusive) {
+    const toml::node* node = node_of(key, required);
+    if (node == nullptr) return std::nullopt;
+    if (!node->is_number()) return wrong_type(key, *node, "a number");
+    const double value = *node->value<double>();
+    if (!std::isfinite(value) || value < min || (min_exclusive && value == min) || value > max) {
+      std::ostringstream out;
+      out << full(key) << " must be " << (min_exclusive ? "greater than " : "at least ") << min;
+      if (max < 1e300) out << " and at most " << max;
+      out << " (found " << value << ")";
+      error(*node, out.str());
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<bool> boolean(std::string_view key) {
+    const toml::node* node = node_of(key, false);
+    if (node == nullptr) return std::nullopt;
+    if (!node->is_boolean()) return wrong_type(key, *node, "true or false");
+    return node->value<bool>();
+  }
+
+  std::optional<std::string> string(std::string_view key, bool required) {
+    const toml::node* node = node_of(key, required);
+    if (node == nullptr) return std::nullopt;
+    if (!node->is_string()) return wrong_type(key, *node, "a string");
+    return node->value<std::string>();
+  }
+
+  template <class E, size_t N>
+  std::optional<E> choice(std::string_view key, bool required, const Choice<E> (&choices)[N]) {
+    const toml::node* node = node_of(key, required);
+    if (node == nullptr) return std::nullopt;
+    std::vector<std::string> words;
+    for (const auto& c : choices) words.emplace_back(c.word);
+    if (!node->is_string()) return wrong_type(key, *node, "one of " + join(words));
+    const std::string value = *node->value<std::string>();
+    for (const auto& c : choices)
+      if (value == c.word) return c.value;
+    std::string message = full(key) + ": unknown value \"" + value + "\"; expected one of " + join(words);
+    const std::string near = closest_match(value, words);
+    if (!near.empty()) message += " (did you mean \"" + near + "\"?)";
+    error(*node, message);
+    return std::nullopt;
+  }
+
+  const toml::array* array(std::string_view key) {
+    const toml::node* node = node_of(key, false);
+    if (node == nullptr) return nullptr;
+    if (!node->is_array()) {
+      wrong_type(key, *node, "an array");
+      return nullptr;
+    }
+    return node->as_array();
+  }
+
+  const toml::node* raw(std::string_view key) { return node_of(key, false); }
+
+  Table sub(std::string_view key) {
+    const toml::node* node = node_of(key, false);
+    if (node != nullptr && !node->is_table()) {
+      wrong_type(key, *node, "a table");
+      node = nullptr;
+    }
+    return Table(node ? node->as_table() : nullptr, full(key), node ? loc_of(*node) : loc_, spec_, diag_);
+  }
+
+  // Unknown keys are errors, with the nearest known key as a suggestion.
+  void finish() {
+    if (table_ == nullptr) return;
+    const std::vector<std::string> known(known_.begin(), known_.end());
+    for (const auto& [key, node] : *table_) {
+      const std::string k(key.str());
+      if (known_.count(k)) continue;
+      std::string message = "unknown key '" + full(k) + "'";
+      const std::string near = closest_match(k, known);
+      if (!near.empty()) message += " (did you mean '" + full(near) + "'?)";
+      const auto& begin = key.source().begin;
+      diag_.error(begin.line > 0 ? Loc{begin.line, begin.column} : loc_of(node), message);
+    }
+  }
+
+  std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
+  void error(const toml::node& node, std::string message) { diag_.error(loc_of(node), std::move(message)); }
+  void error_here(std::string message) { diag_.error(loc_, std::move(message)); }
+
+ private:
+  const toml::node* node_of(std::string_view key, bool required) {
+    known_.insert(std::string(key));
+    const toml::node* node = table_ != nullptr ? table_->get(key) : nullptr;
+    if (node == nullptr) {
+      if (required)
+        diag_.error(loc_, table_ != nullptr ? "missing required key '" + full(key) + "'"
+                                            : "missing required table [" + path_ + "] (with key '" + std::string(key) + "')");
+      return nullptr;
+    }
+    spec_.locations[full(key)] = loc_of(*node);
+    return node;
+  }
+
+  template <class T = std::nullopt_t>
+  std::nullopt_t wrong_type(std::string_view key, const toml::node& node, const std::string& expected) {
+    error(node, full(key) + ": expected " + expected + ", found " + type_word(node));
+    return std::nullopt;
+  }
+
+  static std::string range_text(int64_t min, int64_t max) {
+    if (max == INT64_MAX) return "at least " + std::to_string(min);
+    return "between " + std::to_string(min) + " and " + std::to_string(max);
+  }
+
+  static std::string join(const std::vector<std::string>& words) {
+    std::string out;
+    for (size_t i = 0; i < words.size(); ++i) out += (i ? ", " : "") + ("\"" + words[i] + "\"");
+    return out;
+  }
+
+  const toml::table* table_;
+  std::string path_;
+  Loc loc_;
+  Spec& spec_;
+  Diagnostics& diag_;
+  std::set<std::string> known_;
+};
+
+constexpr int64_t kMaxDim = int64_t{1} << 24;      // no real width is near 16 Mi
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxContext = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = 1024;
+
+constexpr Choice<NormKind> kNormKinds[] = {{"rmsnorm", NormKind::RMSNorm}, {"layernorm", NormKind::LayerNorm}};
+constexpr Choice<NormPlacement> kPlacements[] = {{"pre", NormPlacement::Pre},
+                                                 {"post", NormPlacement::Post},
+                                                 {"sandwich", NormPlacement::Sandwich},
+                                                 {"parallel", NormPlacement::Parallel},
+                                                 {"branch_output", NormPlacement::BranchOutput}};
+constexpr Choice<Activation> kActivations[] = {{"silu", Activation::SiLU},
+                                               {"gelu_erf", Activation::GeluErf},
+                                               {"gelu_tanh", Activation::GeluTanh},
+                                               {"relu", Activation::ReLU}};
+constexpr Choice<QKNorm> kQKNorms[] = {{"none", QKNorm::None}, {"per_head", QKNorm::PerHead}, {"whole", QKNorm::Whole}};
+constexpr Choice<PositionKind> kPositions[] = {{"rope", PositionKind::Rope},
+                                               {"alibi", PositionKind::Alibi},
+                                               {"learned", PositionKind::Learned},
+                                               {"sinusoidal", PositionKind::Sinusoidal},
+                                               {"none", PositionKind::None}};
+constexpr Choice<RopePairing> kPairings[] = {{"neox", RopePairing::Neox}, {"interleaved", RopePairing::Interleaved}};
+constexpr Choice<RopeScaling> kScalings[] = {{"none", RopeScaling::None},
+                                             {"linear", RopeScaling::Linear},
+                                             {"dynamic_ntk", RopeScaling::DynamicNtk},
+                                             {"yarn", RopeScaling::Yarn},
+                                             {"llama3", RopeScaling::Llama3}};
+constexpr Choice<FusedGateUp> kFusedGateUp[] = {
+    {"none", FusedGateUp::None}, {"gate_up", FusedGateUp::GateUp}, {"up_gate", FusedGateUp::UpGate}};
+constexpr Choice<DType> kDTypes[] = {
+    {"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}, {"q8_0", DType::Q8_0}};
+constexpr Choice<DType> kCacheDTypes[] = {{"f32", DType::F32}, {"f16", DType::F16}};
+constexpr Choice<Layout> kLayouts[] = {{"out_in", Layout::OutIn}, {"in_out", Layout::InOut}};
+
+template <class T>
+void set(T& field, const std::optional<T>& value) {
+  if (value) field = *value;
+}
+
+void read_model(Table t, Spec& s) {
+  set(s.name, t.string("name", true));
+  set(s.source, t.string("source", false));
+  t.finish();
+}
+
+void read_dims(Table t, Spec& s) {
+  Dims& d = s.dims;
+  set(d.hidden, t.integer("hidden", true, 1, kMaxDim));
+  set(d.layers, t.integer("layers", true, 1, kMaxLayers));
+  set(d.heads, t.integer("heads", true, 1, 4096));
+  d.kv_heads = d.heads;
+  set(d.kv_heads, t.integer("kv_heads", false, 1, 4096));
+  if (auto hd = t.integer("head_dim", false, 1, 4096)) {
+    d.head_dim = *hd;
+    d.head_dim_explicit = true;
+  } else if (d.heads > 0) {
+    d.head_dim = d.hidden / d.heads;
+  }
+  set(d.intermediate, t.integer("intermediate", true, 1, kMaxDim));
+  set(d.vocab, t.integer("vocab", true, 1, kMaxVocab));
+  set(d.max_context, t.integer("max_context", true, 1, kMaxContext));
+  t.finish();
+}
+
+void read_norm(Table t, Spec& s) {
+  Norm& n = s.norm;
+  set(n.kind, t.choice("kind", false, kNormKinds));
+  n.bias = n.kind == NormKind::LayerNorm;
+  set(n.eps, t.number("eps", false, 0.0, 1.0, true));
+  set(n.placement, t.choice("placement", false, kPlacements));
+  set(n.unit_offset, t.boolean("unit_offset"));
+  set(n.bias, t.boolean("bias"));
+  set(n.final_norm, t.boolean("final"));
+  set(n.parallel_shared, t.boolean("parallel_shared"));
+  t.finish();
+}
+
+void read_attention(Table t, Spec& s) {
+  Attention& a = s.attention;
+  if (auto all = t.boolean("bias")) a.q_bias = a.k_bias = a.v_bias = a.o_bias = *all;
+  set(a.q_bias, t.boolean("q_bias"));
+  set(a.k_bias, t.boolean("k_bias"));
+  set(a.v_bias, t.boolean("v_bias"));
+  set(a.o_bias, t.boolean("o_bias"));
+  auto scale = t.number("scale", false, 0.0, 1e300, true);
+  auto scalar = t.number("query_pre_attn_scalar", false, 0.0, 1e300, true);
+  if (scale && scalar)
+    t.error(*t.raw("query_pre_attn_scalar"),
+            "attention.scale and attention.query_pre_attn_scalar both set the score scale; keep one");
+  if (scale) a.scale = *scale;
+  if (scalar) a.scale = 1.0 / std::sqrt(*scalar);
+  set(a.softcap, t.number("softcap", false, 0.0, 1e300, false));
+  set(a.qk_norm, t.choice("qk_norm", false, kQKNorms));
+  set(a.sliding_window, t.integer("sliding_window", false, 1, kMaxContext));
+  if (const toml::array* pattern = t.array("window_pattern")) {
+    for (const toml::node& item : *pattern) {
+      if (!item.is_boolean()) {
+        t.error(item, "attention.window_pattern: expected booleans (true: windowed layer), found " +
+                          std::string(type_word(item)));
+        a.window_pattern.clear();
+        break;
+      }
+      a.window_pattern.push_back(*item.value<bool>());
+    }
+    if (pattern->empty()) t.error(*t.raw("window_pattern"), "attention.window_pattern must not be empty");
+  }
+  t.finish();
+}
+
+void read_position(Table t, Spec& s) {
+  Position& p = s.position;
+  set(p.kind, t.choice("kind", false, kPositions));
+  set(p.pairing, t.choice("pairing", false, kPairings));
+  set(p.rotary_dim, t.integer("rotary_dim", false, 1, 4096));
+  set(p.theta, t.number("theta", false, 0.0, 1e300, true));
+  if (auto lt = t.number("local_theta", false, 0.0, 1e300, true)) p.local_theta = *lt;
+  set(p.offset, t.integer("offset", false, 0, kMaxContext));
+  set(p.table_size, t.integer("table_size", false, 1, kMaxContext));
+
+  Table sc = t.sub("scaling");
+  RopeScalingParams& r = p.scaling;
+  set(r.kind, sc.choice("kind", sc.present(), kScalings));
+  set(r.factor, sc.number("factor", false, 0.0, 1e6, true));
+  set(r.low_freq_factor, sc.number("low_freq_factor", false, 0.0, 1e6, true));
+  set(r.high_freq_factor, sc.number("high_freq_factor", false, 0.0, 1e6, true));
+  set(r.original_max_context, sc.integer("original_max_context", false, 1, kMaxContext));
+  set(r.beta_fast, sc.number("beta_fast", false, 0.0, 1e6, true));
+  set(r.beta_slow, sc.number("beta_slow", false, 0.0, 1e6, true));
+  if (auto af = sc.number("attention_factor", false, 0.0, 1e6, true)) r.attention_factor = *af;
+  sc.finish();
+  t.finish();
+}
+
+void read_mlp(Table t, Spec& s) {
+  Mlp& m = s.mlp;
+  set(m.activation, t.choice("activation", false, kActivations));
+  set(m.gated, t.boolean("gated"));
+  set(m.bias, t.boolean("bias"));
+  set(m.fused_gate_up, t.choice("fused_gate_up", false, kFusedGateUp));
+  t.finish();
+}
+
+void read_moe(Table t, Spec& s) {
+  Moe& m = s.moe;
+  if (!t.present()) return;
+  set(m.experts, t.integer("experts", true, 1, 4096));
+  set(m.top_k, t.integer("top_k", true, 1, 4096));
+  set(m.norm_topk_prob, t.boolean("norm_topk_prob"));
+  set(m.expert_intermediate, t.integer("expert_intermediate", false, 1, kMaxDim));
+  set(m.shared_experts, t.integer("shared_experts", false, 0, 4096));
+  set(m.shared_intermediate, t.integer("shared_intermediate", false, 1, kMaxDim));
+  set(m.shared_expert_gate, t.boolean("shared_expert_gate"));
+  t.finish();
+}
+
+void read_embedding(Table t, Spec& s) {
+  Embedding& e = s.embedding;
+  set(e.tied, t.boolean("tied"));
+  if (const toml::node* scale = t.raw("scale")) {
+    if (scale->is_string() && *scale->value<std::string>() == "sqrt_hidden") {
+      e.scale_sqrt_hidden = true;
+    } else if (scale->is_number() && *scale->value<double>() > 0 && std::isfinite(*scale->value<double>())) {
+      e.scale = *scale->value<double>();
+    } else {
+      t.error(*scale, "embedding.scale: expected a positive number or \"sqrt_hidden\", found " +
+                          std::string(type_word(*scale)));
+    }
+  }
+  t.finish();
+}
+
+void read_output(Table t, Spec& s) {
+  set(s.output.softcap, t.number("softcap", false, 0.0, 1e300, false));
+  t.finish();
+}
+
+void read_weights(Table t, Spec& s) {
+  Weights& w = s.weights;
+  set(w.dtype, t.choice("dtype", false, kDTypes));
+  set(w.layout, t.choice("layout", false, kLayouts));
+  set(w.fused_qkv, t.boolean("fused_qkv"));
+  if (auto preset = t.string("preset", false)) {
+    w.preset = *preset;
+    w.names = preset_names(w.preset, s.norm.placement);
+    if (w.names.empty()) {
+      std::string message = "weights.preset: unknown preset \"" + w.preset + "\"";
+      const std::string near = closest_match(w.preset, preset_list());
+      if (!near.empty()) message += " (did you mean \"" + near + "\"?)";
+      t.error(*t.raw("preset"), message);
+    }
+  }
+  if (const toml::array* ignore = t.array("ignore")) {
+    for (const toml::node& item : *ignore) {
+      if (!item.is_string()) t.error(item, "weights.ignore: expected tensor-name patterns (strings)");
+      else w.ignore.push_back(*item.value<std::string>());
+    }
+  }
+  Table names = t.sub("names");
+  if (names.present()) {
+    const std::vector<std::string> roles = role_names();
+    for (const std::string& role : roles) {
+      if (auto path = names.string(role, false)) w.names[*role_from_name(role)] = *path;
+    }
+    names.finish();
+  }
+  t.finish();
+}
+
+void read_cache(Table t, Spec& s) {
+  set(s.cache.dtype, t.choice("dtype", false, kCacheDTypes));
+  t.finish();
+}
+
+// Defaults that depend on other fields.
+void resolve_defaults(Spec& s) {
+  if (s.position.rotary_dim == 0) s.position.rotary_dim = s.dims.head_dim;
+  if (s.position.table_size == 0) s.position.table_size = s.dims.max_context + s.position.offset;
+  if (s.moe.expert_intermediate == 0) s.moe.expert_intermediate = s.dims.intermediate;
+  if (s.moe.shared_intermediate == 0) s.moe.shared_intermediate = s.moe.expert_intermediate;
+  if (s.embedding.scale_sqrt_hidden) s.embedding.scale = std::sqrt(static_cast<double>(s.dims.hidden));
+}
+
+}  // namespace
+
+std::optional<Spec> parse_spec_string(std::string_view text, const std::string& file, Diagnostics& diag) {
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    const auto& begin = e.source().begin;
+    diag.error(Loc{begin.line, begin.column}, std::string(e.description()));
+    return std::nullopt;
+  }
+
+  Spec s;
+  s.file = file;
+  Table top(&root, "", Loc{1, 1}, s, diag);
+  // Order matters only where a default depends on an earlier table:
+  // norm before weights (norm names follow the placement).
+  read_model(top.sub("model"), s);
+  {
+    Table dims = top.sub("dims");
+    if (!dims.present()) diag.error(Loc{1, 1}, "missing required table [dims]");
+    else read_dims(dims, s);
+  }
+  read_norm(top.sub("norm"), s);
+  read_attention(top.sub("attention"), s);
+  read_position(top.sub("position"), s);
+  read_mlp(top.sub("mlp"), s);
+  read_moe(top.sub("moe"), s);
+  read_embedding(top.sub("embedding"), s);
+  read_output(top.sub("output"), s);
+  read_weights(top.sub("weights"), s);
+  read_cache(top.sub("cache"), s);
+  top.finish();
+  resolve_defaults(s);
+
+  if (!diag.empty()) return std::nullopt;
+  validate(s, diag);
+  if (!diag.empty()) return std::nullopt;
+  return s;
+}
+
+std::optional<Spec> parse_spec_file(const std::string& path, Diagnostics& diag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    diag.error(Loc{}, "cannot open the spec file");
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_spec_string(text.str(), path, diag);
+}
+
+}  // namespace lathe::spec

@@ -1,0 +1,27 @@
+// TOML in, validated Spec out. All errors of a file are collected, each at
+// its `file:line:col`.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "generator/spec/diagnostics.hpp"
+#include "generator/spec/spec.hpp"
+
+namespace lathe::spec {
+
+// Parses and validates; returns nullopt when `diagnostics` holds errors.
+std::optional<Spec> parse_spec_string(std::string_view text, const std::string& file, Diagnostics& diagnostics);
+std::optional<Spec> parse_spec_file(const std::string& path, Diagnostics& diagnostics);
+
+// The architecture contract (d = H_q·d_h unless head_dim is explicit,
+// H_q mod H_kv = 0, …); parse_spec_* runs it. Errors go to `diagnostics`.
+void validate(const Spec& spec, Diagnostics& diagnostics);
+
+// Tensor module paths of a naming preset ("hf-llama", "hf-gpt2", "gguf") for
+// this spec's placement; empty when the preset is unknown.
+std::map<Role, std::string> preset_names(const std::string& preset, NormPlacement placement);
+std::vector<std::string> preset_list();
+
+}  // namespace lathe::spec

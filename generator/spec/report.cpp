@@ -1,0 +1,140 @@
+#include "generator/spec/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "generator/spec/manifest.hpp"
+
+namespace lathe::spec {
+namespace {
+
+// Attention FLOPs of one query attending to `keys` keys, all layers.
+double attention_flops(const Spec& s, int64_t keys) {
+  double total = 0;
+  for (int64_t l = 0; l < s.dims.layers; ++l) {
+    const int64_t k = s.attention.windowed(l) ? std::min(keys, s.attention.sliding_window) : keys;
+    total += 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim * k);  // q·kᵀ and p·v
+  }
+  return total;
+}
+
+std::string grouped(int64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string human(double v, const char* unit) {
+  const char* prefixes[] = {"", "K", "M", "G", "T", "P"};
+  int i = 0;
+  while (std::fabs(v) >= 1000 && i < 5) {
+    v /= 1000;
+    ++i;
+  }
+  std::ostringstream out;
+  out.precision(4);
+  out << v << " " << prefixes[i] << unit;
+  return out.str();
+}
+
+std::string human_bytes(double v) {
+  const char* prefixes[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (v >= 1024 && i < 4) {
+    v /= 1024;
+    ++i;
+  }
+  std::ostringstream out;
+  out.precision(4);
+  out << v << " " << prefixes[i];
+  return out.str();
+}
+
+}  // namespace
+
+Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
+                   const std::vector<int64_t>& decode_contexts) {
+  Report r;
+  r.name = s.name;
+  r.dtype = s.weights.dtype;
+  r.kv_dtype = s.cache.dtype;
+  r.max_context = s.dims.max_context;
+
+  std::map<Component, int64_t> per_component;
+  double linear_active = 0;  // weights multiplied per token
+  const Manifest manifest = build_manifest(s);
+  for (const TensorSpec& t : manifest.tensors) {
+    const int64_t n = t.elements();
+    per_component[component_of(t.role)] += n;
+    r.total_params += n;
+    const bool expert = t.expert >= 0;
+    if (!expert || t.expert < s.moe.top_k) r.active_params += n;
+    if (!t.bias && is_linear(t.role) && (!expert || t.expert < s.moe.top_k)) linear_active += static_cast<double>(n);
+  }
+  for (auto& [c, n] : per_component) r.components.emplace_back(name(c), n);
+
+  // The LM head multiplies every token, tied or not.
+  const double head = static_cast<double>(s.dims.vocab * s.dims.hidden);
+  const double matmul = 2.0 * (linear_active + head);
+  for (int64_t T : prefill_lengths) {
+    double attention = 0;
+    for (int64_t t = 0; t < T; ++t) attention += attention_flops(s, t + 1);
+    r.prefill_flops_per_token.emplace_back(T, matmul + attention / static_cast<double>(T));
+  }
+  for (int64_t L : decode_contexts) r.decode_flops_per_token.emplace_back(L, matmul + attention_flops(s, L));
+
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
+    r.weight_bytes.emplace_back(dt, static_cast<int64_t>(std::ceil(static_cast<double>(r.total_params) * bytes_per_element(dt))));
+
+  const int64_t per_layer = 2 * s.dims.kv_heads * s.dims.head_dim * static_cast<int64_t>(bytes_per_element(s.cache.dtype));
+  r.kv_bytes_per_token = per_layer * s.dims.layers;
+  for (int64_t l = 0; l < s.dims.layers; ++l) {
+    const int64_t rows = s.attention.windowed(l) ? std::min(s.dims.max_context, s.attention.sliding_window) : s.dims.max_context;
+    r.kv_bytes_max_context += per_layer * rows;
+  }
+  return r;
+}
+
+std::string format_report(const Report& r) {
+  std::ostringstream out;
+  out << "# " << r.name << "\n\n";
+  out << "| component | parameters |\n|---|---:|\n";
+  for (const auto& [c, n] : r.components) out << "| " << c << " | " << grouped(n) << " |\n";
+  out << "| **total** | **" << grouped(r.total_params) << "** |\n";
+  if (r.active_params != r.total_params) out << "| active per token | " << grouped(r.active_params) << " |\n";
+  out << "\n| weights stored as | bytes |\n|---|---:|\n";
+  for (const auto& [dt, b] : r.weight_bytes)
+    out << "| " << name(dt) << (dt == r.dtype ? " (checkpoint)" : "") << " | " << human_bytes(static_cast<double>(b))
+        << " |\n";
+  out << "\n| work per token | FLOPs |\n|---|---:|\n";
+  for (const auto& [T, f] : r.prefill_flops_per_token) out << "| prefill, T = " << T << " | " << human(f, "FLOP") << " |\n";
+  for (const auto& [L, f] : r.decode_flops_per_token) out << "| decode, context " << L << " | " << human(f, "FLOP") << " |\n";
+  out << "\n| KV cache (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
+  out << "| per token | " << human_bytes(static_cast<double>(r.kv_bytes_per_token)) << " |\n";
+  out << "| at max context (" << r.max_context << ") | " << human_bytes(static_cast<double>(r.kv_bytes_max_context)) << " |\n";
+  return out.str();
+}
+
+nlohmann::json report_json(const Report& r) {
+  nlohmann::json j;
+  j["name"] = r.name;
+  for (const auto& [c, n] : r.components) j["params"][c] = n;
+  j["params"]["total"] = r.total_params;
+  j["params"]["active_per_token"] = r.active_params;
+  j["checkpoint_dtype"] = name(r.dtype);
+  for (const auto& [dt, b] : r.weight_bytes) j["weight_bytes"][name(dt)] = b;
+  for (const auto& [T, f] : r.prefill_flops_per_token) j["flops_per_token"]["prefill"][std::to_string(T)] = f;
+  for (const auto& [L, f] : r.decode_flops_per_token) j["flops_per_token"]["decode"][std::to_string(L)] = f;
+  j["kv_cache"]["dtype"] = name(r.kv_dtype);
+  j["kv_cache"]["bytes_per_token"] = r.kv_bytes_per_token;
+  j["kv_cache"]["bytes_at_max_context"] = r.kv_bytes_max_context;
+  j["kv_cache"]["max_context"] = r.max_context;
+  return j;
+}
+
+}  // namespace lathe::spec

@@ -1,0 +1,37 @@
+// Accounting: parameters, bytes, FLOPs and KV-cache size of a spec.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "generator/spec/spec.hpp"
+
+namespace lathe::spec {
+
+struct Report {
+  std::string name;
+  std::vector<std::pair<std::string, int64_t>> components;  // parameters per component
+  int64_t total_params = 0;
+  int64_t active_params = 0;  // per token: top-k experts only under MoE
+  DType dtype = DType::F32;
+  std::vector<std::pair<DType, int64_t>> weight_bytes;  // the whole checkpoint stored as each dtype
+  // Matmul and attention FLOPs (2 per multiply-add; elementwise ops excluded).
+  std::vector<std::pair<int64_t, double>> prefill_flops_per_token;  // (T, FLOPs/token) from an empty cache
+  std::vector<std::pair<int64_t, double>> decode_flops_per_token;   // (L, FLOPs) for one token at context L
+  DType kv_dtype = DType::F16;
+  int64_t kv_bytes_per_token = 0;        // all layers, H_kv heads, K and V
+  int64_t kv_bytes_max_context = 0;      // windowed layers hold only their window
+  int64_t max_context = 0;
+};
+
+Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths = {128, 512},
+                   const std::vector<int64_t>& decode_contexts = {128, 2048});
+
+std::string format_report(const Report& report);  // a table for people
+nlohmann::json report_json(const Report& report);
+
+}  // namespace lathe::spec

@@ -1,0 +1,185 @@
+// The validated architecture spec: the IR every later stage reads.
+// Every value is known at generation time; each remembers where in the TOML
+// file it was written (Spec::where), so later stages can report errors there.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generator/spec/diagnostics.hpp"
+
+namespace lathe::spec {
+
+enum class NormKind { RMSNorm, LayerNorm };
+// pre: x + F(N(x)); post: N(x + F(x)); sandwich: x + N2(F(N1(x))) (Gemma 2/3);
+// parallel: x + Attn(N(x)) + MLP(N'(x)) (GPT-J, NeoX, Phi-2);
+// branch_output: x + N(F(x)) (OLMo 2).
+enum class NormPlacement { Pre, Post, Sandwich, Parallel, BranchOutput };
+enum class Activation { SiLU, GeluErf, GeluTanh, ReLU };
+// per_head: RMSNorm over head_dim of each head (Qwen3); whole: over the whole
+// q and k projections before the split into heads (OLMo 2).
+enum class QKNorm { None, PerHead, Whole };
+enum class PositionKind { Rope, Alibi, Learned, Sinusoidal, None };
+// neox: rotate-half pairs (i, i + r/2) (HF Llama); interleaved: pairs (2i, 2i+1) (GPT-J, GGUF).
+enum class RopePairing { Neox, Interleaved };
+enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
+enum class FusedGateUp { None, GateUp, UpGate };  // the order of the halves of a fused tensor
+enum class DType { F32, F16, BF16, Q8_0 };
+// out_in: torch.nn.Linear's [out, in]; in_out: GPT-2's Conv1D [in, out].
+enum class Layout { OutIn, InOut };
+
+const char* name(NormKind);
+const char* name(NormPlacement);
+const char* name(Activation);
+const char* name(QKNorm);
+const char* name(PositionKind);
+const char* name(RopePairing);
+const char* name(RopeScaling);
+const char* name(FusedGateUp);
+const char* name(DType);
+const char* name(Layout);
+double bytes_per_element(DType);  // Q8_0: 34 bytes per block of 32
+
+struct Dims {
+  int64_t hidden = 0;        // d
+  int64_t layers = 0;
+  int64_t heads = 0;         // H_q
+  int64_t kv_heads = 0;      // H_kv; defaults to heads (MHA)
+  int64_t head_dim = 0;      // d_h; defaults to hidden / heads
+  bool head_dim_explicit = false;
+  int64_t intermediate = 0;  // MLP width (per expert under MoE unless moe.expert_intermediate)
+  int64_t vocab = 0;
+  int64_t max_context = 0;
+};
+
+struct Norm {
+  NormKind kind = NormKind::RMSNorm;
+  double eps = 1e-5;
+  NormPlacement placement = NormPlacement::Pre;
+  bool unit_offset = false;     // scale = 1 + w, added in fp32 (Gemma)
+  bool bias = false;            // LayerNorm with a bias (default true for layernorm)
+  bool final_norm = true;       // a norm before the LM head
+  bool parallel_shared = true;  // parallel placement: one norm feeds both branches
+};
+
+struct Attention {
+  bool q_bias = false, k_bias = false, v_bias = false, o_bias = false;
+  std::optional<double> scale;  // default 1/sqrt(head_dim)
+  double softcap = 0;           // 0: none; else tanh(s / c) * c on the scores
+  QKNorm qk_norm = QKNorm::None;
+  int64_t sliding_window = 0;   // 0: none
+  std::vector<bool> window_pattern;  // layer i is windowed iff pattern[i % size]; empty: all layers
+
+  bool windowed(int64_t layer) const {
+    if (sliding_window == 0) return false;
+    return window_pattern.empty() || window_pattern[static_cast<size_t>(layer) % window_pattern.size()];
+  }
+  double effective_scale(int64_t head_dim) const;
+};
+
+struct RopeScalingParams {
+  RopeScaling kind = RopeScaling::None;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  int64_t original_max_context = 0;  // llama3, yarn
+  double beta_fast = 32.0;  // yarn
+  double beta_slow = 1.0;   // yarn
+  std::optional<double> attention_factor;  // yarn; default 0.1·ln(factor) + 1
+};
+
+struct Position {
+  PositionKind kind = PositionKind::Rope;
+  RopePairing pairing = RopePairing::Neox;
+  int64_t rotary_dim = 0;   // defaults to head_dim
+  double theta = 10000.0;
+  std::optional<double> local_theta;  // theta of windowed layers (Gemma 3)
+  RopeScalingParams scaling;
+  int64_t offset = 0;       // learned: row of position p is p + offset (OPT: 2)
+  int64_t table_size = 0;   // learned: rows of the position table; defaults to max_context + offset
+};
+
+struct Mlp {
+  Activation activation = Activation::SiLU;
+  bool gated = true;
+  bool bias = false;  // biases on the up/gate and down projections
+  FusedGateUp fused_gate_up = FusedGateUp::None;
+};
+
+struct Moe {
+  int64_t experts = 0;  // 0: a dense MLP
+  int64_t top_k = 0;
+  bool norm_topk_prob = false;  // renormalize the top-k weights (Mixtral, Qwen3-MoE)
+  int64_t expert_intermediate = 0;  // defaults to dims.intermediate
+  int64_t shared_experts = 0;       // experts every token passes through (DeepSeek, Qwen2-MoE)
+  int64_t shared_intermediate = 0;  // width of each shared expert; defaults to expert_intermediate
+  bool shared_expert_gate = false;  // a sigmoid gate [1, d] on the shared expert output (Qwen2-MoE)
+  bool enabled() const { return experts > 0; }
+};
+
+struct Embedding {
+  bool tied = false;    // the LM head is the embedding matrix
+  double scale = 1.0;   // Gemma: sqrt(hidden)
+  bool scale_sqrt_hidden = false;
+};
+
+struct Output {
+  double softcap = 0;  // final logit soft-capping (Gemma 2: 30)
+};
+
+// Tensor roles: each names one tensor (or a bias beside a weight) per layer.
+enum class Role {
+  Embed, PosEmbed,
+  AttnNorm, AttnPostNorm, MlpNorm, MlpPostNorm,
+  Q, K, V, Qkv, O, QNorm, KNorm,
+  Gate, Up, GateUp, Down,
+  Router, ExpertGate, ExpertUp, ExpertDown,
+  SharedGate, SharedUp, SharedDown, SharedExpertGate,
+  FinalNorm, LmHead,
+};
+const char* name(Role);
+std::optional<Role> role_from_name(const std::string&);
+std::vector<std::string> role_names();
+
+struct Weights {
+  DType dtype = DType::F32;
+  Layout layout = Layout::OutIn;
+  bool fused_qkv = false;
+  // Module path per role; "{layer}" and "{expert}" are replaced, and the
+  // tensors are "<path>.weight" and "<path>.bias".
+  std::map<Role, std::string> names;
+  std::string preset;  // the naming preset the names started from
+  // Tensor-name patterns a checkpoint may hold beyond the model's weights
+  // (GPT-2's causal-mask buffers "h.{layer}.attn.bias").
+  std::vector<std::string> ignore;
+};
+
+struct Cache {
+  DType dtype = DType::F16;
+};
+
+struct Spec {
+  std::string file;  // the spec's path, as given
+  std::string name;
+  std::string source;  // where the numbers come from (a config.json, a paper)
+  Dims dims;
+  Norm norm;
+  Attention attention;
+  Position position;
+  Mlp mlp;
+  Moe moe;
+  Embedding embedding;
+  Output output;
+  Weights weights;
+  Cache cache;
+
+  // Source position of every key that was written ("dims.hidden") and of
+  // every table ("dims"); Loc{} for keys left to their defaults.
+  std::map<std::string, Loc> locations;
+  Loc where(const std::string& path) const;
+};
+
+}  // namespace lathe::spec

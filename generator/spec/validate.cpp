@@ -1,0 +1,107 @@
+// The architecture contract. Each rule reports at the key that breaks it.
+#include <string>
+
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+
+namespace lathe::spec {
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+void validate(const Spec& s, Diagnostics& diag) {
+  auto at = [&](const std::string& path, std::string message) { diag.error(s.where(path), std::move(message)); };
+  const Dims& d = s.dims;
+
+  // Shapes.
+  if (!d.head_dim_explicit && d.hidden % d.heads != 0)
+    at("dims.heads", "hidden (" + num(d.hidden) + ") is not a multiple of heads (" + num(d.heads) +
+                         "); set dims.head_dim if the head width is not hidden / heads");
+  if (d.heads % d.kv_heads != 0)
+    at("dims.kv_heads", "heads (" + num(d.heads) + ") is not a multiple of kv_heads (" + num(d.kv_heads) + ")");
+
+  // Norms.
+  if (s.norm.kind == NormKind::RMSNorm && s.norm.bias) at("norm.bias", "an rmsnorm has no bias; remove norm.bias");
+
+  // Attention.
+  const Attention& a = s.attention;
+  if (a.sliding_window > d.max_context)
+    at("attention.sliding_window", "sliding_window (" + num(a.sliding_window) + ") is larger than dims.max_context (" +
+                                       num(d.max_context) + ")");
+  if (!a.window_pattern.empty() && a.sliding_window == 0)
+    at("attention.window_pattern", "window_pattern needs attention.sliding_window");
+  if (s.weights.fused_qkv && !(a.q_bias == a.k_bias && a.k_bias == a.v_bias))
+    at("weights.fused_qkv", "a fused qkv tensor has one bias for q, k and v: set attention.q_bias, k_bias and v_bias alike");
+
+  // Positions.
+  const Position& p = s.position;
+  if (p.kind == PositionKind::Rope) {
+    if (p.rotary_dim > d.head_dim)
+      at("position.rotary_dim", "rotary_dim (" + num(p.rotary_dim) + ") is larger than head_dim (" + num(d.head_dim) + ")");
+    if (p.rotary_dim % 2 != 0) at("position.rotary_dim", "rotary_dim (" + num(p.rotary_dim) + ") must be even");
+    if (p.local_theta && a.sliding_window == 0)
+      at("position.local_theta", "local_theta applies to windowed layers, but attention.sliding_window is not set");
+    const RopeScalingParams& r = p.scaling;
+    if (r.kind == RopeScaling::Llama3) {
+      if (r.original_max_context == 0)
+        at("position.scaling", "llama3 scaling needs position.scaling.original_max_context");
+      if (r.high_freq_factor <= r.low_freq_factor)
+        at("position.scaling.high_freq_factor", "high_freq_factor must be larger than low_freq_factor");
+    }
+    if (r.kind == RopeScaling::Yarn && r.original_max_context == 0)
+      at("position.scaling", "yarn scaling needs position.scaling.original_max_context");
+  } else {
+    for (const char* key : {"position.pairing", "position.rotary_dim", "position.theta", "position.local_theta",
+                            "position.scaling"})
+      if (s.locations.count(key))
+        at(key, std::string(key) + " applies to rope positions, but position.kind is \"" + name(p.kind) + "\"");
+  }
+  if (p.kind == PositionKind::Learned) {
+    if (p.table_size < d.max_context + p.offset)
+      at("position.table_size", "the learned position table has " + num(p.table_size) + " rows, fewer than max_context + offset (" +
+                                    num(d.max_context + p.offset) + ")");
+  } else {
+    for (const char* key : {"position.offset", "position.table_size"})
+      if (s.locations.count(key)) at(key, std::string(key) + " applies to learned positions only");
+  }
+
+  // MLP.
+  if (s.mlp.fused_gate_up != FusedGateUp::None && !s.mlp.gated)
+    at("mlp.fused_gate_up", "fused_gate_up needs a gated MLP (mlp.gated = true)");
+  if (s.mlp.fused_gate_up != FusedGateUp::None && s.moe.enabled())
+    at("mlp.fused_gate_up", "fused_gate_up is not defined for MoE experts");
+
+  // MoE.
+  const Moe& m = s.moe;
+  if (m.enabled()) {
+    if (m.top_k > m.experts)
+      at("moe.top_k", "top_k (" + num(m.top_k) + ") is larger than experts (" + num(m.experts) + ")");
+    if (m.shared_experts == 0 && s.locations.count("moe.shared_intermediate"))
+      at("moe.shared_intermediate", "shared_intermediate needs moe.shared_experts");
+    if (m.shared_experts == 0 && m.shared_expert_gate)
+      at("moe.shared_expert_gate", "shared_expert_gate needs moe.shared_experts");
+  }
+
+  // Weights: every tensor the architecture has must have a name.
+  for (Role role : required_roles(s)) {
+    auto it = s.weights.names.find(role);
+    const std::string key = "weights.names." + std::string(name(role));
+    if (it == s.weights.names.end()) {
+      std::string why = s.weights.preset.empty() ? "set weights.preset or name it"
+                                                 : "preset \"" + s.weights.preset + "\" does not name it";
+      at(key, key + " is not set: the architecture has this tensor (" + why + ")");
+      continue;
+    }
+    const bool per_layer = role != Role::Embed && role != Role::PosEmbed && role != Role::FinalNorm &&
+                           role != Role::LmHead;
+    const bool per_expert = role == Role::ExpertGate || role == Role::ExpertUp || role == Role::ExpertDown;
+    if (per_layer && it->second.find("{layer}") == std::string::npos)
+      at(key, key + " (\"" + it->second + "\") names a tensor of every layer but has no {layer}");
+    if (per_expert && it->second.find("{expert}") == std::string::npos)
+      at(key, key + " (\"" + it->second + "\") names a tensor of every expert but has no {expert}");
+  }
+}
+
+}  // namespace lathe::spec

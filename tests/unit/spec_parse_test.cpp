@@ -1,0 +1,103 @@
+// Parsing and validating specs from strings: values, defaults, positions.
+#include <doctest/doctest.h>
+
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+
+using namespace lathe::spec;
+
+namespace {
+
+const char* kTiny = R"(
+[model]
+name = "tiny"
+
+[dims]
+hidden = 64
+layers = 2
+heads = 4
+kv_heads = 2
+intermediate = 128
+vocab = 100
+max_context = 256
+
+[weights]
+preset = "hf-llama"
+)";
+
+std::string errors_of(const std::string& text) {
+  Diagnostics diag("x.toml");
+  auto spec = parse_spec_string(text, "x.toml", diag);
+  CHECK(!spec);
+  return diag.format();
+}
+
+}  // namespace
+
+TEST_CASE("a minimal llama-shaped spec gets the documented defaults") {
+  Diagnostics diag("tiny.toml");
+  auto spec = parse_spec_string(kTiny, "tiny.toml", diag);
+  REQUIRE_MESSAGE(spec, diag.format());
+  CHECK(spec->dims.head_dim == 16);
+  CHECK(!spec->dims.head_dim_explicit);
+  CHECK(spec->norm.kind == NormKind::RMSNorm);
+  CHECK(spec->norm.eps == doctest::Approx(1e-5));
+  CHECK(spec->position.kind == PositionKind::Rope);
+  CHECK(spec->position.rotary_dim == 16);
+  CHECK(spec->position.pairing == RopePairing::Neox);
+  CHECK(spec->mlp.gated);
+  CHECK(spec->attention.effective_scale(16) == doctest::Approx(0.25));
+  CHECK(spec->where("dims.heads").line == 8);
+  CHECK(spec->where("dims.heads").column == 9);
+  CHECK(spec->where("norm.eps").line == 0);  // default: no position
+}
+
+TEST_CASE("the manifest names, shapes and counts every tensor") {
+  Diagnostics diag("tiny.toml");
+  auto spec = parse_spec_string(kTiny, "tiny.toml", diag);
+  REQUIRE(spec);
+  const Manifest m = build_manifest(*spec);
+  // embed, 2 × (2 norms + q k v o + gate up down), final norm, lm_head
+  CHECK(m.tensors.size() == 1 + 2 * 9 + 2);
+  CHECK(m.tensors[0].name == "model.embed_tokens.weight");
+  CHECK(m.tensors[0].shape == std::vector<int64_t>{100, 64});
+  const TensorSpec& k = m.tensors[3];  // embed, attn_norm, q, k
+  CHECK(k.name == "model.layers.0.self_attn.k_proj.weight");
+  CHECK(k.shape == std::vector<int64_t>{32, 64});  // [H_kv·d_h, d]
+  CHECK(m.tensors.back().name == "lm_head.weight");
+  const int64_t per_layer = 2 * 64 + 64 * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 128 * 64;
+  CHECK(m.total_elements() == 100 * 64 + 2 * per_layer + 64 + 100 * 64);
+}
+
+TEST_CASE("every error of a file is reported at once, each at its line and column") {
+  const std::string errors = errors_of(R"([model]
+name = "bad"
+[dims]
+hidden = 64
+layers = 0
+heads = 4
+kv_heads = 3
+intermediate = 128
+vocab = 100
+max_context = 256
+hiden = 3
+)");
+  CHECK(errors == "x.toml:5:10: dims.layers must be between 1 and 1024 (found 0)\n"
+                  "x.toml:11:1: unknown key 'dims.hiden' (did you mean 'dims.hidden'?)\n");
+}
+
+TEST_CASE("an unknown key suggests the nearest known one") {
+  const std::string errors = errors_of(std::string(kTiny) + "[norm]\nepsilon = 1e-6\n");
+  CHECK(errors == "x.toml:17:1: unknown key 'norm.epsilon' (did you mean 'norm.eps'?)\n");
+}
+
+TEST_CASE("a contract violation names both values") {
+  std::string text = kTiny;
+  text.replace(text.find("kv_heads = 2"), 12, "kv_heads = 3");
+  CHECK(errors_of(text) == "x.toml:9:12: heads (4) is not a multiple of kv_heads (3)\n");
+}
+
+TEST_CASE("TOML syntax errors carry the parser's position") {
+  const std::string errors = errors_of("[model]\nname = \"x\nhidden = 3\n");
+  CHECK(errors.rfind("x.toml:2:", 0) == 0);
+}
