@@ -2,8 +2,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
+#include "generator/emit/emit_cpp.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 #include "runtime/error.hpp"
@@ -41,6 +43,29 @@ int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& p
   return 0;
 }
 
+// Writes <out>/model.hpp and <out>/model.cpp, each only when its text changed;
+// unsupported fields are errors at the spec.
+int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet) {
+  auto spec = load_spec(path);
+  if (!spec) return 1;
+  lathe::spec::Diagnostics diagnostics(path);
+  if (!lathe::emit::check_supported(*spec, diagnostics)) {
+    std::cerr << diagnostics.format();
+    return 1;
+  }
+  std::filesystem::create_directories(out_dir);
+  const std::filesystem::path dir(out_dir);
+  const std::string header_path = (dir / "model.hpp").string();
+  const std::string source_path = (dir / "model.cpp").string();
+  const bool header = lathe::emit::write_if_changed(header_path, lathe::emit::emit_model_header(*spec, path, header_path));
+  const bool source = lathe::emit::write_if_changed(source_path, lathe::emit::emit_model_source(*spec, path));
+  if (!quiet) {
+    std::cout << header_path << (header ? " (written)" : " (unchanged)") << "\n";
+    std::cout << source_path << (source ? " (written)" : " (unchanged)") << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,11 +86,22 @@ int main(int argc, char** argv) {
   report->add_option("--prefill", prefill, "Prefill lengths T for FLOPs per token")->check(CLI::PositiveNumber);
   report->add_option("--decode", decode, "Decode contexts L for FLOPs per token")->check(CLI::PositiveNumber);
 
+  std::string out_dir = ".";
+  auto* gen = app.add_subcommand("gen", "Generate the model-specific build of a spec");
+  gen->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
+  gen->add_option("-o,--out", out_dir, "Directory of the generated files");
+  bool quiet = false;
+  gen->add_flag("-q,--quiet", quiet, "Print only errors");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices) return cmd_devices(validation);
     if (*report) return cmd_report(spec_path, json, prefill, decode);
+    if (*gen) return cmd_gen(spec_path, out_dir, quiet);
   } catch (const lathe::Error& e) {
+    std::cerr << "lathe: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
     std::cerr << "lathe: " << e.what() << "\n";
     return 1;
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "generator/spec/diagnostics.hpp"
+#include "runtime/model/contract.hpp"
 
 namespace lathe::spec {
 
@@ -27,9 +28,9 @@ enum class PositionKind { Rope, Alibi, Learned, Sinusoidal, None };
 enum class RopePairing { Neox, Interleaved };
 enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
 enum class FusedGateUp { None, GateUp, UpGate };  // the order of the halves of a fused tensor
-enum class DType { F32, F16, BF16, Q8_0 };
-// out_in: torch.nn.Linear's [out, in]; in_out: GPT-2's Conv1D [in, out].
-enum class Layout { OutIn, InOut };
+using lathe::DType;
+using lathe::Layout;
+using lathe::Role;
 
 const char* name(NormKind);
 const char* name(NormPlacement);
@@ -130,16 +131,6 @@ struct Output {
   double softcap = 0;  // final logit soft-capping (Gemma 2: 30)
 };
 
-// Tensor roles: each names one tensor (or a bias beside a weight) per layer.
-enum class Role {
-  Embed, PosEmbed,
-  AttnNorm, AttnPostNorm, MlpNorm, MlpPostNorm,
-  Q, K, V, Qkv, O, QNorm, KNorm,
-  Gate, Up, GateUp, Down,
-  Router, ExpertGate, ExpertUp, ExpertDown,
-  SharedGate, SharedUp, SharedDown, SharedExpertGate,
-  FinalNorm, LmHead,
-};
 const char* name(Role);
 std::optional<Role> role_from_name(const std::string&);
 std::vector<std::string> role_names();

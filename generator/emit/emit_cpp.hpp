@@ -1,0 +1,32 @@
+// Emission of a model's C++: the constexpr configuration, static_asserts of
+// the contract, the weight manifest, typed weight handles and the forward
+// schedule, from templates/model.hpp.mustache.
+#pragma once
+
+#include <string>
+
+#include "generator/spec/diagnostics.hpp"
+#include "generator/spec/spec.hpp"
+
+namespace lathe::emit {
+
+// Fields the runtime cannot run yet: each is an error "not supported yet: <field>"
+// at the field's spec position. True when the spec is supported.
+bool check_supported(const spec::Spec& spec, spec::Diagnostics& diagnostics);
+
+// The C++ namespace of a model: its name with every non-identifier character
+// replaced by '_' ("smollm2-135m" -> "smollm2_135m").
+std::string model_namespace(const std::string& name);
+
+// The header text. `spec_path` is the path written into #line directives;
+// `header_name` is the file name the header will have (for #line resets).
+std::string emit_model_header(const spec::Spec& spec, const std::string& spec_path, const std::string& header_name);
+
+// model.cpp: defines lathe::model_info() for the generic runtime.
+std::string emit_model_source(const spec::Spec& spec, const std::string& spec_path);
+
+// Writes `text` to `path` unless the file already holds exactly that, so that
+// builds depending on generated files do not redo work. True when written.
+bool write_if_changed(const std::string& path, const std::string& text);
+
+}  // namespace lathe::emit

@@ -1,0 +1,216 @@
+// The typed schedule API that generated code is written against.
+//
+// A schedule is the exact list of operations of one forward pass. Generated
+// code builds it through Recorder with tensors whose widths are template
+// arguments, so a schedule that wires mismatched shapes — a hand-edited
+// generated file, or user code passing a [2048]-vector to a [4096 × 1024]
+// matmul — fails to compile with a static_assert naming the rule. The
+// recorded Op list is plain data the runtime lowers to kernel dispatches.
+// The token count is symbolic (a run-time value): prefill records T tokens,
+// decode one, with the same wiring.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/model/contract.hpp"
+
+namespace lathe::typed {
+
+// Activations: [tokens][N] values, one row per token of the chunk.
+template <int64_t N>
+struct Act {
+  static constexpr int64_t width = N;
+  uint32_t id;
+};
+
+// A weight of the manifest in math orientation y = W·x: Rows outputs, Cols inputs
+// (whatever its stored layout). `tensor` indexes the manifest.
+template <int64_t Rows, int64_t Cols>
+struct Weight {
+  static constexpr int64_t rows = Rows;
+  static constexpr int64_t cols = Cols;
+  int32_t tensor;
+};
+
+// A vector of the manifest: a norm scale, a norm shift or a bias.
+template <int64_t N>
+struct Vector {
+  static constexpr int64_t width = N;
+  int32_t tensor;
+};
+
+enum class OpKind : uint8_t {
+  Embed,        // out[t] = scale · table[token[t]]
+  PosEmbed,     // out[t] = in[t] + table[position[t] + offset]
+  RMSNorm,      // out = in / sqrt(mean(in²) + eps) · g
+  LayerNorm,    // out = (in − μ) / sqrt(σ² + eps) · g + b
+  MatMul,       // out = W · in (+ bias)
+  Split,        // out = in[:, offset : offset + width]
+  Rope,         // rotate q and k in place by their positions
+  Attention,    // causal attention over the KV cache, appending this chunk's k and v
+  Act,          // out = φ(in)
+  GatedAct,     // out = φ(gate) ⊙ up
+  Add,          // out = a + b
+  Logits,       // out = W · in for the last token (or every token)
+};
+
+enum class Activation : uint8_t { SiLU, GeluErf, GeluTanh, ReLU };
+enum class RopePairing : uint8_t { Neox, Interleaved };
+
+struct Op {
+  OpKind kind;
+  uint32_t out = 0;
+  uint32_t in[3] = {0, 0, 0};
+  int32_t tensor[2] = {-1, -1};  // manifest indices: weight/scale, bias/shift
+  int64_t dims[4] = {0, 0, 0, 0};
+  double param = 0;     // eps, scale, offset
+  int32_t layer = -1;   // attention: which layer's cache
+  uint8_t variant = 0;  // activation, pairing
+};
+
+struct Schedule {
+  std::vector<Op> ops;
+  uint32_t values = 0;          // activation ids used
+  std::vector<int64_t> widths;  // width of each activation id
+};
+
+class Recorder {
+ public:
+  Schedule& schedule() { return s_; }
+
+  template <int64_t V, int64_t D>
+  Act<D> embed(Weight<V, D> table, double scale) {
+    return emit<D>(Op{OpKind::Embed, 0, {}, {table.tensor, -1}, {V, D}, scale});
+  }
+
+  template <int64_t P, int64_t D, int64_t N>
+  Act<N> add_positions(Act<N> x, Weight<P, D> table, int64_t offset) {
+    static_assert(D == N, "add_positions: the position table's width does not match the activation width");
+    return emit<N>(Op{OpKind::PosEmbed, 0, {x.id}, {table.tensor, -1}, {P, D}, static_cast<double>(offset)});
+  }
+
+  template <int64_t N, int64_t G>
+  Act<N> rmsnorm(Act<N> x, Vector<G> g, double eps) {
+    static_assert(G == N, "rmsnorm: the scale vector's width does not match the activation width");
+    return emit<N>(Op{OpKind::RMSNorm, 0, {x.id}, {g.tensor, -1}, {N}, eps});
+  }
+
+  template <int64_t N, int64_t G, int64_t B>
+  Act<N> layernorm(Act<N> x, Vector<G> g, Vector<B> b, double eps) {
+    static_assert(G == N, "layernorm: the scale vector's width does not match the activation width");
+    static_assert(B == N, "layernorm: the shift vector's width does not match the activation width");
+    return emit<N>(Op{OpKind::LayerNorm, 0, {x.id}, {g.tensor, b.tensor}, {N}, eps});
+  }
+
+  template <int64_t Rows, int64_t Cols, int64_t N>
+  Act<Rows> matmul(Weight<Rows, Cols> w, Act<N> x) {
+    static_assert(Cols == N, "matmul: the weight's input width does not match the activation width");
+    return emit<Rows>(Op{OpKind::MatMul, 0, {x.id}, {w.tensor, -1}, {Rows, Cols}});
+  }
+
+  template <int64_t Rows, int64_t Cols, int64_t N, int64_t B>
+  Act<Rows> matmul(Weight<Rows, Cols> w, Act<N> x, Vector<B> bias) {
+    static_assert(Cols == N, "matmul: the weight's input width does not match the activation width");
+    static_assert(B == Rows, "matmul: the bias width does not match the weight's output width");
+    return emit<Rows>(Op{OpKind::MatMul, 0, {x.id}, {w.tensor, bias.tensor}, {Rows, Cols}});
+  }
+
+  // Columns [Offset, Offset + Width) of x: the q, k or v part of a fused projection.
+  template <int64_t Offset, int64_t Width, int64_t N>
+  Act<Width> split(Act<N> x) {
+    static_assert(Offset >= 0 && Width > 0 && Offset + Width <= N, "split: the slice lies outside the activation");
+    return emit<Width>(Op{OpKind::Split, 0, {x.id}, {-1, -1}, {Offset, Width, N}});
+  }
+
+  // Rotates q (Hq heads) and k (Hkv heads) of head width Dh in their first R dims.
+  template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t R, int64_t NQ, int64_t NK>
+  void rope(Act<NQ> q, Act<NK> k, RopePairing pairing, double theta) {
+    static_assert(NQ == Hq * Dh, "rope: q is not heads × head_dim wide");
+    static_assert(NK == Hkv * Dh, "rope: k is not kv_heads × head_dim wide");
+    static_assert(R % 2 == 0 && R <= Dh, "rope: the rotary width must be even and at most head_dim");
+    s_.ops.push_back(Op{OpKind::Rope, 0, {q.id, k.id}, {-1, -1}, {Hq, Hkv, Dh, R}, theta, -1,
+                        static_cast<uint8_t>(pairing)});
+  }
+
+  // Causal attention of Hq query heads over Hkv cached heads; query head h
+  // reads KV head h / (Hq / Hkv).
+  template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ, int64_t NK, int64_t NV>
+  Act<Hq * Dh> attention(Act<NQ> q, Act<NK> k, Act<NV> v, int32_t layer, double scale) {
+    static_assert(Hq % Hkv == 0, "attention: heads is not a multiple of kv_heads");
+    static_assert(NQ == Hq * Dh, "attention: q is not heads × head_dim wide");
+    static_assert(NK == Hkv * Dh, "attention: k is not kv_heads × head_dim wide (the cache holds kv heads)");
+    static_assert(NV == Hkv * Dh, "attention: v is not kv_heads × head_dim wide (the cache holds kv heads)");
+    return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id, k.id, v.id}, {-1, -1}, {Hq, Hkv, Dh}, scale, layer});
+  }
+
+  template <int64_t N>
+  Act<N> activation(Act<N> x, Activation phi) {
+    return emit<N>(Op{OpKind::Act, 0, {x.id}, {-1, -1}, {N}, 0, -1, static_cast<uint8_t>(phi)});
+  }
+
+  template <int64_t N, int64_t M>
+  Act<N> gated(Act<N> gate, Act<M> up, Activation phi) {
+    static_assert(N == M, "gated: gate and up have different widths");
+    return emit<N>(Op{OpKind::GatedAct, 0, {gate.id, up.id}, {-1, -1}, {N}, 0, -1, static_cast<uint8_t>(phi)});
+  }
+
+  template <int64_t N, int64_t M>
+  Act<N> add(Act<N> a, Act<M> b) {
+    static_assert(N == M, "add: the residual and the branch have different widths");
+    return emit<N>(Op{OpKind::Add, 0, {a.id, b.id}, {-1, -1}, {N}});
+  }
+
+  template <int64_t V, int64_t D, int64_t N>
+  Act<V> logits(Weight<V, D> head, Act<N> x) {
+    static_assert(D == N, "logits: the LM head's input width does not match the activation width");
+    return emit<V>(Op{OpKind::Logits, 0, {x.id}, {head.tensor, -1}, {V, D}});
+  }
+
+ private:
+  template <int64_t N>
+  Act<N> emit(Op op) {
+    const uint32_t id = s_.values++;
+    s_.widths.push_back(N);
+    op.out = id;
+    s_.ops.push_back(op);
+    return Act<N>{id};
+  }
+
+  Schedule s_;
+};
+
+// The manifest entry a typed handle points at has the handle's shape: a
+// generated Weights struct and its manifest cannot drift apart. `transposed`:
+// the tensor is stored [in, out] (GPT-2's Conv1D).
+template <size_t M, int64_t Rows, int64_t Cols>
+constexpr bool matches(const ManifestEntry (&manifest)[M], Weight<Rows, Cols> w, bool transposed) {
+  if (w.tensor < 0 || static_cast<size_t>(w.tensor) >= M) return false;
+  const ManifestEntry& e = manifest[w.tensor];
+  return e.rank == 2 && e.shape[0] == (transposed ? Cols : Rows) && e.shape[1] == (transposed ? Rows : Cols);
+}
+
+template <size_t M, int64_t N>
+constexpr bool matches(const ManifestEntry (&manifest)[M], Vector<N> v, bool) {
+  if (v.tensor < 0 || static_cast<size_t>(v.tensor) >= M) return false;
+  const ManifestEntry& e = manifest[v.tensor];
+  return e.rank == 1 && e.shape[0] == N;
+}
+
+template <size_t M, class T, size_t L>
+constexpr bool matches(const ManifestEntry (&manifest)[M], const std::array<T, L>& handles, bool transposed) {
+  for (const T& h : handles)
+    if (!matches(manifest, h, transposed)) return false;
+  return true;
+}
+
+template <size_t M>
+constexpr int64_t total_elements(const ManifestEntry (&manifest)[M]) {
+  int64_t n = 0;
+  for (const ManifestEntry& e : manifest) n += e.elements();
+  return n;
+}
+
+}  // namespace lathe::typed

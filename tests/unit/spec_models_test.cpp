@@ -1,0 +1,184 @@
+// The shipped model specs (models/*.toml): each parses without a diagnostic,
+// counts exactly the parameters of its published checkpoint, and lays out the
+// tensors whose shapes the loaders and kernels depend on.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+#include "generator/spec/report.hpp"
+
+using namespace lathe::spec;
+
+namespace {
+
+struct Published {
+  const char* file;  // under models/
+  int64_t params;
+};
+
+// The parameter count of each published checkpoint: the sum of the element
+// counts of every tensor in its safetensors files (GPT-2: 124,439,808,
+// excluding the per-layer attn.bias / attn.masked_bias causal-mask buffers).
+// A new spec under models/ needs its row here.
+constexpr Published kPublished[] = {
+    {"gpt2.toml", 124'439'808},
+    {"smollm2-135m.toml", 134'515'008},
+    {"qwen2.5-0.5b.toml", 494'032'768},
+    {"tinyllama-1.1b.toml", 1'100'048'384},
+    {"llama-3.2-1b.toml", 1'235'814'400},
+    {"llama-3-8b.toml", 8'030'261'248},
+    {"mistral-7b-v0.1.toml", 7'241'732'096},
+    {"gemma-2-2b.toml", 2'614'341'888},
+    {"phi-3-mini-4k.toml", 3'821'079'552},
+    {"olmo-2-1b.toml", 1'484'916'736},
+    {"mixtral-8x7b.toml", 46'702'792'704},
+};
+
+std::filesystem::path models_dir() { return std::filesystem::path(LATHE_SOURCE_DIR) / "models"; }
+
+std::optional<Spec> load(const std::string& file) {
+  const std::string path = (models_dir() / file).string();
+  Diagnostics diag(path);
+  auto spec = parse_spec_file(path, diag);
+  INFO(diag.format());
+  CHECK(diag.empty());
+  return spec;
+}
+
+const TensorSpec* find(const Manifest& m, const std::string& name) {
+  auto it = std::find_if(m.tensors.begin(), m.tensors.end(), [&](const TensorSpec& t) { return t.name == name; });
+  return it == m.tensors.end() ? nullptr : &*it;
+}
+
+using Shape = std::vector<int64_t>;
+
+// The tensor exists and has this stored shape.
+void check_shape(const Manifest& m, const std::string& name, const Shape& shape) {
+  INFO(name);
+  const TensorSpec* t = find(m, name);
+  REQUIRE(t != nullptr);
+  CHECK(t->shape == shape);
+}
+
+}  // namespace
+
+TEST_CASE("every shipped spec parses cleanly and counts its checkpoint's published parameters") {
+  for (const Published& p : kPublished) {
+    CAPTURE(p.file);
+    auto spec = load(p.file);
+    REQUIRE(spec);
+    const Report report = make_report(*spec);
+    CHECK(report.total_params == p.params);
+    CHECK(build_manifest(*spec).total_elements() == p.params);
+  }
+}
+
+TEST_CASE("every spec under models/ has a published parameter count") {
+  std::set<std::string> known;
+  for (const Published& p : kPublished) known.insert(p.file);
+  size_t found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(models_dir())) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".toml") continue;
+    ++found;
+    const std::string file = entry.path().filename().string();
+    INFO(file << " is under models/ but has no row in kPublished");
+    CHECK(known.count(file) == 1);
+  }
+  CHECK(found == known.size());  // and every row names a file that exists
+}
+
+TEST_CASE("gemma-2-2b: head_dim 256 decouples the attention width from hidden") {
+  auto spec = load("gemma-2-2b.toml");
+  REQUIRE(spec);
+  CHECK(spec->dims.head_dim == 256);
+  CHECK(spec->attention.effective_scale(256) == doctest::Approx(1.0 / 16.0));
+  CHECK(spec->embedding.scale == doctest::Approx(48.0));  // sqrt(2304)
+  CHECK(spec->attention.windowed(0));                     // HF: even layers slide
+  CHECK(!spec->attention.windowed(1));
+  CHECK(spec->attention.windowed(24));
+  CHECK(!spec->attention.windowed(25));
+  const Manifest m = build_manifest(*spec);
+  check_shape(m, "model.layers.0.self_attn.q_proj.weight", {2048, 2304});
+  check_shape(m, "model.layers.0.self_attn.k_proj.weight", {1024, 2304});
+  check_shape(m, "model.layers.0.self_attn.o_proj.weight", {2304, 2048});
+  for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                           "post_feedforward_layernorm"})
+    check_shape(m, "model.layers.25." + std::string(norm) + ".weight", {2304});
+  CHECK(find(m, "lm_head.weight") == nullptr);  // tied
+}
+
+TEST_CASE("phi-3-mini-4k: fused qkv_proj and gate_up_proj") {
+  auto spec = load("phi-3-mini-4k.toml");
+  REQUIRE(spec);
+  CHECK(spec->mlp.fused_gate_up == FusedGateUp::GateUp);
+  const Manifest m = build_manifest(*spec);
+  check_shape(m, "model.layers.0.self_attn.qkv_proj.weight", {9216, 3072});
+  check_shape(m, "model.layers.31.mlp.gate_up_proj.weight", {16384, 3072});
+  check_shape(m, "model.layers.31.mlp.down_proj.weight", {3072, 8192});
+  check_shape(m, "lm_head.weight", {32064, 3072});
+  CHECK(find(m, "model.layers.0.self_attn.q_proj.weight") == nullptr);
+  CHECK(find(m, "model.layers.0.mlp.gate_proj.weight") == nullptr);
+}
+
+TEST_CASE("mixtral-8x7b: 8 experts of w1/w2/w3 in each of 32 layers") {
+  auto spec = load("mixtral-8x7b.toml");
+  REQUIRE(spec);
+  CHECK(spec->moe.top_k == 2);
+  CHECK(spec->moe.norm_topk_prob);
+  const Manifest m = build_manifest(*spec);
+  for (Role role : {Role::ExpertGate, Role::ExpertUp, Role::ExpertDown}) {
+    CAPTURE(name(role));
+    CHECK(std::count_if(m.tensors.begin(), m.tensors.end(), [&](const TensorSpec& t) { return t.role == role; }) ==
+          8 * 32);
+  }
+  check_shape(m, "model.layers.0.block_sparse_moe.gate.weight", {8, 4096});
+  check_shape(m, "model.layers.31.block_sparse_moe.experts.7.w1.weight", {14336, 4096});
+  check_shape(m, "model.layers.31.block_sparse_moe.experts.7.w2.weight", {4096, 14336});
+  check_shape(m, "model.layers.31.block_sparse_moe.experts.7.w3.weight", {14336, 4096});
+  CHECK(find(m, "model.layers.0.mlp.gate_proj.weight") == nullptr);
+  CHECK(make_report(*spec).active_params == 12'879'925'248);
+}
+
+TEST_CASE("qwen2.5-0.5b: biases on q, k and v but not on o") {
+  auto spec = load("qwen2.5-0.5b.toml");
+  REQUIRE(spec);
+  const Manifest m = build_manifest(*spec);
+  check_shape(m, "model.layers.0.self_attn.q_proj.bias", {896});
+  check_shape(m, "model.layers.0.self_attn.k_proj.bias", {128});
+  check_shape(m, "model.layers.0.self_attn.v_proj.bias", {128});
+  check_shape(m, "model.layers.0.self_attn.k_proj.weight", {128, 896});
+  CHECK(find(m, "model.layers.0.self_attn.o_proj.bias") == nullptr);
+  CHECK(find(m, "lm_head.weight") == nullptr);  // tied
+}
+
+TEST_CASE("olmo-2-1b: norms on the branch outputs and over the whole q and k") {
+  auto spec = load("olmo-2-1b.toml");
+  REQUIRE(spec);
+  const Manifest m = build_manifest(*spec);
+  check_shape(m, "model.layers.0.self_attn.q_norm.weight", {2048});
+  check_shape(m, "model.layers.0.self_attn.k_norm.weight", {2048});
+  check_shape(m, "model.layers.0.post_attention_layernorm.weight", {2048});
+  check_shape(m, "model.layers.0.post_feedforward_layernorm.weight", {2048});
+  CHECK(find(m, "model.layers.0.input_layernorm.weight") == nullptr);
+  CHECK(find(m, "model.layers.0.pre_feedforward_layernorm.weight") == nullptr);
+  check_shape(m, "lm_head.weight", {100352, 2048});
+}
+
+TEST_CASE("llama-3.2-1b: llama3 rope scaling and a tied head") {
+  auto spec = load("llama-3.2-1b.toml");
+  REQUIRE(spec);
+  const RopeScalingParams& r = spec->position.scaling;
+  CHECK(r.kind == RopeScaling::Llama3);
+  CHECK(r.factor == doctest::Approx(32.0));
+  CHECK(r.original_max_context == 8192);
+  const Manifest m = build_manifest(*spec);
+  check_shape(m, "model.layers.15.self_attn.k_proj.weight", {512, 2048});
+  CHECK(find(m, "lm_head.weight") == nullptr);
+}
