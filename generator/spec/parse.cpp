@@ -54,8 +54,11 @@ class Table {
   std::optional<int64_t> integer(std::string_view key, bool required, int64_t min, int64_t max) {
     const toml::node* node = node_of(key, required);
     if (node == nullptr) return std::nullopt;
+    // Type first: toml++'s value<int64_t>() of a float casts it to int64
+    // before checking its range, undefined for 1e300.
+    if (!node->is_integer()) return wrong_type(key, *node, "an integer");
     auto value = node->value<int64_t>();
-    if (!node->is_integer() || !value) return wrong_type(key, *node, "an integer");
+    if (!value) return wrong_type(key, *node, "an integer");
     if (*value < min || *value > max) {
       error(*node, full(key) + " must be " + range_text(min, max) + " (found " + std::to_string(*value) + ")");
       return std::nullopt;
@@ -194,6 +197,7 @@ constexpr int64_t kMaxDim = int64_t{1} << 24;      // no real width is near 16 M
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxContext = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = 1024;
+constexpr size_t kMaxTensorName = 256;  // GGUF allows 64; Hugging Face names are under 100
 
 constexpr Choice<NormKind> kNormKinds[] = {{"rmsnorm", NormKind::RMSNorm}, {"layernorm", NormKind::LayerNorm}};
 constexpr Choice<NormPlacement> kPlacements[] = {{"pre", NormPlacement::Pre},
@@ -391,7 +395,16 @@ void read_weights(Table t, Spec& s) {
   if (names.present()) {
     const std::vector<std::string> roles = role_names();
     for (const std::string& role : roles) {
-      if (auto path = names.string(role, false)) w.names[*role_from_name(role)] = *path;
+      auto path = names.string(role, false);
+      if (!path) continue;
+      // The manifest copies each name into every layer's and expert's tensor:
+      // a long one would cost its length times up to 2^18 tensors.
+      if (path->size() > kMaxTensorName)
+        names.error(*names.raw(role), "weights.names." + role + " is " + std::to_string(path->size()) +
+                                          " characters long; tensor names are at most " +
+                                          std::to_string(kMaxTensorName));
+      else
+        w.names[*role_from_name(role)] = *path;
     }
     names.finish();
   }

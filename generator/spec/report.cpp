@@ -15,7 +15,27 @@ double attention_flops(const Spec& s, int64_t keys) {
   double total = 0;
   for (int64_t l = 0; l < s.dims.layers; ++l) {
     const int64_t k = s.attention.windowed(l) ? std::min(keys, s.attention.sliding_window) : keys;
-    total += 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim * k);  // q·kᵀ and p·v
+    // q·kᵀ and p·v; in double: heads·head_dim·k overflows int64 for a large --decode context.
+    total += 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim) * static_cast<double>(k);
+  }
+  return total;
+}
+
+// Attention FLOPs of prefilling T tokens from an empty cache, all layers: the
+// sum of attention_flops(s, t) over t = 1..T, in closed form (a loop over t
+// hangs for a large --prefill T).
+double prefill_attention_flops(const Spec& s, int64_t T) {
+  if (T <= 0) return 0;
+  // Σ_{t=1..T} min(t, w)
+  auto keys = [T](double w) {
+    const double t = static_cast<double>(T);
+    return t <= w ? t * (t + 1) / 2 : w * (w + 1) / 2 + (t - w) * w;
+  };
+  double total = 0;
+  for (int64_t l = 0; l < s.dims.layers; ++l) {
+    const double k = s.attention.windowed(l) ? keys(static_cast<double>(s.attention.sliding_window))
+                                             : keys(static_cast<double>(T));
+    total += 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim) * k;
   }
   return total;
 }
@@ -81,11 +101,8 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   // The LM head multiplies every token, tied or not.
   const double head = static_cast<double>(s.dims.vocab * s.dims.hidden);
   const double matmul = 2.0 * (linear_active + head);
-  for (int64_t T : prefill_lengths) {
-    double attention = 0;
-    for (int64_t t = 0; t < T; ++t) attention += attention_flops(s, t + 1);
-    r.prefill_flops_per_token.emplace_back(T, matmul + attention / static_cast<double>(T));
-  }
+  for (int64_t T : prefill_lengths)
+    r.prefill_flops_per_token.emplace_back(T, matmul + prefill_attention_flops(s, T) / static_cast<double>(T));
   for (int64_t L : decode_contexts) r.decode_flops_per_token.emplace_back(L, matmul + attention_flops(s, L));
 
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})

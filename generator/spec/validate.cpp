@@ -1,5 +1,8 @@
 // The architecture contract. Each rule reports at the key that breaks it.
+#include <algorithm>
+#include <cstdio>
 #include <string>
+#include <utility>
 
 #include "generator/spec/manifest.hpp"
 #include "generator/spec/parse.hpp"
@@ -8,6 +11,38 @@ namespace lathe::spec {
 namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
+
+// Bounds on the whole model, far above any real one (the largest have well
+// under 10^5 tensors and about 10^12 parameters). Each field has its range, but
+// layers × experts can ask build_manifest for millions of tensors (gigabytes,
+// minutes), and parameter counts past 2^61 overflow the int64 sums of the
+// manifest and the report.
+constexpr int64_t kMaxTensors = int64_t{1} << 18;
+constexpr double kMaxParams = 281474976710656.0;  // 2^48
+
+// Tensors and parameters of the full model, counted in double from one
+// layer with one expert, so that nothing is built at full size or overflows.
+std::pair<double, double> model_size(const Spec& s) {
+  Spec one = s;
+  one.dims.layers = std::min<int64_t>(s.dims.layers, 1);
+  one.moe.experts = std::min<int64_t>(s.moe.experts, 1);
+  double tensors = 0, params = 0;
+  for (const TensorSpec& t : build_manifest(one).tensors) {
+    double copies = 1, elements = 1;
+    if (t.layer >= 0) copies *= static_cast<double>(s.dims.layers);
+    if (t.expert >= 0) copies *= static_cast<double>(s.moe.experts);
+    for (int64_t n : t.shape) elements *= static_cast<double>(n);
+    tensors += copies;
+    params += copies * elements;
+  }
+  return {tensors, params};
+}
+
+std::string sci(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", v);
+  return text;
+}
 
 }  // namespace
 
@@ -84,6 +119,14 @@ void validate(const Spec& s, Diagnostics& diag) {
       at("moe.shared_expert_gate", "shared_expert_gate needs moe.shared_experts");
   }
 
+  // Size.
+  const auto [tensors, params] = model_size(s);
+  if (tensors > static_cast<double>(kMaxTensors))
+    at(m.enabled() ? "moe.experts" : "dims.layers",
+       "the model has " + num(static_cast<int64_t>(tensors)) + " tensors; lathe handles at most " + num(kMaxTensors));
+  if (params > kMaxParams)
+    at("dims", "the model has " + sci(params) + " parameters; lathe handles at most 2^48 (" + sci(kMaxParams) + ")");
+
   // Weights: every tensor the architecture has must have a name.
   for (Role role : required_roles(s)) {
     auto it = s.weights.names.find(role);
@@ -99,6 +142,10 @@ void validate(const Spec& s, Diagnostics& diag) {
     const bool per_expert = role == Role::ExpertGate || role == Role::ExpertUp || role == Role::ExpertDown;
     if (per_layer && it->second.find("{layer}") == std::string::npos)
       at(key, key + " (\"" + it->second + "\") names a tensor of every layer but has no {layer}");
+    if (!per_layer && it->second.find("{layer}") != std::string::npos)
+      at(key, key + " (\"" + it->second + "\") names one tensor of the model but has a {layer}");
+    if (!per_expert && it->second.find("{expert}") != std::string::npos)
+      at(key, key + " (\"" + it->second + "\") is not per expert but has an {expert}");
     if (per_expert && it->second.find("{expert}") == std::string::npos)
       at(key, key + " (\"" + it->second + "\") names a tensor of every expert but has no {expert}");
   }
