@@ -1,7 +1,7 @@
 # lathe_add_model(<target> SPEC <spec.toml>)
 #
 # Generates the model-specific build of a spec into
-# ${CMAKE_BINARY_DIR}/models/<target>/ (model.hpp, model.cpp) and defines:
+# ${CMAKE_BINARY_DIR}/models/<target>/ (model.hpp, model.cpp, kernels.cpp) and defines:
 #   <target>      a static library: the generated code + lathe::model_info()
 #   <target>_run  the model-specific executable, ${CMAKE_BINARY_DIR}/bin/<target>
 # The generated files are remade when the spec, templates/ or shaders/ change
@@ -15,13 +15,13 @@ function(lathe_add_model target)
   file(RELATIVE_PATH spec_rel ${PROJECT_SOURCE_DIR} ${spec})
   set(out ${CMAKE_BINARY_DIR}/models/${target})
   add_custom_command(
-    OUTPUT ${out}/model.hpp ${out}/model.cpp
+    OUTPUT ${out}/model.hpp ${out}/model.cpp ${out}/kernels.cpp
     COMMAND $<TARGET_FILE:lathe> gen ${spec_rel} -o ${out} --quiet
     DEPENDS ${spec} lathe
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
     COMMENT "lathe gen ${spec_rel}"
     VERBATIM)
-  add_library(${target} STATIC ${out}/model.cpp ${out}/model.hpp)
+  add_library(${target} STATIC ${out}/model.cpp ${out}/kernels.cpp ${out}/model.hpp)
   target_include_directories(${target} PUBLIC ${out})
   target_link_libraries(${target} PUBLIC lathe_options)
   add_executable(${target}_run ${PROJECT_SOURCE_DIR}/runtime/model/model_main.cpp)

@@ -11,6 +11,15 @@
 
 namespace lathe {
 
+// One compiled kernel instance of the model.
+struct KernelBinary {
+  std::string_view name;  // "norm_576"
+  std::string_view file;  // its shaders/ source
+  const uint32_t* spirv;
+  size_t words;
+  size_t push_size;  // bytes of its push-constant struct
+};
+
 struct ModelInfo {
   std::string_view name;
   std::string_view spec_file;
@@ -19,6 +28,7 @@ struct ModelInfo {
   Layout layout;
   std::span<const ManifestEntry> manifest;
   typed::Schedule (*schedule)();
+  std::span<const KernelBinary> kernels;
 };
 
 const ModelInfo& model_info();

@@ -1,0 +1,113 @@
+#include "generator/emit/shader_compiler.hpp"
+
+#include <glslang/Public/ResourceLimits.h>
+#include <glslang/Public/ShaderLang.h>
+#include <glslang/SPIRV/GlslangToSpv.h>
+#include <spirv-tools/libspirv.hpp>
+
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <string_view>
+
+namespace lathe::embedded {
+std::string_view shaders(std::string_view name);
+}
+
+namespace lathe::emit {
+namespace {
+
+// glslang needs one process-wide initialization.
+void ensure_glslang() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    glslang::InitializeProcess();
+    std::atexit([] { glslang::FinalizeProcess(); });
+  });
+}
+
+// `#include "x.glsl"`: shared helpers from shaders/.
+class Includer : public glslang::TShader::Includer {
+ public:
+  IncludeResult* includeLocal(const char* header, const char*, size_t) override { return lookup(header); }
+  IncludeResult* includeSystem(const char* header, const char*, size_t) override { return lookup(header); }
+  void releaseInclude(IncludeResult* result) override { delete result; }
+
+ private:
+  IncludeResult* lookup(const char* header) {
+    const std::string_view text = lathe::embedded::shaders(header);
+    if (text.empty()) return nullptr;
+    return new IncludeResult(header, text.data(), text.size(), nullptr);
+  }
+};
+
+// glslang reports "ERROR: 0:12: 'x' : undeclared identifier"; name the file.
+std::string with_file(const std::string& log, const std::string& file) {
+  static const std::regex location(R"(ERROR: (?:0|[^:]*):(\d+): )");
+  std::string out = std::regex_replace(log, location, "shaders/" + file + ":$1: error: ");
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string assemble_glsl(const KernelSource& source) {
+  const std::string_view body = lathe::embedded::shaders(source.file);
+  if (body.empty()) throw ShaderError("shaders/" + source.file + ": no such kernel");
+  return "#version 460\n"
+         "#extension GL_GOOGLE_include_directive : require\n"
+         "#extension GL_KHR_shader_subgroup_basic : require\n"
+         "#extension GL_KHR_shader_subgroup_arithmetic : require\n"
+         "#extension GL_EXT_control_flow_attributes : require\n" +
+         source.constants + "#line 1\n" + std::string(body);
+}
+
+std::vector<uint32_t> compile_kernel(const KernelSource& source) {
+  ensure_glslang();
+  const std::string text = assemble_glsl(source);
+  const char* strings[] = {text.c_str()};
+  const char* names[] = {source.file.c_str()};
+
+  glslang::TShader shader(EShLangCompute);
+  shader.setStringsWithLengthsAndNames(strings, nullptr, names, 1);
+  shader.setEnvInput(glslang::EShSourceGlsl, EShLangCompute, glslang::EShClientVulkan, 100);
+  shader.setEnvClient(glslang::EShClientVulkan, glslang::EShTargetVulkan_1_2);
+  shader.setEnvTarget(glslang::EShTargetSpv, glslang::EShTargetSpv_1_5);
+  Includer includer;
+  const auto messages = static_cast<EShMessages>(EShMsgSpvRules | EShMsgVulkanRules);
+  if (!shader.parse(GetDefaultResources(), 100, false, messages, includer))
+    throw ShaderError(with_file(shader.getInfoLog(), source.file));
+
+  glslang::TProgram program;
+  program.addShader(&shader);
+  if (!program.link(messages)) throw ShaderError(with_file(program.getInfoLog(), source.file));
+
+  std::vector<uint32_t> spirv;
+  spv::SpvBuildLogger logger;
+  glslang::SpvOptions options;
+  options.validate = false;  // validated below, with the errors kept
+  glslang::GlslangToSpv(*program.getIntermediate(EShLangCompute), spirv, &logger, &options);
+  const std::string problems = validate_spirv(spirv);
+  if (!problems.empty()) throw ShaderError("shaders/" + source.file + ": invalid SPIR-V: " + problems);
+  return spirv;
+}
+
+std::string validate_spirv(const std::vector<uint32_t>& spirv) {
+  spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_2);
+  std::string problems;
+  tools.SetMessageConsumer([&](spv_message_level_t, const char*, const spv_position_t& position, const char* message) {
+    problems += "word " + std::to_string(position.index) + ": " + message + "\n";
+  });
+  if (tools.Validate(spirv) && problems.empty()) return {};
+  return problems.empty() ? "invalid module" : problems;
+}
+
+std::string disassemble_spirv(const std::vector<uint32_t>& spirv) {
+  spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_2);
+  std::string text;
+  if (!tools.Disassemble(spirv, &text, SPV_BINARY_TO_TEXT_OPTION_INDENT | SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES))
+    return "(cannot disassemble)";
+  return text;
+}
+
+}  // namespace lathe::emit

@@ -1,0 +1,53 @@
+// RMSNorm and LayerNorm over rows of N features: one subgroup-sized workgroup
+// per token row, reductions with subgroupAdd (no shared memory, no barriers:
+// both are expensive on lavapipe, see notes/lavapipe.md).
+//
+// Generated constants:
+//   N            features per row
+//   EPS          the spec's eps
+//   LAYER_NORM   1: (x - mean) / sqrt(var + eps) * g + b;  0: x / sqrt(mean(x²) + eps) * g
+//   HAS_BIAS     1: add b (LayerNorm with a shift)
+//   UNIT_OFFSET  1: the scale is (1 + g), added in fp32 (Gemma)
+// Push constants (RowsPush): rows.
+// Buffers: x [rows][N] f32, g [N] f32, b [N] f32, y [rows][N] f32.
+
+layout(local_size_x_id = 0) in;  // = the device's subgroup size
+
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer G { float g[]; };
+layout(std430, binding = 2) readonly buffer B { float b[]; };
+layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+
+void main() {
+  const uint row = gl_WorkGroupID.x;
+  if (row >= pc.rows) return;
+  const uint base = row * N;
+  const uint lane = gl_SubgroupInvocationID;
+  const uint lanes = gl_SubgroupSize;
+
+  float mean = 0.0;
+#if LAYER_NORM
+  float sum = 0.0;
+  for (uint i = lane; i < N; i += lanes) sum += x[base + i];
+  mean = subgroupAdd(sum) / float(N);
+#endif
+  float squares = 0.0;
+  for (uint i = lane; i < N; i += lanes) {
+    const float centered = x[base + i] - mean;
+    squares += centered * centered;
+  }
+  const float inv = inversesqrt(subgroupAdd(squares) / float(N) + EPS);
+
+  for (uint i = lane; i < N; i += lanes) {
+#if UNIT_OFFSET
+    const float scale = 1.0 + g[i];
+#else
+    const float scale = g[i];
+#endif
+    float value = (x[base + i] - mean) * inv * scale;
+#if HAS_BIAS
+    value += b[i];
+#endif
+    y[base + i] = value;
+  }
+}
