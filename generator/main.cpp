@@ -1,11 +1,14 @@
-// lathe — the command-line front end: devices, report, …
+// lathe — the command-line front end: devices, report, gen, check, …
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
+#include "generator/clang/check.hpp"
+#include "generator/clang/format.hpp"
 #include "generator/emit/emit_cpp.hpp"
+#include "generator/emit/emit_kernels.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 #include "runtime/error.hpp"
@@ -43,26 +46,71 @@ int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& p
   return 0;
 }
 
-// Writes <out>/model.hpp and <out>/model.cpp, each only when its text changed;
-// unsupported fields are errors at the spec.
-int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet) {
+// The generated header as `gen` writes it (formatted with libFormat, as is
+// model.cpp), named `header_name` for its #line resets.
+std::string model_header(const lathe::spec::Spec& spec, const std::string& path, const std::string& header_name) {
+  return lathe::clang::format_cpp(lathe::emit::emit_model_header(spec, path, header_name), header_name);
+}
+
+// load_spec, and the fields the runtime cannot run yet are errors too.
+std::optional<lathe::spec::Spec> load_supported_spec(const std::string& path) {
   auto spec = load_spec(path);
-  if (!spec) return 1;
+  if (!spec) return spec;
   lathe::spec::Diagnostics diagnostics(path);
   if (!lathe::emit::check_supported(*spec, diagnostics)) {
     std::cerr << diagnostics.format();
-    return 1;
+    return std::nullopt;
   }
+  return spec;
+}
+
+// Writes <out>/model.hpp, model.cpp and kernels.cpp, each only when its text
+// changed; unsupported fields are errors at the spec. `dump`: also the GLSL
+// and SPIR-V disassembly of every kernel instance, to <out>/kernels.dump.
+int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
+  auto spec = load_supported_spec(path);
+  if (!spec) return 1;
   std::filesystem::create_directories(out_dir);
   const std::filesystem::path dir(out_dir);
   const std::string header_path = (dir / "model.hpp").string();
   const std::string source_path = (dir / "model.cpp").string();
-  const bool header = lathe::emit::write_if_changed(header_path, lathe::emit::emit_model_header(*spec, path, header_path));
-  const bool source = lathe::emit::write_if_changed(source_path, lathe::emit::emit_model_source(*spec, path));
-  if (!quiet) {
-    std::cout << header_path << (header ? " (written)" : " (unchanged)") << "\n";
-    std::cout << source_path << (source ? " (written)" : " (unchanged)") << "\n";
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {header_path, model_header(*spec, path, header_path)},
+      {source_path, lathe::clang::format_cpp(lathe::emit::emit_model_source(*spec, path), source_path)},
+      {(dir / "kernels.cpp").string(), lathe::emit::emit_kernels_source(*spec, path)},
+  };
+  for (const auto& [file, text] : files) {
+    const bool written = lathe::emit::write_if_changed(file, text);
+    if (!quiet) std::cout << file << (written ? " (written)" : " (unchanged)") << "\n";
   }
+  if (dump) {
+    const std::string dump_path = (dir / "kernels.dump").string();
+    lathe::emit::write_if_changed(dump_path, lathe::emit::dump_kernels(*spec));
+    if (!quiet) std::cout << dump_path << "\n";
+  }
+  return 0;
+}
+
+// Generates the model header in memory and compiles it in process (Clang):
+// the contract's static_asserts, and the typed API's through the instantiated
+// schedule, are reported at the spec. `inject` is C++ appended to the
+// translation unit (debugging, tests of the check itself).
+int cmd_check(const std::string& path, const std::string& root, const std::string& inject) {
+  auto spec = load_supported_spec(path);
+  if (!spec) return 1;
+  lathe::clang::CheckOptions options;
+  options.model_namespace = lathe::emit::model_namespace(spec->name);
+  options.include_dirs = {root};
+  options.extra_code = inject;
+  const auto result = lathe::clang::check_generated(model_header(*spec, path, options.header_name), options);
+  std::cerr << result.format();
+  if (!result.ok) {
+    const int errors = result.errors();
+    std::cerr << path << ": the generated code does not compile (" << errors << (errors == 1 ? " error)" : " errors)")
+              << "\n";
+    return 1;
+  }
+  std::cout << path << ": ok (generated code compiles)\n";
   return 0;
 }
 
@@ -92,12 +140,25 @@ int main(int argc, char** argv) {
   gen->add_option("-o,--out", out_dir, "Directory of the generated files");
   bool quiet = false;
   gen->add_flag("-q,--quiet", quiet, "Print only errors");
+  bool dump = false;
+  gen->add_flag("--dump", dump, "Also write kernels.dump: the GLSL and SPIR-V disassembly of every kernel");
+
+  std::string root = LATHE_SOURCE_DIR;
+  std::string inject;
+  auto* check = app.add_subcommand(
+      "check", "Generate the model header and compile it in process (Clang); failed contracts point at the spec");
+  check->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
+  check->add_option("--root", root, "The lathe source tree, for runtime/model/*.hpp")
+      ->capture_default_str()
+      ->check(CLI::ExistingDirectory);
+  check->add_option("--inject", inject, "C++ appended to the checked translation unit")->group("");
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices) return cmd_devices(validation);
     if (*report) return cmd_report(spec_path, json, prefill, decode);
-    if (*gen) return cmd_gen(spec_path, out_dir, quiet);
+    if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
+    if (*check) return cmd_check(spec_path, root, inject);
   } catch (const lathe::Error& e) {
     std::cerr << "lathe: " << e.what() << "\n";
     return 1;

@@ -125,6 +125,7 @@ void lower_forward(const Spec& s, const std::map<std::string, bool>& has, Lines&
   auto norm = [&](const std::string& x, const std::string& role, const std::string& index) {
     const std::string w = "weights." + role + index;
     if (s.norm.kind == NormKind::RMSNorm) return "r.rmsnorm(" + x + ", " + w + ", norm_eps)";
+    if (!s.norm.bias) return "r.layernorm(" + x + ", " + w + ", norm_eps)";
     return "r.layernorm(" + x + ", " + w + ", weights." + role + "_bias" + index + ", norm_eps)";
   };
 

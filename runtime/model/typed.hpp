@@ -98,6 +98,12 @@ class Recorder {
     return emit<N>(Op{OpKind::RMSNorm, 0, {x.id}, {g.tensor, -1}, {N}, eps});
   }
 
+  template <int64_t N, int64_t G>
+  Act<N> layernorm(Act<N> x, Vector<G> g, double eps) {
+    static_assert(G == N, "layernorm: the scale vector's width does not match the activation width");
+    return emit<N>(Op{OpKind::LayerNorm, 0, {x.id}, {g.tensor, -1}, {N}, eps});
+  }
+
   template <int64_t N, int64_t G, int64_t B>
   Act<N> layernorm(Act<N> x, Vector<G> g, Vector<B> b, double eps) {
     static_assert(G == N, "layernorm: the scale vector's width does not match the activation width");
