@@ -1,0 +1,345 @@
+#include "runtime/reference/reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace lathe::reference {
+
+using spec::Role;
+
+namespace {
+
+[[noreturn]] void unsupported(const std::string& field) {
+  throw std::invalid_argument("reference: not supported: " + field);
+}
+
+bool is_norm(Role r) {
+  switch (r) {
+    case Role::AttnNorm:
+    case Role::AttnPostNorm:
+    case Role::MlpNorm:
+    case Role::MlpPostNorm:
+    case Role::QNorm:
+    case Role::KNorm:
+    case Role::FinalNorm: return true;
+    default: return false;
+  }
+}
+
+// splitmix64: small, portable, the same on every platform (std::uniform_*
+// distributions are not).
+uint64_t next(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+double uniform(uint64_t& state) {  // [-1, 1)
+  return static_cast<double>(next(state) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+}
+
+void check_supported(const spec::Spec& s) {
+  if (s.norm.placement != spec::NormPlacement::Pre) unsupported("norm.placement");
+  if (s.attention.softcap != 0) unsupported("attention.softcap");
+  if (s.attention.qk_norm != spec::QKNorm::None) unsupported("attention.qk_norm");
+  if (s.position.kind != spec::PositionKind::Rope && s.position.kind != spec::PositionKind::Learned &&
+      s.position.kind != spec::PositionKind::None)
+    unsupported("position.kind");
+  if (s.position.kind == spec::PositionKind::Rope) {
+    if (s.position.scaling.kind != spec::RopeScaling::None) unsupported("position.scaling");
+    if (s.position.local_theta) unsupported("position.local_theta");
+    if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
+      unsupported("position.rotary_dim");
+  }
+  if (s.moe.enabled()) unsupported("moe");
+  if (s.output.softcap != 0) unsupported("output.softcap");
+  if (s.dims.heads % s.dims.kv_heads != 0) unsupported("dims.kv_heads");
+}
+
+}  // namespace
+
+Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale) {
+  Weights w;
+  uint64_t state = seed;
+  for (const spec::TensorSpec& t : spec::build_manifest(spec).tensors) {
+    std::vector<float> values(static_cast<size_t>(t.elements()));
+    const bool near_one = is_norm(t.role) && !t.bias && !spec.norm.unit_offset;
+    for (float& v : values) v = static_cast<float>((near_one ? 1.0 : 0.0) + scale * uniform(state));
+    w.tensors[t.name] = std::move(values);
+  }
+  return w;
+}
+
+void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairing pairing, int64_t position) {
+  const int64_t half = rotary_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
+    const double angle = static_cast<double>(position) * inv_freq;
+    const double c = std::cos(angle), s = std::sin(angle);
+    const int64_t a = pairing == spec::RopePairing::Neox ? i : 2 * i;
+    const int64_t b = pairing == spec::RopePairing::Neox ? i + half : 2 * i + 1;
+    const double x0 = head[a], x1 = head[b];
+    head[a] = x0 * c - x1 * s;
+    head[b] = x0 * s + x1 * c;
+  }
+}
+
+Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spec) {
+  check_supported(spec_);
+  for (const spec::TensorSpec& t : spec::build_manifest(spec_).tensors) {
+    auto it = weights.tensors.find(t.name);
+    if (it == weights.tensors.end()) throw std::invalid_argument("reference: missing tensor " + t.name);
+    if (static_cast<int64_t>(it->second.size()) != t.elements())
+      throw std::invalid_argument("reference: tensor " + t.name + " has " + std::to_string(it->second.size()) +
+                                  " elements, the manifest says " + std::to_string(t.elements()));
+    tensors_[{t.role, t.bias, t.layer}] = Tensor{it->second.data(), t.shape};
+  }
+
+  const spec::Dims& d = spec_.dims;
+  embed_ = tensor(Role::Embed, false, -1);
+  if (spec_.position.kind == spec::PositionKind::Learned) pos_embed_ = tensor(Role::PosEmbed, false, -1);
+  lm_head_ = spec_.embedding.tied ? embed_ : tensor(Role::LmHead, false, -1);
+  if (spec_.norm.final_norm) final_norm_ = norm(Role::FinalNorm, -1);
+
+  layers_.resize(static_cast<size_t>(d.layers));
+  for (int64_t l = 0; l < d.layers; ++l) {
+    Layer& L = layers_[static_cast<size_t>(l)];
+    L.attn_norm = norm(Role::AttnNorm, l);
+    L.mlp_norm = norm(Role::MlpNorm, l);
+    if (spec_.weights.fused_qkv) {
+      L.qkv = linear(Role::Qkv, l);
+    } else {
+      L.q = linear(Role::Q, l);
+      L.k = linear(Role::K, l);
+      L.v = linear(Role::V, l);
+    }
+    L.o = linear(Role::O, l);
+    if (spec_.mlp.gated && spec_.mlp.fused_gate_up != spec::FusedGateUp::None) {
+      L.gate_up = linear(Role::GateUp, l);
+    } else {
+      if (spec_.mlp.gated) L.gate = linear(Role::Gate, l);
+      L.up = linear(Role::Up, l);
+    }
+    L.down = linear(Role::Down, l);
+  }
+}
+
+const Reference::Tensor& Reference::tensor(Role role, bool bias, int64_t layer) const {
+  auto it = tensors_.find({role, bias, layer});
+  if (it == tensors_.end())
+    throw std::invalid_argument(std::string("reference: the manifest has no ") + spec::name(role) +
+                                (bias ? " bias" : " weight") +
+                                (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()));
+  return it->second;
+}
+
+const float* Reference::optional(Role role, bool bias, int64_t layer) const {
+  auto it = tensors_.find({role, bias, layer});
+  return it == tensors_.end() ? nullptr : it->second.data;
+}
+
+Reference::Linear Reference::linear(Role role, int64_t layer) const {
+  Linear l;
+  l.weight = tensor(role, false, layer);
+  l.bias = optional(role, true, layer);
+  l.transposed = spec_.weights.layout == spec::Layout::InOut && spec::is_linear(role);
+  l.out = l.weight.shape.at(l.transposed ? 1 : 0);
+  l.in = l.weight.shape.at(l.transposed ? 0 : 1);
+  return l;
+}
+
+Reference::NormW Reference::norm(Role role, int64_t layer) const {
+  return NormW{tensor(role, false, layer).data, optional(role, true, layer)};
+}
+
+std::vector<double> Reference::apply(const Linear& l, const std::vector<double>& x) const {
+  std::vector<double> y(static_cast<size_t>(l.out), 0.0);
+  const float* w = l.weight.data;
+  if (l.transposed) {  // W[i][o]
+    for (int64_t i = 0; i < l.in; ++i) {
+      const float* row = w + i * l.out;
+      const double xi = x[static_cast<size_t>(i)];
+      for (int64_t o = 0; o < l.out; ++o) y[static_cast<size_t>(o)] += static_cast<double>(row[o]) * xi;
+    }
+  } else {  // W[o][i]
+    for (int64_t o = 0; o < l.out; ++o) {
+      const float* row = w + o * l.in;
+      double sum = 0;
+      for (int64_t i = 0; i < l.in; ++i) sum += static_cast<double>(row[i]) * x[static_cast<size_t>(i)];
+      y[static_cast<size_t>(o)] = sum;
+    }
+  }
+  if (l.bias)
+    for (int64_t o = 0; o < l.out; ++o) y[static_cast<size_t>(o)] += static_cast<double>(l.bias[o]);
+  return y;
+}
+
+std::vector<double> Reference::normalize(const NormW& n, const std::vector<double>& x) const {
+  const size_t d = x.size();
+  double mean = 0;
+  if (spec_.norm.kind == spec::NormKind::LayerNorm) {
+    for (double v : x) mean += v;
+    mean /= static_cast<double>(d);
+  }
+  double var = 0;
+  for (double v : x) var += (v - mean) * (v - mean);
+  var /= static_cast<double>(d);
+  const double inv = 1.0 / std::sqrt(var + spec_.norm.eps);
+  std::vector<double> y(d);
+  for (size_t i = 0; i < d; ++i) {
+    const double scale = static_cast<double>(n.weight[i]) + (spec_.norm.unit_offset ? 1.0 : 0.0);
+    y[i] = (x[i] - mean) * inv * scale + (n.bias ? static_cast<double>(n.bias[i]) : 0.0);
+  }
+  return y;
+}
+
+double Reference::activate(double x) const {
+  switch (spec_.mlp.activation) {
+    case spec::Activation::SiLU: return x / (1.0 + std::exp(-x));
+    case spec::Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+    case spec::Activation::GeluTanh: {
+      const double k = std::sqrt(2.0 / std::numbers::pi);
+      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+    }
+    case spec::Activation::ReLU: return x > 0 ? x : 0.0;
+  }
+  return x;
+}
+
+void Reference::reset() {
+  cache_len_ = 0;
+  for (Layer& L : layers_) {
+    L.k_cache.clear();
+    L.v_cache.clear();
+  }
+}
+
+std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
+  const int64_t vocab = spec_.dims.vocab;
+  for (int32_t t : tokens)
+    if (t < 0 || t >= vocab)
+      throw std::out_of_range("reference: token " + std::to_string(t) + " outside the vocabulary of " +
+                              std::to_string(vocab));
+  if (cache_len_ + static_cast<int64_t>(tokens.size()) > spec_.dims.max_context)
+    throw std::out_of_range("reference: " + std::to_string(cache_len_ + static_cast<int64_t>(tokens.size())) +
+                            " positions exceed dims.max_context = " + std::to_string(spec_.dims.max_context));
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(vocab));
+  // Causal attention: processing the tokens one by one, each seeing the cache
+  // up to and including itself, is the prefill.
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    token(tokens[i], cache_len_, logits.data() + i * static_cast<size_t>(vocab));
+    ++cache_len_;
+  }
+  return logits;
+}
+
+void Reference::token(int32_t tok, int64_t p, float* logits) {
+  const spec::Dims& d = spec_.dims;
+  const size_t hidden = static_cast<size_t>(d.hidden);
+  const int64_t hd = d.head_dim;
+  const int64_t q_width = d.heads * hd, kv_width = d.kv_heads * hd;
+  const int64_t group = d.heads / d.kv_heads;
+
+  std::vector<double> x(hidden);
+  for (size_t i = 0; i < hidden; ++i)
+    x[i] = static_cast<double>(embed_.data[static_cast<size_t>(tok) * hidden + i]) * spec_.embedding.scale;
+  if (spec_.position.kind == spec::PositionKind::Learned) {
+    const int64_t row = p + spec_.position.offset;
+    if (row >= pos_embed_.shape.at(0))
+      throw std::out_of_range("reference: position " + std::to_string(p) + " past the position table");
+    for (size_t i = 0; i < hidden; ++i)
+      x[i] += static_cast<double>(pos_embed_.data[static_cast<size_t>(row) * hidden + i]);
+  }
+
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& L = layers_[l];
+    // Attention.
+    std::vector<double> h = normalize(L.attn_norm, x);
+    std::vector<double> q, k, v;
+    if (spec_.weights.fused_qkv) {
+      const std::vector<double> qkv = apply(L.qkv, h);
+      q.assign(qkv.begin(), qkv.begin() + q_width);
+      k.assign(qkv.begin() + q_width, qkv.begin() + q_width + kv_width);
+      v.assign(qkv.begin() + q_width + kv_width, qkv.end());
+    } else {
+      q = apply(L.q, h);
+      k = apply(L.k, h);
+      v = apply(L.v, h);
+    }
+    if (spec_.position.kind == spec::PositionKind::Rope) {
+      for (int64_t hh = 0; hh < d.heads; ++hh)
+        apply_rope(q.data() + hh * hd, spec_.position.rotary_dim, spec_.position.theta, spec_.position.pairing, p);
+      for (int64_t hh = 0; hh < d.kv_heads; ++hh)
+        apply_rope(k.data() + hh * hd, spec_.position.rotary_dim, spec_.position.theta, spec_.position.pairing, p);
+    }
+    L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
+    L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
+
+    const int64_t first =
+        spec_.attention.windowed(static_cast<int64_t>(l)) ? std::max<int64_t>(0, p - spec_.attention.sliding_window + 1) : 0;
+    const double scale = spec_.attention.effective_scale(hd);
+    std::vector<double> attn(static_cast<size_t>(q_width), 0.0);
+    std::vector<double> scores(static_cast<size_t>(p - first + 1));
+    for (int64_t hh = 0; hh < d.heads; ++hh) {
+      const int64_t kvh = hh / group;
+      const double* qh = q.data() + hh * hd;
+      double max_score = -INFINITY;
+      for (int64_t j = first; j <= p; ++j) {
+        const double* kj = L.k_cache.data() + j * kv_width + kvh * hd;
+        double s = 0;
+        for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
+        s *= scale;
+        scores[static_cast<size_t>(j - first)] = s;
+        max_score = std::max(max_score, s);
+      }
+      double total = 0;
+      for (double& s : scores) total += (s = std::exp(s - max_score));
+      double* out = attn.data() + hh * hd;
+      for (int64_t j = first; j <= p; ++j) {
+        const double w = scores[static_cast<size_t>(j - first)] / total;
+        const double* vj = L.v_cache.data() + j * kv_width + kvh * hd;
+        for (int64_t e = 0; e < hd; ++e) out[e] += w * vj[e];
+      }
+    }
+    const std::vector<double> o = apply(L.o, attn);
+    for (size_t i = 0; i < hidden; ++i) x[i] += o[i];
+
+    // MLP.
+    h = normalize(L.mlp_norm, x);
+    const size_t width = static_cast<size_t>(d.intermediate);
+    std::vector<double> a(width);
+    if (spec_.mlp.gated) {
+      std::vector<double> gate, up;
+      if (spec_.mlp.fused_gate_up != spec::FusedGateUp::None) {
+        const std::vector<double> both = apply(L.gate_up, h);
+        std::vector<double> first_half(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(width));
+        std::vector<double> second_half(both.begin() + static_cast<std::ptrdiff_t>(width), both.end());
+        const bool gate_first = spec_.mlp.fused_gate_up == spec::FusedGateUp::GateUp;
+        gate = gate_first ? std::move(first_half) : std::move(second_half);
+        up = gate_first ? std::move(second_half) : std::move(first_half);
+      } else {
+        gate = apply(L.gate, h);
+        up = apply(L.up, h);
+      }
+      for (size_t i = 0; i < width; ++i) a[i] = activate(gate[i]) * up[i];
+    } else {
+      const std::vector<double> up = apply(L.up, h);
+      for (size_t i = 0; i < width; ++i) a[i] = activate(up[i]);
+    }
+    const std::vector<double> down = apply(L.down, a);
+    for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
+  }
+
+  if (spec_.norm.final_norm) x = normalize(final_norm_, x);
+  for (int64_t t = 0; t < d.vocab; ++t) {
+    const float* row = lm_head_.data + static_cast<size_t>(t) * hidden;
+    double sum = 0;
+    for (size_t i = 0; i < hidden; ++i) sum += static_cast<double>(row[i]) * x[i];
+    logits[t] = static_cast<float>(sum);
+  }
+}
+
+}  // namespace lathe::reference

@@ -1,0 +1,90 @@
+// The CPU reference forward pass: the oracle later GPU kernels are tested
+// against. Plain C++, double accumulation, no code shared with the kernels.
+// It interprets any validated spec at run time; the features it does not
+// implement are refused in the constructor with
+// std::invalid_argument("reference: not supported: <field>").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/spec.hpp"
+
+namespace lathe::reference {
+
+// Tensors by manifest name, each in its stored layout (the manifest's shape,
+// row-major): [out, in] for out_in linears, [in, out] for in_out ones.
+struct Weights {
+  std::map<std::string, std::vector<float>> tensors;
+};
+
+// Every manifest tensor of `spec`, deterministic in `seed`: values uniform in
+// [-scale, scale); norm scales near 1 (near 0 under norm.unit_offset, whose
+// effective scale is 1 + w).
+Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale);
+
+// Rotates one head's vector in place by RoPE at `position` over its first
+// `rotary_dim` dims, inv_freq_i = theta^(-2i/rotary_dim); neox pairs
+// (i, i + rotary_dim/2), interleaved pairs (2i, 2i + 1).
+void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairing pairing, int64_t position);
+
+class Reference {
+ public:
+  // `weights` must outlive the Reference (it is read, not copied). Throws
+  // std::invalid_argument for an unsupported spec field, a missing tensor or
+  // a tensor of the wrong size.
+  Reference(const spec::Spec& spec, const Weights& weights);
+
+  // Appends `tokens` to the KV cache at positions cache_len().. and returns
+  // their logits, row-major [tokens.size()][vocab]. Throws std::out_of_range
+  // for a token outside the vocabulary or a position past max_context.
+  std::vector<float> forward(const std::vector<int32_t>& tokens);
+
+  void reset();
+  int64_t cache_len() const { return cache_len_; }
+
+ private:
+  struct Tensor {
+    const float* data = nullptr;
+    std::vector<int64_t> shape;
+  };
+  struct Linear {
+    Tensor weight;
+    const float* bias = nullptr;  // null: none
+    bool transposed = false;      // stored [in, out]
+    int64_t out = 0, in = 0;
+  };
+  struct NormW {
+    const float* weight = nullptr;
+    const float* bias = nullptr;
+  };
+  struct Layer {
+    NormW attn_norm, mlp_norm;
+    Linear q, k, v, qkv, o;
+    Linear gate, up, gate_up, down;
+    std::vector<double> k_cache, v_cache;  // [position][kv_heads * head_dim]
+  };
+
+  const Tensor& tensor(spec::Role role, bool bias, int64_t layer) const;
+  const float* optional(spec::Role role, bool bias, int64_t layer) const;
+  Linear linear(spec::Role role, int64_t layer) const;
+  NormW norm(spec::Role role, int64_t layer) const;
+
+  std::vector<double> apply(const Linear& l, const std::vector<double>& x) const;
+  std::vector<double> normalize(const NormW& n, const std::vector<double>& x) const;
+  double activate(double x) const;
+  void token(int32_t token, int64_t position, float* logits);
+
+  spec::Spec spec_;
+  std::map<std::tuple<spec::Role, bool, int64_t>, Tensor> tensors_;
+  Tensor embed_, pos_embed_, lm_head_;
+  NormW final_norm_;
+  std::vector<Layer> layers_;
+  int64_t cache_len_ = 0;
+};
+
+}  // namespace lathe::reference

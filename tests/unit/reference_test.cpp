@@ -1,0 +1,353 @@
+// The CPU reference forward pass: hand-computed cases, prefill against
+// decode, GQA head mapping, cache positions, layouts and fusions.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+#include "runtime/reference/reference.hpp"
+
+using namespace lathe;
+using namespace lathe::reference;
+
+namespace {
+
+spec::Spec parse(const std::string& text) {
+  spec::Diagnostics diag("ref.toml");
+  auto s = spec::parse_spec_string(text, "ref.toml", diag);
+  REQUIRE_MESSAGE(s, diag.format());
+  return *s;
+}
+
+// A llama-shaped spec; `extra` is spliced in before [weights] (whole tables).
+std::string llama(int hidden, int heads, int kv_heads, int intermediate, int vocab, int layers,
+                  const std::string& extra = "", const std::string& weights_extra = "") {
+  return "[model]\nname = \"t\"\n[dims]\nhidden = " + std::to_string(hidden) + "\nlayers = " + std::to_string(layers) +
+         "\nheads = " + std::to_string(heads) + "\nkv_heads = " + std::to_string(kv_heads) +
+         "\nintermediate = " + std::to_string(intermediate) + "\nvocab = " + std::to_string(vocab) +
+         "\nmax_context = 64\n" + extra + "\n[weights]\npreset = \"hf-llama\"\n" + weights_extra;
+}
+
+const char* kGpt2Like = R"(
+[model]
+name = "gpt2-like"
+[dims]
+hidden = 8
+layers = 2
+heads = 2
+intermediate = 16
+vocab = 11
+max_context = 32
+[norm]
+kind = "layernorm"
+[attention]
+bias = true
+[position]
+kind = "learned"
+[mlp]
+activation = "gelu_tanh"
+gated = false
+bias = true
+[embedding]
+tied = true
+[weights]
+preset = "hf-gpt2"
+layout = "LAYOUT"
+fused_qkv = true
+)";
+
+std::string gpt2_like(const std::string& layout) {
+  std::string s = kGpt2Like;
+  s.replace(s.find("LAYOUT"), 6, layout);
+  return s;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("reference: a hand-computed RMSNorm + attention + gated MLP layer") {
+  // hidden 2, 1 head of dim 2, vocab 3, relu MLP of width 2, untied head.
+  const spec::Spec s = parse(llama(2, 1, 1, 2, 3, 1, "[norm]\neps = 1e-12\n[mlp]\nactivation = \"relu\"\n"));
+  Weights w;
+  auto& t = w.tensors;
+  const std::string L = "model.layers.0.";
+  t["model.embed_tokens.weight"] = {1, 1, /* token 1: */ 2, -2, 0, 3};
+  t[L + "input_layernorm.weight"] = {1, 2};
+  t[L + "self_attn.q_proj.weight"] = {1, 0, 0, 1};
+  t[L + "self_attn.k_proj.weight"] = {0, 1, 1, 0};
+  t[L + "self_attn.v_proj.weight"] = {1, 0, 1, 1};  // rows [1 0], [1 1]
+  t[L + "self_attn.o_proj.weight"] = {1, 0, 0, 1};
+  t[L + "post_attention_layernorm.weight"] = {1, 1};
+  t[L + "mlp.gate_proj.weight"] = {1, 0, 0, 1};
+  t[L + "mlp.up_proj.weight"] = {2, 0, 0, 3};
+  t[L + "mlp.down_proj.weight"] = {0.5f, 0, -0.5f, 0};
+  t["model.norm.weight"] = {2, 1};
+  t["lm_head.weight"] = {1, 0, 0, 1, 1, 1};
+  Reference ref(s, w);
+  // Token 1 at position 0: x = [2, -2]; rms 2 -> [1, -1] * [1, 2] = h = [1, -2].
+  // One key: softmax = 1, attention output = v = [[1 0],[1 1]]·h = [1, -1]
+  // (RoPE at position 0 is the identity); o = identity -> x = [3, -3].
+  // rms 3 -> h = [1, -1]; gate = [1, -1] -> relu [1, 0]; up = [2, -3];
+  // a = [2, 0]; down = [[.5 0],[-.5 0]]·a = [1, -1] -> x = [4, -4].
+  // final norm: rms 4 -> [1, -1] * [2, 1] = [2, -1];
+  // logits = [[1 0],[0 1],[1 1]]·[2, -1] = [2, -1, 1].
+  const std::vector<float> logits = ref.forward({1});
+  REQUIRE(logits.size() == 3);
+  CHECK(logits[0] == doctest::Approx(2.0).epsilon(1e-9));
+  CHECK(logits[1] == doctest::Approx(-1.0).epsilon(1e-9));
+  CHECK(logits[2] == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(ref.cache_len() == 1);
+}
+
+TEST_CASE("reference: a hand-computed two-token attention (no positions)") {
+  // hidden 2, one head, no position encoding, scale 1: the second token's
+  // query attends to both keys with scores q·k.
+  const spec::Spec s = parse(llama(2, 1, 1, 2, 2, 1,
+                                   "[norm]\neps = 1e-12\nfinal = false\n[attention]\nscale = 1.0\n"
+                                   "[position]\nkind = \"none\"\n[mlp]\nactivation = \"relu\"\n"));
+  Weights w;
+  auto& t = w.tensors;
+  const std::string L = "model.layers.0.";
+  t["model.embed_tokens.weight"] = {1, 1, 1, -1};
+  t[L + "input_layernorm.weight"] = {1, 1};
+  t[L + "self_attn.q_proj.weight"] = {1, 0, 0, 1};
+  t[L + "self_attn.k_proj.weight"] = {1, 0, 0, 1};
+  t[L + "self_attn.v_proj.weight"] = {1, 0, 0, 1};
+  t[L + "self_attn.o_proj.weight"] = {1, 0, 0, 1};
+  t[L + "post_attention_layernorm.weight"] = {1, 1};
+  t[L + "mlp.gate_proj.weight"] = {0, 0, 0, 0};  // the MLP adds 0
+  t[L + "mlp.up_proj.weight"] = {0, 0, 0, 0};
+  t[L + "mlp.down_proj.weight"] = {0, 0, 0, 0};
+  t["lm_head.weight"] = {1, 0, 0, 1};
+  Reference ref(s, w);
+  // Tokens 0 then 1: normalized h0 = [1, 1], h1 = [1, -1] (rms 1); q = k = v = h.
+  // Position 1: scores q1·k0 = 0, q1·k1 = 2; softmax = [1, e^2] / (1 + e^2);
+  // out = (h0 + e^2 h1) / (1 + e^2); x1 = h1 + out; logits = x1.
+  const std::vector<float> logits = ref.forward({0, 1});
+  REQUIRE(logits.size() == 4);
+  const double e2 = std::exp(2.0);
+  CHECK(logits[0] == doctest::Approx(2.0).epsilon(1e-7));  // position 0: x = [1, 1] + v = [2, 2]
+  CHECK(logits[1] == doctest::Approx(2.0).epsilon(1e-7));
+  CHECK(logits[2] == doctest::Approx(1.0 + (1.0 + e2) / (1.0 + e2)).epsilon(1e-7));
+  CHECK(logits[3] == doctest::Approx(-1.0 + (1.0 - e2) / (1.0 + e2)).epsilon(1e-7));
+}
+
+TEST_CASE("reference: RoPE rotates a known vector at position 1 (theta 10000), both pairings") {
+  // rotary_dim 4: inv_freq = [1, 10000^(-1/2) = 0.01]; angles at position 1: 1 and 0.01.
+  const double c1 = std::cos(1.0), s1 = std::sin(1.0), c2 = std::cos(0.01), s2 = std::sin(0.01);
+  {
+    // neox: pairs (0, 2) at angle 1 and (1, 3) at angle 0.01.
+    double v[4] = {1, 2, 3, 4};
+    apply_rope(v, 4, 10000.0, spec::RopePairing::Neox, 1);
+    CHECK(v[0] == doctest::Approx(1 * c1 - 3 * s1));
+    CHECK(v[2] == doctest::Approx(1 * s1 + 3 * c1));
+    CHECK(v[1] == doctest::Approx(2 * c2 - 4 * s2));
+    CHECK(v[3] == doctest::Approx(2 * s2 + 4 * c2));
+  }
+  {
+    // interleaved: pairs (0, 1) at angle 1 and (2, 3) at angle 0.01.
+    double v[4] = {1, 2, 3, 4};
+    apply_rope(v, 4, 10000.0, spec::RopePairing::Interleaved, 1);
+    CHECK(v[0] == doctest::Approx(1 * c1 - 2 * s1));
+    CHECK(v[1] == doctest::Approx(1 * s1 + 2 * c1));
+    CHECK(v[2] == doctest::Approx(3 * c2 - 4 * s2));
+    CHECK(v[3] == doctest::Approx(3 * s2 + 4 * c2));
+  }
+  {
+    // Partial rotation: dims past rotary_dim are untouched; position 0 is the identity.
+    double v[6] = {1, 2, 3, 4, 5, 6};
+    apply_rope(v, 4, 10000.0, spec::RopePairing::Neox, 1);
+    CHECK(v[4] == 5);
+    CHECK(v[5] == 6);
+    double u[4] = {1, 2, 3, 4};
+    apply_rope(u, 4, 10000.0, spec::RopePairing::Neox, 0);
+    CHECK(u[0] == 1);
+    CHECK(u[3] == 4);
+  }
+}
+
+TEST_CASE("reference: a prefill of N tokens equals N single-token forwards") {
+  for (const char* pairing : {"neox", "interleaved"}) {
+    CAPTURE(pairing);
+    const spec::Spec s = parse(llama(16, 4, 2, 24, 13, 2,
+                                     std::string("[position]\npairing = \"") + pairing +
+                                         "\"\n[attention]\nsliding_window = 3\n"));
+    const Weights w = random_weights(s, 7, 0.5f);
+    const std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9, 2};
+    Reference prefill(s, w), decode(s, w);
+    const std::vector<float> all = prefill.forward(tokens);
+    CHECK(prefill.cache_len() == 7);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const std::vector<float> one = decode.forward({tokens[i]});
+      const std::vector<float> row(all.begin() + static_cast<std::ptrdiff_t>(i * 13),
+                                   all.begin() + static_cast<std::ptrdiff_t>((i + 1) * 13));
+      CHECK(max_diff(one, row) <= 1e-6);
+    }
+    // reset() starts over at position 0.
+    prefill.reset();
+    CHECK(prefill.cache_len() == 0);
+    CHECK(max_diff(prefill.forward(tokens), all) == 0);
+  }
+}
+
+TEST_CASE("reference: GQA query head h reads kv head h / (heads / kv_heads)") {
+  // heads 4, kv_heads 2 equals heads 4, kv_heads 4 whose k and v rows are
+  // [kv0, kv0, kv1, kv1]; with kv_heads 4 rows of their own it differs.
+  const spec::Spec gqa = parse(llama(16, 4, 2, 24, 13, 1));
+  const spec::Spec mha = parse(llama(16, 4, 4, 24, 13, 1));
+  const spec::Spec mqa = parse(llama(16, 4, 1, 24, 13, 1));
+  const Weights wg = random_weights(gqa, 11, 0.5f);
+  Weights wm = random_weights(mha, 12, 0.5f);
+  for (auto& [name, values] : wg.tensors)
+    if (name.find("k_proj") == std::string::npos && name.find("v_proj") == std::string::npos)
+      wm.tensors[name] = values;
+  const int64_t hd = 4, d = 16;
+  for (const char* proj : {"k_proj", "v_proj"}) {
+    const std::string name = std::string("model.layers.0.self_attn.") + proj + ".weight";
+    const std::vector<float>& src = wg.tensors.at(name);  // [2·hd, d]
+    std::vector<float>& dst = wm.tensors.at(name);        // [4·hd, d]
+    for (int64_t h = 0; h < 4; ++h)
+      std::copy_n(src.begin() + (h / 2) * hd * d, hd * d, dst.begin() + h * hd * d);
+  }
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5};
+  const std::vector<float> lg = Reference(gqa, wg).forward(tokens);
+  const std::vector<float> lm = Reference(mha, wm).forward(tokens);
+  CHECK(max_diff(lg, lm) <= 1e-6);
+
+  // kv heads that differ give different logits.
+  Weights wm2 = wm;
+  for (float& v : wm2.tensors.at("model.layers.0.self_attn.v_proj.weight")) v = -v * 0.5f;
+  for (size_t i = 0; i < static_cast<size_t>(2 * hd * d); ++i)
+    wm2.tensors.at("model.layers.0.self_attn.v_proj.weight")[i] = wm.tensors.at("model.layers.0.self_attn.v_proj.weight")[i];
+  CHECK(max_diff(Reference(mha, wm2).forward(tokens), lg) > 1e-3);
+
+  // MQA (kv_heads 1) against MHA with heads of their own.
+  const Weights wq = random_weights(mqa, 13, 0.5f);
+  Weights wm3 = random_weights(mha, 13, 0.5f);
+  for (auto& [name, values] : wq.tensors)
+    if (name.find("k_proj") == std::string::npos && name.find("v_proj") == std::string::npos)
+      wm3.tensors[name] = values;
+  CHECK(max_diff(Reference(mqa, wq).forward(tokens), Reference(mha, wm3).forward(tokens)) > 1e-3);
+}
+
+TEST_CASE("reference: decode positions continue from the cache, never restarting at 0") {
+  const spec::Spec s = parse(llama(16, 4, 2, 24, 13, 2, "[position]\ntheta = 100.0\n"));
+  const Weights w = random_weights(s, 21, 0.5f);
+  // One layer's view: token 7 alone at position 0 and after 5 tokens.
+  Reference fresh(s, w), later(s, w);
+  const std::vector<float> at0 = fresh.forward({7});
+  later.forward({1, 2, 3, 4, 5});
+  CHECK(later.cache_len() == 5);
+  const std::vector<float> at5 = later.forward({7});
+  CHECK(later.cache_len() == 6);
+  CHECK(max_diff(at0, at5) > 1e-4);
+
+  // With the same 5 tokens cached, RoPE at position 5 is relative: a model
+  // whose cache holds the same keys gives the same answer in both orders of
+  // calls (5 then 1, or 6 at once).
+  Reference once(s, w);
+  const std::vector<float> all = once.forward({1, 2, 3, 4, 5, 7});
+  CHECK(max_diff(std::vector<float>(all.end() - 13, all.end()), at5) <= 1e-6);
+
+  // Learned positions: a GPT-2-like model reads table row position + offset.
+  const spec::Spec g = parse(gpt2_like("in_out"));
+  const Weights wg = random_weights(g, 22, 0.5f);
+  Reference g0(g, wg), g5(g, wg);
+  const std::vector<float> p0 = g0.forward({3});
+  g5.forward({1, 2, 3, 4, 5});
+  CHECK(max_diff(p0, g5.forward({3})) > 1e-4);
+}
+
+TEST_CASE("reference: a GPT-2-like spec runs, is deterministic and honours the in_out layout") {
+  const spec::Spec g = parse(gpt2_like("in_out"));
+  const Weights w1 = random_weights(g, 5, 0.3f);
+  const Weights w2 = random_weights(g, 5, 0.3f);
+  CHECK(w1.tensors == w2.tensors);
+  CHECK(w1.tensors.size() == spec::build_manifest(g).tensors.size());
+  CHECK(w1.tensors.at("h.0.ln_1.weight")[0] == doctest::Approx(1.0).epsilon(0.31));
+  const std::vector<int32_t> tokens = {0, 10, 4, 4, 2};
+  const std::vector<float> a = Reference(g, w1).forward(tokens);
+  const std::vector<float> b = Reference(g, w2).forward(tokens);
+  REQUIRE(a.size() == tokens.size() * 11);
+  CHECK(a == b);
+  for (float v : a) CHECK(std::isfinite(v));
+  CHECK(max_diff(a, Reference(g, random_weights(g, 6, 0.3f)).forward(tokens)) > 1e-4);
+
+  // The same model stored out_in (every linear weight transposed) gives the same logits.
+  const spec::Spec o = parse(gpt2_like("out_in"));
+  Weights wo;
+  for (const spec::TensorSpec& t : spec::build_manifest(g).tensors) {
+    const std::vector<float>& src = w1.tensors.at(t.name);
+    if (!spec::is_linear(t.role) || t.bias) {
+      wo.tensors[t.name] = src;
+      continue;
+    }
+    const int64_t in = t.shape[0], out = t.shape[1];  // stored [in, out]
+    std::vector<float> dst(src.size());
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t k = 0; k < out; ++k) dst[static_cast<size_t>(k * in + i)] = src[static_cast<size_t>(i * out + k)];
+    wo.tensors[t.name] = std::move(dst);
+  }
+  CHECK(max_diff(Reference(o, wo).forward(tokens), a) <= 1e-6);
+}
+
+TEST_CASE("reference: fused qkv and fused gate_up equal the separate projections") {
+  const std::string mlp = "[attention]\nbias = true\n[mlp]\nactivation = \"gelu_erf\"\nbias = true\n";
+  const spec::Spec split = parse(llama(16, 4, 2, 24, 13, 1, mlp));
+  for (const char* order : {"gate_up", "up_gate"}) {
+    CAPTURE(order);
+    const spec::Spec fused = parse(llama(16, 4, 2, 24, 13, 1,
+                                         mlp.substr(0, mlp.size()) + "fused_gate_up = \"" + order + "\"\n",
+                                         "fused_qkv = true\n"));
+    const Weights wf = random_weights(fused, 31, 0.5f);
+    Weights ws;
+    const std::string L = "model.layers.0.";
+    for (const auto& [name, values] : wf.tensors)
+      if (name.find("qkv_proj") == std::string::npos && name.find("gate_up_proj") == std::string::npos)
+        ws.tensors[name] = values;
+    // qkv rows: q (16), k (8), v (8); the fused bias follows the same order.
+    const int64_t d = 16;
+    auto rows = [&](const std::string& name, int64_t first, int64_t count, int64_t width) {
+      const std::vector<float>& src = wf.tensors.at(name);
+      return std::vector<float>(src.begin() + first * width, src.begin() + (first + count) * width);
+    };
+    ws.tensors[L + "self_attn.q_proj.weight"] = rows(L + "self_attn.qkv_proj.weight", 0, 16, d);
+    ws.tensors[L + "self_attn.k_proj.weight"] = rows(L + "self_attn.qkv_proj.weight", 16, 8, d);
+    ws.tensors[L + "self_attn.v_proj.weight"] = rows(L + "self_attn.qkv_proj.weight", 24, 8, d);
+    ws.tensors[L + "self_attn.q_proj.bias"] = rows(L + "self_attn.qkv_proj.bias", 0, 16, 1);
+    ws.tensors[L + "self_attn.k_proj.bias"] = rows(L + "self_attn.qkv_proj.bias", 16, 8, 1);
+    ws.tensors[L + "self_attn.v_proj.bias"] = rows(L + "self_attn.qkv_proj.bias", 24, 8, 1);
+    const bool gate_first = std::string(order) == "gate_up";
+    const int64_t g0 = gate_first ? 0 : 24, u0 = gate_first ? 24 : 0;
+    ws.tensors[L + "mlp.gate_proj.weight"] = rows(L + "mlp.gate_up_proj.weight", g0, 24, d);
+    ws.tensors[L + "mlp.up_proj.weight"] = rows(L + "mlp.gate_up_proj.weight", u0, 24, d);
+    ws.tensors[L + "mlp.gate_proj.bias"] = rows(L + "mlp.gate_up_proj.bias", g0, 24, 1);
+    ws.tensors[L + "mlp.up_proj.bias"] = rows(L + "mlp.gate_up_proj.bias", u0, 24, 1);
+    const std::vector<int32_t> tokens = {4, 8, 12};
+    CHECK(max_diff(Reference(fused, wf).forward(tokens), Reference(split, ws).forward(tokens)) <= 1e-6);
+  }
+}
+
+TEST_CASE("reference: unsupported fields, missing tensors and bad inputs are refused") {
+  const spec::Spec post = parse(llama(16, 4, 2, 24, 13, 1, "[norm]\nplacement = \"post\"\n"));
+  CHECK_THROWS_WITH_AS(Reference(post, random_weights(post, 1, 0.5f)), "reference: not supported: norm.placement",
+                       std::invalid_argument);
+  const spec::Spec s = parse(llama(16, 4, 2, 24, 13, 1));
+  Weights w = random_weights(s, 1, 0.5f);
+  w.tensors.erase("lm_head.weight");
+  CHECK_THROWS_AS(Reference(s, w), std::invalid_argument);
+  Reference ref(s, random_weights(s, 1, 0.5f));
+  CHECK_THROWS_AS(ref.forward({13}), std::out_of_range);
+  CHECK_THROWS_AS(ref.forward(std::vector<int32_t>(65, 0)), std::out_of_range);
+  CHECK(ref.forward({}).empty());
+}
