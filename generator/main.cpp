@@ -74,10 +74,11 @@ int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, boo
   const std::filesystem::path dir(out_dir);
   const std::string header_path = (dir / "model.hpp").string();
   const std::string source_path = (dir / "model.cpp").string();
+  const std::vector<lathe::emit::CompiledKernel> kernels = lathe::emit::compile_kernels(*spec);
   const std::vector<std::pair<std::string, std::string>> files = {
       {header_path, model_header(*spec, path, header_path)},
       {source_path, lathe::clang::format_cpp(lathe::emit::emit_model_source(*spec, path), source_path)},
-      {(dir / "kernels.cpp").string(), lathe::emit::emit_kernels_source(*spec, path)},
+      {(dir / "kernels.cpp").string(), lathe::emit::emit_kernels_source(*spec, path, kernels)},
   };
   for (const auto& [file, text] : files) {
     const bool written = lathe::emit::write_if_changed(file, text);
@@ -85,7 +86,7 @@ int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, boo
   }
   if (dump) {
     const std::string dump_path = (dir / "kernels.dump").string();
-    lathe::emit::write_if_changed(dump_path, lathe::emit::dump_kernels(*spec));
+    lathe::emit::write_if_changed(dump_path, lathe::emit::dump_kernels(kernels));
     if (!quiet) std::cout << dump_path << "\n";
   }
   return 0;

@@ -21,56 +21,6 @@ using kainjow::mustache::data;
 using kainjow::mustache::mustache;
 using namespace lathe::spec;
 
-std::string literal(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.17g", v);
-  std::string s = buffer;
-  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
-  return s;
-}
-
-const char* role_enum(Role r) {
-  switch (r) {
-    case Role::Embed: return "Embed";
-    case Role::PosEmbed: return "PosEmbed";
-    case Role::AttnNorm: return "AttnNorm";
-    case Role::AttnPostNorm: return "AttnPostNorm";
-    case Role::MlpNorm: return "MlpNorm";
-    case Role::MlpPostNorm: return "MlpPostNorm";
-    case Role::Q: return "Q";
-    case Role::K: return "K";
-    case Role::V: return "V";
-    case Role::Qkv: return "Qkv";
-    case Role::O: return "O";
-    case Role::QNorm: return "QNorm";
-    case Role::KNorm: return "KNorm";
-    case Role::Gate: return "Gate";
-    case Role::Up: return "Up";
-    case Role::GateUp: return "GateUp";
-    case Role::Down: return "Down";
-    case Role::Router: return "Router";
-    case Role::ExpertGate: return "ExpertGate";
-    case Role::ExpertUp: return "ExpertUp";
-    case Role::ExpertDown: return "ExpertDown";
-    case Role::SharedGate: return "SharedGate";
-    case Role::SharedUp: return "SharedUp";
-    case Role::SharedDown: return "SharedDown";
-    case Role::SharedExpertGate: return "SharedExpertGate";
-    case Role::FinalNorm: return "FinalNorm";
-    case Role::LmHead: return "LmHead";
-  }
-  return "?";
-}
-
-const char* dtype_enum(DType d) {
-  switch (d) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::Q8_0: return "Q8_0";
-  }
-  return "?";
-}
 
 const char* activation_enum(spec::Activation a) {
   switch (a) {
@@ -197,6 +147,14 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   return diag.size() == before;
 }
 
+std::string number_literal(double v, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*g", digits, v);
+  std::string s = buffer;
+  if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // keep it a floating-point literal
+  return s;
+}
+
 std::string model_namespace(const std::string& name) {
   std::string out;
   for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
@@ -235,13 +193,13 @@ std::string emit_model_header(const Spec& s, const std::string& spec_path, const
   constant("intermediate", "int64_t", i(d.intermediate), "dims.intermediate", "");
   constant("vocab", "int64_t", i(d.vocab), "dims.vocab", "");
   constant("max_context", "int64_t", i(d.max_context), "dims.max_context", "");
-  constant("norm_eps", "double", literal(s.norm.eps), "norm.eps", name(s.norm.kind));
+  constant("norm_eps", "double", number_literal(s.norm.eps), "norm.eps", name(s.norm.kind));
   constant("rotary_dim", "int64_t", i(s.position.rotary_dim), "position.rotary_dim", name(s.position.pairing));
-  constant("rope_theta", "double", literal(s.position.theta), "position.theta", "");
+  constant("rope_theta", "double", number_literal(s.position.theta), "position.theta", "");
   constant("position_offset", "int64_t", i(s.position.offset), "position.offset", "learned positions");
-  constant("attention_scale", "double", literal(s.attention.effective_scale(d.head_dim)), "attention.scale", "");
+  constant("attention_scale", "double", number_literal(s.attention.effective_scale(d.head_dim)), "attention.scale", "");
   constant("sliding_window", "int64_t", i(s.attention.sliding_window), "attention.sliding_window", "0: none");
-  constant("embedding_scale", "double", literal(s.embedding.scale), "embedding.scale", "");
+  constant("embedding_scale", "double", number_literal(s.embedding.scale), "embedding.scale", "");
   constant("tied_embeddings", "bool", s.embedding.tied ? "true" : "false", "embedding.tied", "");
   root.set("constants", constants);
 
@@ -270,14 +228,14 @@ std::string emit_model_header(const Spec& s, const std::string& spec_path, const
   for (size_t t = 0; t < manifest.tensors.size(); ++t) {
     const TensorSpec& ts = manifest.tensors[t];
     data e;
-    e.set("role", role_enum(ts.role));
+    e.set("role", std::string(spelling(ts.role).enumerator));
     e.set("bias", ts.bias ? "true" : "false");
     e.set("layer", i(ts.layer));
     e.set("expert", i(ts.expert));
     e.set("name", ts.name);
     e.set("rank", i(static_cast<int64_t>(ts.shape.size())));
     e.set("shape", "{" + i(ts.shape[0]) + ", " + i(ts.shape.size() > 1 ? ts.shape[1] : 1) + "}");
-    e.set("dtype", dtype_enum(ts.dtype));
+    e.set("dtype", std::string(spelling(ts.dtype).enumerator));
     entries.push_back(e);
 
     const std::string member = member_name(ts);

@@ -14,6 +14,10 @@ namespace lathe::emit {
 // at the field's spec position. True when the spec is supported.
 bool check_supported(const spec::Spec& spec, spec::Diagnostics& diagnostics);
 
+// `v` as a C++/GLSL floating-point literal with `digits` significant digits
+// (17 round-trips a double, 9 a float).
+std::string number_literal(double v, int digits = 17);
+
 // The C++ namespace of a model: its name with every non-identifier character
 // replaced by '_' ("smollm2-135m" -> "smollm2_135m").
 std::string model_namespace(const std::string& name);

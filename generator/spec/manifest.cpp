@@ -63,26 +63,10 @@ Component component_of(Role r) {
 }
 
 bool is_linear(Role r) {
-  switch (r) {
-    case Role::Q:
-    case Role::K:
-    case Role::V:
-    case Role::Qkv:
-    case Role::O:
-    case Role::Gate:
-    case Role::Up:
-    case Role::GateUp:
-    case Role::Down:
-    case Role::Router:
-    case Role::ExpertGate:
-    case Role::ExpertUp:
-    case Role::ExpertDown:
-    case Role::SharedGate:
-    case Role::SharedUp:
-    case Role::SharedDown:
-    case Role::SharedExpertGate: return true;
-    default: return false;
-  }
+  // The projections of attention, MLP and experts; their norms are not.
+  const Component c = component_of(r);
+  return (c == Component::Attention || c == Component::Mlp || c == Component::Experts) && r != Role::QNorm &&
+         r != Role::KNorm;
 }
 
 std::string expand_name(const std::string& pattern, int64_t layer, int64_t expert) {
@@ -222,15 +206,11 @@ Manifest build_manifest(const Spec& s) {
   return b.take();
 }
 
-std::vector<Role> required_roles(const Spec& s) {
-  std::vector<Role> roles;
-  // One layer and one expert are enough to know which roles appear.
+Manifest build_sample_manifest(const Spec& s) {
   Spec one = s;
   one.dims.layers = std::min<int64_t>(s.dims.layers, 1);
   one.moe.experts = std::min<int64_t>(s.moe.experts, 1);
-  for (const TensorSpec& t : build_manifest(one).tensors)
-    if (std::find(roles.begin(), roles.end(), t.role) == roles.end()) roles.push_back(t.role);
-  return roles;
+  return build_manifest(one);
 }
 
 }  // namespace lathe::spec

@@ -36,8 +36,9 @@ struct Manifest {
 // A role without a name gets "<unnamed role>"; validate() reports those.
 Manifest build_manifest(const Spec& spec);
 
-// Roles the spec's checkpoint needs (every role that appears in the manifest).
-std::vector<Role> required_roles(const Spec& spec);
+// The global tensors and those of layer 0 and expert 0 only: enough to know
+// which roles and shapes a model has without building it at full size.
+Manifest build_sample_manifest(const Spec& spec);
 
 // "{layer}" and "{expert}" replaced.
 std::string expand_name(const std::string& pattern, int64_t layer, int64_t expert);

@@ -168,7 +168,6 @@ class Table {
     return node;
   }
 
-  template <class T = std::nullopt_t>
   std::nullopt_t wrong_type(std::string_view key, const toml::node& node, const std::string& expected) {
     error(node, full(key) + ": expected " + expected + ", found " + type_word(node));
     return std::nullopt;

@@ -48,15 +48,7 @@ const char* name(RopeScaling v) {
   return "?";
 }
 const char* name(FusedGateUp v) { return v == FusedGateUp::None ? "none" : v == FusedGateUp::GateUp ? "gate_up" : "up_gate"; }
-const char* name(DType v) {
-  switch (v) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::Q8_0: return "q8_0";
-  }
-  return "?";
-}
+const char* name(DType v) { return spelling(v).key.data(); }
 const char* name(Layout v) { return v == Layout::OutIn ? "out_in" : "in_out"; }
 
 double bytes_per_element(DType v) {
@@ -69,44 +61,17 @@ double bytes_per_element(DType v) {
   return 4;
 }
 
-namespace {
-struct RoleName {
-  Role role;
-  const char* word;
-};
-constexpr RoleName kRoles[] = {
-    {Role::Embed, "embed"},           {Role::PosEmbed, "pos_embed"},
-    {Role::AttnNorm, "attn_norm"},    {Role::AttnPostNorm, "attn_post_norm"},
-    {Role::MlpNorm, "mlp_norm"},      {Role::MlpPostNorm, "mlp_post_norm"},
-    {Role::Q, "q"},                   {Role::K, "k"},
-    {Role::V, "v"},                   {Role::Qkv, "qkv"},
-    {Role::O, "o"},                   {Role::QNorm, "q_norm"},
-    {Role::KNorm, "k_norm"},          {Role::Gate, "gate"},
-    {Role::Up, "up"},                 {Role::GateUp, "gate_up"},
-    {Role::Down, "down"},             {Role::Router, "router"},
-    {Role::ExpertGate, "expert_gate"}, {Role::ExpertUp, "expert_up"},
-    {Role::ExpertDown, "expert_down"}, {Role::SharedGate, "shared_gate"},
-    {Role::SharedUp, "shared_up"},    {Role::SharedDown, "shared_down"},
-    {Role::SharedExpertGate, "shared_expert_gate"},
-    {Role::FinalNorm, "final_norm"},  {Role::LmHead, "lm_head"},
-};
-}  // namespace
-
-const char* name(Role r) {
-  for (const RoleName& n : kRoles)
-    if (n.role == r) return n.word;
-  return "?";
-}
+const char* name(Role r) { return spelling(r).key.data(); }
 
 std::optional<Role> role_from_name(const std::string& word) {
-  for (const RoleName& n : kRoles)
-    if (word == n.word) return n.role;
+  for (const RoleSpelling& n : kRoleSpellings)
+    if (word == n.key) return n.role;
   return std::nullopt;
 }
 
 std::vector<std::string> role_names() {
   std::vector<std::string> out;
-  for (const RoleName& n : kRoles) out.emplace_back(n.word);
+  for (const RoleSpelling& n : kRoleSpellings) out.emplace_back(n.key);
   return out;
 }
 

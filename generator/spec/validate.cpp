@@ -1,6 +1,7 @@
 // The architecture contract. Each rule reports at the key that breaks it.
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -20,14 +21,11 @@ std::string num(int64_t v) { return std::to_string(v); }
 constexpr int64_t kMaxTensors = int64_t{1} << 18;
 constexpr double kMaxParams = 281474976710656.0;  // 2^48
 
-// Tensors and parameters of the full model, counted in double from one
-// layer with one expert, so that nothing is built at full size or overflows.
-std::pair<double, double> model_size(const Spec& s) {
-  Spec one = s;
-  one.dims.layers = std::min<int64_t>(s.dims.layers, 1);
-  one.moe.experts = std::min<int64_t>(s.moe.experts, 1);
+// Tensors and parameters of the full model, counted in double from the
+// sample manifest, so that nothing is built at full size or overflows.
+std::pair<double, double> model_size(const Spec& s, const Manifest& sample) {
   double tensors = 0, params = 0;
-  for (const TensorSpec& t : build_manifest(one).tensors) {
+  for (const TensorSpec& t : sample.tensors) {
     double copies = 1, elements = 1;
     if (t.layer >= 0) copies *= static_cast<double>(s.dims.layers);
     if (t.expert >= 0) copies *= static_cast<double>(s.moe.experts);
@@ -120,15 +118,20 @@ void validate(const Spec& s, Diagnostics& diag) {
   }
 
   // Size.
-  const auto [tensors, params] = model_size(s);
+  const Manifest sample = build_sample_manifest(s);
+  const auto [tensors, params] = model_size(s, sample);
   if (tensors > static_cast<double>(kMaxTensors))
     at(m.enabled() ? "moe.experts" : "dims.layers",
        "the model has " + num(static_cast<int64_t>(tensors)) + " tensors; lathe handles at most " + num(kMaxTensors));
   if (params > kMaxParams)
     at("dims", "the model has " + sci(params) + " parameters; lathe handles at most 2^48 (" + sci(kMaxParams) + ")");
 
-  // Weights: every tensor the architecture has must have a name.
-  for (Role role : required_roles(s)) {
+  // Weights: every tensor the architecture has must have a name, with a
+  // {layer} exactly when the tensor is per layer, an {expert} when per expert.
+  std::set<Role> seen;
+  for (const TensorSpec& t : sample.tensors) {
+    const Role role = t.role;
+    if (!seen.insert(role).second) continue;
     auto it = s.weights.names.find(role);
     const std::string key = "weights.names." + std::string(name(role));
     if (it == s.weights.names.end()) {
@@ -137,9 +140,8 @@ void validate(const Spec& s, Diagnostics& diag) {
       at(key, key + " is not set: the architecture has this tensor (" + why + ")");
       continue;
     }
-    const bool per_layer = role != Role::Embed && role != Role::PosEmbed && role != Role::FinalNorm &&
-                           role != Role::LmHead;
-    const bool per_expert = role == Role::ExpertGate || role == Role::ExpertUp || role == Role::ExpertDown;
+    const bool per_layer = t.layer >= 0;
+    const bool per_expert = t.expert >= 0;
     if (per_layer && it->second.find("{layer}") == std::string::npos)
       at(key, key + " (\"" + it->second + "\") names a tensor of every layer but has no {layer}");
     if (!per_layer && it->second.find("{layer}") != std::string::npos)

@@ -38,14 +38,64 @@ struct ManifestEntry {
   constexpr int64_t elements() const { return shape[0] * shape[1]; }
 };
 
-constexpr std::string_view dtype_name(DType v) {
-  switch (v) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::Q8_0: return "q8_0";
-  }
-  return "?";
+// Each role's spec key ("attn_norm", the weights.names key) and C++
+// enumerator ("AttnNorm", as generated code spells it): the one table both
+// the generator and the generated code read.
+struct RoleSpelling {
+  Role role;
+  std::string_view key;
+  std::string_view enumerator;
+};
+inline constexpr RoleSpelling kRoleSpellings[] = {
+    {Role::Embed, "embed", "Embed"},
+    {Role::PosEmbed, "pos_embed", "PosEmbed"},
+    {Role::AttnNorm, "attn_norm", "AttnNorm"},
+    {Role::AttnPostNorm, "attn_post_norm", "AttnPostNorm"},
+    {Role::MlpNorm, "mlp_norm", "MlpNorm"},
+    {Role::MlpPostNorm, "mlp_post_norm", "MlpPostNorm"},
+    {Role::Q, "q", "Q"},
+    {Role::K, "k", "K"},
+    {Role::V, "v", "V"},
+    {Role::Qkv, "qkv", "Qkv"},
+    {Role::O, "o", "O"},
+    {Role::QNorm, "q_norm", "QNorm"},
+    {Role::KNorm, "k_norm", "KNorm"},
+    {Role::Gate, "gate", "Gate"},
+    {Role::Up, "up", "Up"},
+    {Role::GateUp, "gate_up", "GateUp"},
+    {Role::Down, "down", "Down"},
+    {Role::Router, "router", "Router"},
+    {Role::ExpertGate, "expert_gate", "ExpertGate"},
+    {Role::ExpertUp, "expert_up", "ExpertUp"},
+    {Role::ExpertDown, "expert_down", "ExpertDown"},
+    {Role::SharedGate, "shared_gate", "SharedGate"},
+    {Role::SharedUp, "shared_up", "SharedUp"},
+    {Role::SharedDown, "shared_down", "SharedDown"},
+    {Role::SharedExpertGate, "shared_expert_gate", "SharedExpertGate"},
+    {Role::FinalNorm, "final_norm", "FinalNorm"},
+    {Role::LmHead, "lm_head", "LmHead"},
+};
+
+constexpr const RoleSpelling& spelling(Role r) {
+  for (const RoleSpelling& s : kRoleSpellings)
+    if (s.role == r) return s;
+  return kRoleSpellings[0];  // unreachable: every enumerator is in the table
 }
+
+struct DTypeSpelling {
+  DType dtype;
+  std::string_view key;         // "bf16", as specs and reports spell it
+  std::string_view enumerator;  // "BF16"
+};
+inline constexpr DTypeSpelling kDTypeSpellings[] = {
+    {DType::F32, "f32", "F32"}, {DType::F16, "f16", "F16"}, {DType::BF16, "bf16", "BF16"}, {DType::Q8_0, "q8_0", "Q8_0"}};
+
+constexpr const DTypeSpelling& spelling(DType d) {
+  for (const DTypeSpelling& s : kDTypeSpellings)
+    if (s.dtype == d) return s;
+  return kDTypeSpellings[0];
+}
+
+constexpr std::string_view dtype_name(DType v) { return spelling(v).key; }
 
 }  // namespace lathe

@@ -122,16 +122,14 @@ DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
   vkGetPhysicalDeviceQueueFamilyProperties(physical, &family_count, nullptr);
   std::vector<VkQueueFamilyProperties> families(family_count);
   vkGetPhysicalDeviceQueueFamilyProperties(physical, &family_count, families.data());
-  // Prefer a compute queue that shares a family with graphics: on most
-  // drivers it is the fastest-scheduled one; any compute family will do.
+  // Any compute family will do; one that also does graphics is preferred, as
+  // most drivers schedule it best.
   for (uint32_t f = 0; f < family_count; ++f) {
-    if ((families[f].queueFlags & VK_QUEUE_COMPUTE_BIT) == 0) continue;
-    if (!info.has_compute_queue || (families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
-      const bool first = !info.has_compute_queue;
-      info.has_compute_queue = true;
-      if (first || (families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) info.compute_queue_family = f;
-      if (families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT) break;
-    }
+    const VkQueueFlags flags = families[f].queueFlags;
+    if ((flags & VK_QUEUE_COMPUTE_BIT) == 0) continue;
+    if (!info.has_compute_queue || (flags & VK_QUEUE_GRAPHICS_BIT)) info.compute_queue_family = f;
+    info.has_compute_queue = true;
+    if (flags & VK_QUEUE_GRAPHICS_BIT) break;
   }
   return info;
 }

@@ -101,15 +101,6 @@ Instance::~Instance() {
   if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
 }
 
-std::vector<VkPhysicalDevice> Instance::physical_devices() const {
-  uint32_t count = 0;
-  check(vkEnumeratePhysicalDevices(instance_, &count, nullptr), "vkEnumeratePhysicalDevices");
-  std::vector<VkPhysicalDevice> devices(count);
-  check(vkEnumeratePhysicalDevices(instance_, &count, devices.data()), "vkEnumeratePhysicalDevices");
-  devices.resize(count);
-  return devices;
-}
-
 std::vector<std::string> Instance::take_validation_messages() {
   std::lock_guard lock(mutex_);
   return std::exchange(messages_, {});

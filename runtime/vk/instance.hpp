@@ -25,7 +25,6 @@ class Instance {
 
   VkInstance handle() const { return instance_; }
   bool validation_enabled() const { return messenger_ != VK_NULL_HANDLE; }
-  std::vector<VkPhysicalDevice> physical_devices() const;
 
   // Warnings and errors reported by the validation layer since the last call.
   std::vector<std::string> take_validation_messages();
