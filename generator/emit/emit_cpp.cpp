@@ -144,6 +144,19 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   if (s.embedding.scale != 1.0) refuse("embedding.scale", "");
   if (s.output.softcap > 0) refuse("output.softcap", "");
   if (s.weights.dtype == DType::Q8_0) refuse("weights.dtype", "\"q8_0\"");
+  if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
+    refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
+  // matmul.comp reads weight rows in 16-byte texels: 8 values of a 16-bit
+  // dtype (4 of f32), and q/k/v in pairs of dims.
+  const int64_t texel = s.weights.dtype == DType::F32 ? 4 : 8;
+  auto multiple = [&](const std::string& key, int64_t value, int64_t of) {
+    if (value % of != 0)
+      refuse(key, std::to_string(value) + " is not a multiple of " + std::to_string(of) + " (the kernels' texel width)");
+  };
+  multiple("dims.hidden", s.dims.hidden, texel);
+  multiple("dims.intermediate", s.dims.intermediate, texel);
+  multiple(s.dims.head_dim_explicit ? "dims.head_dim" : "dims.heads", s.dims.heads * s.dims.head_dim, texel);
+  multiple(s.dims.head_dim_explicit ? "dims.head_dim" : "dims.heads", s.dims.head_dim, 2);
   return diag.size() == before;
 }
 
@@ -201,6 +214,8 @@ std::string emit_model_header(const Spec& s, const std::string& spec_path, const
   constant("sliding_window", "int64_t", i(s.attention.sliding_window), "attention.sliding_window", "0: none");
   constant("embedding_scale", "double", number_literal(s.embedding.scale), "embedding.scale", "");
   constant("tied_embeddings", "bool", s.embedding.tied ? "true" : "false", "embedding.tied", "");
+  constant("cache_dtype", "DType", "DType::" + std::string(spelling(s.cache.dtype).enumerator), "cache.dtype",
+           "KV cache elements");
   root.set("constants", constants);
 
   kainjow::mustache::list asserts;

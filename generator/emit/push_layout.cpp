@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "runtime/model/push.hpp"
+
 namespace lathe::emit {
 namespace {
 
@@ -63,10 +65,31 @@ std::vector<uint32_t> reflect_push_offsets(const std::vector<uint32_t>& spirv) {
   return out;
 }
 
+namespace {
+
+// The layouts are described once, in runtime/model/push.hpp, whose C++
+// structs the runtime fills; the GLSL blocks are emitted from the same list.
+template <size_t N>
+PushLayout from_table(const char* name, const push::FieldInfo (&fields)[N]) {
+  PushLayout layout{name, {}};
+  for (const push::FieldInfo& f : fields) layout.fields.push_back({std::string(f.name), PushType::U32, std::string(f.comment)});
+  return layout;
+}
+
+}  // namespace
+
 const PushLayout& rows_push_layout() {
-  static const PushLayout layout{"RowsPush",
-                                 {{"rows", PushType::U32, "token rows in this chunk"},
-                                  {"position", PushType::U32, "cache position of the first row"}}};
+  static const PushLayout layout = from_table("RowsPush", push::kRowsPush);
+  return layout;
+}
+
+const PushLayout& matmul_push_layout() {
+  static const PushLayout layout = from_table("MatmulPush", push::kMatmulPush);
+  return layout;
+}
+
+const PushLayout& attention_push_layout() {
+  static const PushLayout layout = from_table("AttentionPush", push::kAttentionPush);
   return layout;
 }
 

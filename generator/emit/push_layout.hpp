@@ -35,6 +35,8 @@ std::string cpp_struct(const PushLayout& layout);  // struct with static_asserts
 std::vector<uint32_t> reflect_push_offsets(const std::vector<uint32_t>& spirv);
 
 // The layouts the kernels use.
-const PushLayout& rows_push_layout();  // kernels over a chunk of token rows
+const PushLayout& rows_push_layout();       // kernels over a chunk of token rows
+const PushLayout& matmul_push_layout();     // matmul.comp
+const PushLayout& attention_push_layout();  // rope_kv.comp, attention.comp
 
 }  // namespace lathe::emit

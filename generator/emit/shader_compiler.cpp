@@ -42,9 +42,9 @@ class Includer : public glslang::TShader::Includer {
 };
 
 // glslang reports "ERROR: 0:12: 'x' : undeclared identifier"; name the file.
-std::string with_file(const std::string& log, const std::string& file) {
+std::string with_file(const std::string& log, const std::string& path) {
   static const std::regex location(R"(ERROR: (?:0|[^:]*):(\d+): )");
-  std::string out = std::regex_replace(log, location, "shaders/" + file + ":$1: error: ");
+  std::string out = std::regex_replace(log, location, path + ":$1: error: ");
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
 }
@@ -62,11 +62,13 @@ std::string assemble_glsl(const KernelSource& source) {
          source.constants + "#line 1\n" + std::string(body);
 }
 
-std::vector<uint32_t> compile_kernel(const KernelSource& source) {
+namespace {
+
+// `text` is the whole GLSL source; `path` is what errors call it ("shaders/norm.comp").
+std::vector<uint32_t> compile_text(const std::string& text, const std::string& path) {
   ensure_glslang();
-  const std::string text = assemble_glsl(source);
   const char* strings[] = {text.c_str()};
-  const char* names[] = {source.file.c_str()};
+  const char* names[] = {path.c_str()};
 
   glslang::TShader shader(EShLangCompute);
   shader.setStringsWithLengthsAndNames(strings, nullptr, names, 1);
@@ -76,11 +78,11 @@ std::vector<uint32_t> compile_kernel(const KernelSource& source) {
   Includer includer;
   const auto messages = static_cast<EShMessages>(EShMsgSpvRules | EShMsgVulkanRules);
   if (!shader.parse(GetDefaultResources(), 100, false, messages, includer))
-    throw ShaderError(with_file(shader.getInfoLog(), source.file));
+    throw ShaderError(with_file(shader.getInfoLog(), path));
 
   glslang::TProgram program;
   program.addShader(&shader);
-  if (!program.link(messages)) throw ShaderError(with_file(program.getInfoLog(), source.file));
+  if (!program.link(messages)) throw ShaderError(with_file(program.getInfoLog(), path));
 
   std::vector<uint32_t> spirv;
   spv::SpvBuildLogger logger;
@@ -88,8 +90,18 @@ std::vector<uint32_t> compile_kernel(const KernelSource& source) {
   options.validate = false;  // validated below, with the errors kept
   glslang::GlslangToSpv(*program.getIntermediate(EShLangCompute), spirv, &logger, &options);
   const std::string problems = validate_spirv(spirv);
-  if (!problems.empty()) throw ShaderError("shaders/" + source.file + ": invalid SPIR-V: " + problems);
+  if (!problems.empty()) throw ShaderError(path + ": invalid SPIR-V: " + problems);
   return spirv;
+}
+
+}  // namespace
+
+std::vector<uint32_t> compile_kernel(const KernelSource& source) {
+  return compile_text(assemble_glsl(source), "shaders/" + source.file);
+}
+
+std::vector<uint32_t> compile_glsl(std::string_view name, std::string_view source) {
+  return compile_text(std::string(source), std::string(name));
 }
 
 std::string validate_spirv(const std::vector<uint32_t>& spirv) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lathe::emit {
@@ -27,6 +28,10 @@ std::string assemble_glsl(const KernelSource& source);
 // result. Throws ShaderError with "shaders/<file>:LINE: message" lines on any
 // compile or validation error. `#include "x.glsl"` resolves in shaders/.
 std::vector<uint32_t> compile_kernel(const KernelSource& source);
+
+// Compiles complete GLSL text (its own #version and extensions) the same way:
+// tests and tools with a kernel that is not in shaders/. Errors name `name`.
+std::vector<uint32_t> compile_glsl(std::string_view name, std::string_view source);
 
 // SPIRV-Tools' validator; the empty string when the module is valid.
 std::string validate_spirv(const std::vector<uint32_t>& spirv);

@@ -62,12 +62,6 @@ Component component_of(Role r) {
   return Component::Norms;
 }
 
-bool is_linear(Role r) {
-  // The projections of attention, MLP and experts; their norms are not.
-  const Component c = component_of(r);
-  return (c == Component::Attention || c == Component::Mlp || c == Component::Experts) && r != Role::QNorm &&
-         r != Role::KNorm;
-}
 
 std::string expand_name(const std::string& pattern, int64_t layer, int64_t expert) {
   std::string out = pattern;

@@ -25,7 +25,7 @@ struct TensorSpec {
 enum class Component { Embedding, Attention, Mlp, Experts, Norms, LmHead };
 const char* name(Component);
 Component component_of(Role);
-bool is_linear(Role);  // a matrix multiplied with activations (transposed by in_out layouts)
+using lathe::is_linear;  // runtime/model/contract.hpp: the roles in_out layouts store transposed
 
 struct Manifest {
   std::vector<TensorSpec> tensors;

@@ -24,6 +24,21 @@ enum class Role : uint8_t {
   FinalNorm, LmHead,
 };
 
+// A matrix multiplied with activations: the projections of attention, MLP
+// and experts (an in_out layout stores these transposed). Norms, the
+// embedding tables and the router's peers are not.
+constexpr bool is_linear(Role r) {
+  switch (r) {
+    case Role::Q: case Role::K: case Role::V: case Role::Qkv: case Role::O:
+    case Role::Gate: case Role::Up: case Role::GateUp: case Role::Down:
+    case Role::Router: case Role::ExpertGate: case Role::ExpertUp: case Role::ExpertDown:
+    case Role::SharedGate: case Role::SharedUp: case Role::SharedDown: case Role::SharedExpertGate:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // One tensor of a checkpoint, as the generated manifest lists it.
 struct ManifestEntry {
   Role role;

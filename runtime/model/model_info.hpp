@@ -26,6 +26,7 @@ struct ModelInfo {
   int64_t hidden, layers, heads, kv_heads, head_dim, intermediate, vocab, max_context;
   int64_t total_params;
   Layout layout;
+  DType cache_dtype;  // KV cache elements: F16 or F32
   std::span<const ManifestEntry> manifest;
   typed::Schedule (*schedule)();
   std::span<const KernelBinary> kernels;

@@ -1,0 +1,374 @@
+#include "runtime/model/session.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "runtime/error.hpp"
+#include "runtime/model/lowering.hpp"
+#include "runtime/model/push.hpp"
+#include "runtime/vk/buffer.hpp"
+#include "runtime/vk/check.hpp"
+#include "runtime/vk/descriptors.hpp"
+#include "runtime/vk/pipeline.hpp"
+#include "runtime/weights/dtype.hpp"
+#include "runtime/weights/safetensors.hpp"
+
+namespace lathe {
+namespace {
+
+constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+constexpr VkBufferUsageFlags kWeights = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
+constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
+
+// matmul.comp's tile: weight rows and token rows per workgroup.
+struct Tile {
+  uint32_t rows, tokens;
+};
+constexpr Tile kDecodeTile{16, 1};
+constexpr Tile kPrefillTile{8, 8};
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// A manifest tensor on the device: matrices keep their dtype and are read
+// through a texel view; vectors (norm scales, biases) become f32.
+struct DeviceTensor {
+  std::optional<vk::Buffer> buffer;
+  std::optional<vk::TexelView> view;
+  DType dtype = DType::F32;
+  bool uploaded = false;
+};
+
+}  // namespace
+
+struct Session::Impl {
+  vk::Device& device;
+  const ModelInfo& model;
+  SessionOptions options;
+  int64_t context = 0;
+  int64_t position = 0;
+  plan::Plan plan;
+  uint32_t lanes = 0;
+
+  vk::Pipelines pipelines;
+  vk::DescriptorArena arena;
+  std::vector<DeviceTensor> tensors;
+  std::vector<vk::Buffer> slots;  // [max_chunk][width] f32 each
+  std::vector<vk::Buffer> k_cache, v_cache;  // per layer [context][kv_heads][head_dim]
+  std::optional<vk::Buffer> io;       // host-visible: position, tokens[max_chunk]
+  std::optional<vk::Buffer> logits;   // [max_chunk or 1][vocab] f32
+  std::optional<vk::Buffer> dummy;    // unused bindings
+  std::optional<vk::TexelView> dummy_view;
+  std::vector<VkDescriptorSet> sets;  // one per dispatch
+
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer prefill_commands = VK_NULL_HANDLE, decode_commands = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  bool decode_recorded = false;
+
+  Impl(vk::Device& d, const ModelInfo& m, const SessionOptions& o)
+      : device(d), model(m), options(o), pipelines(d, o.pipeline_cache), arena(d) {}
+
+  ~Impl() {
+    if (device.handle() != VK_NULL_HANDLE) vkDeviceWaitIdle(device.handle());
+    if (fence != VK_NULL_HANDLE) vkDestroyFence(device.handle(), fence, nullptr);
+    if (pool != VK_NULL_HANDLE) vkDestroyCommandPool(device.handle(), pool, nullptr);
+  }
+
+  const KernelBinary& kernel(const std::string& name) const {
+    for (const KernelBinary& k : model.kernels)
+      if (k.name == name) return k;
+    throw Error(ErrorKind::Unsupported, std::string(model.name) + ": no kernel instance '" + name + "'");
+  }
+
+  uint32_t* io_words() const { return static_cast<uint32_t*>(io->mapped()); }
+
+  void allocate() {
+    const vk::DeviceInfo& info = device.info();
+    tensors.resize(model.manifest.size());
+    for (size_t i = 0; i < model.manifest.size(); ++i) {
+      const ManifestEntry& e = model.manifest[i];
+      DeviceTensor& t = tensors[i];
+      t.dtype = e.rank == 2 ? e.dtype : DType::F32;
+      const VkDeviceSize bytes = static_cast<VkDeviceSize>(e.elements()) * weights::dtype_size(t.dtype);
+      t.buffer.emplace(device, bytes, kWeights, vk::MemoryUse::Device);
+      if (e.rank == 2) {
+        if (bytes % kTexel != 0)
+          throw Error(ErrorKind::Unsupported, std::string(e.name) + ": " + std::to_string(bytes) +
+                                                  " bytes are not a whole number of 16-byte texels");
+        t.view.emplace(device, t.buffer->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
+      }
+    }
+    const VkDeviceSize rows = static_cast<VkDeviceSize>(options.max_chunk);
+    for (int64_t width : plan.slot_widths)
+      slots.emplace_back(device, rows * static_cast<VkDeviceSize>(width) * 4, kStorage, vk::MemoryUse::Device);
+    const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(context) * model.kv_heads * model.head_dim *
+                                     (model.cache_dtype == DType::F16 ? 2 : 4);
+    for (int64_t l = 0; l < model.layers; ++l) {
+      k_cache.emplace_back(device, cache_bytes, kStorage, vk::MemoryUse::Device);
+      v_cache.emplace_back(device, cache_bytes, kStorage, vk::MemoryUse::Device);
+    }
+    io.emplace(device, (1 + rows) * 4, kStorage, vk::MemoryUse::Staging);
+    logits.emplace(device, (plan.all_logits ? rows : 1) * static_cast<VkDeviceSize>(model.vocab) * 4, kStorage,
+                   vk::MemoryUse::Device);
+    dummy.emplace(device, kTexel, kWeights, vk::MemoryUse::Device);
+    dummy_view.emplace(device, dummy->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kTexel);
+    (void)info;
+  }
+
+  vk::Binding resolve(const plan::Binding& b) const {
+    auto whole = [](const vk::Buffer& buffer) { return vk::BufferBinding{buffer.handle(), 0, buffer.size()}; };
+    switch (b.resource) {
+      case plan::Resource::Io: return whole(*io);
+      case plan::Resource::Activation: return whole(slots[static_cast<size_t>(b.index)]);
+      case plan::Resource::Logits: return whole(*logits);
+      case plan::Resource::Weight: return vk::TexelBinding{tensors[static_cast<size_t>(b.index)].view->handle()};
+      case plan::Resource::Vector: return whole(*tensors[static_cast<size_t>(b.index)].buffer);
+      case plan::Resource::KCache: return whole(k_cache[static_cast<size_t>(b.index)]);
+      case plan::Resource::VCache: return whole(v_cache[static_cast<size_t>(b.index)]);
+      case plan::Resource::NoTexel: return vk::TexelBinding{dummy_view->handle()};
+      case plan::Resource::NoBuffer: return whole(*dummy);
+    }
+    return whole(*dummy);
+  }
+
+  vk::PipelineKey key(const plan::Dispatch& d, const Tile& tile) const {
+    vk::PipelineKey k;
+    k.kernel = d.kernel;
+    for (const plan::Binding& b : d.bindings)
+      k.bindings.push_back(b.texel() ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+    k.spec_constants = {lanes};
+    if (d.grid == plan::Grid::Tiles) k.spec_constants.insert(k.spec_constants.end(), {tile.rows, tile.tokens});
+    k.push_size = static_cast<uint32_t>(kernel(d.kernel).push_size);
+    return k;
+  }
+
+  const vk::Pipeline& pipeline(const plan::Dispatch& d, const Tile& tile) {
+    const KernelBinary& k = kernel(d.kernel);
+    return pipelines.get(vk::KernelCode{k.name, k.spirv, k.words, static_cast<uint32_t>(k.push_size)}, key(d, tile));
+  }
+
+  void build_sets() {
+    for (const plan::Dispatch& d : plan.dispatches) {
+      const vk::Pipeline& p = pipeline(d, kDecodeTile);
+      const VkDescriptorSet set = arena.allocate(p);
+      std::vector<vk::Binding> bindings;
+      for (const plan::Binding& b : d.bindings) bindings.push_back(resolve(b));
+      vk::write_descriptors(device, p, set, bindings);
+      sets.push_back(set);
+    }
+  }
+
+  void create_commands() {
+    VkCommandPoolCreateInfo create{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    create.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    create.queueFamilyIndex = device.info().compute_queue_family;
+    vk::check(vkCreateCommandPool(device.handle(), &create, nullptr, &pool), "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo allocate{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    allocate.commandPool = pool;
+    allocate.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    allocate.commandBufferCount = 1;
+    vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, &prefill_commands), "vkAllocateCommandBuffers");
+    vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, &decode_commands), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    vk::check(vkCreateFence(device.handle(), &fence_info, nullptr, &fence), "vkCreateFence");
+  }
+
+  // Records the whole plan for a chunk of `rows` tokens.
+  void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile) {
+    vk::check(vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vk::check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
+    VkMemoryBarrier between{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    between.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    between.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    for (size_t i = 0; i < plan.dispatches.size(); ++i) {
+      const plan::Dispatch& d = plan.dispatches[i];
+      const vk::Pipeline& p = pipeline(d, tile);
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets[i], 0, nullptr);
+      std::vector<uint32_t> push = d.push;
+      uint32_t used_rows = rows;
+      if (d.last_row) {
+        used_rows = 1;
+        if (d.grid == plan::Grid::Tiles) push[2] = rows - 1;  // MatmulPush::x_row0
+      }
+      push[0] = used_rows;
+      vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(push.size() * 4),
+                         push.data());
+      switch (d.grid) {
+        case plan::Grid::Rows: vkCmdDispatch(cb, used_rows, 1, 1); break;
+        case plan::Grid::HeadsRows: vkCmdDispatch(cb, d.groups_x, used_rows, 1); break;
+        case plan::Grid::Tiles: vkCmdDispatch(cb, ceil_div(d.n, tile.rows), ceil_div(used_rows, tile.tokens), 1); break;
+        case plan::Grid::Single: vkCmdDispatch(cb, 1, 1, 1); break;
+      }
+      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                           &between, 0, nullptr, 0, nullptr);
+    }
+    VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_host, 0, nullptr, 0,
+                         nullptr);
+    vk::check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+  }
+
+  void submit(VkCommandBuffer cb) {
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &cb;
+    vk::check(vkResetFences(device.handle(), 1, &fence), "vkResetFences");
+    vk::check(vkQueueSubmit(device.queue(), 1, &submit, fence), "vkQueueSubmit");
+    vk::check(vkWaitForFences(device.handle(), 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  }
+
+  void check_ready(size_t count) const {
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (!tensors[i].uploaded)
+        throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[i].name) + ": not loaded before the first forward pass");
+    if (position + static_cast<int64_t>(count) > context)
+      throw Error(ErrorKind::InvalidArgument,
+                  "the context of " + std::to_string(context) + " positions is full: " + std::to_string(position) +
+                      " cached + " + std::to_string(count) + " new tokens (raise the context, up to " +
+                      std::to_string(model.max_context) + ")");
+  }
+
+  void check_token(int32_t token) const {
+    if (token < 0 || token >= model.vocab)
+      throw Error(ErrorKind::InvalidArgument,
+                  "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(model.vocab) + ")");
+  }
+
+  // Runs one chunk (rows ≤ max_chunk) already written to io; advances the position.
+  void run_chunk(uint32_t rows) {
+    io_words()[0] = static_cast<uint32_t>(position);
+    if (rows == 1) {
+      if (!decode_recorded) {
+        record(decode_commands, 1, kDecodeTile);
+        decode_recorded = true;
+      }
+      submit(decode_commands);
+    } else {
+      record(prefill_commands, rows, kPrefillTile);
+      submit(prefill_commands);
+    }
+    position += rows;
+  }
+
+  std::vector<float> read_logits(uint32_t rows) {
+    std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(model.vocab));
+    vk::download(device, *logits, out.data(), out.size() * sizeof(float));
+    return out;
+  }
+};
+
+Session::Session(vk::Device& device, const ModelInfo& model, const SessionOptions& options)
+    : impl_(std::make_unique<Impl>(device, model, options)) {
+  Impl& s = *impl_;
+  vk::check_requirements(device.info(), vk::DeviceRequirements{.subgroup_arithmetic = true});
+  s.context = options.context ? options.context : model.max_context;
+  if (s.context < 1 || s.context > model.max_context)
+    throw Error(ErrorKind::InvalidArgument, "context " + std::to_string(options.context) + " is outside [1, " +
+                                                std::to_string(model.max_context) + "], the spec's max_context of " +
+                                                std::string(model.name));
+  if (options.max_chunk < 1)
+    throw Error(ErrorKind::InvalidArgument, "max_chunk must be at least 1, not " + std::to_string(options.max_chunk));
+  s.lanes = device.info().subgroup_size;
+  s.plan = plan::lower(model, model.schedule(), options.all_logits);
+  s.allocate();
+  s.build_sets();
+  s.create_commands();
+}
+
+Session::~Session() = default;
+
+const ModelInfo& Session::model() const { return impl_->model; }
+int64_t Session::context() const { return impl_->context; }
+int64_t Session::position() const { return impl_->position; }
+void Session::reset() { impl_->position = 0; }
+size_t Session::dispatches_per_token() const { return impl_->plan.dispatches.size(); }
+
+void Session::upload(size_t index, DType dtype, std::span<const std::byte> data) {
+  Impl& s = *impl_;
+  if (index >= s.tensors.size())
+    throw Error(ErrorKind::InvalidArgument, "tensor index " + std::to_string(index) + " is outside the manifest");
+  const ManifestEntry& e = s.model.manifest[index];
+  DeviceTensor& t = s.tensors[index];
+  const size_t elements = static_cast<size_t>(e.elements());
+  if (data.size() != elements * weights::dtype_size(dtype))
+    throw Error(ErrorKind::InvalidArgument, std::string(e.name) + ": " + std::to_string(data.size()) + " bytes given, " +
+                                                std::to_string(elements * weights::dtype_size(dtype)) + " expected for " +
+                                                std::to_string(elements) + " " + std::string(dtype_name(dtype)) + " values");
+  const size_t size = weights::dtype_size(t.dtype);
+  std::vector<std::byte> converted(elements * size);
+  weights::convert(dtype, data, t.dtype, converted);
+  if (e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role)) {
+    // Stored [in, out] (GPT-2's Conv1D): the kernels read [out, in] rows.
+    const size_t in = static_cast<size_t>(e.shape[0]), out = static_cast<size_t>(e.shape[1]);
+    std::vector<std::byte> transposed(converted.size());
+    for (size_t i = 0; i < in; ++i)
+      for (size_t o = 0; o < out; ++o)
+        std::memcpy(&transposed[(o * in + i) * size], &converted[(i * out + o) * size], size);
+    converted.swap(transposed);
+  }
+  vk::upload(s.device, *t.buffer, converted.data(), converted.size());
+  t.uploaded = true;
+}
+
+void Session::load_safetensors(const std::string& path) {
+  const weights::SafetensorsFile file(path);
+  weights::require_matches(file, impl_->model.manifest);
+  for (size_t i = 0; i < impl_->model.manifest.size(); ++i) {
+    const weights::TensorInfo* t = file.find(impl_->model.manifest[i].name);
+    upload(i, t->dtype, file.data(*t));
+  }
+}
+
+std::vector<float> Session::prefill(std::span<const int32_t> tokens) {
+  Impl& s = *impl_;
+  if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "prefill of no tokens");
+  for (int32_t t : tokens) s.check_token(t);
+  s.check_ready(tokens.size());
+  std::vector<float> all;
+  std::vector<float> last;
+  for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(s.options.max_chunk)) {
+    const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(tokens.size() - at, static_cast<size_t>(s.options.max_chunk)));
+    for (uint32_t r = 0; r < rows; ++r) s.io_words()[1 + r] = static_cast<uint32_t>(tokens[at + r]);
+    s.run_chunk(rows);
+    if (s.plan.all_logits) {
+      const std::vector<float> chunk = s.read_logits(rows);
+      all.insert(all.end(), chunk.begin(), chunk.end());
+    } else if (at + rows == tokens.size()) {
+      last = s.read_logits(1);
+    }
+  }
+  return s.plan.all_logits ? all : last;
+}
+
+std::vector<float> Session::decode(int32_t token) {
+  Impl& s = *impl_;
+  s.check_token(token);
+  s.check_ready(1);
+  s.io_words()[1] = static_cast<uint32_t>(token);
+  s.run_chunk(1);
+  return s.read_logits(1);
+}
+
+std::vector<int32_t> Session::generate_greedy(int32_t token, int64_t steps) {
+  Impl& s = *impl_;
+  s.check_token(token);
+  s.check_ready(static_cast<size_t>(std::max<int64_t>(steps, 0)));
+  std::vector<int32_t> out;
+  s.io_words()[1] = static_cast<uint32_t>(token);
+  for (int64_t i = 0; i < steps; ++i) {
+    s.run_chunk(1);  // argmax leaves its pick in tokens[0], where the next step's embedding reads it
+    out.push_back(argmax());
+    s.io_words()[1] = static_cast<uint32_t>(out.back());
+  }
+  return out;
+}
+
+int32_t Session::argmax() const { return static_cast<int32_t>(impl_->io_words()[1]); }
+
+}  // namespace lathe

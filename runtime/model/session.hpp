@@ -1,0 +1,75 @@
+// A session: one model's weights, KV cache and activations on a device, and
+// the forward pass of its lowered plan (runtime/model/lowering.hpp).
+//
+// Prefill records a command buffer for its chunk of T tokens; decode submits
+// one command buffer recorded once, again and again: the cache position and
+// the token travel in a small host-visible IO buffer, never in the recording.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/model/model_info.hpp"
+#include "runtime/vk/device.hpp"
+
+namespace lathe {
+
+struct SessionOptions {
+  int64_t context = 0;      // KV-cache positions; 0: the model's max_context
+  int64_t max_chunk = 128;  // token rows of one prefill pass; longer prompts run in chunks
+  bool all_logits = false;  // prefill returns the logits of every row, not only the last
+  std::string pipeline_cache;  // vk::Pipelines cache_dir ("-": none)
+};
+
+class Session {
+ public:
+  // Allocates every buffer (weights, cache, activations) and builds the plan.
+  // Throws Error(InvalidArgument) for a context beyond the model's
+  // max_context, Error(Unsupported) for a device without subgroup
+  // arithmetic, Error(OutOfMemory) when something does not fit.
+  Session(vk::Device& device, const ModelInfo& model, const SessionOptions& options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const ModelInfo& model() const;
+  int64_t context() const;
+
+  // One manifest tensor as the checkpoint stores it (its manifest shape and
+  // layout, row-major), in any of f32/f16/bf16: converted to the manifest
+  // dtype (norm scales and biases to f32) and, for in_out layouts,
+  // transposed to [out, in]. Throws Error(InvalidArgument) naming the tensor
+  // when the byte count does not fit its shape.
+  void upload(size_t tensor, DType dtype, std::span<const std::byte> data);
+  // Audits a safetensors file against the manifest (every problem listed at
+  // once) and uploads every tensor.
+  void load_safetensors(const std::string& path);
+
+  // Appends `tokens` to the cache at position() and returns the logits of the
+  // last row [vocab], or of every row [T][vocab] with all_logits. Throws
+  // Error(InvalidArgument) for a token outside the vocabulary or a context
+  // overflow, naming the numbers, before anything runs.
+  std::vector<float> prefill(std::span<const int32_t> tokens);
+  // One token through the recorded decode step; its logits [vocab].
+  std::vector<float> decode(int32_t token);
+  // Greedy decoding on the device: feeds `token`, then each step's argmax,
+  // `steps` times; returns the picks. No logits are read back.
+  std::vector<int32_t> generate_greedy(int32_t token, int64_t steps);
+  // The device's argmax of the last row of the last forward pass.
+  int32_t argmax() const;
+
+  int64_t position() const;
+  void reset();  // empties the cache (the weights stay)
+
+  size_t dispatches_per_token() const;  // of a decode step
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lathe

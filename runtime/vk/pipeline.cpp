@@ -1,0 +1,220 @@
+#include "runtime/vk/pipeline.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <utility>
+
+#include "runtime/error.hpp"
+#include "runtime/vk/check.hpp"
+
+namespace lathe::vk {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string hex(uint64_t value, int digits) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out(static_cast<size_t>(digits), '0');
+  for (int i = digits - 1; i >= 0; --i, value >>= 4) out[static_cast<size_t>(i)] = kDigits[value & 15];
+  return out;
+}
+
+std::string resolve_cache_dir(std::string dir) {
+  if (!dir.empty()) return dir;
+  auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? std::string(value) : std::string();
+  };
+  if (std::string d = env("LATHE_CACHE_DIR"); !d.empty()) return d;
+  if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return (fs::path(d) / "lathe").string();
+  if (std::string d = env("HOME"); !d.empty()) return (fs::path(d) / ".cache" / "lathe").string();
+  return "-";  // nowhere to keep it
+}
+
+// The whole file, or nothing when it is missing or unreadable: a cache is never required.
+std::vector<std::byte> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return {};
+  const std::streamoff size = in.tellg();
+  if (size <= 0) return {};
+  std::vector<std::byte> data(static_cast<size_t>(size));
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(data.data()), size)) return {};
+  return data;
+}
+
+std::string kernel_error(const PipelineKey& key, const std::string& what) {
+  return "kernel '" + key.kernel + "': " + what;
+}
+
+// What the key promises must agree with the code and fit the device; checked before Vulkan sees it.
+void check_key(const DeviceInfo& info, const KernelCode& code, const PipelineKey& key) {
+  auto refuse = [&](ErrorKind kind, const std::string& what) { throw Error(kind, kernel_error(key, what)); };
+  const std::string push = std::to_string(key.push_size);
+  if (code.name != key.kernel)
+    refuse(ErrorKind::InvalidArgument, "the key names it but the code is '" + std::string(code.name) + "'");
+  if (code.spirv == nullptr || code.words == 0) refuse(ErrorKind::InvalidArgument, "no SPIR-V code");
+  if (code.push_size != key.push_size)
+    refuse(ErrorKind::InvalidArgument,
+           "the key has " + push + " bytes of push constants, the code " + std::to_string(code.push_size));
+  if (key.push_size % 4 != 0)
+    refuse(ErrorKind::InvalidArgument, "push constants of " + push + " bytes, not a multiple of 4");
+  if (key.push_size > info.max_push_constants_size)
+    refuse(ErrorKind::Unsupported, push + " bytes of push constants exceed maxPushConstantsSize (" +
+                                       std::to_string(info.max_push_constants_size) + ") of " + info.name);
+  for (size_t i = 0; i < key.bindings.size(); ++i) {
+    const VkDescriptorType type = key.bindings[i];
+    if (type != VK_DESCRIPTOR_TYPE_STORAGE_BUFFER && type != VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER)
+      refuse(ErrorKind::InvalidArgument, "binding " + std::to_string(i) + " has descriptor type " +
+                                             std::to_string(static_cast<int>(type)) +
+                                             "; only storage buffers and uniform texel buffers are supported");
+  }
+}
+
+}  // namespace
+
+bool cache_header_matches(const DeviceInfo& info, std::span<const std::byte> data) {
+  VkPipelineCacheHeaderVersionOne header{};
+  if (data.size() < sizeof(header)) return false;
+  std::memcpy(&header, data.data(), sizeof(header));
+  return header.headerSize >= sizeof(header) && header.headerSize <= data.size() &&
+         header.headerVersion == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && header.vendorID == info.vendor_id &&
+         header.deviceID == info.device_id &&
+         std::memcmp(header.pipelineCacheUUID, info.pipeline_cache_uuid, VK_UUID_SIZE) == 0;
+}
+
+Pipelines::Pipelines(Device& device, std::string cache_dir) : device_(device) {
+  const DeviceInfo& info = device.info();
+  cache_dir = resolve_cache_dir(std::move(cache_dir));
+  std::vector<std::byte> data;
+  if (cache_dir != "-") {
+    std::string uuid;
+    for (uint8_t byte : info.pipeline_cache_uuid) uuid += hex(byte, 2);
+    cache_path_ = (fs::path(cache_dir) / ("pipelines-" + uuid + "-" + hex(info.vendor_id, 4) + "-" +
+                                          hex(info.device_id, 4) + ".vkcache"))
+                      .string();
+    data = read_file(cache_path_);
+    if (!cache_header_matches(info, data)) data.clear();
+  }
+  VkPipelineCacheCreateInfo create{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  create.initialDataSize = data.size();
+  create.pInitialData = data.empty() ? nullptr : data.data();
+  // A driver may still refuse data whose header it accepted (a body it cannot parse): start empty.
+  VkResult r = vkCreatePipelineCache(device.handle(), &create, nullptr, &cache_);
+  if (r != VK_SUCCESS && !data.empty()) {
+    create.initialDataSize = 0;
+    create.pInitialData = nullptr;
+    r = vkCreatePipelineCache(device.handle(), &create, nullptr, &cache_);
+  }
+  check(r, "vkCreatePipelineCache");
+}
+
+Pipelines::~Pipelines() {
+  if (dirty_) {
+    try {
+      save();
+    } catch (const std::exception&) {
+      // A read-only or full cache directory costs the next run its compile time, nothing else.
+    }
+  }
+  const VkDevice device = device_.handle();
+  for (auto& [key, p] : pipelines_) {
+    vkDestroyPipeline(device, p.pipeline, nullptr);
+    vkDestroyPipelineLayout(device, p.layout, nullptr);
+    vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
+  }
+  vkDestroyPipelineCache(device, cache_, nullptr);
+}
+
+const Pipeline& Pipelines::get(const KernelCode& code, const PipelineKey& key) {
+  if (auto found = pipelines_.find(key); found != pipelines_.end()) return found->second;
+  check_key(device_.info(), code, key);
+
+  const VkDevice device = device_.handle();
+  Pipeline p{VK_NULL_HANDLE, VK_NULL_HANDLE, VK_NULL_HANDLE, nullptr};
+  VkShaderModule module = VK_NULL_HANDLE;
+  try {
+    VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    module_info.codeSize = code.words * sizeof(uint32_t);
+    module_info.pCode = code.spirv;
+    check(vkCreateShaderModule(device, &module_info, nullptr, &module), "vkCreateShaderModule");
+
+    std::vector<VkDescriptorSetLayoutBinding> bindings(key.bindings.size());
+    for (size_t i = 0; i < bindings.size(); ++i)
+      bindings[i] = {static_cast<uint32_t>(i), key.bindings[i], 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    set_info.bindingCount = static_cast<uint32_t>(bindings.size());
+    set_info.pBindings = bindings.data();
+    check(vkCreateDescriptorSetLayout(device, &set_info, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
+
+    const VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, key.push_size};
+    VkPipelineLayoutCreateInfo layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    layout_info.setLayoutCount = 1;
+    layout_info.pSetLayouts = &p.set_layout;
+    layout_info.pushConstantRangeCount = key.push_size > 0 ? 1 : 0;
+    layout_info.pPushConstantRanges = &push;
+    check(vkCreatePipelineLayout(device, &layout_info, nullptr, &p.layout), "vkCreatePipelineLayout");
+
+    std::vector<VkSpecializationMapEntry> entries(key.spec_constants.size());
+    for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, sizeof(uint32_t)};
+    VkSpecializationInfo spec{static_cast<uint32_t>(entries.size()), entries.data(),
+                              key.spec_constants.size() * sizeof(uint32_t), key.spec_constants.data()};
+    VkComputePipelineCreateInfo pipeline_info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    pipeline_info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    pipeline_info.stage.module = module;
+    pipeline_info.stage.pName = "main";
+    pipeline_info.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec;
+    pipeline_info.layout = p.layout;
+    check(vkCreateComputePipelines(device, cache_, 1, &pipeline_info, nullptr, &p.pipeline), "vkCreateComputePipelines");
+  } catch (const Error& e) {
+    vkDestroyShaderModule(device, module, nullptr);
+    vkDestroyPipelineLayout(device, p.layout, nullptr);
+    vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
+    throw Error(e.kind(), kernel_error(key, e.what()));
+  }
+  vkDestroyShaderModule(device, module, nullptr);  // the pipeline keeps what it needs
+
+  const auto it = pipelines_.emplace(key, p).first;
+  it->second.key = &it->first;
+  dirty_ = true;
+  return it->second;
+}
+
+void Pipelines::save() {
+  if (cache_path_.empty()) return;
+  size_t size = 0;
+  check(vkGetPipelineCacheData(device_.handle(), cache_, &size, nullptr), "vkGetPipelineCacheData");
+  std::vector<char> data(size);
+  // VK_INCOMPLETE cannot happen here (nothing is added between the calls) but would only shorten the file.
+  const VkResult r = vkGetPipelineCacheData(device_.handle(), cache_, &size, data.data());
+  if (r != VK_INCOMPLETE) check(r, "vkGetPipelineCacheData");
+  data.resize(size);
+
+  const fs::path path(cache_path_);
+  // Unique per writer, so two runs saving at once each rename a whole file of their own.
+  const fs::path temp = path.string() + ".tmp-" + hex(std::random_device{}(), 8);
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.close();
+    if (!out) {
+      fs::remove(temp, ec);
+      throw Error(ErrorKind::Io, "cannot write the pipeline cache " + temp.string());
+    }
+  }
+  fs::rename(temp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(temp, ec);
+    throw Error(ErrorKind::Io, "cannot rename the pipeline cache to " + path.string() + ": " + why);
+  }
+  dirty_ = false;
+}
+
+}  // namespace lathe::vk

@@ -1,0 +1,61 @@
+// Helpers shared by the kernels: weight unpacking, activations, the IO block.
+//
+// Weights are read through uniform texel buffers of RGBA32UI texels (about
+// twice as fast as storage buffers on lavapipe, notes/lavapipe.md); one texel
+// holds VPT values of the weight dtype WDTYPE (0: f32, 1: f16, 2: bf16).
+
+#ifdef WDTYPE
+#if WDTYPE == 0
+#define VPT 4u
+#else
+#define VPT 8u
+#endif
+
+// The VPT values of one texel, in order.
+void unpack_texel(uvec4 t, out float v[VPT]) {
+#if WDTYPE == 0
+  v[0] = uintBitsToFloat(t.x); v[1] = uintBitsToFloat(t.y); v[2] = uintBitsToFloat(t.z); v[3] = uintBitsToFloat(t.w);
+#elif WDTYPE == 1
+  vec2 a = unpackHalf2x16(t.x), b = unpackHalf2x16(t.y), c = unpackHalf2x16(t.z), d = unpackHalf2x16(t.w);
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
+#else
+  // bf16: the high half of an f32.
+  v[0] = uintBitsToFloat(t.x << 16); v[1] = uintBitsToFloat(t.x & 0xffff0000u);
+  v[2] = uintBitsToFloat(t.y << 16); v[3] = uintBitsToFloat(t.y & 0xffff0000u);
+  v[4] = uintBitsToFloat(t.z << 16); v[5] = uintBitsToFloat(t.z & 0xffff0000u);
+  v[6] = uintBitsToFloat(t.w << 16); v[7] = uintBitsToFloat(t.w & 0xffff0000u);
+#endif
+}
+#endif
+
+// Activations (ACT_*: the values the generator writes for ACT).
+#define ACT_NONE 0
+#define ACT_SILU 1
+#define ACT_GELU_ERF 2
+#define ACT_GELU_TANH 3
+#define ACT_RELU 4
+
+// erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): GLSL has no erf.
+float erf_approx(float x) {
+  const float t = 1.0 / (1.0 + 0.3275911 * abs(x));
+  const float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
+  return sign(x) * y;
+}
+
+float activate(float x, int kind) {
+  if (kind == ACT_SILU) return x / (1.0 + exp(-x));
+  if (kind == ACT_GELU_ERF) return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752));
+  if (kind == ACT_GELU_TANH) {
+    // tanh of a clamped argument: exp overflow inside tanh would give NaN.
+    const float u = clamp(0.79788456080286536 * (x + 0.044715 * x * x * x), -15.0, 15.0);
+    return 0.5 * x * (1.0 + tanh(u));
+  }
+  if (kind == ACT_RELU) return max(x, 0.0);
+  return x;
+}
+
+// The session's host-visible IO buffer: the cache position of the chunk's
+// first row and its token ids. Decode steps read them here rather than from
+// push constants, so one recorded command buffer serves every step; argmax
+// writes the next token into tokens[0].
+#define IO_BLOCK(b) layout(std430, binding = b) buffer IO { uint position; uint tokens[]; } io;

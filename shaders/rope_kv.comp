@@ -1,0 +1,91 @@
+// Rotary position embedding and the KV-cache append, in one pass per token
+// row: q is rotated in place; k is rotated and written to the K cache, v
+// copied to the V cache, at position io.position + t.
+//
+// Generated constants:
+//   HQ, HKV, DH   query heads, KV heads, head width
+//   ROPE          0: no rotation (learned positions): the KV append alone
+//   ROT           rotary width (≤ DH, even)
+//   NEOX          1: pairs (i, i + ROT/2) (HF Llama rotate-half); 0: (2i, 2i + 1) (GPT-J, GGUF)
+//   INV_FREQ      float[ROT/2]: theta^(-2i/ROT), computed by the generator in double
+//   CACHE_F16     cache dtype (kv.glsl)
+// Push constants (AttentionPush): rows, q/k/v offsets and row strides.
+// Buffers: io; q [rows][…] f32 (read-write); k, v [rows][…] f32; kc, vc the caches.
+
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+
+IO_BLOCK(0)
+layout(std430, binding = 1) buffer Q { float q[]; };
+layout(std430, binding = 2) readonly buffer K { float k[]; };
+layout(std430, binding = 3) readonly buffer V { float v[]; };
+
+#include "kv.glsl"
+layout(std430, binding = 4) writeonly buffer KC { CACHE_PAIR kc[]; };
+layout(std430, binding = 5) writeonly buffer VC { CACHE_PAIR vc[]; };
+
+#if ROPE
+// The partner of dim d in its rotation pair, the frequency index, and the
+// sign of the partner's term: rotated[d] = x[d]·cos + sign·x[partner]·sin.
+void pairing(uint d, out uint partner, out uint freq, out float sign_) {
+#if NEOX
+  const uint half_ = ROT / 2;
+  partner = d < half_ ? d + half_ : d - half_;
+  freq = d < half_ ? d : d - half_;
+  sign_ = d < half_ ? -1.0 : 1.0;
+#else
+  partner = d ^ 1u;
+  freq = d / 2;
+  sign_ = (d & 1u) == 0 ? -1.0 : 1.0;
+#endif
+}
+#endif
+
+void main() {
+  const uint t = gl_WorkGroupID.x;
+  if (t >= pc.rows) return;
+  const uint position = io.position + t;
+  const uint lane = gl_LocalInvocationID.x;
+
+#if ROPE
+  // q, in place: each lane owns whole rotation pairs (d < partner), so no
+  // lane reads a value another lane writes.
+  for (uint i = lane; i < HQ * (ROT / 2); i += gl_WorkGroupSize.x) {
+    const uint head = i / (ROT / 2), j = i % (ROT / 2);
+#if NEOX
+    const uint a = j, b = j + ROT / 2;
+#else
+    const uint a = 2 * j, b = 2 * j + 1;
+#endif
+    const float angle = float(position) * INV_FREQ[j];
+    const float c = cos(angle), s = sin(angle);
+    const uint base = pc.q_offset + t * pc.q_stride + head * DH;
+    const float x0 = q[base + a], x1 = q[base + b];
+    q[base + a] = x0 * c - x1 * s;
+    q[base + b] = x1 * c + x0 * s;
+  }
+#endif
+
+  // k and v, a pair of dims per step.
+  for (uint i = lane; i < HKV * (DH / 2); i += gl_WorkGroupSize.x) {
+    const uint head = i / (DH / 2), p = i % (DH / 2);
+    const uint kbase = pc.k_offset + t * pc.k_stride + head * DH;
+    vec2 kv = vec2(k[kbase + 2 * p], k[kbase + 2 * p + 1]);
+#if ROPE
+    for (uint e = 0; e < 2; ++e) {
+      const uint d = 2 * p + e;
+      if (d >= ROT) break;
+      uint partner, freq;
+      float sign_;
+      pairing(d, partner, freq, sign_);
+      const float angle = float(position) * INV_FREQ[freq];
+      kv[e] = k[kbase + d] * cos(angle) + sign_ * k[kbase + partner] * sin(angle);
+    }
+#endif
+    const uint vbase = pc.v_offset + t * pc.v_stride + head * DH;
+    const uint at = cache_pair(position, head, p);
+    kc[at] = to_cache(kv);
+    vc[at] = to_cache(vec2(v[vbase + 2 * p], v[vbase + 2 * p + 1]));
+  }
+}

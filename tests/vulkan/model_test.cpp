@@ -1,0 +1,201 @@
+// End to end on a tiny random-weight model (one binary per model of
+// tests/specs/tiny/, LATHE_TEST_SPEC names it): the GPU forward pass of the
+// generated build against the CPU reference, prefill against step-by-step
+// decode, greedy tokens, and the errors a caller can hit. Validation on.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+#include "runtime/error.hpp"
+#include "runtime/model/session.hpp"
+#include "runtime/reference/reference.hpp"
+#include "runtime/weights/dtype.hpp"
+#include "tests/harness/vulkan_harness.hpp"
+
+using namespace lathe;
+
+namespace {
+
+const spec::Spec& test_spec() {
+  static const spec::Spec s = [] {
+    spec::Diagnostics diag(LATHE_TEST_SPEC);
+    auto parsed = spec::parse_spec_file(LATHE_TEST_SPEC, diag);
+    REQUIRE_MESSAGE(parsed, diag.format());
+    return *parsed;
+  }();
+  return s;
+}
+
+// Random weights, rounded to each tensor's manifest dtype so that the
+// reference sees exactly the values the device holds.
+const reference::Weights& test_weights() {
+  static const reference::Weights w = [] {
+    reference::Weights r = reference::random_weights(test_spec(), 1234, 0.25f);
+    for (const spec::TensorSpec& t : spec::build_manifest(test_spec()).tensors) {
+      if (t.shape.size() != 2) continue;  // vectors go to the device as f32
+      for (float& v : r.tensors.at(t.name)) {
+        if (t.dtype == DType::F16) v = weights::f16_to_f32(weights::f32_to_f16(v));
+        if (t.dtype == DType::BF16) v = weights::bf16_to_f32(weights::f32_to_bf16(v));
+      }
+    }
+    return r;
+  }();
+  return w;
+}
+
+void upload_all(Session& session) {
+  const ModelInfo& m = session.model();
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const std::vector<float>& values = test_weights().tensors.at(std::string(m.manifest[i].name));
+    session.upload(i, DType::F32, std::as_bytes(std::span(values)));
+  }
+}
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model_info().vocab - 1));
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = pick(rng);
+  return out;
+}
+
+// ‖a − b‖₂ / ‖b‖₂ over one row of logits.
+double normalized_error(const float* a, const float* b, size_t n) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// The tolerance of device logits against the double-precision reference:
+// f32 accumulation, and an f16 KV cache where the spec asks for one.
+double tolerance() { return model_info().cache_dtype == DType::F16 ? 5e-3 : 5e-4; }
+
+size_t argmax(const float* row, size_t n) { return static_cast<size_t>(std::max_element(row, row + n) - row); }
+
+}  // namespace
+
+TEST_SUITE("model") {
+
+TEST_CASE_FIXTURE(test::VulkanTest, "prefill logits of every row match the CPU reference") {
+  SessionOptions options;
+  options.all_logits = true;
+  options.max_chunk = 16;  // 37 tokens: chunks of 16, 16 and 5 rows, positions carried across
+  Session session(device, model_info(), options);
+  upload_all(session);
+  const std::vector<int32_t> tokens = random_tokens(37, 7);
+  const std::vector<float> logits = session.prefill(tokens);
+  reference::Reference ref(test_spec(), test_weights());
+  const std::vector<float> expected = ref.forward(tokens);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  REQUIRE(logits.size() == expected.size());
+  double worst = 0;
+  for (size_t t = 0; t < tokens.size(); ++t)
+    worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+  MESSAGE("worst row normalized error " << worst << " (tolerance " << tolerance() << ")");
+  CHECK(worst < tolerance());
+  CHECK(session.position() == 37);
+}
+
+TEST_CASE_FIXTURE(test::VulkanTest, "a prefill of N tokens equals N single decode steps") {
+  const std::vector<int32_t> tokens = random_tokens(20, 11);
+  SessionOptions options;
+  options.all_logits = true;
+  Session whole(device, model_info(), options);
+  upload_all(whole);
+  const std::vector<float> prefilled = whole.prefill(tokens);
+  Session steps(device, model_info());
+  upload_all(steps);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const std::vector<float> one = steps.decode(tokens[t]);
+    CAPTURE(t);
+    CHECK(normalized_error(one.data(), &prefilled[t * V], V) < 1e-5);
+  }
+  CHECK(steps.position() == static_cast<int64_t>(tokens.size()));
+}
+
+TEST_CASE_FIXTURE(test::VulkanTest, "greedy decoding after a prompt picks the reference's tokens for 64 steps") {
+  Session session(device, model_info());
+  upload_all(session);
+  reference::Reference ref(test_spec(), test_weights());
+  const std::vector<int32_t> prompt = random_tokens(9, 3);
+  const std::vector<float> last = session.prefill(prompt);
+  const std::vector<float> ref_all = ref.forward(prompt);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  CHECK(normalized_error(last.data(), &ref_all[(prompt.size() - 1) * V], V) < tolerance());
+  const int32_t first = session.argmax();
+  CHECK(first == static_cast<int32_t>(argmax(&ref_all[(prompt.size() - 1) * V], V)));
+
+  const std::vector<int32_t> picks = session.generate_greedy(first, 64);
+  std::vector<int32_t> expected;
+  int32_t token = first;
+  for (int i = 0; i < 64; ++i) {
+    const std::vector<float> row = ref.forward({token});
+    token = static_cast<int32_t>(argmax(row.data(), V));
+    expected.push_back(token);
+  }
+  CHECK(picks == expected);
+  CHECK(session.position() == static_cast<int64_t>(prompt.size()) + 64);
+}
+
+TEST_CASE_FIXTURE(test::VulkanTest, "decode continues from the cache position, not from 0") {
+  // The same token at position 0 and after a prompt gives different logits,
+  // and the latter are the reference's.
+  Session session(device, model_info());
+  upload_all(session);
+  const std::vector<int32_t> prompt = random_tokens(12, 5);
+  session.prefill(prompt);
+  const std::vector<float> later = session.decode(prompt[0]);
+  session.reset();
+  const std::vector<float> first = session.decode(prompt[0]);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  CHECK(normalized_error(later.data(), first.data(), V) > 1e-3);
+  reference::Reference ref(test_spec(), test_weights());
+  ref.forward(prompt);
+  const std::vector<float> expected = ref.forward({prompt[0]});
+  CHECK(normalized_error(later.data(), expected.data(), V) < tolerance());
+}
+
+TEST_CASE_FIXTURE(test::VulkanTest, "bad calls are refused with the numbers, before anything runs") {
+  SessionOptions options;
+  options.context = 8;
+  Session session(device, model_info(), options);
+  try {
+    session.prefill(random_tokens(2, 1));
+    FAIL("a forward pass ran without weights");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("not loaded") != std::string::npos);
+  }
+  upload_all(session);
+  try {
+    session.prefill(random_tokens(9, 1));
+    FAIL("9 tokens fit a context of 8");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::InvalidArgument);
+    CHECK(std::string(e.what()).find("context of 8 positions is full: 0 cached + 9 new") != std::string::npos);
+  }
+  const int32_t vocab = static_cast<int32_t>(model_info().vocab);
+  try {
+    session.decode(vocab);
+    FAIL("a token outside the vocabulary ran");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("token id " + std::to_string(vocab) + " is outside the vocabulary") !=
+          std::string::npos);
+  }
+  CHECK(session.position() == 0);
+  options.context = model_info().max_context + 1;
+  CHECK_THROWS_AS(Session(device, model_info(), options), Error);
+  const std::vector<float> one(3);
+  CHECK_THROWS_AS(session.upload(0, DType::F32, std::as_bytes(std::span(one))), Error);
+}
+
+}  // TEST_SUITE
