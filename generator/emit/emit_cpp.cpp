@@ -294,6 +294,14 @@ std::string emit_model_header(const Spec& s, const std::string& spec_path, const
   }
   root.set("manifest", entries);
   root.set("layout", s.weights.layout == Layout::OutIn ? "OutIn" : "InOut");
+  kainjow::mustache::list ignore;
+  for (const std::string& pattern : s.weights.ignore) {
+    data p;
+    p.set("pattern", pattern);
+    ignore.push_back(p);
+  }
+  root.set("ignore", ignore);
+  root.set("ignore_count", std::to_string(s.weights.ignore.size()));
   root.set("total_params", i(manifest.total_elements()));
   root.set("members", members);
   root.set("assignments", assignments);

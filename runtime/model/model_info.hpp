@@ -28,6 +28,7 @@ struct ModelInfo {
   Layout layout;
   DType cache_dtype;  // KV cache elements: F16 or F32
   std::span<const ManifestEntry> manifest;
+  std::span<const std::string_view> ignored_tensors;  // name patterns the audit tolerates
   typed::Schedule (*schedule)();
   std::span<const KernelBinary> kernels;
 };

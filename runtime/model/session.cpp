@@ -318,7 +318,8 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
 
 void Session::load_safetensors(const std::string& path) {
   const weights::SafetensorsFile file(path);
-  weights::require_matches(file, impl_->model.manifest);
+  const std::vector<std::string> ignore(impl_->model.ignored_tensors.begin(), impl_->model.ignored_tensors.end());
+  weights::require_matches(file, impl_->model.manifest, ignore);
   for (size_t i = 0; i < impl_->model.manifest.size(); ++i) {
     const weights::TensorInfo* t = file.find(impl_->model.manifest[i].name);
     upload(i, t->dtype, file.data(*t));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <random>
 
@@ -16,6 +17,7 @@
 #include "runtime/model/session.hpp"
 #include "runtime/reference/reference.hpp"
 #include "runtime/weights/dtype.hpp"
+#include "runtime/weights/safetensors.hpp"
 #include "tests/harness/vulkan_harness.hpp"
 
 using namespace lathe;
@@ -196,6 +198,59 @@ TEST_CASE_FIXTURE(test::VulkanTest, "bad calls are refused with the numbers, bef
   CHECK_THROWS_AS(Session(device, model_info(), options), Error);
   const std::vector<float> one(3);
   CHECK_THROWS_AS(session.upload(0, DType::F32, std::as_bytes(std::span(one))), Error);
+}
+
+}  // TEST_SUITE
+
+TEST_SUITE("model") {
+
+TEST_CASE_FIXTURE(test::VulkanTest, "a safetensors checkpoint loads to the logits of a direct upload") {
+  // Written in each tensor's manifest dtype, as a real checkpoint would be.
+  std::vector<weights::TensorToWrite> tensors;
+  for (const ManifestEntry& e : model_info().manifest) {
+    const std::vector<float>& values = test_weights().tensors.at(std::string(e.name));
+    weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
+    if (e.rank == 2) t.shape.push_back(e.shape[1]);
+    t.data.resize(values.size() * weights::dtype_size(e.dtype));
+    weights::convert(DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
+    tensors.push_back(std::move(t));
+  }
+  // Tensors the spec says a checkpoint may carry beyond its weights (GPT-2's
+  // mask buffers) are tolerated.
+  for (std::string_view pattern : model_info().ignored_tensors) {
+    std::string name(pattern);
+    if (const size_t at = name.find("{layer}"); at != std::string::npos) name.replace(at, 7, "1");
+    tensors.push_back({name, DType::F32, {2, 2}, std::vector<std::byte>(16)});
+  }
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("lathe-model-test-" + std::string(model_info().name) + ".safetensors")).string();
+  weights::write_safetensors(path, tensors);
+  const std::vector<int32_t> tokens = random_tokens(10, 9);
+  Session loaded(device, model_info());
+  loaded.load_safetensors(path);
+  Session direct(device, model_info());
+  upload_all(direct);
+  const std::vector<float> a = loaded.prefill(tokens), b = direct.prefill(tokens);
+  // Vectors (norm scales, biases) reach the device as f32 either way; only
+  // their checkpoint rounding differs.
+  CHECK(normalized_error(a.data(), b.data(), a.size()) < 1e-2);
+
+  // One tensor of the wrong shape: refused, naming it, before any upload.
+  weights::TensorToWrite& bad = tensors[1];
+  bad.shape.back() += 1;
+  int64_t elements = 1;
+  for (int64_t n : bad.shape) elements *= n;
+  bad.data.resize(static_cast<size_t>(elements) * weights::dtype_size(bad.dtype));
+  weights::write_safetensors(path, tensors);
+  Session refused(device, model_info());
+  try {
+    refused.load_safetensors(path);
+    FAIL("a checkpoint with a wrongly shaped tensor loaded");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::BadFile);
+    CHECK(std::string(e.what()).find(bad.name) != std::string::npos);
+  }
+  std::filesystem::remove(path);
 }
 
 }  // TEST_SUITE

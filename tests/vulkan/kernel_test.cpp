@@ -1,0 +1,911 @@
+// Every kernel instance a supported spec needs, run on the device against a
+// plain C++ computation in double (ggml's test-backend-ops, llm.c's dev/cuda
+// files), at the shapes of models/*.toml and tests/specs/tiny/*.toml. The
+// references here share no code with shaders/: they are the textbook
+// definitions (HF transformers' modules), written out. Each check reports the
+// normalized error ‖gpu − cpu‖₂ / ‖cpu‖₂ and holds it to a tolerance stated
+// per kernel below; outputs are followed by guard words that must survive.
+//
+// Huge matrices are cut down through the push constant n (the weight rows
+// used): K, the compile-time width, is what shapes the kernel, and llama-3-8b's
+// 128256 × 4096 LM head at full size would take minutes on lavapipe.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <numbers>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "generator/emit/emit_cpp.hpp"
+#include "generator/emit/emit_kernels.hpp"
+#include "generator/emit/shader_compiler.hpp"
+#include "generator/spec/parse.hpp"
+#include "runtime/model/push.hpp"
+#include "runtime/vk/buffer.hpp"
+#include "runtime/vk/descriptors.hpp"
+#include "runtime/vk/pipeline.hpp"
+#include "runtime/weights/dtype.hpp"
+#include "tests/harness/vulkan_harness.hpp"
+
+using namespace lathe;
+using lathe::test::VulkanTest;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Tolerances on ‖gpu − cpu‖₂ / ‖cpu‖₂. The CPU copies of weights and caches
+// are rounded to the dtype the device holds, so what is left is f32
+// arithmetic, plus f16 rounding where a kernel writes an f16 cache.
+constexpr double kEmbedTolerance = 1e-7;      // one f32 rounding of E + P; exact without positions
+constexpr double kNormTolerance = 1e-5;       // LayerNorm of a row whose mean is 25× its spread: x − mean loses ~25 ulps
+constexpr double kMatmulTolerance = 1e-5;     // f32 dot products, K ≤ 14336
+constexpr double kRopeTolerance = 1e-5;       // f32 angles position · inv_freq and lavapipe's sin/cos, positions < 100
+constexpr double kF16CacheTolerance = 1e-3;   // f16 keeps 11 bits: ≤ 2^-12 relative per element
+constexpr double kAttentionTolerance = 1e-5;  // f32 online softmax over ≤ 100 keys
+constexpr double kCopyTolerance = 1e-12;      // f32 copies (the V cache) are exact
+
+// ---- The grid: every supported spec and the kernel instances it needs.
+
+struct Model {
+  spec::Spec spec;
+  std::vector<emit::KernelInstance> kernels;
+};
+
+std::vector<fs::path> toml_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".toml") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// models/*.toml that the runtime supports (the rest are refused by
+// check_supported: MoE, sandwich norms, …), then tests/specs/tiny/*.toml.
+const std::vector<Model>& models() {
+  static const std::vector<Model> all = [] {
+    std::vector<Model> out;
+    const fs::path root = LATHE_SOURCE_DIR;
+    for (const fs::path& dir : {root / "models", root / "tests" / "specs" / "tiny"}) {
+      for (const fs::path& file : toml_files(dir)) {
+        spec::Diagnostics diag(file.string());
+        std::optional<spec::Spec> s = spec::parse_spec_file(file.string(), diag);
+        REQUIRE_MESSAGE(s, diag.format());
+        if (!emit::check_supported(*s, diag)) continue;
+        out.push_back({*s, emit::kernel_instances(*s)});
+      }
+    }
+    return out;
+  }();
+  return all;
+}
+
+// The generated constants of an instance: its `#define NAME VALUE` lines.
+class Constants {
+ public:
+  explicit Constants(const emit::KernelInstance& k) {
+    std::istringstream lines(k.source.constants);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      std::string directive, name, value;
+      if (words >> directive >> name >> value && directive == "#define") values_[name] = value;
+    }
+  }
+  uint32_t u(const std::string& name) const { return static_cast<uint32_t>(std::stoul(at(name))); }  // "576u"
+  double f(const std::string& name) const { return std::stod(at(name)); }
+  bool flag(const std::string& name) const { return u(name) != 0; }
+
+ private:
+  const std::string& at(const std::string& name) const {
+    auto it = values_.find(name);
+    REQUIRE_MESSAGE(it != values_.end(), "the instance defines no constant " << name);
+    return it->second;
+  }
+  std::map<std::string, std::string> values_;
+};
+
+// Calls f(model, instance, constants) for every instance of one shaders/ file.
+template <typename F>
+void for_each_instance(const char* file, F&& f) {
+  size_t count = 0;
+  for (const Model& m : models()) {
+    for (const emit::KernelInstance& k : m.kernels) {
+      if (k.source.file != file) continue;
+      const std::string& spec_name = m.spec.name;
+      const std::string& instance = k.name;
+      CAPTURE(spec_name);
+      CAPTURE(instance);
+      f(m, k, Constants(k));
+      ++count;
+    }
+  }
+  CHECK_MESSAGE(count >= models().size(), "every supported spec needs " << file);
+}
+
+// ---- Numbers.
+
+// ‖gpu − cpu‖₂ / ‖cpu‖₂ over the elements added; infinite once a GPU value is not finite.
+class NormalizedError {
+ public:
+  void add(double gpu, double cpu) {
+    if (!std::isfinite(gpu)) finite_ = false;
+    diff_ += (gpu - cpu) * (gpu - cpu);
+    norm_ += cpu * cpu;
+  }
+  double value() const {
+    if (!finite_) return std::numeric_limits<double>::infinity();
+    return norm_ > 0 ? std::sqrt(diff_ / norm_) : std::sqrt(diff_);
+  }
+
+ private:
+  double diff_ = 0, norm_ = 0;
+  bool finite_ = true;
+};
+
+// The largest error of a kernel family over the grid, reported at the end of its test case.
+struct Worst {
+  double error = 0;
+  std::string where;
+  void add(double e, const std::string& at) {
+    if (e >= error) error = e, where = at;
+  }
+};
+
+// One line per instance: "gpt2 matmul_768_f32_bias: decode 1.2e-07, prefill 13 rows 3.4e-07".
+class Report {
+ public:
+  Report(const Model& m, const emit::KernelInstance& k, Worst& worst, std::string note = {})
+      : at_(m.spec.name + " " + k.name), note_(std::move(note)), worst_(worst) {}
+  ~Report() { MESSAGE(at_ << note_ << ":" << text_.str()); }
+  // Checks `e` against `tolerance` and records it.
+  void check(const std::string& what, double e, double tolerance) {
+    CAPTURE(what);
+    CHECK(e < tolerance);
+    text_ << (first_ ? " " : ", ") << what << " " << e;
+    first_ = false;
+    worst_.add(e, at_ + " (" + what + ")");
+  }
+
+ private:
+  std::string at_, note_;
+  Worst& worst_;
+  std::ostringstream text_;
+  bool first_ = true;
+};
+
+void report_worst(const std::string& family, const Worst& w) {
+  MESSAGE(family << ": worst normalized error " << w.error << " at " << w.where);
+}
+
+std::mt19937& rng() {
+  static std::mt19937 generator(20240611);
+  return generator;
+}
+
+std::vector<float> random_floats(size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> out(n);
+  for (float& v : out) v = u(rng());
+  return out;
+}
+
+uint32_t random_below(uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng()); }
+
+DType weight_dtype(uint32_t wdtype) {  // common.glsl's WDTYPE
+  switch (wdtype) {
+    case 0: return DType::F32;
+    case 1: return DType::F16;
+    case 2: return DType::BF16;
+  }
+  FAIL("WDTYPE " << wdtype << " is none of f32, f16, bf16");
+  return DType::F32;
+}
+
+size_t dtype_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
+
+// `v` stored in `d` (little-endian bytes at `out`), and the value it holds then.
+double store(DType d, float v, std::byte* out) {
+  if (d == DType::F32) {
+    std::memcpy(out, &v, 4);
+    return v;
+  }
+  const uint16_t h = d == DType::F16 ? weights::f32_to_f16(v) : weights::f32_to_bf16(v);
+  std::memcpy(out, &h, 2);
+  return d == DType::F16 ? weights::f16_to_f32(h) : weights::bf16_to_f32(h);
+}
+
+double load(DType d, const std::byte* in) {
+  if (d == DType::F32) {
+    float v;
+    std::memcpy(&v, in, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, in, 2);
+  return d == DType::F16 ? weights::f16_to_f32(h) : weights::bf16_to_f32(h);
+}
+
+// The activations as HF transformers defines them (ACT2FN), in double.
+double activate(uint32_t act, double x) {
+  switch (act) {
+    case 0: return x;
+    case 1: return x / (1 + std::exp(-x));                                  // silu
+    case 2: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));            // gelu
+    case 3: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));  // gelu_new
+    case 4: return std::max(x, 0.0);                                        // relu
+  }
+  FAIL("ACT " << act << " is no activation");
+  return 0;
+}
+
+uint32_t act_constant(spec::Activation a) {  // common.glsl's ACT_* for a spec's activation
+  switch (a) {
+    case spec::Activation::SiLU: return 1;
+    case spec::Activation::GeluErf: return 2;
+    case spec::Activation::GeluTanh: return 3;
+    case spec::Activation::ReLU: return 4;
+  }
+  return 0;
+}
+
+// ---- The device side.
+
+constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+constexpr VkBufferUsageFlags kTexels = VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
+
+// Output buffers end in guard words that no kernel may write.
+constexpr float kGuard = -7777.0f;
+constexpr size_t kGuardWords = 64;
+
+vk::Buffer make_buffer(vk::Device& device, size_t bytes, VkBufferUsageFlags usage = kStorage) {
+  return vk::Buffer(device, std::max<size_t>(bytes, 16), usage, vk::MemoryUse::Device);
+}
+
+template <typename T>
+vk::Buffer buffer_of(vk::Device& device, const std::vector<T>& data) {
+  vk::Buffer b = make_buffer(device, data.size() * sizeof(T));
+  vk::upload(device, b, data.data(), data.size() * sizeof(T));
+  return b;
+}
+
+template <typename T>
+std::vector<T> read_back(vk::Device& device, const vk::Buffer& b, size_t count) {
+  std::vector<T> out(count);
+  vk::download(device, b, out.data(), count * sizeof(T));
+  return out;
+}
+
+// `values` followed by the guard words.
+std::vector<float> guarded(std::vector<float> values) {
+  values.insert(values.end(), kGuardWords, kGuard);
+  return values;
+}
+
+void check_guard(const std::vector<float>& out, size_t used) {
+  for (size_t i = used; i < out.size(); ++i) {
+    if (out[i] != kGuard) {
+      FAIL_CHECK("the kernel wrote past its output: element " << i << " (of " << used << ") holds " << out[i]);
+      return;
+    }
+  }
+}
+
+vk::BufferBinding whole(const vk::Buffer& b) { return {b.handle(), 0, b.size()}; }
+
+// A [rows][cols] matrix in a weight dtype, read by the kernels through an
+// RGBA32UI texel view; row(r) is what the device holds, for the CPU.
+// Rows never set stay unwritten (an embedding table needs only the rows of
+// the tokens used, and llama-3-8b's is a gigabyte).
+class Weights {
+ public:
+  Weights(vk::Device& device, DType dtype, int64_t rows, int64_t cols)
+      : device_(device),
+        dtype_(dtype),
+        cols_(cols),
+        buffer_(make_buffer(device, static_cast<size_t>(rows * cols) * dtype_bytes(dtype), kTexels)),
+        view_(device, buffer_.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, buffer_.size()) {
+    REQUIRE((rows * cols * static_cast<int64_t>(dtype_bytes(dtype))) % 16 == 0);
+  }
+
+  // Fills rows [first, first + count) with random values.
+  void fill(int64_t first, int64_t count) {
+    const size_t width = static_cast<size_t>(cols_);
+    std::vector<std::byte> bytes(static_cast<size_t>(count) * width * dtype_bytes(dtype_));
+    const std::vector<float> v = random_floats(static_cast<size_t>(count) * width);
+    for (int64_t r = 0; r < count; ++r) {
+      std::vector<double>& row = rows_[first + r];
+      row.resize(width);
+      for (size_t c = 0; c < width; ++c) {
+        const size_t i = static_cast<size_t>(r) * width + c;
+        row[c] = store(dtype_, v[i], &bytes[i * dtype_bytes(dtype_)]);
+      }
+    }
+    vk::upload(device_, buffer_, bytes.data(), bytes.size(),
+               static_cast<VkDeviceSize>(first) * width * dtype_bytes(dtype_));
+  }
+
+  const std::vector<double>& row(int64_t r) const { return rows_.at(r); }  // throws for a row never filled
+  vk::TexelBinding binding() const { return {view_.handle()}; }
+
+ private:
+  vk::Device& device_;
+  DType dtype_;
+  int64_t cols_;
+  vk::Buffer buffer_;
+  vk::TexelView view_;
+  std::map<int64_t, std::vector<double>> rows_;
+};
+
+// Compiles the instances it is asked for (once), creates their pipelines
+// and runs single dispatches, waiting for each.
+class Gpu {
+ public:
+  explicit Gpu(vk::Device& device)
+      : device_(device), pipelines_(device, "-"), arena_(device), dummy_(make_buffer(device, 16, kStorage | kTexels)),
+        dummy_view_(device, dummy_.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, 16) {}
+
+  // Spec constants: 0 the subgroup size (the runtime's workgroup size), then `extra`
+  // (matmul.comp's ROWS and TOKENS).
+  template <typename Push>
+  void run(const Model& m, const emit::KernelInstance& k, std::initializer_list<vk::Binding> bindings, const Push& push,
+           uint32_t groups_x, uint32_t groups_y = 1, std::vector<uint32_t> extra = {}) {
+    REQUIRE(sizeof(Push) == k.push->size());
+    // Instances of two specs share names ("argmax", "norm_64"): the pipeline key holds the spec.
+    const std::string name = m.spec.name + "/" + k.name;
+    auto it = spirv_.find(name);
+    if (it == spirv_.end()) it = spirv_.emplace(name, emit::compile_kernel(k.source)).first;
+    vk::PipelineKey key;
+    key.kernel = name;
+    for (const vk::Binding& b : bindings)
+      key.bindings.push_back(std::holds_alternative<vk::TexelBinding>(b) ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                                         : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+    key.spec_constants = {device_.info().subgroup_size};
+    key.spec_constants.insert(key.spec_constants.end(), extra.begin(), extra.end());
+    key.push_size = sizeof(Push);
+    const vk::Pipeline& p =
+        pipelines_.get(vk::KernelCode{it->first, it->second.data(), it->second.size(), sizeof(Push)}, key);
+    const VkDescriptorSet set = arena_.allocate(p);
+    const std::vector<vk::Binding> list(bindings);
+    vk::write_descriptors(device_, p, set, list);
+
+    vk::OneShot once(device_);
+    VkCommandBuffer cb = once.begin();
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+    vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(Push), &push);
+    vkCmdDispatch(cb, groups_x, groups_y, 1);
+    VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         0, 1, &to_host, 0, nullptr, 0, nullptr);
+    once.submit_and_wait();
+  }
+
+  // For bindings a variant does not read.
+  vk::BufferBinding no_buffer() const { return whole(dummy_); }
+  vk::TexelBinding no_texels() const { return {dummy_view_.handle()}; }
+
+ private:
+  vk::Device& device_;
+  vk::Pipelines pipelines_;
+  vk::DescriptorArena arena_;
+  std::map<std::string, std::vector<uint32_t>> spirv_;  // map nodes stay put: KernelCode::name points at a key
+  vk::Buffer dummy_;
+  vk::TexelView dummy_view_;
+};
+
+// The session's IO block: the position of the chunk's first row, then token ids.
+std::vector<uint32_t> io_words(uint32_t position, const std::vector<uint32_t>& tokens) {
+  std::vector<uint32_t> io = {position};
+  io.insert(io.end(), tokens.begin(), tokens.end());
+  return io;
+}
+
+// Where q, k and v of token row t live: one buffer each, or GPT-2's fused qkv
+// rows [q | k | v] (the runtime's Split views). Element i of head h of row t
+// of q is at q_offset + t * q_stride + h * DH + i.
+struct QkvLayout {
+  bool fused;
+  uint32_t q_width, kv_width;
+  push::AttentionPush push(uint32_t rows) const {
+    if (fused) {
+      const uint32_t w = q_width + 2 * kv_width;
+      return {rows, 0, w, q_width, w, q_width + kv_width, w};
+    }
+    return {rows, 0, q_width, 0, kv_width, 0, kv_width};
+  }
+};
+
+QkvLayout qkv_layout(const spec::Spec& s) {
+  return {s.weights.fused_qkv, static_cast<uint32_t>(s.dims.heads * s.dims.head_dim),
+          static_cast<uint32_t>(s.dims.kv_heads * s.dims.head_dim)};
+}
+
+// The checks every attention-side kernel makes of its head constants.
+void check_head_constants(const spec::Spec& s, const Constants& c) {
+  CHECK(c.u("HQ") == s.dims.heads);
+  CHECK(c.u("HKV") == s.dims.kv_heads);
+  CHECK(c.u("DH") == s.dims.head_dim);
+  CHECK(c.flag("CACHE_F16") == (s.cache.dtype == DType::F16));
+}
+
+// A KV cache of `positions` rows, [position][HKV][DH] in the cache dtype,
+// filled with random values (what a kernel does not write must stay).
+std::vector<std::byte> random_cache(const spec::Spec& s, uint32_t positions) {
+  const size_t n = static_cast<size_t>(positions) * s.dims.kv_heads * s.dims.head_dim;
+  const size_t size = dtype_bytes(s.cache.dtype);
+  std::vector<std::byte> bytes(n * size);
+  const std::vector<float> v = random_floats(n);
+  for (size_t i = 0; i < n; ++i) store(s.cache.dtype, v[i], &bytes[i * size]);
+  return bytes;
+}
+
+}  // namespace
+
+TEST_SUITE("kernels") {
+
+TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supports and the tiny ones") {
+  std::set<std::string> names;
+  for (const Model& m : models()) names.insert(m.spec.name);
+  for (const char* expected : {"smollm2-135m", "gpt2", "qwen2.5-0.5b", "tinyllama-1.1b", "llama-3-8b", "tiny-gpt2",
+                               "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved"}) {
+    CAPTURE(expected);
+    CHECK(names.count(expected) == 1);
+  }
+  std::string list;
+  for (const std::string& n : names) list += " " + n;
+  MESSAGE(names.size() << " specs:" << list);
+}
+
+// y[t] = SCALE · E[token[t]] (+ P[position + t + offset]): the rows of
+// HF's wte (and wpe) for the ids, incl. 0 and vocab − 1.
+TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned positions") {
+  Gpu gpu(device);
+  Worst worst;
+  for_each_instance("embed.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const spec::Spec& s = m.spec;
+    const uint32_t d = c.u("D");
+    const DType dtype = weight_dtype(c.u("WDTYPE"));
+    const bool positions = c.flag("POSITIONS");
+    CHECK(d == s.dims.hidden);
+    CHECK(dtype == s.weights.dtype);
+    CHECK(positions == (s.position.kind == spec::PositionKind::Learned));
+    CHECK(c.f("SCALE") == s.embedding.scale);
+    CHECK(c.u("POS_OFFSET") == s.position.offset);
+
+    const uint32_t vocab = static_cast<uint32_t>(s.dims.vocab);
+    const std::vector<uint32_t> tokens = {0, vocab - 1, random_below(vocab), random_below(vocab), 0, random_below(vocab)};
+    const uint32_t rows = static_cast<uint32_t>(tokens.size());
+    Weights table(device, dtype, vocab, d);
+    for (uint32_t t : std::set<uint32_t>(tokens.begin(), tokens.end())) table.fill(t, 1);
+    const int64_t table_rows = positions ? s.position.table_size : 0;
+    std::optional<Weights> position_table;
+    if (positions) position_table.emplace(device, dtype, table_rows, d);
+
+    Report report(m, k, worst);
+    // A small position, and the chunk that ends at the table's last row.
+    std::vector<uint32_t> starts = {3};
+    if (positions) starts.push_back(static_cast<uint32_t>(table_rows - s.position.offset - rows));
+    for (uint32_t position : starts) {
+      CAPTURE(position);
+      if (positions) position_table->fill(position + s.position.offset, rows);
+      vk::Buffer io = buffer_of(device, io_words(position, tokens));
+      vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * d, kGuard)));
+      gpu.run(m, k,
+              {whole(io), table.binding(), positions ? vk::Binding(position_table->binding()) : gpu.no_texels(), whole(y)},
+              push::RowsPush{rows}, rows);
+      const std::vector<float> out = read_back<float>(device, y, size_t{rows} * d + kGuardWords);
+      NormalizedError e;
+      for (uint32_t t = 0; t < rows; ++t) {
+        const std::vector<double>& row = table.row(tokens[t]);
+        for (uint32_t i = 0; i < d; ++i) {
+          double expected = s.embedding.scale * row[i];
+          if (positions) expected += position_table->row(position + t + s.position.offset)[i];
+          e.add(out[size_t{t} * d + i], expected);
+        }
+      }
+      check_guard(out, size_t{rows} * d);
+      report.check("position " + std::to_string(position), e.value(), kEmbedTolerance);
+    }
+  });
+  report_worst("embed", worst);
+}
+
+// RMSNorm (Llama: x / sqrt(mean(x²) + eps) · g) and LayerNorm with a bias
+// (GPT-2: (x − mean) / sqrt(var + eps) · g + b), over rows with different
+// means and scales.
+TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
+  Gpu gpu(device);
+  Worst worst;
+  for_each_instance("norm.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const spec::Spec& s = m.spec;
+    const uint32_t n = c.u("N");
+    const bool layer_norm = s.norm.kind == spec::NormKind::LayerNorm;
+    CHECK(n == s.dims.hidden);
+    CHECK(c.flag("LAYER_NORM") == layer_norm);
+    CHECK(c.flag("HAS_BIAS") == s.norm.bias);
+    CHECK(c.flag("UNIT_OFFSET") == s.norm.unit_offset);
+    CHECK(c.f("EPS") == doctest::Approx(s.norm.eps).epsilon(1e-8));
+
+    constexpr uint32_t rows = 5;
+    const float means[rows] = {0.0f, 3.0f, -1.5f, 0.25f, 10.0f};
+    const float scales[rows] = {1.0f, 0.5f, 4.0f, 0.01f, 2.0f};
+    std::vector<float> x = random_floats(size_t{rows} * n);
+    for (uint32_t t = 0; t < rows; ++t)
+      for (uint32_t i = 0; i < n; ++i) x[size_t{t} * n + i] = means[t] + scales[t] * x[size_t{t} * n + i];
+    const std::vector<float> g = random_floats(n, 0.5f, 1.5f), b = random_floats(n);
+    vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g), bb = buffer_of(device, b);
+    vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * n, kGuard)));
+    gpu.run(m, k, {whole(xb), whole(gb), s.norm.bias ? whole(bb) : gpu.no_buffer(), whole(y)}, push::RowsPush{rows}, rows);
+    const std::vector<float> out = read_back<float>(device, y, size_t{rows} * n + kGuardWords);
+
+    NormalizedError e;
+    for (uint32_t t = 0; t < rows; ++t) {
+      const float* row = &x[size_t{t} * n];
+      double mean = 0;
+      if (layer_norm) {
+        for (uint32_t i = 0; i < n; ++i) mean += row[i];
+        mean /= n;
+      }
+      double squares = 0;
+      for (uint32_t i = 0; i < n; ++i) squares += (row[i] - mean) * (row[i] - mean);
+      const double inv = 1 / std::sqrt(squares / n + s.norm.eps);
+      for (uint32_t i = 0; i < n; ++i) {
+        double expected = (row[i] - mean) * inv * (s.norm.unit_offset ? 1.0 + g[i] : double(g[i]));
+        if (s.norm.bias) expected += b[i];
+        e.add(out[size_t{t} * n + i], expected);
+      }
+    }
+    check_guard(out, size_t{rows} * n);
+    Report(m, k, worst).check(std::to_string(rows) + " rows", e.value(), kNormTolerance);
+  });
+  report_worst("norm", worst);
+}
+
+// y[t][r] = epilogue(W[r] · x[t]), each epilogue the specs use: plain, bias,
+// residual (y += …, y starting nonzero), activation, gated φ(W·x + b) ⊙
+// (W2·x + b2), and a fused gate_up tensor (W2 = W, halves at gate_row0 and
+// up_row0). Tiles as the session dispatches them: 16 × 1 for decode, 8 × 8
+// for prefill, over 13 token rows (not a multiple of 8) and n weight rows
+// (not a multiple of 8 either).
+TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles") {
+  Gpu gpu(device);
+  Worst worst;
+  for_each_instance("matmul.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const spec::Spec& s = m.spec;
+    const spec::Dims& d = s.dims;
+    const uint32_t K = c.u("K");
+    const DType dtype = weight_dtype(c.u("WDTYPE"));
+    const bool bias = c.flag("HAS_BIAS"), gated = c.flag("GATED"), residual = c.flag("RESIDUAL");
+    const uint32_t act = c.u("ACT");
+    CHECK(dtype == s.weights.dtype);
+    CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate));
+    if (gated || act != 0) CHECK(act == act_constant(s.mlp.activation));
+    CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));
+
+    // The widest output this instance computes in the model: the MLP's
+    // intermediate, the hidden width of a residual projection, else q/k/v
+    // or the LM head.
+    const int64_t qkv = s.weights.fused_qkv ? (d.heads + 2 * d.kv_heads) * d.head_dim : d.heads * d.head_dim;
+    const int64_t full = gated || act != 0 ? d.intermediate : residual ? d.hidden : bias ? qkv : std::max(qkv, d.vocab);
+    // About 2^21 multiply-adds per token row; n not a multiple of either tile's 8 or 16 rows.
+    uint32_t n = static_cast<uint32_t>(std::min<int64_t>(full, std::max<int64_t>(45, (int64_t{1} << 21) / K)));
+    if (n % 8 == 0) n -= 3;
+
+    // W: [2n][K] so that it can stand for a fused gate_up tensor; W2 [n][K].
+    constexpr uint32_t kRows = 13;
+    Weights w(device, dtype, gated ? 2 * n : n, K), w2(device, dtype, n, K);
+    w.fill(0, gated ? 2 * n : n);
+    if (gated) w2.fill(0, n);
+    const std::vector<float> bias_values = random_floats(2 * n), bias2_values = random_floats(n);
+    const std::vector<float> x = random_floats(size_t{kRows} * K);
+    const std::vector<float> y0 = random_floats(size_t{kRows} * n);  // the residual stream
+    vk::Buffer xb = buffer_of(device, x), bb = buffer_of(device, bias_values), bb2 = buffer_of(device, bias2_values);
+
+    struct Case {
+      std::string what;
+      uint32_t tile_rows, tokens;  // spec constants 1 and 2
+      uint32_t rows, x_row0;
+      bool fused;  // W2 = W, bias2 = bias
+      uint32_t gate_row0, up_row0;
+    };
+    std::vector<Case> cases = {{"decode", 16, 1, 1, 0, false, 0, 0},
+                               {"prefill 13 rows", 8, 8, kRows, 0, false, 0, 0},
+                               {"decode of row 12 (x_row0)", 16, 1, 1, kRows - 1, false, 0, 0}};
+    if (gated) {
+      cases.push_back({"fused gate_up prefill", 8, 8, kRows, 0, true, 0, n});
+      cases.push_back({"fused up_gate decode of row 5", 16, 1, 1, 5, true, n, 0});
+    }
+
+    Report report(m, k, worst, " (n = " + std::to_string(n) + " of " + std::to_string(full) + " rows)");
+    for (const Case& cs : cases) {
+      CAPTURE(cs.what);
+      std::vector<float> initial(size_t{cs.rows} * n, kGuard);
+      if (residual) std::copy_n(y0.begin(), initial.size(), initial.begin());
+      vk::Buffer y = buffer_of(device, guarded(initial));
+      const Weights& second = cs.fused ? w : w2;
+      const vk::Buffer& second_bias = cs.fused ? bb : bb2;
+      gpu.run(m, k,
+              {w.binding(), gated ? vk::Binding(second.binding()) : gpu.no_texels(), whole(xb),
+               bias ? whole(bb) : gpu.no_buffer(), bias && gated ? whole(second_bias) : gpu.no_buffer(), whole(y)},
+              push::MatmulPush{cs.rows, n, cs.x_row0, cs.gate_row0, cs.up_row0}, (n + cs.tile_rows - 1) / cs.tile_rows,
+              (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens});
+      const std::vector<float> out = read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
+
+      const std::vector<float>& b2 = cs.fused ? bias_values : bias2_values;
+      NormalizedError e;
+      for (uint32_t t = 0; t < cs.rows; ++t) {
+        const float* xr = &x[size_t{cs.x_row0 + t} * K];
+        for (uint32_t r = 0; r < n; ++r) {
+          const std::vector<double>& wr = w.row(cs.gate_row0 + r);
+          double value = 0;
+          for (uint32_t i = 0; i < K; ++i) value += wr[i] * xr[i];
+          if (bias) value += bias_values[cs.gate_row0 + r];
+          value = activate(act, value);
+          if (gated) {
+            const std::vector<double>& ur = second.row(cs.up_row0 + r);
+            double up = 0;
+            for (uint32_t i = 0; i < K; ++i) up += ur[i] * xr[i];
+            if (bias) up += b2[cs.up_row0 + r];
+            value *= up;
+          }
+          if (residual) value += y0[size_t{t} * n + r];
+          e.add(out[size_t{t} * n + r], value);
+        }
+      }
+      check_guard(out, size_t{cs.rows} * n);
+      report.check(cs.what, e.value(), kMatmulTolerance);
+    }
+  });
+  report_worst("matmul", worst);
+}
+
+// RoPE as HF applies it (q·cos + rotate_half(q)·sin on the first ROT dims of
+// each head for neox pairs (i, i + ROT/2); GPT-J's (2i, 2i + 1) for
+// interleaved), q rotated in place, k rotated into the K cache and v copied
+// into the V cache at io.position + t; GPT-2's kv_append only copies.
+TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to the caches") {
+  Gpu gpu(device);
+  Worst worst;
+  for_each_instance("rope_kv.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const spec::Spec& s = m.spec;
+    check_head_constants(s, c);
+    const bool rope = s.position.kind == spec::PositionKind::Rope;
+    const uint32_t hq = c.u("HQ"), hkv = c.u("HKV"), dh = c.u("DH");
+    const uint32_t rot = rope ? static_cast<uint32_t>(s.position.rotary_dim) : 0;
+    const bool neox = s.position.pairing == spec::RopePairing::Neox;
+    CHECK(c.flag("ROPE") == rope);
+    CHECK(c.u("ROT") == rot);
+    if (rope) CHECK(c.flag("NEOX") == neox);
+    const QkvLayout layout = qkv_layout(s);
+    const DType cache = s.cache.dtype;
+    const size_t cache_size = dtype_bytes(cache);
+
+    // The angle of dims pair j at `position`: position · theta^(−2j/ROT).
+    auto angle = [&](uint32_t position, uint32_t j) {
+      return position * std::pow(s.position.theta, -2.0 * j / rot);
+    };
+    // Head `h` of one row (`in` at the head's first dim), rotated.
+    auto rotate = [&](const float* in, uint32_t position) {
+      std::vector<double> out(in, in + dh);
+      for (uint32_t j = 0; j < rot / 2; ++j) {
+        const uint32_t a = neox ? j : 2 * j, b = neox ? j + rot / 2 : 2 * j + 1;
+        const double cs = std::cos(angle(position, j)), sn = std::sin(angle(position, j));
+        out[a] = in[a] * cs - in[b] * sn;
+        out[b] = in[b] * cs + in[a] * sn;
+      }
+      return out;
+    };
+
+    Report report(m, k, worst);
+    struct Case {
+      uint32_t rows, position;
+    };
+    const uint32_t late = static_cast<uint32_t>(std::min<int64_t>(90, s.dims.max_context - 1));
+    for (const Case cs : {Case{5, 37}, Case{1, late}}) {
+      const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position);
+      CAPTURE(what);
+      const push::AttentionPush push = layout.push(cs.rows);
+      // q, k and v: one buffer [rows][q | k | v] when fused, else three.
+      const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride);
+      const std::vector<float> kv = layout.fused ? q : random_floats(size_t{cs.rows} * push.k_stride);
+      const std::vector<float> vv = layout.fused ? q : random_floats(size_t{cs.rows} * push.v_stride);
+      vk::Buffer qb = buffer_of(device, q);
+      std::optional<vk::Buffer> kb, vb;
+      if (!layout.fused) kb.emplace(buffer_of(device, kv)), vb.emplace(buffer_of(device, vv));
+      // Two cache positions past the chunk: nothing may be written there, nor before it.
+      const uint32_t positions = cs.position + cs.rows + 2;
+      const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
+      vk::Buffer kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
+      vk::Buffer io = buffer_of(device, io_words(cs.position, {}));
+      gpu.run(m, k,
+              {whole(io), whole(qb), whole(layout.fused ? qb : *kb), whole(layout.fused ? qb : *vb), whole(kc), whole(vc)},
+              push, cs.rows);
+
+      // q: rotated in place; every other element of its buffer (k and v of a fused row) unchanged.
+      const std::vector<float> q_out = read_back<float>(device, qb, q.size());
+      NormalizedError eq;
+      std::vector<bool> is_q(q.size(), false);
+      for (uint32_t t = 0; t < cs.rows; ++t) {
+        for (uint32_t h = 0; h < hq; ++h) {
+          const size_t base = push.q_offset + size_t{t} * push.q_stride + size_t{h} * dh;
+          const std::vector<double> expected = rotate(&q[base], cs.position + t);
+          for (uint32_t i = 0; i < dh; ++i) {
+            eq.add(q_out[base + i], expected[i]);
+            is_q[base + i] = true;
+          }
+        }
+      }
+      for (size_t i = 0; i < q.size(); ++i)
+        if (!is_q[i] && q_out[i] != q[i]) {
+          FAIL_CHECK("element " << i << " of the q buffer is not q but changed: " << q[i] << " -> " << q_out[i]);
+          break;
+        }
+      report.check(what + ": q", eq.value(), kRopeTolerance);
+
+      // The caches: positions position … position + rows − 1 written, the rest as they were.
+      const std::vector<std::byte> kc_out = read_back<std::byte>(device, kc, kc0.size());
+      const std::vector<std::byte> vc_out = read_back<std::byte>(device, vc, vc0.size());
+      NormalizedError ek, ev;
+      const size_t row_bytes = size_t{hkv} * dh * cache_size;
+      for (uint32_t pos = 0; pos < positions; ++pos) {
+        const bool written = pos >= cs.position && pos < cs.position + cs.rows;
+        if (!written) {
+          const size_t at = pos * row_bytes;
+          if (std::memcmp(&kc_out[at], &kc0[at], row_bytes) != 0 || std::memcmp(&vc_out[at], &vc0[at], row_bytes) != 0)
+            FAIL_CHECK("cache position " << pos << " is outside the chunk but was written");
+          continue;
+        }
+        const uint32_t t = pos - cs.position;
+        for (uint32_t h = 0; h < hkv; ++h) {
+          const size_t kbase = push.k_offset + size_t{t} * push.k_stride + size_t{h} * dh;
+          const size_t vbase = push.v_offset + size_t{t} * push.v_stride + size_t{h} * dh;
+          const std::vector<double> expected = rotate(&kv[kbase], pos);
+          for (uint32_t i = 0; i < dh; ++i) {
+            const size_t at = ((size_t{pos} * hkv + h) * dh + i) * cache_size;
+            ek.add(load(cache, &kc_out[at]), expected[i]);
+            ev.add(load(cache, &vc_out[at]), vv[vbase + i]);
+          }
+        }
+      }
+      const double tolerance = cache == DType::F16 ? kF16CacheTolerance : kRopeTolerance;
+      report.check(what + ": K cache", ek.value(), tolerance);
+      report.check(what + ": V cache", ev.value(), cache == DType::F16 ? kF16CacheTolerance : kCopyTolerance);
+    }
+  });
+  report_worst("rope_kv", worst);
+}
+
+// softmax(scale · q·Kᵀ) · V over positions 0 … io.position + t of the cache
+// (causal), query head h reading KV head h / (HQ / HKV) (HF's repeat_kv);
+// caches filled on the host in the cache dtype.
+TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA heads") {
+  Gpu gpu(device);
+  Worst worst;
+  for_each_instance("attention.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const spec::Spec& s = m.spec;
+    check_head_constants(s, c);
+    const uint32_t hq = c.u("HQ"), hkv = c.u("HKV"), dh = c.u("DH");
+    const double scale = s.attention.effective_scale(dh);
+    CHECK(c.f("SCALE") == doctest::Approx(scale).epsilon(1e-8));
+    const QkvLayout layout = qkv_layout(s);
+    const DType cache = s.cache.dtype;
+    const size_t cache_size = dtype_bytes(cache);
+
+    Report report(m, k, worst);
+    struct Case {
+      uint32_t rows, position;
+    };
+    const uint32_t late = static_cast<uint32_t>(std::min<int64_t>(90, s.dims.max_context - 1));
+    for (const Case cs : {Case{4, 29}, Case{1, late}, Case{3, 0}}) {
+      const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position);
+      CAPTURE(what);
+      const push::AttentionPush push = layout.push(cs.rows);
+      const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride, -2.0f, 2.0f);
+      const uint32_t positions = cs.position + cs.rows;
+      const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
+      vk::Buffer qb = buffer_of(device, q), kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
+      vk::Buffer io = buffer_of(device, io_words(cs.position, {}));
+      const size_t width = size_t{hq} * dh;
+      vk::Buffer o = buffer_of(device, guarded(std::vector<float>(cs.rows * width, kGuard)));
+      gpu.run(m, k, {whole(io), whole(qb), whole(kc), whole(vc), whole(o)}, push, hq, cs.rows);
+      const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
+
+      auto cached = [&](const std::vector<std::byte>& c_, uint32_t pos, uint32_t h, uint32_t i) {
+        return load(cache, &c_[((size_t{pos} * hkv + h) * dh + i) * cache_size]);
+      };
+      NormalizedError e;
+      for (uint32_t t = 0; t < cs.rows; ++t) {
+        const uint32_t keys = cs.position + t + 1;
+        for (uint32_t h = 0; h < hq; ++h) {
+          const uint32_t g = h / (hq / hkv);
+          const float* qh = &q[push.q_offset + size_t{t} * push.q_stride + size_t{h} * dh];
+          std::vector<double> scores(keys);
+          double top = -std::numeric_limits<double>::infinity();
+          for (uint32_t p = 0; p < keys; ++p) {
+            double dot = 0;
+            for (uint32_t i = 0; i < dh; ++i) dot += qh[i] * cached(kc0, p, g, i);
+            scores[p] = scale * dot;
+            top = std::max(top, scores[p]);
+          }
+          double sum = 0;
+          for (double& sc : scores) sum += (sc = std::exp(sc - top));
+          for (uint32_t i = 0; i < dh; ++i) {
+            double value = 0;
+            for (uint32_t p = 0; p < keys; ++p) value += scores[p] * cached(vc0, p, g, i);
+            e.add(out[t * width + size_t{h} * dh + i], value / sum);
+          }
+        }
+      }
+      check_guard(out, cs.rows * width);
+      report.check(what, e.value(), kAttentionTolerance);
+    }
+  });
+  report_worst("attention", worst);
+}
+
+// The index of the largest logit of the last row, the lowest among equals,
+// written to io.tokens[0].
+TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
+  Gpu gpu(device);
+  for_each_instance("argmax.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const uint32_t vocab = c.u("V");
+    CHECK(vocab == m.spec.dims.vocab);
+    constexpr uint32_t rows = 3;
+    const uint32_t lanes = device.info().subgroup_size;
+
+    struct Case {
+      std::string what;
+      std::vector<uint32_t> peaks;  // indices of the last row set to the largest value
+    };
+    const uint32_t a = random_below(vocab / 2), b = vocab / 2 + random_below(vocab / 2);
+    // A tie whose lowest index sits in a later lane than the higher one's.
+    const uint32_t late_lane = (vocab / 3) / lanes * lanes + lanes - 1, early_lane = late_lane + 1;
+    const std::vector<Case> cases = {{"one peak", {b}},
+                                     {"the last index", {vocab - 1}},
+                                     {"the first index", {0}},
+                                     {"a tie", {b, a}},
+                                     {"a tie across lanes", {early_lane, vocab - 1, late_lane}},
+                                     {"a tie at both ends", {vocab - 1, 0}},
+                                     {"all equal", {}}};
+    std::string found;
+    for (const Case& cs : cases) {
+      CAPTURE(cs.what);
+      std::vector<float> logits = cs.peaks.empty() ? std::vector<float>(size_t{rows} * vocab, 0.5f)
+                                                   : random_floats(size_t{rows} * vocab, -10.0f, 10.0f);
+      // Earlier rows hold larger values: only the last row counts.
+      logits[random_below(vocab)] = 100.0f;
+      logits[vocab + random_below(vocab)] = 100.0f;
+      float* last = &logits[size_t{rows - 1} * vocab];
+      for (uint32_t p : cs.peaks) last[p] = 20.0f;
+      uint32_t expected = 0;  // the CPU: the first index of the largest value
+      for (uint32_t i = 1; i < vocab; ++i)
+        if (last[i] > last[expected]) expected = i;
+      vk::Buffer io = buffer_of(device, std::vector<uint32_t>{7, 0xdeadbeefu, 0xdeadbeefu});
+      vk::Buffer lb = buffer_of(device, logits);
+      gpu.run(m, k, {whole(io), whole(lb)}, push::RowsPush{rows}, 1);
+      const std::vector<uint32_t> words = read_back<uint32_t>(device, io, 3);
+      CHECK(words[1] == expected);
+      CHECK(words[0] == 7);  // the position stays
+      CHECK(words[2] == 0xdeadbeefu);
+      found += " " + std::to_string(words[1]);
+    }
+    MESSAGE(m.spec.name << " " << k.name << " (V = " << vocab << "): picked" << found);
+  });
+}
+
+}  // TEST_SUITE("kernels")
