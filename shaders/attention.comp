@@ -1,11 +1,15 @@
-// Causal attention of one query row over the KV cache, for one head: one
-// subgroup-sized workgroup per (head, row). Lanes split the head's dims in
-// pairs; each key position costs one subgroupAdd for the score and an
+// Causal attention of one query row over the KV cache: one subgroup-sized
+// workgroup per (KV head, row) computes the G = HQ / HKV query heads that
+// share the KV head, so each cached key and value is read once for all of
+// them. Lanes split the head's dims in 16-byte texels of the cache (read
+// through texel views, kv.glsl); keys go four at a time, each
+// group costing one subgroupAdd of a vec4 per head for the scores and one
 // online-softmax update (running max m, sum l) of the lane's slice of the
-// output, so nothing grows with the context but the loop.
+// output: nothing grows with the context but the loop.
 //
 // Generated constants:
-//   HQ, HKV, DH   query heads, KV heads, head width; query head h reads KV head h / (HQ / HKV)
+//   HQ, HKV, DH   query heads, KV heads, head width; query head h reads KV head h / G
+//   G             HQ / HKV
 //   SCALE         score scale (1/sqrt(DH) unless the spec says otherwise)
 //   CACHE_F16     cache dtype (kv.glsl)
 // Push constants (AttentionPush): rows, q_offset, q_stride (k/v unused here).
@@ -19,51 +23,92 @@ IO_BLOCK(0)
 layout(std430, binding = 1) readonly buffer Q { float q[]; };
 
 #include "kv.glsl"
-layout(std430, binding = 2) readonly buffer KC { CACHE_PAIR kc[]; };
-layout(std430, binding = 3) readonly buffer VC { CACHE_PAIR vc[]; };
+layout(binding = 2) uniform usamplerBuffer KT;  // [context][HKV][CTPR] texels
+layout(binding = 3) uniform usamplerBuffer VT;
 layout(std430, binding = 4) writeonly buffer O { float o[]; };
 
 const uint LANES = gl_WorkGroupSize.x;
-const uint PAIRS = (DH / 2 + LANES - 1) / LANES;  // dim pairs per lane
+const uint TPL = (CTPR + LANES - 1) / LANES;  // cache texels per lane: lane l owns texels l, l + LANES, …
+const uint W = TPL * CVPT;                     // dims per lane
+
+// The lane's dims of (position, kv_head): texel index j of each of its TPL texels.
+void load(usamplerBuffer cache, uint position, uint kv_head, uint lane, out float v[W]) {
+  [[unroll]] for (uint i = 0; i < TPL; ++i) {
+    const uint j = min(lane + i * LANES, CTPR - 1);  // lanes past the head repeat a texel; their q is 0
+    float part[CVPT];
+    unpack_cache(texelFetch(cache, int((position * HKV + kv_head) * CTPR + j)), part);
+    [[unroll]] for (uint e = 0; e < CVPT; ++e) v[i * CVPT + e] = part[e];
+  }
+}
+
+bool owns(uint lane, uint d) { return lane + (d / CVPT) * LANES < CTPR; }  // dim slot d of the lane is in the head
 
 void main() {
-  const uint head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  const uint kv_head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= pc.rows) return;
   const uint lane = gl_LocalInvocationID.x;
-  const uint kv_head = head / (HQ / HKV);
   const uint keys = io.position + t + 1;  // causal: positions 0 … position + t
 
-  vec2 qv[PAIRS], acc[PAIRS];
-  const uint qbase = pc.q_offset + t * pc.q_stride + head * DH;
-  for (uint i = 0; i < PAIRS; ++i) {
-    const uint p = lane + i * LANES;
-    qv[i] = p < DH / 2 ? vec2(q[qbase + 2 * p], q[qbase + 2 * p + 1]) * SCALE : vec2(0.0);
-    acc[i] = vec2(0.0);
-  }
-  float m = -1.0 / 0.0, l = 0.0;
-  for (uint pos = 0; pos < keys; ++pos) {
-    float partial = 0.0;
-    for (uint i = 0; i < PAIRS; ++i) {
-      const uint p = lane + i * LANES;
-      if (p < DH / 2) partial += dot(qv[i], from_cache(kc[cache_pair(pos, kv_head, p)]));
+  // Every loop over heads and dims is unrolled so that these stay in registers.
+  float qv[G * W], acc[G * W];
+  float m[G], l[G];
+  [[unroll]] for (uint g = 0; g < G; ++g) {
+    const uint qbase = pc.q_offset + t * pc.q_stride + (kv_head * G + g) * DH;
+    [[unroll]] for (uint d = 0; d < W; ++d) {
+      const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;
+      qv[g * W + d] = owns(lane, d) ? q[qbase + dim] * SCALE : 0.0;
+      acc[g * W + d] = 0.0;
     }
-    const float score = subgroupAdd(partial);
-    const float m_new = max(m, score);
-    const float correction = exp(m - m_new), weight = exp(score - m_new);
-    l = l * correction + weight;
-    for (uint i = 0; i < PAIRS; ++i) {
-      const uint p = lane + i * LANES;
-      const vec2 value = p < DH / 2 ? from_cache(vc[cache_pair(pos, kv_head, p)]) : vec2(0.0);
-      acc[i] = acc[i] * correction + weight * value;
-    }
-    m = m_new;
+    m[g] = -1.0 / 0.0;
+    l[g] = 0.0;
   }
-  const uint obase = t * (HQ * DH) + head * DH;
-  for (uint i = 0; i < PAIRS; ++i) {
-    const uint p = lane + i * LANES;
-    if (p < DH / 2) {
-      o[obase + 2 * p] = acc[i].x / l;
-      o[obase + 2 * p + 1] = acc[i].y / l;
+
+  uint pos = 0;
+  for (; pos + 4 <= keys; pos += 4) {
+    float k0[W], k1[W], k2[W], k3[W], v0[W], v1[W], v2[W], v3[W];
+    load(KT, pos, kv_head, lane, k0);
+    load(KT, pos + 1, kv_head, lane, k1);
+    load(KT, pos + 2, kv_head, lane, k2);
+    load(KT, pos + 3, kv_head, lane, k3);
+    load(VT, pos, kv_head, lane, v0);
+    load(VT, pos + 1, kv_head, lane, v1);
+    load(VT, pos + 2, kv_head, lane, v2);
+    load(VT, pos + 3, kv_head, lane, v3);
+    [[unroll]] for (uint g = 0; g < G; ++g) {
+      vec4 partial = vec4(0.0);
+      [[unroll]] for (uint d = 0; d < W; ++d)
+        partial += qv[g * W + d] * vec4(k0[d], k1[d], k2[d], k3[d]);
+      const vec4 score = subgroupAdd(partial);
+      const float m_new = max(m[g], max(max(score.x, score.y), max(score.z, score.w)));
+      const float correction = exp(m[g] - m_new);
+      const vec4 weight = exp(score - m_new);
+      l[g] = l[g] * correction + (weight.x + weight.y) + (weight.z + weight.w);
+      [[unroll]] for (uint d = 0; d < W; ++d)
+        acc[g * W + d] = acc[g * W + d] * correction + dot(weight, vec4(v0[d], v1[d], v2[d], v3[d]));
+      m[g] = m_new;
+    }
+  }
+  for (; pos < keys; ++pos) {  // the last 0–3 keys
+    float k0[W], v0[W];
+    load(KT, pos, kv_head, lane, k0);
+    load(VT, pos, kv_head, lane, v0);
+    [[unroll]] for (uint g = 0; g < G; ++g) {
+      float partial = 0.0;
+      [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * k0[d];
+      const float score = subgroupAdd(partial);
+      const float m_new = max(m[g], score);
+      const float correction = exp(m[g] - m_new), weight = exp(score - m_new);
+      l[g] = l[g] * correction + weight;
+      [[unroll]] for (uint d = 0; d < W; ++d) acc[g * W + d] = acc[g * W + d] * correction + weight * v0[d];
+      m[g] = m_new;
+    }
+  }
+
+  [[unroll]] for (uint g = 0; g < G; ++g) {
+    const uint obase = t * (HQ * DH) + (kv_head * G + g) * DH;
+    [[unroll]] for (uint d = 0; d < W; ++d) {
+      const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;
+      if (owns(lane, d)) o[obase + dim] = acc[g * W + d] / l[g];
     }
   }
 }

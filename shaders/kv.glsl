@@ -12,3 +12,20 @@ vec2 to_cache(vec2 v) { return v; }
 #endif
 
 uint cache_pair(uint position, uint kv_head, uint pair) { return (position * HKV + kv_head) * (DH / 2) + pair; }
+
+// Attention reads the same memory through RGBA32UI texel views: one fetch
+// is 16 bytes (8 f16 or 4 f32 values), several times fewer loads than pairs
+// on lavapipe. Texel j of (position, kv_head) is at (position * HKV + kv_head) * CTPR + j.
+#if CACHE_F16
+#define CVPT 8u
+void unpack_cache(uvec4 t, out float v[CVPT]) {
+  vec2 a = unpackHalf2x16(t.x), b = unpackHalf2x16(t.y), c = unpackHalf2x16(t.z), d = unpackHalf2x16(t.w);
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
+}
+#else
+#define CVPT 4u
+void unpack_cache(uvec4 t, out float v[CVPT]) {
+  v[0] = uintBitsToFloat(t.x); v[1] = uintBitsToFloat(t.y); v[2] = uintBitsToFloat(t.z); v[3] = uintBitsToFloat(t.w);
+}
+#endif
+const uint CTPR = DH / CVPT;  // cache texels per head row

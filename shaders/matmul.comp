@@ -1,12 +1,16 @@
 // y[t][r] = epilogue(W[r] · x[t]): every linear layer, for decode (TOKENS = 1)
 // and prefill (TOKENS > 1) alike.
 //
-// One subgroup-sized workgroup owns a block of ROWS weight rows and TOKENS
-// token rows. K is walked in chunks of LANES texels: lane l loads its texel's
-// slice of each token's x once per chunk and reuses it for all ROWS rows;
-// partial sums are reduced with subgroupAdd at the end. No shared memory and
-// no barriers (notes/lavapipe.md: both are expensive there), weights through
+// Two layouts of one subgroup-sized workgroup, picked by the TOKENS
+// specialization constant; neither uses shared memory or barriers
+// (notes/lavapipe.md: both are expensive there), and weights come through
 // texel buffers.
+//   TOKENS = 1 (decode): the workgroup owns ROWS weight rows; lanes split K in
+//     chunks of LANES × XT texels, each lane keeping its slice of x in
+//     registers for all ROWS rows; subgroupAdd reduces at the end.
+//   TOKENS = 8 (prefill): each lane owns ROWS rows and computes them for 8
+//     tokens; lane t loads token t's slice of x and subgroupBroadcast hands
+//     it to every lane, so x costs one load per subgroup, not one per lane.
 //
 // Generated constants:
 //   K          input width (a multiple of VPT)
@@ -15,7 +19,7 @@
 //   GATED      y = φ(W·x + b) ⊙ (W2·x + b2): the gate and up projections in one pass
 //   ACT        φ (common.glsl ACT_*); ACT_NONE for a plain projection
 //   RESIDUAL   y += …: the residual add folded into the producing kernel
-// Specialization constants: 0 the workgroup (= subgroup) size, 1 ROWS, 2 TOKENS.
+// Specialization constants: 0 the workgroup (= subgroup) size, 1 ROWS, 2 TOKENS, 3 XT.
 // Push constants (MatmulPush): rows, n, x_row0, gate_row0, up_row0.
 // Buffers: W, W2 [N][K] texels; x [rows][K] f32; bias, bias2 [N] f32; y [rows][n] f32.
 
@@ -24,6 +28,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint TOKENS = 1;
+layout(constant_id = 3) const uint XT = 2;  // texels per lane per chunk of K
 
 layout(binding = 0) uniform usamplerBuffer W;
 layout(binding = 1) uniform usamplerBuffer W2;
@@ -35,7 +40,30 @@ layout(std430, binding = 5) buffer Y { float y[]; };
 const uint TPR = K / VPT;  // texels per weight row
 const uint LANES = gl_WorkGroupSize.x;
 
-void main() {
+// The epilogue of output (row, token t of the chunk).
+void store(uint row, uint t, float sum, float sum2) {
+  float value = sum;
+#if HAS_BIAS
+  value += bias[pc.gate_row0 + row];
+#endif
+#if GATED
+  float up = sum2;
+#if HAS_BIAS
+  up += bias2[pc.up_row0 + row];
+#endif
+  value = activate(value, ACT) * up;
+#else
+  value = activate(value, ACT);
+#endif
+  const uint at = t * pc.n + row;
+#if RESIDUAL
+  y[at] += value;
+#else
+  y[at] = value;
+#endif
+}
+
+void decode() {
   const uint lane = gl_LocalInvocationID.x;
   const uint row0 = gl_WorkGroupID.x * ROWS;
   const uint t0 = gl_WorkGroupID.y * TOKENS;
@@ -44,58 +72,79 @@ void main() {
 #if GATED
   float acc2[ROWS * TOKENS];
 #endif
-  for (uint i = 0; i < ROWS * TOKENS; ++i) {
+  // Every loop over the tile is unrolled: acc must stay in registers, and a
+  // dynamically indexed array goes to memory (2-3× slower on lavapipe).
+  [[unroll]] for (uint i = 0; i < ROWS * TOKENS; ++i) {
     acc[i] = 0.0;
 #if GATED
     acc2[i] = 0.0;
 #endif
   }
 
-  for (uint c = 0; c < TPR; c += LANES) {
-    const uint j = c + lane;  // this lane's texel of the chunk
-    if (j >= TPR) continue;
-    float xs[TOKENS * VPT];
-    for (uint t = 0; t < TOKENS; ++t) {
-      const bool live = t0 + t < pc.rows;
-      const uint at = ((pc.x_row0 + t0 + t) * K + j * VPT) / 4;
-      [[unroll]] for (uint h = 0; h < VPT / 4; ++h) {
-        const vec4 v = live ? x[at + h] : vec4(0.0);
-        xs[t * VPT + h * 4 + 0] = v.x;
-        xs[t * VPT + h * 4 + 1] = v.y;
-        xs[t * VPT + h * 4 + 2] = v.z;
-        xs[t * VPT + h * 4 + 3] = v.w;
+  // Row bases: rows past n repeat the last row; their sums are dropped.
+  uint base[ROWS];
+#if GATED
+  uint base2[ROWS];
+#endif
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    const uint row = min(row0 + r, pc.n - 1);
+    base[r] = (pc.gate_row0 + row) * TPR;
+#if GATED
+    base2[r] = (pc.up_row0 + row) * TPR;
+#endif
+  }
+
+  // A chunk is LANES × XT texels; lane l holds texels l, l + LANES, … of it.
+  for (uint c = 0; c < TPR; c += LANES * XT) {
+    float xs[XT * TOKENS * VPT];
+    uint js[XT];
+    [[unroll]] for (uint e = 0; e < XT; ++e) {
+      const uint j = c + e * LANES + lane;
+      const bool inside = j < TPR;
+      js[e] = min(j, TPR - 1);  // a texel past the row reads a valid one times x = 0
+      [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
+        const bool live = inside && t0 + t < pc.rows;
+        const uint at = ((pc.x_row0 + t0 + t) * K + js[e] * VPT) / 4;
+        [[unroll]] for (uint h = 0; h < VPT / 4; ++h) {
+          const vec4 v = live ? x[at + h] : vec4(0.0);
+          const uint o = (e * TOKENS + t) * VPT + h * 4;
+          xs[o + 0] = v.x;
+          xs[o + 1] = v.y;
+          xs[o + 2] = v.z;
+          xs[o + 3] = v.w;
+        }
       }
     }
-    for (uint r = 0; r < ROWS; ++r) {
-      const uint row = row0 + r;
-      if (row >= pc.n) break;
-      float w[VPT];
-      unpack_texel(texelFetch(W, int((pc.gate_row0 + row) * TPR + j)), w);
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      [[unroll]] for (uint e = 0; e < XT; ++e) {
+        float w[VPT];
+        unpack_texel(texelFetch(W, int(base[r] + js[e])), w);
 #if GATED
-      float w2[VPT];
-      unpack_texel(texelFetch(W2, int((pc.up_row0 + row) * TPR + j)), w2);
+        float w2[VPT];
+        unpack_texel(texelFetch(W2, int(base2[r] + js[e])), w2);
 #endif
-      for (uint t = 0; t < TOKENS; ++t) {
-        float s = 0.0;
+        [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
+          float s = 0.0;
 #if GATED
-        float s2 = 0.0;
+          float s2 = 0.0;
 #endif
-        [[unroll]] for (uint i = 0; i < VPT; ++i) {
-          s += w[i] * xs[t * VPT + i];
+          [[unroll]] for (uint i = 0; i < VPT; ++i) {
+            s += w[i] * xs[(e * TOKENS + t) * VPT + i];
 #if GATED
-          s2 += w2[i] * xs[t * VPT + i];
+            s2 += w2[i] * xs[(e * TOKENS + t) * VPT + i];
+#endif
+          }
+          acc[r * TOKENS + t] += s;
+#if GATED
+          acc2[r * TOKENS + t] += s2;
 #endif
         }
-        acc[r * TOKENS + t] += s;
-#if GATED
-        acc2[r * TOKENS + t] += s2;
-#endif
       }
     }
   }
 
-  for (uint r = 0; r < ROWS; ++r) {
-    for (uint t = 0; t < TOKENS; ++t) {
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
       const uint i = r * TOKENS + t;
       const float sum = subgroupAdd(acc[i]);
 #if GATED
@@ -103,25 +152,103 @@ void main() {
 #endif
       const uint row = row0 + r;
       if (lane != i % LANES || row >= pc.n || t0 + t >= pc.rows) continue;
-      float value = sum;
-#if HAS_BIAS
-      value += bias[pc.gate_row0 + row];
-#endif
 #if GATED
-      float up = sum2;
-#if HAS_BIAS
-      up += bias2[pc.up_row0 + row];
-#endif
-      value = activate(value, ACT) * up;
+      store(row, t0 + t, sum, sum2);
 #else
-      value = activate(value, ACT);
-#endif
-      const uint at = (t0 + t) * pc.n + row;
-#if RESIDUAL
-      y[at] += value;
-#else
-      y[at] = value;
+      store(row, t0 + t, sum, 0.0);
 #endif
     }
   }
+}
+
+// x of token t, broadcast from lane t (a constant index: cheap on lavapipe).
+#define TAKE_X(t)                                                 \
+  {                                                               \
+    const vec4 a = subgroupBroadcast(mine0, t);                   \
+    const vec4 b = subgroupBroadcast(mine1, t);                   \
+    xs[t * 8 + 0] = a.x; xs[t * 8 + 1] = a.y; xs[t * 8 + 2] = a.z; \
+    xs[t * 8 + 3] = a.w; xs[t * 8 + 4] = b.x; xs[t * 8 + 5] = b.y; \
+    xs[t * 8 + 6] = b.z; xs[t * 8 + 7] = b.w;                     \
+  }
+
+void prefill() {
+  const uint lane = gl_LocalInvocationID.x;
+  const uint row0 = gl_WorkGroupID.x * ROWS * LANES;
+  const uint t0 = gl_WorkGroupID.y * 8;
+  // Lane's rows: row0 + r * LANES + lane.
+  uint base[ROWS];
+#if GATED
+  uint base2[ROWS];
+#endif
+  float acc[ROWS * 8];
+#if GATED
+  float acc2[ROWS * 8];
+#endif
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    const uint row = min(row0 + r * LANES + lane, pc.n - 1);
+    base[r] = (pc.gate_row0 + row) * TPR;
+#if GATED
+    base2[r] = (pc.up_row0 + row) * TPR;
+#endif
+    [[unroll]] for (uint t = 0; t < 8; ++t) {
+      acc[r * 8 + t] = 0.0;
+#if GATED
+      acc2[r * 8 + t] = 0.0;
+#endif
+    }
+  }
+  const bool loads = lane < 8 && t0 + lane < pc.rows;
+  const uint xrow = (pc.x_row0 + t0 + min(lane, 7u)) * (K / 4);
+  for (uint j = 0; j < TPR; ++j) {
+    // Lane t < 8 loads token t's VPT values (8 for 16-bit weights; f32
+    // weights take the first 4 of two texels' worth, see below).
+    const vec4 mine0 = loads ? x[xrow + j * (VPT / 4)] : vec4(0.0);
+#if WDTYPE == 0
+    const vec4 mine1 = vec4(0.0);
+#else
+    const vec4 mine1 = loads ? x[xrow + j * (VPT / 4) + 1] : vec4(0.0);
+#endif
+    float xs[64];
+    TAKE_X(0) TAKE_X(1) TAKE_X(2) TAKE_X(3) TAKE_X(4) TAKE_X(5) TAKE_X(6) TAKE_X(7)
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      float w[VPT];
+      unpack_texel(texelFetch(W, int(base[r] + j)), w);
+#if GATED
+      float w2[VPT];
+      unpack_texel(texelFetch(W2, int(base2[r] + j)), w2);
+#endif
+      [[unroll]] for (uint t = 0; t < 8; ++t) {
+        float s = 0.0;
+#if GATED
+        float s2 = 0.0;
+#endif
+        [[unroll]] for (uint i = 0; i < VPT; ++i) {
+          s += w[i] * xs[t * 8 + i];
+#if GATED
+          s2 += w2[i] * xs[t * 8 + i];
+#endif
+        }
+        acc[r * 8 + t] += s;
+#if GATED
+        acc2[r * 8 + t] += s2;
+#endif
+      }
+    }
+  }
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    const uint row = row0 + r * LANES + lane;
+    [[unroll]] for (uint t = 0; t < 8; ++t) {
+      if (row >= pc.n || t0 + t >= pc.rows) continue;
+#if GATED
+      store(row, t0 + t, acc[r * 8 + t], acc2[r * 8 + t]);
+#else
+      store(row, t0 + t, acc[r * 8 + t], 0.0);
+#endif
+    }
+  }
+}
+
+void main() {
+  if (TOKENS == 1) decode();
+  else prefill();
 }

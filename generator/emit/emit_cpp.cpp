@@ -156,7 +156,9 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   multiple("dims.hidden", s.dims.hidden, texel);
   multiple("dims.intermediate", s.dims.intermediate, texel);
   multiple(s.dims.head_dim_explicit ? "dims.head_dim" : "dims.heads", s.dims.heads * s.dims.head_dim, texel);
-  multiple(s.dims.head_dim_explicit ? "dims.head_dim" : "dims.heads", s.dims.head_dim, 2);
+  // Attention reads the cache in 16-byte texels of a head row.
+  multiple(s.dims.head_dim_explicit ? "dims.head_dim" : "dims.heads", s.dims.head_dim,
+           s.cache.dtype == DType::F16 ? 8 : 4);
   return diag.size() == before;
 }
 

@@ -84,6 +84,7 @@ KernelInstance matmul_kernel(int64_t cols, DType dtype, const kernels::Epilogue&
 
 std::string head_constants(const Spec& s) {
   return define("HQ", s.dims.heads) + define("HKV", s.dims.kv_heads) + define("DH", s.dims.head_dim) +
+         define("G", s.dims.heads / s.dims.kv_heads) +
          flag("CACHE_F16", s.cache.dtype == DType::F16);
 }
 

@@ -58,6 +58,7 @@ std::string assemble_glsl(const KernelSource& source) {
          "#extension GL_GOOGLE_include_directive : require\n"
          "#extension GL_KHR_shader_subgroup_basic : require\n"
          "#extension GL_KHR_shader_subgroup_arithmetic : require\n"
+         "#extension GL_KHR_shader_subgroup_ballot : require\n"
          "#extension GL_EXT_control_flow_attributes : require\n" +
          source.constants + "#line 1\n" + std::string(body);
 }

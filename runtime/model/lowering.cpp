@@ -254,8 +254,13 @@ class Lowering {
          push);
     const Loc out = materialize(op.out);
     Dispatch& d = emit(i, kernels::attention(), Grid::HeadsRows,
-                       {{Resource::Io, 0}, {Resource::Activation, q.slot}, kc, vc, {Resource::Activation, out.slot}}, push);
-    d.groups_x = static_cast<uint32_t>(op.dims[0]);
+                       {{Resource::Io, 0},
+                        {Resource::Activation, q.slot},
+                        {Resource::KCacheTexel, op.layer},
+                        {Resource::VCacheTexel, op.layer},
+                        {Resource::Activation, out.slot}},
+                       push);
+    d.groups_x = static_cast<uint32_t>(op.dims[1]);  // one workgroup per KV head serves its G query heads
   }
 
   const ModelInfo& model_;

@@ -27,8 +27,10 @@ enum class Resource : uint8_t {
   Logits,      // [rows or 1][vocab] f32
   Weight,      // a manifest tensor as a texel buffer of its dtype
   Vector,      // a manifest tensor as an f32 storage buffer (norm scales, biases)
-  KCache,      // a layer's K cache
-  VCache,      // a layer's V cache
+  KCache,      // a layer's K cache (storage)
+  VCache,      // a layer's V cache (storage)
+  KCacheTexel, // a layer's K cache through a texel view
+  VCacheTexel, // a layer's V cache through a texel view
   NoTexel,     // an unused texel-buffer binding
   NoBuffer,    // an unused storage-buffer binding
 };
@@ -36,12 +38,15 @@ enum class Resource : uint8_t {
 struct Binding {
   Resource resource;
   int32_t index = 0;  // slot, manifest tensor or layer
-  bool texel() const { return resource == Resource::Weight || resource == Resource::NoTexel; }
+  bool texel() const {
+    return resource == Resource::Weight || resource == Resource::NoTexel || resource == Resource::KCacheTexel ||
+           resource == Resource::VCacheTexel;
+  }
 };
 
 enum class Grid : uint8_t {
   Rows,       // one workgroup per token row
-  HeadsRows,  // groups_x heads × one per token row
+  HeadsRows,  // groups_x (KV) heads × one per token row
   Tiles,      // matmul: ceil(n / ROWS) × ceil(rows / TOKENS) (the session picks ROWS and TOKENS)
   Single,     // one workgroup
 };
@@ -51,7 +56,7 @@ struct Dispatch {
   std::vector<Binding> bindings;  // binding i of the kernel
   std::vector<uint32_t> push;     // push-constant words; word 0 (rows) is filled in when recorded
   Grid grid = Grid::Rows;
-  uint32_t groups_x = 1;   // HeadsRows: heads
+  uint32_t groups_x = 1;   // HeadsRows: KV heads
   uint32_t n = 0;          // Tiles: output rows (MatmulPush::n)
   bool last_row = false;   // the last row only: rows 1 (and for a matmul x_row0 = T − 1)
   int32_t op = -1;         // the schedule op it comes from, for messages

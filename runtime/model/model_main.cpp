@@ -2,6 +2,7 @@
 // generated model library.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -62,23 +63,30 @@ int cmd_info() {
   return 0;
 }
 
-// Random weights in the manifest's dtypes, deterministic in the seed: for
-// trying a build without a checkpoint (tests, benchmarks). Norm scales near 1.
+// Random values for one manifest tensor, deterministic in `state`: uniform
+// in [-scale, scale), norm scales around 1.
+std::vector<float> random_values(const lathe::ManifestEntry& e, uint64_t& state, float scale) {
+  using lathe::Role;
+  const bool norm = !e.bias && (e.role == Role::AttnNorm || e.role == Role::MlpNorm || e.role == Role::FinalNorm ||
+                                e.role == Role::AttnPostNorm || e.role == Role::MlpPostNorm ||
+                                e.role == Role::QNorm || e.role == Role::KNorm);
+  std::vector<float> values(static_cast<size_t>(e.elements()));
+  for (float& v : values) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
+    const float uniform = static_cast<float>(state >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+    v = (norm ? 1.0f : 0.0f) + scale * uniform;
+  }
+  return values;
+}
+
+// A checkpoint of random weights in the manifest's dtypes: for trying a
+// build without one (tests, benchmarks).
 int cmd_random_weights(const std::string& out, uint64_t seed, float scale) {
   const lathe::ModelInfo& m = lathe::model_info();
   std::vector<lathe::weights::TensorToWrite> tensors;
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   for (const lathe::ManifestEntry& e : m.manifest) {
-    const bool norm = !e.bias && (e.role == lathe::Role::AttnNorm || e.role == lathe::Role::MlpNorm ||
-                                  e.role == lathe::Role::FinalNorm || e.role == lathe::Role::AttnPostNorm ||
-                                  e.role == lathe::Role::MlpPostNorm || e.role == lathe::Role::QNorm ||
-                                  e.role == lathe::Role::KNorm);
-    std::vector<float> values(static_cast<size_t>(e.elements()));
-    for (float& v : values) {
-      state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
-      const float uniform = static_cast<float>(state >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
-      v = (norm ? 1.0f : 0.0f) + scale * uniform;
-    }
+    const std::vector<float> values = random_values(e, state, scale);
     lathe::weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
     if (e.rank == 2) t.shape.push_back(e.shape[1]);
     t.data.resize(values.size() * lathe::weights::dtype_size(e.dtype));
@@ -87,6 +95,38 @@ int cmd_random_weights(const std::string& out, uint64_t seed, float scale) {
   }
   lathe::weights::write_safetensors(out, tensors, {{"format", "pt"}, {"lathe", "random weights"}});
   std::cerr << "wrote " << tensors.size() << " random tensors of " << m.name << " to " << out << "\n";
+  return 0;
+}
+
+// Device time per kernel of one pass over `rows` tokens after `position`
+// cached ones, on random weights: where a step's time goes.
+int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
+  const lathe::ModelInfo& m = lathe::model_info();
+  lathe::vk::ContextOptions vk_options;
+  vk_options.device = device;
+  lathe::vk::Context vk(vk_options);
+  lathe::SessionOptions options;
+  options.max_chunk = std::max<int64_t>({rows, 1, std::min<int64_t>(position, 256)});
+  lathe::Session session(vk.device(), m, options);
+  uint64_t state = 7;
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const std::vector<float> values = random_values(m.manifest[i], state, 0.02f);
+    session.upload(i, lathe::DType::F32, std::as_bytes(std::span(values)));
+  }
+  if (position > 0) session.prefill(std::vector<int32_t>(static_cast<size_t>(position), 1));
+  session.profile(rows);  // warm-up: first dispatches compile pipelines
+  std::map<std::string, std::pair<int, double>> by_kernel;
+  double total = 0;
+  for (const auto& k : session.profile(rows)) {
+    by_kernel[k.kernel].first++;
+    by_kernel[k.kernel].second += k.microseconds;
+    total += k.microseconds;
+  }
+  std::printf("%s on %s: %u rows after %lld cached, %zu dispatches, %.0f us\n", std::string(m.name).c_str(),
+              vk.device().info().name.c_str(), rows, static_cast<long long>(position), session.dispatches_per_token(),
+              total);
+  for (const auto& [name, v] : by_kernel)
+    std::printf("  %-40s %4d x %9.1f us = %6.1f %%\n", name.c_str(), v.first, v.second / v.first, 100 * v.second / total);
   return 0;
 }
 
@@ -166,10 +206,19 @@ int main(int argc, char** argv) {
   logits->add_option("-d,--device", device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
   logits->add_option("-o,--output", out_path, "Output file: (prompt + steps) rows × vocab f32")->required();
 
+  auto* profile = app.add_subcommand("profile", "Device time per kernel of one pass, on random weights");
+  uint32_t profile_rows = 1;
+  int64_t profile_position = 128;
+  profile->add_option("-r,--rows", profile_rows, "Token rows of the pass (1: a decode step)")->check(CLI::PositiveNumber);
+  profile->add_option("-p,--position", profile_position, "Cached positions before the pass")
+      ->check(CLI::NonNegativeNumber);
+  profile->add_option("-d,--device", device, "Vulkan device: index or name part");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
     if (*random) return cmd_random_weights(random_out, seed, scale);
+    if (*profile) return cmd_profile(profile_rows, profile_position, device);
     if (*logits) return cmd_logits(weights, tokens, steps, context, device, out_path);
   } catch (const Error& e) {
     std::cerr << argv[0] << ": " << e.what() << "\n";

@@ -1,6 +1,8 @@
 #include "runtime/model/session.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -22,11 +24,21 @@ constexpr VkBufferUsageFlags kWeights = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_
 constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
 
 // matmul.comp's tile: weight rows and token rows per workgroup.
+// matmul.comp's layouts: decode (tokens 1) gives a workgroup `rows` weight
+// rows; prefill (tokens 8) gives each lane `rows` rows for 8 tokens.
 struct Tile {
-  uint32_t rows, tokens;
+  uint32_t rows, tokens, texels;  // texels: per lane per chunk of K (decode)
+  uint32_t rows_per_group(uint32_t lanes) const { return tokens == 1 ? rows : rows * lanes; }
 };
-constexpr Tile kDecodeTile{16, 1};
-constexpr Tile kPrefillTile{8, 8};
+// Measured with `<model> profile` on the 125M bench model, lavapipe on 2
+// cores: decode 32 rows × 2 texels per lane; prefill 32 rows per lane (8
+// tokens × 32 rows of accumulators: fine on a CPU, where they are vectors in
+// cache, far too many registers for a GPU, which gets 4). LATHE_TILE_DECODE /
+// LATHE_TILE_PREFILL = "rows,tokens,texels" override them for such measurements.
+Tile tile_from_env(const char* name, Tile t) {
+  if (const char* v = std::getenv(name)) std::sscanf(v, "%u,%u,%u", &t.rows, &t.tokens, &t.texels);
+  return t;
+}
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
@@ -55,6 +67,7 @@ struct Session::Impl {
   std::vector<DeviceTensor> tensors;
   std::vector<vk::Buffer> slots;  // [max_chunk][width] f32 each
   std::vector<vk::Buffer> k_cache, v_cache;  // per layer [context][kv_heads][head_dim]
+  std::vector<vk::TexelView> k_views, v_views;  // the same, as RGBA32UI texels for attention
   std::optional<vk::Buffer> io;       // host-visible: position, tokens[max_chunk]
   std::optional<vk::Buffer> logits;   // [max_chunk or 1][vocab] f32
   std::optional<vk::Buffer> dummy;    // unused bindings
@@ -105,8 +118,10 @@ struct Session::Impl {
     const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(context) * model.kv_heads * model.head_dim *
                                      (model.cache_dtype == DType::F16 ? 2 : 4);
     for (int64_t l = 0; l < model.layers; ++l) {
-      k_cache.emplace_back(device, cache_bytes, kStorage, vk::MemoryUse::Device);
-      v_cache.emplace_back(device, cache_bytes, kStorage, vk::MemoryUse::Device);
+      k_cache.emplace_back(device, cache_bytes, kWeights, vk::MemoryUse::Device);
+      v_cache.emplace_back(device, cache_bytes, kWeights, vk::MemoryUse::Device);
+      k_views.emplace_back(device, k_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
+      v_views.emplace_back(device, v_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
     }
     io.emplace(device, (1 + rows) * 4, kStorage, vk::MemoryUse::Staging);
     logits.emplace(device, (plan.all_logits ? rows : 1) * static_cast<VkDeviceSize>(model.vocab) * 4, kStorage,
@@ -126,6 +141,8 @@ struct Session::Impl {
       case plan::Resource::Vector: return whole(*tensors[static_cast<size_t>(b.index)].buffer);
       case plan::Resource::KCache: return whole(k_cache[static_cast<size_t>(b.index)]);
       case plan::Resource::VCache: return whole(v_cache[static_cast<size_t>(b.index)]);
+      case plan::Resource::KCacheTexel: return vk::TexelBinding{k_views[static_cast<size_t>(b.index)].handle()};
+      case plan::Resource::VCacheTexel: return vk::TexelBinding{v_views[static_cast<size_t>(b.index)].handle()};
       case plan::Resource::NoTexel: return vk::TexelBinding{dummy_view->handle()};
       case plan::Resource::NoBuffer: return whole(*dummy);
     }
@@ -138,7 +155,7 @@ struct Session::Impl {
     for (const plan::Binding& b : d.bindings)
       k.bindings.push_back(b.texel() ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
     k.spec_constants = {lanes};
-    if (d.grid == plan::Grid::Tiles) k.spec_constants.insert(k.spec_constants.end(), {tile.rows, tile.tokens});
+    if (d.grid == plan::Grid::Tiles) k.spec_constants.insert(k.spec_constants.end(), {tile.rows, tile.tokens, tile.texels});
     k.push_size = static_cast<uint32_t>(kernel(d.kernel).push_size);
     return k;
   }
@@ -150,7 +167,7 @@ struct Session::Impl {
 
   void build_sets() {
     for (const plan::Dispatch& d : plan.dispatches) {
-      const vk::Pipeline& p = pipeline(d, kDecodeTile);
+      const vk::Pipeline& p = pipeline(d, decode_tile());
       const VkDescriptorSet set = arena.allocate(p);
       std::vector<vk::Binding> bindings;
       for (const plan::Binding& b : d.bindings) bindings.push_back(resolve(b));
@@ -174,14 +191,19 @@ struct Session::Impl {
     vk::check(vkCreateFence(device.handle(), &fence_info, nullptr, &fence), "vkCreateFence");
   }
 
-  // Records the whole plan for a chunk of `rows` tokens.
-  void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile) {
+  // Records the whole plan for a chunk of `rows` tokens; with a query pool,
+  // a timestamp before the first dispatch and after each one.
+  void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, VkQueryPool timestamps = VK_NULL_HANDLE) {
     vk::check(vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer");
     VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     vk::check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
     VkMemoryBarrier between{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     between.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     between.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    if (timestamps != VK_NULL_HANDLE) {
+      vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(plan.dispatches.size() + 1));
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, 0);
+    }
     for (size_t i = 0; i < plan.dispatches.size(); ++i) {
       const plan::Dispatch& d = plan.dispatches[i];
       const vk::Pipeline& p = pipeline(d, tile);
@@ -199,11 +221,15 @@ struct Session::Impl {
       switch (d.grid) {
         case plan::Grid::Rows: vkCmdDispatch(cb, used_rows, 1, 1); break;
         case plan::Grid::HeadsRows: vkCmdDispatch(cb, d.groups_x, used_rows, 1); break;
-        case plan::Grid::Tiles: vkCmdDispatch(cb, ceil_div(d.n, tile.rows), ceil_div(used_rows, tile.tokens), 1); break;
+        case plan::Grid::Tiles:
+          vkCmdDispatch(cb, ceil_div(d.n, tile.rows_per_group(lanes)), ceil_div(used_rows, tile.tokens), 1);
+          break;
         case plan::Grid::Single: vkCmdDispatch(cb, 1, 1, 1); break;
       }
       vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                            &between, 0, nullptr, 0, nullptr);
+      if (timestamps != VK_NULL_HANDLE)
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, static_cast<uint32_t>(i + 1));
     }
     VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -240,17 +266,28 @@ struct Session::Impl {
                   "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(model.vocab) + ")");
   }
 
+  Tile decode_tile() const { return tile_from_env("LATHE_TILE_DECODE", {32, 1, 2}); }
+  // The prefill layout broadcasts 8 tokens from 8 lanes: narrower subgroups
+  // run the decode layout for every row.
+  Tile prefill_tile() const {
+    if (lanes < 8) return decode_tile();
+    const bool cpu = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    Tile t = tile_from_env("LATHE_TILE_PREFILL", {cpu ? 32u : 4u, 8, 1});
+    if (t.tokens != 1) t.tokens = 8;  // the prefill layout's token count is fixed
+    return t;
+  }
+
   // Runs one chunk (rows ≤ max_chunk) already written to io; advances the position.
   void run_chunk(uint32_t rows) {
     io_words()[0] = static_cast<uint32_t>(position);
     if (rows == 1) {
       if (!decode_recorded) {
-        record(decode_commands, 1, kDecodeTile);
+        record(decode_commands, 1, decode_tile());
         decode_recorded = true;
       }
       submit(decode_commands);
     } else {
-      record(prefill_commands, rows, kPrefillTile);
+      record(prefill_commands, rows, prefill_tile());
       submit(prefill_commands);
     }
     position += rows;
@@ -266,7 +303,7 @@ struct Session::Impl {
 Session::Session(vk::Device& device, const ModelInfo& model, const SessionOptions& options)
     : impl_(std::make_unique<Impl>(device, model, options)) {
   Impl& s = *impl_;
-  vk::check_requirements(device.info(), vk::DeviceRequirements{.subgroup_arithmetic = true});
+  vk::check_requirements(device.info(), vk::DeviceRequirements{.subgroup_arithmetic = true, .subgroup_ballot = true});
   s.context = options.context ? options.context : model.max_context;
   if (s.context < 1 || s.context > model.max_context)
     throw Error(ErrorKind::InvalidArgument, "context " + std::to_string(options.context) + " is outside [1, " +
@@ -367,6 +404,37 @@ std::vector<int32_t> Session::generate_greedy(int32_t token, int64_t steps) {
     out.push_back(argmax());
     s.io_words()[1] = static_cast<uint32_t>(out.back());
   }
+  return out;
+}
+
+std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
+  Impl& s = *impl_;
+  s.check_ready(rows);
+  if (rows < 1 || rows > s.options.max_chunk)
+    throw Error(ErrorKind::InvalidArgument, "profile: rows must be in [1, max_chunk]");
+  const uint32_t count = static_cast<uint32_t>(s.plan.dispatches.size() + 1);
+  VkQueryPoolCreateInfo create{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  create.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  create.queryCount = count;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  vk::check(vkCreateQueryPool(s.device.handle(), &create, nullptr, &pool), "vkCreateQueryPool");
+  std::vector<uint64_t> ticks(count);
+  try {
+    s.io_words()[0] = static_cast<uint32_t>(s.position);
+    s.record(s.prefill_commands, rows, rows == 1 ? s.decode_tile() : s.prefill_tile(), pool);
+    s.submit(s.prefill_commands);
+    vk::check(vkGetQueryPoolResults(s.device.handle(), pool, 0, count, ticks.size() * 8, ticks.data(), 8,
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+              "vkGetQueryPoolResults");
+  } catch (...) {
+    vkDestroyQueryPool(s.device.handle(), pool, nullptr);
+    throw;
+  }
+  vkDestroyQueryPool(s.device.handle(), pool, nullptr);
+  const double ns_per_tick = s.device.info().timestamp_period;
+  std::vector<KernelTime> out;
+  for (size_t i = 0; i < s.plan.dispatches.size(); ++i)
+    out.push_back({s.plan.dispatches[i].kernel, static_cast<double>(ticks[i + 1] - ticks[i]) * ns_per_tick / 1000.0});
   return out;
 }
 

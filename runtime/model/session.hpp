@@ -67,6 +67,15 @@ class Session {
 
   size_t dispatches_per_token() const;  // of a decode step
 
+  // Device time of each dispatch of one pass over `rows` tokens at the
+  // current position (timestamp queries; the cache position is not
+  // advanced). For benchmarks: which kernels dominate.
+  struct KernelTime {
+    std::string kernel;
+    double microseconds;
+  };
+  std::vector<KernelTime> profile(uint32_t rows);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -12,6 +12,8 @@ void check_requirements(const DeviceInfo& info, const DeviceRequirements& req) {
   if (!info.has_compute_queue) refuse("a compute queue");
   if (req.subgroup_arithmetic && !(info.subgroup_compute && info.subgroup_arithmetic))
     refuse("subgroup arithmetic in compute shaders (VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)");
+  if (req.subgroup_ballot && !(info.subgroup_compute && info.subgroup_ballot))
+    refuse("subgroup ballot operations in compute shaders (VK_SUBGROUP_FEATURE_BALLOT_BIT)");
   if (req.shader_float16 && !info.shader_float16) refuse("shaderFloat16");
   if (req.storage_buffer_16bit && !info.storage_buffer_16bit) refuse("storageBuffer16BitAccess");
   if (info.subgroup_size < req.min_subgroup_size)

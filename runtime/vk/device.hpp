@@ -17,6 +17,7 @@ namespace lathe::vk {
 // naming the feature and the device.
 struct DeviceRequirements {
   bool subgroup_arithmetic = false;
+  bool subgroup_ballot = false;  // subgroupBroadcast
   bool shader_float16 = false;
   bool storage_buffer_16bit = false;
   uint32_t min_subgroup_size = 0;

@@ -92,6 +92,7 @@ DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
   std::copy(std::begin(limits.maxComputeWorkGroupSize), std::end(limits.maxComputeWorkGroupSize),
             info.max_workgroup_size);
   info.min_storage_buffer_offset_alignment = static_cast<uint32_t>(limits.minStorageBufferOffsetAlignment);
+  info.timestamp_period = limits.timestampPeriod;
   info.min_texel_buffer_offset_alignment = static_cast<uint32_t>(limits.minTexelBufferOffsetAlignment);
 
   info.subgroup_size = subgroup.subgroupSize;

@@ -42,6 +42,7 @@ struct DeviceInfo {
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_workgroup_size[3] = {};
   uint32_t min_storage_buffer_offset_alignment = 0;
+  float timestamp_period = 1.0f;  // nanoseconds per timestamp tick
   uint32_t min_texel_buffer_offset_alignment = 0;
 
   uint32_t subgroup_size = 0;

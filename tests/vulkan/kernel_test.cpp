@@ -276,7 +276,7 @@ vk::Buffer make_buffer(vk::Device& device, size_t bytes, VkBufferUsageFlags usag
 
 template <typename T>
 vk::Buffer buffer_of(vk::Device& device, const std::vector<T>& data) {
-  vk::Buffer b = make_buffer(device, data.size() * sizeof(T));
+  vk::Buffer b = make_buffer(device, data.size() * sizeof(T), kStorage | kTexels);
   vk::upload(device, b, data.data(), data.size() * sizeof(T));
   return b;
 }
@@ -822,7 +822,11 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       vk::Buffer io = buffer_of(device, io_words(cs.position, {}));
       const size_t width = size_t{hq} * dh;
       vk::Buffer o = buffer_of(device, guarded(std::vector<float>(cs.rows * width, kGuard)));
-      gpu.run(m, k, {whole(io), whole(qb), whole(kc), whole(vc), whole(o)}, push, hq, cs.rows);
+      // attention reads the caches through RGBA32UI texel views.
+      const vk::TexelView kview(device, kc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kc.size());
+      const vk::TexelView vview(device, vc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, vc.size());
+      gpu.run(m, k, {whole(io), whole(qb), vk::TexelBinding{kview.handle()}, vk::TexelBinding{vview.handle()}, whole(o)},
+              push, hkv, cs.rows);  // a workgroup per KV head
       const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
 
       auto cached = [&](const std::vector<std::byte>& c_, uint32_t pos, uint32_t h, uint32_t i) {

@@ -1,0 +1,331 @@
+// The decode/prefill benchmark of one model build (linked with one generated
+// model library: each defines lathe::model_info()), with the memory-bandwidth
+// roofline measured in the same run. Random weights: speed does not depend on
+// the values. Timing lives here only, never in tests.
+//
+// Prints the device, a STREAM-style copy bandwidth and one Markdown table row
+// (with its header); bench/run runs every bench build and merges the rows.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "runtime/model/model_info.hpp"
+#include "runtime/model/session.hpp"
+#include "runtime/vk/device.hpp"
+
+using namespace lathe;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// xorshift32: weights for 125M parameters in a fraction of a second.
+struct XorShift {
+  uint32_t state;
+  uint32_t next() {
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    return state;
+  }
+  float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(next() >> 8) * 0x1p-24f; }
+};
+
+bool is_norm_scale(const ManifestEntry& e) {
+  if (e.bias) return false;
+  switch (e.role) {
+    case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
+    case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Random f32 values for every manifest tensor (±0.02; norm scales about 1),
+// converted by the session to the manifest dtype.
+void upload_random(Session& session) {
+  const ModelInfo& m = session.model();
+  std::vector<float> values;
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const ManifestEntry& e = m.manifest[i];
+    XorShift rng{static_cast<uint32_t>(0x9e3779b9u * (i + 1)) | 1u};
+    values.resize(static_cast<size_t>(e.elements()));
+    const float center = is_norm_scale(e) ? 1.0f : 0.0f;
+    for (float& v : values) v = center + rng.uniform(-0.02f, 0.02f);
+    session.upload(i, DType::F32, std::as_bytes(std::span(values)));
+  }
+}
+
+// Bytes of n elements as the device stores them (vectors are kept in f32).
+double stored_bytes(const ManifestEntry& e, int64_t n) {
+  if (e.rank != 2) return 4.0 * static_cast<double>(n);
+  switch (e.dtype) {
+    case DType::F32: return 4.0 * static_cast<double>(n);
+    case DType::F16: case DType::BF16: return 2.0 * static_cast<double>(n);
+    case DType::Q8_0: return 34.0 / 32.0 * static_cast<double>(n);  // blocks of 32 int8 + an f16 scale
+  }
+  return 0;
+}
+
+// The weights' dtype: that of the matrices (vectors are stored in f32).
+DType matrix_dtype(const ModelInfo& m) {
+  for (const ManifestEntry& e : m.manifest)
+    if (e.rank == 2) return e.dtype;
+  return DType::F32;
+}
+
+double weight_bytes(const ModelInfo& m) {
+  double bytes = 0;
+  for (const ManifestEntry& e : m.manifest) bytes += stored_bytes(e, e.elements());
+  return bytes;
+}
+
+// Bytes one decode step must read from memory at a cache of `context`
+// positions: every matrix (an untied LM head whole), one row of the embedding
+// table, and the K and V cache of every layer. Vectors (norm scales) are noise.
+double decode_bytes(const ModelInfo& m, int64_t context) {
+  double bytes = 0;
+  for (const ManifestEntry& e : m.manifest) {
+    if (e.rank != 2) continue;
+    bytes += e.role == Role::Embed ? stored_bytes(e, e.shape[1]) : stored_bytes(e, e.elements());
+  }
+  const double cache_element = m.cache_dtype == DType::F16 ? 2 : 4;
+  bytes += static_cast<double>(m.layers) * 2 * static_cast<double>(context) * static_cast<double>(m.kv_heads) *
+           static_cast<double>(m.head_dim) * cache_element;
+  return bytes;
+}
+
+// STREAM "copy": b = a over buffers far larger than the last-level cache,
+// split across threads; GB/s counting the bytes read plus the bytes written.
+double stream_copy_gbs(size_t bytes, int repeats) {
+  const size_t n = bytes / sizeof(double);
+  std::unique_ptr<double[]> a(new double[n]), b(new double[n]);
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  auto parallel = [&](auto&& body) {
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { body(n * t / threads, n * (t + 1) / threads); });
+    for (std::thread& th : pool) th.join();
+  };
+  // First touch by the threads that will copy, so pages are placed (and faulted) before timing.
+  parallel([&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) a[i] = 1.0 + static_cast<double>(i & 1023), b[i] = 0;
+  });
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const Clock::time_point start = Clock::now();
+    parallel([&](size_t lo, size_t hi) {
+      const double* src = a.get();
+      double* dst = b.get();
+      for (size_t i = lo; i < hi; ++i) dst[i] = src[i];
+    });
+    best = std::min(best, seconds_since(start));
+  }
+  if (b[n / 2] != a[n / 2]) throw std::runtime_error("STREAM copy is wrong");  // keeps the copy observable
+  return 2.0 * static_cast<double>(n * sizeof(double)) / best / 1e9;
+}
+
+std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
+  XorShift rng{seed | 1u};
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = static_cast<int32_t>(rng.next() % static_cast<uint32_t>(vocab));
+  return out;
+}
+
+struct Options {
+  std::string device;
+  bool quick = false;
+  int64_t steps = 0;  // 0: the defaults per context
+};
+
+// Best tokens/s of a prefill of T tokens from position 0, after one untimed
+// warm-up run (the first prefill of a session creates its pipelines).
+double prefill_tps(Session& session, int64_t T, int repeats, bool warm_up = true) {
+  const std::vector<int32_t> tokens = random_tokens(static_cast<size_t>(T), session.model().vocab, 17);
+  double best = 1e30;
+  for (int r = warm_up ? -1 : 0; r < repeats; ++r) {
+    session.reset();
+    const Clock::time_point start = Clock::now();
+    session.prefill(tokens);
+    if (r >= 0) best = std::min(best, seconds_since(start));
+  }
+  session.reset();
+  return static_cast<double>(T) / best;
+}
+
+// Tokens/s of `steps` greedy decode steps after a prompt that fills the
+// cache to L − 1 positions, so the first timed step attends to L positions.
+// Where L − 1 + steps would overflow the session's context (L = max_context),
+// the prompt is shortened so the last step attends to the last position.
+// Each step is timed on its own (one step is one submit and wait either way):
+// the mean is the number, the median shows how much other load disturbed it.
+struct DecodeSpeed {
+  double mean_tps, median_tps;
+};
+
+DecodeSpeed decode_tps(Session& session, int64_t L, int64_t steps) {
+  const int64_t prompt = std::min(L - 1, session.context() - steps);
+  session.reset();
+  if (prompt > 0) session.prefill(random_tokens(static_cast<size_t>(prompt), session.model().vocab, 23));
+  std::vector<double> times;
+  int32_t token = 1;
+  for (int64_t i = 0; i < steps; ++i) {
+    const Clock::time_point start = Clock::now();
+    token = session.generate_greedy(token, 1).back();
+    times.push_back(seconds_since(start));
+  }
+  session.reset();
+  double total = 0;
+  for (double t : times) total += t;
+  std::nth_element(times.begin(), times.begin() + static_cast<ptrdiff_t>(times.size() / 2), times.end());
+  return {static_cast<double>(steps) / total, 1.0 / times[times.size() / 2]};
+}
+
+// The 1-minute load average, or a negative number where /proc has none: the
+// bench shares its cores with everything else, and a busy machine skews it.
+double load_average() {
+  double load = -1;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = -1;
+    std::fclose(f);
+  }
+  return load;
+}
+
+// What one run measures. The full run follows the table's columns; --quick
+// keeps every phase but shrinks each (one session, short prompts, few steps):
+// a smoke test of the harness in well under a minute, not a measurement.
+struct Plan {
+  size_t stream_bytes;
+  int stream_repeats, prefill_repeats;
+  int64_t prefill_short, prefill_long;  // T of the two prefill columns
+  int64_t decode_short, decode_long;    // L of the two decode columns
+  int64_t steps_short, steps_long;
+};
+
+Plan make_plan(const Options& opt, const ModelInfo& m) {
+  Plan p = opt.quick ? Plan{64ull << 20, 2, 1, 32, 128, 32, 128, 4, 4}
+                     : Plan{512ull << 20, 5, 3, 128, 512, 128, std::min<int64_t>(2048, m.max_context), 32, 16};
+  if (opt.steps) p.steps_short = p.steps_long = opt.steps;
+  return p;
+}
+
+int run(const Options& opt) {
+  const Clock::time_point run_start = Clock::now();
+  const double load_before = load_average();
+  const ModelInfo& m = model_info();
+  const Plan p = make_plan(opt, m);
+
+  vk::ContextOptions context_options;
+  context_options.validation = false;
+  context_options.device = opt.device;
+  vk::Context context(context_options);
+  vk::Device& device = context.device();
+
+  // STREAM before the model's buffers exist (the device comes first so that a wrong --device fails at once).
+  Clock::time_point phase = Clock::now();
+  const double stream = stream_copy_gbs(p.stream_bytes, p.stream_repeats);
+  const double stream_s = seconds_since(phase);
+
+  double setup_s = 0, prefill_s = 0, warm_s = 0, decode_s = 0;
+  auto new_session = [&](int64_t max_chunk) {
+    const Clock::time_point start = Clock::now();
+    SessionOptions so;
+    so.max_chunk = max_chunk;
+    auto session = std::make_unique<Session>(device, m, so);
+    upload_random(*session);
+    setup_s += seconds_since(start);
+    return session;
+  };
+  auto timed = [](double& total, auto&& body) {
+    const Clock::time_point start = Clock::now();
+    const auto result = body();
+    total += seconds_since(start);
+    return result;
+  };
+
+  // One session per configuration: max_chunk = T for each prefill; the
+  // decode runs reuse the T = 512 session, whose 512-row chunks fill their
+  // prompts (decode replays one recorded step whatever max_chunk is).
+  double prefill_short_tps = 0;
+  if (!opt.quick) {
+    std::unique_ptr<Session> session = new_session(p.prefill_short);
+    prefill_short_tps = timed(prefill_s, [&] { return prefill_tps(*session, p.prefill_short, p.prefill_repeats); });
+  }
+  std::unique_ptr<Session> session = new_session(p.prefill_long);
+  if (opt.quick)
+    prefill_short_tps = timed(prefill_s, [&] { return prefill_tps(*session, p.prefill_short, p.prefill_repeats); });
+  // --quick: the T = 32 run already warmed this session up.
+  const double prefill_long_tps =
+      timed(prefill_s, [&] { return prefill_tps(*session, p.prefill_long, p.prefill_repeats, !opt.quick); });
+  // Warm-up: records the decode command buffer, which reset() keeps for every later step.
+  timed(warm_s, [&] { return session->generate_greedy(1, 1); });
+  const DecodeSpeed decode_short = timed(decode_s, [&] { return decode_tps(*session, p.decode_short, p.steps_short); });
+  const DecodeSpeed decode_long = timed(decode_s, [&] { return decode_tps(*session, p.decode_long, p.steps_long); });
+  const size_t dispatches = session->dispatches_per_token();
+  session.reset();
+
+  const double decode_gbs = decode_bytes(m, p.decode_short) * decode_short.mean_tps / 1e9;
+  const auto ll = [](int64_t v) { return static_cast<long long>(v); };
+
+  std::printf("device: %s (driver %s)\n", device.info().name.c_str(), device.info().driver_name.c_str());
+  std::printf("STREAM copy: %.1f GB/s (%u threads, 2 x %zu MiB, best of %d, bytes read + written)\n", stream,
+              std::max(1u, std::thread::hardware_concurrency()), p.stream_bytes >> 20, p.stream_repeats);
+  std::printf("decode @%lld: %lld steps, reads %.1f MiB/token, median step %.2f tok/s\n", ll(p.decode_short),
+              ll(p.steps_short), decode_bytes(m, p.decode_short) / (1 << 20), decode_short.median_tps);
+  std::printf("decode @%lld: %lld steps, reads %.1f MiB/token, median step %.2f tok/s\n", ll(p.decode_long),
+              ll(p.steps_long), decode_bytes(m, p.decode_long) / (1 << 20), decode_long.median_tps);
+  std::printf(
+      "seconds: STREAM %.1f, session setup + upload %.1f, prefill %.1f, decode warm-up %.1f, decode (prompts + steps) "
+      "%.1f, total %.1f; load average %.2f before, %.2f after\n",
+      stream_s, setup_s, prefill_s, warm_s, decode_s, seconds_since(run_start), load_before, load_average());
+  if (opt.quick) std::printf("--quick: a smoke run of the harness with shrunken phases, not a measurement\n");
+  std::printf(
+      "\n| model | dtype | weights MiB | prefill T=%lld tok/s | prefill T=%lld tok/s | decode @%lld tok/s "
+      "| decode @%lld tok/s | decode GB/s @%lld | roofline fraction @%lld | dispatches/token |\n",
+      ll(p.prefill_short), ll(p.prefill_long), ll(p.decode_short), ll(p.decode_long), ll(p.decode_short),
+      ll(p.decode_short));
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.3f | %zu |\n", std::string(m.name).c_str(),
+              std::string(dtype_name(matrix_dtype(m))).c_str(), weight_bytes(m) / (1 << 20), prefill_short_tps,
+              prefill_long_tps, decode_short.mean_tps, decode_long.mean_tps, decode_gbs, decode_gbs / stream,
+              dispatches);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Prefill and decode tokens/s of " + std::string(model_info().name) +
+               " with the memory-bandwidth roofline (random weights)"};
+  Options opt;
+  app.add_option("--device", opt.device,
+                 "Vulkan device: index or part of a name (default: LATHE_DEVICE, else the best)");
+  app.add_flag("--quick", opt.quick, "A short smoke run: small STREAM buffers, single timings, few decode steps");
+  app.add_option("--steps", opt.steps, "Decode steps timed at each context (default: 32 @128, 16 @2048)")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(opt);
+  } catch (const Error& e) {
+    std::cerr << "lathe_bench: " << to_string(e.kind()) << ": " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "lathe_bench: " << e.what() << "\n";
+  }
+  return 1;
+}
