@@ -19,9 +19,12 @@
 //   GATED      y = φ(W·x + b) ⊙ (W2·x + b2): the gate and up projections in one pass
 //   ACT        φ (common.glsl ACT_*); ACT_NONE for a plain projection
 //   RESIDUAL   y += …: the residual add folded into the producing kernel
+//   NORM       the norm before this projection, applied to x as it is read:
+//              0 none, 1 RMSNorm, 2 LayerNorm (NORM_EPS, NORM_BIAS, NORM_UNIT_OFFSET)
 // Specialization constants: 0 the workgroup (= subgroup) size, 1 ROWS, 2 TOKENS, 3 XT.
 // Push constants (MatmulPush): rows, n, x_row0, gate_row0, up_row0.
-// Buffers: W, W2 [N][K] texels; x [rows][K] f32; bias, bias2 [N] f32; y [rows][n] f32.
+// Buffers: W, W2 [N][K] texels; x [rows][K] f32; bias, bias2 [N] f32; y [rows][n] f32;
+//          norm_g, norm_b [K] f32.
 
 #include "common.glsl"
 
@@ -36,9 +39,51 @@ layout(std430, binding = 2) readonly buffer X { vec4 x[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 4) readonly buffer Bias2 { float bias2[]; };
 layout(std430, binding = 5) buffer Y { float y[]; };
+#if NORM
+layout(std430, binding = 6) readonly buffer NormG { vec4 norm_g[]; };
+layout(std430, binding = 7) readonly buffer NormB { vec4 norm_b[]; };
+#endif
 
 const uint TPR = K / VPT;  // texels per weight row
 const uint LANES = gl_WorkGroupSize.x;
+
+#if NORM
+// Mean and 1/sqrt(variance + eps) of input row `row` (the mean is 0 for
+// RMSNorm), over the values this lane sees: K/4 vec4s from `first` in steps
+// of `step`. Two passes over the row: the variance of centred values.
+vec2 partial_stats(uint row, uint first, uint step, bool whole_subgroup) {
+  const uint base = row * (K / 4);
+  float mean = 0.0;
+#if NORM == 2
+  float sum = 0.0;
+  for (uint i = first; i < K / 4; i += step) {
+    const vec4 v = x[base + i];
+    sum += (v.x + v.y) + (v.z + v.w);
+  }
+  mean = (whole_subgroup ? subgroupAdd(sum) : sum) / float(K);
+#endif
+  float squares = 0.0;
+  for (uint i = first; i < K / 4; i += step) {
+    const vec4 v = x[base + i] - mean;
+    squares += dot(v, v);
+  }
+  squares = whole_subgroup ? subgroupAdd(squares) : squares;
+  return vec2(mean, inversesqrt(squares / float(K) + NORM_EPS));
+}
+
+// Values k4·4 … k4·4 + 3 of a row with statistics `stats`, normalized.
+vec4 normalized(vec4 v, uint k4, vec2 stats) {
+  vec4 g = norm_g[k4];
+#if NORM_UNIT_OFFSET
+  g += 1.0;
+#endif
+  v = (v - stats.x) * stats.y * g;
+#if NORM_BIAS
+  v += norm_b[k4];
+#endif
+  return v;
+}
+#endif
 
 // The epilogue of output (row, token t of the chunk).
 void store(uint row, uint t, float sum, float sum2) {
@@ -94,6 +139,12 @@ void decode() {
 #endif
   }
 
+#if NORM
+  vec2 stats[TOKENS];
+  [[unroll]] for (uint t = 0; t < TOKENS; ++t)
+    stats[t] = partial_stats(pc.x_row0 + min(t0 + t, pc.rows - 1), lane, LANES, true);
+#endif
+
   // A chunk is LANES × XT texels; lane l holds texels l, l + LANES, … of it.
   for (uint c = 0; c < TPR; c += LANES * XT) {
     float xs[XT * TOKENS * VPT];
@@ -106,7 +157,11 @@ void decode() {
         const bool live = inside && t0 + t < pc.rows;
         const uint at = ((pc.x_row0 + t0 + t) * K + js[e] * VPT) / 4;
         [[unroll]] for (uint h = 0; h < VPT / 4; ++h) {
+#if NORM
+          const vec4 v = live ? normalized(x[at + h], (js[e] * VPT) / 4 + h, stats[t]) : vec4(0.0);
+#else
           const vec4 v = live ? x[at + h] : vec4(0.0);
+#endif
           const uint o = (e * TOKENS + t) * VPT + h * 4;
           xs[o + 0] = v.x;
           xs[o + 1] = v.y;
@@ -199,14 +254,26 @@ void prefill() {
   }
   const bool loads = lane < 8 && t0 + lane < pc.rows;
   const uint xrow = (pc.x_row0 + t0 + min(lane, 7u)) * (K / 4);
+#if NORM
+  // Lane t < 8 normalizes token t's values, so it alone needs their statistics.
+  const vec2 stats = partial_stats(pc.x_row0 + min(t0 + min(lane, 7u), pc.rows - 1), 0, 1, false);
+#endif
   for (uint j = 0; j < TPR; ++j) {
     // Lane t < 8 loads token t's VPT values (8 for 16-bit weights; f32
     // weights take the first 4 of two texels' worth, see below).
-    const vec4 mine0 = loads ? x[xrow + j * (VPT / 4)] : vec4(0.0);
+    vec4 mine0 = loads ? x[xrow + j * (VPT / 4)] : vec4(0.0);
 #if WDTYPE == 0
-    const vec4 mine1 = vec4(0.0);
+    vec4 mine1 = vec4(0.0);
 #else
-    const vec4 mine1 = loads ? x[xrow + j * (VPT / 4) + 1] : vec4(0.0);
+    vec4 mine1 = loads ? x[xrow + j * (VPT / 4) + 1] : vec4(0.0);
+#endif
+#if NORM
+    if (loads) {
+      mine0 = normalized(mine0, j * (VPT / 4), stats);
+#if WDTYPE != 0
+      mine1 = normalized(mine1, j * (VPT / 4) + 1, stats);
+#endif
+    }
 #endif
     float xs[64];
     TAKE_X(0) TAKE_X(1) TAKE_X(2) TAKE_X(3) TAKE_X(4) TAKE_X(5) TAKE_X(6) TAKE_X(7)

@@ -75,11 +75,14 @@ KernelInstance norm_kernel(const Spec& s, int64_t width) {
                       flag("UNIT_OFFSET", s.norm.unit_offset));
 }
 
-KernelInstance matmul_kernel(int64_t cols, DType dtype, const kernels::Epilogue& e) {
+KernelInstance matmul_kernel(const Spec& s, int64_t cols, DType dtype, const kernels::Epilogue& e) {
+  const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
   return instance(kernels::matmul(cols, dtype, e), "matmul.comp", matmul_push_layout(),
                   define("K", cols) + define("WDTYPE", std::to_string(wdtype(dtype))) + flag("HAS_BIAS", e.bias) +
                       flag("GATED", e.gated) + define("ACT", std::to_string(act_constant(e))) +
-                      flag("RESIDUAL", e.residual));
+                      flag("RESIDUAL", e.residual) + define("NORM", std::to_string(norm)) +
+                      define("NORM_EPS", number_literal(s.norm.eps, 9)) + flag("NORM_BIAS", e.norm && s.norm.bias) +
+                      flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset));
 }
 
 std::string head_constants(const Spec& s) {
@@ -124,25 +127,35 @@ std::vector<KernelInstance> kernel_instances(const Spec& s) {
                    flag("POSITIONS", s.position.kind == PositionKind::Learned) +
                    define("POS_OFFSET", s.position.offset)));
   add(norm_kernel(s, d.hidden));
-  if (s.weights.fused_qkv) {
-    add(matmul_kernel(d.hidden, roles.dtype(Role::Qkv), {.bias = roles.bias(Role::Qkv)}));
-  } else {
-    for (Role r : {Role::Q, Role::K, Role::V}) add(matmul_kernel(d.hidden, roles.dtype(r), {.bias = roles.bias(r)}));
+  // Projections that read a norm's output come with the norm folded in
+  // (the lowering's usual plan) and without (its fallback).
+  for (bool norm : {false, true}) {
+    if (s.weights.fused_qkv) {
+      add(matmul_kernel(s, d.hidden, roles.dtype(Role::Qkv), {.bias = roles.bias(Role::Qkv), .norm = norm}));
+    } else {
+      for (Role r : {Role::Q, Role::K, Role::V})
+        add(matmul_kernel(s, d.hidden, roles.dtype(r), {.bias = roles.bias(r), .norm = norm}));
+    }
   }
   add(rope_kv_kernel(s));
   add(instance(kernels::attention(), "attention.comp", attention_push_layout(),
                head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(d.head_dim), 9))));
-  add(matmul_kernel(d.heads * d.head_dim, roles.dtype(Role::O), {.bias = roles.bias(Role::O), .residual = true}));
+  add(matmul_kernel(s, d.heads * d.head_dim, roles.dtype(Role::O), {.bias = roles.bias(Role::O), .residual = true}));
   const typed::Activation act = activation(s.mlp.activation);
-  if (s.mlp.gated) {
-    const Role gate = s.mlp.fused_gate_up != FusedGateUp::None ? Role::GateUp : Role::Gate;
-    add(matmul_kernel(d.hidden, roles.dtype(gate), {.bias = roles.bias(gate), .gated = true, .act = act}));
-  } else {
-    add(matmul_kernel(d.hidden, roles.dtype(Role::Up), {.bias = roles.bias(Role::Up), .activation = true, .act = act}));
+  for (bool norm : {false, true}) {
+    if (s.mlp.gated) {
+      const Role gate = s.mlp.fused_gate_up != FusedGateUp::None ? Role::GateUp : Role::Gate;
+      add(matmul_kernel(s, d.hidden, roles.dtype(gate),
+                        {.bias = roles.bias(gate), .gated = true, .act = act, .norm = norm}));
+    } else {
+      add(matmul_kernel(s, d.hidden, roles.dtype(Role::Up),
+                        {.bias = roles.bias(Role::Up), .activation = true, .act = act, .norm = norm}));
+    }
   }
-  add(matmul_kernel(d.intermediate, roles.dtype(Role::Down), {.bias = roles.bias(Role::Down), .residual = true}));
+  add(matmul_kernel(s, d.intermediate, roles.dtype(Role::Down), {.bias = roles.bias(Role::Down), .residual = true}));
   const DType head = roles.dtype(s.embedding.tied ? Role::Embed : Role::LmHead);
-  add(matmul_kernel(d.hidden, head, {}));
+  add(matmul_kernel(s, d.hidden, head, {}));
+  if (s.norm.final_norm) add(matmul_kernel(s, d.hidden, head, {.norm = true}));
   add(instance(kernels::argmax(), "argmax.comp", rows_push_layout(), define("V", d.vocab)));
   return out;
 }

@@ -21,6 +21,7 @@ struct Epilogue {
   bool gated = false;     // φ(W·x + b) ⊙ (W2·x + b2)
   bool activation = false;
   typed::Activation act = typed::Activation::SiLU;  // φ, when gated or activation
+  bool norm = false;      // the model's norm applied to x as it is read
 };
 
 inline const char* activation_name(typed::Activation a) {
@@ -47,6 +48,7 @@ inline std::string matmul(int64_t cols, DType weights, const Epilogue& e) {
   else if (e.activation) name += std::string("_") + activation_name(e.act);
   if (e.bias) name += "_bias";
   if (e.residual) name += "_residual";
+  if (e.norm) name += "_norm";
   return name;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/model/lowering.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -60,6 +61,12 @@ class Lowering {
 
   Loc materialize(uint32_t value) {
     const int64_t width = s_.widths[value];
+    return bind(value, Loc{allocate(width), 0, static_cast<uint32_t>(width)});
+  }
+
+  // A free slot of `width` values per row, or a new one; its users are the
+  // values bound to it afterwards.
+  int32_t allocate(int64_t width) {
     int32_t slot = -1;
     for (size_t i = 0; i < slot_free_.size(); ++i)
       if (slot_free_[i] && plan_.slot_widths[i] == width) slot = static_cast<int32_t>(i);
@@ -70,7 +77,7 @@ class Lowering {
       slot_users_.push_back(0);
     }
     slot_free_[slot] = false;
-    return bind(value, Loc{slot, 0, static_cast<uint32_t>(width)});
+    return slot;
   }
 
   Loc bind(uint32_t value, Loc loc) {
@@ -88,7 +95,7 @@ class Lowering {
   // Values whose last reader has run give their slot back.
   void release_dead(int32_t done) {
     for (auto it = locs_.begin(); it != locs_.end();) {
-      if (last_use_[it->first] <= done && it->first != keep_) {
+      if (last_use_[it->first] <= done) {
         if (--slot_users_[it->second.slot] == 0) slot_free_[it->second.slot] = true;
         it = locs_.erase(it);
       } else {
@@ -119,17 +126,29 @@ class Lowering {
   }
 
   // One matmul dispatch; `out` is the binding it writes.
-  void matmul(size_t i, const Op& w, const Op* w2, const kernels::Epilogue& e, uint32_t in, Binding out,
-              uint32_t gate_row0 = 0, uint32_t up_row0 = 0, uint32_t n = 0, bool last_row = false) {
-    const Loc x = loc(i, in);
-    if (x.offset != 0 || x.stride != static_cast<uint32_t>(w.dims[1]))
+  // The input binding of a matmul reading `in`, and the norm bindings: the
+  // pending norm's input and scale/shift when `in` is that norm's output.
+  std::array<Binding, 3> matmul_input(size_t i, uint32_t in, int64_t width, kernels::Epilogue& e) {
+    const bool fold = norm_ && norm_->out == in;
+    const Loc x = loc(i, fold ? norm_->in[0] : in);
+    if (x.offset != 0 || x.stride != static_cast<uint32_t>(width))
       unsupported(i, "a matmul reads a column view; only whole activations are supported");
+    e.norm = fold;
+    if (!fold) return {Binding{Resource::Activation, x.slot}, Binding{Resource::NoBuffer, 0}, Binding{Resource::NoBuffer, 0}};
+    return {Binding{Resource::Activation, x.slot}, Binding{Resource::Vector, norm_->tensor[0]}, vector_or_none(norm_->tensor[1])};
+  }
+
+  void matmul(size_t i, const Op& w, const Op* w2, kernels::Epilogue e, uint32_t in, Binding out,
+              uint32_t gate_row0 = 0, uint32_t up_row0 = 0, uint32_t n = 0, bool last_row = false) {
+    const std::array<Binding, 3> x = matmul_input(i, in, w.dims[1], e);
     std::vector<Binding> b = {{Resource::Weight, w.tensor[0]},
                               w2 ? Binding{Resource::Weight, w2->tensor[0]} : Binding{Resource::NoTexel, 0},
-                              {Resource::Activation, x.slot},
+                              x[0],
                               vector_or_none(w.tensor[1]),
                               w2 ? vector_or_none(w2->tensor[1]) : Binding{Resource::NoBuffer, 0},
-                              out};
+                              out,
+                              x[1],
+                              x[2]};
     Dispatch& d = emit(i, kernels::matmul(w.dims[1], dtype(w.tensor[0]), e), Grid::Tiles, std::move(b), {});
     d.n = n ? n : static_cast<uint32_t>(w.dims[0]);
     d.push = {0, d.n, 0, gate_row0, up_row0};
@@ -153,6 +172,15 @@ class Lowering {
       }
       case OpKind::RMSNorm:
       case OpKind::LayerNorm: {
+        // Folded into the projections that read it, when they come next.
+        if (next && (next->kind == OpKind::MatMul || next->kind == OpKind::Logits) && next->in[0] == op.out) {
+          norm_ = &op;
+          const size_t consumed = next->kind == OpKind::Logits ? lower_at(i + 1) : lower_matmul(i + 1);
+          norm_ = nullptr;
+          if (last_use_[op.out] > static_cast<int32_t>(i + consumed))
+            unsupported(i, "a norm folded into the projections after it is read again later");
+          return 1 + consumed;
+        }
         const Binding in = act(i, op.in[0]);
         const Loc out = materialize(op.out);
         emit(i, kernels::norm(op.dims[0]), Grid::Rows,
@@ -189,12 +217,65 @@ class Lowering {
     unsupported(i, "unknown op");
   }
 
+  // Consecutive plain matmuls of one input (q, k, v): how many, 1 if none.
+  size_t siblings(size_t i) const {
+    const Op& op = ops_[i];
+    size_t n = 1;
+    while (const Op* next = at(i + n)) {
+      if (next->kind != OpKind::MatMul || next->in[0] != op.in[0] || next->dims[1] != op.dims[1] ||
+          dtype(next->tensor[0]) != dtype(op.tensor[0]) || (next->tensor[1] >= 0) != (op.tensor[1] >= 0))
+        break;
+      ++n;
+    }
+    const Op* after = at(i + n);
+    if (after && (after->kind == OpKind::Add || after->kind == OpKind::Act || after->kind == OpKind::GatedAct))
+      return 1;  // the last one belongs to an epilogue pattern
+    return n;
+  }
+
+  size_t lower_pack(size_t i, size_t count) {
+    Pack pack;
+    int64_t rows = 0;
+    for (size_t j = i; j < i + count; ++j) {
+      pack.weights.push_back(ops_[j].tensor[0]);
+      if (ops_[j].tensor[1] >= 0) pack.biases.push_back(ops_[j].tensor[1]);
+      rows += ops_[j].dims[0];
+    }
+    const int32_t index = static_cast<int32_t>(plan_.packs.size());
+    plan_.packs.push_back(pack);
+    const Op& op = ops_[i];
+    const bool bias = op.tensor[1] >= 0;
+    kernels::Epilogue e{.bias = bias};
+    const std::array<Binding, 3> x = matmul_input(i, op.in[0], op.dims[1], e);
+    // One activation of all the rows; each product is a column view of it.
+    const int32_t slot = allocate(rows);
+    uint32_t offset = 0;
+    for (size_t j = i; j < i + count; ++j) {
+      bind(ops_[j].out, Loc{slot, offset, static_cast<uint32_t>(rows)});
+      offset += static_cast<uint32_t>(ops_[j].dims[0]);
+    }
+    Dispatch& d = emit(i, kernels::matmul(op.dims[1], dtype(op.tensor[0]), e), Grid::Tiles,
+                       {{Resource::Pack, index},
+                        {Resource::NoTexel, 0},
+                        x[0],
+                        bias ? Binding{Resource::PackBias, index} : Binding{Resource::NoBuffer, 0},
+                        {Resource::NoBuffer, 0},
+                        {Resource::Activation, slot},
+                        x[1],
+                        x[2]},
+                       {});
+    d.n = static_cast<uint32_t>(rows);
+    d.push = {0, d.n, 0, 0, 0};
+    return count;
+  }
+
   size_t lower_matmul(size_t i) {
     const Op& op = ops_[i];
     const Op* a = at(i + 1);
     const Op* b = at(i + 2);
     const Op* c = at(i + 3);
     const bool bias = op.tensor[1] >= 0;
+    if (const size_t n = siblings(i); n > 1) return lower_pack(i, n);
     // gate, up → gated(gate, up)
     if (a && b && a->kind == OpKind::MatMul && a->in[0] == op.in[0] && b->kind == OpKind::GatedAct &&
         b->in[0] == op.out && b->in[1] == a->out) {
@@ -232,10 +313,8 @@ class Lowering {
         unsupported(i, "the residual stream is read after the add; the in-place residual needs it to end there");
       const kernels::Epilogue e{.bias = bias, .residual = true};
       matmul(i, op, nullptr, e, op.in[0], {Resource::Activation, xl.slot});
-      keep_ = a->out;
       locs_.erase(x);  // the sum takes over the slot: its user count stays
       locs_[a->out] = xl;
-      keep_ = UINT32_MAX;
       return 2;
     }
     const kernels::Epilogue e{.bias = bias};
@@ -272,7 +351,7 @@ class Lowering {
   std::map<uint32_t, Loc> locs_;
   std::vector<bool> slot_free_;
   std::vector<int32_t> slot_users_;
-  uint32_t keep_ = UINT32_MAX;
+  const Op* norm_ = nullptr;  // a norm being folded into the matmuls that read its output
 };
 
 }  // namespace

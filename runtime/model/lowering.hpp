@@ -9,6 +9,7 @@
 //   gate, up → gated          both projections in one pass: φ(W_g·m) ⊙ (W_u·m)
 //   gate_up → split → gated   the same over the two halves of a fused tensor
 //   rope → attention          rotation and KV-cache append in one kernel, then attention
+//   q, k, v                   one matmul over the three weights stacked (a Pack)
 //   split                     no copy: a column view of the fused qkv activation
 //   embed → add_positions     the learned position table in the gather
 #pragma once
@@ -31,6 +32,8 @@ enum class Resource : uint8_t {
   VCache,      // a layer's V cache (storage)
   KCacheTexel, // a layer's K cache through a texel view
   VCacheTexel, // a layer's V cache through a texel view
+  Pack,        // a pack of weights stacked by rows, as one texel buffer (index: the pack)
+  PackBias,    // their biases, stacked the same way, f32
   NoTexel,     // an unused texel-buffer binding
   NoBuffer,    // an unused storage-buffer binding
 };
@@ -39,8 +42,8 @@ struct Binding {
   Resource resource;
   int32_t index = 0;  // slot, manifest tensor or layer
   bool texel() const {
-    return resource == Resource::Weight || resource == Resource::NoTexel || resource == Resource::KCacheTexel ||
-           resource == Resource::VCacheTexel;
+    return resource == Resource::Weight || resource == Resource::Pack || resource == Resource::NoTexel ||
+           resource == Resource::KCacheTexel || resource == Resource::VCacheTexel;
   }
 };
 
@@ -62,8 +65,18 @@ struct Dispatch {
   int32_t op = -1;         // the schedule op it comes from, for messages
 };
 
+// Matrices of one input width whose products are taken together (a layer's
+// q, k and v): the session stores them stacked by rows in one buffer, so one
+// matmul dispatch computes them all into one activation, which the next
+// kernels read as column views.
+struct Pack {
+  std::vector<int32_t> weights;  // manifest tensors, in row order
+  std::vector<int32_t> biases;   // their biases (all or none)
+};
+
 struct Plan {
   std::vector<Dispatch> dispatches;
+  std::vector<Pack> packs;
   std::vector<int64_t> slot_widths;  // f32 values per token row of each activation slot
   bool all_logits = false;           // the Logits resource holds every row (else the last)
 };

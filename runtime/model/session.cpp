@@ -49,6 +49,16 @@ struct DeviceTensor {
   std::optional<vk::TexelView> view;
   DType dtype = DType::F32;
   bool uploaded = false;
+  // Packed tensors live in a pack's buffer instead, at `offset` bytes.
+  vk::Buffer* home = nullptr;
+  VkDeviceSize offset = 0;
+};
+
+// A plan::Pack on the device: its weights stacked in one buffer (with a
+// texel view), their biases in another.
+struct DevicePack {
+  std::optional<vk::Buffer> weights, biases;
+  std::optional<vk::TexelView> view;
 };
 
 }  // namespace
@@ -65,6 +75,7 @@ struct Session::Impl {
   vk::Pipelines pipelines;
   vk::DescriptorArena arena;
   std::vector<DeviceTensor> tensors;
+  std::vector<DevicePack> packs;
   std::vector<vk::Buffer> slots;  // [max_chunk][width] f32 each
   std::vector<vk::Buffer> k_cache, v_cache;  // per layer [context][kv_heads][head_dim]
   std::vector<vk::TexelView> k_views, v_views;  // the same, as RGBA32UI texels for attention
@@ -96,15 +107,46 @@ struct Session::Impl {
 
   uint32_t* io_words() const { return static_cast<uint32_t*>(io->mapped()); }
 
+  VkDeviceSize device_bytes(size_t tensor) const {
+    return static_cast<VkDeviceSize>(model.manifest[tensor].elements()) * weights::dtype_size(tensors[tensor].dtype);
+  }
+
+  // Each pack's members are laid end to end in one buffer.
+  void allocate_packs() {
+    packs.resize(plan.packs.size());
+    for (size_t p = 0; p < plan.packs.size(); ++p) {
+      auto stack = [&](const std::vector<int32_t>& members, std::optional<vk::Buffer>& buffer) {
+        VkDeviceSize total = 0;
+        for (int32_t m : members) total += device_bytes(static_cast<size_t>(m));
+        if (members.empty()) return total;
+        buffer.emplace(device, total, kWeights, vk::MemoryUse::Device);
+        VkDeviceSize offset = 0;
+        for (int32_t m : members) {
+          tensors[static_cast<size_t>(m)].home = &*buffer;
+          tensors[static_cast<size_t>(m)].offset = offset;
+          offset += device_bytes(static_cast<size_t>(m));
+        }
+        return total;
+      };
+      const VkDeviceSize bytes = stack(plan.packs[p].weights, packs[p].weights);
+      stack(plan.packs[p].biases, packs[p].biases);
+      packs[p].view.emplace(device, packs[p].weights->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
+    }
+  }
+
   void allocate() {
     const vk::DeviceInfo& info = device.info();
     tensors.resize(model.manifest.size());
+    for (size_t i = 0; i < model.manifest.size(); ++i)
+      tensors[i].dtype = model.manifest[i].rank == 2 ? model.manifest[i].dtype : DType::F32;
+    allocate_packs();
     for (size_t i = 0; i < model.manifest.size(); ++i) {
       const ManifestEntry& e = model.manifest[i];
       DeviceTensor& t = tensors[i];
-      t.dtype = e.rank == 2 ? e.dtype : DType::F32;
-      const VkDeviceSize bytes = static_cast<VkDeviceSize>(e.elements()) * weights::dtype_size(t.dtype);
+      if (t.home != nullptr) continue;
+      const VkDeviceSize bytes = device_bytes(i);
       t.buffer.emplace(device, bytes, kWeights, vk::MemoryUse::Device);
+      t.home = &*t.buffer;
       if (e.rank == 2) {
         if (bytes % kTexel != 0)
           throw Error(ErrorKind::Unsupported, std::string(e.name) + ": " + std::to_string(bytes) +
@@ -131,18 +173,29 @@ struct Session::Impl {
     (void)info;
   }
 
+  // A tensor bound on its own (not through its pack).
+  const DeviceTensor& own(int32_t index) const {
+    const DeviceTensor& t = tensors[static_cast<size_t>(index)];
+    if (!t.buffer)
+      throw Error(ErrorKind::Unsupported, std::string(model.manifest[static_cast<size_t>(index)].name) +
+                                              ": bound alone, but the plan packed it with others");
+    return t;
+  }
+
   vk::Binding resolve(const plan::Binding& b) const {
     auto whole = [](const vk::Buffer& buffer) { return vk::BufferBinding{buffer.handle(), 0, buffer.size()}; };
     switch (b.resource) {
       case plan::Resource::Io: return whole(*io);
       case plan::Resource::Activation: return whole(slots[static_cast<size_t>(b.index)]);
       case plan::Resource::Logits: return whole(*logits);
-      case plan::Resource::Weight: return vk::TexelBinding{tensors[static_cast<size_t>(b.index)].view->handle()};
-      case plan::Resource::Vector: return whole(*tensors[static_cast<size_t>(b.index)].buffer);
+      case plan::Resource::Weight: return vk::TexelBinding{own(b.index).view->handle()};
+      case plan::Resource::Vector: return whole(*own(b.index).buffer);
       case plan::Resource::KCache: return whole(k_cache[static_cast<size_t>(b.index)]);
       case plan::Resource::VCache: return whole(v_cache[static_cast<size_t>(b.index)]);
       case plan::Resource::KCacheTexel: return vk::TexelBinding{k_views[static_cast<size_t>(b.index)].handle()};
       case plan::Resource::VCacheTexel: return vk::TexelBinding{v_views[static_cast<size_t>(b.index)].handle()};
+      case plan::Resource::Pack: return vk::TexelBinding{packs[static_cast<size_t>(b.index)].view->handle()};
+      case plan::Resource::PackBias: return whole(*packs[static_cast<size_t>(b.index)].biases);
       case plan::Resource::NoTexel: return vk::TexelBinding{dummy_view->handle()};
       case plan::Resource::NoBuffer: return whole(*dummy);
     }
@@ -349,7 +402,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
         std::memcpy(&transposed[(o * in + i) * size], &converted[(i * out + o) * size], size);
     converted.swap(transposed);
   }
-  vk::upload(s.device, *t.buffer, converted.data(), converted.size());
+  vk::upload(s.device, *t.home, converted.data(), converted.size(), t.offset);
   t.uploaded = true;
 }
 

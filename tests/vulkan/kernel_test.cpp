@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <numbers>
 #include <optional>
 #include <random>
@@ -592,6 +593,12 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     const DType dtype = weight_dtype(c.u("WDTYPE"));
     const bool bias = c.flag("HAS_BIAS"), gated = c.flag("GATED"), residual = c.flag("RESIDUAL");
     const uint32_t act = c.u("ACT");
+    const uint32_t norm = c.u("NORM");  // the model's norm folded into the read of x: 0 none, 1 RMS, 2 Layer
+    const bool norm_bias = c.flag("NORM_BIAS");
+    if (norm != 0) {
+      CHECK(norm == (s.norm.kind == spec::NormKind::RMSNorm ? 1u : 2u));
+      CHECK(norm_bias == s.norm.bias);
+    }
     CHECK(dtype == s.weights.dtype);
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate));
     if (gated || act != 0) CHECK(act == act_constant(s.mlp.activation));
@@ -615,6 +622,22 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     const std::vector<float> x = random_floats(size_t{kRows} * K);
     const std::vector<float> y0 = random_floats(size_t{kRows} * n);  // the residual stream
     vk::Buffer xb = buffer_of(device, x), bb = buffer_of(device, bias_values), bb2 = buffer_of(device, bias2_values);
+    // With a folded norm the kernel sees norm(x): the CPU side normalizes x first.
+    const std::vector<float> norm_g = random_floats(K, 0.5f, 1.5f), norm_b = random_floats(K);
+    vk::Buffer gb = buffer_of(device, norm_g), nbb = buffer_of(device, norm_b);
+    std::vector<double> xn(x.begin(), x.end());
+    if (norm != 0) {
+      for (uint32_t t = 0; t < kRows; ++t) {
+        double* row = &xn[size_t{t} * K];
+        double mean = 0, squares = 0;
+        if (norm == 2) mean = std::accumulate(row, row + K, 0.0) / K;
+        for (uint32_t i = 0; i < K; ++i) squares += (row[i] - mean) * (row[i] - mean);
+        const double inv = 1 / std::sqrt(squares / K + s.norm.eps);
+        for (uint32_t i = 0; i < K; ++i)
+          row[i] = (row[i] - mean) * inv * (s.norm.unit_offset ? 1.0 + norm_g[i] : double(norm_g[i])) +
+                   (norm_bias ? double(norm_b[i]) : 0.0);
+      }
+    }
 
     struct Case {
       std::string what;
@@ -641,7 +664,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       const vk::Buffer& second_bias = cs.fused ? bb : bb2;
       gpu.run(m, k,
               {w.binding(), gated ? vk::Binding(second.binding()) : gpu.no_texels(), whole(xb),
-               bias ? whole(bb) : gpu.no_buffer(), bias && gated ? whole(second_bias) : gpu.no_buffer(), whole(y)},
+               bias ? whole(bb) : gpu.no_buffer(), bias && gated ? whole(second_bias) : gpu.no_buffer(), whole(y),
+               norm != 0 ? whole(gb) : gpu.no_buffer(), norm_bias ? whole(nbb) : gpu.no_buffer()},
               push::MatmulPush{cs.rows, n, cs.x_row0, cs.gate_row0, cs.up_row0}, (n + cs.tile_rows - 1) / cs.tile_rows,
               (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens});
       const std::vector<float> out = read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
@@ -649,7 +673,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       const std::vector<float>& b2 = cs.fused ? bias_values : bias2_values;
       NormalizedError e;
       for (uint32_t t = 0; t < cs.rows; ++t) {
-        const float* xr = &x[size_t{cs.x_row0 + t} * K];
+        const double* xr = &xn[size_t{cs.x_row0 + t} * K];
         for (uint32_t r = 0; r < n; ++r) {
           const std::vector<double>& wr = w.row(cs.gate_row0 + r);
           double value = 0;

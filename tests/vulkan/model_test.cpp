@@ -120,9 +120,10 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a prefill of N tokens equals N single decod
   for (size_t t = 0; t < tokens.size(); ++t) {
     const std::vector<float> one = steps.decode(tokens[t]);
     CAPTURE(t);
-    // Decode and prefill sum K in different orders (split across lanes vs
-    // in sequence): float rounding, far below any bug of positions or cache.
-    CHECK(normalized_error(one.data(), &prefilled[t * V], V) < 1e-4);
+    // Decode and prefill sum in different orders (K split across lanes vs in
+    // sequence): float rounding, which an f16 cache can round up to its own
+    // precision; far below any bug of positions or cache (errors of 0.1–1).
+    CHECK(normalized_error(one.data(), &prefilled[t * V], V) < (model_info().cache_dtype == DType::F16 ? 1e-3 : 1e-4));
   }
   CHECK(steps.position() == static_cast<int64_t>(tokens.size()));
 }
