@@ -12,8 +12,14 @@
 //   G             HQ / HKV
 //   SCALE         score scale (1/sqrt(DH) unless the spec says otherwise)
 //   CACHE_F16     cache dtype (kv.glsl)
+// Specialization constants: 0 the workgroup (= subgroup) size; 1 SPLITS: the
+//   keys of a row are cut into SPLITS ranges, one workgroup each (grid z), so
+//   that a long cache keeps many workgroups busy in decode; with SPLITS > 1
+//   each writes its partial softmax (m, l, unnormalized output) to `part` and
+//   attention_combine.comp merges them.
 // Push constants (AttentionPush): rows, q_offset, q_stride (k/v unused here).
-// Buffers: io; q [rows][…] f32; kc, vc the caches; o [rows][HQ·DH] f32.
+// Buffers: io; q [rows][…] f32; kc, vc the caches; o [rows][HQ·DH] f32;
+//          part [rows][HQ][SPLITS][DH + 2] f32.
 
 #include "common.glsl"
 
@@ -26,6 +32,8 @@ layout(std430, binding = 1) readonly buffer Q { float q[]; };
 layout(binding = 2) uniform usamplerBuffer KT;  // [context][HKV][CTPR] texels
 layout(binding = 3) uniform usamplerBuffer VT;
 layout(std430, binding = 4) writeonly buffer O { float o[]; };
+layout(std430, binding = 5) writeonly buffer Part { float part[]; };
+layout(constant_id = 1) const uint SPLITS = 1;
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint TPL = (CTPR + LANES - 1) / LANES;  // cache texels per lane: lane l owns texels l, l + LANES, …
@@ -47,7 +55,11 @@ void main() {
   const uint kv_head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= pc.rows) return;
   const uint lane = gl_LocalInvocationID.x;
-  const uint keys = io.position + t + 1;  // causal: positions 0 … position + t
+  // Causal: positions 0 … position + t, this workgroup's range of them.
+  const uint all_keys = io.position + t + 1;
+  const uint chunk = (all_keys + SPLITS - 1) / SPLITS;
+  const uint first = min(gl_WorkGroupID.z * chunk, all_keys);
+  const uint keys = min(first + chunk, all_keys);
 
   // Every loop over heads and dims is unrolled so that these stay in registers.
   float qv[G * W], acc[G * W];
@@ -63,7 +75,7 @@ void main() {
     l[g] = 0.0;
   }
 
-  uint pos = 0;
+  uint pos = first;
   for (; pos + 4 <= keys; pos += 4) {
     float k0[W], k1[W], k2[W], k3[W], v0[W], v1[W], v2[W], v3[W];
     load(KT, pos, kv_head, lane, k0);
@@ -108,7 +120,17 @@ void main() {
     const uint obase = t * (HQ * DH) + (kv_head * G + g) * DH;
     [[unroll]] for (uint d = 0; d < W; ++d) {
       const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;
-      if (owns(lane, d)) o[obase + dim] = acc[g * W + d] / l[g];
+      if (!owns(lane, d)) continue;
+      if (SPLITS == 1) {
+        o[obase + dim] = acc[g * W + d] / l[g];
+      } else {
+        const uint at = ((t * HQ + kv_head * G + g) * SPLITS + gl_WorkGroupID.z) * (DH + 2);
+        part[at + 2 + dim] = acc[g * W + d];
+        if (dim == 0) {
+          part[at] = m[g];  // -inf for an empty range: weighs nothing when merged
+          part[at + 1] = l[g];
+        }
+      }
     }
   }
 }

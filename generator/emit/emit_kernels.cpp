@@ -140,6 +140,8 @@ std::vector<KernelInstance> kernel_instances(const Spec& s) {
   add(rope_kv_kernel(s));
   add(instance(kernels::attention(), "attention.comp", attention_push_layout(),
                head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(d.head_dim), 9))));
+  add(instance(kernels::attention_combine(), "attention_combine.comp", rows_push_layout(),
+               define("HQ", d.heads) + define("DH", d.head_dim)));
   add(matmul_kernel(s, d.heads * d.head_dim, roles.dtype(Role::O), {.bias = roles.bias(Role::O), .residual = true}));
   const typed::Activation act = activation(s.mlp.activation);
   for (bool norm : {false, true}) {

@@ -59,6 +59,7 @@ inline std::string rope_kv(int64_t rotary, typed::RopePairing pairing) {
 }
 
 inline std::string attention() { return "attention"; }
+inline std::string attention_combine() { return "attention_combine"; }
 inline std::string argmax() { return "argmax"; }
 
 }  // namespace lathe::kernels

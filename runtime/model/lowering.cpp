@@ -24,9 +24,10 @@ struct Loc {
 
 class Lowering {
  public:
-  Lowering(const ModelInfo& model, const typed::Schedule& schedule, bool all_logits)
+  Lowering(const ModelInfo& model, const typed::Schedule& schedule, const LowerOptions& options)
       : model_(model), s_(schedule), ops_(schedule.ops) {
-    plan_.all_logits = all_logits;
+    plan_.all_logits = options.all_logits;
+    plan_.attention_splits = std::max<uint32_t>(1, options.attention_splits);
     last_use_.assign(schedule.values, -1);
     for (size_t i = 0; i < ops_.size(); ++i)
       for (uint32_t in : inputs(ops_[i])) last_use_[in] = static_cast<int32_t>(i);
@@ -332,14 +333,24 @@ class Lowering {
          {{Resource::Io, 0}, {Resource::Activation, q.slot}, {Resource::Activation, k.slot}, {Resource::Activation, v.slot}, kc, vc},
          push);
     const Loc out = materialize(op.out);
+    const uint32_t splits = plan_.attention_splits;
     Dispatch& d = emit(i, kernels::attention(), Grid::HeadsRows,
                        {{Resource::Io, 0},
                         {Resource::Activation, q.slot},
                         {Resource::KCacheTexel, op.layer},
                         {Resource::VCacheTexel, op.layer},
-                        {Resource::Activation, out.slot}},
+                        {Resource::Activation, out.slot},
+                        splits > 1 ? Binding{Resource::Scratch, 0} : Binding{Resource::NoBuffer, 0}},
                        push);
     d.groups_x = static_cast<uint32_t>(op.dims[1]);  // one workgroup per KV head serves its G query heads
+    d.groups_z = splits;
+    d.spec = {splits};
+    if (splits > 1) {
+      Dispatch& c = emit(i, kernels::attention_combine(), Grid::HeadsRows,
+                         {{Resource::Scratch, 0}, {Resource::Activation, out.slot}}, {0});
+      c.groups_x = static_cast<uint32_t>(op.dims[0]);
+      c.spec = {splits};
+    }
   }
 
   const ModelInfo& model_;
@@ -356,8 +367,8 @@ class Lowering {
 
 }  // namespace
 
-Plan lower(const ModelInfo& model, const typed::Schedule& schedule, bool all_logits) {
-  return Lowering(model, schedule, all_logits).run();
+Plan lower(const ModelInfo& model, const typed::Schedule& schedule, const LowerOptions& options) {
+  return Lowering(model, schedule, options).run();
 }
 
 }  // namespace lathe::plan

@@ -34,6 +34,7 @@ enum class Resource : uint8_t {
   VCacheTexel, // a layer's V cache through a texel view
   Pack,        // a pack of weights stacked by rows, as one texel buffer (index: the pack)
   PackBias,    // their biases, stacked the same way, f32
+  Scratch,     // the attention partials of split key ranges
   NoTexel,     // an unused texel-buffer binding
   NoBuffer,    // an unused storage-buffer binding
 };
@@ -60,6 +61,8 @@ struct Dispatch {
   std::vector<uint32_t> push;     // push-constant words; word 0 (rows) is filled in when recorded
   Grid grid = Grid::Rows;
   uint32_t groups_x = 1;   // HeadsRows: KV heads
+  uint32_t groups_z = 1;   // HeadsRows: key ranges of split attention
+  std::vector<uint32_t> spec;  // specialization constants after the workgroup size (Tiles: the session's tile)
   uint32_t n = 0;          // Tiles: output rows (MatmulPush::n)
   bool last_row = false;   // the last row only: rows 1 (and for a matmul x_row0 = T − 1)
   int32_t op = -1;         // the schedule op it comes from, for messages
@@ -79,11 +82,19 @@ struct Plan {
   std::vector<Pack> packs;
   std::vector<int64_t> slot_widths;  // f32 values per token row of each activation slot
   bool all_logits = false;           // the Logits resource holds every row (else the last)
+  uint32_t attention_splits = 1;     // key ranges per attention row (Scratch: [rows][heads][splits][head_dim + 2])
+};
+
+struct LowerOptions {
+  bool all_logits = false;
+  // Key ranges per (KV head, row) of attention, each its own workgroup, then
+  // a combine dispatch: keeps a GPU busy over a long cache. 1: no split.
+  uint32_t attention_splits = 1;
 };
 
 // Throws Error(Unsupported) naming the op when the schedule holds a pattern
 // the kernels cannot run, or when the build has no kernel instance of a
 // needed name (generator and runtime disagree).
-Plan lower(const ModelInfo& model, const typed::Schedule& schedule, bool all_logits);
+Plan lower(const ModelInfo& model, const typed::Schedule& schedule, const LowerOptions& options);
 
 }  // namespace lathe::plan

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -54,7 +55,7 @@ int cmd_info() {
   std::cout << "schedule     " << schedule.ops.size() << " ops:";
   for (const auto& [name, n] : counts) std::cout << " " << name << " " << n;
   std::cout << "\n";
-  const lathe::plan::Plan plan = lathe::plan::lower(m, schedule, false);
+  const lathe::plan::Plan plan = lathe::plan::lower(m, schedule, {});
   std::map<std::string, int> kernels;
   for (const auto& d : plan.dispatches) kernels[d.kernel]++;
   std::cout << "plan         " << plan.dispatches.size() << " dispatches per decode step, " << plan.slot_widths.size()
@@ -77,6 +78,17 @@ std::vector<float> random_values(const lathe::ManifestEntry& e, uint64_t& state,
     v = (norm ? 1.0f : 0.0f) + scale * uniform;
   }
   return values;
+}
+
+// Loads `weights`, or random weights when it is empty.
+void load_weights(lathe::Session& session, const std::string& weights) {
+  if (!weights.empty()) return session.load_safetensors(weights);
+  const lathe::ModelInfo& m = session.model();
+  uint64_t state = 7;
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const std::vector<float> values = random_values(m.manifest[i], state, 0.05f);
+    session.upload(i, lathe::DType::F32, std::as_bytes(std::span(values)));
+  }
 }
 
 // A checkpoint of random weights in the manifest's dtypes: for trying a
@@ -108,11 +120,7 @@ int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
   lathe::SessionOptions options;
   options.max_chunk = std::max<int64_t>({rows, 1, std::min<int64_t>(position, 256)});
   lathe::Session session(vk.device(), m, options);
-  uint64_t state = 7;
-  for (size_t i = 0; i < m.manifest.size(); ++i) {
-    const std::vector<float> values = random_values(m.manifest[i], state, 0.02f);
-    session.upload(i, lathe::DType::F32, std::as_bytes(std::span(values)));
-  }
+  load_weights(session, {});
   if (position > 0) session.prefill(std::vector<int32_t>(static_cast<size_t>(position), 1));
   session.profile(rows);  // warm-up: first dispatches compile pipelines
   std::map<std::string, std::pair<int, double>> by_kernel;
@@ -178,6 +186,40 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
   return 0;
 }
 
+// Greedy generation from token ids (text in and out comes with the
+// tokenizers): the picks, then prefill and decode speed.
+int cmd_generate(const std::string& weights, const std::string& tokens_text, int64_t steps, int64_t context,
+                 const std::string& device) {
+  using Clock = std::chrono::steady_clock;
+  const lathe::ModelInfo& m = lathe::model_info();
+  const std::vector<int32_t> prompt = parse_tokens(tokens_text);
+  lathe::vk::ContextOptions vk_options;
+  vk_options.device = device;
+  lathe::vk::Context vk(vk_options);
+  lathe::SessionOptions options;
+  options.context = context;
+  options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(prompt.size()), 512));
+  lathe::Session session(vk.device(), m, options);
+  load_weights(session, weights);
+  if (weights.empty()) std::cerr << "(random weights: the tokens mean nothing; the speed does)\n";
+  const Clock::time_point start = Clock::now();
+  session.prefill(prompt);
+  const int32_t first = session.argmax();  // the prompt's greedy continuation
+  const Clock::time_point prefilled = Clock::now();
+  const std::vector<int32_t> picks = session.generate_greedy(first, steps);
+  const Clock::time_point done = Clock::now();
+  std::cout << first;
+  for (int32_t t : picks) std::cout << " " << t;
+  std::cout << "\n";
+  const double prefill_s = std::chrono::duration<double>(prefilled - start).count();
+  const double decode_s = std::chrono::duration<double>(done - prefilled).count();
+  std::fprintf(stderr, "%s on %s: prefill %zu tokens %.1f tok/s, decode %lld tokens %.1f tok/s, %zu dispatches/token\n",
+               std::string(m.name).c_str(), vk.device().info().name.c_str(), prompt.size(),
+               static_cast<double>(prompt.size()) / prefill_s, static_cast<long long>(steps),
+               static_cast<double>(steps) / std::max(decode_s, 1e-9), session.dispatches_per_token());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -214,10 +256,22 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   profile->add_option("-d,--device", device, "Vulkan device: index or name part");
 
+  auto* generate = app.add_subcommand("generate", "Greedy generation from token ids, with prefill and decode speed");
+  std::string gen_weights, gen_tokens;
+  int64_t gen_steps = 32, gen_context = 0;
+  generate->add_option("-w,--weights", gen_weights, "Safetensors checkpoint (default: random weights)")
+      ->check(CLI::ExistingFile);
+  generate->add_option("-t,--tokens", gen_tokens, "Prompt token ids, comma-separated")->required();
+  generate->add_option("-n,--steps", gen_steps, "Decode steps after the first pick")->check(CLI::NonNegativeNumber);
+  generate->add_option("-c,--context", gen_context, "KV-cache positions (default: the spec's max_context)")
+      ->check(CLI::NonNegativeNumber);
+  generate->add_option("-d,--device", device, "Vulkan device: index or name part");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
     if (*random) return cmd_random_weights(random_out, seed, scale);
+    if (*generate) return cmd_generate(gen_weights, gen_tokens, gen_steps, gen_context, device);
     if (*profile) return cmd_profile(profile_rows, profile_position, device);
     if (*logits) return cmd_logits(weights, tokens, steps, context, device, out_path);
   } catch (const Error& e) {

@@ -81,6 +81,7 @@ struct Session::Impl {
   std::vector<vk::TexelView> k_views, v_views;  // the same, as RGBA32UI texels for attention
   std::optional<vk::Buffer> io;       // host-visible: position, tokens[max_chunk]
   std::optional<vk::Buffer> logits;   // [max_chunk or 1][vocab] f32
+  std::optional<vk::Buffer> scratch;  // attention partials: [max_chunk][heads][splits][head_dim + 2] f32
   std::optional<vk::Buffer> dummy;    // unused bindings
   std::optional<vk::TexelView> dummy_view;
   std::vector<VkDescriptorSet> sets;  // one per dispatch
@@ -168,6 +169,9 @@ struct Session::Impl {
     io.emplace(device, (1 + rows) * 4, kStorage, vk::MemoryUse::Staging);
     logits.emplace(device, (plan.all_logits ? rows : 1) * static_cast<VkDeviceSize>(model.vocab) * 4, kStorage,
                    vk::MemoryUse::Device);
+    if (plan.attention_splits > 1)
+      scratch.emplace(device, rows * static_cast<VkDeviceSize>(model.heads) * plan.attention_splits * (model.head_dim + 2) * 4,
+                      kStorage, vk::MemoryUse::Device);
     dummy.emplace(device, kTexel, kWeights, vk::MemoryUse::Device);
     dummy_view.emplace(device, dummy->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kTexel);
     (void)info;
@@ -196,6 +200,7 @@ struct Session::Impl {
       case plan::Resource::VCacheTexel: return vk::TexelBinding{v_views[static_cast<size_t>(b.index)].handle()};
       case plan::Resource::Pack: return vk::TexelBinding{packs[static_cast<size_t>(b.index)].view->handle()};
       case plan::Resource::PackBias: return whole(*packs[static_cast<size_t>(b.index)].biases);
+      case plan::Resource::Scratch: return whole(*scratch);
       case plan::Resource::NoTexel: return vk::TexelBinding{dummy_view->handle()};
       case plan::Resource::NoBuffer: return whole(*dummy);
     }
@@ -208,6 +213,7 @@ struct Session::Impl {
     for (const plan::Binding& b : d.bindings)
       k.bindings.push_back(b.texel() ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
     k.spec_constants = {lanes};
+    k.spec_constants.insert(k.spec_constants.end(), d.spec.begin(), d.spec.end());
     if (d.grid == plan::Grid::Tiles) k.spec_constants.insert(k.spec_constants.end(), {tile.rows, tile.tokens, tile.texels});
     k.push_size = static_cast<uint32_t>(kernel(d.kernel).push_size);
     return k;
@@ -218,8 +224,11 @@ struct Session::Impl {
     return pipelines.get(vk::KernelCode{k.name, k.spirv, k.words, static_cast<uint32_t>(k.push_size)}, key(d, tile));
   }
 
+  // Creates every pipeline up front (both matmul layouts), so that no pass
+  // pays for a driver's compile, and writes each dispatch's descriptor set.
   void build_sets() {
     for (const plan::Dispatch& d : plan.dispatches) {
+      if (d.grid == plan::Grid::Tiles) pipeline(d, prefill_tile());
       const vk::Pipeline& p = pipeline(d, decode_tile());
       const VkDescriptorSet set = arena.allocate(p);
       std::vector<vk::Binding> bindings;
@@ -273,7 +282,7 @@ struct Session::Impl {
                          push.data());
       switch (d.grid) {
         case plan::Grid::Rows: vkCmdDispatch(cb, used_rows, 1, 1); break;
-        case plan::Grid::HeadsRows: vkCmdDispatch(cb, d.groups_x, used_rows, 1); break;
+        case plan::Grid::HeadsRows: vkCmdDispatch(cb, d.groups_x, used_rows, d.groups_z); break;
         case plan::Grid::Tiles:
           vkCmdDispatch(cb, ceil_div(d.n, tile.rows_per_group(lanes)), ceil_div(used_rows, tile.tokens), 1);
           break;
@@ -365,7 +374,11 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
   if (options.max_chunk < 1)
     throw Error(ErrorKind::InvalidArgument, "max_chunk must be at least 1, not " + std::to_string(options.max_chunk));
   s.lanes = device.info().subgroup_size;
-  s.plan = plan::lower(model, model.schedule(), options.all_logits);
+  // A CPU device has a few threads and many workgroups already; a GPU needs
+  // more of them over a long cache than heads × rows gives in decode.
+  const uint32_t splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits)
+                          : device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1u : 16u;
+  s.plan = plan::lower(model, model.schedule(), {options.all_logits, splits});
   s.allocate();
   s.build_sets();
   s.create_commands();

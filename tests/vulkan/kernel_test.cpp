@@ -849,8 +849,10 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       // attention reads the caches through RGBA32UI texel views.
       const vk::TexelView kview(device, kc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kc.size());
       const vk::TexelView vview(device, vc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, vc.size());
-      gpu.run(m, k, {whole(io), whole(qb), vk::TexelBinding{kview.handle()}, vk::TexelBinding{vview.handle()}, whole(o)},
-              push, hkv, cs.rows);  // a workgroup per KV head
+      gpu.run(m, k,
+              {whole(io), whole(qb), vk::TexelBinding{kview.handle()}, vk::TexelBinding{vview.handle()}, whole(o),
+               gpu.no_buffer()},
+              push, hkv, cs.rows);  // a workgroup per KV head; one key range (split ranges: the model tests)
       const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
 
       auto cached = [&](const std::vector<std::byte>& c_, uint32_t pos, uint32_t h, uint32_t i) {

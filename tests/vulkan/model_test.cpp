@@ -257,3 +257,31 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a safetensors checkpoint loads to the logit
 }
 
 }  // TEST_SUITE
+
+TEST_SUITE("model") {
+
+TEST_CASE_FIXTURE(test::VulkanTest, "attention split across key ranges (as on GPUs) gives the reference's logits") {
+  SessionOptions options;
+  options.all_logits = true;
+  options.attention_splits = 3;  // more ranges than early rows have keys: empty ranges too
+  options.max_chunk = 8;
+  Session session(device, model_info(), options);
+  upload_all(session);
+  reference::Reference ref(test_spec(), test_weights());
+  const std::vector<int32_t> tokens = random_tokens(19, 13);
+  const std::vector<float> logits = session.prefill(tokens);
+  const std::vector<float> expected = ref.forward(tokens);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  double worst = 0;
+  for (size_t t = 0; t < tokens.size(); ++t)
+    worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+  for (int step = 0; step < 5; ++step) {
+    const int32_t token = tokens[static_cast<size_t>(step)];
+    const std::vector<float> one = session.decode(token);
+    worst = std::max(worst, normalized_error(one.data(), ref.forward({token}).data(), V));
+  }
+  MESSAGE("worst normalized error with 3 key ranges " << worst);
+  CHECK(worst < tolerance());
+}
+
+}  // TEST_SUITE
