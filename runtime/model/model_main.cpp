@@ -64,6 +64,13 @@ int cmd_info() {
   return 0;
 }
 
+// --device: an index or part of a name; empty: LATHE_DEVICE, else the best.
+lathe::vk::ContextOptions device_options(const std::string& device) {
+  lathe::vk::ContextOptions options;
+  options.device = device;
+  return options;
+}
+
 // Random values for one manifest tensor, deterministic in `state`: uniform
 // in [-scale, scale), norm scales around 1.
 std::vector<float> random_values(const lathe::ManifestEntry& e, uint64_t& state, float scale) {
@@ -114,9 +121,7 @@ int cmd_random_weights(const std::string& out, uint64_t seed, float scale) {
 // cached ones, on random weights: where a step's time goes.
 int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
   const lathe::ModelInfo& m = lathe::model_info();
-  lathe::vk::ContextOptions vk_options;
-  vk_options.device = device;
-  lathe::vk::Context vk(vk_options);
+  lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
   options.max_chunk = std::max<int64_t>({rows, 1, std::min<int64_t>(position, 256)});
   lathe::Session session(vk.device(), m, options);
@@ -165,9 +170,7 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
                const std::string& device, const std::string& out_path) {
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> tokens = parse_tokens(tokens_text);
-  lathe::vk::ContextOptions vk_options;
-  vk_options.device = device;
-  lathe::vk::Context vk(vk_options);
+  lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
   options.all_logits = true;
   options.context = context;
@@ -193,9 +196,7 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   using Clock = std::chrono::steady_clock;
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> prompt = parse_tokens(tokens_text);
-  lathe::vk::ContextOptions vk_options;
-  vk_options.device = device;
-  lathe::vk::Context vk(vk_options);
+  lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
   options.context = context;
   options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(prompt.size()), 512));
