@@ -23,7 +23,6 @@ constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
 constexpr VkBufferUsageFlags kWeights = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
 constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
 
-// matmul.comp's tile: weight rows and token rows per workgroup.
 // matmul.comp's layouts: decode (tokens 1) gives a workgroup `rows` weight
 // rows; prefill (tokens 8) gives each lane `rows` rows for 8 tokens.
 struct Tile {
@@ -36,7 +35,10 @@ struct Tile {
 // cache, far too many registers for a GPU, which gets 4). LATHE_TILE_DECODE /
 // LATHE_TILE_PREFILL = "rows,tokens,texels" override them for such measurements.
 Tile tile_from_env(const char* name, Tile t) {
-  if (const char* v = std::getenv(name)) std::sscanf(v, "%u,%u,%u", &t.rows, &t.tokens, &t.texels);
+  Tile e = t;
+  if (const char* v = std::getenv(name); v && std::sscanf(v, "%u,%u,%u", &e.rows, &e.tokens, &e.texels) == 3 &&
+                                         e.rows >= 1 && e.rows <= 64 && e.texels >= 1 && e.texels <= 8)
+    return Tile{e.rows, t.tokens, e.texels};  // the layout (tokens) is not the variable's to choose
   return t;
 }
 
@@ -71,6 +73,7 @@ struct Session::Impl {
   int64_t position = 0;
   plan::Plan plan;
   uint32_t lanes = 0;
+  Tile decode{}, prefill{};
 
   vk::Pipelines pipelines;
   vk::DescriptorArena arena;
@@ -328,15 +331,15 @@ struct Session::Impl {
                   "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(model.vocab) + ")");
   }
 
-  Tile decode_tile() const { return tile_from_env("LATHE_TILE_DECODE", {32, 1, 2}); }
-  // The prefill layout broadcasts 8 tokens from 8 lanes: narrower subgroups
-  // run the decode layout for every row.
-  Tile prefill_tile() const {
-    if (lanes < 8) return decode_tile();
+  Tile decode_tile() const { return decode; }
+  Tile prefill_tile() const { return prefill; }
+
+  void choose_tiles() {
+    decode = tile_from_env("LATHE_TILE_DECODE", {32, 1, 2});
+    // The prefill layout broadcasts 8 tokens from 8 lanes: narrower subgroups
+    // run the decode layout for every row.
     const bool cpu = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    Tile t = tile_from_env("LATHE_TILE_PREFILL", {cpu ? 32u : 4u, 8, 1});
-    if (t.tokens != 1) t.tokens = 8;  // the prefill layout's token count is fixed
-    return t;
+    prefill = lanes < 8 ? decode : tile_from_env("LATHE_TILE_PREFILL", {cpu ? 32u : 4u, 8, 1});
   }
 
   // Runs one chunk (rows ≤ max_chunk) already written to io; advances the position.
@@ -374,11 +377,25 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
   if (options.max_chunk < 1)
     throw Error(ErrorKind::InvalidArgument, "max_chunk must be at least 1, not " + std::to_string(options.max_chunk));
   s.lanes = device.info().subgroup_size;
+  s.choose_tiles();
   // A CPU device has a few threads and many workgroups already; a GPU needs
   // more of them over a long cache than heads × rows gives in decode.
   const uint32_t splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits)
                           : device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1u : 16u;
   s.plan = plan::lower(model, model.schedule(), {options.all_logits, splits});
+  // Every activation (and the logits of every row) is bound whole as a
+  // storage buffer: a chunk may hold no more rows than maxStorageBufferRange
+  // allows (128 MiB on lavapipe: 261 rows of a 128256-token vocabulary).
+  int64_t widest = s.plan.all_logits ? model.vocab : 0;
+  for (int64_t w : s.plan.slot_widths) widest = std::max(widest, w);
+  const uint64_t range = device.info().max_storage_buffer_range;
+  if (range > 0 && widest > 0) {
+    const int64_t fit = static_cast<int64_t>(range / (static_cast<uint64_t>(widest) * 4));
+    if (fit < 1)
+      throw Error(ErrorKind::Unsupported, "a row of " + std::to_string(widest) + " values exceeds maxStorageBufferRange (" +
+                                              std::to_string(range) + " bytes) of " + device.info().name);
+    s.options.max_chunk = std::min(s.options.max_chunk, fit);
+  }
   s.allocate();
   s.build_sets();
   s.create_commands();

@@ -20,7 +20,8 @@ namespace lathe {
 
 struct SessionOptions {
   int64_t context = 0;      // KV-cache positions; 0: the model's max_context
-  int64_t max_chunk = 128;  // token rows of one prefill pass; longer prompts run in chunks
+  int64_t max_chunk = 128;  // token rows of one prefill pass; longer prompts run in chunks (capped so that
+                            // each activation fits maxStorageBufferRange)
   bool all_logits = false;  // prefill returns the logits of every row, not only the last
   std::string pipeline_cache;  // vk::Pipelines cache_dir ("-": none)
   int64_t attention_splits = 0;  // key ranges per attention row; 0: 1 on CPU devices, 16 on GPUs
