@@ -126,7 +126,6 @@ class Lowering {
     return tensor >= 0 ? Binding{Resource::Vector, tensor} : Binding{Resource::NoBuffer, 0};
   }
 
-  // One matmul dispatch; `out` is the binding it writes.
   // The input binding of a matmul reading `in`, and the norm bindings: the
   // pending norm's input and scale/shift when `in` is that norm's output.
   std::array<Binding, 3> matmul_input(size_t i, uint32_t in, int64_t width, kernels::Epilogue& e) {
@@ -139,6 +138,7 @@ class Lowering {
     return {Binding{Resource::Activation, x.slot}, Binding{Resource::Vector, norm_->tensor[0]}, vector_or_none(norm_->tensor[1])};
   }
 
+  // One matmul dispatch; `out` is the binding it writes.
   void matmul(size_t i, const Op& w, const Op* w2, kernels::Epilogue e, uint32_t in, Binding out,
               uint32_t gate_row0 = 0, uint32_t up_row0 = 0, uint32_t n = 0, bool last_row = false) {
     const std::array<Binding, 3> x = matmul_input(i, in, w.dims[1], e);
