@@ -149,13 +149,17 @@ struct Session::Impl {
       DeviceTensor& t = tensors[i];
       if (t.home != nullptr) continue;
       const VkDeviceSize bytes = device_bytes(i);
-      t.buffer.emplace(device, bytes, kWeights, vk::MemoryUse::Device);
-      t.home = &*t.buffer;
-      if (e.rank == 2) {
-        if (bytes % kTexel != 0)
-          throw Error(ErrorKind::Unsupported, std::string(e.name) + ": " + std::to_string(bytes) +
-                                                  " bytes are not a whole number of 16-byte texels");
-        t.view.emplace(device, t.buffer->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
+      try {
+        t.buffer.emplace(device, bytes, kWeights, vk::MemoryUse::Device);
+        t.home = &*t.buffer;
+        if (e.rank == 2) {
+          if (bytes % kTexel != 0)
+            throw Error(ErrorKind::Unsupported,
+                        std::to_string(bytes) + " bytes are not a whole number of 16-byte texels");
+          t.view.emplace(device, t.buffer->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
+        }
+      } catch (const Error& error) {  // name the tensor: a device limit alone does not say which one
+        throw Error(error.kind(), std::string(e.name) + ": " + error.what());
       }
     }
     const VkDeviceSize rows = static_cast<VkDeviceSize>(options.max_chunk);
