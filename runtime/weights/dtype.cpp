@@ -78,9 +78,7 @@ size_t dtype_size(DType dtype) {
                                               " has no per-element size (it is stored in blocks)");
 }
 
-namespace {
-
-float load(DType dtype, const std::byte* p) {
+float load_element(DType dtype, const std::byte* p) {
   if (dtype == DType::F32) {
     float f;
     std::memcpy(&f, p, 4);
@@ -91,7 +89,7 @@ float load(DType dtype, const std::byte* p) {
   return dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
-void store(DType dtype, float f, std::byte* p) {
+void store_element(DType dtype, float f, std::byte* p) {
   if (dtype == DType::F32) {
     std::memcpy(p, &f, 4);
     return;
@@ -99,8 +97,6 @@ void store(DType dtype, float f, std::byte* p) {
   const uint16_t h = dtype == DType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
   std::memcpy(p, &h, 2);
 }
-
-}  // namespace
 
 void convert(DType from, std::span<const std::byte> src, DType to, std::span<std::byte> dst) {
   const size_t from_size = dtype_size(from), to_size = dtype_size(to);
@@ -115,7 +111,8 @@ void convert(DType from, std::span<const std::byte> src, DType to, std::span<std
     return;
   }
   // F16 ↔ BF16 through f32 is exact: f32 holds every value of both.
-  for (size_t i = 0; i < n; ++i) store(to, load(from, src.data() + i * from_size), dst.data() + i * to_size);
+  for (size_t i = 0; i < n; ++i)
+    store_element(to, load_element(from, src.data() + i * from_size), dst.data() + i * to_size);
 }
 
 }  // namespace lathe::weights

@@ -23,6 +23,10 @@ float bf16_to_f32(uint16_t h);
 // Q8_0, which is stored in blocks, not elements.
 size_t dtype_size(DType dtype);
 
+// One element of an f32/f16/bf16 array (unaligned, little-endian bytes).
+float load_element(DType dtype, const std::byte* p);
+void store_element(DType dtype, float value, std::byte* p);
+
 // Converts src (n elements of `from`) into dst (n elements of `to`); equal
 // dtypes copy. Neither span need be aligned. Throws Error(InvalidArgument)
 // when src is not a whole number of elements or dst is not n elements.

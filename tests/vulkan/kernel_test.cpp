@@ -215,29 +215,15 @@ DType weight_dtype(uint32_t wdtype) {  // common.glsl's WDTYPE
   return DType::F32;
 }
 
-size_t dtype_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
+size_t dtype_bytes(DType d) { return weights::dtype_size(d); }
 
 // `v` stored in `d` (little-endian bytes at `out`), and the value it holds then.
 double store(DType d, float v, std::byte* out) {
-  if (d == DType::F32) {
-    std::memcpy(out, &v, 4);
-    return v;
-  }
-  const uint16_t h = d == DType::F16 ? weights::f32_to_f16(v) : weights::f32_to_bf16(v);
-  std::memcpy(out, &h, 2);
-  return d == DType::F16 ? weights::f16_to_f32(h) : weights::bf16_to_f32(h);
+  weights::store_element(d, v, out);
+  return weights::load_element(d, out);
 }
 
-double load(DType d, const std::byte* in) {
-  if (d == DType::F32) {
-    float v;
-    std::memcpy(&v, in, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, in, 2);
-  return d == DType::F16 ? weights::f16_to_f32(h) : weights::bf16_to_f32(h);
-}
+double load(DType d, const std::byte* in) { return weights::load_element(d, in); }
 
 // The activations as HF transformers defines them (ACT2FN), in double.
 double activate(uint32_t act, double x) {
