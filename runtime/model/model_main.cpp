@@ -89,7 +89,7 @@ std::vector<float> random_values(const lathe::ManifestEntry& e, uint64_t& state,
 
 // Loads `weights`, or random weights when it is empty.
 void load_weights(lathe::Session& session, const std::string& weights) {
-  if (!weights.empty()) return session.load_safetensors(weights);
+  if (!weights.empty()) return session.load(weights);
   const lathe::ModelInfo& m = session.model();
   uint64_t state = 7;
   for (size_t i = 0; i < m.manifest.size(); ++i) {
@@ -175,7 +175,7 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
   options.all_logits = true;
   options.context = context;
   lathe::Session session(vk.device(), m, options);
-  session.load_safetensors(weights);
+  session.load(weights);
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(ErrorKind::Io, out_path + ": cannot write");
   auto write = [&](const std::vector<float>& rows) {
@@ -240,7 +240,9 @@ int main(int argc, char** argv) {
   auto* logits = app.add_subcommand("logits", "Write the logits of every position as raw little-endian f32 rows");
   std::string weights, tokens, out_path, device;
   int64_t steps = 0, context = 0;
-  logits->add_option("-w,--weights", weights, "Safetensors checkpoint")->required()->check(CLI::ExistingFile);
+  logits->add_option("-w,--weights", weights, "Checkpoint: a .safetensors file, a sharded one's .index.json, or a directory")
+      ->required()
+      ->check(CLI::ExistingPath);
   logits->add_option("-t,--tokens", tokens, "Prompt token ids, comma-separated")->required();
   logits->add_option("-n,--steps", steps, "Greedy decode steps after the prompt (their logits follow)")
       ->check(CLI::NonNegativeNumber);
@@ -260,8 +262,9 @@ int main(int argc, char** argv) {
   auto* generate = app.add_subcommand("generate", "Greedy generation from token ids, with prefill and decode speed");
   std::string gen_weights, gen_tokens;
   int64_t gen_steps = 32, gen_context = 0;
-  generate->add_option("-w,--weights", gen_weights, "Safetensors checkpoint (default: random weights)")
-      ->check(CLI::ExistingFile);
+  generate->add_option("-w,--weights", gen_weights,
+                       "Checkpoint: .safetensors, .index.json or a directory (default: random weights)")
+      ->check(CLI::ExistingPath);
   generate->add_option("-t,--tokens", gen_tokens, "Prompt token ids, comma-separated")->required();
   generate->add_option("-n,--steps", gen_steps, "Decode steps after the first pick")->check(CLI::NonNegativeNumber);
   generate->add_option("-c,--context", gen_context, "KV-cache positions (default: the spec's max_context)")

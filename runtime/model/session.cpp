@@ -1,6 +1,9 @@
 #include "runtime/model/session.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +17,7 @@
 #include "runtime/vk/descriptors.hpp"
 #include "runtime/vk/pipeline.hpp"
 #include "runtime/weights/dtype.hpp"
+#include "runtime/weights/checkpoint.hpp"
 #include "runtime/weights/safetensors.hpp"
 
 namespace lathe {
@@ -425,9 +429,17 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
                                                 std::to_string(elements * weights::dtype_size(dtype)) + " expected for " +
                                                 std::to_string(elements) + " " + std::string(dtype_name(dtype)) + " values");
   const size_t size = weights::dtype_size(t.dtype);
+  const bool transpose = e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role);
+  if (t.home->mapped() != nullptr && !transpose) {
+    // Unified memory: convert straight into the mapping, no host copy.
+    weights::convert(dtype, data, t.dtype,
+                     std::span(static_cast<std::byte*>(t.home->mapped()) + t.offset, elements * size));
+    t.uploaded = true;
+    return;
+  }
   std::vector<std::byte> converted(elements * size);
   weights::convert(dtype, data, t.dtype, converted);
-  if (e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role)) {
+  if (transpose) {
     // Stored [in, out] (GPT-2's Conv1D): the kernels read [out, in] rows.
     const size_t in = static_cast<size_t>(e.shape[0]), out = static_cast<size_t>(e.shape[1]);
     std::vector<std::byte> transposed(converted.size());
@@ -440,14 +452,29 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   t.uploaded = true;
 }
 
-void Session::load_safetensors(const std::string& path) {
-  const weights::SafetensorsFile file(path);
-  const std::vector<std::string> ignore(impl_->model.ignored_tensors.begin(), impl_->model.ignored_tensors.end());
-  weights::require_matches(file, impl_->model.manifest, ignore);
-  for (size_t i = 0; i < impl_->model.manifest.size(); ++i) {
-    const weights::TensorInfo* t = file.find(impl_->model.manifest[i].name);
-    upload(i, t->dtype, file.data(*t));
+void Session::load(const std::string& path) {
+  using Clock = std::chrono::steady_clock;
+  const weights::Checkpoint checkpoint(path);
+  const ModelInfo& m = impl_->model;
+  const std::vector<std::string> ignore(m.ignored_tensors.begin(), m.ignored_tensors.end());
+  checkpoint.require_matches(m.manifest, ignore);
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  const Clock::time_point start = Clock::now();
+  uint64_t done = 0, total = 0;
+  for (const ManifestEntry& e : m.manifest) total += checkpoint.find(e.name)->info->bytes;
+  bool shown = false;
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const weights::Checkpoint::Tensor* t = checkpoint.find(m.manifest[i].name);
+    upload(i, t->info->dtype, t->file->data(*t->info));
+    done += t->info->bytes;
+    if (terminal && (shown || Clock::now() - start > std::chrono::seconds(1))) {
+      std::fprintf(stderr, "\rloading %s: %zu/%zu tensors, %llu/%llu MiB", checkpoint.path().c_str(), i + 1,
+                   m.manifest.size(), static_cast<unsigned long long>(done >> 20),
+                   static_cast<unsigned long long>(total >> 20));
+      shown = true;
+    }
   }
+  if (shown) std::fprintf(stderr, "\n");
 }
 
 std::vector<float> Session::prefill(std::span<const int32_t> tokens) {

@@ -47,9 +47,12 @@ class Session {
   // transposed to [out, in]. Throws Error(InvalidArgument) naming the tensor
   // when the byte count does not fit its shape.
   void upload(size_t tensor, DType dtype, std::span<const std::byte> data);
-  // Audits a safetensors file against the manifest (every problem listed at
-  // once) and uploads every tensor.
-  void load_safetensors(const std::string& path);
+  // Audits a checkpoint (a safetensors file, a sharded one's index.json, or
+  // a directory holding either; weights::Checkpoint) against the manifest,
+  // every problem listed at once, then uploads it tensor by tensor from the
+  // file mappings: the host holds one converted tensor at a time. On a
+  // terminal a progress line shows a load that takes over a second.
+  void load(const std::string& path);
 
   // Appends `tokens` to the cache at position() and returns the logits of the
   // last row [vocab], or of every row [T][vocab] with all_logits. Throws

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -311,18 +312,21 @@ std::span<const std::byte> SafetensorsFile::data(const TensorInfo& info) const {
   return bytes.subspan(info.offset, info.bytes);
 }
 
-std::vector<std::string> audit(const SafetensorsFile& file, std::span<const ManifestEntry> manifest,
+std::vector<std::string> audit(std::span<const TensorInfo* const> tensors, std::span<const ManifestEntry> manifest,
                                std::span<const std::string> ignore) {
+  std::map<std::string_view, const TensorInfo*> by_name;
+  for (const TensorInfo* t : tensors) by_name.emplace(t->name, t);
   std::vector<std::string> problems;
   std::set<std::string_view> expected;
   for (const ManifestEntry& e : manifest) {
     expected.insert(e.name);
     const std::string name(e.name);
-    const TensorInfo* t = file.find(e.name);
-    if (!t) {
+    const auto found = by_name.find(e.name);
+    if (found == by_name.end()) {
       problems.push_back(name + ": missing");
       continue;
     }
+    const TensorInfo* t = found->second;
     const std::vector<int64_t> shape(e.shape.begin(), e.shape.begin() + std::min<size_t>(e.rank, e.shape.size()));
     if (t->shape != shape)
       problems.push_back(name + ": shape " + shape_string(shape) + " expected, " + shape_string(t->shape) + " found");
@@ -330,23 +334,33 @@ std::vector<std::string> audit(const SafetensorsFile& file, std::span<const Mani
       problems.push_back(name + ": dtype " + std::string(dtype_name(e.dtype)) + " expected, " +
                          std::string(dtype_name(t->dtype)) + " found");
   }
-  for (const TensorInfo& t : file.tensors()) {
+  for (const TensorInfo* t : tensors) {
     const bool ignored =
-        std::any_of(ignore.begin(), ignore.end(), [&](const std::string& p) { return matches(p, t.name); });
-    if (!expected.contains(t.name) && !ignored)
-      problems.push_back(t.name + ": unexpected tensor (not in the manifest)");
+        std::any_of(ignore.begin(), ignore.end(), [&](const std::string& p) { return matches(p, t->name); });
+    if (!expected.contains(t->name) && !ignored)
+      problems.push_back(t->name + ": unexpected tensor (not in the manifest)");
   }
   return problems;
 }
 
-void require_matches(const SafetensorsFile& file, std::span<const ManifestEntry> manifest,
-                     std::span<const std::string> ignore) {
-  const std::vector<std::string> problems = audit(file, manifest, ignore);
+std::vector<std::string> audit(const SafetensorsFile& file, std::span<const ManifestEntry> manifest,
+                               std::span<const std::string> ignore) {
+  std::vector<const TensorInfo*> tensors;
+  for (const TensorInfo& t : file.tensors()) tensors.push_back(&t);
+  return audit(tensors, manifest, ignore);
+}
+
+void raise_problems(const std::string& path, const std::vector<std::string>& problems) {
   if (problems.empty()) return;
   std::string message =
-      file.path() + ": " + std::to_string(problems.size()) + (problems.size() == 1 ? " problem:" : " problems:");
+      path + ": " + std::to_string(problems.size()) + (problems.size() == 1 ? " problem:" : " problems:");
   for (const std::string& p : problems) message += "\n  " + p;
   throw Error(ErrorKind::BadFile, message);
+}
+
+void require_matches(const SafetensorsFile& file, std::span<const ManifestEntry> manifest,
+                     std::span<const std::string> ignore) {
+  raise_problems(file.path(), audit(file, manifest, ignore));
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,

@@ -62,9 +62,15 @@ class SafetensorsFile {
 // matching one are not unexpected.
 std::vector<std::string> audit(const SafetensorsFile& file, std::span<const ManifestEntry> manifest,
                                std::span<const std::string> ignore = {});
+// The same over the tensors of several files (a sharded checkpoint), in order.
+std::vector<std::string> audit(std::span<const TensorInfo* const> tensors, std::span<const ManifestEntry> manifest,
+                               std::span<const std::string> ignore = {});
 
 // Throws Error(BadFile, "<path>: N problems:\n  <problem>\n  <problem>…")
 // ("1 problem:" for one) when audit() finds any.
+// Throws Error(BadFile, "<path>: N problems:\n  <problem>…") when `problems` is not empty.
+void raise_problems(const std::string& path, const std::vector<std::string>& problems);
+
 void require_matches(const SafetensorsFile& file, std::span<const ManifestEntry> manifest,
                      std::span<const std::string> ignore = {});
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <random>
 
@@ -82,6 +83,20 @@ double normalized_error(const float* a, const float* b, size_t n) {
 double tolerance() { return model_info().cache_dtype == DType::F16 ? 5e-3 : 5e-4; }
 
 size_t argmax(const float* row, size_t n) { return static_cast<size_t>(std::max_element(row, row + n) - row); }
+
+// The test weights as a checkpoint holds them: each tensor in its manifest dtype.
+std::vector<weights::TensorToWrite> checkpoint_tensors() {
+  std::vector<weights::TensorToWrite> tensors;
+  for (const ManifestEntry& e : model_info().manifest) {
+    const std::vector<float>& values = test_weights().tensors.at(std::string(e.name));
+    weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
+    if (e.rank == 2) t.shape.push_back(e.shape[1]);
+    t.data.resize(values.size() * weights::dtype_size(e.dtype));
+    weights::convert(DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
 
 }  // namespace
 
@@ -207,17 +222,9 @@ TEST_CASE_FIXTURE(test::VulkanTest, "bad calls are refused with the numbers, bef
 
 TEST_SUITE("model") {
 
+
 TEST_CASE_FIXTURE(test::VulkanTest, "a safetensors checkpoint loads to the logits of a direct upload") {
-  // Written in each tensor's manifest dtype, as a real checkpoint would be.
-  std::vector<weights::TensorToWrite> tensors;
-  for (const ManifestEntry& e : model_info().manifest) {
-    const std::vector<float>& values = test_weights().tensors.at(std::string(e.name));
-    weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
-    if (e.rank == 2) t.shape.push_back(e.shape[1]);
-    t.data.resize(values.size() * weights::dtype_size(e.dtype));
-    weights::convert(DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
-    tensors.push_back(std::move(t));
-  }
+  std::vector<weights::TensorToWrite> tensors = checkpoint_tensors();
   // Tensors the spec says a checkpoint may carry beyond its weights (GPT-2's
   // mask buffers) are tolerated.
   for (std::string_view pattern : model_info().ignored_tensors) {
@@ -230,7 +237,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a safetensors checkpoint loads to the logit
   weights::write_safetensors(path, tensors);
   const std::vector<int32_t> tokens = random_tokens(10, 9);
   Session loaded(device, model_info());
-  loaded.load_safetensors(path);
+  loaded.load(path);
   Session direct(device, model_info());
   upload_all(direct);
   const std::vector<float> a = loaded.prefill(tokens), b = direct.prefill(tokens);
@@ -247,7 +254,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a safetensors checkpoint loads to the logit
   weights::write_safetensors(path, tensors);
   Session refused(device, model_info());
   try {
-    refused.load_safetensors(path);
+    refused.load(path);
     FAIL("a checkpoint with a wrongly shaped tensor loaded");
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::BadFile);
@@ -282,6 +289,39 @@ TEST_CASE_FIXTURE(test::VulkanTest, "attention split across key ranges (as on GP
   }
   MESSAGE("worst normalized error with 3 key ranges " << worst);
   CHECK(worst < tolerance());
+}
+
+}  // TEST_SUITE
+
+TEST_SUITE("model") {
+
+TEST_CASE_FIXTURE(test::VulkanTest, "a sharded checkpoint directory loads to the logits of a direct upload") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lathe-model-test-sharded-" + std::string(model_info().name));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // Alternate tensors between two shards, as Hugging Face's sharding does by size.
+  std::vector<weights::TensorToWrite> shards[2];
+  std::string map;
+  size_t i = 0;
+  for (weights::TensorToWrite& t : checkpoint_tensors()) {
+    const size_t shard = i++ % 2;
+    map += std::string(map.empty() ? "" : ", ") + "\"" + t.name + "\": \"model-0000" + std::to_string(shard + 1) +
+           "-of-00002.safetensors\"";
+    shards[shard].push_back(std::move(t));
+  }
+  for (size_t s = 0; s < 2; ++s)
+    weights::write_safetensors((dir / ("model-0000" + std::to_string(s + 1) + "-of-00002.safetensors")).string(), shards[s]);
+  std::ofstream(dir / "model.safetensors.index.json") << "{\"metadata\": {}, \"weight_map\": {" << map << "}}";
+
+  const std::vector<int32_t> tokens = random_tokens(6, 21);
+  Session loaded(device, model_info());
+  loaded.load(dir.string());
+  Session direct(device, model_info());
+  upload_all(direct);
+  const std::vector<float> a = loaded.prefill(tokens), b = direct.prefill(tokens);
+  CHECK(normalized_error(a.data(), b.data(), a.size()) < 1e-2);  // vectors: checkpoint rounding only
+  fs::remove_all(dir);
 }
 
 }  // TEST_SUITE

@@ -1,0 +1,151 @@
+// Checkpoints as users have them: one safetensors file, a sharded one with
+// its index, a directory holding either; and the index's own errors.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "runtime/weights/checkpoint.hpp"
+
+using namespace lathe;
+using namespace lathe::weights;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr ManifestEntry kManifest[] = {
+    {Role::Embed, false, -1, -1, "embed", 2, {4, 2}, DType::F32},
+    {Role::Q, false, 0, -1, "q", 2, {2, 2}, DType::F32},
+    {Role::FinalNorm, false, -1, -1, "norm", 1, {2, 1}, DType::F32},
+};
+
+TensorToWrite tensor(const std::string& name, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return {name, DType::F32, shape, std::vector<std::byte>(static_cast<size_t>(n) * 4, std::byte{1})};
+}
+
+struct Dir {
+  fs::path path;
+  Dir() : path(fs::temp_directory_path() / ("lathe-checkpoint-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Dir() { fs::remove_all(path); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  void write(const std::string& name, const std::string& text) const { std::ofstream(file(name)) << text; }
+};
+
+// Shards a (embed, q) and b (norm), with the index naming them.
+void write_sharded(const Dir& d) {
+  write_safetensors(d.file("model-00001-of-00002.safetensors"), {tensor("embed", {4, 2}), tensor("q", {2, 2})});
+  write_safetensors(d.file("model-00002-of-00002.safetensors"), {tensor("norm", {2})});
+  d.write("model.safetensors.index.json",
+          R"({"metadata": {"total_size": 56}, "weight_map": {"embed": "model-00001-of-00002.safetensors",
+             "q": "model-00001-of-00002.safetensors", "norm": "model-00002-of-00002.safetensors"}})");
+}
+
+std::string error_of(const std::string& path, std::span<const ManifestEntry> manifest = kManifest) {
+  try {
+    Checkpoint(path).require_matches(manifest);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_SUITE("checkpoint") {
+
+TEST_CASE("a sharded checkpoint opens by its index or its directory and matches the manifest") {
+  Dir d;
+  write_sharded(d);
+  for (const std::string& path : {d.file("model.safetensors.index.json"), d.path.string()}) {
+    CAPTURE(path);
+    const Checkpoint c(path);
+    CHECK(c.files().size() == 2);
+    CHECK(c.tensors().size() == 3);
+    CHECK(c.audit(kManifest).empty());
+    REQUIRE(c.find("norm") != nullptr);
+    CHECK(c.find("norm")->file->path() == d.file("model-00002-of-00002.safetensors"));
+    CHECK(c.find("norm")->file->data(*c.find("norm")->info).size() == 8);
+    CHECK(c.total_bytes() == 56);
+  }
+}
+
+TEST_CASE("a directory with one safetensors file opens it; one with several and no index is refused") {
+  Dir d;
+  write_safetensors(d.file("weights.safetensors"), {tensor("embed", {4, 2}), tensor("q", {2, 2}), tensor("norm", {2})});
+  CHECK(Checkpoint(d.path.string()).audit(kManifest).empty());
+  write_safetensors(d.file("other.safetensors"), {tensor("x", {1})});
+  try {
+    Checkpoint c(d.path.string());
+    FAIL("a directory of two unindexed files opened");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::NotFound);
+    CHECK(std::string(e.what()).find("2 .safetensors files without an index") != std::string::npos);
+  }
+}
+
+TEST_CASE("index problems and manifest problems are listed together, naming files and tensors") {
+  Dir d;
+  write_sharded(d);
+  // norm is also in shard 1, and the index places q in shard 2, which lacks it.
+  write_safetensors(d.file("model-00001-of-00002.safetensors"),
+                    {tensor("embed", {4, 2}), tensor("q", {2, 2}), tensor("norm", {2})});
+  d.write("model.safetensors.index.json",
+          R"({"weight_map": {"embed": "model-00001-of-00002.safetensors", "q": "model-00002-of-00002.safetensors",
+             "norm": "model-00002-of-00002.safetensors"}})");
+  const std::string message = error_of(d.file("model.safetensors.index.json"));
+  CHECK(message.find("2 problems:") != std::string::npos);
+  CHECK(message.find("q: the index places it in " + d.file("model-00002-of-00002.safetensors") +
+                     ", which does not hold it") != std::string::npos);
+  CHECK(message.find("norm: held by both") != std::string::npos);
+}
+
+TEST_CASE("a malformed or hostile index is a BadFile error naming the index") {
+  Dir d;
+  write_sharded(d);
+  const std::string index = d.file("model.safetensors.index.json");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{not json", "not valid JSON"},
+      {R"({"metadata": {}})", "no \"weight_map\""},
+      {R"({"weight_map": {}})", "the weight_map is empty"},
+      {R"({"weight_map": {"q": 7}})", "weight_map[\"q\"] is not a file name"},
+      {R"({"weight_map": {"q": "../model-00002-of-00002.safetensors"}})", "is not a file name beside the index"},
+      {R"({"weight_map": {"q": "/etc/passwd"}})", "is not a file name beside the index"},
+  };
+  for (const auto& [text, expected] : cases) {
+    CAPTURE(text);
+    d.write("model.safetensors.index.json", text);
+    try {
+      Checkpoint c(index);
+      FAIL("a malformed index opened");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::BadFile);
+      CHECK(std::string(e.what()).find(index + ": ") == 0);
+      CHECK(std::string(e.what()).find(expected) != std::string::npos);
+    }
+  }
+  // A shard the index names but the directory lacks.
+  d.write("model.safetensors.index.json", R"({"weight_map": {"q": "model-00009-of-00009.safetensors"}})");
+  try {
+    Checkpoint c(index);
+    FAIL("an index naming a missing shard opened");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::NotFound);
+    CHECK(std::string(e.what()).find("model-00009-of-00009.safetensors") != std::string::npos);
+  }
+}
+
+}  // TEST_SUITE
