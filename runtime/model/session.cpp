@@ -18,6 +18,7 @@
 #include "runtime/vk/pipeline.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/checkpoint.hpp"
+#include "runtime/weights/gguf.hpp"
 #include "runtime/weights/safetensors.hpp"
 
 namespace lathe {
@@ -424,6 +425,16 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   const ManifestEntry& e = s.model.manifest[index];
   DeviceTensor& t = s.tensors[index];
   const size_t elements = static_cast<size_t>(e.elements());
+  if (dtype == DType::Q8_0) {
+    // GGUF's Q8_0 blocks (34 bytes per 32 values), dequantized at load.
+    if (elements % 32 != 0 || data.size() != elements / 32 * 34)
+      throw Error(ErrorKind::InvalidArgument, std::string(e.name) + ": " + std::to_string(data.size()) +
+                                                  " bytes are not the Q8_0 blocks of " + std::to_string(elements) +
+                                                  " values");
+    std::vector<float> values(elements);
+    weights::dequantize_q8_0(data, values);
+    return upload(index, DType::F32, std::as_bytes(std::span(values)));
+  }
   if (data.size() != elements * weights::dtype_size(dtype))
     throw Error(ErrorKind::InvalidArgument, std::string(e.name) + ": " + std::to_string(data.size()) + " bytes given, " +
                                                 std::to_string(elements * weights::dtype_size(dtype)) + " expected for " +

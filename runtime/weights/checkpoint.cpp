@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/error.hpp"
+#include "runtime/weights/gguf.hpp"
 
 namespace lathe::weights {
 namespace {
@@ -23,10 +24,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 std::string pick_in_directory(const fs::path& dir) {
   for (const char* name : {"model.safetensors.index.json", "model.safetensors"})
     if (fs::is_regular_file(dir / name)) return (dir / name).string();
-  std::vector<fs::path> found;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+  std::vector<fs::path> found, gguf;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     if (e.is_regular_file() && e.path().extension() == ".safetensors") found.push_back(e.path());
+    if (e.is_regular_file() && e.path().extension() == ".gguf") gguf.push_back(e.path());
+  }
   if (found.size() == 1) return found.front().string();
+  if (found.empty() && gguf.size() == 1) return gguf.front().string();
   throw Error(ErrorKind::NotFound,
               dir.string() + ": no model.safetensors.index.json or model.safetensors" +
                   (found.empty() ? std::string(", and no .safetensors file")
@@ -39,11 +43,9 @@ Checkpoint::Checkpoint(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) path_ = pick_in_directory(path);
   else path_ = path;
-  if (ends_with(path_, ".json")) {
-    open_index(path_);
-  } else {
-    files_.push_back(std::make_unique<SafetensorsFile>(path_));
-  }
+  if (ends_with(path_, ".json")) open_index(path_);
+  else if (ends_with(path_, ".gguf")) files_.push_back(std::make_unique<GgufFile>(path_));
+  else files_.push_back(std::make_unique<SafetensorsFile>(path_));
   for (const auto& f : files_)
     for (const TensorInfo& t : f->tensors()) {
       first_.emplace(t.name, tensors_.size());
@@ -88,7 +90,7 @@ const Checkpoint::Tensor* Checkpoint::find(std::string_view name) const {
 std::vector<std::string> Checkpoint::audit(std::span<const ManifestEntry> manifest,
                                            std::span<const std::string> ignore) const {
   std::vector<std::string> problems = index_problems_;
-  std::map<std::string_view, const SafetensorsFile*> holder;
+  std::map<std::string_view, const TensorFile*> holder;
   std::vector<const TensorInfo*> infos;
   for (const Tensor& t : tensors_) {
     auto [it, added] = holder.emplace(t.info->name, t.file);

@@ -1,6 +1,6 @@
-// A Hugging Face checkpoint as users have it: one safetensors file, a
-// sharded one (model.safetensors.index.json naming the shard of every
-// tensor), or a directory holding either. Every file is memory-mapped; a
+// A checkpoint as users have it: one safetensors file, a sharded one
+// (model.safetensors.index.json naming the shard of every tensor), a GGUF
+// file, or a directory holding one of these. Every file is memory-mapped; a
 // tensor's bytes are read from its mapping when it is uploaded, so loading
 // never holds a copy of the checkpoint.
 #pragma once
@@ -18,17 +18,17 @@ namespace lathe::weights {
 
 class Checkpoint {
  public:
-  // `path`: a .safetensors file, a .index.json file, or a directory with
-  // model.safetensors.index.json, model.safetensors or exactly one
-  // *.safetensors file. Throws Error(NotFound) naming what was looked for,
+  // `path`: a .safetensors, .index.json or .gguf file, or a directory with
+  // model.safetensors.index.json, model.safetensors, or exactly one
+  // *.safetensors or (failing those) one *.gguf file. Throws Error(NotFound) naming what was looked for,
   // Error(BadFile) for a malformed index (naming the index and the entry).
   explicit Checkpoint(const std::string& path);
 
   const std::string& path() const { return path_; }  // the file or index opened
-  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  const std::vector<std::unique_ptr<TensorFile>>& files() const { return files_; }
 
   struct Tensor {
-    const SafetensorsFile* file;
+    const TensorFile* file;
     const TensorInfo* info;
   };
   // Every tensor of every file, in file order (a name held by two shards appears twice).
@@ -47,7 +47,7 @@ class Checkpoint {
   void open_index(const std::string& index);
 
   std::string path_;
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<std::unique_ptr<TensorFile>> files_;
   std::vector<Tensor> tensors_;
   std::vector<std::string> index_problems_;
   std::map<std::string_view, size_t> first_;  // name → its first entry in tensors_

@@ -56,7 +56,7 @@ struct GgufValue {
 
 std::string_view gguf_type_name(GgufType type);  // "u32", "string", "array", …
 
-class GgufFile {
+class GgufFile final : public TensorFile {
  public:
   // Maps, parses and validates the whole header. Throws Error(BadFile,
   // "<path>: …", naming the key or tensor at fault) for anything malformed
@@ -65,15 +65,15 @@ class GgufFile {
   // duplicate names), and MappedFile's NotFound / Io errors.
   explicit GgufFile(const std::string& path);
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const override { return file_.path(); }
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
   // In header order. shape is row-major (ggml dims reversed); offset is
   // absolute in the file; a Q8_0 tensor's bytes are elements / 32 blocks of 34.
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  const TensorInfo* find(std::string_view name) const;  // null when absent
+  const std::vector<TensorInfo>& tensors() const override { return tensors_; }
+  const TensorInfo* find(std::string_view name) const override;  // null when absent
   // The tensor's bytes inside the mapping. `info` must come from this file.
-  std::span<const std::byte> data(const TensorInfo& info) const;
+  std::span<const std::byte> data(const TensorInfo& info) const override;
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
 
   // Metadata of one kind, or nullopt when the key is absent or holds another

@@ -28,19 +28,30 @@ struct TensorInfo {
   uint64_t bytes;   // elements * dtype_size(dtype)
 };
 
-class SafetensorsFile {
+// A weights file of any format, as a checkpoint reads it: named tensors
+// (row-major shapes) whose bytes lie in the file's mapping.
+class TensorFile {
+ public:
+  virtual ~TensorFile() = default;
+  virtual const std::string& path() const = 0;
+  virtual const std::vector<TensorInfo>& tensors() const = 0;  // in file order
+  virtual const TensorInfo* find(std::string_view name) const = 0;  // null when absent
+  virtual std::span<const std::byte> data(const TensorInfo& info) const = 0;
+};
+
+class SafetensorsFile final : public TensorFile {
  public:
   // Maps, parses and validates the whole header. Throws Error(BadFile,
   // "<path>: …", naming the tensor at fault) for any malformed header, and
   // MappedFile's NotFound / Io errors.
   explicit SafetensorsFile(const std::string& path);
 
-  const std::string& path() const { return file_.path(); }
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in header order
-  const TensorInfo* find(std::string_view name) const;                 // null when absent
+  const std::string& path() const override { return file_.path(); }
+  const std::vector<TensorInfo>& tensors() const override { return tensors_; }  // in header order
+  const TensorInfo* find(std::string_view name) const override;                 // null when absent
   // The tensor's bytes inside the mapping (not aligned: the format does not
   // align tensors). `info` must come from this file.
-  std::span<const std::byte> data(const TensorInfo& info) const;
+  std::span<const std::byte> data(const TensorInfo& info) const override;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }  // "__metadata__"
 
  private:

@@ -11,6 +11,8 @@
 
 #include "runtime/error.hpp"
 #include "runtime/weights/checkpoint.hpp"
+#include "runtime/weights/dtype.hpp"
+#include "runtime/weights/gguf.hpp"
 
 using namespace lathe;
 using namespace lathe::weights;
@@ -146,6 +148,39 @@ TEST_CASE("a malformed or hostile index is a BadFile error naming the index") {
     CHECK(e.kind() == ErrorKind::NotFound);
     CHECK(std::string(e.what()).find("model-00009-of-00009.safetensors") != std::string::npos);
   }
+}
+
+TEST_CASE("a GGUF file opens as a checkpoint, by path or directory, audited like any other") {
+  Dir d;
+  auto gguf_tensor = [](const std::string& name, std::vector<int64_t> shape, DType dtype) {
+    int64_t n = 1;
+    for (int64_t v : shape) n *= v;
+    const std::vector<float> values(static_cast<size_t>(n), 0.5f);
+    GgufTensorToWrite t{name, dtype, shape, {}};
+    if (dtype == DType::Q8_0) {
+      t.data = quantize_q8_0(values);
+    } else {
+      t.data.resize(static_cast<size_t>(n) * dtype_size(dtype));
+      convert(DType::F32, std::as_bytes(std::span(values)), dtype, t.data);
+    }
+    return t;
+  };
+  write_gguf(d.file("model.gguf"), {{"general.architecture", GgufValue(std::string("llama"))}},
+             {gguf_tensor("embed", {4, 2}, DType::F32), gguf_tensor("q", {2, 2}, DType::F32),
+              gguf_tensor("norm", {2}, DType::F32)});
+  for (const std::string& path : {d.file("model.gguf"), d.path.string()}) {
+    CAPTURE(path);
+    const Checkpoint c(path);
+    CHECK(c.audit(kManifest).empty());
+    CHECK(c.find("q")->info->shape == std::vector<int64_t>{2, 2});
+  }
+  // A quantized tensor where the manifest wants f32 is named, with both dtypes.
+  write_gguf(d.file("model.gguf"), {},
+             {gguf_tensor("embed", {4, 32}, DType::Q8_0), gguf_tensor("q", {2, 2}, DType::F32),
+              gguf_tensor("norm", {2}, DType::F32)});
+  const std::string message = error_of(d.file("model.gguf"));
+  CHECK(message.find("embed: shape [4, 2] expected, [4, 32] found") != std::string::npos);
+  CHECK(message.find("embed: dtype f32 expected, q8_0 found") != std::string::npos);
 }
 
 }  // TEST_SUITE

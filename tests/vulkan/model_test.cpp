@@ -18,6 +18,7 @@
 #include "runtime/model/session.hpp"
 #include "runtime/reference/reference.hpp"
 #include "runtime/weights/dtype.hpp"
+#include "runtime/weights/gguf.hpp"
 #include "runtime/weights/safetensors.hpp"
 #include "tests/harness/vulkan_harness.hpp"
 
@@ -322,6 +323,43 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a sharded checkpoint directory loads to the
   const std::vector<float> a = loaded.prefill(tokens), b = direct.prefill(tokens);
   CHECK(normalized_error(a.data(), b.data(), a.size()) < 1e-2);  // vectors: checkpoint rounding only
   fs::remove_all(dir);
+}
+
+}  // TEST_SUITE
+
+TEST_SUITE("model") {
+
+TEST_CASE_FIXTURE(test::VulkanTest, "a GGUF checkpoint of the same tensors loads to the logits of a direct upload") {
+  std::vector<weights::GgufTensorToWrite> tensors;
+  for (weights::TensorToWrite& t : checkpoint_tensors())
+    tensors.push_back({t.name, t.dtype, t.shape, std::move(t.data)});
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("lathe-model-test-" + std::string(model_info().name) + ".gguf")).string();
+  weights::write_gguf(path, {{"general.name", weights::GgufValue(std::string(model_info().name))}}, tensors);
+  const std::vector<int32_t> tokens = random_tokens(5, 17);
+  Session loaded(device, model_info());
+  loaded.load(path);
+  Session direct(device, model_info());
+  upload_all(direct);
+  const std::vector<float> a = loaded.prefill(tokens), b = direct.prefill(tokens);
+  CHECK(normalized_error(a.data(), b.data(), a.size()) < 1e-2);  // vectors: checkpoint rounding only
+  std::filesystem::remove(path);
+
+  // Q8_0 blocks, dequantized at upload: the logits move by the quantization only.
+  Session quantized(device, model_info());
+  const ModelInfo& m = model_info();
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const std::vector<float>& values = test_weights().tensors.at(std::string(m.manifest[i].name));
+    if (m.manifest[i].rank == 2 && values.size() % 32 == 0)
+      quantized.upload(i, DType::Q8_0, weights::quantize_q8_0(values));
+    else
+      quantized.upload(i, DType::F32, std::as_bytes(std::span(values)));
+  }
+  const std::vector<float> q = quantized.prefill(tokens);
+  const double e = normalized_error(q.data(), b.data(), q.size());
+  MESSAGE("Q8_0 weights: normalized logit error " << e);
+  CHECK(e < 5e-2);
+  CHECK(e > 0);  // the blocks really were quantized
 }
 
 }  // TEST_SUITE
