@@ -2,14 +2,13 @@
 // its index, a directory holding either; and the index's own errors.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "tests/harness/temp_files.hpp"
 #include "runtime/weights/checkpoint.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
@@ -32,19 +31,9 @@ TensorToWrite tensor(const std::string& name, std::vector<int64_t> shape) {
   return {name, DType::F32, shape, std::vector<std::byte>(static_cast<size_t>(n) * 4, std::byte{1})};
 }
 
-struct Dir {
-  fs::path path;
-  Dir() : path(fs::temp_directory_path() / ("lathe-checkpoint-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Dir() { fs::remove_all(path); }
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  void write(const std::string& name, const std::string& text) const { std::ofstream(file(name)) << text; }
+struct Dir : test::TempDir {
+  Dir() : test::TempDir("lathe-checkpoint-test") {}
+  void write(const std::string& name, const std::string& text) const { test::write_file(file(name), text); }
 };
 
 // Shards a (embed, q) and b (norm), with the index naming them.
@@ -72,7 +61,7 @@ TEST_SUITE("checkpoint") {
 TEST_CASE("a sharded checkpoint opens by its index or its directory and matches the manifest") {
   Dir d;
   write_sharded(d);
-  for (const std::string& path : {d.file("model.safetensors.index.json"), d.path.string()}) {
+  for (const std::string& path : {d.file("model.safetensors.index.json"), d.dir.string()}) {
     CAPTURE(path);
     const Checkpoint c(path);
     CHECK(c.files().size() == 2);
@@ -88,10 +77,10 @@ TEST_CASE("a sharded checkpoint opens by its index or its directory and matches 
 TEST_CASE("a directory with one safetensors file opens it; one with several and no index is refused") {
   Dir d;
   write_safetensors(d.file("weights.safetensors"), {tensor("embed", {4, 2}), tensor("q", {2, 2}), tensor("norm", {2})});
-  CHECK(Checkpoint(d.path.string()).audit(kManifest).empty());
+  CHECK(Checkpoint(d.dir.string()).audit(kManifest).empty());
   write_safetensors(d.file("other.safetensors"), {tensor("x", {1})});
   try {
-    Checkpoint c(d.path.string());
+    Checkpoint c(d.dir.string());
     FAIL("a directory of two unindexed files opened");
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::NotFound);
@@ -168,7 +157,7 @@ TEST_CASE("a GGUF file opens as a checkpoint, by path or directory, audited like
   write_gguf(d.file("model.gguf"), {{"general.architecture", GgufValue(std::string("llama"))}},
              {gguf_tensor("embed", {4, 2}, DType::F32), gguf_tensor("q", {2, 2}, DType::F32),
               gguf_tensor("norm", {2}, DType::F32)});
-  for (const std::string& path : {d.file("model.gguf"), d.path.string()}) {
+  for (const std::string& path : {d.file("model.gguf"), d.dir.string()}) {
     CAPTURE(path);
     const Checkpoint c(path);
     CHECK(c.audit(kManifest).empty());

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "tests/harness/temp_files.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/mapped_file.hpp"
 
@@ -33,33 +34,11 @@ using namespace std::string_literals;  // "…"s keeps embedded NULs
 
 namespace {
 
-// A fresh directory under the system temp dir, removed with its files.
-struct TempDir {
-  std::filesystem::path dir;
-  TempDir() {
-    static int count = 0;
-    dir = std::filesystem::temp_directory_path() /
-          ("lathe-safetensors-test-" + std::to_string(::getpid()) + "-" + std::to_string(count++));
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("lathe-safetensors-test") {}
 };
-
-void write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  REQUIRE(out.good());
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_file;
+using test::write_file;
 
 // A safetensors file by hand: [8: LE length][header][data_bytes zeros];
 // `length` overrides the length field.
