@@ -191,7 +191,7 @@ GgufValue GgufValue::strings(const std::vector<std::string>& items) {
   return array;
 }
 
-GgufFile::GgufFile(const std::string& path) : file_(path) {
+GgufFile::GgufFile(const std::string& path) : TensorFile(path) {
   const std::span<const std::byte> bytes = file_.bytes();
   Reader r(path, bytes);
   if (bytes.size() < 4 || std::memcmp(bytes.data(), "GGUF", 4) != 0) r.fail("not a GGUF file (no \"GGUF\" magic)");
@@ -297,18 +297,6 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
       r.fail(a.name + " and " + b.name + ": data at offsets " + std::to_string(a.offset - data_start) + " (" +
              std::to_string(a.bytes) + " bytes) and " + std::to_string(b.offset - data_start) + " overlap");
   }
-}
-
-const TensorInfo* GgufFile::find(std::string_view name) const {
-  const auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &tensors_[it->second];
-}
-
-std::span<const std::byte> GgufFile::data(const TensorInfo& info) const {
-  const std::span<const std::byte> bytes = file_.bytes();
-  if (info.offset > bytes.size() || info.bytes > bytes.size() - info.offset)
-    throw Error(ErrorKind::InvalidArgument, path() + ": " + info.name + ": the tensor lies outside this file");
-  return bytes.subspan(info.offset, info.bytes);
 }
 
 const GgufValue* GgufFile::value(std::string_view key) const {

@@ -65,15 +65,10 @@ class GgufFile final : public TensorFile {
   // duplicate names), and MappedFile's NotFound / Io errors.
   explicit GgufFile(const std::string& path);
 
-  const std::string& path() const override { return file_.path(); }
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
-  // In header order. shape is row-major (ggml dims reversed); offset is
-  // absolute in the file; a Q8_0 tensor's bytes are elements / 32 blocks of 34.
-  const std::vector<TensorInfo>& tensors() const override { return tensors_; }
-  const TensorInfo* find(std::string_view name) const override;  // null when absent
-  // The tensor's bytes inside the mapping. `info` must come from this file.
-  std::span<const std::byte> data(const TensorInfo& info) const override;
+  // tensors(): shape is row-major (ggml dims reversed); a Q8_0 tensor's
+  // bytes are elements / 32 blocks of 34.
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
 
   // Metadata of one kind, or nullopt when the key is absent or holds another
@@ -87,11 +82,8 @@ class GgufFile final : public TensorFile {
  private:
   const GgufValue* value(std::string_view key) const;
 
-  MappedFile file_;
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
-  std::vector<TensorInfo> tensors_;
-  std::map<std::string, size_t, std::less<>> index_;  // name → position in tensors_
   std::map<std::string, GgufValue, std::less<>> metadata_;
 };
 

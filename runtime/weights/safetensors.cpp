@@ -248,7 +248,7 @@ bool matches(std::string_view pattern, std::string_view name) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
+SafetensorsFile::SafetensorsFile(const std::string& path) : TensorFile(path) {
   // bytes: [8: header length N][N: JSON header][data section]
   const std::span<const std::byte> bytes = file_.bytes();
   if (bytes.size() < 8)
@@ -300,12 +300,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   }
 }
 
-const TensorInfo* SafetensorsFile::find(std::string_view name) const {
+const TensorInfo* TensorFile::find(std::string_view name) const {
   const auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::span<const std::byte> SafetensorsFile::data(const TensorInfo& info) const {
+std::span<const std::byte> TensorFile::data(const TensorInfo& info) const {
   const std::span<const std::byte> bytes = file_.bytes();
   if (info.offset > bytes.size() || info.bytes > bytes.size() - info.offset)
     throw Error(ErrorKind::InvalidArgument, path() + ": " + info.name + ": the tensor lies outside this file");

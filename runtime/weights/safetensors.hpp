@@ -28,15 +28,24 @@ struct TensorInfo {
   uint64_t bytes;   // elements * dtype_size(dtype)
 };
 
-// A weights file of any format, as a checkpoint reads it: named tensors
-// (row-major shapes) whose bytes lie in the file's mapping.
+// A weights file of any format, as a checkpoint reads it: the mapping and
+// its named tensors (row-major shapes). Each format's class parses its
+// header into tensors_ and index_; finding and reading are the same for all.
 class TensorFile {
  public:
   virtual ~TensorFile() = default;
-  virtual const std::string& path() const = 0;
-  virtual const std::vector<TensorInfo>& tensors() const = 0;  // in file order
-  virtual const TensorInfo* find(std::string_view name) const = 0;  // null when absent
-  virtual std::span<const std::byte> data(const TensorInfo& info) const = 0;
+  const std::string& path() const { return file_.path(); }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in header order
+  const TensorInfo* find(std::string_view name) const;                 // null when absent
+  // The tensor's bytes inside the mapping. `info` must come from this file.
+  std::span<const std::byte> data(const TensorInfo& info) const;
+
+ protected:
+  explicit TensorFile(const std::string& path) : file_(path) {}
+
+  MappedFile file_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> index_;  // name → position in tensors_
 };
 
 class SafetensorsFile final : public TensorFile {
@@ -46,18 +55,10 @@ class SafetensorsFile final : public TensorFile {
   // MappedFile's NotFound / Io errors.
   explicit SafetensorsFile(const std::string& path);
 
-  const std::string& path() const override { return file_.path(); }
-  const std::vector<TensorInfo>& tensors() const override { return tensors_; }  // in header order
-  const TensorInfo* find(std::string_view name) const override;                 // null when absent
-  // The tensor's bytes inside the mapping (not aligned: the format does not
-  // align tensors). `info` must come from this file.
-  std::span<const std::byte> data(const TensorInfo& info) const override;
+  // Tensor bytes are not aligned: the format does not align tensors.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }  // "__metadata__"
 
  private:
-  MappedFile file_;
-  std::vector<TensorInfo> tensors_;
-  std::map<std::string, size_t, std::less<>> index_;  // name → position in tensors_
   std::map<std::string, std::string> metadata_;
 };
 
