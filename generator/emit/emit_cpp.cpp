@@ -143,12 +143,11 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   if (s.moe.enabled()) refuse("moe", "");
   if (s.embedding.scale != 1.0) refuse("embedding.scale", "");
   if (s.output.softcap > 0) refuse("output.softcap", "");
-  if (s.weights.dtype == DType::Q8_0) refuse("weights.dtype", "\"q8_0\"");
   if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
     refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
   // matmul.comp reads weight rows in 16-byte texels: 8 values of a 16-bit
   // dtype (4 of f32), and q/k/v in pairs of dims.
-  const int64_t texel = s.weights.dtype == DType::F32 ? 4 : 8;
+  const int64_t texel = device_dtype(s.weights.dtype) == DType::F32 ? 4 : 8;
   auto multiple = [&](const std::string& key, int64_t value, int64_t of) {
     if (value % of != 0)
       refuse(key, std::to_string(value) + " is not a multiple of " + std::to_string(of) + " (the kernels' texel width)");
@@ -159,6 +158,14 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   // Attention reads the cache in 16-byte texels of a head row.
   multiple(s.dims.head_dim_explicit ? "dims.head_dim" : "dims.heads", s.dims.head_dim,
            s.cache.dtype == DType::F16 ? 8 : 4);
+  if (s.weights.dtype == DType::Q8_0) {
+    // Q8_0 blocks of 32 run along each stored row.
+    for (const TensorSpec& t : build_sample_manifest(s).tensors) {
+      if (t.shape.size() == 2 && t.dtype == DType::Q8_0 && t.shape[1] % 32 != 0)
+        refuse("weights.dtype", "\"q8_0\": " + t.name + " has rows of " + std::to_string(t.shape[1]) +
+                                   " values, not a multiple of the 32 of a Q8_0 block");
+    }
+  }
   return diag.size() == before;
 }
 

@@ -35,7 +35,7 @@ struct Roles {
   explicit Roles(const Spec& s) {
     for (const TensorSpec& t : build_sample_manifest(s).tensors) {
       if (t.bias) biased.insert(t.role);
-      else dtypes[t.role] = t.dtype;
+      else dtypes[t.role] = device_dtype(t.dtype);
     }
   }
   DType dtype(Role r) const { return dtypes.count(r) ? dtypes.at(r) : DType::F32; }

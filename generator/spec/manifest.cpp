@@ -107,7 +107,7 @@ class Builder {
     const std::string pattern = it != s_.weights.names.end() ? it->second : "<unnamed " + std::string(name(role)) + ">";
     t.name = expand_name(pattern, layer, expert) + (bias ? ".bias" : ".weight");
     t.shape = std::move(shape);
-    t.dtype = s_.weights.dtype;
+    t.dtype = t.shape.size() == 1 ? s_.weights.vector_dtype : s_.weights.dtype;
     m_.tensors.push_back(std::move(t));
   }
 

@@ -372,6 +372,12 @@ void read_output(Table t, Spec& s) {
 void read_weights(Table t, Spec& s) {
   Weights& w = s.weights;
   set(w.dtype, t.choice("dtype", false, kDTypes));
+  // Unless written, the vector dtype follows the preset and the dtype (resolve_defaults).
+  if (const toml::node* v = t.raw("vector_dtype")) {
+    auto vd = t.choice("vector_dtype", false, kDTypes);
+    if (vd == DType::Q8_0) t.error(*v, "weights.vector_dtype: q8_0 blocks hold matrices only; vectors are f32, f16 or bf16");
+    else set(w.vector_dtype, vd);
+  }
   set(w.layout, t.choice("layout", false, kLayouts));
   set(w.fused_qkv, t.boolean("fused_qkv"));
   if (auto preset = t.string("preset", false)) {
@@ -421,6 +427,8 @@ void resolve_defaults(Spec& s) {
   if (s.position.table_size == 0) s.position.table_size = s.dims.max_context + s.position.offset;
   if (s.moe.expert_intermediate == 0) s.moe.expert_intermediate = s.dims.intermediate;
   if (s.moe.shared_intermediate == 0) s.moe.shared_intermediate = s.moe.expert_intermediate;
+  if (!s.locations.count("weights.vector_dtype"))
+    s.weights.vector_dtype = s.weights.preset == "gguf" || s.weights.dtype == DType::Q8_0 ? DType::F32 : s.weights.dtype;
   if (s.embedding.scale_sqrt_hidden) s.embedding.scale = std::sqrt(static_cast<double>(s.dims.hidden));
 }
 

@@ -136,7 +136,10 @@ std::optional<Role> role_from_name(const std::string&);
 std::vector<std::string> role_names();
 
 struct Weights {
-  DType dtype = DType::F32;
+  DType dtype = DType::F32;  // of the matrices (embeddings, projections, LM head)
+  // Of the vectors (norm scales, biases): dtype by default, f32 under the
+  // gguf preset or a q8_0 dtype (llama.cpp keeps vectors in f32).
+  DType vector_dtype = DType::F32;
   Layout layout = Layout::OutIn;
   bool fused_qkv = false;
   // Module path per role; "{layer}" and "{expert}" are replaced, and the

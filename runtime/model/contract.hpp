@@ -24,6 +24,11 @@ enum class Role : uint8_t {
   FinalNorm, LmHead,
 };
 
+// The dtype a stored matrix has on the device, as the kernels read it: Q8_0
+// blocks are dequantized to f16 at upload, every other dtype is kept.
+// (Vectors, norm scales and biases, are f32 on the device whatever stored.)
+constexpr DType device_dtype(DType stored) { return stored == DType::Q8_0 ? DType::F16 : stored; }
+
 // A matrix multiplied with activations: the projections of attention, MLP
 // and experts (an in_out layout stores these transposed). Norms, the
 // embedding tables and the router's peers are not.

@@ -58,7 +58,7 @@ class Lowering {
   }
 
   const Op* at(size_t i) const { return i < ops_.size() ? &ops_[i] : nullptr; }
-  DType dtype(int32_t tensor) const { return model_.manifest[static_cast<size_t>(tensor)].dtype; }
+  DType dtype(int32_t tensor) const { return device_dtype(model_.manifest[static_cast<size_t>(tensor)].dtype); }
 
   Loc materialize(uint32_t value) {
     const int64_t width = s_.widths[value];

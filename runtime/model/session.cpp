@@ -147,7 +147,7 @@ struct Session::Impl {
     const vk::DeviceInfo& info = device.info();
     tensors.resize(model.manifest.size());
     for (size_t i = 0; i < model.manifest.size(); ++i)
-      tensors[i].dtype = model.manifest[i].rank == 2 ? model.manifest[i].dtype : DType::F32;
+      tensors[i].dtype = model.manifest[i].rank == 2 ? device_dtype(model.manifest[i].dtype) : DType::F32;
     allocate_packs();
     for (size_t i = 0; i < model.manifest.size(); ++i) {
       const ManifestEntry& e = model.manifest[i];

@@ -101,3 +101,41 @@ TEST_CASE("TOML syntax errors carry the parser's position") {
   const std::string errors = errors_of("[model]\nname = \"x\nhidden = 3\n");
   CHECK(errors.rfind("x.toml:2:", 0) == 0);
 }
+
+TEST_CASE("vectors follow the weights' dtype, except under the gguf preset or q8_0") {
+  auto parse = [](const std::string& weights) {
+    std::string text = kTiny;
+    text.replace(text.find("[weights]\npreset = \"hf-llama\"\n"), std::string("[weights]\npreset = \"hf-llama\"\n").size(),
+                 "[weights]\n" + weights);
+    Diagnostics diag("x.toml");
+    auto spec = parse_spec_string(text, "x.toml", diag);
+    REQUIRE_MESSAGE(spec, diag.format());
+    return *spec;
+  };
+  auto dtype_of = [](const Spec& s, const std::string& name) {
+    for (const TensorSpec& t : build_manifest(s).tensors)
+      if (t.name == name) return t.dtype;
+    FAIL("no tensor " << name);
+    return DType::F32;
+  };
+  const Spec hf = parse("preset = \"hf-llama\"\ndtype = \"bf16\"\n");
+  CHECK(hf.weights.vector_dtype == DType::BF16);
+  CHECK(dtype_of(hf, "model.norm.weight") == DType::BF16);
+
+  const Spec gguf = parse("preset = \"gguf\"\ndtype = \"f16\"\n");
+  CHECK(gguf.weights.vector_dtype == DType::F32);
+  CHECK(dtype_of(gguf, "blk.1.attn_norm.weight") == DType::F32);
+  CHECK(dtype_of(gguf, "blk.1.attn_q.weight") == DType::F16);
+
+  const Spec q8 = parse("preset = \"hf-llama\"\ndtype = \"q8_0\"\n");
+  CHECK(dtype_of(q8, "model.layers.0.mlp.down_proj.weight") == DType::Q8_0);
+  CHECK(dtype_of(q8, "model.embed_tokens.weight") == DType::Q8_0);
+  CHECK(dtype_of(q8, "model.norm.weight") == DType::F32);
+
+  const Spec written = parse("preset = \"gguf\"\ndtype = \"f16\"\nvector_dtype = \"f16\"\n");
+  CHECK(dtype_of(written, "output_norm.weight") == DType::F16);
+
+  std::string text = kTiny;
+  text += "vector_dtype = \"q8_0\"\n";
+  CHECK(errors_of(text) == "x.toml:16:16: weights.vector_dtype: q8_0 blocks hold matrices only; vectors are f32, f16 or bf16\n");
+}
