@@ -3,12 +3,14 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "generator/clang/check.hpp"
 #include "generator/clang/format.hpp"
 #include "generator/emit/emit_cpp.hpp"
 #include "generator/emit/emit_kernels.hpp"
+#include "generator/import/hf_import.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 #include "runtime/error.hpp"
@@ -115,6 +117,30 @@ int cmd_check(const std::string& path, const std::string& root, const std::strin
   return 0;
 }
 
+// Writes the spec imported from a Hugging Face config (a directory or a
+// config.json) to stdout or `out`; warnings and the checkpoint check go to stderr.
+int cmd_import(const std::string& path, const std::string& out, const std::string& name) {
+  lathe::importer::ImportOptions options;
+  options.name = name;
+  const lathe::importer::ImportResult result = lathe::importer::import_model_config(path, options);
+  if (result.checkpoint)
+    std::cerr << path << ": " << result.checkpoint->spec_params << " parameters, as in " << result.checkpoint->path
+              << "\n";
+  if (out.empty()) {
+    std::cout << result.text;
+    return 0;
+  }
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  file << result.text;
+  file.close();
+  if (!file) {
+    std::cerr << "lathe: " << out << ": cannot write\n";
+    return 1;
+  }
+  std::cerr << out << " (written)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,12 +180,28 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   check->add_option("--inject", inject, "C++ appended to the checked translation unit")->group("");
 
+  std::string import_path;
+  std::string import_out;
+  std::string import_name;
+  auto* import = app.add_subcommand(
+      "import", "Write a commented TOML spec from a Hugging Face config.json or a GGUF file's metadata (checked against "
+                "the checkpoint's tensors)");
+  import->add_option("path", import_path, "A model directory holding config.json (or one .gguf file), a config file, or a .gguf file")
+      ->required()
+      ->check(CLI::ExistingPath);
+  import->add_option("-o,--out", import_out, "The spec file to write (default: stdout)");
+  import->add_option("--name", import_name, "[model] name (default: the directory's name, else _name_or_path)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices) return cmd_devices(validation);
     if (*report) return cmd_report(spec_path, json, prefill, decode);
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);
+    if (*import) return cmd_import(import_path, import_out, import_name);
+  } catch (const lathe::importer::ImportError& e) {
+    std::cerr << e.what() << "\n";  // every line already names the config
+    return 1;
   } catch (const lathe::Error& e) {
     std::cerr << "lathe: " << e.what() << "\n";
     return 1;

@@ -158,6 +158,7 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::KNorm] = L + "attn_k_norm";
     n[Role::Gate] = L + "ffn_gate";
     n[Role::Up] = L + "ffn_up";
+    n[Role::GateUp] = L + "ffn_up";  // Phi-3: gate and up in one tensor
     n[Role::Down] = L + "ffn_down";
     n[Role::Router] = L + "ffn_gate_inp";
     n[Role::FinalNorm] = "output_norm";

@@ -468,7 +468,13 @@ void Session::load(const std::string& path) {
   const weights::Checkpoint checkpoint(path);
   const ModelInfo& m = impl_->model;
   const std::vector<std::string> ignore(m.ignored_tensors.begin(), m.ignored_tensors.end());
-  checkpoint.require_matches(m.manifest, ignore);
+  std::vector<std::string> problems = checkpoint.audit(m.manifest, ignore);
+  for (const auto& file : checkpoint.files())
+    if (const auto* gguf = dynamic_cast<const weights::GgufFile*>(file.get()))
+      for (std::string& p : weights::metadata_problems(
+               *gguf, {m.hidden, m.layers, m.heads, m.kv_heads, m.head_dim, m.intermediate}))
+        problems.push_back(std::move(p));
+  weights::raise_problems(checkpoint.path(), problems);
   const bool terminal = isatty(STDERR_FILENO) != 0;
   const Clock::time_point start = Clock::now();
   uint64_t done = 0, total = 0;

@@ -447,6 +447,26 @@ class Writer {
 
 }  // namespace
 
+std::vector<std::string> metadata_problems(const GgufFile& file, const ArchitectureNumbers& build) {
+  std::vector<std::string> problems;
+  const std::optional<std::string> arch = file.string("general.architecture");
+  if (!arch) return problems;
+  const std::pair<const char*, int64_t> checks[] = {
+      {"embedding_length", build.hidden},       {"block_count", build.layers},
+      {"attention.head_count", build.heads},    {"attention.head_count_kv", build.kv_heads},
+      {"attention.key_length", build.head_dim}, {"feed_forward_length", build.intermediate},
+  };
+  static const char* const what[] = {"hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate"};
+  for (size_t i = 0; i < std::size(checks); ++i) {
+    const std::string key = *arch + "." + checks[i].first;
+    const std::optional<int64_t> v = file.integer(key);
+    if (v && *v != checks[i].second)
+      problems.push_back(key + " is " + std::to_string(*v) + ", the build has " + what[i] + " = " +
+                         std::to_string(checks[i].second));
+  }
+  return problems;
+}
+
 void write_gguf(const std::string& path, const std::map<std::string, GgufValue>& metadata,
                 const std::vector<GgufTensorToWrite>& tensors) {
   constexpr uint64_t alignment = kDefaultAlignment;

@@ -87,6 +87,17 @@ class GgufFile final : public TensorFile {
   std::map<std::string, GgufValue, std::less<>> metadata_;
 };
 
+// The numbers a model build fixes that a GGUF file's "<arch>.*" metadata
+// states too (general.architecture names <arch>): tensor shapes cannot tell
+// 8 heads of 64 from 4 of 128.
+struct ArchitectureNumbers {
+  int64_t hidden, layers, heads, kv_heads, head_dim, intermediate;
+};
+// One problem per key whose value differs from the build's, e.g.
+// "llama.attention.head_count is 8, the build has 4 heads"; absent keys are
+// none (nor is a file without general.architecture).
+std::vector<std::string> metadata_problems(const GgufFile& file, const ArchitectureNumbers& build);
+
 // Q8_0 → f32: `src` holds dst.size() / 32 blocks of 34 bytes (an f16 scale d,
 // then 32 int8 q; value = d·q). Throws Error(InvalidArgument) when dst.size()
 // is not a multiple of 32 or src is not exactly its blocks.

@@ -370,6 +370,15 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a GGUF checkpoint of the same tensors loads
   upload_all(direct);
   const std::vector<float> a = loaded.prefill(tokens), b = direct.prefill(tokens);
   CHECK(normalized_error(a.data(), b.data(), a.size()) < 1e-2);  // vectors: checkpoint rounding only
+
+  // Metadata that contradicts the build, which shapes cannot show (twice the
+  // heads at half the width): refused, naming the key.
+  weights::write_gguf(path,
+                      {{"general.architecture", weights::GgufValue(std::string("llama"))},
+                       {"llama.attention.head_count", weights::GgufValue(static_cast<uint32_t>(model_info().heads * 2))}},
+                      tensors);
+  Session contradicted(device, model_info());
+  CHECK_THROWS_WITH_AS(contradicted.load(path), doctest::Contains("llama.attention.head_count is"), Error);
   std::filesystem::remove(path);
   if (has_block_dtypes()) return;  // the checkpoint was Q8_0 already
 

@@ -1,0 +1,443 @@
+#include "generator/import/gguf_import.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+
+namespace lathe::importer {
+
+namespace {
+
+using spec::Spec;
+using weights::GgufValue;
+using Metadata = std::map<std::string, GgufValue, std::less<>>;
+
+// How llama.cpp's converter treats each family: whether it permutes q/k rows
+// for the interleaved pairing (only Llama), whether norm weights hold 1 + w
+// (Gemma).
+struct Arch {
+  std::string_view name;
+  bool interleaved;
+  bool gemma;
+};
+constexpr Arch kArchs[] = {
+    {"llama", true, false},  {"qwen2", false, false},  {"qwen3", false, false}, {"gemma", false, true},
+    {"gemma2", false, true}, {"gemma3", false, true},  {"phi3", false, false},  {"gpt2", false, false},
+    {"olmo2", false, false},
+};
+
+const Arch* find_arch(std::string_view name) {
+  for (const Arch& a : kArchs)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+// The gemma2/gemma3 models whose attention scale llama.cpp takes from
+// hidden / heads rather than head_dim (the 27B sizes, told by layer count).
+bool scale_by_hidden(std::string_view arch, int64_t layers) {
+  return (arch == "gemma2" && layers == 46) || (arch == "gemma3" && layers == 62);
+}
+
+// llama.cpp's general.file_type of a checkpoint whose matrices are `d`.
+uint32_t file_type(DType d) {
+  switch (d) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q8_0: return 7;
+    case DType::BF16: return 32;
+  }
+  return 0;
+}
+
+const char* dtype_key(DType d) {
+  switch (d) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::Q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+// f32 metadata back to the decimal it was written from: 1e-05, not 9.99999975e-06.
+double from_f32(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.7g", v);
+  return std::strtod(text, nullptr);
+}
+
+class Reader {
+ public:
+  Reader(const Metadata& m, const std::vector<weights::TensorInfo>& tensors, std::string file)
+      : m_(m), file_(std::move(file)) {
+    for (const weights::TensorInfo& t : tensors) tensors_[t.name] = &t;
+  }
+
+  void problem(const std::string& what) { problems_.push_back(file_ + ": " + what); }
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  const GgufValue* value(std::string_view key) const {
+    auto it = m_.find(key);
+    return it == m_.end() ? nullptr : &it->second;
+  }
+  std::optional<std::string> string(std::string_view key) {
+    const GgufValue* v = value(key);
+    if (v == nullptr) return std::nullopt;
+    if (const auto* s = std::get_if<std::string>(&v->value)) return *s;
+    problem(std::string(key) + ": a string expected, a " + std::string(weights::gguf_type_name(v->type())) + " found");
+    return std::nullopt;
+  }
+  std::optional<double> number(std::string_view key) {
+    const GgufValue* v = value(key);
+    if (v == nullptr) return std::nullopt;
+    return std::visit(
+        [&](const auto& x) -> std::optional<double> {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, float>) return from_f32(x);
+          else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) return static_cast<double>(x);
+          else {
+            problem(std::string(key) + ": a number expected, a " + std::string(weights::gguf_type_name(v->type())) +
+                    " found");
+            return std::nullopt;
+          }
+        },
+        v->value);
+  }
+  std::optional<int64_t> integer(std::string_view key) {
+    auto v = number(key);
+    if (!v) return std::nullopt;
+    if (*v != std::floor(*v) || *v < 0 || *v > 1e15) {
+      problem(std::string(key) + ": " + std::to_string(*v) + " is not a count");
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(*v);
+  }
+  int64_t required(std::string_view key) {
+    auto v = integer(key);
+    if (!v && value(key) == nullptr) problem(std::string(key) + ": missing");
+    return v.value_or(0);
+  }
+
+  const weights::TensorInfo* tensor(const std::string& name) const {
+    auto it = tensors_.find(name);
+    return it == tensors_.end() ? nullptr : it->second;
+  }
+  bool has(const std::string& name) const { return tensor(name) != nullptr; }
+  const std::map<std::string, const weights::TensorInfo*>& tensors() const { return tensors_; }
+
+ private:
+  const Metadata& m_;
+  std::map<std::string, const weights::TensorInfo*> tensors_;
+  std::string file_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+std::vector<std::string> supported_gguf_architectures() {
+  std::vector<std::string> out;
+  for (const Arch& a : kArchs) out.emplace_back(a.name);
+  return out;
+}
+
+TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights::TensorInfo>& tensors,
+                             const ImportOptions& options) {
+  Reader r(metadata, tensors, options.file);
+  const std::string arch_name = r.string("general.architecture").value_or("");
+  const Arch* arch = find_arch(arch_name);
+  if (arch == nullptr) {
+    std::string list;
+    for (const Arch& a : kArchs) list += (list.empty() ? "" : ", ") + std::string(a.name);
+    r.problem(arch_name.empty() ? "general.architecture: missing"
+                                : "general.architecture \"" + arch_name + "\" is not supported (supported: " + list + ")");
+    throw ImportError(r.problems());
+  }
+  const std::string a = arch_name + ".";
+  const std::string_view an = arch->name;
+  const bool gpt2 = an == "gpt2";
+
+  TomlDoc doc;
+  const std::string raw_name = options.name.empty() ? r.string("general.name").value_or("model") : options.name;
+  doc.header(raw_name + ", from the metadata of a GGUF file (llama.cpp's conventions).");
+  TomlTable& model = doc.table("model");
+  model.set("name", sanitize_model_name(raw_name));
+  model.set("source", options.source.empty() ? std::filesystem::path(options.file).filename().string() + " (GGUF metadata)"
+                                             : options.source);
+
+  // Dims: the metadata, checked against the tensors where they show them.
+  const int64_t hidden = r.required(a + "embedding_length");
+  const int64_t layers = r.required(a + "block_count");
+  const int64_t heads = r.required(a + "attention.head_count");
+  const int64_t kv_heads = r.integer(a + "attention.head_count_kv").value_or(heads);
+  const int64_t ff = r.required(a + "feed_forward_length");
+  const int64_t context = r.required(a + "context_length");
+  const weights::TensorInfo* embed = r.tensor("token_embd.weight");
+  if (embed == nullptr || embed->shape.size() != 2) {
+    r.problem("token_embd.weight: missing, or not a matrix");
+    throw ImportError(r.problems());
+  }
+  const int64_t vocab = r.integer(a + "vocab_size").value_or(embed->shape[0]);
+  if (embed->shape[1] != hidden)
+    r.problem("token_embd.weight: rows of " + std::to_string(embed->shape[1]) + " values, but " + a +
+              "embedding_length is " + std::to_string(hidden));
+  if (embed->shape[0] != vocab)
+    r.problem("token_embd.weight: " + std::to_string(embed->shape[0]) + " rows, but " + a + "vocab_size is " +
+              std::to_string(vocab));
+  const int64_t key_length = r.integer(a + "attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
+  if (const auto value_length = r.integer(a + "attention.value_length"); value_length && *value_length != key_length)
+    r.problem(a + "attention.value_length " + std::to_string(*value_length) + " differs from key_length " +
+              std::to_string(key_length) + " (the spec has one head_dim)");
+
+  TomlTable& dims = doc.table("dims");
+  dims.set("hidden", hidden, a + "embedding_length");
+  dims.set("layers", layers, a + "block_count");
+  dims.set("heads", heads, a + "attention.head_count");
+  if (kv_heads != heads) dims.set("kv_heads", kv_heads, a + "attention.head_count_kv");
+  if (heads > 0 && key_length != hidden / heads) dims.set("head_dim", key_length, a + "attention.key_length");
+  dims.set("intermediate", ff, a + "feed_forward_length");
+  dims.set("vocab", vocab, "token_embd rows");
+  dims.set("max_context", context, a + "context_length");
+
+  // What the metadata cannot say, llama.cpp's loader would refuse too.
+  if (r.integer(a + "expert_count").value_or(0) > 0 || r.has("blk.0.ffn_gate_exps.weight"))
+    r.problem(a + "expert_count: MoE files stack each layer's experts in one tensor (ffn_*_exps), which the "
+              "spec's per-expert manifest cannot name");
+  if (r.has("rope_freqs.weight"))
+    r.problem("rope_freqs.weight: precomputed RoPE frequency factors (llama3 scaling) are not representable; "
+              "import the Hugging Face config instead");
+  if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none" && *type != "linear" && *type != "yarn")
+    r.problem(a + "rope.scaling.type \"" + *type + "\" is not representable");
+
+  TomlTable& norm = doc.table("norm");
+  const bool layernorm = gpt2;
+  norm.set("kind", layernorm ? "layernorm" : "rmsnorm");
+  const std::string eps_key = a + (layernorm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon");
+  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
+  else r.problem(eps_key + ": missing");
+  const bool sandwich = an == "gemma2" || an == "gemma3";
+  if (sandwich) norm.set("placement", "sandwich", "attn_norm, post_attention_norm, ffn_norm, post_ffw_norm");
+  else if (an == "olmo2") norm.set("placement", "branch_output", "post_attention_norm, post_ffw_norm");
+  else norm.set("placement", "pre");
+  if (arch->gemma) norm.set("unit_offset", false, "llama.cpp stores the norm weights as 1 + w");
+
+  TomlTable& attention = doc.table("attention");
+  const bool fused_qkv = r.has("blk.0.attn_qkv.weight");
+  if (fused_qkv) {
+    if (r.has("blk.0.attn_qkv.bias")) attention.set("q_bias", true, "attn_qkv.bias").set("k_bias", true).set("v_bias", true);
+  } else {
+    if (r.has("blk.0.attn_q.bias")) attention.set("q_bias", true, "attn_q.bias");
+    if (r.has("blk.0.attn_k.bias")) attention.set("k_bias", true, "attn_k.bias");
+    if (r.has("blk.0.attn_v.bias")) attention.set("v_bias", true, "attn_v.bias");
+  }
+  if (r.has("blk.0.attn_output.bias")) attention.set("o_bias", true, "attn_output.bias");
+  if (const weights::TensorInfo* qn = r.tensor("blk.0.attn_q_norm.weight")) {
+    const bool per_head = qn->shape.size() == 1 && qn->shape[0] == key_length;
+    attention.set("qk_norm", per_head ? "per_head" : "whole", "attn_q_norm: " + std::to_string(qn->shape[0]) + " values");
+  }
+  if (scale_by_hidden(an, layers))
+    attention.set("query_pre_attn_scalar", hidden / heads, "llama.cpp: the 27B size scales by hidden / heads");
+  if (auto cap = r.number(a + "attn_logit_softcapping"); cap && *cap > 0)
+    attention.set("softcap", *cap, a + "attn_logit_softcapping");
+  if (auto window = r.integer(a + "attention.sliding_window"); window && *window > 0) {
+    attention.set("sliding_window", *window, a + "attention.sliding_window");
+    if (an == "gemma2") attention.set("window_pattern", std::vector<bool>{true, false}, "llama.cpp: even layers are windowed");
+    if (an == "gemma3")
+      attention.set("window_pattern", std::vector<bool>{true, true, true, true, true, false},
+                    "llama.cpp: every sixth layer is global");
+  }
+
+  TomlTable& position = doc.table("position");
+  if (gpt2) {
+    position.set("kind", "learned", "position_embd");
+    if (const weights::TensorInfo* pe = r.tensor("position_embd.weight"); pe && pe->shape[0] != context)
+      position.set("table_size", pe->shape[0], "position_embd rows");
+  } else {
+    position.set("kind", "rope");
+    position.set("pairing", arch->interleaved ? "interleaved" : "neox",
+                 arch->interleaved ? "llama.cpp permutes Llama's q/k rows for it" : "llama.cpp keeps rotate-half");
+    if (auto dim = r.integer(a + "rope.dimension_count"); dim && *dim != key_length)
+      position.set("rotary_dim", *dim, a + "rope.dimension_count");
+    position.set("theta", r.number(a + "rope.freq_base").value_or(10000.0), a + "rope.freq_base");
+    if (an == "gemma3") position.set("local_theta", 10000.0, "llama.cpp's base of the windowed layers");
+    if (const auto type = r.string(a + "rope.scaling.type"); type && (*type == "linear" || *type == "yarn")) {
+      TomlTable& scaling = doc.table("position.scaling");
+      scaling.set("kind", *type, a + "rope.scaling.type");
+      if (auto f = r.number(a + "rope.scaling.factor")) scaling.set("factor", *f, a + "rope.scaling.factor");
+      if (auto o = r.integer(a + "rope.scaling.original_context_length"); o && *type == "yarn")
+        scaling.set("original_max_context", *o, a + "rope.scaling.original_context_length");
+    }
+  }
+
+  TomlTable& mlp = doc.table("mlp");
+  mlp.set("activation", arch->gemma || gpt2 ? "gelu_tanh" : "silu");
+  mlp.set("gated", !gpt2);
+  if (r.has("blk.0.ffn_up.bias")) mlp.set("bias", true, "ffn_up.bias");
+  const weights::TensorInfo* up = r.tensor("blk.0.ffn_up.weight");
+  if (!gpt2 && !r.has("blk.0.ffn_gate.weight") && up != nullptr && up->shape[0] == 2 * ff)
+    mlp.set("fused_gate_up", "gate_up", "ffn_up: gate, then up");
+
+  TomlTable& embedding = doc.table("embedding");
+  embedding.set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight present" : "no output.weight");
+  if (arch->gemma) embedding.set("scale", "sqrt_hidden", "llama.cpp scales Gemma embeddings by sqrt(hidden)");
+
+  if (auto cap = r.number(a + "final_logit_softcapping"); cap && *cap > 0)
+    doc.table("output").set("softcap", *cap, a + "final_logit_softcapping");
+
+  // Dtypes: every matrix one dtype, every vector one dtype.
+  std::optional<DType> matrices, vectors;
+  std::string first_matrix, first_vector;
+  for (const auto& [name, t] : r.tensors()) {
+    std::optional<DType>& kind = t->shape.size() == 2 ? matrices : vectors;
+    std::string& first = t->shape.size() == 2 ? first_matrix : first_vector;
+    if (!kind) {
+      kind = t->dtype;
+      first = name;
+    } else if (*kind != t->dtype) {
+      r.problem(name + ": " + dtype_key(t->dtype) + ", but " + first + " is " + dtype_key(*kind) +
+                " (a spec has one dtype for matrices and one for vectors)");
+    }
+  }
+  TomlTable& w = doc.table("weights");
+  w.set("dtype", dtype_key(matrices.value_or(DType::F32)), "the file's matrices");
+  if (vectors && *vectors != DType::F32) w.set("vector_dtype", dtype_key(*vectors), "the file's vectors");
+  w.set("preset", "gguf");
+  if (fused_qkv) w.set("fused_qkv", true, "attn_qkv: q, k, v");
+
+  if (!r.problems().empty()) throw ImportError(r.problems());
+  return doc;
+}
+
+ImportResult import_gguf(const std::string& path, ImportOptions options) {
+  const weights::GgufFile file(path);
+  if (options.file == "config.json") options.file = path;
+  ImportResult result;
+  result.doc = import_gguf_metadata(file.metadata(), file.tensors(), options);
+  result.text = result.doc.render();
+  spec::Diagnostics diag(path + " (imported)");
+  auto parsed = spec::parse_spec_string(result.text, path + " (imported)", diag);
+  if (!parsed)
+    throw Error(ErrorKind::InvalidArgument, "internal error: the spec imported from " + path + " does not parse:\n" +
+                                                diag.format() + result.text);
+  result.spec = std::move(*parsed);
+
+  // The manifest must be the file's tensors, shape for shape.
+  std::vector<std::string> problems;
+  std::set<std::string> expected;
+  CheckpointCheck check{path, 0, 0, 0};
+  for (const spec::TensorSpec& t : spec::build_manifest(result.spec).tensors) {
+    expected.insert(t.name);
+    check.spec_params += t.elements();
+    const weights::TensorInfo* found = file.find(t.name);
+    if (found == nullptr) problems.push_back(path + ": " + t.name + ": the imported spec has it, the file does not");
+    else if (found->shape != t.shape)
+      problems.push_back(path + ": " + t.name + ": the imported spec's shape differs from the file's");
+  }
+  for (const weights::TensorInfo& t : file.tensors()) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    check.checkpoint_elements += n;
+    if (!expected.count(t.name)) problems.push_back(path + ": " + t.name + ": the file has it, the imported spec does not");
+  }
+  if (check.spec_params != check.checkpoint_elements)
+    problems.push_back(path + ": the imported spec has " + std::to_string(check.spec_params) +
+                       " parameters, the file " + std::to_string(check.checkpoint_elements));
+  if (!problems.empty()) throw ImportError(problems);
+  result.checkpoint = check;
+  return result;
+}
+
+namespace {
+
+const Arch& arch_of(const Spec& s) {
+  auto pick = [](std::string_view name) -> const Arch& { return *find_arch(name); };
+  using spec::NormPlacement;
+  using spec::QKNorm;
+  if (s.moe.enabled()) throw Error(ErrorKind::Unsupported, "moe: llama.cpp stacks experts in one tensor per layer");
+  if (s.position.kind == spec::PositionKind::Learned) return pick("gpt2");
+  if (s.norm.placement == NormPlacement::Sandwich) return pick(s.attention.qk_norm == QKNorm::PerHead ? "gemma3" : "gemma2");
+  if (s.norm.placement == NormPlacement::BranchOutput) return pick("olmo2");
+  if (s.embedding.scale_sqrt_hidden) return pick("gemma");
+  if (s.attention.qk_norm == QKNorm::PerHead) return pick("qwen3");
+  if (s.weights.fused_qkv && s.mlp.fused_gate_up != spec::FusedGateUp::None) return pick("phi3");
+  if (s.attention.q_bias) return pick("qwen2");
+  return pick("llama");
+}
+
+}  // namespace
+
+spec::Spec gguf_twin(const spec::Spec& spec) {
+  Spec s = spec;
+  const Arch& arch = arch_of(s);
+  if (arch.interleaved) s.position.pairing = spec::RopePairing::Interleaved;
+  if (arch.gemma) s.norm.unit_offset = false;
+  // The scale llama.cpp implies: written only where it is not 1/sqrt(head_dim).
+  const double implied = 1.0 / std::sqrt(static_cast<double>(
+                             scale_by_hidden(arch.name, s.dims.layers) ? s.dims.hidden / s.dims.heads : s.dims.head_dim));
+  if (s.attention.scale && std::abs(*s.attention.scale - implied) < 1e-12 * implied)
+    s.attention.scale = scale_by_hidden(arch.name, s.dims.layers) ? std::optional<double>(implied) : std::nullopt;
+  s.weights.preset = "gguf";
+  s.weights.names = spec::preset_names("gguf", s.norm.placement);
+  s.weights.vector_dtype = DType::F32;
+  s.weights.layout = Layout::OutIn;  // the converter transposes Conv1D weights
+  s.weights.ignore.clear();
+  s.locations.clear();
+  return s;
+}
+
+std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
+  const Arch& arch = arch_of(s);
+  auto refuse = [](const std::string& what) { throw Error(ErrorKind::Unsupported, what); };
+  if (arch.interleaved && s.position.pairing != spec::RopePairing::Interleaved)
+    refuse("position.pairing: llama.cpp's Llama files pair RoPE dims interleaved (their q/k rows permuted)");
+  if (s.position.scaling.kind == spec::RopeScaling::Llama3)
+    refuse("position.scaling.kind: llama.cpp stores llama3 scaling as a rope_freqs tensor");
+  if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk)
+    refuse("position.scaling.kind: llama.cpp has no dynamic_ntk scaling");
+  if (s.position.local_theta && *s.position.local_theta != 10000.0)
+    refuse("position.local_theta: llama.cpp fixes the windowed layers' base at 10000");
+  const int64_t scalar = scale_by_hidden(arch.name, s.dims.layers) ? s.dims.hidden / s.dims.heads : s.dims.head_dim;
+  if (std::abs(s.attention.effective_scale(s.dims.head_dim) * std::sqrt(static_cast<double>(scalar)) - 1) > 1e-9)
+    refuse("attention.scale: llama.cpp scales this model's scores by 1/sqrt(" + std::to_string(scalar) + ")");
+  if (s.embedding.scale != 1.0 && !arch.gemma) refuse("embedding.scale: only llama.cpp's Gemma scales embeddings");
+
+  const std::string a = std::string(arch.name) + ".";
+  const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+  const auto f32 = [](double v) { return GgufValue(static_cast<float>(v)); };
+  std::map<std::string, GgufValue> m;
+  m["general.architecture"] = std::string(arch.name);
+  m["general.name"] = s.name;
+  m["general.file_type"] = file_type(s.weights.dtype);
+  m[a + "vocab_size"] = u32(s.dims.vocab);
+  m[a + "context_length"] = u32(s.dims.max_context);
+  m[a + "embedding_length"] = u32(s.dims.hidden);
+  m[a + "block_count"] = u32(s.dims.layers);
+  m[a + "feed_forward_length"] = u32(s.dims.intermediate);
+  m[a + "attention.head_count"] = u32(s.dims.heads);
+  m[a + "attention.head_count_kv"] = u32(s.dims.kv_heads);
+  if (s.dims.head_dim != s.dims.hidden / s.dims.heads) {
+    m[a + "attention.key_length"] = u32(s.dims.head_dim);
+    m[a + "attention.value_length"] = u32(s.dims.head_dim);
+  }
+  m[a + (s.norm.kind == spec::NormKind::LayerNorm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon")] =
+      f32(s.norm.eps);
+  if (s.position.kind == spec::PositionKind::Rope) {
+    m[a + "rope.dimension_count"] = u32(s.position.rotary_dim);
+    m[a + "rope.freq_base"] = f32(s.position.theta);
+    const auto& sc = s.position.scaling;
+    if (sc.kind == spec::RopeScaling::Linear || sc.kind == spec::RopeScaling::Yarn) {
+      m[a + "rope.scaling.type"] = std::string(spec::name(sc.kind));
+      m[a + "rope.scaling.factor"] = f32(sc.factor);
+      if (sc.kind == spec::RopeScaling::Yarn) m[a + "rope.scaling.original_context_length"] = u32(sc.original_max_context);
+    }
+  }
+  if (s.attention.sliding_window > 0) m[a + "attention.sliding_window"] = u32(s.attention.sliding_window);
+  if (s.attention.softcap > 0) m[a + "attn_logit_softcapping"] = f32(s.attention.softcap);
+  if (s.output.softcap > 0) m[a + "final_logit_softcapping"] = f32(s.output.softcap);
+  return m;
+}
+
+}  // namespace lathe::importer

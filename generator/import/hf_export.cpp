@@ -1,0 +1,244 @@
+#include "generator/import/hf_export.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "generator/import/hf_import.hpp"
+#include "generator/spec/compare.hpp"
+#include "generator/spec/parse.hpp"
+#include "runtime/error.hpp"
+
+namespace lathe::importer {
+namespace {
+
+using nlohmann::json;
+using namespace lathe::spec;
+
+[[noreturn]] void refuse(const Spec& s, const std::string& why) {
+  throw Error(ErrorKind::InvalidArgument,
+              (s.file.empty() ? s.name : s.file) + ": no supported Hugging Face config expresses this spec: " + why);
+}
+
+std::string model_type_of(const Spec& s) {
+  if (s.weights.preset == "hf-gpt2") return "gpt2";
+  if (s.norm.placement == NormPlacement::Sandwich)
+    return s.position.local_theta || s.attention.qk_norm == QKNorm::PerHead ? "gemma3_text" : "gemma2";
+  if (s.norm.placement == NormPlacement::BranchOutput) return "olmo2";
+  if (s.moe.enabled()) return s.moe.shared_experts > 0 ? "qwen2_moe" : "mixtral";
+  if (s.weights.preset == "hf-llama" && s.weights.fused_qkv && s.mlp.fused_gate_up != FusedGateUp::None) return "phi3";
+  if (s.norm.unit_offset && s.norm.placement == NormPlacement::Pre) return "gemma";
+  if (s.attention.q_bias && s.attention.k_bias && s.attention.v_bias && !s.attention.o_bias) return "qwen2";
+  if (s.attention.qk_norm == QKNorm::PerHead) return "qwen3";
+  if (s.attention.sliding_window > 0) return "mistral";
+  return "llama";
+}
+
+const char* architecture_of(const std::string& type) {
+  if (type == "gpt2") return "GPT2LMHeadModel";
+  if (type == "gemma2") return "Gemma2ForCausalLM";
+  if (type == "gemma3_text") return "Gemma3ForCausalLM";
+  if (type == "gemma") return "GemmaForCausalLM";
+  if (type == "olmo2") return "Olmo2ForCausalLM";
+  if (type == "qwen2_moe") return "Qwen2MoeForCausalLM";
+  if (type == "mixtral") return "MixtralForCausalLM";
+  if (type == "phi3") return "Phi3ForCausalLM";
+  if (type == "qwen2") return "Qwen2ForCausalLM";
+  if (type == "qwen3") return "Qwen3ForCausalLM";
+  if (type == "mistral") return "MistralForCausalLM";
+  return "LlamaForCausalLM";
+}
+
+std::string hf_activation(Activation a, bool gpt2) {
+  switch (a) {
+    case Activation::SiLU: return "silu";
+    case Activation::GeluErf: return "gelu";
+    case Activation::GeluTanh: return gpt2 ? "gelu_new" : "gelu_pytorch_tanh";
+    case Activation::ReLU: return "relu";
+  }
+  return "silu";
+}
+
+// A number as JSON: integral values as integers (256, not 256.0).
+json number(double v) {
+  if (v == std::trunc(v) && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
+  return v;
+}
+
+json rope_scaling(const Spec& s) {
+  const RopeScalingParams& r = s.position.scaling;
+  switch (r.kind) {
+    case RopeScaling::None: return nullptr;
+    case RopeScaling::Linear: return {{"rope_type", "linear"}, {"factor", r.factor}};
+    case RopeScaling::DynamicNtk: return {{"rope_type", "dynamic"}, {"factor", r.factor}};
+    case RopeScaling::Llama3:
+      return {{"rope_type", "llama3"},
+              {"factor", r.factor},
+              {"low_freq_factor", r.low_freq_factor},
+              {"high_freq_factor", r.high_freq_factor},
+              {"original_max_position_embeddings", r.original_max_context}};
+    case RopeScaling::Yarn: {
+      json y = {{"rope_type", "yarn"},
+                {"factor", r.factor},
+                {"original_max_position_embeddings", r.original_max_context},
+                {"beta_fast", r.beta_fast},
+                {"beta_slow", r.beta_slow}};
+      if (r.attention_factor) y["attention_factor"] = *r.attention_factor;
+      return y;
+    }
+  }
+  return nullptr;
+}
+
+json layer_types(const Spec& s) {
+  json types = json::array();
+  for (int64_t i = 0; i < s.dims.layers; ++i)
+    types.push_back(s.attention.windowed(i) ? "sliding_attention" : "full_attention");
+  return types;
+}
+
+json torch_dtype(const Spec& s) {
+  switch (s.weights.dtype) {
+    case DType::F32: return "float32";
+    case DType::F16: return "float16";
+    case DType::BF16: return "bfloat16";
+    case DType::Q8_0: refuse(s, "weights.dtype: \"q8_0\": a config.json's torch_dtype has no Q8_0 blocks");
+  }
+  return "float32";
+}
+
+json gpt2_config(const Spec& s) {
+  const Dims& d = s.dims;
+  json c = {{"architectures", {"GPT2LMHeadModel"}},
+            {"model_type", "gpt2"},
+            {"n_embd", d.hidden},
+            {"n_layer", d.layers},
+            {"n_head", d.heads},
+            {"n_inner", d.intermediate == 4 * d.hidden ? json(nullptr) : json(d.intermediate)},
+            {"n_positions", d.max_context},
+            {"n_ctx", d.max_context},
+            {"vocab_size", d.vocab},
+            {"layer_norm_epsilon", s.norm.eps},
+            {"activation_function", hf_activation(s.mlp.activation, true)},
+            {"scale_attn_weights", !(s.attention.scale && *s.attention.scale == 1.0)},
+            {"tie_word_embeddings", s.embedding.tied},
+            {"torch_dtype", torch_dtype(s)}};
+  return c;
+}
+
+json llama_like_config(const Spec& s, const std::string& type) {
+  const Dims& d = s.dims;
+  const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
+  json c = {{"architectures", {architecture_of(type)}},
+            {"model_type", type},
+            {"hidden_size", d.hidden},
+            {"intermediate_size", d.intermediate},
+            {"num_hidden_layers", d.layers},
+            {"num_attention_heads", d.heads},
+            {"num_key_value_heads", d.kv_heads}};
+  if (gemma || type == "qwen3" || d.head_dim * d.heads != d.hidden) c["head_dim"] = d.head_dim;
+  c["max_position_embeddings"] = d.max_context;
+  c["vocab_size"] = d.vocab;
+  c["rms_norm_eps"] = s.norm.eps;
+  c["rope_theta"] = s.position.theta;
+  c["rope_scaling"] = rope_scaling(s);
+  if (gemma) c["hidden_activation"] = hf_activation(s.mlp.activation, false);
+  c["hidden_act"] = hf_activation(s.mlp.activation, false);
+  c["tie_word_embeddings"] = s.embedding.tied;
+  c["torch_dtype"] = torch_dtype(s);
+
+  const Attention& a = s.attention;
+  if (type == "llama" || type == "qwen3" || type == "olmo2" || gemma) c["attention_bias"] = a.q_bias;
+  if (type == "llama") c["mlp_bias"] = s.mlp.bias;
+  if (type == "qwen2_moe") c["qkv_bias"] = a.q_bias;
+
+  const json window = a.sliding_window > 0 ? json(a.sliding_window) : json(nullptr);
+  if (type == "mistral" || type == "mixtral" || type == "phi3") c["sliding_window"] = window;
+  if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe") {
+    c["use_sliding_window"] = a.sliding_window > 0;
+    c["sliding_window"] = window;
+    // Qwen2Attention windows the layers from max_window_layers on; layer_types
+    // says it for any pattern.
+    int64_t first = d.layers;
+    for (int64_t i = d.layers - 1; i >= 0 && a.windowed(i); --i) first = i;
+    c["max_window_layers"] = first;
+    if (a.sliding_window > 0) c["layer_types"] = layer_types(s);
+  }
+  if (type == "gemma2" || type == "gemma3_text") {
+    if (a.scale) {
+      // scale = query_pre_attn_scalar^-1/2; written as the integer it was.
+      const double scalar = 1.0 / (*a.scale * *a.scale);
+      const double rounded = std::round(scalar);
+      c["query_pre_attn_scalar"] =
+          std::fabs(scalar - rounded) <= 1e-9 * std::fabs(scalar) ? number(rounded) : json(scalar);
+    }
+    c["attn_logit_softcapping"] = a.softcap > 0 ? json(a.softcap) : json(nullptr);
+    c["final_logit_softcapping"] = s.output.softcap > 0 ? json(s.output.softcap) : json(nullptr);
+    c["sliding_window"] = window;
+    c["layer_types"] = layer_types(s);
+  }
+  if (type == "gemma3_text") {
+    c["rope_local_base_freq"] = s.position.local_theta.value_or(s.position.theta);
+    // sliding_window_pattern for the transformers versions before layer_types.
+    const auto& p = a.window_pattern;
+    bool standard = !p.empty() && !p.back();
+    for (size_t i = 0; i + 1 < p.size(); ++i) standard = standard && p[i];
+    if (standard) c["sliding_window_pattern"] = static_cast<int64_t>(p.size());
+  }
+  if (type == "phi3" && s.position.rotary_dim != d.head_dim)
+    c["partial_rotary_factor"] = static_cast<double>(s.position.rotary_dim) / static_cast<double>(d.head_dim);
+  if (type == "mixtral") {
+    c["num_local_experts"] = s.moe.experts;
+    c["num_experts_per_tok"] = s.moe.top_k;
+  }
+  if (type == "qwen2_moe") {
+    c["num_experts"] = s.moe.experts;
+    c["num_experts_per_tok"] = s.moe.top_k;
+    c["norm_topk_prob"] = s.moe.norm_topk_prob;
+    c["moe_intermediate_size"] = s.moe.expert_intermediate;
+    c["shared_expert_intermediate_size"] = s.moe.shared_intermediate;
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = json::array();
+  }
+  return c;
+}
+
+}  // namespace
+
+json hf_config_from_spec(const Spec& s) {
+  // What no model type has, said plainly before the round trip would.
+  if (s.position.kind != PositionKind::Rope && !(s.position.kind == PositionKind::Learned && s.weights.preset == "hf-gpt2"))
+    refuse(s, std::string("position.kind: \"") + name(s.position.kind) +
+                  "\": the supported configs have rope positions, or learned ones with the hf-gpt2 preset (gpt2)");
+  if (s.norm.placement == NormPlacement::Post || s.norm.placement == NormPlacement::Parallel)
+    refuse(s, std::string("norm.placement: \"") + name(s.norm.placement) + "\": no supported model type places its norms so");
+  if (s.weights.dtype == DType::Q8_0) torch_dtype(s);
+
+  const std::string type = model_type_of(s);
+  json config = type == "gpt2" ? gpt2_config(s) : llama_like_config(s, type);
+
+  // The config must import back to this very spec.
+  ImportOptions options;
+  options.name = s.name;
+  options.file = "config.json (exported)";
+  options.warn = [](const std::string&) {};
+  std::vector<std::string> differences;
+  try {
+    const std::string text = import_hf_config(config, options).render();
+    Diagnostics diagnostics(options.file);
+    auto back = parse_spec_string(text, options.file, diagnostics);
+    if (!back) throw Error(ErrorKind::InvalidArgument, diagnostics.format());
+    back->cache = s.cache;  // a build choice: no config.json holds it
+    differences = spec_differences(s, *back);
+  } catch (const ImportError& e) {
+    differences = e.problems();
+  }
+  if (!differences.empty()) {
+    std::string why = "as model_type \"" + type + "\" these fields would change (spec vs config):";
+    for (const std::string& d : differences) why += "\n  " + d;
+    refuse(s, why);
+  }
+  return config;
+}
+
+}  // namespace lathe::importer

@@ -1,0 +1,1261 @@
+// config.json → spec. The defaults a config leaves out are transformers'
+// own, per configuration class (LlamaConfig, Gemma2Config, …), and every
+// value written says in its comment where it came from: the config key, or
+// "<Class> default; not in config.json", or the modeling code that hard-codes it.
+#include "generator/import/hf_import.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "generator/import/gguf_import.hpp"
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+#include "generator/spec/report.hpp"
+#include "runtime/weights/checkpoint.hpp"
+
+namespace lathe::importer {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+enum class Family { Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2 };
+
+struct FamilyInfo {
+  Family family;
+  const char* model_type;
+  const char* config_class;  // names the defaults in comments
+  const char* model_class;   // names hard-coded behaviour in comments
+};
+
+constexpr FamilyInfo kFamilies[] = {
+    {Family::Llama, "llama", "LlamaConfig", "Llama"},
+    {Family::Mistral, "mistral", "MistralConfig", "Mistral"},
+    {Family::Mixtral, "mixtral", "MixtralConfig", "Mixtral"},
+    {Family::Qwen2, "qwen2", "Qwen2Config", "Qwen2"},
+    {Family::Qwen2Moe, "qwen2_moe", "Qwen2MoeConfig", "Qwen2Moe"},
+    {Family::Qwen3, "qwen3", "Qwen3Config", "Qwen3"},
+    {Family::Gemma, "gemma", "GemmaConfig", "Gemma"},
+    {Family::Gemma2, "gemma2", "Gemma2Config", "Gemma2"},
+    {Family::Gemma3Text, "gemma3_text", "Gemma3TextConfig", "Gemma3"},
+    {Family::Phi3, "phi3", "Phi3Config", "Phi3"},
+    {Family::Olmo2, "olmo2", "Olmo2Config", "Olmo2"},
+    {Family::Gpt2, "gpt2", "GPT2Config", "GPT2"},
+};
+
+bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
+
+// Keys every config may hold that say nothing about the architecture:
+// training, generation, tokenizer and bookkeeping settings of PretrainedConfig.
+const std::set<std::string, std::less<>> kIgnoredKeys = {
+    "_name_or_path", "architectures", "model_type", "transformers_version", "auto_map",
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "use_cache", "initializer_range", "initializer_factor", "attention_dropout", "hidden_dropout",
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop",
+    "output_attentions", "output_hidden_states", "return_dict", "torchscript", "use_bfloat16", "tf_legacy_loss",
+    "pruned_heads", "chunk_size_feed_forward", "is_decoder", "tie_encoder_decoder", "cross_attention_hidden_size",
+    "finetuning_task", "id2label", "label2id", "num_labels", "tokenizer_class", "prefix", "task_specific_params",
+    "problem_type", "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+    "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty",
+    "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences",
+    "output_scores", "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
+    "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
+    "_attn_implementation", "_attn_implementation_autoset", "attn_implementation", "cache_implementation",
+    "pretraining_tp",  // Llama: how training split the matmuls; the same function
+    "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",  // MoE training
+    "gradient_checkpointing", "use_return_dict", "_commit_hash",
+};
+
+// The spec's ranges (generator/spec/parse.cpp).
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = 4096;
+
+// A value as a message shows it: JSON, strings quoted.
+std::string shown(const json& v) { return v.dump(); }
+
+// The config being read: typed reads that remember which keys were read,
+// and all errors, each prefixed with the file.
+class Config {
+ public:
+  Config(const json& j, std::string file, const char* config_class)
+      : j_(j), file_(std::move(file)), class_(config_class) {}
+
+  template <class T>
+  struct Field {
+    T value{};
+    std::string note;    // the comment: the key, or where the value came from
+    bool given = false;  // written in the config (null counts as written)
+  };
+
+  bool present(std::string_view key) const { return j_.contains(key); }
+  bool is_null(std::string_view key) const { return present(key) && j_.at(std::string(key)).is_null(); }
+  bool has(std::string_view key) const { return present(key) && !is_null(key); }
+  const json& at(std::string_view key) const { return j_.at(std::string(key)); }
+  void use(std::string_view key) { used_.insert(std::string(key)); }
+
+  std::string default_note(std::string_view key) const {
+    return std::string(key) + " (" + class_ + " default; not in config.json)";
+  }
+
+  // Integer keys: a float, a string, … is an error; so is a value outside
+  // [min, max] (the spec's own ranges, so that a config never turns into a
+  // spec the parser rejects).
+  std::optional<int64_t> integer(std::string_view key, int64_t min = 1, int64_t max = kMaxDim) {
+    use(key);
+    if (!has(key)) return std::nullopt;
+    const json& v = at(key);
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX})) {
+      value_error(key, v, "expected an integer");
+      return std::nullopt;
+    }
+    const int64_t n = v.get<int64_t>();
+    if (n < min || n > max) {
+      value_error(key, v, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  std::optional<double> number(std::string_view key) {
+    use(key);
+    if (!has(key)) return std::nullopt;
+    const json& v = at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      value_error(key, v, "expected a number");
+      return std::nullopt;
+    }
+    return v.get<double>();
+  }
+
+  std::optional<bool> boolean(std::string_view key) {
+    use(key);
+    if (!has(key)) return std::nullopt;
+    const json& v = at(key);
+    if (!v.is_boolean()) {
+      value_error(key, v, "expected true or false");
+      return std::nullopt;
+    }
+    return v.get<bool>();
+  }
+
+  std::optional<std::string> string(std::string_view key) {
+    use(key);
+    if (!has(key)) return std::nullopt;
+    const json& v = at(key);
+    if (!v.is_string()) {
+      value_error(key, v, "expected a string");
+      return std::nullopt;
+    }
+    return v.get<std::string>();
+  }
+
+  // A dimension every config writes: missing is an error.
+  Field<int64_t> required(std::string_view key, int64_t max = kMaxDim) {
+    Field<int64_t> f{0, std::string(key), true};
+    if (!present(key) || is_null(key)) {
+      use(key);
+      error("missing required key '" + std::string(key) + "'");
+      return f;
+    }
+    if (auto v = integer(key, 1, max)) f.value = *v;
+    return f;
+  }
+
+  Field<int64_t> integer_or(std::string_view key, int64_t fallback, int64_t min = 1, int64_t max = kMaxDim) {
+    if (auto v = integer(key, min, max)) return {*v, std::string(key), true};
+    return {fallback, default_note(key), present(key)};
+  }
+  Field<double> number_or(std::string_view key, double fallback) {
+    if (auto v = number(key)) return {*v, std::string(key), true};
+    return {fallback, default_note(key), present(key)};
+  }
+  Field<bool> boolean_or(std::string_view key, bool fallback) {
+    if (auto v = boolean(key)) return {*v, std::string(key), true};
+    return {fallback, default_note(key), present(key)};
+  }
+  // A key whose null means "none" (sliding_window, softcaps): absent gives
+  // the class default, null gives nullopt.
+  Field<std::optional<double>> nullable_number(std::string_view key, std::optional<double> fallback) {
+    if (is_null(key)) {
+      use(key);
+      return {std::nullopt, std::string(key) + " = null", true};
+    }
+    if (auto v = number(key)) return {*v, std::string(key), true};
+    return {fallback, default_note(key), false};
+  }
+
+  void error(const std::string& message) { errors_.push_back(file_ + ": " + message); }
+  void value_error(std::string_view key, const json& v, const std::string& message) {
+    error(std::string(key) + " = " + shown(v) + ": " + message);
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+  const std::string& file() const { return file_; }
+
+  // The keys nobody read and that kIgnoredKeys does not list.
+  std::vector<std::string> unknown_keys() const {
+    std::vector<std::string> out;
+    for (const auto& [key, value] : j_.items())
+      if (!used_.count(key) && !kIgnoredKeys.count(key)) out.push_back(key);
+    return out;
+  }
+
+ private:
+  const json& j_;
+  std::string file_;
+  const char* class_;
+  std::set<std::string> used_;
+  std::vector<std::string> errors_;
+};
+
+// TOML numbers: an integral value as an integer (query_pre_attn_scalar = 256).
+TomlValue number_value(double v) {
+  if (v == std::trunc(v) && std::fabs(v) < 9e15) return TomlValue(static_cast<int64_t>(v));
+  return TomlValue(v);
+}
+
+std::string format_count(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+// HF hidden_act values the spec has (docs/spec.md, [mlp] activation).
+std::optional<std::string> activation_of(const std::string& act) {
+  if (act == "silu" || act == "swish") return "silu";
+  if (act == "gelu") return "gelu_erf";
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") return "gelu_tanh";
+  if (act == "relu") return "relu";
+  return std::nullopt;
+}
+
+const char* kActivationHelp =
+    "the spec has silu (silu, swish), gelu_erf (gelu), gelu_tanh (gelu_new, gelu_pytorch_tanh) and relu";
+
+// The layers' kinds, from a layer_types list or a rule: true = windowed.
+using LayerKinds = std::vector<bool>;
+
+// The shortest pattern p with kinds[i] == p[i % |p|] for every layer.
+std::vector<bool> shortest_pattern(const LayerKinds& kinds) {
+  for (size_t period = 1; period <= kinds.size(); ++period) {
+    bool fits = true;
+    for (size_t i = period; i < kinds.size() && fits; ++i) fits = kinds[i] == kinds[i % period];
+    if (fits) return {kinds.begin(), kinds.begin() + static_cast<std::ptrdiff_t>(period)};
+  }
+  return kinds;
+}
+
+class Importer {
+ public:
+  Importer(const json& config, const FamilyInfo& info, const ImportOptions& options)
+      : c_(config, options.file, info.config_class), info_(info), f_(info.family), options_(options) {
+    // The tables in spec order; the empty ones are not written.
+    for (const char* t : {"model", "dims", "norm", "attention", "position", "position.scaling", "mlp", "moe",
+                          "embedding", "output", "weights", "weights.names"})
+      doc_.table(t);
+  }
+
+  TomlDoc run() {
+    c_.use("model_type");
+    read_model();
+    read_refusals();
+    read_dtype();
+    if (f_ == Family::Gpt2) read_gpt2();
+    else read_llama_like();
+    if (!c_.errors().empty()) throw ImportError(c_.errors());
+    const std::vector<std::string> unknown = c_.unknown_keys();
+    if (!unknown.empty())
+      warn(c_.file() + ": warning: keys not read (the spec may be missing what they change): " + join(unknown));
+    return std::move(doc_);
+  }
+
+ private:
+  TomlTable& t(const char* name) { return *doc_.find(name); }
+  void warn(const std::string& line) {
+    if (options_.warn) options_.warn(line);
+    else std::cerr << line << "\n";
+  }
+  std::string hard_coded(const std::string& what) const { return std::string(info_.model_class) + what; }
+
+  void read_model() {
+    const std::string name_or_path = c_.string("_name_or_path").value_or("");
+    std::string name = options_.name;
+    if (name.empty()) name = sanitize_model_name(fs::path(name_or_path).filename().string());
+    t("model").set("name", name);
+    std::string source = options_.source;
+    if (source.empty()) source = name_or_path.empty() ? options_.file : name_or_path + " config.json";
+    t("model").set("source", source);
+  }
+
+  // Settings that change the model into something no spec describes.
+  void read_refusals() {
+    if (c_.present("quantization_config")) {
+      c_.use("quantization_config");
+      const json& q = c_.at("quantization_config");
+      const std::string method =
+          q.is_object() && q.contains("quant_method") ? shown(q["quant_method"]) : std::string("(no quant_method)");
+      c_.error("quantization_config (quant_method " + method +
+               "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or q8_0 "
+               "(GGUF)");
+    }
+    if (c_.boolean("is_encoder_decoder").value_or(false))
+      c_.error("is_encoder_decoder = true: the spec describes decoder-only models");
+    if (c_.boolean("add_cross_attention").value_or(false))
+      c_.error("add_cross_attention = true: the spec has no cross-attention");
+    if (c_.boolean("use_bidirectional_attention").value_or(false))
+      c_.error("use_bidirectional_attention = true: the spec's attention is causal");
+  }
+
+  // ---- dtype -------------------------------------------------------------
+  void read_dtype() {
+    // transformers 5 writes "dtype", earlier versions "torch_dtype".
+    const char* key = c_.has("dtype") ? "dtype" : "torch_dtype";
+    c_.use("dtype");
+    c_.use("torch_dtype");
+    auto dtype = c_.string(key);
+    std::string word = "f32";
+    std::string note = "torch_dtype not in config.json: float32, as torch loads it";
+    if (dtype) {
+      note = key;
+      if (*dtype == "float32") word = "f32";
+      else if (*dtype == "float16") word = "f16";
+      else if (*dtype == "bfloat16") word = "bf16";
+      else c_.value_error(key, c_.at(key), "the spec's weights.dtype is f32 (float32), f16 (float16) or bf16 (bfloat16)");
+    }
+    t("weights").set("dtype", word, note);
+  }
+
+  // ---- GPT-2 ---------------------------------------------------------------
+  void read_gpt2() {
+    auto hidden = c_.required("n_embd");
+    auto layers = c_.required("n_layer", kMaxLayers);
+    auto heads = c_.required("n_head", kMaxHeads);
+    auto vocab = c_.required("vocab_size");
+    auto positions = c_.required("n_positions");
+    c_.use("n_ctx");  // the old name of n_positions; GPT2Config does not read it
+    TomlTable& d = t("dims");
+    d.set("hidden", hidden.value, "n_embd");
+    d.set("layers", layers.value, "n_layer");
+    d.set("heads", heads.value, "n_head");
+    if (heads.value > 0 && hidden.value % heads.value != 0)
+      c_.error("n_embd (" + std::to_string(hidden.value) + ") is not a multiple of n_head (" +
+               std::to_string(heads.value) + "): GPT2Attention splits n_embd into n_head heads");
+    if (auto inner = c_.integer("n_inner")) {
+      d.set("intermediate", *inner, "n_inner");
+    } else {
+      if (4 * hidden.value > kMaxDim)
+        c_.error("n_embd = " + std::to_string(hidden.value) + ": the MLP width 4 * n_embd exceeds " +
+                 std::to_string(kMaxDim));
+      d.set("intermediate", 4 * hidden.value,
+            c_.is_null("n_inner") ? "4 * n_embd (n_inner is null)" : "4 * n_embd (n_inner not in config.json)");
+    }
+    d.set("vocab", vocab.value, "vocab_size");
+    d.set("max_context", positions.value, "n_positions");
+
+    auto eps = epsilon("layer_norm_epsilon", 1e-5);
+    t("norm").set("kind", "layernorm").set("eps", eps.value, eps.note).set("placement", "pre");
+
+    TomlTable& a = t("attention");
+    a.set("bias", true, "c_attn and c_proj carry biases");
+    if (!c_.boolean_or("scale_attn_weights", true).value)
+      a.set("scale", 1.0, "scale_attn_weights = false: scores are not divided by sqrt(head_dim)");
+    if (c_.boolean("scale_attn_by_inverse_layer_idx").value_or(false))
+      c_.error("scale_attn_by_inverse_layer_idx = true: the spec has one score scale for every layer, not "
+               "1 / (layer + 1)");
+    c_.use("reorder_and_upcast_attn");  // fp32 softmax during training: the same function
+    for (const char* key : {"summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+                            "summary_first_dropout"})
+      c_.use(key);  // GPT2DoubleHeadsModel's classifier head, not the LM
+
+    t("position").set("kind", "learned", "wpe: [n_positions, n_embd]");
+
+    read_activation("activation_function", "gelu_new");
+    t("mlp").set("gated", false).set("bias", true);
+
+    auto tied = c_.boolean_or("tie_word_embeddings", true);
+    t("embedding").set("tied", tied.value, tied.note);
+
+    t("weights")
+        .set("preset", "hf-gpt2")
+        .set("layout", "in_out", "Conv1D stores [in, out]")
+        .set("fused_qkv", true, "c_attn: [n_embd, 3 * n_embd] = q, k, v")
+        .note("The checkpoint also holds each layer's causal-mask buffers.")
+        .set("ignore", std::vector<std::string>{"h.{layer}.attn.bias", "h.{layer}.attn.masked_bias"});
+  }
+
+  // ---- the Llama family ------------------------------------------------------
+  void read_llama_like() {
+    TomlTable& d = t("dims");
+    auto hidden = c_.required("hidden_size");
+    auto layers = c_.required("num_hidden_layers", kMaxLayers);
+    auto heads = c_.required("num_attention_heads", kMaxHeads);
+    d.set("hidden", hidden.value, hidden.note);
+    d.set("layers", layers.value, layers.note);
+    layers_ = layers.value;
+    const int64_t natural = heads.value > 0 ? hidden.value / heads.value : 0;
+
+    // head_dim: the key when a config has it (every family reads it then),
+    // else the class default: 256 for Gemma, 128 for Qwen3, hidden / heads.
+    int64_t head_dim = natural;
+    std::string head_note = "head_dim";
+    if (auto hd = c_.integer("head_dim", 1, kMaxHeads)) {
+      head_dim = *hd;
+    } else if (!c_.present("head_dim") && (is_gemma(f_) || f_ == Family::Qwen3)) {
+      head_dim = is_gemma(f_) ? 256 : 128;
+      head_note = c_.default_note("head_dim");
+    }
+    const bool explicit_head_dim = heads.value > 0 && (head_dim != natural || hidden.value % heads.value != 0);
+    std::string heads_note = "num_attention_heads";
+    if (!explicit_head_dim && c_.has("head_dim"))
+      heads_note += " (head_dim = " + std::to_string(head_dim) + " = hidden / heads)";
+    d.set("heads", heads.value, heads_note);
+    head_dim_ = head_dim;
+    if (heads.value > 0 && hidden.value > 0 && (head_dim < 1 || head_dim > kMaxHeads))
+      c_.error(head_note + ": the head width " + std::to_string(head_dim) + " (hidden_size " +
+               std::to_string(hidden.value) + " / num_attention_heads " + std::to_string(heads.value) +
+               " unless head_dim is given) must be between 1 and " + std::to_string(kMaxHeads));
+    else if (head_dim % 2 != 0)
+      c_.error(head_note + ": the head width " + std::to_string(head_dim) +
+               " is odd, and RoPE rotates pairs of dimensions");
+
+    // num_key_value_heads: absent gives the class default, null gives MHA.
+    int64_t kv_default = heads.value;
+    if (f_ == Family::Mistral || f_ == Family::Mixtral) kv_default = 8;
+    else if (f_ == Family::Qwen2 || f_ == Family::Qwen3) kv_default = 32;
+    else if (f_ == Family::Qwen2Moe || f_ == Family::Gemma) kv_default = 16;
+    else if (f_ == Family::Gemma2 || f_ == Family::Gemma3Text) kv_default = 4;
+    if (c_.is_null("num_key_value_heads")) {
+      c_.use("num_key_value_heads");
+      d.set("kv_heads", heads.value, "num_key_value_heads = null: MHA");
+    } else {
+      auto kv = c_.integer_or("num_key_value_heads", kv_default, 1, kMaxHeads);
+      d.set("kv_heads", kv.value, kv.note);
+      if (heads.value > 0 && kv.value > 0 && heads.value % kv.value != 0)
+        c_.error("num_attention_heads (" + std::to_string(heads.value) + ") is not a multiple of " + kv.note + " (" +
+                 std::to_string(kv.value) + ")");
+    }
+    if (explicit_head_dim) d.set("head_dim", head_dim, head_note);
+
+    auto inter = c_.required("intermediate_size");
+    d.set("intermediate", inter.value,
+          f_ == Family::Mixtral ? "intermediate_size (per expert)"
+          : f_ == Family::Qwen2Moe ? "intermediate_size (dense MLP width; experts use moe_intermediate_size)"
+                                   : "intermediate_size");
+    auto vocab = c_.required("vocab_size");
+    d.set("vocab", vocab.value, "vocab_size");
+    auto context = c_.required("max_position_embeddings");
+    d.set("max_context", context.value, "max_position_embeddings");
+    max_context_ = context.value;
+
+    read_norm();
+    read_attention();
+    read_window();
+    read_position();
+    read_mlp();
+    read_moe();
+    read_embedding();
+
+    t("weights").set("preset", "hf-llama");
+    if (f_ == Family::Phi3)
+      t("weights").set("fused_qkv", true, "qkv_proj: [(heads + 2 * kv_heads) * head_dim, hidden] = q, k, v");
+  }
+
+  // Norm epsilons: the spec's range is (0, 1].
+  Config::Field<double> epsilon(const char* key, double fallback) {
+    auto eps = c_.number_or(key, fallback);
+    if (eps.given && (eps.value <= 0 || eps.value > 1)) c_.value_error(key, c_.at(key), "must be in (0, 1]");
+    return eps;
+  }
+
+  void read_norm() {
+    double eps_default = 1e-6;
+    if (f_ == Family::Mixtral || f_ == Family::Phi3 || f_ == Family::Olmo2) eps_default = 1e-5;
+    auto eps = epsilon("rms_norm_eps", eps_default);
+    TomlTable& n = t("norm");
+    n.set("kind", "rmsnorm").set("eps", eps.value, eps.note);
+    if (f_ == Family::Gemma2 || f_ == Family::Gemma3Text)
+      n.set("placement", "sandwich", "input/post_attention/pre_feedforward/post_feedforward_layernorm");
+    else if (f_ == Family::Olmo2)
+      n.set("placement", "branch_output", "post_attention/post_feedforward_layernorm on each branch's output");
+    else
+      n.set("placement", "pre");
+    if (is_gemma(f_)) n.set("unit_offset", true, hard_coded("RMSNorm scales by (1 + weight)"));
+  }
+
+  void read_attention() {
+    TomlTable& a = t("attention");
+    switch (f_) {
+      case Family::Qwen2:
+        a.note("Qwen2Attention hard-codes these (no config key): q/k/v_proj with bias, o_proj without.");
+        set_qkv_bias(a, true, "");
+        break;
+      case Family::Qwen2Moe: {
+        auto bias = c_.boolean_or("qkv_bias", true);
+        set_qkv_bias(a, bias.value, bias.note + "; o_proj never has one");
+        break;
+      }
+      case Family::Mistral:
+      case Family::Mixtral:
+      case Family::Phi3:
+        // No attention bias in these families, and their attention reads no key
+        // for one: some configs still write attention_bias = false.
+        if (c_.boolean("attention_bias").value_or(false))
+          warn(c_.file() + ": warning: attention_bias = true is ignored: HF " + info_.model_class +
+               " attention has no biases");
+        break;
+      default: {
+        auto bias = c_.boolean_or("attention_bias", false);
+        if (bias.value) a.set("bias", true, "attention_bias: q, k, v and o_proj");
+      }
+    }
+    if (f_ == Family::Llama) {
+      if (c_.boolean_or("mlp_bias", false).value) t("mlp").set("bias", true, "mlp_bias");
+    }
+
+    if (f_ == Family::Gemma2 || f_ == Family::Gemma3Text) {
+      auto scalar = c_.number_or("query_pre_attn_scalar", 256);
+      if (scalar.value <= 0) c_.value_error("query_pre_attn_scalar", c_.at("query_pre_attn_scalar"), "must be positive");
+      a.set("query_pre_attn_scalar", number_value(scalar.value), scalar.note + ": scores scaled by its -1/2 power");
+      auto softcap = c_.nullable_number("attn_logit_softcapping", f_ == Family::Gemma2 ? std::optional<double>(50.0)
+                                                                                          : std::nullopt);
+      if (softcap.value && *softcap.value < 0)
+        c_.value_error("attn_logit_softcapping", c_.at("attn_logit_softcapping"), "must not be negative");
+      else if (softcap.value && *softcap.value > 0)
+        a.set("softcap", *softcap.value, softcap.note);
+    }
+
+    if (f_ == Family::Qwen3 || f_ == Family::Gemma3Text)
+      a.set("qk_norm", "per_head", hard_coded("Attention: q_norm and k_norm over head_dim, head by head"));
+    else if (f_ == Family::Olmo2)
+      a.set("qk_norm", "whole", "Olmo2Attention: q_norm over heads * head_dim, k_norm over kv_heads * head_dim");
+  }
+
+  void set_qkv_bias(TomlTable& a, bool on, const std::string& note) {
+    a.set("q_bias", on, note).set("k_bias", on).set("v_bias", on).set("o_bias", false);
+  }
+
+  // Which layers use a sliding window, and how wide it is.
+  void read_window() {
+    TomlTable& a = t("attention");
+    std::optional<int64_t> window;
+    std::string window_note = "sliding_window";
+    std::string pattern_note = "layer_types: true = sliding_attention";
+    LayerKinds kinds;  // empty: every layer, when there is a window
+    const auto read_size = [&](std::optional<int64_t> fallback) {
+      if (c_.is_null("sliding_window")) {
+        c_.use("sliding_window");
+        window_note = "sliding_window = null";
+        return std::optional<int64_t>();
+      }
+      if (auto w = c_.integer("sliding_window")) return w;
+      if (!c_.present("sliding_window") && fallback) window_note = c_.default_note("sliding_window");
+      return c_.present("sliding_window") ? std::optional<int64_t>() : fallback;
+    };
+
+    switch (f_) {
+      case Family::Mistral:
+        window = read_size(4096);
+        break;
+      case Family::Mixtral:
+      case Family::Phi3:
+        window = read_size(std::nullopt);
+        break;
+      case Family::Qwen2:
+      case Family::Qwen3:
+      case Family::Qwen2Moe: {
+        auto use = c_.boolean_or("use_sliding_window", false);
+        auto size = read_size(4096);
+        auto max_window_layers = c_.integer_or("max_window_layers", 28, 0, kMaxLayers);
+        if (!use.value) {
+          if (size)
+            a.note("sliding_window = " + std::to_string(*size) + " is inactive: use_sliding_window = false.");
+          break;
+        }
+        window = size;
+        if (!window) break;
+        if (auto types = layer_types()) {
+          kinds = *types;
+        } else if (f_ == Family::Qwen2Moe) {
+          c_.error("use_sliding_window = true without layer_types: transformers versions disagree on which "
+                   "Qwen2-MoE layers are windowed; write layer_types");
+        } else {
+          // Qwen2Attention: layers from max_window_layers on are windowed.
+          for (int64_t i = 0; i < layers_; ++i) kinds.push_back(i >= max_window_layers.value);
+          pattern_note = "Qwen2Attention: layers from " + max_window_layers.note + " = " +
+                         std::to_string(max_window_layers.value) + " on are windowed";
+        }
+        break;
+      }
+      case Family::Gemma2:
+      case Family::Gemma3Text: {
+        window = read_size(4096);
+        if (auto types = layer_types()) {
+          kinds = *types;
+        } else if (f_ == Family::Gemma2) {
+          for (int64_t i = 0; i < layers_; ++i) kinds.push_back(i % 2 == 0);
+          pattern_note = "Gemma2: layer i is windowed iff i is even (no layer_types)";
+        } else {
+          auto period = c_.integer_or("sliding_window_pattern", 6, 1, kMaxLayers);
+          for (int64_t i = 0; i < layers_; ++i) kinds.push_back((i + 1) % period.value != 0);
+          pattern_note = period.note + " = " + std::to_string(period.value) + ": layer i is global iff (i + 1) % " +
+                         std::to_string(period.value) + " == 0";
+        }
+        c_.use("sliding_window_pattern");
+        break;
+      }
+      default:
+        break;  // Llama, Gemma, OLMo 2: full attention; a sliding_window key is unknown to them
+    }
+    if (!window) return;
+    if (!kinds.empty() && std::none_of(kinds.begin(), kinds.end(), [](bool b) { return b; })) {
+      a.note("sliding_window = " + std::to_string(*window) + " is inactive: no layer is a sliding_attention layer.");
+      return;
+    }
+    if (*window > max_context_) {
+      a.note("sliding_window = " + std::to_string(*window) + " is larger than max_position_embeddings: no layer "
+             "ever sees fewer keys than its whole context, so no window is written.");
+      warn(c_.file() + ": warning: sliding_window = " + std::to_string(*window) +
+           " exceeds max_position_embeddings = " + std::to_string(max_context_) + "; imported as full attention");
+      return;
+    }
+    if (f_ == Family::Mistral || f_ == Family::Mixtral || f_ == Family::Phi3) {
+      a.note("Taken verbatim from the config: the spec counts the window in keys including the current one, "
+             "which HF's implementations need not (docs/spec.md, the window convention).");
+    }
+    a.set("sliding_window", *window, window_note);
+    const bool all = kinds.empty() || std::all_of(kinds.begin(), kinds.end(), [](bool b) { return b; });
+    if (!all) {
+      const std::vector<bool> pattern = shortest_pattern(kinds);
+      a.set("window_pattern", pattern, pattern_note);
+    }
+    windowed_ = true;
+  }
+
+  // layer_types, as windowed or not; nullopt when the config has none.
+  std::optional<LayerKinds> layer_types() {
+    c_.use("layer_types");
+    if (!c_.has("layer_types")) return std::nullopt;
+    const json& types = c_.at("layer_types");
+    if (!types.is_array()) {
+      c_.value_error("layer_types", types, "expected a list of \"sliding_attention\" / \"full_attention\"");
+      return std::nullopt;
+    }
+    if (static_cast<int64_t>(types.size()) != layers_) {
+      c_.error("layer_types has " + std::to_string(types.size()) + " entries for num_hidden_layers = " +
+               std::to_string(layers_));
+      return std::nullopt;
+    }
+    LayerKinds kinds;
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] == "sliding_attention") kinds.push_back(true);
+      else if (types[i] == "full_attention") kinds.push_back(false);
+      else {
+        c_.error("layer_types[" + std::to_string(i) + "] = " + shown(types[i]) +
+                 ": the spec knows \"sliding_attention\" and \"full_attention\"");
+        return std::nullopt;
+      }
+    }
+    return kinds;
+  }
+
+  // ---- positions -------------------------------------------------------------
+  void read_position() {
+    TomlTable& p = t("position");
+    p.set("kind", "rope");
+    p.set("pairing", "neox", "HF " + std::string(info_.model_class) + " checkpoints rotate halves");
+
+    const double theta_default = f_ == Family::Gemma3Text ? 1e6 : 10000.0;
+    // transformers 5 writes rope_parameters: {rope_type, rope_theta, …}; Gemma 3
+    // one such object per layer type. Earlier versions rope_theta + rope_scaling.
+    c_.use("rope_parameters");
+    c_.use("rope_scaling");
+    c_.use("rope_theta");
+    const json* scaling = nullptr;
+    std::string scaling_key = "rope_scaling";
+    std::optional<double> theta;
+    std::string theta_note = "rope_theta";
+    if (c_.has("rope_parameters")) {
+      const json& rp = c_.at("rope_parameters");
+      if (!rp.is_object()) {
+        c_.value_error("rope_parameters", rp, "expected an object");
+        return;
+      }
+      if (f_ == Family::Gemma3Text && (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
+        read_gemma3_rope_parameters(rp);
+        return;
+      }
+      scaling = &rp;
+      scaling_key = "rope_parameters";
+      theta = number_in(rp, "rope_parameters", "rope_theta");
+      theta_note = "rope_parameters.rope_theta";
+      if (c_.has("rope_theta")) theta = theta ? theta : c_.number("rope_theta");
+    } else {
+      theta = c_.number("rope_theta");
+      if (c_.has("rope_scaling")) scaling = &c_.at("rope_scaling");
+    }
+    if (!theta) theta_note = c_.default_note("rope_theta");
+    if (theta && *theta <= 0) c_.error(theta_note + " = " + std::to_string(*theta) + ": must be positive");
+    p.set("theta", theta.value_or(theta_default), theta_note);
+
+    read_rotary(scaling, scaling_key);
+
+    if (f_ == Family::Gemma3Text) {
+      auto local = c_.number_or("rope_local_base_freq", 10000.0);
+      if (windowed_) p.set("local_theta", local.value, local.note + ": sliding layers");
+    }
+    if (scaling != nullptr) read_scaling(*scaling, scaling_key);
+  }
+
+  void read_gemma3_rope_parameters(const json& rp) {
+    TomlTable& p = t("position");
+    for (const auto& [key, value] : rp.items())
+      if (key != "full_attention" && key != "sliding_attention")
+        c_.error("rope_parameters." + key + ": expected only full_attention and sliding_attention");
+    double theta = 1e6;
+    std::string theta_note = c_.default_note("rope_theta");
+    if (rp.contains("full_attention") && rp["full_attention"].is_object()) {
+      const json& full = rp["full_attention"];
+      if (auto v = number_in(full, "rope_parameters.full_attention", "rope_theta")) {
+        theta = *v;
+        theta_note = "rope_parameters.full_attention.rope_theta";
+      }
+      p.set("theta", theta, theta_note);
+      read_scaling(full, "rope_parameters.full_attention");
+    } else {
+      p.set("theta", theta, theta_note);
+    }
+    if (rp.contains("sliding_attention") && rp["sliding_attention"].is_object()) {
+      const json& local = rp["sliding_attention"];
+      const std::string type = local.value("rope_type", std::string("default"));
+      if (type != "default")
+        c_.error("rope_parameters.sliding_attention.rope_type = \"" + type +
+                 "\": the spec scales the RoPE of every layer alike");
+      if (auto v = number_in(local, "rope_parameters.sliding_attention", "rope_theta"); v && windowed_)
+        p.set("local_theta", *v, "rope_parameters.sliding_attention.rope_theta");
+    } else if (windowed_) {
+      p.set("local_theta", 10000.0, c_.default_note("rope_local_base_freq"));
+    }
+  }
+
+  std::optional<double> number_in(const json& obj, const std::string& where, const char* key) {
+    if (!obj.contains(key) || obj[key].is_null()) return std::nullopt;
+    if (!obj[key].is_number()) {
+      c_.error(where + "." + key + " = " + shown(obj[key]) + ": expected a number");
+      return std::nullopt;
+    }
+    return obj[key].get<double>();
+  }
+
+  // partial_rotary_factor: Phi3Attention rotates int(head_dim * factor) dims;
+  // the other families rotate the whole head.
+  void read_rotary(const json* scaling, const std::string& scaling_key) {
+    std::optional<double> factor;
+    std::string key = "partial_rotary_factor";
+    if (scaling != nullptr && scaling->is_object() && scaling->contains(key) && scaling_key == "rope_parameters") {
+      factor = number_in(*scaling, scaling_key, key.c_str());
+      key = scaling_key + "." + key;
+    }
+    if (c_.has("partial_rotary_factor")) factor = c_.number("partial_rotary_factor");
+    c_.use("partial_rotary_factor");
+    if (!factor || *factor == 1.0) return;
+    if (f_ != Family::Phi3) {
+      c_.error(key + " = " + shown(*factor) + ": HF " + info_.model_class +
+               " rotates the whole head; only phi3 reads this key");
+      return;
+    }
+    if (*factor <= 0 || *factor > 1) {
+      c_.error(key + " = " + shown(*factor) + ": must be in (0, 1]");
+      return;
+    }
+    const auto rotary = static_cast<int64_t>(static_cast<double>(head_dim_) * *factor);
+    if (rotary < 2 || rotary % 2 != 0) {
+      c_.error(key + " = " + shown(*factor) + ": rotates " + std::to_string(rotary) + " of head_dim " +
+               std::to_string(head_dim_) + " dims, which is not a positive even number");
+      return;
+    }
+    t("position").set("rotary_dim", rotary,
+                      key + " = " + shown(*factor) + " of head_dim " + std::to_string(head_dim_));
+  }
+
+  void read_scaling(const json& s, const std::string& key) {
+    if (s.is_null()) return;
+    if (!s.is_object()) {
+      c_.error(key + " = " + shown(s) + ": expected an object or null");
+      return;
+    }
+    std::string type_key = key + ".rope_type";
+    std::string type;
+    if (s.contains("rope_type") && s["rope_type"].is_string()) type = s["rope_type"].get<std::string>();
+    else if (s.contains("type") && s["type"].is_string()) {
+      type = s["type"].get<std::string>();
+      type_key = key + ".type";
+    } else {
+      if (key == "rope_parameters") return;  // only rope_theta: no scaling
+      c_.error(key + ": no rope_type");
+      return;
+    }
+    std::set<std::string> read = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
+    const auto num = [&](const char* k) {
+      read.insert(k);
+      return number_in(s, key, k);
+    };
+    TomlTable& sc = t("position.scaling");
+    const auto set_num = [&](const char* spec_key, const char* k, bool required) {
+      if (auto v = num(k)) {
+        if (*v <= 0 || *v > 1e6) c_.error(key + "." + k + " = " + shown(*v) + ": must be in (0, 1e6]");
+        sc.set(spec_key, *v, key + "." + k);
+      } else if (required) {
+        c_.error(key + "." + k + " is missing; rope_type \"" + type + "\" needs it");
+      }
+    };
+    const auto set_original = [&](bool required) {
+      read.insert("original_max_position_embeddings");
+      const json& original = s.contains("original_max_position_embeddings") ? s["original_max_position_embeddings"]
+                                                                             : json();
+      if (original.is_number_integer() && (original.get<int64_t>() < 1 || original.get<int64_t>() > kMaxDim)) {
+        c_.error(key + ".original_max_position_embeddings = " + shown(original) + ": must be between 1 and " +
+                 std::to_string(kMaxDim));
+      } else if (original.is_number_integer()) {
+        sc.set("original_max_context", s["original_max_position_embeddings"].get<int64_t>(),
+               key + ".original_max_position_embeddings");
+      } else if (s.contains("original_max_position_embeddings") && !s["original_max_position_embeddings"].is_null()) {
+        c_.error(key + ".original_max_position_embeddings = " + shown(s["original_max_position_embeddings"]) +
+                 ": expected an integer");
+      } else if (required) {
+        c_.error(key + ".original_max_position_embeddings is missing; rope_type \"" + type + "\" needs it");
+      } else {
+        sc.set("original_max_context", max_context_,
+               "max_position_embeddings (" + key + ".original_max_position_embeddings not given)");
+      }
+    };
+
+    if (type == "default") return;
+    if (f_ == Family::Phi3) {
+      // Phi3Config reads "su" and "yarn" as LongRoPE too, and accepts nothing else.
+      c_.error(type_key + " = \"" + type + "\": Phi-3 scales RoPE only by LongRoPE (per-dimension short and "
+               "long factors), which the spec does not have");
+      return;
+    }
+    if (f_ == Family::Gemma3Text && windowed_ && key == "rope_scaling") {
+      c_.error(key + " (rope_type \"" + type + "\"): Gemma 3 scales only the full-attention layers' RoPE; the "
+               "spec's position.scaling applies to every layer");
+      return;
+    }
+    if (type == "linear" || type == "dynamic") {
+      sc.set("kind", type == "linear" ? "linear" : "dynamic_ntk", type_key + " = \"" + type + "\"");
+      set_num("factor", "factor", true);
+      if (type == "dynamic") read.insert("original_max_position_embeddings");
+    } else if (type == "llama3") {
+      sc.set("kind", "llama3", type_key);
+      set_num("factor", "factor", true);
+      set_num("low_freq_factor", "low_freq_factor", true);
+      set_num("high_freq_factor", "high_freq_factor", true);
+      set_original(true);
+      const auto low = number_in(s, key, "low_freq_factor");
+      const auto high = number_in(s, key, "high_freq_factor");
+      if (low && high && *high <= *low)
+        c_.error(key + ".high_freq_factor (" + shown(*high) + ") must be larger than low_freq_factor (" + shown(*low) +
+                 ")");
+    } else if (type == "yarn") {
+      sc.set("kind", "yarn", type_key);
+      set_num("factor", "factor", true);
+      set_original(false);
+      set_num("beta_fast", "beta_fast", false);
+      set_num("beta_slow", "beta_slow", false);
+      set_num("attention_factor", "attention_factor", false);
+      for (const char* k : {"mscale", "mscale_all_dim"}) {
+        read.insert(k);
+        if (s.contains(k) && !s[k].is_null() && !(s[k].is_number() && s[k].get<double>() == 0))
+          c_.error(key + "." + k + " = " + shown(s[k]) +
+                   ": the spec's yarn scaling has no mscale (DeepSeek's attention-factor formula)");
+      }
+      read.insert("truncate");
+      if (s.contains("truncate") && s["truncate"] == false)
+        c_.error(key + ".truncate = false: the spec's yarn scaling rounds the correction range (truncate = true)");
+    } else if (type == "longrope" || type == "su") {
+      c_.error(type_key + " = \"" + type + "\": the spec has no LongRoPE (per-dimension short and long factors); "
+               "position.scaling.kind is none, linear, dynamic_ntk, yarn or llama3");
+      return;
+    } else {
+      c_.error(type_key + " = \"" + type + "\": unknown RoPE scaling; position.scaling.kind is none, linear, "
+               "dynamic_ntk, yarn or llama3 (rope_type default, linear, dynamic, yarn, llama3)");
+      return;
+    }
+    std::vector<std::string> unread;
+    for (const auto& [k, v] : s.items())
+      if (!read.count(k)) unread.push_back(k);
+    if (!unread.empty()) warn(c_.file() + ": warning: " + key + " keys not read: " + join(unread));
+  }
+
+  // ---- MLP, experts, embeddings --------------------------------------------
+  void read_activation(const char* key, const char* fallback) {
+    auto act = c_.string(key);
+    const std::string word = act.value_or(fallback);
+    const std::string note = act ? std::string(key) : c_.default_note(key);
+    auto spec_word = activation_of(word);
+    if (!spec_word) {
+      c_.error(std::string(key) + " = \"" + word + "\": unknown activation; " + kActivationHelp);
+      return;
+    }
+    t("mlp").set("activation", *spec_word, word == *spec_word ? note : note + " = \"" + word + "\"");
+  }
+
+  void read_mlp() {
+    if (is_gemma(f_)) {
+      // GemmaMLP reads hidden_activation, default gelu_pytorch_tanh, and ignores
+      // hidden_act (transformers #29402: Gemma's GeGLU is the tanh approximation).
+      const bool has_act = c_.has("hidden_act");
+      const std::optional<std::string> ignored = has_act ? c_.string("hidden_act") : std::nullopt;
+      read_activation("hidden_activation", "gelu_pytorch_tanh");
+      if (ignored && !c_.has("hidden_activation") && *ignored != "gelu_pytorch_tanh")
+        warn(c_.file() + ": warning: hidden_act = \"" + *ignored + "\" is ignored: " + info_.model_class +
+             "MLP reads hidden_activation (default gelu_pytorch_tanh)");
+    } else {
+      read_activation("hidden_act", "silu");
+    }
+    t("mlp").set("gated", true);
+    // Phi3: the pre-extension context, read only by LongRoPE (refused above).
+    if (f_ == Family::Phi3) c_.use("original_max_position_embeddings");
+    if (f_ == Family::Phi3) t("mlp").set("fused_gate_up", "gate_up", "Phi3MLP: gate, up = gate_up_proj(x).chunk(2)");
+  }
+
+  void read_moe() {
+    TomlTable& m = t("moe");
+    if (f_ == Family::Mixtral) {
+      // MixtralConfig maps num_experts to num_local_experts.
+      const char* experts_key = c_.has("num_local_experts") || !c_.has("num_experts") ? "num_local_experts"
+                                                                                        : "num_experts";
+      auto experts = c_.integer_or(experts_key, 8, 1, kMaxHeads);
+      c_.use("num_experts");
+      auto top_k = c_.integer_or("num_experts_per_tok", 2);
+      check_top_k(experts, top_k);
+      m.set("experts", experts.value, experts.note);
+      m.set("top_k", top_k.value, top_k.note);
+      m.set("norm_topk_prob", true, "MixtralSparseMoeBlock always divides the top-k weights by their sum (no config key)");
+    } else if (f_ == Family::Qwen2Moe) {
+      auto experts = c_.integer_or("num_experts", 60, 1, kMaxHeads);
+      auto top_k = c_.integer_or("num_experts_per_tok", 4);
+      auto norm = c_.boolean_or("norm_topk_prob", false);
+      auto width = c_.integer_or("moe_intermediate_size", 1408);
+      auto shared = c_.integer_or("shared_expert_intermediate_size", 5632);
+      auto step = c_.integer_or("decoder_sparse_step", 1);
+      if (step.value != 1)
+        c_.error("decoder_sparse_step = " + std::to_string(step.value) +
+                 ": only every layer can be sparse in a spec (decoder_sparse_step = 1)");
+      c_.use("mlp_only_layers");
+      if (c_.has("mlp_only_layers") && !(c_.at("mlp_only_layers").is_array() && c_.at("mlp_only_layers").empty()))
+        c_.value_error("mlp_only_layers", c_.at("mlp_only_layers"),
+                       "the spec has no dense layers among MoE layers (every layer's MLP is the same)");
+      check_top_k(experts, top_k);
+      m.set("experts", experts.value, experts.note);
+      m.set("top_k", top_k.value, top_k.note);
+      m.set("norm_topk_prob", norm.value, norm.note);
+      m.set("expert_intermediate", width.value, width.note);
+      m.set("shared_experts", 1, "Qwen2MoeSparseMoeBlock: one shared expert");
+      m.set("shared_intermediate", shared.value, shared.note);
+      m.set("shared_expert_gate", true, "shared_expert_gate: sigmoid(Linear(hidden, 1)) on the shared expert");
+      const std::string L = "model.layers.{layer}.mlp.";
+      t("weights.names")
+          .note("Qwen2-MoE's router and experts (the hf-llama preset names Mixtral's).")
+          .set("router", L + "gate")
+          .set("expert_gate", L + "experts.{expert}.gate_proj")
+          .set("expert_up", L + "experts.{expert}.up_proj")
+          .set("expert_down", L + "experts.{expert}.down_proj");
+    }
+  }
+
+  void check_top_k(const Config::Field<int64_t>& experts, const Config::Field<int64_t>& top_k) {
+    if (top_k.value > experts.value)
+      c_.error(top_k.note + " = " + std::to_string(top_k.value) + " is larger than " + experts.note + " = " +
+               std::to_string(experts.value));
+  }
+
+  void read_embedding() {
+    const bool tied_default = is_gemma(f_);
+    auto tied = c_.boolean_or("tie_word_embeddings", tied_default);
+    t("embedding").set("tied", tied.value, tied.note);
+    if (is_gemma(f_))
+      t("embedding").set("scale", "sqrt_hidden", hard_coded("Model multiplies embeddings by hidden_size ** 0.5"));
+    if (f_ == Family::Gemma2 || f_ == Family::Gemma3Text) {
+      auto softcap = c_.nullable_number("final_logit_softcapping",
+                                        f_ == Family::Gemma2 ? std::optional<double>(30.0) : std::nullopt);
+      if (softcap.value && *softcap.value < 0)
+        c_.value_error("final_logit_softcapping", c_.at("final_logit_softcapping"), "must not be negative");
+      else if (softcap.value && *softcap.value > 0)
+        t("output").set("softcap", *softcap.value, softcap.note);
+    }
+  }
+
+  Config c_;
+  const FamilyInfo& info_;
+  Family f_;
+  const ImportOptions& options_;
+  TomlDoc doc_;
+  int64_t layers_ = 0;
+  int64_t head_dim_ = 0;
+  int64_t max_context_ = 0;
+  bool windowed_ = false;  // some layer has a sliding window
+};
+
+// A line about the model for the header: the attention shape, norms,
+// positions, MLP and head, as the hand-written specs open.
+std::string summary(const spec::Spec& s) {
+  std::vector<std::string> parts;
+  const auto& d = s.dims;
+  if (d.kv_heads == d.heads) parts.push_back("MHA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
+  else if (d.kv_heads == 1) parts.push_back("MQA " + std::to_string(d.heads) + ":1");
+  else parts.push_back("GQA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
+  if (d.head_dim * d.heads != d.hidden) parts.back() += " with head_dim " + std::to_string(d.head_dim);
+  std::string norm = std::string(spec::name(s.norm.kind)) + " (" + spec::name(s.norm.placement) + ")";
+  if (s.norm.unit_offset) norm += " with (1 + w) scales";
+  parts.push_back(norm);
+  if (s.attention.qk_norm != spec::QKNorm::None) parts.push_back(std::string(spec::name(s.attention.qk_norm)) + " qk-norm");
+  if (s.position.kind == spec::PositionKind::Rope) {
+    std::string rope = "rotate-half RoPE";
+    if (s.position.scaling.kind != spec::RopeScaling::None)
+      rope += " with " + std::string(spec::name(s.position.scaling.kind)) + " scaling";
+    parts.push_back(rope);
+  } else {
+    parts.push_back(std::string(spec::name(s.position.kind)) + " positions");
+  }
+  if (s.attention.sliding_window > 0)
+    parts.push_back(std::string("sliding window ") + std::to_string(s.attention.sliding_window) +
+                    (s.attention.window_pattern.empty() ? " on every layer" : " on some layers"));
+  std::string mlp = s.mlp.gated ? std::string("gated ") + spec::name(s.mlp.activation) + " MLP"
+                                : std::string(spec::name(s.mlp.activation)) + " MLP";
+  if (s.moe.enabled()) {
+    mlp = std::to_string(s.moe.experts) + " " + mlp + " experts, top-" + std::to_string(s.moe.top_k);
+    if (s.moe.shared_experts > 0) mlp += ", " + std::to_string(s.moe.shared_experts) + " shared";
+  }
+  parts.push_back(mlp);
+  parts.push_back(s.embedding.tied ? "tied embeddings" : "untied LM head");
+  return join(parts) + ".";
+}
+
+const FamilyInfo* family_of(const std::string& model_type) {
+  for (const FamilyInfo& f : kFamilies)
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fs::exists(path) ? ErrorKind::Io : ErrorKind::NotFound, path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool is_snapshot_hash(const std::string& s) {
+  return s.size() == 40 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// The model's name from where its config lies: a directory's name, a
+// Hugging Face cache snapshot's repository ("models--org--name/snapshots/<hash>").
+std::string name_from_directory(const fs::path& dir) {
+  fs::path abs = fs::absolute(dir).lexically_normal();
+  if (abs.filename().empty()) abs = abs.parent_path();
+  const std::string leaf = abs.filename().string();
+  if (is_snapshot_hash(leaf) && abs.parent_path().filename() == "snapshots") {
+    const std::string repo = abs.parent_path().parent_path().filename().string();
+    const size_t last = repo.rfind("--");
+    if (repo.rfind("models--", 0) == 0 && last != std::string::npos) return repo.substr(last + 2);
+  }
+  return leaf;
+}
+
+// "{layer}" and "{expert}" match one or more decimal digits.
+bool matches_pattern(std::string_view pattern, std::string_view name) {
+  if (pattern.empty()) return name.empty();
+  for (std::string_view hole : {std::string_view("{layer}"), std::string_view("{expert}")}) {
+    if (pattern.substr(0, hole.size()) == hole) {
+      size_t digits = 0;
+      while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
+      for (size_t n = 1; n <= digits; ++n)
+        if (matches_pattern(pattern.substr(hole.size()), name.substr(n))) return true;
+      return false;
+    }
+  }
+  return !name.empty() && pattern[0] == name[0] && matches_pattern(pattern.substr(1), name.substr(1));
+}
+
+bool has_weights(const fs::path& dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string ext = e.path().extension().string();
+    if (e.is_regular_file() && (ext == ".safetensors" || ext == ".gguf" ||
+                                e.path().filename() == "model.safetensors.index.json"))
+      return true;
+  }
+  return false;
+}
+
+// The spec against the checkpoint in `dir`: equal parameter counts, or an
+// ImportError naming both and the first names only one side has.
+CheckpointCheck check_checkpoint(const spec::Spec& spec, const fs::path& dir, const std::string& config_file) {
+  const weights::Checkpoint checkpoint(dir.string());
+  CheckpointCheck check;
+  check.path = checkpoint.path();
+  check.spec_params = spec::make_report(spec).total_params;
+  std::set<std::string> seen;
+  std::vector<std::string> extra;  // in the checkpoint, not in the manifest
+  const spec::Manifest manifest = spec::build_manifest(spec);
+  std::set<std::string> expected;
+  for (const spec::TensorSpec& t : manifest.tensors) expected.insert(t.name);
+  for (const weights::Checkpoint::Tensor& t : checkpoint.tensors()) {
+    const weights::TensorInfo& info = *t.info;
+    if (!seen.insert(info.name).second) continue;  // a name held by two shards counts once
+    if (std::any_of(spec.weights.ignore.begin(), spec.weights.ignore.end(),
+                    [&](const std::string& p) { return matches_pattern(p, info.name); })) {
+      ++check.ignored_tensors;
+      continue;
+    }
+    int64_t n = 1;
+    for (const int64_t dim : info.shape) n *= dim;
+    check.checkpoint_elements += n;
+    if (!expected.count(info.name)) extra.push_back(info.name);
+  }
+  if (check.checkpoint_elements == check.spec_params) return check;
+
+  std::vector<std::string> problems;
+  problems.push_back(config_file + ": the imported spec has " + format_count(check.spec_params) +
+                     " parameters, but the checkpoint " + check.path + " holds " +
+                     format_count(check.checkpoint_elements) + " (" +
+                     (check.ignored_tensors ? std::to_string(check.ignored_tensors) + " tensors ignored by weights.ignore"
+                                            : std::string("no tensor ignored")) +
+                     ")");
+  constexpr size_t kShown = 5;
+  const auto list = [&](const std::vector<std::string>& names, const std::string& what) {
+    if (names.empty()) return;
+    std::vector<std::string> head(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(std::min(names.size(), kShown)));
+    std::string line = config_file + ": " + std::to_string(names.size()) + " " + what + ": " + join(head);
+    if (names.size() > kShown) line += ", …";
+    problems.push_back(line);
+  };
+  list(extra, "tensors in the checkpoint that the spec's manifest does not have");
+  std::vector<std::string> missing;
+  for (const spec::TensorSpec& t : manifest.tensors)
+    if (!seen.count(t.name)) missing.push_back(t.name);
+  list(missing, "tensors of the spec's manifest that the checkpoint lacks");
+  throw ImportError(problems);
+}
+
+}  // namespace
+
+ImportError::ImportError(std::vector<std::string> problems)
+    : Error(ErrorKind::BadFile, join(problems, "\n")), problems_(std::move(problems)) {}
+
+std::vector<std::string> supported_hf_model_types() {
+  std::vector<std::string> out;
+  for (const FamilyInfo& f : kFamilies) out.emplace_back(f.model_type);
+  return out;
+}
+
+std::string sanitize_model_name(const std::string& raw) {
+  std::string out;
+  for (const char ch : raw) {
+    const char c = (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (keep) out += c;
+    else if (!out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
+  while (!out.empty() && (out.front() == '-' || out.front() == '.')) out.erase(out.begin());
+  return out.empty() ? "model" : out;
+}
+
+TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
+  if (!config.is_object()) throw ImportError({options.file + ": expected a JSON object, found " + shown(config).substr(0, 40)});
+  const std::string supported = join(supported_hf_model_types());
+  if (!config.contains("model_type") || !config["model_type"].is_string())
+    throw ImportError({options.file + ": no model_type (a string); supported model types: " + supported});
+  const std::string model_type = config["model_type"].get<std::string>();
+  const FamilyInfo* info = family_of(model_type);
+  if (info == nullptr)
+    throw ImportError({options.file + ": model_type \"" + model_type + "\" is not supported; supported model types: " +
+                       supported});
+
+  TomlDoc doc = Importer(config, *info, options).run();
+
+  // The document must read back as a valid spec: anything else is a bug here.
+  const std::string text = doc.render();
+  spec::Diagnostics diagnostics(options.file + " (imported spec)");
+  const auto spec = spec::parse_spec_string(text, diagnostics.file(), diagnostics);
+  if (!spec)
+    throw Error(ErrorKind::InvalidArgument, "internal error: the spec imported from " + options.file +
+                                                " does not read back:\n" + diagnostics.format() + "--- spec ---\n" + text);
+  const std::string name_or_path = config.value("_name_or_path", std::string());
+  doc.header(name_or_path.empty() ? spec->name + ", imported from " + options.file + " by `lathe import`."
+                                  : spec->name + " (" + name_or_path + "), imported from its config.json by `lathe import`.");
+  doc.header(std::string("model_type \"") + info->model_type + "\": " + summary(*spec));
+  return doc;
+}
+
+ImportResult import_hf(const std::string& path, ImportOptions options) {
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(path, ec);
+  const fs::path config_path = is_dir ? fs::path(path) / "config.json" : fs::path(path);
+  const std::string text = read_text(config_path.string());
+  if (options.file == ImportOptions{}.file) options.file = config_path.string();
+  const json config = json::parse(text, nullptr, false);
+  if (config.is_discarded()) throw Error(ErrorKind::BadFile, config_path.string() + ": not valid JSON");
+  if (!config.is_object()) throw Error(ErrorKind::BadFile, config_path.string() + ": expected a JSON object");
+
+  if (options.name.empty()) {
+    std::string raw;
+    if (!is_dir && config_path.filename() != "config.json") raw = config_path.stem().string();
+    else raw = name_from_directory(config_path.parent_path().empty() ? fs::path(".") : config_path.parent_path());
+    if (raw.empty() || raw == "." || is_snapshot_hash(raw))
+      raw = fs::path(config.value("_name_or_path", std::string())).filename().string();
+    options.name = sanitize_model_name(raw);
+  }
+
+  ImportResult result;
+  result.doc = import_hf_config(config, options);
+  result.text = result.doc.render();
+  spec::Diagnostics diagnostics(options.file);
+  auto spec = spec::parse_spec_string(result.text, options.file, diagnostics);
+  if (!spec) throw Error(ErrorKind::InvalidArgument, "internal error: " + diagnostics.format());
+  result.spec = std::move(*spec);
+
+  const fs::path dir = config_path.parent_path().empty() ? fs::path(".") : config_path.parent_path();
+  if (has_weights(dir)) result.checkpoint = check_checkpoint(result.spec, dir, options.file);
+  return result;
+}
+
+ImportResult import_model_config(const std::string& path, ImportOptions options) {
+  // A .gguf file, or a directory holding one and no config.json: GGUF metadata.
+  std::string gguf;
+  if (fs::path(path).extension() == ".gguf") {
+    gguf = path;
+  } else if (fs::is_directory(path) && !fs::exists(fs::path(path) / "config.json")) {
+    for (const auto& e : fs::directory_iterator(path))
+      if (e.path().extension() == ".gguf") {
+        if (!gguf.empty())
+          throw Error(ErrorKind::InvalidArgument, path + ": no config.json, and more than one .gguf file: name one");
+        gguf = e.path().string();
+      }
+  }
+  if (!gguf.empty()) return import_gguf(gguf, std::move(options));
+  return import_hf(path, std::move(options));
+}
+
+}  // namespace lathe::importer

@@ -1,0 +1,164 @@
+#include "generator/spec/compare.hpp"
+
+#include <charconv>
+#include <set>
+
+namespace lathe::spec {
+namespace {
+
+std::string text(int64_t v) { return std::to_string(v); }
+std::string text(bool v) { return v ? "true" : "false"; }
+std::string text(double v) {  // the shortest form that reads back as v
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc{} ? std::string(buf, end) : std::string("?");
+}
+std::string text(const std::string& v) {
+  std::string out = "\"";
+  out += v;
+  out += '"';
+  return out;
+}
+template <class E>
+  requires std::is_enum_v<E>
+std::string text(E v) {
+  std::string out = "\"";  // appended, not "\"" + …: GCC 12's -Wrestrict misfires on that at -O2
+  out += name(v);
+  out += '"';
+  return out;
+}
+std::string text(const std::optional<double>& v) { return v ? text(*v) : "(none)"; }
+std::string text(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + text(items[i]);
+  return out + "]";
+}
+std::string text(const std::vector<bool>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + text(static_cast<bool>(items[i]));
+  return out + "]";
+}
+
+class Differences {
+ public:
+  template <class T>
+  void field(const std::string& path, const T& a, const T& b) {
+    if (!(a == b)) lines_.push_back(path + ": " + text(a) + " vs " + text(b));
+  }
+  void line(std::string s) { lines_.push_back(std::move(s)); }
+  std::vector<std::string> take() { return std::move(lines_); }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+// Which layers are windowed: the meaning of sliding_window + window_pattern.
+std::vector<bool> windowed_layers(const Spec& s) {
+  std::vector<bool> out;
+  for (int64_t i = 0; i < s.dims.layers; ++i) out.push_back(s.attention.windowed(i));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
+  Differences d;
+  d.field("dims.hidden", a.dims.hidden, b.dims.hidden);
+  d.field("dims.layers", a.dims.layers, b.dims.layers);
+  d.field("dims.heads", a.dims.heads, b.dims.heads);
+  d.field("dims.kv_heads", a.dims.kv_heads, b.dims.kv_heads);
+  d.field("dims.head_dim", a.dims.head_dim, b.dims.head_dim);
+  d.field("dims.intermediate", a.dims.intermediate, b.dims.intermediate);
+  d.field("dims.vocab", a.dims.vocab, b.dims.vocab);
+  d.field("dims.max_context", a.dims.max_context, b.dims.max_context);
+
+  d.field("norm.kind", a.norm.kind, b.norm.kind);
+  d.field("norm.eps", a.norm.eps, b.norm.eps);
+  d.field("norm.placement", a.norm.placement, b.norm.placement);
+  d.field("norm.unit_offset", a.norm.unit_offset, b.norm.unit_offset);
+  d.field("norm.bias", a.norm.bias, b.norm.bias);
+  d.field("norm.final", a.norm.final_norm, b.norm.final_norm);
+  d.field("norm.parallel_shared", a.norm.parallel_shared, b.norm.parallel_shared);
+
+  const Attention& aa = a.attention;
+  const Attention& ba = b.attention;
+  d.field("attention.q_bias", aa.q_bias, ba.q_bias);
+  d.field("attention.k_bias", aa.k_bias, ba.k_bias);
+  d.field("attention.v_bias", aa.v_bias, ba.v_bias);
+  d.field("attention.o_bias", aa.o_bias, ba.o_bias);
+  d.field("attention.scale", aa.scale, ba.scale);
+  d.field("attention.softcap", aa.softcap, ba.softcap);
+  d.field("attention.qk_norm", aa.qk_norm, ba.qk_norm);
+  d.field("attention.sliding_window", aa.sliding_window, ba.sliding_window);
+  if (a.dims.layers == b.dims.layers && windowed_layers(a) != windowed_layers(b))
+    d.line("attention.window_pattern: " + text(aa.window_pattern) + " vs " + text(ba.window_pattern) +
+           " (windowed layers differ)");
+
+  const Position& ap = a.position;
+  const Position& bp = b.position;
+  d.field("position.kind", ap.kind, bp.kind);
+  d.field("position.pairing", ap.pairing, bp.pairing);
+  d.field("position.rotary_dim", ap.rotary_dim, bp.rotary_dim);
+  d.field("position.theta", ap.theta, bp.theta);
+  d.field("position.local_theta", ap.local_theta, bp.local_theta);
+  d.field("position.offset", ap.offset, bp.offset);
+  d.field("position.table_size", ap.table_size, bp.table_size);
+  const RopeScalingParams& as = ap.scaling;
+  const RopeScalingParams& bs = bp.scaling;
+  d.field("position.scaling.kind", as.kind, bs.kind);
+  d.field("position.scaling.factor", as.factor, bs.factor);
+  d.field("position.scaling.low_freq_factor", as.low_freq_factor, bs.low_freq_factor);
+  d.field("position.scaling.high_freq_factor", as.high_freq_factor, bs.high_freq_factor);
+  d.field("position.scaling.original_max_context", as.original_max_context, bs.original_max_context);
+  d.field("position.scaling.beta_fast", as.beta_fast, bs.beta_fast);
+  d.field("position.scaling.beta_slow", as.beta_slow, bs.beta_slow);
+  d.field("position.scaling.attention_factor", as.attention_factor, bs.attention_factor);
+
+  d.field("mlp.activation", a.mlp.activation, b.mlp.activation);
+  d.field("mlp.gated", a.mlp.gated, b.mlp.gated);
+  d.field("mlp.bias", a.mlp.bias, b.mlp.bias);
+  d.field("mlp.fused_gate_up", a.mlp.fused_gate_up, b.mlp.fused_gate_up);
+
+  d.field("moe.experts", a.moe.experts, b.moe.experts);
+  if (a.moe.enabled() && b.moe.enabled()) {
+    d.field("moe.top_k", a.moe.top_k, b.moe.top_k);
+    d.field("moe.norm_topk_prob", a.moe.norm_topk_prob, b.moe.norm_topk_prob);
+    d.field("moe.expert_intermediate", a.moe.expert_intermediate, b.moe.expert_intermediate);
+    d.field("moe.shared_experts", a.moe.shared_experts, b.moe.shared_experts);
+    d.field("moe.shared_intermediate", a.moe.shared_intermediate, b.moe.shared_intermediate);
+    d.field("moe.shared_expert_gate", a.moe.shared_expert_gate, b.moe.shared_expert_gate);
+  }
+
+  d.field("embedding.tied", a.embedding.tied, b.embedding.tied);
+  if (a.embedding.scale_sqrt_hidden != b.embedding.scale_sqrt_hidden)
+    d.line("embedding.scale: " +
+           (a.embedding.scale_sqrt_hidden ? std::string("\"sqrt_hidden\"") : text(a.embedding.scale)) + " vs " +
+           (b.embedding.scale_sqrt_hidden ? std::string("\"sqrt_hidden\"") : text(b.embedding.scale)));
+  else
+    d.field("embedding.scale", a.embedding.scale, b.embedding.scale);
+  d.field("output.softcap", a.output.softcap, b.output.softcap);
+
+  const Weights& aw = a.weights;
+  const Weights& bw = b.weights;
+  d.field("weights.dtype", aw.dtype, bw.dtype);
+  d.field("weights.vector_dtype", aw.vector_dtype, bw.vector_dtype);
+  d.field("weights.layout", aw.layout, bw.layout);
+  d.field("weights.fused_qkv", aw.fused_qkv, bw.fused_qkv);
+  d.field("weights.preset", aw.preset, bw.preset);
+  d.field("weights.ignore", aw.ignore, bw.ignore);
+  std::set<Role> roles;
+  for (const auto& [role, path] : aw.names) roles.insert(role);
+  for (const auto& [role, path] : bw.names) roles.insert(role);
+  for (const Role role : roles) {
+    const auto ia = aw.names.find(role);
+    const auto ib = bw.names.find(role);
+    const std::string na = ia == aw.names.end() ? "(none)" : text(ia->second);
+    const std::string nb = ib == bw.names.end() ? "(none)" : text(ib->second);
+    if (na != nb) d.line("weights.names." + std::string(name(role)) + ": " + na + " vs " + nb);
+  }
+
+  d.field("cache.dtype", a.cache.dtype, b.cache.dtype);
+  return d.take();
+}
+
+}  // namespace lathe::spec

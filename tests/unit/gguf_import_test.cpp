@@ -1,0 +1,211 @@
+// Specs from GGUF metadata (llama.cpp's conventions) and back: every shipped
+// spec that llama.cpp can express round-trips through the metadata and
+// tensor list of its GGUF twin; what it cannot express is an error naming
+// the key or tensor.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "generator/import/gguf_import.hpp"
+#include "generator/spec/compare.hpp"
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+#include "runtime/weights/dtype.hpp"
+#include "tests/harness/temp_files.hpp"
+
+using namespace lathe;
+using importer::gguf_metadata_from_spec;
+using importer::gguf_twin;
+using importer::import_gguf_metadata;
+
+namespace {
+
+spec::Spec parse_file(const std::filesystem::path& path) {
+  spec::Diagnostics diag(path.string());
+  auto s = spec::parse_spec_file(path.string(), diag);
+  REQUIRE_MESSAGE(s, diag.format());
+  return *s;
+}
+
+spec::Spec parse_text(const std::string& text) {
+  spec::Diagnostics diag("imported.toml");
+  auto s = spec::parse_spec_string(text, "imported.toml", diag);
+  REQUIRE_MESSAGE(s, diag.format() << text);
+  return *s;
+}
+
+using Metadata = std::map<std::string, weights::GgufValue, std::less<>>;
+
+importer::ImportOptions file_named(const std::string& file) {
+  importer::ImportOptions o;
+  o.file = file;
+  return o;
+}
+
+Metadata metadata_of(const spec::Spec& s) {
+  const auto m = gguf_metadata_from_spec(s);
+  return Metadata(m.begin(), m.end());
+}
+
+// The tensor list of a spec's GGUF file: its manifest (no data).
+std::vector<weights::TensorInfo> tensors_of(const spec::Spec& s) {
+  std::vector<weights::TensorInfo> out;
+  for (const spec::TensorSpec& t : spec::build_manifest(s).tensors) out.push_back({t.name, t.dtype, t.shape, 0, 0});
+  return out;
+}
+
+// The problems an import of (metadata, tensors) raises, one string.
+std::string import_errors(const Metadata& m, const std::vector<weights::TensorInfo>& tensors) {
+  try {
+    import_gguf_metadata(m, tensors, file_named("x.gguf"));
+  } catch (const importer::ImportError& e) {
+    return e.what();
+  }
+  FAIL("the import succeeded");
+  return {};
+}
+
+spec::Spec tiny(const std::string& name) {
+  return parse_file(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/specs/tiny" / name);
+}
+
+}  // namespace
+
+TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF metadata") {
+  int round_trips = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(LATHE_SOURCE_DIR) / "models")) {
+    if (entry.path().extension() != ".toml") continue;
+    CAPTURE(entry.path().filename().string());
+    const spec::Spec original = parse_file(entry.path());
+    spec::Spec twin;
+    Metadata metadata;
+    try {
+      twin = gguf_twin(original);
+      metadata = metadata_of(twin);
+    } catch (const Error& e) {
+      // Mixtral (stacked experts) and Llama 3.2 (llama3 scaling as a
+      // rope_freqs tensor): llama.cpp writes what a spec cannot name.
+      MESSAGE(entry.path().filename().string() << ": " << e.what());
+      CHECK((original.moe.enabled() || original.position.scaling.kind == spec::RopeScaling::Llama3));
+      continue;
+    }
+    const importer::TomlDoc doc = import_gguf_metadata(metadata, tensors_of(twin), file_named("model.gguf"));
+    const spec::Spec imported = parse_text(doc.render());
+    const std::vector<std::string> differences = spec::spec_differences(twin, imported);
+    std::string all;
+    for (const std::string& d : differences) all += d + "\n";
+    CHECK_MESSAGE(differences.empty(), all << doc.render());
+    CHECK(spec::build_manifest(imported).total_elements() == spec::build_manifest(original).total_elements());
+    ++round_trips;
+  }
+  CHECK(round_trips >= 9);
+}
+
+TEST_CASE("the GGUF twin of a Llama spec pairs RoPE interleaved and names tensors as llama.cpp does") {
+  const spec::Spec twin = gguf_twin(tiny("llama-gqa.toml"));
+  CHECK(twin.position.pairing == spec::RopePairing::Interleaved);
+  // The hand-written twin the end-to-end test builds is the same model.
+  std::string differences;
+  for (const std::string& d : spec::spec_differences(twin, tiny("llama-gqa-gguf.toml"))) differences += d + "\n";
+  CHECK_MESSAGE(differences.empty(), differences);
+  const std::string text = import_gguf_metadata(metadata_of(twin), tensors_of(twin), file_named("t.gguf")).render();
+  CHECK(text.find("pairing = \"interleaved\"") != std::string::npos);
+  CHECK(text.find("kv_heads = 2") != std::string::npos);
+  CHECK(text.find("tied = false") != std::string::npos);
+  CHECK(text.find("dtype = \"f16\"") != std::string::npos);
+  CHECK(text.find("preset = \"gguf\"") != std::string::npos);
+
+  // A spec with neox pairing is not what llama.cpp writes under "llama".
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(tiny("llama-gqa.toml")),
+                       doctest::Contains("position.pairing: llama.cpp's Llama files pair RoPE dims interleaved"), Error);
+}
+
+TEST_CASE("Gemma's GGUF norm weights hold 1 + w: the imported spec has no unit offset") {
+  const spec::Spec gemma = parse_file(std::filesystem::path(LATHE_SOURCE_DIR) / "models/gemma-2-2b.toml");
+  REQUIRE(gemma.norm.unit_offset);
+  const spec::Spec twin = gguf_twin(gemma);
+  const std::string text = import_gguf_metadata(metadata_of(twin), tensors_of(twin), file_named("g.gguf")).render();
+  const spec::Spec imported = parse_text(text);
+  CHECK(!imported.norm.unit_offset);
+  CHECK(imported.position.pairing == spec::RopePairing::Neox);
+  CHECK(imported.embedding.scale_sqrt_hidden);
+  CHECK(imported.attention.softcap == 50.0);
+  CHECK(imported.output.softcap == 30.0);
+  CHECK(text.find("llama.cpp stores the norm weights as 1 + w") != std::string::npos);
+}
+
+TEST_CASE("what a spec cannot say is an error naming the key or tensor, all at once") {
+  const spec::Spec twin = gguf_twin(tiny("llama-gqa.toml"));
+  const Metadata good = metadata_of(twin);
+  const std::vector<weights::TensorInfo> tensors = tensors_of(twin);
+
+  Metadata unknown = good;
+  unknown["general.architecture"] = std::string("mamba");
+  CHECK(import_errors(unknown, tensors).find("x.gguf: general.architecture \"mamba\" is not supported (supported: llama, "
+                                             "qwen2") != std::string::npos);
+
+  Metadata missing = good;
+  missing.erase("llama.block_count");
+  missing.erase("llama.attention.layer_norm_rms_epsilon");
+  const std::string both = import_errors(missing, tensors);
+  CHECK(both.find("x.gguf: llama.block_count: missing") != std::string::npos);
+  CHECK(both.find("x.gguf: llama.attention.layer_norm_rms_epsilon: missing") != std::string::npos);
+
+  std::vector<weights::TensorInfo> with_freqs = tensors;
+  with_freqs.push_back({"rope_freqs.weight", DType::F32, {8}, 0, 0});
+  CHECK(import_errors(good, with_freqs).find("x.gguf: rope_freqs.weight: precomputed RoPE frequency factors") !=
+        std::string::npos);
+
+  std::vector<weights::TensorInfo> experts = tensors;
+  experts.push_back({"blk.0.ffn_gate_exps.weight", DType::F16, {8, 96, 64}, 0, 0});
+  CHECK(import_errors(good, experts).find("MoE files stack each layer's experts") != std::string::npos);
+
+  std::vector<weights::TensorInfo> mixed = tensors;
+  for (weights::TensorInfo& t : mixed)
+    if (t.name == "blk.1.ffn_down.weight") t.dtype = DType::Q8_0;
+  CHECK(import_errors(good, mixed).find("blk.1.ffn_down.weight: q8_0, but") != std::string::npos);
+
+  Metadata wrong_type = good;
+  wrong_type["llama.embedding_length"] = std::string("sixty-four");
+  CHECK(import_errors(wrong_type, tensors).find("llama.embedding_length: a number expected, a string found") !=
+        std::string::npos);
+}
+
+TEST_CASE("import_gguf reads a file and checks its tensors against the imported spec") {
+  test::TempDir dir("lathe-gguf-import");
+  const spec::Spec twin = tiny("llama-q8.toml");
+  std::vector<weights::GgufTensorToWrite> tensors;
+  for (const spec::TensorSpec& t : spec::build_manifest(twin).tensors) {
+    std::vector<float> values(static_cast<size_t>(t.elements()), 0.5f);
+    weights::GgufTensorToWrite w{t.name, t.dtype, t.shape, {}};
+    if (t.dtype == DType::Q8_0) {
+      w.data = weights::quantize_q8_0(values);
+    } else {
+      w.data.resize(values.size() * weights::dtype_size(t.dtype));
+      weights::convert(DType::F32, std::as_bytes(std::span(values)), t.dtype, w.data);
+    }
+    tensors.push_back(std::move(w));
+  }
+  const auto metadata = gguf_metadata_from_spec(twin);
+  const std::string path = (dir.dir / "tiny-q8.gguf").string();
+  weights::write_gguf(path, metadata, tensors);
+  const importer::ImportResult result = importer::import_gguf(path);
+  REQUIRE(result.checkpoint);
+  CHECK(result.checkpoint->spec_params == spec::build_manifest(twin).total_elements());
+  CHECK(result.checkpoint->checkpoint_elements == result.checkpoint->spec_params);
+  CHECK(result.spec.weights.dtype == DType::Q8_0);
+  CHECK(result.spec.embedding.tied);
+  CHECK(spec::spec_differences(gguf_twin(twin), result.spec).empty());
+
+  // A tensor the metadata does not account for.
+  tensors.push_back({"blk.0.attn_extra.weight", DType::F32, {4}, std::vector<std::byte>(16)});
+  weights::write_gguf(path, metadata, tensors);
+  try {
+    importer::import_gguf(path);
+    FAIL("an extra tensor was accepted");
+  } catch (const importer::ImportError& e) {
+    CHECK(std::string(e.what()).find("blk.0.attn_extra.weight: the file has it, the imported spec does not") !=
+          std::string::npos);
+    CHECK(std::string(e.what()).find("parameters, the file") != std::string::npos);
+  }
+}

@@ -1,0 +1,760 @@
+// `lathe import`: Hugging Face config.json → spec. Every shipped spec survives
+// spec → config → spec; the published configs of each supported model type
+// import to the spec models/ holds (or to the published parameter count);
+// what a spec cannot say is an error naming the config key; a checkpoint
+// beside the config must hold exactly the spec's parameters.
+#include <doctest/doctest.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generator/import/hf_export.hpp"
+#include "generator/import/hf_import.hpp"
+#include "generator/import/toml_doc.hpp"
+#include "generator/spec/compare.hpp"
+#include "generator/spec/manifest.hpp"
+#include "generator/spec/parse.hpp"
+#include "generator/spec/report.hpp"
+#include "runtime/error.hpp"
+#include "runtime/weights/safetensors.hpp"
+#include "tests/harness/temp_files.hpp"
+
+using namespace lathe;
+using namespace lathe::importer;
+using namespace lathe::spec;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path source_dir() { return fs::path(LATHE_SOURCE_DIR); }
+
+Spec load(const fs::path& path) {
+  Diagnostics diag(path.string());
+  auto spec = parse_spec_file(path.string(), diag);
+  INFO(diag.format());
+  REQUIRE(spec);
+  return *spec;
+}
+
+Spec parse_text(const std::string& text) {
+  Diagnostics diag("imported.toml");
+  auto spec = parse_spec_string(text, "imported.toml", diag);
+  INFO(diag.format());
+  INFO(text);
+  REQUIRE(spec);
+  return *spec;
+}
+
+// Imports `config`, collecting warnings instead of printing them.
+struct Imported {
+  std::string text;
+  Spec spec;
+  std::vector<std::string> warnings;
+};
+
+Imported import_config(const json& config, const std::string& name = "") {
+  Imported out;
+  ImportOptions options;
+  options.name = name;
+  options.warn = [&](const std::string& line) { out.warnings.push_back(line); };
+  out.text = import_hf_config(config, options).render();
+  out.spec = parse_text(out.text);
+  return out;
+}
+
+// The error text of importing `config` ("" when it imports).
+std::string import_error(const json& config) {
+  ImportOptions options;
+  options.warn = [](const std::string&) {};
+  try {
+    import_hf_config(config, options);
+  } catch (const ImportError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The published config.json files (their architecture keys; the values as
+// the Hugging Face repositories hold them).
+const char* kSmolLM2 = R"({
+  "_name_or_path": "HuggingFaceTB/SmolLM2-135M", "architectures": ["LlamaForCausalLM"], "attention_bias": false,
+  "attention_dropout": 0.0, "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 576,
+  "initializer_range": 0.041666666666666664, "intermediate_size": 1536, "max_position_embeddings": 8192,
+  "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30, "num_key_value_heads": 3,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 100000,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": true,
+  "vocab_size": 49152})";
+
+const char* kLlama32_1B = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+  "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+const char* kMistral7B = R"({
+  "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+  "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+  "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})";
+
+const char* kMixtral8x7B = R"({
+  "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32, "num_experts_per_tok": 2,
+  "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": false,
+  "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": null,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0",
+  "use_cache": true, "vocab_size": 32000})";
+
+const char* kQwen25_05B = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+  "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2",
+  "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.1", "use_cache": true, "use_mrope": false, "use_sliding_window": false,
+  "vocab_size": 151936})";
+
+const char* kQwen15MoE = R"({
+  "architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+  "intermediate_size": 5632, "max_position_embeddings": 8192, "max_window_layers": 21, "model_type": "qwen2_moe",
+  "num_attention_heads": 16, "num_hidden_layers": 24, "num_key_value_heads": 16, "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.36.0.dev0", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936,
+  "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+  "num_experts_per_tok": 4, "num_experts": 60, "norm_topk_prob": false, "output_router_logits": false,
+  "router_aux_loss_coef": 0.001})";
+
+const char* kQwen3_06B = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024,
+  "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960, "max_window_layers": 28,
+  "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936})";
+
+const char* kGemma2B = R"({
+  "architectures": ["GemmaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 2,
+  "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu", "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 16384, "max_position_embeddings": 8192,
+  "model_type": "gemma", "num_attention_heads": 8, "num_hidden_layers": 18, "num_key_value_heads": 1,
+  "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 10000.0,
+  "torch_dtype": "bfloat16", "transformers_version": "4.38.0.dev0", "use_cache": true, "vocab_size": 256000})";
+
+const char* kGemma2_2B = R"({
+  "architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+  "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+  "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+  "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 8,
+  "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+  "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "torch_dtype": "float32",
+  "transformers_version": "4.42.4", "use_cache": true, "vocab_size": 256000})";
+
+const char* kGemma3_1B = R"({
+  "architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+  "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 1152, "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+  "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+  "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+  "rope_scaling": null, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
+  "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": true, "vocab_size": 262144})";
+
+const char* kPhi3Mini4k = R"({
+  "_name_or_path": "Phi-3-mini-4k-instruct", "architectures": ["Phi3ForCausalLM"], "attention_bias": false,
+  "attention_dropout": 0.0, "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu",
+  "hidden_size": 3072, "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096,
+  "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+  "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+  "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": true, "vocab_size": 32064})";
+
+const char* kOlmo2_1B = R"({
+  "architectures": ["Olmo2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "eos_token_id": 100257, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+  "intermediate_size": 8192, "max_position_embeddings": 4096, "model_type": "olmo2", "num_attention_heads": 16,
+  "num_hidden_layers": 16, "num_key_value_heads": 16, "pad_token_id": 100277, "rms_norm_eps": 1e-06,
+  "rope_scaling": null, "rope_theta": 500000, "tie_word_embeddings": false, "transformers_version": "4.48.3",
+  "use_cache": true, "vocab_size": 100352})";
+
+const char* kGpt2 = R"({
+  "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+  "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+  "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12,
+  "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": null, "summary_first_dropout": 0.1,
+  "summary_proj_to_labels": true, "summary_type": "cls_index", "summary_use_proj": true,
+  "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}}, "vocab_size": 50257})";
+
+struct Published {
+  const char* model_type;
+  const char* config;
+  int64_t params;           // the sum of the published checkpoint's tensor elements
+  const char* shipped;      // models/<file> describing the same model, or null
+};
+
+// Qwen1.5-MoE-A2.7B's count is the manifest's (14.3B, as published); the
+// others are the counts spec_models_test.cpp checks, or the published
+// checkpoints' (gemma-2b 2,506,172,416; gemma-3-1b 999,885,952; Qwen3-0.6B
+// 596,049,920).
+const Published kPublishedConfigs[] = {
+    {"llama", kSmolLM2, 134'515'008, "smollm2-135m.toml"},
+    {"llama", kLlama32_1B, 1'235'814'400, "llama-3.2-1b.toml"},
+    {"mistral", kMistral7B, 7'241'732'096, "mistral-7b-v0.1.toml"},
+    {"mixtral", kMixtral8x7B, 46'702'792'704, "mixtral-8x7b.toml"},
+    {"qwen2", kQwen25_05B, 494'032'768, "qwen2.5-0.5b.toml"},
+    {"qwen2_moe", kQwen15MoE, 14'315'784'192, nullptr},
+    {"qwen3", kQwen3_06B, 596'049'920, nullptr},
+    {"gemma", kGemma2B, 2'506'172'416, nullptr},
+    {"gemma2", kGemma2_2B, 2'614'341'888, "gemma-2-2b.toml"},
+    {"gemma3_text", kGemma3_1B, 999'885'952, nullptr},
+    {"phi3", kPhi3Mini4k, 3'821'079'552, "phi-3-mini-4k.toml"},
+    {"olmo2", kOlmo2_1B, 1'484'916'736, "olmo-2-1b.toml"},
+    {"gpt2", kGpt2, 124'439'808, "gpt2.toml"},
+};
+
+// A value of the rendered TOML, by "table.key".
+const TomlValue* value_of(const TomlDoc& doc, const std::string& path) {
+  const size_t dot = path.rfind('.');
+  const TomlTable* t = doc.find(path.substr(0, dot));
+  return t ? t->get(path.substr(dot + 1)) : nullptr;
+}
+
+std::string text_of(const TomlDoc& doc, const std::string& path) {
+  const TomlValue* v = value_of(doc, path);
+  return v ? v->text() : "(absent)";
+}
+
+double parse_float(const std::string& text) {
+  const toml::table t = toml::parse("x = " + text);
+  return *t["x"].value<double>();
+}
+
+}  // namespace
+
+TEST_SUITE("import") {
+
+TEST_CASE("toml_doc: floats print so that they parse back exactly") {
+  CHECK(toml_float(1e-5) == "1e-5");
+  CHECK(toml_float(1e-6) == "1e-6");
+  CHECK(toml_float(500000.0) == "500000.0");
+  CHECK(toml_float(10000.0) == "10000.0");
+  CHECK(toml_float(1e6) == "1000000.0");
+  CHECK(toml_float(0.0625) == "0.0625");
+  CHECK(toml_float(32.0) == "32.0");
+  CHECK(toml_float(-2.5) == "-2.5");
+  for (const double v : {1e-5, 1e-6, 1.0 / 3.0, 0.1, 2.0 / 3.0 * 1e-7, 123456789.125, 1e20, 6.02214076e23, 1e-300,
+                         0.041666666666666664, 1.0 / std::sqrt(256.0), 1.0 / std::sqrt(80.0)}) {
+    CAPTURE(v);
+    CHECK(parse_float(toml_float(v)) == v);
+  }
+}
+
+TEST_CASE("toml_doc: ordered tables, aligned comments, comment-only tables, escapes") {
+  TomlDoc doc;
+  doc.header("A header line.");
+  doc.table("dims").set("hidden", 576, "hidden_size").set("layers", int64_t{30});
+  doc.table("attention").note("sliding_window = 32768 is inactive.");
+  doc.table("norm").set("eps", 1e-5, "rms_norm_eps").set("placement", "branch_output", "post_*_layernorm");
+  doc.table("position.scaling").set("kind", "llama3");
+  doc.table("weights").set("ignore", std::vector<std::string>{"h.{layer}.attn.bias", "a\"b\\c"});
+  doc.table("attention.x").set("window_pattern", std::vector<bool>{true, false});
+  doc.table("dims").set("hidden", 577, "changed");  // replaced in place
+  doc.table("empty");
+  CHECK(doc.render() ==
+        "# A header line.\n"
+        "\n"
+        "[dims]\n"
+        "hidden = 577          # changed\n"
+        "layers = 30\n"
+        "\n"
+        "# sliding_window = 32768 is inactive.\n"
+        "\n"
+        "[norm]\n"
+        "eps = 1e-5            # rms_norm_eps\n"
+        "placement = \"branch_output\" # post_*_layernorm\n"
+        "\n"
+        "[position.scaling]\n"
+        "kind = \"llama3\"\n"
+        "\n"
+        "[weights]\n"
+        "ignore = [\"h.{layer}.attn.bias\", \"a\\\"b\\\\c\"]\n"
+        "\n"
+        "[attention.x]\n"
+        "window_pattern = [true, false]\n");
+  CHECK(doc.find("norm")->erase("eps"));
+  CHECK_FALSE(doc.find("norm")->has("eps"));
+  // A string literal is a string, never a bool.
+  CHECK(TomlValue("pre").text() == "\"pre\"");
+  CHECK(TomlValue(true).text() == "true");
+  CHECK(toml_string("tab\there\x01") == "\"tab\\there\\u0001\"");
+}
+
+TEST_CASE("every shipped spec survives spec → config.json → spec") {
+  int count = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(source_dir() / "models")) {
+    if (e.path().extension() != ".toml") continue;
+    CAPTURE(e.path().filename().string());
+    const Spec original = load(e.path());
+    json config;
+    REQUIRE_NOTHROW(config = hf_config_from_spec(original));
+    const Imported back = import_config(config, original.name);
+    INFO(config.dump(2));
+    INFO(back.text);
+    const std::vector<std::string> differences = spec_differences(original, back.spec);
+    for (const std::string& d : differences) CHECK_MESSAGE(false, d);
+    CHECK(back.warnings.empty());
+    CHECK(back.spec.name == original.name);
+    ++count;
+  }
+  CHECK(count == 11);
+}
+
+TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
+  for (const Published& p : kPublishedConfigs) {
+    CAPTURE(p.model_type);
+    CAPTURE(p.shipped ? p.shipped : "");
+    const json config = json::parse(p.config);
+    REQUIRE(config["model_type"] == p.model_type);
+    const Imported imported = import_config(config);
+    INFO(imported.text);
+    CHECK(make_report(imported.spec).total_params == p.params);
+    if (p.shipped) {
+      const Spec shipped = load(source_dir() / "models" / p.shipped);
+      for (const std::string& d : spec_differences(shipped, imported.spec)) {
+        // The shipped specs say bf16 for checkpoints whose config says
+        // float32 (Gemma 2 2B) or nothing (OLMo 2, GPT-2: float32 then).
+        if (d.rfind("weights.dtype:", 0) == 0) continue;
+        CHECK_MESSAGE(false, d);
+      }
+    }
+  }
+}
+
+TEST_CASE("imported keys: each model type's family-defining fields and comments") {
+  SUBCASE("llama: Llama 3.2 1B, llama3 scaling") {
+    const TomlDoc doc = import_hf_config(json::parse(kLlama32_1B), {});
+    CHECK(text_of(doc, "dims.hidden") == "2048");
+    CHECK(text_of(doc, "dims.head_dim") == "(absent)");  // 64 = 2048 / 32
+    CHECK(text_of(doc, "position.theta") == "500000.0");
+    CHECK(text_of(doc, "position.scaling.kind") == "\"llama3\"");
+    CHECK(text_of(doc, "position.scaling.factor") == "32.0");
+    CHECK(text_of(doc, "position.scaling.low_freq_factor") == "1.0");
+    CHECK(text_of(doc, "position.scaling.high_freq_factor") == "4.0");
+    CHECK(text_of(doc, "position.scaling.original_max_context") == "8192");
+    CHECK(text_of(doc, "weights.dtype") == "\"bf16\"");
+    CHECK(text_of(doc, "embedding.tied") == "true");
+    const std::string text = doc.render();
+    CHECK(contains(text, "original_max_context = 8192 # rope_scaling.original_max_position_embeddings\n"));
+    CHECK(contains(text, "heads = 32            # num_attention_heads (head_dim = 64 = hidden / heads)\n"));
+  }
+  SUBCASE("mistral: a window on every layer, copied verbatim") {
+    const TomlDoc doc = import_hf_config(json::parse(kMistral7B), {});
+    CHECK(text_of(doc, "attention.sliding_window") == "4096");
+    CHECK(text_of(doc, "attention.window_pattern") == "(absent)");
+    CHECK(text_of(doc, "norm.eps") == "1e-5");
+    // Without the key, MistralConfig's default window applies.
+    json config = json::parse(kMistral7B);
+    config.erase("sliding_window");
+    const TomlDoc defaulted = import_hf_config(config, {});
+    CHECK(text_of(defaulted, "attention.sliding_window") == "4096");
+    CHECK(contains(defaulted.render(), "sliding_window (MistralConfig default; not in config.json)"));
+    config["sliding_window"] = nullptr;
+    CHECK(text_of(import_hf_config(config, {}), "attention.sliding_window") == "(absent)");
+  }
+  SUBCASE("mixtral: experts, renormalized top-k") {
+    const TomlDoc doc = import_hf_config(json::parse(kMixtral8x7B), {});
+    CHECK(text_of(doc, "moe.experts") == "8");
+    CHECK(text_of(doc, "moe.top_k") == "2");
+    CHECK(text_of(doc, "moe.norm_topk_prob") == "true");
+    CHECK(text_of(doc, "attention.sliding_window") == "(absent)");
+  }
+  SUBCASE("qwen2: q/k/v biases, the inactive window noted") {
+    const Imported q = import_config(json::parse(kQwen25_05B));
+    CHECK(q.spec.attention.q_bias);
+    CHECK(q.spec.attention.v_bias);
+    CHECK_FALSE(q.spec.attention.o_bias);
+    CHECK(q.spec.attention.sliding_window == 0);
+    CHECK(contains(q.text, "# sliding_window = 32768 is inactive: use_sliding_window = false.\n"));
+    // use_mrope is not an architecture key lathe knows: a warning names it.
+    REQUIRE(q.warnings.size() == 1);
+    CHECK(contains(q.warnings[0], "use_mrope"));
+    CHECK(contains(q.warnings[0], "config.json: warning:"));
+    // With use_sliding_window, layers from max_window_layers on are windowed.
+    json config = json::parse(kQwen25_05B);
+    config["use_sliding_window"] = true;
+    config["sliding_window"] = 4096;
+    config["max_window_layers"] = 21;
+    const Imported windowed = import_config(config);
+    CHECK(windowed.spec.attention.sliding_window == 4096);
+    for (int64_t i = 0; i < 24; ++i) CHECK(windowed.spec.attention.windowed(i) == (i >= 21));
+  }
+  SUBCASE("qwen2_moe: shared expert with its gate, Qwen2-MoE's tensor names") {
+    const Imported q = import_config(json::parse(kQwen15MoE));
+    CHECK(q.spec.moe.experts == 60);
+    CHECK(q.spec.moe.top_k == 4);
+    CHECK_FALSE(q.spec.moe.norm_topk_prob);
+    CHECK(q.spec.moe.expert_intermediate == 1408);
+    CHECK(q.spec.moe.shared_experts == 1);
+    CHECK(q.spec.moe.shared_intermediate == 5632);
+    CHECK(q.spec.moe.shared_expert_gate);
+    CHECK(q.spec.attention.q_bias);
+    CHECK_FALSE(q.spec.attention.o_bias);
+    CHECK(q.spec.weights.names.at(Role::Router) == "model.layers.{layer}.mlp.gate");
+    CHECK(q.spec.weights.names.at(Role::ExpertGate) == "model.layers.{layer}.mlp.experts.{expert}.gate_proj");
+    CHECK(q.warnings.empty());
+    json sparse = json::parse(kQwen15MoE);
+    sparse["mlp_only_layers"] = {0, 1};
+    CHECK(contains(import_error(sparse), "mlp_only_layers = [0,1]"));
+  }
+  SUBCASE("qwen3: per-head qk-norm, explicit head_dim") {
+    const Imported q = import_config(json::parse(kQwen3_06B));
+    CHECK(q.spec.attention.qk_norm == QKNorm::PerHead);
+    CHECK(q.spec.dims.head_dim == 128);
+    CHECK(q.spec.dims.head_dim_explicit);
+    CHECK(q.spec.embedding.tied);
+    CHECK(q.warnings.empty());
+  }
+  SUBCASE("gemma: (1 + w) norms, sqrt(hidden) embeddings, tanh GeGLU whatever hidden_act says") {
+    const Imported g = import_config(json::parse(kGemma2B));
+    CHECK(g.spec.norm.unit_offset);
+    CHECK(g.spec.norm.placement == NormPlacement::Pre);
+    CHECK(g.spec.embedding.scale_sqrt_hidden);
+    CHECK(g.spec.embedding.tied);  // GemmaConfig default
+    CHECK(g.spec.mlp.activation == Activation::GeluTanh);
+    CHECK(g.spec.dims.kv_heads == 1);
+    CHECK(contains(g.text, "tied = true           # tie_word_embeddings (GemmaConfig default; not in config.json)"));
+    json legacy = json::parse(kGemma2B);
+    legacy.erase("hidden_activation");  // the first published config: hidden_act "gelu" only
+    const Imported l = import_config(legacy);
+    CHECK(l.spec.mlp.activation == Activation::GeluTanh);
+    REQUIRE(l.warnings.size() == 1);
+    CHECK(contains(l.warnings[0], "hidden_act = \"gelu\" is ignored"));
+  }
+  SUBCASE("gemma2: sandwich norms, scalar, softcaps, alternating window") {
+    const TomlDoc doc = import_hf_config(json::parse(kGemma2_2B), {});
+    CHECK(text_of(doc, "norm.placement") == "\"sandwich\"");
+    CHECK(text_of(doc, "attention.query_pre_attn_scalar") == "256");
+    CHECK(text_of(doc, "attention.softcap") == "50.0");
+    CHECK(text_of(doc, "output.softcap") == "30.0");
+    CHECK(text_of(doc, "attention.window_pattern") == "[true, false]");
+    CHECK(text_of(doc, "embedding.scale") == "\"sqrt_hidden\"");
+    CHECK(text_of(doc, "weights.dtype") == "\"f32\"");
+  }
+  SUBCASE("gemma3_text: 5 local : 1 global, local RoPE base, per-head qk-norm") {
+    const Imported g = import_config(json::parse(kGemma3_1B));
+    CHECK(g.spec.attention.sliding_window == 512);
+    CHECK(g.spec.attention.window_pattern == std::vector<bool>{true, true, true, true, true, false});
+    CHECK(g.spec.position.theta == 1e6);
+    REQUIRE(g.spec.position.local_theta);
+    CHECK(*g.spec.position.local_theta == 10000.0);
+    CHECK(g.spec.attention.qk_norm == QKNorm::PerHead);
+    CHECK(g.spec.attention.softcap == 0);
+    CHECK(g.spec.output.softcap == 0);
+    CHECK(g.warnings.empty());
+    // transformers 5's form: layer_types and rope_parameters per layer type.
+    json v5 = json::parse(kGemma3_1B);
+    for (const char* k : {"rope_theta", "rope_local_base_freq", "rope_scaling", "sliding_window_pattern"}) v5.erase(k);
+    v5["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
+                             {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+    json types = json::array();
+    for (int i = 0; i < 26; ++i) types.push_back((i + 1) % 6 ? "sliding_attention" : "full_attention");
+    v5["layer_types"] = types;
+    const Imported g5 = import_config(v5);
+    CHECK(spec_differences(g.spec, g5.spec).empty());
+    // Gemma 3 scales only its global layers' RoPE: no spec says that.
+    json scaled = json::parse(kGemma3_1B);
+    scaled["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+    CHECK(contains(import_error(scaled), "Gemma 3 scales only the full-attention layers' RoPE"));
+  }
+  SUBCASE("phi3: fused qkv and gate_up") {
+    const TomlDoc doc = import_hf_config(json::parse(kPhi3Mini4k), {});
+    CHECK(text_of(doc, "weights.fused_qkv") == "true");
+    CHECK(text_of(doc, "mlp.fused_gate_up") == "\"gate_up\"");
+    CHECK(text_of(doc, "attention.sliding_window") == "2047");
+    json partial = json::parse(kPhi3Mini4k);
+    partial["partial_rotary_factor"] = 0.75;
+    CHECK(import_config(partial).spec.position.rotary_dim == 72);  // int(96 * 0.75)
+  }
+  SUBCASE("olmo2: norms on the branch outputs, whole-projection qk-norm") {
+    const Imported o = import_config(json::parse(kOlmo2_1B));
+    CHECK(o.spec.norm.placement == NormPlacement::BranchOutput);
+    CHECK(o.spec.attention.qk_norm == QKNorm::Whole);
+    CHECK(o.spec.norm.eps == 1e-6);
+    CHECK(o.spec.weights.dtype == DType::F32);  // no torch_dtype
+    CHECK(contains(o.text, "torch_dtype not in config.json"));
+  }
+  SUBCASE("gpt2: Conv1D layout, fused c_attn, mask buffers ignored") {
+    const Imported g = import_config(json::parse(kGpt2));
+    CHECK(g.spec.weights.layout == Layout::InOut);
+    CHECK(g.spec.weights.fused_qkv);
+    CHECK(g.spec.weights.ignore == std::vector<std::string>{"h.{layer}.attn.bias", "h.{layer}.attn.masked_bias"});
+    CHECK(g.spec.position.kind == PositionKind::Learned);
+    CHECK(g.spec.dims.intermediate == 3072);
+    CHECK(contains(g.text, "intermediate = 3072   # 4 * n_embd (n_inner not in config.json)"));
+    CHECK(g.warnings.empty());
+    json unscaled = json::parse(kGpt2);
+    unscaled["scale_attn_weights"] = false;
+    REQUIRE(import_config(unscaled).spec.attention.scale);
+    CHECK(*import_config(unscaled).spec.attention.scale == 1.0);
+  }
+}
+
+TEST_CASE("rope_scaling variants and transformers 5's rope_parameters") {
+  json config = json::parse(kSmolLM2);
+  config["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  Spec s = import_config(config).spec;
+  CHECK(s.position.scaling.kind == RopeScaling::Linear);
+  CHECK(s.position.scaling.factor == 2.0);
+
+  config["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
+  s = import_config(config).spec;
+  CHECK(s.position.scaling.kind == RopeScaling::DynamicNtk);
+  CHECK(s.position.scaling.factor == 4.0);
+
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 2048},
+                            {"beta_fast", 16.0}, {"attention_factor", 1.25}};
+  s = import_config(config).spec;
+  CHECK(s.position.scaling.kind == RopeScaling::Yarn);
+  CHECK(s.position.scaling.original_max_context == 2048);
+  CHECK(s.position.scaling.beta_fast == 16.0);
+  CHECK(s.position.scaling.beta_slow == 1.0);
+  CHECK(*s.position.scaling.attention_factor == 1.25);
+
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale", 0.707}};
+  CHECK(contains(import_error(config), "rope_scaling.mscale = 0.707"));
+
+  // transformers 5: one rope_parameters object instead of rope_theta + rope_scaling.
+  json v5 = json::parse(kLlama32_1B);
+  const json scaling = v5["rope_scaling"];
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = scaling;
+  v5["rope_parameters"]["rope_theta"] = 500000.0;
+  CHECK(spec_differences(import_config(json::parse(kLlama32_1B)).spec, import_config(v5).spec).empty());
+}
+
+TEST_CASE("what a spec cannot say is an error naming the config key and value") {
+  SUBCASE("an unknown model_type names it and the supported ones") {
+    const std::string e = import_error(json::parse(R"({"model_type": "bert", "hidden_size": 768})"));
+    CHECK(e == "config.json: model_type \"bert\" is not supported; supported model types: llama, mistral, mixtral, "
+               "qwen2, qwen2_moe, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2");
+  }
+  SUBCASE("longrope (Phi-3-mini-128k)") {
+    json config = json::parse(kPhi3Mini4k);
+    config["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {1.0, 2.0}}};
+    CHECK(contains(import_error(config), "config.json: rope_scaling.type = \"longrope\": Phi-3 scales RoPE only by "
+                                         "LongRoPE"));
+    json llama = json::parse(kLlama32_1B);
+    llama["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
+    CHECK(contains(import_error(llama), "config.json: rope_scaling.rope_type = \"longrope\": the spec has no LongRoPE"));
+  }
+  SUBCASE("an unknown hidden_act") {
+    json config = json::parse(kSmolLM2);
+    config["hidden_act"] = "xielu";
+    CHECK(contains(import_error(config), "config.json: hidden_act = \"xielu\": unknown activation; the spec has silu"));
+  }
+  SUBCASE("a missing dimension") {
+    json config = json::parse(kSmolLM2);
+    config.erase("hidden_size");
+    CHECK(import_error(config) == "config.json: missing required key 'hidden_size'");
+  }
+  SUBCASE("quantized checkpoints, GPT-2's per-layer scale, wrong types") {
+    json config = json::parse(kSmolLM2);
+    config["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
+    CHECK(contains(import_error(config), "config.json: quantization_config (quant_method \"awq\")"));
+    json gpt2 = json::parse(kGpt2);
+    gpt2["scale_attn_by_inverse_layer_idx"] = true;
+    CHECK(contains(import_error(gpt2), "config.json: scale_attn_by_inverse_layer_idx = true"));
+    json typed = json::parse(kSmolLM2);
+    typed["num_hidden_layers"] = "30";
+    CHECK(import_error(typed) == "config.json: num_hidden_layers = \"30\": expected an integer");
+  }
+  SUBCASE("all errors at once, each naming the file") {
+    json config = json::parse(kSmolLM2);
+    config.erase("vocab_size");
+    config["hidden_act"] = "xielu";
+    config["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
+    ImportOptions options;
+    options.file = "models/x/config.json";
+    try {
+      import_hf_config(config, options);
+      FAIL("expected an ImportError");
+    } catch (const ImportError& e) {
+      REQUIRE(e.problems().size() == 3);
+      for (const std::string& p : e.problems()) CHECK(p.rfind("models/x/config.json: ", 0) == 0);
+    }
+  }
+}
+
+TEST_CASE("hf_config_from_spec: the model type follows from the spec, and what no config says is refused") {
+  const auto type_of = [](const char* file) {
+    return hf_config_from_spec(load(source_dir() / "models" / file))["model_type"].get<std::string>();
+  };
+  CHECK(type_of("gpt2.toml") == "gpt2");
+  CHECK(type_of("gemma-2-2b.toml") == "gemma2");
+  CHECK(type_of("olmo-2-1b.toml") == "olmo2");
+  CHECK(type_of("mixtral-8x7b.toml") == "mixtral");
+  CHECK(type_of("phi-3-mini-4k.toml") == "phi3");
+  CHECK(type_of("qwen2.5-0.5b.toml") == "qwen2");
+  CHECK(type_of("mistral-7b-v0.1.toml") == "mistral");
+  CHECK(type_of("llama-3-8b.toml") == "llama");
+
+  const auto refusal = [](const std::string& edit) {
+    Spec s = parse_text(edit);
+    try {
+      hf_config_from_spec(s);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string base = "[model]\nname = \"t\"\n[dims]\nhidden = 64\nlayers = 2\nheads = 4\nintermediate = 96\n"
+                           "vocab = 100\nmax_context = 128\n[weights]\npreset = \"hf-llama\"\n";
+  CHECK(contains(refusal(base + "[norm]\nplacement = \"parallel\"\n"), "norm.placement: \"parallel\""));
+  CHECK(contains(refusal(base + "[attention]\nscale = 0.1\n"), "attention.scale: 0.1"));
+  CHECK(contains(refusal(base + "[position]\nkind = \"alibi\"\n"), "position.kind: \"alibi\""));
+  CHECK(contains(refusal("[model]\nname = \"t\"\n[dims]\nhidden = 64\nlayers = 2\nheads = 4\nintermediate = 96\n"
+                         "vocab = 100\nmax_context = 128\n[weights]\npreset = \"hf-llama\"\ndtype = \"q8_0\"\n"),
+                 "weights.dtype: \"q8_0\""));
+  // Renamed tensors: the names a config implies are the preset's.
+  CHECK(contains(refusal(base + "[weights.names]\nq = \"model.layers.{layer}.attn.wq\"\n"), "weights.names.q"));
+  // The cache dtype is the build's, not the model's: it does not block a config.
+  CHECK(refusal(base + "[cache]\ndtype = \"f32\"\n").empty());
+}
+
+TEST_CASE("spec_differences names each differing field by its key path") {
+  const Spec a = load(source_dir() / "models" / "smollm2-135m.toml");
+  CHECK(spec_differences(a, a).empty());
+  Spec b = a;
+  b.dims.kv_heads = 9;
+  b.norm.eps = 1e-6;
+  b.attention.sliding_window = 4096;
+  b.attention.window_pattern = {true, false};
+  b.weights.names[Role::Q] = "q";
+  b.name = "other";
+  b.source = "elsewhere";
+  const std::vector<std::string> d = spec_differences(a, b);
+  REQUIRE(d.size() == 5);
+  CHECK(d[0] == "dims.kv_heads: 3 vs 9");
+  CHECK(d[1] == "norm.eps: 1e-05 vs 1e-06");
+  CHECK(d[2] == "attention.sliding_window: 0 vs 4096");
+  CHECK(contains(d[3], "attention.window_pattern"));
+  CHECK(d[4] == "weights.names.q: \"model.layers.{layer}.self_attn.q_proj\" vs \"q\"");
+  // The same windowed layers, spelled with a longer pattern: no difference.
+  Spec c = b;
+  c.attention.window_pattern = {true, false, true, false};
+  CHECK(spec_differences(b, c).empty());
+}
+
+TEST_CASE("a checkpoint beside the config must hold the spec's parameters") {
+  const Spec tiny = load(source_dir() / "tests" / "specs" / "tiny" / "llama-gqa.toml");
+  const Manifest manifest = build_manifest(tiny);
+  const auto tensor = [](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (const int64_t d : shape) n *= d;
+    return weights::TensorToWrite{name, DType::F16, std::move(shape),
+                                  std::vector<std::byte>(static_cast<size_t>(n) * 2, std::byte{0x3c})};
+  };
+  std::vector<weights::TensorToWrite> tensors;
+  for (const TensorSpec& t : manifest.tensors) tensors.push_back(tensor(t.name, t.shape));
+
+  test::TempDir dir("lathe-import-test");
+  test::write_file(dir.file("config.json"), hf_config_from_spec(tiny).dump(2));
+  const auto import_dir = [&] {
+    ImportOptions options;
+    options.warn = [](const std::string&) {};
+    return import_hf(dir.dir.string(), options);
+  };
+  const auto error_of = [&] {
+    try {
+      import_dir();
+    } catch (const ImportError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+
+  SUBCASE("no weights: no check") {
+    const ImportResult r = import_dir();
+    CHECK_FALSE(r.checkpoint);
+    CHECK(spec_differences(tiny, r.spec).empty());
+    CHECK(r.spec.name == sanitize_model_name(dir.dir.filename().string()));
+  }
+  SUBCASE("every manifest tensor: the counts agree") {
+    weights::write_safetensors(dir.file("model.safetensors"), tensors);
+    const ImportResult r = import_dir();
+    REQUIRE(r.checkpoint);
+    CHECK(r.checkpoint->spec_params == manifest.total_elements());
+    CHECK(r.checkpoint->checkpoint_elements == manifest.total_elements());
+  }
+  SUBCASE("an extra tensor") {
+    tensors.push_back(tensor("model.layers.0.self_attn.rotary_emb.inv_freq", {8}));
+    weights::write_safetensors(dir.file("model.safetensors"), tensors);
+    const std::string e = error_of();
+    const int64_t n = manifest.total_elements();
+    CHECK(contains(e, "config.json: the imported spec has " + std::to_string(n / 1000) + "," +
+                          std::to_string(n % 1000 + 1000).substr(1) + " parameters, but the checkpoint"));
+    CHECK(contains(e, "holds " + std::to_string((n + 8) / 1000) + "," + std::to_string((n + 8) % 1000 + 1000).substr(1)));
+    CHECK(contains(e, "1 tensors in the checkpoint that the spec's manifest does not have: "
+                      "model.layers.0.self_attn.rotary_emb.inv_freq"));
+  }
+  SUBCASE("a missing tensor") {
+    const std::string dropped = tensors.back().name;
+    const int64_t dropped_elements = static_cast<int64_t>(tensors.back().data.size() / 2);
+    tensors.pop_back();
+    weights::write_safetensors(dir.file("model.safetensors"), tensors);
+    const std::string e = error_of();
+    CHECK(contains(e, "parameters, but the checkpoint"));
+    CHECK(contains(e, "1 tensors of the spec's manifest that the checkpoint lacks: " + dropped));
+    CHECK(dropped_elements > 0);
+  }
+}
+
+TEST_CASE("import_hf: names and files") {
+  test::TempDir dir("lathe-import-names");
+  fs::create_directories(dir.dir / "models--HuggingFaceTB--SmolLM2-135M" / "snapshots" /
+                         "0123456789abcdef0123456789abcdef01234567");
+  const fs::path snapshot =
+      dir.dir / "models--HuggingFaceTB--SmolLM2-135M" / "snapshots" / "0123456789abcdef0123456789abcdef01234567";
+  test::write_file((snapshot / "config.json").string(), kSmolLM2);
+  ImportOptions quiet;
+  quiet.warn = [](const std::string&) {};
+  // A Hugging Face cache snapshot is named after its repository.
+  CHECK(import_hf(snapshot.string(), quiet).spec.name == "smollm2-135m");
+  CHECK(import_hf((snapshot / "config.json").string(), quiet).spec.name == "smollm2-135m");
+  test::write_file(dir.file("Qwen2.5-0.5B.json"), kQwen25_05B);
+  const ImportResult q = import_hf(dir.file("Qwen2.5-0.5B.json"), quiet);
+  CHECK(q.spec.name == "qwen2.5-0.5b");
+  CHECK(q.spec.source == dir.file("Qwen2.5-0.5B.json"));
+  ImportOptions named = quiet;
+  named.name = "Mine!";
+  CHECK(import_hf(snapshot.string(), named).spec.name == "Mine!");
+
+  CHECK(sanitize_model_name("HuggingFaceTB/SmolLM2 135M") == "huggingfacetb-smollm2-135m");
+  CHECK(sanitize_model_name("") == "model");
+
+  CHECK_THROWS_AS(import_hf(dir.file("absent.json"), quiet), Error);
+  test::write_file(dir.file("broken.json"), "{ not json");
+  CHECK_THROWS_WITH_AS(import_hf(dir.file("broken.json"), quiet), doctest::Contains("broken.json: not valid JSON"),
+                       Error);
+}
+
+}  // TEST_SUITE
