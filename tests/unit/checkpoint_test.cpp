@@ -74,7 +74,7 @@ TEST_CASE("a sharded checkpoint opens by its index or its directory and matches 
   }
 }
 
-TEST_CASE("a directory with one safetensors file opens it; one with several and no index is refused") {
+TEST_CASE("a directory with one safetensors file opens it, one with several and no index is refused") {
   Dir d;
   write_safetensors(d.file("weights.safetensors"), {tensor("embed", {4, 2}), tensor("q", {2, 2}), tensor("norm", {2})});
   CHECK(Checkpoint(d.dir.string()).audit(kManifest).empty());

@@ -449,7 +449,8 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
   std::set<std::string> names;
   for (const Model& m : models()) names.insert(m.spec.name);
   for (const char* expected : {"smollm2-135m", "gpt2", "qwen2.5-0.5b", "tinyllama-1.1b", "llama-3-8b", "tiny-gpt2",
-                               "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved"}) {
+                               "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved", "tiny-llama-gqa-gguf",
+                               "tiny-llama-q8", "tiny-gpt2-gguf"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
@@ -469,7 +470,7 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned
     const DType dtype = weight_dtype(c.u("WDTYPE"));
     const bool positions = c.flag("POSITIONS");
     CHECK(d == s.dims.hidden);
-    CHECK(dtype == s.weights.dtype);
+    CHECK(dtype == device_dtype(s.weights.dtype));
     CHECK(positions == (s.position.kind == spec::PositionKind::Learned));
     CHECK(c.f("SCALE") == s.embedding.scale);
     CHECK(c.u("POS_OFFSET") == s.position.offset);
@@ -585,7 +586,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       CHECK(norm == (s.norm.kind == spec::NormKind::RMSNorm ? 1u : 2u));
       CHECK(norm_bias == s.norm.bias);
     }
-    CHECK(dtype == s.weights.dtype);
+    CHECK(dtype == device_dtype(s.weights.dtype));
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate));
     if (gated || act != 0) CHECK(act == act_constant(s.mlp.activation));
     CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));
