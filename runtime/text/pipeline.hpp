@@ -1,0 +1,89 @@
+// Hugging Face's encoding pipeline for one piece of text free of added
+// tokens: normalizers, then pre-tokenizers that cut it into words, then the
+// BPE model on each word. Only the components LLM vocabularies use are here;
+// hf.cpp refuses the others by name.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "runtime/text/bpe.hpp"
+#include "runtime/text/regex.hpp"
+#include "runtime/text/tokenizer_data.hpp"
+
+namespace lathe::text {
+
+// The split patterns of the vocabularies lathe knows, as their
+// tokenizer.json files (and llama.cpp's tokenizer.ggml.pre) spell them.
+inline constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// --- normalizers ---------------------------------------------------------
+enum class UnicodeForm { NFC, NFD, NFKC, NFKD };
+struct UnicodeNormalizer {
+  UnicodeForm form;
+};
+struct PrependNormalizer {
+  std::string prefix;  // put in front of non-empty text
+};
+struct ReplaceNormalizer {
+  std::shared_ptr<const Regex> pattern;
+  std::string content;
+};
+struct LowercaseNormalizer {};
+using Normalizer = std::variant<UnicodeNormalizer, PrependNormalizer, ReplaceNormalizer, LowercaseNormalizer>;
+
+// Normalizes the valid UTF-8 runs of `text` (utf8proc); invalid bytes stay.
+std::string normalize_unicode(std::string_view text, UnicodeForm form);
+std::string lowercase(std::string_view text);
+
+// --- pre-tokenizers ------------------------------------------------------
+enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
+struct SplitStep {
+  std::shared_ptr<const Regex> pattern;
+  SplitBehavior behavior = SplitBehavior::Isolated;
+  bool invert = false;  // the pattern matches the words, not the delimiters
+};
+// GPT-2's: an optional space in front, the GPT-2 pattern split, then every
+// byte spelled in the byte-level alphabet.
+struct ByteLevelStep {
+  bool add_prefix_space = false;
+  bool use_regex = true;
+};
+enum class PrependScheme { Always, First, Never };
+// SentencePiece-style: spaces become `replacement` ("▁"), one goes in front.
+struct MetaspaceStep {
+  std::string replacement = "\xE2\x96\x81";
+  PrependScheme prepend = PrependScheme::Always;
+  bool split = true;  // cut before every replacement
+};
+using PreTokenizer = std::variant<SplitStep, ByteLevelStep, MetaspaceStep>;
+
+// `text` cut by the matches of `pattern` as Hugging Face's Split does.
+std::vector<std::string> split_text(std::string_view text, const Regex& pattern, SplitBehavior behavior,
+                                    bool invert = false);
+const Regex& gpt2_regex();
+
+class HfTextEncoder final : public detail::TextEncoder {
+ public:
+  HfTextEncoder(std::vector<Normalizer> normalizers, std::vector<PreTokenizer> pre_tokenizers, BpeModel model)
+      : normalizers_(std::move(normalizers)), pre_tokenizers_(std::move(pre_tokenizers)), model_(std::move(model)) {}
+
+  void encode(std::string_view text, bool at_start, std::vector<int32_t>& out) const override;
+  // The words the model sees (for tests and debugging).
+  std::vector<std::string> pre_tokenize(std::string_view text, bool at_start) const;
+
+ private:
+  std::vector<Normalizer> normalizers_;
+  std::vector<PreTokenizer> pre_tokenizers_;
+  BpeModel model_;
+};
+
+}  // namespace lathe::text
