@@ -72,6 +72,12 @@ const std::set<std::string, std::less<>> kIgnoredKeys = {
     "gradient_checkpointing", "use_return_dict", "_commit_hash",
 };
 
+// obj[key] when it is a string.
+std::optional<std::string> string_in(const json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_string()) return std::nullopt;
+  return obj[key].get<std::string>();
+}
+
 // The spec's ranges (generator/spec/parse.cpp).
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = 1024;
@@ -635,8 +641,8 @@ class Importer {
       return;
     }
     if (f_ == Family::Mistral || f_ == Family::Mixtral || f_ == Family::Phi3) {
-      a.note("Taken verbatim from the config: the spec counts the window in keys including the current one, "
-             "which HF's implementations need not (docs/spec.md, the window convention).");
+      a.note("Taken verbatim from the config. The spec counts the window in keys including the current");
+      a.note("one, which HF's implementations need not (docs/spec.md, the window convention).");
     }
     a.set("sliding_window", *window, window_note);
     const bool all = kinds.empty() || std::all_of(kinds.begin(), kinds.end(), [](bool b) { return b; });
@@ -717,7 +723,8 @@ class Importer {
 
     if (f_ == Family::Gemma3Text) {
       auto local = c_.number_or("rope_local_base_freq", 10000.0);
-      if (windowed_) p.set("local_theta", local.value, local.note + ": sliding layers");
+      if (local.value <= 0) c_.value_error("rope_local_base_freq", c_.at("rope_local_base_freq"), "must be positive");
+      else if (windowed_) p.set("local_theta", local.value, local.note + ": sliding layers");
     }
     if (scaling != nullptr) read_scaling(*scaling, scaling_key);
   }
@@ -731,7 +738,9 @@ class Importer {
     std::string theta_note = c_.default_note("rope_theta");
     if (rp.contains("full_attention") && rp["full_attention"].is_object()) {
       const json& full = rp["full_attention"];
-      if (auto v = number_in(full, "rope_parameters.full_attention", "rope_theta")) {
+      if (auto v = number_in(full, "rope_parameters.full_attention", "rope_theta"); v && *v <= 0) {
+        c_.error("rope_parameters.full_attention.rope_theta = " + shown(*v) + ": must be positive");
+      } else if (v) {
         theta = *v;
         theta_note = "rope_parameters.full_attention.rope_theta";
       }
@@ -742,11 +751,13 @@ class Importer {
     }
     if (rp.contains("sliding_attention") && rp["sliding_attention"].is_object()) {
       const json& local = rp["sliding_attention"];
-      const std::string type = local.value("rope_type", std::string("default"));
+      const std::string type = string_in(local, "rope_type").value_or("default");
       if (type != "default")
         c_.error("rope_parameters.sliding_attention.rope_type = \"" + type +
                  "\": the spec scales the RoPE of every layer alike");
-      if (auto v = number_in(local, "rope_parameters.sliding_attention", "rope_theta"); v && windowed_)
+      if (auto v = number_in(local, "rope_parameters.sliding_attention", "rope_theta"); v && *v <= 0)
+        c_.error("rope_parameters.sliding_attention.rope_theta = " + shown(*v) + ": must be positive");
+      else if (v && windowed_)
         p.set("local_theta", *v, "rope_parameters.sliding_attention.rope_theta");
     } else if (windowed_) {
       p.set("local_theta", 10000.0, c_.default_note("rope_local_base_freq"));
@@ -852,7 +863,7 @@ class Importer {
                "long factors), which the spec does not have");
       return;
     }
-    if (f_ == Family::Gemma3Text && windowed_ && key == "rope_scaling") {
+    if (f_ == Family::Gemma3Text && windowed_) {
       c_.error(key + " (rope_type \"" + type + "\"): Gemma 3 scales only the full-attention layers' RoPE; the "
                "spec's position.scaling applies to every layer");
       return;
@@ -1199,10 +1210,19 @@ TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
   const std::string text = doc.render();
   spec::Diagnostics diagnostics(options.file + " (imported spec)");
   const auto spec = spec::parse_spec_string(text, diagnostics.file(), diagnostics);
+  // lathe's own size limits (262,144 tensors, 2^48 parameters) are the
+  // config's problem, not the importer's.
+  if (!spec && std::all_of(diagnostics.items().begin(), diagnostics.items().end(), [](const spec::Diagnostic& d) {
+        return d.message.find("lathe handles at most") != std::string::npos;
+      })) {
+    std::vector<std::string> problems;
+    for (const spec::Diagnostic& d : diagnostics.items()) problems.push_back(options.file + ": " + d.message);
+    throw ImportError(problems);
+  }
   if (!spec)
     throw Error(ErrorKind::InvalidArgument, "internal error: the spec imported from " + options.file +
                                                 " does not read back:\n" + diagnostics.format() + "--- spec ---\n" + text);
-  const std::string name_or_path = config.value("_name_or_path", std::string());
+  const std::string name_or_path = string_in(config, "_name_or_path").value_or("");
   doc.header(name_or_path.empty() ? spec->name + ", imported from " + options.file + " by `lathe import`."
                                   : spec->name + " (" + name_or_path + "), imported from its config.json by `lathe import`.");
   doc.header(std::string("model_type \"") + info->model_type + "\": " + summary(*spec));
@@ -1224,7 +1244,7 @@ ImportResult import_hf(const std::string& path, ImportOptions options) {
     if (!is_dir && config_path.filename() != "config.json") raw = config_path.stem().string();
     else raw = name_from_directory(config_path.parent_path().empty() ? fs::path(".") : config_path.parent_path());
     if (raw.empty() || raw == "." || is_snapshot_hash(raw))
-      raw = fs::path(config.value("_name_or_path", std::string())).filename().string();
+      raw = fs::path(string_in(config, "_name_or_path").value_or("")).filename().string();
     options.name = sanitize_model_name(raw);
   }
 

@@ -588,6 +588,23 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     typed["num_hidden_layers"] = "30";
     CHECK(import_error(typed) == "config.json: num_hidden_layers = \"30\": expected an integer");
   }
+  SUBCASE("contract violations and the spec's ranges are the config's errors") {
+    json config = json::parse(kSmolLM2);
+    config["num_key_value_heads"] = 4;
+    CHECK(import_error(config) == "config.json: num_attention_heads (9) is not a multiple of num_key_value_heads (4)");
+    config = json::parse(kSmolLM2);
+    config["rms_norm_eps"] = 2;
+    CHECK(import_error(config) == "config.json: rms_norm_eps = 2: must be in (0, 1]");
+    config = json::parse(kSmolLM2);
+    config["num_hidden_layers"] = 2000;
+    CHECK(import_error(config) == "config.json: num_hidden_layers = 2000: must be between 1 and 1024");
+    config = json::parse(kSmolLM2);
+    config["hidden_size"] = 63;
+    CHECK(contains(import_error(config), "is odd, and RoPE rotates pairs of dimensions"));
+    json moe = json::parse(kMixtral8x7B);
+    moe["num_local_experts"] = 4096;  // 32 layers × 4096 experts × 3 tensors
+    CHECK(contains(import_error(moe), "lathe handles at most 262144"));
+  }
   SUBCASE("all errors at once, each naming the file") {
     json config = json::parse(kSmolLM2);
     config.erase("vocab_size");
@@ -603,6 +620,37 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
       for (const std::string& p : e.problems()) CHECK(p.rfind("models/x/config.json: ", 0) == 0);
     }
   }
+}
+
+TEST_CASE("a mutated published config imports, or fails with an ImportError; never an internal error") {
+  const std::vector<json> replacements = {nullptr, 0, -1, 3, 1 << 25, 1.5, 1e30, "x", true, json::array(),
+                                          json::object()};
+  int imported = 0, refused = 0;
+  for (const Published& p : kPublishedConfigs) {
+    const json original = json::parse(p.config);
+    for (const auto& [key, value] : original.items()) {
+      if (key == "model_type") continue;
+      for (size_t r = 0; r <= replacements.size(); ++r) {
+        json config = original;
+        if (r == replacements.size()) config.erase(key);
+        else config[key] = replacements[r];
+        ImportOptions options;
+        options.warn = [](const std::string&) {};
+        try {
+          parse_text(import_hf_config(config, options).render());
+          ++imported;
+        } catch (const ImportError& e) {
+          CHECK(std::string(e.what()).rfind("config.json: ", 0) == 0);
+          ++refused;
+        } catch (const std::exception& e) {
+          FAIL_CHECK(p.model_type << ": " << key << " = " << (r < replacements.size() ? replacements[r].dump() : "(removed)")
+                                  << ": " << e.what());
+        }
+      }
+    }
+  }
+  CHECK(imported > 0);
+  CHECK(refused > 0);
 }
 
 TEST_CASE("hf_config_from_spec: the model type follows from the spec, and what no config says is refused") {
