@@ -7,14 +7,18 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <filesystem>
 #include <map>
 #include <sstream>
+#include <unistd.h>
 
 #include "runtime/error.hpp"
 #include "runtime/model/lowering.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
+#include "runtime/text/generate.hpp"
 #include "runtime/vk/device.hpp"
+#include "runtime/weights/gguf.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/safetensors.hpp"
 
@@ -221,6 +225,127 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   return 0;
 }
 
+// The tokenizer of --tokenizer, else the one beside the weights: a GGUF
+// file's own vocabulary, or tokenizer.json / tokenizer.model in the
+// checkpoint's directory.
+lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::string& weights) {
+  namespace fs = std::filesystem;
+  if (!tokenizer.empty()) {
+    const fs::path p(tokenizer);
+    if (p.extension() == ".model") return lathe::text::Tokenizer::from_sentencepiece(tokenizer);
+    if (p.extension() == ".gguf") return lathe::text::Tokenizer::from_gguf(lathe::weights::GgufFile(tokenizer));
+    return lathe::text::Tokenizer::from_hf(tokenizer);
+  }
+  if (weights.empty())
+    throw Error(ErrorKind::InvalidArgument, "--prompt needs a tokenizer: give --tokenizer, or --weights with one beside it");
+  const fs::path w(weights);
+  if (w.extension() == ".gguf") return lathe::text::Tokenizer::from_gguf(lathe::weights::GgufFile(weights));
+  const fs::path dir = fs::is_directory(w) ? w : w.parent_path();
+  if (fs::exists(dir / "tokenizer.json")) return lathe::text::Tokenizer::from_hf((dir / "tokenizer.json").string());
+  if (fs::exists(dir / "tokenizer.model"))
+    return lathe::text::Tokenizer::from_sentencepiece((dir / "tokenizer.model").string());
+  throw Error(ErrorKind::NotFound, "--prompt needs a tokenizer: no tokenizer.json or tokenizer.model in " +
+                                       (dir.empty() ? std::string(".") : dir.string()) + "; give --tokenizer");
+}
+
+struct TextOptions {
+  std::string weights, tokenizer, device;
+  int64_t context = 0;
+  lathe::text::GenerateOptions generate;
+};
+
+void print_stats(const lathe::text::GenerateStats& s, const std::string& device) {
+  std::fprintf(stderr, "\n[%s on %s: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s; stop: %s]\n",
+               std::string(lathe::model_info().name).c_str(), device.c_str(), s.prompt_tokens,
+               static_cast<double>(s.prompt_tokens) / std::max(s.prefill_seconds, 1e-9), s.new_tokens,
+               s.new_tokens > 1 ? static_cast<double>(s.new_tokens - 1) / std::max(s.decode_seconds, 1e-9) : 0.0,
+               s.stop_reason.c_str());
+}
+
+// Text generation: the prompt, then its continuation streamed as it is
+// sampled; prefill and decode speed at the end (stderr).
+int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights);
+  lathe::vk::Context vk(device_options(o.device));
+  lathe::SessionOptions options;
+  options.context = o.context;
+  lathe::Session session(vk.device(), lathe::model_info(), options);
+  load_weights(session, o.weights);
+  lathe::text::Sampler sampler(o.generate.sampling);
+  std::cout << prompt << std::flush;
+  const lathe::text::GenerateStats stats =
+      lathe::text::generate(session, tokenizer, sampler, prompt, o.generate, [](std::string_view text) {
+        std::cout << text << std::flush;
+      });
+  std::cout << "\n";
+  print_stats(stats, vk.device().info().name);
+  return 0;
+}
+
+// An interactive session: each line read is appended to the conversation
+// and the model continues it; the KV cache keeps everything said.
+int cmd_chat(const TextOptions& o) {
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights);
+  lathe::vk::Context vk(device_options(o.device));
+  lathe::SessionOptions options;
+  options.context = o.context;
+  lathe::Session session(vk.device(), lathe::model_info(), options);
+  load_weights(session, o.weights);
+  lathe::text::Sampler sampler(o.generate.sampling);
+  const bool terminal = isatty(STDIN_FILENO) != 0;
+  if (terminal)
+    std::cerr << lathe::model_info().name << ": type a line, the model continues it (" << session.context()
+              << " positions of context; Ctrl-D ends)\n";
+  std::string line;
+  while (true) {
+    if (terminal) std::cout << "> " << std::flush;
+    if (!std::getline(std::cin, line)) break;
+    const std::string text = line + "\n";
+    if (session.position() + static_cast<int64_t>(tokenizer.encode(text, session.position() == 0).size()) + 1 >
+        session.context()) {
+      std::cerr << "[the context is full: starting over]\n";
+      session.reset();
+      sampler.reset();
+    }
+    const lathe::text::GenerateStats stats = lathe::text::generate(
+        session, tokenizer, sampler, text, o.generate, [](std::string_view t) { std::cout << t << std::flush; });
+    std::cout << "\n";
+    if (terminal) print_stats(stats, vk.device().info().name);
+  }
+  return 0;
+}
+
+// Speed on the build's own terms: a prefill of `prompt` tokens and `steps`
+// greedy decode steps on the device, `repeat` times; the best of each.
+int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int repeat, const std::string& device) {
+  using Clock = std::chrono::steady_clock;
+  const lathe::ModelInfo& m = lathe::model_info();
+  lathe::vk::Context vk(device_options(device));
+  lathe::SessionOptions options;
+  options.context = std::min<int64_t>(m.max_context, prompt + steps + 1);
+  options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(prompt, 512));
+  lathe::Session session(vk.device(), m, options);
+  load_weights(session, weights);
+  std::vector<int32_t> tokens(static_cast<size_t>(prompt));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 1) % static_cast<size_t>(m.vocab));
+  double best_prefill = 0, best_decode = 0;
+  for (int r = 0; r < repeat + 1; ++r) {  // the first round warms up (pipelines, caches)
+    session.reset();
+    const Clock::time_point start = Clock::now();
+    session.prefill(tokens);
+    const Clock::time_point prefilled = Clock::now();
+    session.generate_greedy(session.argmax(), steps);
+    const Clock::time_point done = Clock::now();
+    if (r == 0) continue;
+    best_prefill = std::max(best_prefill, static_cast<double>(prompt) / std::chrono::duration<double>(prefilled - start).count());
+    best_decode = std::max(best_decode, static_cast<double>(steps) / std::chrono::duration<double>(done - prefilled).count());
+  }
+  std::printf("%s on %s: prefill %lld tokens %.1f tok/s, decode %lld tokens %.1f tok/s (best of %d; %zu dispatches/token)\n",
+              std::string(m.name).c_str(), vk.device().info().name.c_str(), static_cast<long long>(prompt), best_prefill,
+              static_cast<long long>(steps), best_decode, repeat, session.dispatches_per_token());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -259,23 +384,73 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   profile->add_option("-d,--device", device, "Vulkan device: index or name part");
 
-  auto* generate = app.add_subcommand("generate", "Greedy generation from token ids, with prefill and decode speed");
-  std::string gen_weights, gen_tokens;
-  int64_t gen_steps = 32, gen_context = 0;
-  generate->add_option("-w,--weights", gen_weights,
-                       "Checkpoint: .safetensors, .index.json or a directory (default: random weights)")
-      ->check(CLI::ExistingPath);
-  generate->add_option("-t,--tokens", gen_tokens, "Prompt token ids, comma-separated")->required();
-  generate->add_option("-n,--steps", gen_steps, "Decode steps after the first pick")->check(CLI::NonNegativeNumber);
-  generate->add_option("-c,--context", gen_context, "KV-cache positions (default: the spec's max_context)")
-      ->check(CLI::NonNegativeNumber);
-  generate->add_option("-d,--device", device, "Vulkan device: index or name part");
+  // generate: token ids in → ids out (greedy on the device), or text in →
+  // text out (sampled); chat: text lines in, continuations out.
+  TextOptions text;
+  lathe::text::SamplingOptions& sampling = text.generate.sampling;
+  sampling.temperature = 0.8f;
+  sampling.top_k = 40;
+  sampling.top_p = 0.95f;
+  sampling.min_p = 0.05f;
+  sampling.repetition_penalty = 1.1f;
+  auto add_text_options = [&](CLI::App* c) {
+    c->add_option("-w,--weights", text.weights,
+                  "Checkpoint: .safetensors, .index.json, .gguf or a directory (default: random weights)")
+        ->check(CLI::ExistingPath);
+    c->add_option("--tokenizer", text.tokenizer,
+                  "tokenizer.json, a SentencePiece .model or a .gguf (default: the one beside the weights)")
+        ->check(CLI::ExistingPath);
+    c->add_option("-n,--max-tokens", text.generate.max_new_tokens, "New tokens at most")->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    c->add_option("--temp", sampling.temperature, "Temperature; 0: greedy")->capture_default_str();
+    c->add_option("--top-k", sampling.top_k, "Keep the k most likely tokens; 0: all")->capture_default_str();
+    c->add_option("--top-p", sampling.top_p, "Keep the smallest set with this much probability; 1: all")
+        ->capture_default_str();
+    c->add_option("--min-p", sampling.min_p, "Drop tokens below min-p times the top probability; 0: none")
+        ->capture_default_str();
+    c->add_option("--repeat-penalty", sampling.repetition_penalty, "Penalty on the last 64 tokens' logits; 1: none")
+        ->capture_default_str();
+    c->add_option("--seed", sampling.seed, "Sampling seed: the same seed, the same text")->capture_default_str();
+    c->add_option("--stop", text.generate.stop, "Stop before this text (repeatable)");
+    c->add_option("-c,--context", text.context, "KV-cache positions (default: the spec's max_context)")
+        ->check(CLI::NonNegativeNumber);
+    c->add_option("-d,--device", text.device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
+  };
+
+  auto* generate = app.add_subcommand(
+      "generate", "Generate text from --prompt (streamed, sampled), or greedy token ids from --tokens; then the speed");
+  add_text_options(generate);
+  std::string prompt, gen_tokens;
+  auto* prompt_option = generate->add_option("-p,--prompt", prompt, "Prompt text");
+  auto* tokens_option = generate->add_option("-t,--tokens", gen_tokens, "Prompt token ids, comma-separated (greedy ids out)");
+  prompt_option->excludes(tokens_option);
+  generate->callback([&] {
+    if (prompt_option->count() == 0 && tokens_option->count() == 0)
+      throw CLI::RequiredError("--prompt or --tokens");
+  });
+
+  auto* chat = app.add_subcommand("chat", "Interactive: each line you type is appended, the model continues it");
+  add_text_options(chat);
+
+  auto* bench = app.add_subcommand("bench", "Prefill and decode speed (best of several rounds)");
+  int64_t bench_prompt = 128, bench_steps = 64;
+  int bench_repeat = 3;
+  bench->add_option("-w,--weights", text.weights, "Checkpoint (default: random weights)")->check(CLI::ExistingPath);
+  bench->add_option("-p,--prompt-tokens", bench_prompt, "Prompt length")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("-n,--steps", bench_steps, "Decode steps")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("-r,--repeat", bench_repeat, "Rounds (after one warm-up)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bench->add_option("-d,--device", text.device, "Vulkan device: index or name part");
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
     if (*random) return cmd_random_weights(random_out, seed, scale);
-    if (*generate) return cmd_generate(gen_weights, gen_tokens, gen_steps, gen_context, device);
+    if (*generate && prompt_option->count() > 0) return cmd_generate_text(text, prompt);
+    if (*generate)
+      return cmd_generate(text.weights, gen_tokens, text.generate.max_new_tokens, text.context, text.device);
+    if (*chat) return cmd_chat(text);
+    if (*bench) return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device);
     if (*profile) return cmd_profile(profile_rows, profile_position, device);
     if (*logits) return cmd_logits(weights, tokens, steps, context, device, out_path);
   } catch (const Error& e) {
