@@ -68,7 +68,7 @@ Sampler::Sampler(SamplingOptions options) : options_(options), rng_(options.seed
 void Sampler::reset() {
   recent_.clear();
   recent_next_ = 0;
-  std::fill(seen_.begin(), seen_.end(), uint8_t{0});
+  seen_.clear();
   rng_.seed(options_.seed);
 }
 
@@ -76,12 +76,7 @@ void Sampler::accept(int32_t token) {
   if (token < 0) invalid("Sampler::accept: token " + std::to_string(token) + " is negative");
   const size_t window = static_cast<size_t>(options_.repetition_window);
   if (window == 0) {
-    const size_t id = static_cast<size_t>(token);
-    if (id >= seen_.size()) seen_.resize(std::max(id + 1, seen_.size() * 2), 0);
-    if (!seen_[id]) {
-      seen_[id] = 1;
-      recent_.push_back(token);
-    }
+    if (seen_.insert(token).second) recent_.push_back(token);
   } else if (recent_.size() < window) {
     recent_.push_back(token);  // grows to the window, not allocated up front: the window may be huge
   } else {

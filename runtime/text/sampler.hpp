@@ -7,9 +7,9 @@
 //                          l > 0 ? l / penalty : l · penalty (CTRL, HF's
 //                          RepetitionPenaltyLogitsProcessor); a token counts
 //                          once however often it occurs in the window
-//   2. temperature         0: greedy, the argmax (ties: the lowest id); the
-//                          remaining steps and the RNG are skipped
-//                          otherwise l / T
+//   2. temperature         l / T; T = 0 is greedy: the argmax (ties: the
+//                          lowest id), without steps 3–8 and without
+//                          drawing from the RNG
 //   3. top-k               keep the k largest logits (ties: the lower ids)
 //   4. softmax             over what top-k kept
 //   5. top-p               keep the smallest set of most probable tokens
@@ -37,6 +37,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace lathe::text {
@@ -83,10 +84,11 @@ class Sampler {
   // The repetition window. repetition_window > 0: a ring of the last
   // repetition_window tokens, recent_next_ the slot the next one overwrites
   // once it is full. repetition_window == 0: every distinct token seen, in
-  // order of first sight, with seen_[id] != 0 marking them.
+  // order of first sight, and seen_ holding the same ids (a set, not flags
+  // indexed by id: accept() does not know the vocabulary's size).
   std::vector<int32_t> recent_;
   size_t recent_next_ = 0;
-  std::vector<uint8_t> seen_;
+  std::unordered_set<int32_t> seen_;
   // Scratch kept between calls so that sampling does not allocate:
   std::vector<Candidate> candidates_;  // [vocab_size]
   std::vector<int32_t> window_ids_;    // [≤ repetition_window] distinct ids of the window

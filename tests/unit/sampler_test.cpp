@@ -243,30 +243,41 @@ TEST_SUITE("sampler") {
     o.top_p = 0.85f;
     Sampler sampler(o);
     std::set<int32_t> seen;
-    for (int i = 0; i < 2000; ++i) seen.insert(sampler.sample(logits));
+    for (int i = 0; i < 300; ++i) seen.insert(sampler.sample(logits));
     std::set<int32_t> nucleus;
     for (int32_t i = 0; i < 10; ++i) nucleus.insert(i * 19997);
     CHECK(seen == nucleus);
   }
 
-  TEST_CASE("sampler: top-p and min-p on 50k tokens agree with a full sort, draw for draw") {
-    // The sampler sorts only what it must (a histogram of the mass, then a
-    // partial sort); this reference sorts everything and draws with the
-    // same u, the first output of mt19937_64(seed). Same arithmetic: float
-    // probabilities, double sums in the same order.
-    const std::vector<float> logits = random_logits(50000, 21);
+  TEST_CASE("sampler: top-k, top-p and min-p on 20k tokens agree with a full sort, draw for draw") {
+    // The sampler sorts only what it must (a partial sort for top-k, a
+    // histogram of the mass and a partial sort for top-p); this reference
+    // sorts everything and draws with the same u, the first output of
+    // mt19937_64(seed). Same arithmetic: float probabilities, double sums in
+    // the same order (the logits' order after top-k, else the ids').
+    const std::vector<float> logits = random_logits(20000, 21);
+    using Entry = std::pair<float, int32_t>;  // logit, then probability; id
+    auto descending = [](const Entry& a, const Entry& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
     auto reference = [&](const SamplingOptions& o) {
-      const float max = *std::max_element(logits.begin(), logits.end());
-      std::vector<std::pair<float, int32_t>> p;
-      double total = 0;
-      for (size_t i = 0; i < logits.size(); ++i) {
-        p.emplace_back(std::exp((logits[i] - max) / o.temperature), static_cast<int32_t>(i));
-        total += p.back().first;
+      std::vector<Entry> e;
+      for (size_t i = 0; i < logits.size(); ++i) e.emplace_back(logits[i], static_cast<int32_t>(i));
+      if (o.top_k > 0) {
+        std::sort(e.begin(), e.end(), descending);
+        e.resize(static_cast<size_t>(o.top_k));
       }
-      std::sort(p.begin(), p.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-      std::vector<std::pair<float, int32_t>> kept;
+      float max = -kInf;
+      for (const Entry& x : e) max = std::max(max, x.first);
+      double total = 0;
+      for (Entry& x : e) {
+        x.first = std::exp((x.first - max) / o.temperature);
+        total += x.first;
+      }
+      if (o.top_k == 0) std::sort(e.begin(), e.end(), descending);
+      std::vector<Entry> kept;
       double cumulative = 0, kept_total = 0;
-      for (const auto& [q, id] : p) {
+      for (const auto& [q, id] : e) {
         if (q >= o.min_p) {
           kept.emplace_back(q, id);
           kept_total += q;
@@ -283,18 +294,22 @@ TEST_SUITE("sampler") {
       }
       return kept.back().second;
     };
-    for (float t : {0.5f, 1.0f}) {
-      for (float top_p : {0.3f, 0.9f, 0.99f}) {
-        for (float min_p : {0.0f, 0.001f}) {
-          CAPTURE(t);
-          CAPTURE(top_p);
-          CAPTURE(min_p);
-          for (uint64_t seed = 0; seed < 20; ++seed) {
-            SamplingOptions o = with_temperature(t, seed);
-            o.top_p = top_p;
-            o.min_p = min_p;
-            Sampler sampler(o);
-            REQUIRE(sampler.sample(logits) == reference(o));
+    for (int32_t top_k : {0, 100, 5000}) {  // off, the partial_sort and the nth_element path
+      for (float t : {0.5f, 1.0f}) {
+        for (float top_p : {0.3f, 0.9f, 0.99f}) {
+          for (float min_p : {0.0f, 0.001f}) {
+            CAPTURE(top_k);
+            CAPTURE(t);
+            CAPTURE(top_p);
+            CAPTURE(min_p);
+            for (uint64_t seed = 0; seed < 8; ++seed) {
+              SamplingOptions o = with_temperature(t, seed);
+              o.top_k = top_k;
+              o.top_p = top_p;
+              o.min_p = min_p;
+              Sampler sampler(o);
+              REQUIRE(sampler.sample(logits) == reference(o));
+            }
           }
         }
       }
