@@ -262,36 +262,49 @@ void print_stats(const lathe::text::GenerateStats& s, const std::string& device)
                s.stop_reason.c_str());
 }
 
+// What generate --prompt and chat share, in the order that lets bad input
+// fail before the device work: the tokenizer, the sampler (whose options it
+// checks), then the device, the session and its weights.
+struct TextRun {
+  static lathe::SessionOptions session_options(int64_t context) {
+    lathe::SessionOptions options;
+    options.context = context;
+    return options;
+  }
+  explicit TextRun(const TextOptions& o)
+      : tokenizer(load_tokenizer(o.tokenizer, o.weights)),
+        sampler(o.generate.sampling),
+        vk(device_options(o.device)),
+        session(vk.device(), lathe::model_info(), session_options(o.context)) {
+    load_weights(session, o.weights);
+  }
+  lathe::text::Tokenizer tokenizer;
+  lathe::text::Sampler sampler;
+  lathe::vk::Context vk;
+  lathe::Session session;
+};
+
 // Text generation: the prompt, then its continuation streamed as it is
 // sampled; prefill and decode speed at the end (stderr).
 int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
-  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights);
-  lathe::vk::Context vk(device_options(o.device));
-  lathe::SessionOptions options;
-  options.context = o.context;
-  lathe::Session session(vk.device(), lathe::model_info(), options);
-  load_weights(session, o.weights);
-  lathe::text::Sampler sampler(o.generate.sampling);
+  TextRun run(o);
   std::cout << prompt << std::flush;
   const lathe::text::GenerateStats stats =
-      lathe::text::generate(session, tokenizer, sampler, prompt, o.generate, [](std::string_view text) {
+      lathe::text::generate(run.session, run.tokenizer, run.sampler, prompt, o.generate, [](std::string_view text) {
         std::cout << text << std::flush;
       });
   std::cout << "\n";
-  print_stats(stats, vk.device().info().name);
+  print_stats(stats, run.vk.device().info().name);
   return 0;
 }
 
 // An interactive session: each line read is appended to the conversation
 // and the model continues it; the KV cache keeps everything said.
 int cmd_chat(const TextOptions& o) {
-  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights);
-  lathe::vk::Context vk(device_options(o.device));
-  lathe::SessionOptions options;
-  options.context = o.context;
-  lathe::Session session(vk.device(), lathe::model_info(), options);
-  load_weights(session, o.weights);
-  lathe::text::Sampler sampler(o.generate.sampling);
+  TextRun run(o);
+  lathe::Session& session = run.session;
+  lathe::text::GenerateOptions options = o.generate;
+  if (options.stop.empty()) options.stop = {"\n"};  // a turn is one line, unless --stop says otherwise
   const bool terminal = isatty(STDIN_FILENO) != 0;
   if (terminal)
     std::cerr << lathe::model_info().name << ": type a line, the model continues it (" << session.context()
@@ -301,16 +314,16 @@ int cmd_chat(const TextOptions& o) {
     if (terminal) std::cout << "> " << std::flush;
     if (!std::getline(std::cin, line)) break;
     const std::string text = line + "\n";
-    if (session.position() + static_cast<int64_t>(tokenizer.encode(text, session.position() == 0).size()) + 1 >
+    if (session.position() + static_cast<int64_t>(run.tokenizer.encode(text, session.position() == 0).size()) + 1 >
         session.context()) {
       std::cerr << "[the context is full: starting over]\n";
       session.reset();
-      sampler.reset();
+      run.sampler.reset();
     }
     const lathe::text::GenerateStats stats = lathe::text::generate(
-        session, tokenizer, sampler, text, o.generate, [](std::string_view t) { std::cout << t << std::flush; });
+        session, run.tokenizer, run.sampler, text, options, [](std::string_view t) { std::cout << t << std::flush; });
     std::cout << "\n";
-    if (terminal) print_stats(stats, vk.device().info().name);
+    if (terminal) print_stats(stats, run.vk.device().info().name);
   }
   return 0;
 }
@@ -429,7 +442,8 @@ int main(int argc, char** argv) {
       throw CLI::RequiredError("--prompt or --tokens");
   });
 
-  auto* chat = app.add_subcommand("chat", "Interactive: each line you type is appended, the model continues it");
+  auto* chat = app.add_subcommand(
+      "chat", "Interactive: each line you type is appended and the model answers with a line (--stop overrides)");
   add_text_options(chat);
 
   auto* bench = app.add_subcommand("bench", "Prefill and decode speed (best of several rounds)");
