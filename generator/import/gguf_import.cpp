@@ -384,6 +384,7 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
   s.weights.vector_dtype = DType::F32;
   s.weights.layout = Layout::OutIn;  // the converter transposes Conv1D weights
   s.weights.ignore.clear();
+  s.cache = spec::Cache{};  // the KV cache's dtype is a build choice a GGUF file does not state
   s.locations.clear();
   return s;
 }

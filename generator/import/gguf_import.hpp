@@ -45,8 +45,8 @@ std::map<std::string, weights::GgufValue> gguf_metadata_from_spec(const spec::Sp
 
 // `spec` as llama.cpp's converter would write it: the gguf preset's names,
 // f32 vectors, and for each family what the converter changes (interleaved
-// pairing for Llama, Gemma's 1 + w norm weights). Its manifest names the
-// tensors of the GGUF file of the same model.
+// pairing for Llama, Gemma's 1 + w norm weights), with the default KV cache.
+// Its manifest names the tensors of the GGUF file of the same model.
 spec::Spec gguf_twin(const spec::Spec& spec);
 
 }  // namespace lathe::importer

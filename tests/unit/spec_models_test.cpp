@@ -39,6 +39,7 @@ constexpr Published kPublished[] = {
     {"phi-3-mini-4k.toml", 3'821'079'552},
     {"olmo-2-1b.toml", 1'484'916'736},
     {"mixtral-8x7b.toml", 46'702'792'704},
+    {"demo.toml", 5'508'352},  // models/demo/model.safetensors, the shipped checkpoint
 };
 
 std::filesystem::path models_dir() { return std::filesystem::path(LATHE_SOURCE_DIR) / "models"; }
