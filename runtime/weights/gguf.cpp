@@ -447,6 +447,13 @@ class Writer {
 
 }  // namespace
 
+std::vector<std::byte> encode_values(DType dtype, std::span<const float> values) {
+  if (dtype == DType::Q8_0) return quantize_q8_0(values);
+  std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+  convert(DType::F32, std::as_bytes(values), dtype, bytes);
+  return bytes;
+}
+
 std::vector<std::string> metadata_problems(const GgufFile& file, const ArchitectureNumbers& build) {
   std::vector<std::string> problems;
   const std::optional<std::string> arch = file.string("general.architecture");

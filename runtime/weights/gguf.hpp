@@ -107,6 +107,10 @@ void dequantize_q8_0(std::span<const std::byte> src, std::span<float> dst);
 // a multiple of 32.
 std::vector<std::byte> quantize_q8_0(std::span<const float> src);
 
+// f32 values as a tensor of `dtype` stores them: converted little-endian
+// elements, or Q8_0 blocks. For writers (tests, tools).
+std::vector<std::byte> encode_values(DType dtype, std::span<const float> values);
+
 struct GgufTensorToWrite {
   std::string name;
   DType dtype;

@@ -88,14 +88,7 @@ int convert(const std::string& hf_spec_path, const std::string& gguf_spec_path, 
       values.swap(transposed);
     }
     if (permute && (t.role == Role::Q || t.role == Role::K)) values = interleave_rows(values, rows, cols, hf.dims.head_dim);
-    weights::GgufTensorToWrite w{t.name, t.dtype, t.shape, {}};
-    if (t.dtype == DType::Q8_0) {
-      w.data = weights::quantize_q8_0(values);
-    } else {
-      w.data.resize(values.size() * weights::dtype_size(t.dtype));
-      weights::convert(DType::F32, std::as_bytes(std::span(values)), t.dtype, w.data);
-    }
-    tensors.push_back(std::move(w));
+    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
   }
   weights::write_gguf(out, importer::gguf_metadata_from_spec(gg), tensors);
   std::cout << out << ": " << tensors.size() << " tensors" << (permute ? ", q/k rows interleaved" : "") << "\n";

@@ -177,14 +177,7 @@ TEST_CASE("import_gguf reads a file and checks its tensors against the imported 
   std::vector<weights::GgufTensorToWrite> tensors;
   for (const spec::TensorSpec& t : spec::build_manifest(twin).tensors) {
     std::vector<float> values(static_cast<size_t>(t.elements()), 0.5f);
-    weights::GgufTensorToWrite w{t.name, t.dtype, t.shape, {}};
-    if (t.dtype == DType::Q8_0) {
-      w.data = weights::quantize_q8_0(values);
-    } else {
-      w.data.resize(values.size() * weights::dtype_size(t.dtype));
-      weights::convert(DType::F32, std::as_bytes(std::span(values)), t.dtype, w.data);
-    }
-    tensors.push_back(std::move(w));
+    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
   }
   const auto metadata = gguf_metadata_from_spec(twin);
   const std::string path = (dir.dir / "tiny-q8.gguf").string();

@@ -106,12 +106,7 @@ std::vector<weights::TensorToWrite> checkpoint_tensors() {
     const std::vector<float>& values = test_weights().tensors.at(std::string(e.name));
     weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
     if (e.rank == 2) t.shape.push_back(e.shape[1]);
-    if (e.dtype == DType::Q8_0) {
-      t.data = q8_blocks().at(t.name);
-    } else {
-      t.data.resize(values.size() * weights::dtype_size(e.dtype));
-      weights::convert(DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
-    }
+    t.data = e.dtype == DType::Q8_0 ? q8_blocks().at(t.name) : weights::encode_values(e.dtype, values);
     tensors.push_back(std::move(t));
   }
   return tensors;
