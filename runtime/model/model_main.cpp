@@ -314,14 +314,15 @@ int cmd_chat(const TextOptions& o) {
     if (terminal) std::cout << "> " << std::flush;
     if (!std::getline(std::cin, line)) break;
     const std::string text = line + "\n";
-    if (session.position() + static_cast<int64_t>(run.tokenizer.encode(text, session.position() == 0).size()) + 1 >
-        session.context()) {
+    std::vector<int32_t> ids = lathe::text::encode_prompt(session, run.tokenizer, text);
+    if (session.position() + static_cast<int64_t>(ids.size()) + 1 > session.context()) {
       std::cerr << "[the context is full: starting over]\n";
       session.reset();
       run.sampler.reset();
+      ids = lathe::text::encode_prompt(session, run.tokenizer, text);  // now with BOS
     }
     const lathe::text::GenerateStats stats = lathe::text::generate(
-        session, run.tokenizer, run.sampler, text, options, [](std::string_view t) { std::cout << t << std::flush; });
+        session, run.tokenizer, run.sampler, ids, options, [](std::string_view t) { std::cout << t << std::flush; });
     std::cout << "\n";
     if (terminal) print_stats(stats, run.vk.device().info().name);
   }

@@ -6,12 +6,19 @@
 
 namespace lathe::text {
 
+std::vector<int32_t> encode_prompt(const Session& session, const Tokenizer& tokenizer, std::string_view prompt) {
+  return tokenizer.encode(prompt, /*add_special=*/session.position() == 0);
+}
+
 GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::string_view prompt,
+                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+  return generate(session, tokenizer, sampler, encode_prompt(session, tokenizer, prompt), options, on_text);
+}
+
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::span<const int32_t> ids,
                        const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
   using Clock = std::chrono::steady_clock;
   GenerateStats stats;
-  const bool fresh = session.position() == 0;
-  const std::vector<int32_t> ids = tokenizer.encode(prompt, /*add_special=*/fresh);
   if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "the prompt encodes to no tokens (and the vocabulary adds no BOS)");
   if (session.position() + static_cast<int64_t>(ids.size()) > session.context())
     throw Error(ErrorKind::InvalidArgument, "the prompt's " + std::to_string(ids.size()) + " tokens do not fit the " +
@@ -29,10 +36,9 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   const Clock::time_point start = Clock::now();
   std::vector<float> logits = session.prefill(ids);
   Clock::time_point prefilled{};
-  int32_t last = -1;
+  int32_t token = -1;
   while (true) {
-    const int32_t token = sampler.sample(logits);
-    last = token;
+    token = sampler.sample(logits);
     if (stats.new_tokens == 0) prefilled = Clock::now();
     ++stats.new_tokens;
     const StopChecker::Step step = stop.push(token, decoder.push(token));
@@ -54,7 +60,7 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   if (!rest.empty()) on_text(rest);
   // The last pick was printed: the cache keeps it too, for a conversation
   // that goes on (an EOS or a stop string ends the turn unfed).
-  if (stats.stop_reason == "max tokens" && session.position() < session.context()) session.decode(last);
+  if (stats.stop_reason == "max tokens" && session.position() < session.context()) session.decode(token);
   const Clock::time_point done = Clock::now();
   stats.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
   stats.decode_seconds = std::chrono::duration<double>(done - prefilled).count();

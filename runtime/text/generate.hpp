@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,13 +30,22 @@ struct GenerateStats {
   std::string stop_reason;     // "eos", "stop string \"…\"", "max tokens", "context full"
 };
 
-// Encodes `prompt` (with the tokenizer's BOS when the session's cache is
-// empty), appends it to the session's cache, then samples up to
-// max_new_tokens tokens, each fed back through a decode step, and hands
-// each printable piece of text to `on_text` as soon as it is complete UTF-8
-// and cannot be the start of a stop string. The cache keeps the prompt and
-// every fed token, so a later call continues the conversation. Throws
-// Error(InvalidArgument) when the prompt alone does not fit the context.
+// The ids of `prompt` as the session's cache continues it: with the
+// tokenizer's BOS (and whatever else its post-processor adds) when the cache
+// is empty, as they are otherwise.
+std::vector<int32_t> encode_prompt(const Session& session, const Tokenizer& tokenizer, std::string_view prompt);
+
+// Appends `prompt_ids` to the session's cache, then samples up to
+// max_new_tokens tokens, each fed back through a decode step, and hands each
+// printable piece of text to `on_text` as soon as it is complete UTF-8 and
+// cannot be the start of a stop string. The cache keeps the prompt and every
+// fed token, so a later call continues the conversation. Throws
+// Error(InvalidArgument) when the prompt is empty or alone does not fit the
+// context.
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler,
+                       std::span<const int32_t> prompt_ids, const GenerateOptions& options,
+                       const std::function<void(std::string_view)>& on_text);
+// The same for text: encode_prompt, then the above.
 GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::string_view prompt,
                        const GenerateOptions& options, const std::function<void(std::string_view)>& on_text);
 
