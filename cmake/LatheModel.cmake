@@ -26,7 +26,7 @@ function(lathe_add_model target)
   # The model's C++ API: its model_info(), Session (load, prefill, decode),
   # tokenizers, the sampler and text generation.
   target_link_libraries(${target} PUBLIC lathe_options lathe_runtime lathe_text)
-  add_executable(${target}_run ${PROJECT_SOURCE_DIR}/runtime/model/model_main.cpp)
+  add_executable(${target}_run ${PROJECT_SOURCE_DIR}/cli/model_main.cpp)
   target_link_libraries(${target}_run PRIVATE ${target} CLI11::CLI11)
   set_target_properties(${target}_run PROPERTIES OUTPUT_NAME ${target} RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 endfunction()

@@ -10,7 +10,8 @@
 #include "generator/clang/format.hpp"
 #include "generator/emit/emit_cpp.hpp"
 #include "generator/emit/emit_kernels.hpp"
-#include "generator/import/hf_import.hpp"
+#include "generator/import/import.hpp"
+#include "generator/lower/model_plan.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 #include "runtime/error.hpp"
@@ -50,35 +51,48 @@ int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& p
 
 // The generated header as `gen` writes it (formatted with libFormat, as is
 // model.cpp), named `header_name` for its #line resets.
-std::string model_header(const lathe::spec::Spec& spec, const std::string& path, const std::string& header_name) {
-  return lathe::clang::format_cpp(lathe::emit::emit_model_header(spec, path, header_name), header_name);
+std::string model_header(const lathe::spec::Spec& spec, const lathe::lower::ModelPlan& model, const std::string& path,
+                         const std::string& header_name) {
+  return lathe::clang::format_cpp(lathe::emit::emit_model_header(spec, model, path, header_name), header_name);
 }
 
-// load_spec, and the fields the runtime cannot run yet are errors too.
-std::optional<lathe::spec::Spec> load_supported_spec(const std::string& path) {
+// A spec the kernels can run, and its plan: parse errors, fields the runtime
+// cannot run yet and graphs the lowering cannot turn into dispatches are all
+// errors at the spec.
+struct Planned {
+  lathe::spec::Spec spec;
+  lathe::lower::ModelPlan model;
+};
+std::optional<Planned> load_planned(const std::string& path) {
   auto spec = load_spec(path);
-  if (!spec) return spec;
+  if (!spec) return std::nullopt;
   lathe::spec::Diagnostics diagnostics(path);
   if (!lathe::emit::check_supported(*spec, diagnostics)) {
     std::cerr << diagnostics.format();
     return std::nullopt;
   }
-  return spec;
+  auto model = lathe::lower::plan_model(*spec, diagnostics);
+  if (!model) {
+    std::cerr << diagnostics.format();
+    return std::nullopt;
+  }
+  return Planned{std::move(*spec), std::move(*model)};
 }
 
 // Writes <out>/model.hpp, model.cpp and kernels.cpp, each only when its text
 // changed; unsupported fields are errors at the spec. `dump`: also the GLSL
 // and SPIR-V disassembly of every kernel instance, to <out>/kernels.dump.
 int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
-  auto spec = load_supported_spec(path);
-  if (!spec) return 1;
+  auto planned = load_planned(path);
+  if (!planned) return 1;
+  const lathe::spec::Spec* spec = &planned->spec;
   std::filesystem::create_directories(out_dir);
   const std::filesystem::path dir(out_dir);
   const std::string header_path = (dir / "model.hpp").string();
   const std::string source_path = (dir / "model.cpp").string();
-  const std::vector<lathe::emit::CompiledKernel> kernels = lathe::emit::compile_kernels(*spec);
+  const std::vector<lathe::emit::CompiledKernel> kernels = lathe::emit::compile_kernels(*spec, planned->model.plan);
   const std::vector<std::pair<std::string, std::string>> files = {
-      {header_path, model_header(*spec, path, header_path)},
+      {header_path, model_header(*spec, planned->model, path, header_path)},
       {source_path, lathe::clang::format_cpp(lathe::emit::emit_model_source(*spec, path), source_path)},
       {(dir / "kernels.cpp").string(), lathe::emit::emit_kernels_source(*spec, path, kernels)},
   };
@@ -87,9 +101,11 @@ int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, boo
     if (!quiet) std::cout << file << (written ? " (written)" : " (unchanged)") << "\n";
   }
   if (dump) {
+    const std::string plan_path = (dir / "plan.dump").string();
+    lathe::emit::write_if_changed(plan_path, lathe::lower::describe(planned->model));
     const std::string dump_path = (dir / "kernels.dump").string();
     lathe::emit::write_if_changed(dump_path, lathe::emit::dump_kernels(kernels));
-    if (!quiet) std::cout << dump_path << "\n";
+    if (!quiet) std::cout << plan_path << "\n" << dump_path << "\n";
   }
   return 0;
 }
@@ -99,13 +115,14 @@ int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, boo
 // schedule, are reported at the spec. `inject` is C++ appended to the
 // translation unit (debugging, tests of the check itself).
 int cmd_check(const std::string& path, const std::string& root, const std::string& inject) {
-  auto spec = load_supported_spec(path);
-  if (!spec) return 1;
+  auto planned = load_planned(path);
+  if (!planned) return 1;
+  const lathe::spec::Spec* spec = &planned->spec;
   lathe::clang::CheckOptions options;
   options.model_namespace = lathe::emit::model_namespace(spec->name);
   options.include_dirs = {root};
   options.extra_code = inject;
-  const auto result = lathe::clang::check_generated(model_header(*spec, path, options.header_name), options);
+  const auto result = lathe::clang::check_generated(model_header(*spec, planned->model, path, options.header_name), options);
   std::cerr << result.format();
   if (!result.ok) {
     const int errors = result.errors();

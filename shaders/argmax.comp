@@ -10,8 +10,8 @@
 
 layout(local_size_x_id = 0) in;
 
-IO_BLOCK(0)
-layout(std430, binding = 1) readonly buffer L { float logits[]; };
+IO_BLOCK(BINDING_io)
+layout(std430, binding = BINDING_logits) readonly buffer L { float logits[]; };
 
 void main() {
   const uint base = (pc.rows - 1) * V;

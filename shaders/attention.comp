@@ -25,14 +25,14 @@
 
 layout(local_size_x_id = 0) in;
 
-IO_BLOCK(0)
-layout(std430, binding = 1) readonly buffer Q { float q[]; };
+IO_BLOCK(BINDING_io)
+layout(std430, binding = BINDING_q) readonly buffer Q { float q[]; };
 
 #include "kv.glsl"
-layout(binding = 2) uniform usamplerBuffer KT;  // [context][HKV][CTPR] texels
-layout(binding = 3) uniform usamplerBuffer VT;
-layout(std430, binding = 4) writeonly buffer O { float o[]; };
-layout(std430, binding = 5) writeonly buffer Part { float part[]; };
+layout(binding = BINDING_k_cache) uniform usamplerBuffer KT;  // [context][HKV][CTPR] texels
+layout(binding = BINDING_v_cache) uniform usamplerBuffer VT;
+layout(std430, binding = BINDING_out) writeonly buffer O { float o[]; };
+layout(std430, binding = BINDING_partials) writeonly buffer Part { float part[]; };
 layout(constant_id = 1) const uint SPLITS = 1;
 
 const uint LANES = gl_WorkGroupSize.x;

@@ -10,8 +10,8 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint SPLITS = 1;
 
-layout(std430, binding = 0) readonly buffer Part { float part[]; };
-layout(std430, binding = 1) writeonly buffer O { float o[]; };
+layout(std430, binding = BINDING_partials) readonly buffer Part { float part[]; };
+layout(std430, binding = BINDING_out) writeonly buffer O { float o[]; };
 
 void main() {
   const uint head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;

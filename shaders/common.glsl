@@ -28,12 +28,8 @@ void unpack_texel(uvec4 t, out float v[VPT]) {
 }
 #endif
 
-// Activations (ACT_*: the values the generator writes for ACT).
-#define ACT_NONE 0
-#define ACT_SILU 1
-#define ACT_GELU_ERF 2
-#define ACT_GELU_TANH 3
-#define ACT_RELU 4
+// Activations: ACT_NONE and ACT_<name> for each activation of the table in
+// core/contract.hpp, written by the generator before this file.
 
 // erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): GLSL has no erf.
 float erf_approx(float x) {

@@ -14,10 +14,10 @@
 
 layout(local_size_x_id = 0) in;
 
-IO_BLOCK(0)
-layout(binding = 1) uniform usamplerBuffer E;
-layout(binding = 2) uniform usamplerBuffer P;
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+IO_BLOCK(BINDING_io)
+layout(binding = BINDING_table) uniform usamplerBuffer E;
+layout(binding = BINDING_positions) uniform usamplerBuffer P;
+layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
 
 const uint TPR = D / VPT;  // texels per row
 

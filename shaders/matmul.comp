@@ -33,15 +33,15 @@ layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint TOKENS = 1;
 layout(constant_id = 3) const uint XT = 2;  // texels per lane per chunk of K
 
-layout(binding = 0) uniform usamplerBuffer W;
-layout(binding = 1) uniform usamplerBuffer W2;
-layout(std430, binding = 2) readonly buffer X { vec4 x[]; };
-layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
-layout(std430, binding = 4) readonly buffer Bias2 { float bias2[]; };
-layout(std430, binding = 5) buffer Y { float y[]; };
+layout(binding = BINDING_w) uniform usamplerBuffer W;
+layout(binding = BINDING_w2) uniform usamplerBuffer W2;
+layout(std430, binding = BINDING_x) readonly buffer X { vec4 x[]; };
+layout(std430, binding = BINDING_bias) readonly buffer Bias { float bias[]; };
+layout(std430, binding = BINDING_bias2) readonly buffer Bias2 { float bias2[]; };
+layout(std430, binding = BINDING_y) buffer Y { float y[]; };
 #if NORM
-layout(std430, binding = 6) readonly buffer NormG { vec4 norm_g[]; };
-layout(std430, binding = 7) readonly buffer NormB { vec4 norm_b[]; };
+layout(std430, binding = BINDING_norm_scale) readonly buffer NormG { vec4 norm_g[]; };
+layout(std430, binding = BINDING_norm_shift) readonly buffer NormB { vec4 norm_b[]; };
 #endif
 
 const uint TPR = K / VPT;  // texels per weight row

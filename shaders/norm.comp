@@ -13,10 +13,10 @@
 
 layout(local_size_x_id = 0) in;  // = the device's subgroup size
 
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) readonly buffer G { float g[]; };
-layout(std430, binding = 2) readonly buffer B { float b[]; };
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = BINDING_x) readonly buffer X { float x[]; };
+layout(std430, binding = BINDING_scale) readonly buffer G { float g[]; };
+layout(std430, binding = BINDING_shift) readonly buffer B { float b[]; };
+layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
 
 void main() {
   const uint row = gl_WorkGroupID.x;

@@ -16,14 +16,14 @@
 
 layout(local_size_x_id = 0) in;
 
-IO_BLOCK(0)
-layout(std430, binding = 1) buffer Q { float q[]; };
-layout(std430, binding = 2) readonly buffer K { float k[]; };
-layout(std430, binding = 3) readonly buffer V { float v[]; };
+IO_BLOCK(BINDING_io)
+layout(std430, binding = BINDING_q) buffer Q { float q[]; };
+layout(std430, binding = BINDING_k) readonly buffer K { float k[]; };
+layout(std430, binding = BINDING_v) readonly buffer V { float v[]; };
 
 #include "kv.glsl"
-layout(std430, binding = 4) writeonly buffer KC { CACHE_PAIR kc[]; };
-layout(std430, binding = 5) writeonly buffer VC { CACHE_PAIR vc[]; };
+layout(std430, binding = BINDING_k_cache) writeonly buffer KC { CACHE_PAIR kc[]; };
+layout(std430, binding = BINDING_v_cache) writeonly buffer VC { CACHE_PAIR vc[]; };
 
 #if ROPE
 // The partner of dim d in its rotation pair, the frequency index, and the

@@ -1,7 +1,7 @@
 // `lathe check`: compiles a generated model header in process with Clang's
 // libTooling (-fsyntax-only, C++20) so that the contract's static_asserts —
 // in the header and, through the instantiated forward schedule, in the typed
-// API (runtime/model/typed.hpp) — run without a build. The header's `#line`
+// API (core/typed.hpp) — run without a build. The header's `#line`
 // directives make the diagnostics point at the spec.
 #pragma once
 

@@ -8,7 +8,8 @@
 #include <map>
 #include <sstream>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
+#include "core/plan.hpp"
 
 namespace lathe::embedded {
 std::string_view templates(std::string_view name);
@@ -22,16 +23,6 @@ using kainjow::mustache::mustache;
 using namespace lathe::spec;
 
 
-const char* activation_enum(spec::Activation a) {
-  switch (a) {
-    case spec::Activation::SiLU: return "Activation::SiLU";
-    case spec::Activation::GeluErf: return "Activation::GeluErf";
-    case spec::Activation::GeluTanh: return "Activation::GeluTanh";
-    case spec::Activation::ReLU: return "Activation::ReLU";
-  }
-  return "?";
-}
-
 // The handle type of a manifest tensor, in math orientation.
 std::string handle_type(const TensorSpec& t, Layout layout) {
   if (t.shape.size() == 1) return "typed::Vector<" + std::to_string(t.shape[0]) + ">";
@@ -41,85 +32,117 @@ std::string handle_type(const TensorSpec& t, Layout layout) {
   return "typed::Weight<" + std::to_string(rows) + ", " + std::to_string(cols) + ">";
 }
 
-std::string member_name(const TensorSpec& t) { return std::string(spec::name(t.role)) + (t.bias ? "_bias" : ""); }
-
-class Lines {
- public:
-  explicit Lines(const Spec& s) : s_(s) {}
-  // A schedule statement attributed to the spec key that decides it.
-  void add(const std::string& key, const std::string& code) {
+// The typed forward(): the graph's ops as calls of typed::Recorder, one
+// statement an op, each attributed to the spec key that decides it.
+kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g) {
+  kainjow::mustache::list out;
+  auto v = [](uint32_t id) { return "v" + std::to_string(id); };
+  for (size_t i = 0; i < g.schedule.ops.size(); ++i) {
+    const typed::Op& op = g.schedule.ops[i];
+    const std::string& w = g.handles[i][0];
+    const std::string& b = g.handles[i][1];
+    const std::string out_var = "auto " + v(op.out) + " = ";
+    const std::string act = "Activation::" + std::string(spelling(static_cast<Activation>(op.variant)).enumerator);
+    std::string code;
+    switch (op.kind) {
+      case typed::OpKind::Embed: code = out_var + "r.embed(" + w + ", embedding_scale);"; break;
+      case typed::OpKind::PosEmbed:
+        code = out_var + "r.add_positions(" + v(op.in[0]) + ", " + w + ", position_offset);";
+        break;
+      case typed::OpKind::RMSNorm: code = out_var + "r.rmsnorm(" + v(op.in[0]) + ", " + w + ", norm_eps);"; break;
+      case typed::OpKind::LayerNorm:
+        code = out_var + "r.layernorm(" + v(op.in[0]) + ", " + w + (b.empty() ? "" : ", " + b) + ", norm_eps);";
+        break;
+      case typed::OpKind::MatMul:
+        code = out_var + "r.matmul(" + w + ", " + v(op.in[0]) + (b.empty() ? "" : ", " + b) + ");";
+        break;
+      case typed::OpKind::Split:
+        code = out_var + "r.template split<" + std::to_string(op.dims[0]) + ", " + std::to_string(op.dims[1]) + ">(" +
+               v(op.in[0]) + ");";
+        break;
+      case typed::OpKind::Rope:
+        code = "r.template rope<heads, kv_heads, head_dim, rotary_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) +
+               ", RopePairing::" + std::string(spelling(static_cast<RopePairing>(op.variant)).enumerator) +
+               ", rope_theta);";
+        break;
+      case typed::OpKind::Attention:
+        code = out_var + "r.template attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
+               v(op.in[2]) + ", " + std::to_string(op.layer) + ", attention_scale);";
+        break;
+      case typed::OpKind::Act: code = out_var + "r.activation(" + v(op.in[0]) + ", " + act + ");"; break;
+      case typed::OpKind::GatedAct:
+        code = out_var + "r.gated(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " + act + ");";
+        break;
+      case typed::OpKind::Add: code = out_var + "r.add(" + v(op.in[0]) + ", " + v(op.in[1]) + ");"; break;
+      case typed::OpKind::Logits: code = "r.logits(" + w + ", " + v(op.in[0]) + ");"; break;
+    }
     data item;
     item.set("code", code);
-    const Loc loc = s_.where(key);
+    const Loc loc = s.where(g.keys[i]);
     if (loc.line > 0) {
       data line;
       line.set("line", std::to_string(loc.line));
       item.set("line", line);
     }
-    list_.push_back(item);
+    out.push_back(item);
   }
-  kainjow::mustache::list take() { return std::move(list_); }
+  return out;
+}
 
- private:
-  const Spec& s_;
-  kainjow::mustache::list list_;
-};
-
-void lower_forward(const Spec& s, const std::map<std::string, bool>& has, Lines& out) {
-  const Dims& d = s.dims;
-  const std::string q_width = std::to_string(d.heads * d.head_dim);
-  const std::string kv_width = std::to_string(d.kv_heads * d.head_dim);
-  auto bias = [&](const std::string& role) {
-    return has.count(role + "_bias") ? ", weights." + role + "_bias[layer]" : std::string();
-  };
-  auto norm = [&](const std::string& x, const std::string& role, const std::string& index) {
-    const std::string w = "weights." + role + index;
-    if (s.norm.kind == NormKind::RMSNorm) return "r.rmsnorm(" + x + ", " + w + ", norm_eps)";
-    if (!s.norm.bias) return "r.layernorm(" + x + ", " + w + ", norm_eps)";
-    return "r.layernorm(" + x + ", " + w + ", weights." + role + "_bias" + index + ", norm_eps)";
-  };
-
-  out.add("embedding", "auto x = r.embed(weights.embed, embedding_scale);");
-  if (s.position.kind == PositionKind::Learned)
-    out.add("position.kind", "x = r.add_positions(x, weights.pos_embed, position_offset);");
-  out.add("dims.layers", "for (int32_t layer = 0; layer < layers; ++layer) {");
-  out.add("norm.kind", "  auto h = " + norm("x", "attn_norm", "[layer]") + ";");
-  if (s.weights.fused_qkv) {
-    out.add("weights.fused_qkv", "  auto qkv = r.matmul(weights.qkv[layer], h" + bias("qkv") + ");");
-    out.add("dims.heads", "  auto q = r.template split<0, " + q_width + ">(qkv);");
-    out.add("dims.kv_heads", "  auto k = r.template split<" + q_width + ", " + kv_width + ">(qkv);");
-    out.add("dims.kv_heads", "  auto v = r.template split<" + q_width + " + " + kv_width + ", " + kv_width + ">(qkv);");
-  } else {
-    out.add("dims.heads", "  auto q = r.matmul(weights.q[layer], h" + bias("q") + ");");
-    out.add("dims.kv_heads", "  auto k = r.matmul(weights.k[layer], h" + bias("k") + ");");
-    out.add("dims.kv_heads", "  auto v = r.matmul(weights.v[layer], h" + bias("v") + ");");
+std::string binding_expr(const plan::Binding& b) {
+  const std::string i = std::to_string(b.index);
+  switch (b.resource) {
+    case plan::Resource::None: return "{}";
+    case plan::Resource::Io: return "plan::io()";
+    case plan::Resource::Activation: return "plan::activation(" + i + ")";
+    case plan::Resource::Logits: return "plan::logits()";
+    case plan::Resource::Weight: return "plan::weight(" + i + ")";
+    case plan::Resource::Pack: return "plan::pack(" + i + ")";
+    case plan::Resource::PackBias: return "plan::pack_bias(" + i + ")";
+    case plan::Resource::KCache: return "plan::k_cache(" + i + ")";
+    case plan::Resource::VCache: return "plan::v_cache(" + i + ")";
+    case plan::Resource::Partials: return "plan::partials()";
   }
-  if (s.position.kind == PositionKind::Rope)
-    out.add("position", std::string("  r.template rope<heads, kv_heads, head_dim, rotary_dim>(q, k, RopePairing::") +
-                            (s.position.pairing == RopePairing::Neox ? "Neox" : "Interleaved") + ", rope_theta);");
-  out.add("dims.kv_heads", "  auto a = r.template attention<heads, kv_heads, head_dim>(q, k, v, layer, attention_scale);");
-  out.add("dims.hidden", "  x = r.add(x, r.matmul(weights.o[layer], a" + bias("o") + "));");
-  out.add("norm.placement", "  auto m = " + norm("x", "mlp_norm", "[layer]") + ";");
-  const std::string act = activation_enum(s.mlp.activation);
-  const std::string width = std::to_string(d.intermediate);
-  if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
-    const bool gate_first = s.mlp.fused_gate_up == FusedGateUp::GateUp;
-    out.add("mlp.fused_gate_up", "  auto gu = r.matmul(weights.gate_up[layer], m" + bias("gate_up") + ");");
-    out.add("mlp.fused_gate_up", "  auto g = r.template split<" + std::string(gate_first ? "0" : width) + ", " + width + ">(gu);");
-    out.add("mlp.fused_gate_up", "  auto u = r.template split<" + std::string(gate_first ? width : "0") + ", " + width + ">(gu);");
-    out.add("mlp.activation", "  auto f = r.gated(g, u, " + act + ");");
-  } else if (s.mlp.gated) {
-    out.add("dims.intermediate", "  auto g = r.matmul(weights.gate[layer], m" + bias("gate") + ");");
-    out.add("dims.intermediate", "  auto u = r.matmul(weights.up[layer], m" + bias("up") + ");");
-    out.add("mlp.activation", "  auto f = r.gated(g, u, " + act + ");");
-  } else {
-    out.add("dims.intermediate", "  auto u = r.matmul(weights.up[layer], m" + bias("up") + ");");
-    out.add("mlp.activation", "  auto f = r.activation(u, " + act + ");");
+  return "{}";
+}
+
+const char* grid_name(plan::Grid g) {
+  switch (g) {
+    case plan::Grid::Rows: return "Rows";
+    case plan::Grid::Heads: return "Heads";
+    case plan::Grid::Split: return "Split";
+    case plan::Grid::Tiles: return "Tiles";
+    case plan::Grid::Single: return "Single";
   }
-  out.add("dims.hidden", "  x = r.add(x, r.matmul(weights.down[layer], f" + bias("down") + "));");
-  out.add("dims.layers", "}");
-  if (s.norm.final_norm) out.add("norm.final", "x = " + norm("x", "final_norm", "") + ";");
-  out.add("embedding.tied", "r.logits(weights.lm_head, x);");
+  return "?";
+}
+
+// One dispatch as a designated initializer: its bindings and push constants
+// by the names of its family's interface (core/kernels.hpp), in their order.
+std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatch& d, const Spec& s) {
+  const kernels::FamilyInfo& f = kernels::family(m.plan.kernel(d).family);
+  std::string out = "{.kernel = " + std::to_string(d.kernel) + ", .grid = plan::Grid::" + grid_name(d.grid);
+  if (d.last_row) out += ", .last_row = true";
+  if (d.split_only) out += ", .split_only = true";
+  out += ", .groups_x = " + std::to_string(d.groups_x);
+  std::string named;
+  for (const kernels::BindingInfo& b : f.bindings) {
+    const plan::Binding x = d.binding(std::string(b.name));
+    if (x.resource == plan::Resource::None) continue;
+    named += std::string(named.empty() ? "" : ", ") + "." + std::string(b.name) + " = " + binding_expr(x);
+  }
+  out += ",\n     .bindings = plan::bindings(kernels::" + std::string(f.bindings_struct) + "<plan::Binding>{" + named + "})";
+  std::string fields;
+  for (const push::FieldInfo& field : f.push) {
+    auto it = d.push.find(std::string(field.name));
+    if (it == d.push.end()) continue;
+    fields += std::string(fields.empty() ? "" : ", ") + "." + std::string(field.name) + " = " + std::to_string(it->second);
+  }
+  out += ",\n     .push = push::words(push::" + std::string(f.push_struct) + "{" + fields + "})";
+  if (d.layer >= 0) out += ", .layer = " + std::to_string(d.layer);
+  const Loc loc = s.where(m.graph.keys[d.op]);
+  if (loc.line > 0) out += ", .line = " + std::to_string(loc.line);
+  return out + "}";
 }
 
 }  // namespace
@@ -184,9 +207,10 @@ std::string model_namespace(const std::string& name) {
   return out;
 }
 
-std::string emit_model_header(const Spec& s, const std::string& spec_path, const std::string& header_name) {
+std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, const std::string& spec_path,
+                              const std::string& header_name) {
   const Dims& d = s.dims;
-  const Manifest manifest = build_manifest(s);
+  const Manifest& manifest = model.manifest;
 
   data root;
   root.set("spec_file", spec_path);
@@ -262,7 +286,7 @@ std::string emit_model_header(const Spec& s, const std::string& spec_path, const
     e.set("dtype", std::string(spelling(ts.dtype).enumerator));
     entries.push_back(e);
 
-    const std::string member = member_name(ts);
+    const std::string member = lower::member_name(ts);
     if (!has.count(member)) {
       has[member] = true;
       member_order.push_back(member);
@@ -315,9 +339,55 @@ std::string emit_model_header(const Spec& s, const std::string& spec_path, const
   root.set("members", members);
   root.set("assignments", assignments);
 
-  Lines lines(s);
-  lower_forward(s, has, lines);
-  root.set("schedule", lines.take());
+  root.set("schedule", forward_statements(s, model.graph));
+
+  // The plan: kernels, slots, packs, dispatches.
+  const lower::Plan& p = model.plan;
+  kainjow::mustache::list kernel_items;
+  for (const lower::KernelKey& k : p.kernels) {
+    data item;
+    item.set("name", k.name());
+    item.set("family", std::string(kernels::family(k.family).key));
+    item.set("family_enum", std::string(kernels::family(k.family).enumerator));
+    item.set("width", i(k.family == kernels::Family::Matmul ? k.width : 0));
+    kernel_items.push_back(item);
+  }
+  root.set("plan_kernels", kernel_items);
+  root.set("kernel_count", i(static_cast<int64_t>(p.kernels.size())));
+  std::string slots;
+  for (int64_t w : p.slot_widths) slots += (slots.empty() ? "" : ", ") + i(w);
+  root.set("slot_widths", slots);
+  root.set("slot_count", i(static_cast<int64_t>(p.slot_widths.size())));
+  kainjow::mustache::list pack_items;
+  for (const lower::Pack& pk : p.packs) {
+    auto list = [&](const std::vector<int32_t>& v) {
+      std::string out;
+      for (int32_t x : v) out += (out.empty() ? "" : ", ") + i(x);
+      return "{" + out + "}, " + i(static_cast<int64_t>(v.size()));
+    };
+    data item;
+    item.set("init", "{" + list(pk.weights) + ", " + list(pk.biases) + "}");
+    std::string names;
+    for (int32_t w : pk.weights) names += (names.empty() ? "" : ", ") + manifest.tensors[static_cast<size_t>(w)].name;
+    item.set("names", names);
+    pack_items.push_back(item);
+  }
+  root.set("packs", pack_items);
+  root.set("pack_count", i(static_cast<int64_t>(p.packs.size())));
+  kainjow::mustache::list dispatch_items;
+  for (size_t n = 0; n < p.dispatches.size(); ++n) {
+    const lower::Dispatch& dispatch = p.dispatches[n];
+    data item;
+    item.set("index", i(static_cast<int64_t>(n)));
+    item.set("kernel", p.kernel_name(dispatch));
+    item.set("init", dispatch_initializer(model, dispatch, s));
+    dispatch_items.push_back(item);
+  }
+  root.set("dispatches", dispatch_items);
+  root.set("dispatch_count", i(static_cast<int64_t>(p.dispatches.size())));
+  root.set("cache_row_bytes", i(model.cache_row_bytes));
+  root.set("partials_row_floats", i(model.partials_row_floats));
+  root.set("widest_row_floats", i(model.widest_row_floats));
 
   mustache tmpl{std::string(lathe::embedded::templates("model.hpp.mustache"))};
   tmpl.set_custom_escape([](const std::string& text) { return text; });
@@ -333,6 +403,13 @@ std::string emit_model_header(const Spec& s, const std::string& spec_path, const
     out << line << "\n";
   }
   return out.str();
+}
+
+std::string emit_model_header(const Spec& s, const std::string& spec_path, const std::string& header_name) {
+  Diagnostics diagnostics(spec_path);
+  const auto model = lower::plan_model(s, diagnostics);
+  if (!model) throw std::runtime_error(diagnostics.format());
+  return emit_model_header(s, *model, spec_path, header_name);
 }
 
 std::string emit_model_source(const Spec& s, const std::string& spec_path) {

@@ -1,12 +1,13 @@
 // Emission of a model's C++: the constexpr configuration, static_asserts of
-// the contract, the weight manifest, typed weight handles and the forward
-// schedule, from templates/model.hpp.mustache.
+// the contract, the weight manifest, typed weight handles, the typed forward
+// schedule and the lowered plan, from templates/model.hpp.mustache.
 #pragma once
 
 #include <string>
 
+#include "core/spec.hpp"
+#include "generator/lower/model_plan.hpp"
 #include "generator/spec/diagnostics.hpp"
-#include "generator/spec/spec.hpp"
 
 namespace lathe::emit {
 
@@ -24,6 +25,11 @@ std::string model_namespace(const std::string& name);
 
 // The header text. `spec_path` is the path written into #line directives;
 // `header_name` is the file name the header will have (for #line resets).
+std::string emit_model_header(const spec::Spec& spec, const lower::ModelPlan& model, const std::string& spec_path,
+                              const std::string& header_name);
+
+// The same for the spec's own plan (lowered here); throws std::runtime_error
+// with the diagnostics when the spec cannot be lowered.
 std::string emit_model_header(const spec::Spec& spec, const std::string& spec_path, const std::string& header_name);
 
 // model.cpp: defines lathe::model_info() for the generic runtime.

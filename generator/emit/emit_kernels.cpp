@@ -1,5 +1,6 @@
 #include "generator/emit/emit_kernels.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -7,17 +8,23 @@
 #include <stdexcept>
 
 #include "generator/emit/emit_cpp.hpp"
-#include "generator/spec/manifest.hpp"
-#include "runtime/model/kernel_names.hpp"
+#include "generator/lower/model_plan.hpp"
 
 namespace lathe::emit {
 namespace {
 
 using namespace lathe::spec;
+using lower::KernelKey;
 
 std::string define(const std::string& name, const std::string& value) { return "#define " + name + " " + value + "\n"; }
 std::string define(const std::string& name, int64_t value) { return define(name, std::to_string(value) + "u"); }
 std::string flag(const std::string& name, bool value) { return define(name, value ? "1" : "0"); }
+
+std::string upper(std::string_view word) {
+  std::string out(word);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
 
 int wdtype(DType d) {
   switch (d) {
@@ -29,142 +36,103 @@ int wdtype(DType d) {
   throw std::runtime_error(std::string("kernels: no kernel reads weights of dtype ") + name(d));
 }
 
-// The manifest's view of the roles: dtype of a role's weight, and whether
-// the role carries a bias.
-struct Roles {
-  explicit Roles(const Spec& s) {
-    for (const TensorSpec& t : build_sample_manifest(s).tensors) {
-      if (t.bias) biased.insert(t.role);
-      else dtypes[t.role] = device_dtype(t.dtype);
-    }
-  }
-  DType dtype(Role r) const { return dtypes.count(r) ? dtypes.at(r) : DType::F32; }
-  bool bias(Role r) const { return biased.count(r) > 0; }
-  std::map<Role, DType> dtypes;
-  std::set<Role> biased;
-};
-
-typed::Activation activation(spec::Activation a) {
-  switch (a) {
-    case spec::Activation::SiLU: return typed::Activation::SiLU;
-    case spec::Activation::GeluErf: return typed::Activation::GeluErf;
-    case spec::Activation::GeluTanh: return typed::Activation::GeluTanh;
-    case spec::Activation::ReLU: return typed::Activation::ReLU;
-  }
-  return typed::Activation::SiLU;
+// common.glsl's ACT_* names: an activation's index in its table plus one.
+std::string activation_constants() {
+  std::string out = define("ACT_NONE", "0");
+  for (const Spelling<Activation>& a : kActivationSpellings)
+    out += define("ACT_" + upper(a.key), std::to_string(index_of(a.value) + 1));
+  return out;
 }
 
-int act_constant(const kernels::Epilogue& e) {
+int act_constant(const lower::Epilogue& e) {
   if (!e.gated && !e.activation) return 0;
-  return 1 + static_cast<int>(e.act);  // ACT_* in common.glsl: SiLU 1, GeluErf 2, GeluTanh 3, ReLU 4
+  return 1 + static_cast<int>(index_of(e.act));
 }
 
-KernelInstance instance(std::string name, const char* file, const PushLayout& push, std::string constants) {
-  KernelInstance k;
-  k.name = std::move(name);
-  k.source.file = file;
-  k.push = &push;
-  k.source.constants = std::move(constants) + glsl_block(push);
-  return k;
-}
-
-KernelInstance norm_kernel(const Spec& s, int64_t width) {
-  return instance(kernels::norm(width), "norm.comp", rows_push_layout(),
-                  define("N", width) + define("EPS", number_literal(s.norm.eps, 9)) +
-                      flag("LAYER_NORM", s.norm.kind == NormKind::LayerNorm) + flag("HAS_BIAS", s.norm.bias) +
-                      flag("UNIT_OFFSET", s.norm.unit_offset));
-}
-
-KernelInstance matmul_kernel(const Spec& s, int64_t cols, DType dtype, const kernels::Epilogue& e) {
-  const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
-  return instance(kernels::matmul(cols, dtype, e), "matmul.comp", matmul_push_layout(),
-                  define("K", cols) + define("WDTYPE", std::to_string(wdtype(dtype))) + flag("HAS_BIAS", e.bias) +
-                      flag("GATED", e.gated) + define("ACT", std::to_string(act_constant(e))) +
-                      flag("RESIDUAL", e.residual) + define("NORM", std::to_string(norm)) +
-                      define("NORM_EPS", number_literal(s.norm.eps, 9)) + flag("NORM_BIAS", e.norm && s.norm.bias) +
-                      flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset));
+// The interface block of a family's instance: its push constants and the
+// binding numbers of its named bindings (core/kernels.hpp).
+std::string interface_constants(const kernels::FamilyInfo& f) {
+  std::string out;
+  for (size_t i = 0; i < f.bindings.size(); ++i) out += define("BINDING_" + std::string(f.bindings[i].name), std::to_string(i));
+  return out + activation_constants() + glsl_block(push_layout(f.family));
 }
 
 std::string head_constants(const Spec& s) {
   return define("HQ", s.dims.heads) + define("HKV", s.dims.kv_heads) + define("DH", s.dims.head_dim) +
-         define("G", s.dims.heads / s.dims.kv_heads) +
-         flag("CACHE_F16", s.cache.dtype == DType::F16);
+         define("G", s.dims.heads / s.dims.kv_heads) + flag("CACHE_F16", s.cache.dtype == DType::F16);
 }
 
-KernelInstance rope_kv_kernel(const Spec& s) {
-  const bool rope = s.position.kind == PositionKind::Rope;
-  const int64_t rot = rope ? s.position.rotary_dim : 0;
-  const bool neox = s.position.pairing == RopePairing::Neox;
-  std::string constants = head_constants(s) + flag("ROPE", rot > 0) + define("ROT", rot) + flag("NEOX", neox);
-  if (rot > 0) {
-    // inv_freq_i = theta^(-2i/rot), in double here: the shader multiplies by the position in f32.
-    constants += "const float INV_FREQ[" + std::to_string(rot / 2) + "] = float[](";
-    for (int64_t i = 0; i < rot / 2; ++i)
-      constants += (i ? ", " : "") +
-                   number_literal(std::pow(s.position.theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot)), 9);
-    constants += ");\n";
+// The constants of one instance, by family: the key's own and the spec's
+// single-valued ones (eps, theta, scale, head counts).
+std::string family_constants(const Spec& s, const KernelKey& k) {
+  switch (k.family) {
+    case kernels::Family::Embed:
+      return define("D", k.width) + define("WDTYPE", std::to_string(wdtype(k.dtype))) +
+             define("SCALE", number_literal(s.embedding.scale, 9)) + flag("POSITIONS", k.positions) +
+             define("POS_OFFSET", s.position.offset);
+    case kernels::Family::Norm:
+      return define("N", k.width) + define("EPS", number_literal(s.norm.eps, 9)) +
+             flag("LAYER_NORM", s.norm.kind == NormKind::LayerNorm) + flag("HAS_BIAS", s.norm.bias) +
+             flag("UNIT_OFFSET", s.norm.unit_offset);
+    case kernels::Family::Matmul: {
+      const lower::Epilogue& e = k.epilogue;
+      const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
+      return define("K", k.width) + define("WDTYPE", std::to_string(wdtype(k.dtype))) + flag("HAS_BIAS", e.bias) +
+             flag("GATED", e.gated) + define("ACT", std::to_string(act_constant(e))) + flag("RESIDUAL", e.residual) +
+             define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
+             flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset);
+    }
+    case kernels::Family::RopeKv: {
+      const int64_t rot = k.width;
+      std::string constants = head_constants(s) + flag("ROPE", rot > 0) + define("ROT", rot) +
+                              flag("NEOX", k.pairing == RopePairing::Neox);
+      if (rot > 0) {
+        // inv_freq_i = theta^(-2i/rot), in double here: the shader multiplies by the position in f32.
+        constants += "const float INV_FREQ[" + std::to_string(rot / 2) + "] = float[](";
+        for (int64_t i = 0; i < rot / 2; ++i)
+          constants += (i ? ", " : "") + number_literal(std::pow(s.position.theta, -2.0 * static_cast<double>(i) /
+                                                                                        static_cast<double>(rot)),
+                                                        9);
+        constants += ");\n";
+      }
+      return constants;
+    }
+    case kernels::Family::Attention:
+      return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9));
+    case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
+    case kernels::Family::Argmax: return define("V", s.dims.vocab);
   }
-  return instance(kernels::rope_kv(rot, neox ? typed::RopePairing::Neox : typed::RopePairing::Interleaved),
-                  "rope_kv.comp", attention_push_layout(), constants);
+  throw std::logic_error("kernels: unknown family");
 }
 
 }  // namespace
 
-std::vector<KernelInstance> kernel_instances(const Spec& s) {
-  const Dims& d = s.dims;
-  const Roles roles(s);
+KernelInstance kernel_instance(const Spec& s, const KernelKey& key) {
+  const kernels::FamilyInfo& f = kernels::family(key.family);
+  KernelInstance k;
+  k.name = key.name();
+  k.source.file = std::string(f.file);
+  k.push = &push_layout(key.family);
+  k.source.constants = family_constants(s, key) + interface_constants(f);
+  return k;
+}
+
+std::vector<KernelInstance> kernel_instances(const Spec& s, const lower::Plan& plan) {
   std::vector<KernelInstance> out;
-  std::set<std::string> names;
-  auto add = [&](KernelInstance k) {
-    if (names.insert(k.name).second) out.push_back(std::move(k));
-  };
-  // The dispatches of runtime/model/lowering.cpp for the pre-norm Llama and
-  // GPT-2 families: one instance per distinct name.
-  add(instance(kernels::embed(d.hidden, roles.dtype(Role::Embed), s.position.kind == PositionKind::Learned),
-               "embed.comp", rows_push_layout(),
-               define("D", d.hidden) + define("WDTYPE", std::to_string(wdtype(roles.dtype(Role::Embed)))) +
-                   define("SCALE", number_literal(s.embedding.scale, 9)) +
-                   flag("POSITIONS", s.position.kind == PositionKind::Learned) +
-                   define("POS_OFFSET", s.position.offset)));
-  add(norm_kernel(s, d.hidden));
-  // Projections that read a norm's output come with the norm folded in
-  // (the lowering's usual plan) and without (its fallback).
-  for (bool norm : {false, true}) {
-    if (s.weights.fused_qkv) {
-      add(matmul_kernel(s, d.hidden, roles.dtype(Role::Qkv), {.bias = roles.bias(Role::Qkv), .norm = norm}));
-    } else {
-      for (Role r : {Role::Q, Role::K, Role::V})
-        add(matmul_kernel(s, d.hidden, roles.dtype(r), {.bias = roles.bias(r), .norm = norm}));
-    }
-  }
-  add(rope_kv_kernel(s));
-  add(instance(kernels::attention(), "attention.comp", attention_push_layout(),
-               head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(d.head_dim), 9))));
-  add(instance(kernels::attention_combine(), "attention_combine.comp", rows_push_layout(),
-               define("HQ", d.heads) + define("DH", d.head_dim)));
-  add(matmul_kernel(s, d.heads * d.head_dim, roles.dtype(Role::O), {.bias = roles.bias(Role::O), .residual = true}));
-  const typed::Activation act = activation(s.mlp.activation);
-  for (bool norm : {false, true}) {
-    if (s.mlp.gated) {
-      const Role gate = s.mlp.fused_gate_up != FusedGateUp::None ? Role::GateUp : Role::Gate;
-      add(matmul_kernel(s, d.hidden, roles.dtype(gate),
-                        {.bias = roles.bias(gate), .gated = true, .act = act, .norm = norm}));
-    } else {
-      add(matmul_kernel(s, d.hidden, roles.dtype(Role::Up),
-                        {.bias = roles.bias(Role::Up), .activation = true, .act = act, .norm = norm}));
-    }
-  }
-  add(matmul_kernel(s, d.intermediate, roles.dtype(Role::Down), {.bias = roles.bias(Role::Down), .residual = true}));
-  const DType head = roles.dtype(s.embedding.tied ? Role::Embed : Role::LmHead);
-  add(matmul_kernel(s, d.hidden, head, {}));
-  if (s.norm.final_norm) add(matmul_kernel(s, d.hidden, head, {.norm = true}));
-  add(instance(kernels::argmax(), "argmax.comp", rows_push_layout(), define("V", d.vocab)));
+  for (const KernelKey& key : plan.kernels) out.push_back(kernel_instance(s, key));
   return out;
 }
 
-std::vector<CompiledKernel> compile_kernels(const Spec& s) {
+std::vector<KernelInstance> kernel_instances(const Spec& s) {
+  spec::Diagnostics diagnostics(s.file);
+  const auto model = lower::plan_model(s, diagnostics);
+  if (!model) throw std::runtime_error(diagnostics.format());
+  return kernel_instances(s, model->plan);
+}
+
+std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& plan) {
   std::vector<CompiledKernel> out;
-  for (KernelInstance& k : kernel_instances(s)) {
+  for (KernelInstance& k : kernel_instances(s, plan)) {
     std::vector<uint32_t> spirv = compile_kernel(k.source);
     out.push_back({std::move(k), std::move(spirv)});
   }
@@ -175,11 +143,9 @@ std::string emit_kernels_source(const Spec& s, const std::string& spec_path, con
   std::string out = "// Generated by lathe from " + spec_path +
                     " — do not edit. SPIR-V of every kernel instance of the model.\n"
                     "#include <cstddef>\n#include <cstdint>\n#include <iterator>\n\n"
+                    "#include \"model.hpp\"\n"
                     "#include \"runtime/model/model_info.hpp\"\n\n"
                     "namespace lathe::models::" + model_namespace(s.name) + " {\n\n";
-  std::set<std::string> structs;
-  for (const CompiledKernel& c : kernels)
-    if (structs.insert(c.instance.push->name).second) out += cpp_struct(*c.instance.push) + "\n";
   out += "namespace {\n";
   for (const CompiledKernel& c : kernels) {
     const KernelInstance& k = c.instance;
@@ -197,10 +163,15 @@ std::string emit_kernels_source(const Spec& s, const std::string& spec_path, con
   for (const CompiledKernel& c : kernels) {
     const KernelInstance& k = c.instance;
     out += "    {\"" + k.name + "\", \"" + k.source.file + "\", " + k.name + "_spirv, std::size(" + k.name +
-           "_spirv), sizeof(" + k.push->name + ")},\n";
+           "_spirv), sizeof(push::" + k.push->name + ")},\n";
   }
-  out += "};\nextern const size_t kernel_count = std::size(kernels);\n\n}  // namespace lathe::models::" +
-         model_namespace(s.name) + "\n";
+  out += "};\nextern const size_t kernel_count = std::size(kernels);\n\n";
+  // Both tables come from the plan's one kernel list; this pins their order.
+  out += "static_assert(plan_kernels.size() == " + std::to_string(kernels.size()) + ");\n";
+  for (size_t i = 0; i < kernels.size(); ++i)
+    out += "static_assert(plan_kernels[" + std::to_string(i) + "].name == std::string_view(\"" + kernels[i].instance.name +
+           "\"));\n";
+  out += "\n}  // namespace lathe::models::" + model_namespace(s.name) + "\n";
   return out;
 }
 

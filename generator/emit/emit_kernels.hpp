@@ -1,5 +1,6 @@
-// The kernels of a model: which shaders/ families its schedule needs, with
-// which exact constants; compiled to SPIR-V and embedded in kernels.cpp.
+// The kernels of a model: the instances its plan names (generator/lower),
+// each a shaders/ family with exact constants; compiled to SPIR-V and
+// embedded in kernels.cpp.
 #pragma once
 
 #include <string>
@@ -7,7 +8,8 @@
 
 #include "generator/emit/push_layout.hpp"
 #include "generator/emit/shader_compiler.hpp"
-#include "generator/spec/spec.hpp"
+#include "core/spec.hpp"
+#include "generator/lower/lowering.hpp"
 
 namespace lathe::emit {
 
@@ -22,11 +24,19 @@ struct CompiledKernel {
   std::vector<uint32_t> spirv;
 };
 
+// The instance of one kernel key: its shaders/ file and its constants (the
+// key's, the spec's single-valued ones and its family's interface block).
+KernelInstance kernel_instance(const spec::Spec& spec, const lower::KernelKey& key);
+// Exactly the instances the plan uses, in the order of its kernel list.
+std::vector<KernelInstance> kernel_instances(const spec::Spec& spec, const lower::Plan& plan);
+// The same for a spec's own plan (lowered here); throws std::runtime_error
+// with the diagnostics when the spec cannot be lowered.
 std::vector<KernelInstance> kernel_instances(const spec::Spec& spec);
-std::vector<CompiledKernel> compile_kernels(const spec::Spec& spec);
+std::vector<CompiledKernel> compile_kernels(const spec::Spec& spec, const lower::Plan& plan);
 
-// kernels.cpp: the push-constant structs, the SPIR-V of every instance and
-// the table lathe::ModelInfo::kernels points at.
+// kernels.cpp: the SPIR-V of every instance and the table
+// lathe::ModelInfo::kernels points at, pinned to the order of model.hpp's
+// plan_kernels by static_asserts.
 std::string emit_kernels_source(const spec::Spec& spec, const std::string& spec_path,
                                 const std::vector<CompiledKernel>& kernels);
 

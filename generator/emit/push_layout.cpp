@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "runtime/model/push.hpp"
+#include "core/kernels.hpp"
 
 namespace lathe::emit {
 namespace {
@@ -67,8 +67,9 @@ std::vector<uint32_t> reflect_push_offsets(const std::vector<uint32_t>& spirv) {
 
 namespace {
 
-// The layouts are described once, in runtime/model/push.hpp, whose C++
-// structs the runtime fills; the GLSL blocks are emitted from the same list.
+// The layouts are described once, in core/kernels.hpp, whose C++ structs
+// the plans and the runtime fill; the GLSL blocks are emitted from the same
+// list.
 template <size_t N>
 PushLayout from_table(const char* name, const push::FieldInfo (&fields)[N]) {
   PushLayout layout{name, {}};
@@ -77,6 +78,20 @@ PushLayout from_table(const char* name, const push::FieldInfo (&fields)[N]) {
 }
 
 }  // namespace
+
+const PushLayout& push_layout(kernels::Family family) {
+  static const std::map<kernels::Family, PushLayout> layouts = [] {
+    std::map<kernels::Family, PushLayout> out;
+    for (const kernels::FamilyInfo& f : kernels::kFamilies) {
+      PushLayout layout{std::string(f.push_struct), {}};
+      for (const push::FieldInfo& field : f.push)
+        layout.fields.push_back({std::string(field.name), PushType::U32, std::string(field.comment)});
+      out.emplace(f.family, std::move(layout));
+    }
+    return out;
+  }();
+  return layouts.at(family);
+}
 
 const PushLayout& rows_push_layout() {
   static const PushLayout layout = from_table("RowsPush", push::kRowsPush);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/kernels.hpp"
+
 namespace lathe::emit {
 
 enum class PushType { U32, I32, F32 };
@@ -34,7 +36,8 @@ std::string cpp_struct(const PushLayout& layout);  // struct with static_asserts
 // in member order; empty when the module has none.
 std::vector<uint32_t> reflect_push_offsets(const std::vector<uint32_t>& spirv);
 
-// The layouts the kernels use.
+// The layout of a kernel family, from its description in core/kernels.hpp.
+const PushLayout& push_layout(kernels::Family family);
 const PushLayout& rows_push_layout();       // kernels over a chunk of token rows
 const PushLayout& matmul_push_layout();     // matmul.comp
 const PushLayout& attention_push_layout();  // rope_kv.comp, attention.comp

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <set>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 
 namespace lathe::importer {

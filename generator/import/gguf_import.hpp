@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "generator/import/hf_import.hpp"
-#include "generator/spec/spec.hpp"
+#include "generator/import/import.hpp"
+#include "core/spec.hpp"
 #include "runtime/weights/gguf.hpp"
 
 namespace lathe::importer {

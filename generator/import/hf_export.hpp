@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "generator/spec/spec.hpp"
+#include "core/spec.hpp"
 
 namespace lathe::importer {
 

@@ -13,8 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "generator/import/gguf_import.hpp"
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 #include "runtime/weights/checkpoint.hpp"
@@ -1171,26 +1170,10 @@ CheckpointCheck check_checkpoint(const spec::Spec& spec, const fs::path& dir, co
 
 }  // namespace
 
-ImportError::ImportError(std::vector<std::string> problems)
-    : Error(ErrorKind::BadFile, join(problems, "\n")), problems_(std::move(problems)) {}
-
 std::vector<std::string> supported_hf_model_types() {
   std::vector<std::string> out;
   for (const FamilyInfo& f : kFamilies) out.emplace_back(f.model_type);
   return out;
-}
-
-std::string sanitize_model_name(const std::string& raw) {
-  std::string out;
-  for (const char ch : raw) {
-    const char c = (ch >= 'A' && ch <= 'Z') ? static_cast<char>(ch - 'A' + 'a') : ch;
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-    if (keep) out += c;
-    else if (!out.empty() && out.back() != '-') out += '-';
-  }
-  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
-  while (!out.empty() && (out.front() == '-' || out.front() == '.')) out.erase(out.begin());
-  return out.empty() ? "model" : out;
 }
 
 TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
@@ -1259,23 +1242,6 @@ ImportResult import_hf(const std::string& path, ImportOptions options) {
   const fs::path dir = config_path.parent_path().empty() ? fs::path(".") : config_path.parent_path();
   if (has_weights(dir)) result.checkpoint = check_checkpoint(result.spec, dir, options.file);
   return result;
-}
-
-ImportResult import_model_config(const std::string& path, ImportOptions options) {
-  // A .gguf file, or a directory holding one and no config.json: GGUF metadata.
-  std::string gguf;
-  if (fs::path(path).extension() == ".gguf") {
-    gguf = path;
-  } else if (fs::is_directory(path) && !fs::exists(fs::path(path) / "config.json")) {
-    for (const auto& e : fs::directory_iterator(path))
-      if (e.path().extension() == ".gguf") {
-        if (!gguf.empty())
-          throw Error(ErrorKind::InvalidArgument, path + ": no config.json, and more than one .gguf file: name one");
-        gguf = e.path().string();
-      }
-  }
-  if (!gguf.empty()) return import_gguf(gguf, std::move(options));
-  return import_hf(path, std::move(options));
 }
 
 }  // namespace lathe::importer

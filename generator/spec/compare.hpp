@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "generator/spec/spec.hpp"
+#include "core/spec.hpp"
 
 namespace lathe::spec {
 

@@ -5,12 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/loc.hpp"
+
 namespace lathe::spec {
 
-struct Loc {
-  uint32_t line = 0;  // 1-based; 0 when unknown (then only the file is named)
-  uint32_t column = 0;
-};
 
 struct Diagnostic {
   Loc loc;

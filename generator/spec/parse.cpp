@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <span>
 #include <sstream>
 
 namespace lathe::spec {
@@ -29,11 +30,6 @@ const char* type_word(const toml::node& node) {
   }
 }
 
-template <class E>
-struct Choice {
-  const char* word;
-  E value;
-};
 
 // Reads one TOML table. Every get_* marks its key as known; finish() reports
 // the keys nobody asked for, with a suggestion from the known ones.
@@ -97,16 +93,16 @@ class Table {
     return node->value<std::string>();
   }
 
-  template <class E, size_t N>
-  std::optional<E> choice(std::string_view key, bool required, const Choice<E> (&choices)[N]) {
+  template <class E>
+  std::optional<E> choice(std::string_view key, bool required, std::span<const Spelling<E>> choices = spellings(E{})) {
     const toml::node* node = node_of(key, required);
     if (node == nullptr) return std::nullopt;
     std::vector<std::string> words;
-    for (const auto& c : choices) words.emplace_back(c.word);
+    for (const auto& c : choices) words.emplace_back(c.key);
     if (!node->is_string()) return wrong_type(key, *node, "one of " + join(words));
     const std::string value = *node->value<std::string>();
     for (const auto& c : choices)
-      if (value == c.word) return c.value;
+      if (value == c.key) return c.value;
     std::string message = full(key) + ": unknown value \"" + value + "\"; expected one of " + join(words);
     const std::string near = closest_match(value, words);
     if (!near.empty()) message += " (did you mean \"" + near + "\"?)";
@@ -198,34 +194,10 @@ constexpr int64_t kMaxContext = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = 1024;
 constexpr size_t kMaxTensorName = 256;  // GGUF allows 64; Hugging Face names are under 100
 
-constexpr Choice<NormKind> kNormKinds[] = {{"rmsnorm", NormKind::RMSNorm}, {"layernorm", NormKind::LayerNorm}};
-constexpr Choice<NormPlacement> kPlacements[] = {{"pre", NormPlacement::Pre},
-                                                 {"post", NormPlacement::Post},
-                                                 {"sandwich", NormPlacement::Sandwich},
-                                                 {"parallel", NormPlacement::Parallel},
-                                                 {"branch_output", NormPlacement::BranchOutput}};
-constexpr Choice<Activation> kActivations[] = {{"silu", Activation::SiLU},
-                                               {"gelu_erf", Activation::GeluErf},
-                                               {"gelu_tanh", Activation::GeluTanh},
-                                               {"relu", Activation::ReLU}};
-constexpr Choice<QKNorm> kQKNorms[] = {{"none", QKNorm::None}, {"per_head", QKNorm::PerHead}, {"whole", QKNorm::Whole}};
-constexpr Choice<PositionKind> kPositions[] = {{"rope", PositionKind::Rope},
-                                               {"alibi", PositionKind::Alibi},
-                                               {"learned", PositionKind::Learned},
-                                               {"sinusoidal", PositionKind::Sinusoidal},
-                                               {"none", PositionKind::None}};
-constexpr Choice<RopePairing> kPairings[] = {{"neox", RopePairing::Neox}, {"interleaved", RopePairing::Interleaved}};
-constexpr Choice<RopeScaling> kScalings[] = {{"none", RopeScaling::None},
-                                             {"linear", RopeScaling::Linear},
-                                             {"dynamic_ntk", RopeScaling::DynamicNtk},
-                                             {"yarn", RopeScaling::Yarn},
-                                             {"llama3", RopeScaling::Llama3}};
-constexpr Choice<FusedGateUp> kFusedGateUp[] = {
-    {"none", FusedGateUp::None}, {"gate_up", FusedGateUp::GateUp}, {"up_gate", FusedGateUp::UpGate}};
-constexpr Choice<DType> kDTypes[] = {
-    {"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}, {"q8_0", DType::Q8_0}};
-constexpr Choice<DType> kCacheDTypes[] = {{"f32", DType::F32}, {"f16", DType::F16}};
-constexpr Choice<Layout> kLayouts[] = {{"out_in", Layout::OutIn}, {"in_out", Layout::InOut}};
+// Enumerated keys take the words of their vocabulary's table
+// (core/contract.hpp, core/spec.hpp); the KV cache only the dtypes its
+// kernels store.
+constexpr Spelling<DType> kCacheDTypes[] = {{DType::F32, "f32", "F32"}, {DType::F16, "f16", "F16"}};
 
 template <class T>
 void set(T& field, const std::optional<T>& value) {
@@ -259,10 +231,10 @@ void read_dims(Table t, Spec& s) {
 
 void read_norm(Table t, Spec& s) {
   Norm& n = s.norm;
-  set(n.kind, t.choice("kind", false, kNormKinds));
+  set(n.kind, t.choice<NormKind>("kind", false));
   n.bias = n.kind == NormKind::LayerNorm;
   set(n.eps, t.number("eps", false, 0.0, 1.0, true));
-  set(n.placement, t.choice("placement", false, kPlacements));
+  set(n.placement, t.choice<NormPlacement>("placement", false));
   set(n.unit_offset, t.boolean("unit_offset"));
   set(n.bias, t.boolean("bias"));
   set(n.final_norm, t.boolean("final"));
@@ -285,7 +257,7 @@ void read_attention(Table t, Spec& s) {
   if (scale) a.scale = *scale;
   if (scalar) a.scale = 1.0 / std::sqrt(*scalar);
   set(a.softcap, t.number("softcap", false, 0.0, 1e300, false));
-  set(a.qk_norm, t.choice("qk_norm", false, kQKNorms));
+  set(a.qk_norm, t.choice<QKNorm>("qk_norm", false));
   set(a.sliding_window, t.integer("sliding_window", false, 1, kMaxContext));
   if (const toml::array* pattern = t.array("window_pattern")) {
     for (const toml::node& item : *pattern) {
@@ -304,8 +276,8 @@ void read_attention(Table t, Spec& s) {
 
 void read_position(Table t, Spec& s) {
   Position& p = s.position;
-  set(p.kind, t.choice("kind", false, kPositions));
-  set(p.pairing, t.choice("pairing", false, kPairings));
+  set(p.kind, t.choice<PositionKind>("kind", false));
+  set(p.pairing, t.choice<RopePairing>("pairing", false));
   set(p.rotary_dim, t.integer("rotary_dim", false, 1, 4096));
   set(p.theta, t.number("theta", false, 0.0, 1e300, true));
   if (auto lt = t.number("local_theta", false, 0.0, 1e300, true)) p.local_theta = *lt;
@@ -314,7 +286,7 @@ void read_position(Table t, Spec& s) {
 
   Table sc = t.sub("scaling");
   RopeScalingParams& r = p.scaling;
-  set(r.kind, sc.choice("kind", sc.present(), kScalings));
+  set(r.kind, sc.choice<RopeScaling>("kind", sc.present()));
   set(r.factor, sc.number("factor", false, 0.0, 1e6, true));
   set(r.low_freq_factor, sc.number("low_freq_factor", false, 0.0, 1e6, true));
   set(r.high_freq_factor, sc.number("high_freq_factor", false, 0.0, 1e6, true));
@@ -328,10 +300,10 @@ void read_position(Table t, Spec& s) {
 
 void read_mlp(Table t, Spec& s) {
   Mlp& m = s.mlp;
-  set(m.activation, t.choice("activation", false, kActivations));
+  set(m.activation, t.choice<Activation>("activation", false));
   set(m.gated, t.boolean("gated"));
   set(m.bias, t.boolean("bias"));
-  set(m.fused_gate_up, t.choice("fused_gate_up", false, kFusedGateUp));
+  set(m.fused_gate_up, t.choice<FusedGateUp>("fused_gate_up", false));
   t.finish();
 }
 
@@ -371,14 +343,14 @@ void read_output(Table t, Spec& s) {
 
 void read_weights(Table t, Spec& s) {
   Weights& w = s.weights;
-  set(w.dtype, t.choice("dtype", false, kDTypes));
+  set(w.dtype, t.choice<DType>("dtype", false));
   // Unless written, the vector dtype follows the preset and the dtype (resolve_defaults).
   if (const toml::node* v = t.raw("vector_dtype")) {
-    auto vd = t.choice("vector_dtype", false, kDTypes);
+    auto vd = t.choice<DType>("vector_dtype", false);
     if (vd == DType::Q8_0) t.error(*v, "weights.vector_dtype: q8_0 blocks hold matrices only; vectors are f32, f16 or bf16");
     else set(w.vector_dtype, vd);
   }
-  set(w.layout, t.choice("layout", false, kLayouts));
+  set(w.layout, t.choice<Layout>("layout", false));
   set(w.fused_qkv, t.boolean("fused_qkv"));
   if (auto preset = t.string("preset", false)) {
     w.preset = *preset;
@@ -417,7 +389,7 @@ void read_weights(Table t, Spec& s) {
 }
 
 void read_cache(Table t, Spec& s) {
-  set(s.cache.dtype, t.choice("dtype", false, kCacheDTypes));
+  set(s.cache.dtype, t.choice<DType>("dtype", false, kCacheDTypes));
   t.finish();
 }
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "generator/spec/diagnostics.hpp"
-#include "generator/spec/spec.hpp"
+#include "core/spec.hpp"
 
 namespace lathe::spec {
 

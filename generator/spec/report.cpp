@@ -5,7 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 
 namespace lathe::spec {
 namespace {
@@ -108,7 +108,7 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
     r.weight_bytes.emplace_back(dt, static_cast<int64_t>(std::ceil(static_cast<double>(r.total_params) * bytes_per_element(dt))));
 
-  const int64_t per_layer = 2 * s.dims.kv_heads * s.dims.head_dim * static_cast<int64_t>(bytes_per_element(s.cache.dtype));
+  const int64_t per_layer = 2 * cache_row_bytes(s);  // K and V
   r.kv_bytes_per_token = per_layer * s.dims.layers;
   for (int64_t l = 0; l < s.dims.layers; ++l) {
     const int64_t rows = s.attention.windowed(l) ? std::min(s.dims.max_context, s.attention.sliding_window) : s.dims.max_context;

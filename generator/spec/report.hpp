@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "generator/spec/spec.hpp"
+#include "core/spec.hpp"
 
 namespace lathe::spec {
 

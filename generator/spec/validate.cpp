@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 
 namespace lathe::spec {

@@ -6,8 +6,8 @@
 #include <span>
 #include <string_view>
 
-#include "runtime/model/contract.hpp"
-#include "runtime/model/typed.hpp"
+#include "core/contract.hpp"
+#include "core/plan.hpp"
 
 namespace lathe {
 
@@ -29,8 +29,8 @@ struct ModelInfo {
   DType cache_dtype;  // KV cache elements: F16 or F32
   std::span<const ManifestEntry> manifest;
   std::span<const std::string_view> ignored_tensors;  // name patterns the audit tolerates
-  typed::Schedule (*schedule)();
-  std::span<const KernelBinary> kernels;
+  plan::Plan plan;                        // what the session allocates, binds, records and submits
+  std::span<const KernelBinary> kernels;  // the SPIR-V of plan.kernels, index for index
 };
 
 const ModelInfo& model_info();

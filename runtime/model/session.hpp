@@ -1,5 +1,5 @@
 // A session: one model's weights, KV cache and activations on a device, and
-// the forward pass of its lowered plan (runtime/model/lowering.hpp).
+// the forward pass of the plan its build carries (core/plan.hpp).
 //
 // Prefill records a command buffer for its chunk of T tokens; decode submits
 // one command buffer recorded once, again and again: the cache position and

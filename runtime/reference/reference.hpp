@@ -11,8 +11,8 @@
 #include <tuple>
 #include <vector>
 
-#include "generator/spec/manifest.hpp"
-#include "generator/spec/spec.hpp"
+#include "core/manifest.hpp"
+#include "core/spec.hpp"
 
 namespace lathe::reference {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model/contract.hpp"
+#include "core/contract.hpp"
 #include "runtime/weights/safetensors.hpp"
 
 namespace lathe::weights {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "runtime/model/contract.hpp"
+#include "core/contract.hpp"
 
 namespace lathe::weights {
 

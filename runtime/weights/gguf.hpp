@@ -21,7 +21,7 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/model/contract.hpp"
+#include "core/contract.hpp"
 #include "runtime/weights/mapped_file.hpp"
 #include "runtime/weights/safetensors.hpp"
 

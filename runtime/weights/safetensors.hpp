@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/model/contract.hpp"
+#include "core/contract.hpp"
 #include "runtime/weights/mapped_file.hpp"
 
 namespace lathe::weights {

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 

@@ -25,7 +25,7 @@
 #include <tuple>
 
 #include "generator/import/gguf_import.hpp"
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
 #include "runtime/weights/checkpoint.hpp"

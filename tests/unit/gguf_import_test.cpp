@@ -8,7 +8,7 @@
 
 #include "generator/import/gguf_import.hpp"
 #include "generator/spec/compare.hpp"
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "tests/harness/temp_files.hpp"

@@ -18,7 +18,7 @@
 #include "generator/import/hf_import.hpp"
 #include "generator/import/toml_doc.hpp"
 #include "generator/spec/compare.hpp"
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 #include "runtime/error.hpp"

@@ -1,13 +1,17 @@
-// The lowering of a typed schedule to dispatches, without a device: the
-// fusions, the packing of q/k/v, the column views, the in-place residual, and
-// the errors for schedules the kernels cannot run.
+// The lowering of an op graph to the plan, without a device: the fusions,
+// the packing of q/k/v, the column views, the in-place residual, the kernel
+// list derived from the dispatches, and the errors for graphs the kernels
+// cannot run (at the spec line of the op at fault).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
-#include "runtime/error.hpp"
-#include "runtime/model/lowering.hpp"
+#include "generator/lower/lowering.hpp"
+#include "generator/lower/model_plan.hpp"
+#include "generator/spec/parse.hpp"
 
 using namespace lathe;
 using typed::Vector;
@@ -16,31 +20,8 @@ using typed::Weight;
 namespace {
 
 // A one-layer Llama-shaped model: d 16, 2 query heads over 1 KV head of 8,
-// SwiGLU 32, vocab 40, f16 weights.
-constexpr ManifestEntry kManifest[] = {
-    {Role::Embed, false, -1, -1, "embed", 2, {40, 16}, DType::F16},
-    {Role::AttnNorm, false, 0, -1, "attn_norm", 1, {16, 1}, DType::F16},
-    {Role::Q, false, 0, -1, "q", 2, {16, 16}, DType::F16},
-    {Role::K, false, 0, -1, "k", 2, {8, 16}, DType::F16},
-    {Role::V, false, 0, -1, "v", 2, {8, 16}, DType::F16},
-    {Role::O, false, 0, -1, "o", 2, {16, 16}, DType::F16},
-    {Role::MlpNorm, false, 0, -1, "mlp_norm", 1, {16, 1}, DType::F16},
-    {Role::Gate, false, 0, -1, "gate", 2, {32, 16}, DType::F16},
-    {Role::Up, false, 0, -1, "up", 2, {32, 16}, DType::F16},
-    {Role::Down, false, 0, -1, "down", 2, {16, 32}, DType::F16},
-    {Role::FinalNorm, false, -1, -1, "final_norm", 1, {16, 1}, DType::F16},
-    {Role::LmHead, false, -1, -1, "lm_head", 2, {40, 16}, DType::F16},
-};
-
-std::vector<KernelBinary> kernels_named(std::initializer_list<const char*> names) {
-  std::vector<KernelBinary> out;
-  for (const char* n : names) out.push_back({n, "", nullptr, 0, 0});
-  return out;
-}
-
-const std::vector<KernelBinary> kKernels =
-    kernels_named({"embed_16_f16", "matmul_16_f16_norm", "rope_kv_8_neox", "attention", "matmul_16_f16_residual",
-                   "matmul_16_f16_gated_silu_norm", "matmul_32_f16_residual", "argmax", "attention_combine"});
+// SwiGLU 32, vocab 40, f16 weights (the manifest's dtypes, by tensor).
+const std::vector<DType> kDTypes(12, DType::F16);
 
 typed::Schedule llama(bool standalone_add = false) {
   typed::Recorder r;
@@ -64,14 +45,9 @@ typed::Schedule llama(bool standalone_add = false) {
   return std::move(r.schedule());
 }
 
-ModelInfo info(const std::vector<KernelBinary>& kernels) {
-  return ModelInfo{"tiny", "tiny.toml", 16, 1, 2, 1, 8, 32, 40, 64, 0, Layout::OutIn, DType::F16,
-                   kManifest, {}, nullptr, kernels};
-}
-
-std::vector<std::string> names(const plan::Plan& p) {
+std::vector<std::string> names(const lower::Plan& p) {
   std::vector<std::string> out;
-  for (const plan::Dispatch& d : p.dispatches) out.push_back(d.kernel);
+  for (const lower::Dispatch& d : p.dispatches) out.push_back(p.kernel_name(d));
   return out;
 }
 
@@ -80,70 +56,89 @@ std::vector<std::string> names(const plan::Plan& p) {
 TEST_SUITE("lowering") {
 
 TEST_CASE("a Llama layer lowers to six dispatches with norms folded and q, k, v packed") {
-  const ModelInfo m = info(kKernels);
-  const plan::Plan p = plan::lower(m, llama(), {});
+  const lower::Plan p = lower::lower(llama(), kDTypes);
   CHECK(names(p) == std::vector<std::string>{"embed_16_f16", "matmul_16_f16_norm", "rope_kv_8_neox", "attention",
-                                             "matmul_16_f16_residual", "matmul_16_f16_gated_silu_norm",
-                                             "matmul_32_f16_residual", "matmul_16_f16_norm", "argmax"});
+                                             "attention_combine", "matmul_16_f16_residual",
+                                             "matmul_16_f16_gated_silu_norm", "matmul_32_f16_residual",
+                                             "matmul_16_f16_norm", "argmax"});
   REQUIRE(p.packs.size() == 1);
   CHECK(p.packs[0].weights == std::vector<int32_t>{2, 3, 4});
   CHECK(p.packs[0].biases.empty());
 
-  const plan::Dispatch& qkv = p.dispatches[1];
-  CHECK(qkv.bindings[0].resource == plan::Resource::Pack);
-  CHECK(qkv.n == 32);  // 16 + 8 + 8 rows
+  const lower::Dispatch& qkv = p.dispatches[1];
+  CHECK(qkv.binding("w").resource == plan::Resource::Pack);
+  CHECK(qkv.push_value("n") == 32);  // 16 + 8 + 8 rows
+  CHECK(qkv.groups_x == 32);
   // The norm folds in: x is the embedding's slot, the scale the attn_norm tensor.
-  CHECK(qkv.bindings[2].index == p.dispatches[0].bindings[3].index);
-  CHECK(qkv.bindings[6].resource == plan::Resource::Vector);
-  CHECK(qkv.bindings[6].index == 1);
+  CHECK(qkv.binding("x").index == p.dispatches[0].binding("y").index);
+  CHECK(qkv.binding("norm_scale").resource == plan::Resource::Weight);
+  CHECK(qkv.binding("norm_scale").index == 1);
 
   // q, k, v are column views of the packed output: offsets 0, 16, 24, stride 32.
-  const plan::Dispatch& rope = p.dispatches[2];
-  CHECK(rope.push == std::vector<uint32_t>{0, 0, 32, 16, 32, 24, 32});
-  CHECK(rope.bindings[1].index == qkv.bindings[5].index);
+  const lower::Dispatch& rope = p.dispatches[2];
+  CHECK(rope.push == std::map<std::string, uint32_t>{{"q_offset", 0}, {"q_stride", 32}, {"k_offset", 16},
+                                                     {"k_stride", 32}, {"v_offset", 24}, {"v_stride", 32}});
+  CHECK(rope.binding("q").index == qkv.binding("y").index);
 
   // The residual adds write the residual stream in place.
-  CHECK(p.dispatches[4].bindings[5].index == p.dispatches[0].bindings[3].index);
-  CHECK(p.dispatches[6].bindings[5].index == p.dispatches[0].bindings[3].index);
+  CHECK(p.dispatches[5].binding("y").index == p.dispatches[0].binding("y").index);
+  CHECK(p.dispatches[7].binding("y").index == p.dispatches[0].binding("y").index);
   // The gated MLP reads gate and up together.
-  CHECK(p.dispatches[5].bindings[0].index == 7);
-  CHECK(p.dispatches[5].bindings[1].index == 8);
-  // Only the last row's logits, unless every row's are asked for.
-  CHECK(p.dispatches[7].last_row);
-  CHECK_FALSE(plan::lower(m, llama(), {.all_logits = true}).dispatches[7].last_row);
+  CHECK(p.dispatches[6].binding("w").index == 7);
+  CHECK(p.dispatches[6].binding("w2").index == 8);
+  // The LM head and the argmax serve the last row (unless the session keeps every row's logits).
+  CHECK(p.dispatches[8].last_row);
+  CHECK(p.dispatches[8].binding("y").resource == plan::Resource::Logits);
+  CHECK(p.dispatches[9].last_row);
   // One workgroup per KV head.
   CHECK(p.dispatches[3].groups_x == 1);
+  CHECK(p.dispatches[3].grid == plan::Grid::Split);
 }
 
-TEST_CASE("split attention adds the combine pass and the scratch binding") {
-  const plan::Plan p = plan::lower(info(kKernels), llama(), {.attention_splits = 4});
-  CHECK(p.dispatches.size() == 10);
-  CHECK(p.dispatches[3].kernel == "attention");
-  CHECK(p.dispatches[3].groups_z == 4);
-  CHECK(p.dispatches[3].bindings[5].resource == plan::Resource::Scratch);
-  CHECK(p.dispatches[4].kernel == "attention_combine");
+TEST_CASE("split attention: the combine pass runs only when split, and attention writes the partials") {
+  const lower::Plan p = lower::lower(llama(), kDTypes);
+  CHECK(p.dispatch_count(true) == 10);
+  CHECK(p.dispatch_count(false) == 9);
+  CHECK(p.kernel_name(p.dispatches[3]) == "attention");
+  CHECK(p.dispatches[3].binding("partials").resource == plan::Resource::Partials);
+  CHECK(p.kernel_name(p.dispatches[4]) == "attention_combine");
+  CHECK(p.dispatches[4].split_only);
   CHECK(p.dispatches[4].groups_x == 2);  // one per query head
 }
 
-TEST_CASE("a schedule the kernels cannot run is refused naming the op") {
+TEST_CASE("the kernel list is exactly the instances the dispatches use, each once") {
+  const lower::Plan p = lower::lower(llama(), kDTypes);
+  std::vector<bool> used(p.kernels.size(), false);
+  for (const lower::Dispatch& d : p.dispatches) used.at(d.kernel) = true;
+  CHECK(std::count(used.begin(), used.end(), true) == static_cast<long>(p.kernels.size()));
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    for (size_t j = i + 1; j < p.kernels.size(); ++j) CHECK(p.kernels[i].name() != p.kernels[j].name());
+}
+
+TEST_CASE("a graph the kernels cannot run is refused naming the op") {
   try {
-    plan::lower(info(kKernels), llama(true), {});
+    lower::lower(llama(true), kDTypes);
     FAIL("a standalone residual add was lowered");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::Unsupported);
-    CHECK(std::string(e.what()).find("tiny: schedule op") != std::string::npos);
+  } catch (const lower::LowerError& e) {
+    CHECK(e.op() == 7);  // the add
     CHECK(std::string(e.what()).find("residual add must follow the matmul") != std::string::npos);
   }
 }
 
-TEST_CASE("a build without a needed kernel instance is refused naming the kernel") {
-  const std::vector<KernelBinary> fewer = kernels_named({"embed_16_f16", "matmul_16_f16_norm", "attention"});
-  try {
-    plan::lower(info(fewer), llama(), {});
-    FAIL("a plan was built from missing kernels");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("no kernel instance 'rope_kv_8_neox'") != std::string::npos);
-  }
+TEST_CASE("a spec's plan: every dispatch attributed to its spec line, and sizes for the runtime") {
+  spec::Diagnostics diagnostics("tests/specs/tiny/llama-gqa.toml");
+  const auto s = spec::parse_spec_file(LATHE_SOURCE_DIR "/tests/specs/tiny/llama-gqa.toml", diagnostics);
+  REQUIRE(s);
+  const auto model = lower::plan_model(*s, diagnostics);
+  REQUIRE(model);
+  for (const lower::Dispatch& d : model->plan.dispatches) CHECK(s->where(model->graph.keys[d.op]).line > 0);
+  CHECK(model->cache_row_bytes == s->dims.kv_heads * s->dims.head_dim * 2);  // f16 cache
+  CHECK(model->partials_row_floats == s->dims.heads * (s->dims.head_dim + 2));
+  // Per layer: the q/k/v matmul, rope_kv, attention, its combine, o, gate·up, down.
+  size_t layer0 = 0;
+  for (const lower::Dispatch& d : model->plan.dispatches) layer0 += d.layer == 0;
+  CHECK(layer0 == 7);
+  CHECK(lower::describe(*model).find("matmul_") != std::string::npos);
 }
 
 }  // TEST_SUITE

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/reference/reference.hpp"
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 

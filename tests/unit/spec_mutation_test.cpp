@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 

@@ -1,7 +1,7 @@
 // Parsing and validating specs from strings: values, defaults, positions.
 #include <doctest/doctest.h>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 
 using namespace lathe::spec;

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,7 +35,7 @@
 #include "generator/emit/emit_kernels.hpp"
 #include "generator/emit/shader_compiler.hpp"
 #include "generator/spec/parse.hpp"
-#include "runtime/model/push.hpp"
+#include "core/kernels.hpp"
 #include "runtime/vk/buffer.hpp"
 #include "runtime/vk/descriptors.hpp"
 #include "runtime/vk/pipeline.hpp"
@@ -85,7 +86,13 @@ const std::vector<Model>& models() {
         std::optional<spec::Spec> s = spec::parse_spec_file(file.string(), diag);
         REQUIRE_MESSAGE(s, diag.format());
         if (!emit::check_supported(*s, diag)) continue;
-        out.push_back({*s, emit::kernel_instances(*s)});
+        // The instances its plan uses, and the standalone norm of its width:
+        // pre-norm plans fold every norm into a matmul, but the lowering
+        // dispatches it for a norm whose reader is no matmul.
+        std::vector<emit::KernelInstance> instances = emit::kernel_instances(*s);
+        instances.push_back(
+            emit::kernel_instance(*s, lower::KernelKey{.family = kernels::Family::Norm, .width = s->dims.hidden}));
+        out.push_back({*s, std::move(instances)});
       }
     }
     return out;
@@ -226,26 +233,24 @@ double store(DType d, float v, std::byte* out) {
 double load(DType d, const std::byte* in) { return weights::load_element(d, in); }
 
 // The activations as HF transformers defines them (ACT2FN), in double.
-double activate(uint32_t act, double x) {
-  switch (act) {
-    case 0: return x;
-    case 1: return x / (1 + std::exp(-x));                                  // silu
-    case 2: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));            // gelu
-    case 3: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));  // gelu_new
-    case 4: return std::max(x, 0.0);                                        // relu
+double activate(spec::Activation a, double x) {
+  switch (a) {
+    case spec::Activation::SiLU: return x / (1 + std::exp(-x));
+    case spec::Activation::GeluErf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));  // gelu
+    case spec::Activation::GeluTanh:  // gelu_new
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+    case spec::Activation::ReLU: return std::max(x, 0.0);
   }
-  FAIL("ACT " << act << " is no activation");
+  FAIL("no such activation");
   return 0;
 }
 
-uint32_t act_constant(spec::Activation a) {  // common.glsl's ACT_* for a spec's activation
-  switch (a) {
-    case spec::Activation::SiLU: return 1;
-    case spec::Activation::GeluErf: return 2;
-    case spec::Activation::GeluTanh: return 3;
-    case spec::Activation::ReLU: return 4;
-  }
-  return 0;
+// The ACT value that names activation `a` in an instance: its own ACT_<NAME>
+// constant (common.glsl's activate() reads those names).
+uint32_t act_constant(const Constants& c, spec::Activation a) {
+  std::string name = "ACT_";
+  for (char ch : spelling(a).key) name += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return c.u(name);
 }
 
 // ---- The device side.
@@ -346,9 +351,12 @@ class Gpu {
 
   // Spec constants: 0 the subgroup size (the runtime's workgroup size), then `extra`
   // (matmul.comp's ROWS and TOKENS).
-  template <typename Push>
-  void run(const Model& m, const emit::KernelInstance& k, std::initializer_list<vk::Binding> bindings, const Push& push,
-           uint32_t groups_x, uint32_t groups_y = 1, std::vector<uint32_t> extra = {}) {
+  // `named`: the family's bindings by name (core/kernels.hpp), `push` its
+  // push constants by name.
+  template <typename Named, typename Push>
+  void run(const Model& m, const emit::KernelInstance& k, const Named& named, const Push& push, uint32_t groups_x,
+           uint32_t groups_y = 1, std::vector<uint32_t> extra = {}) {
+    const auto bindings = named.array();
     REQUIRE(sizeof(Push) == k.push->size());
     // Instances of two specs share names ("argmax", "norm_64"): the pipeline key holds the spec.
     const std::string name = m.spec.name + "/" + k.name;
@@ -365,7 +373,7 @@ class Gpu {
     const vk::Pipeline& p =
         pipelines_.get(vk::KernelCode{it->first, it->second.data(), it->second.size(), sizeof(Push)}, key);
     const VkDescriptorSet set = arena_.allocate(p);
-    const std::vector<vk::Binding> list(bindings);
+    const std::vector<vk::Binding> list(bindings.begin(), bindings.end());
     vk::write_descriptors(device_, p, set, list);
 
     vk::OneShot once(device_);
@@ -411,9 +419,11 @@ struct QkvLayout {
   push::AttentionPush push(uint32_t rows) const {
     if (fused) {
       const uint32_t w = q_width + 2 * kv_width;
-      return {rows, 0, w, q_width, w, q_width + kv_width, w};
+      return {.rows = rows, .q_offset = 0, .q_stride = w, .k_offset = q_width, .k_stride = w,
+              .v_offset = q_width + kv_width, .v_stride = w};
     }
-    return {rows, 0, q_width, 0, kv_width, 0, kv_width};
+    return {.rows = rows, .q_offset = 0, .q_stride = q_width, .k_offset = 0, .k_stride = kv_width, .v_offset = 0,
+            .v_stride = kv_width};
   }
 };
 
@@ -494,8 +504,12 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned
       vk::Buffer io = buffer_of(device, io_words(position, tokens));
       vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * d, kGuard)));
       gpu.run(m, k,
-              {whole(io), table.binding(), positions ? vk::Binding(position_table->binding()) : gpu.no_texels(), whole(y)},
-              push::RowsPush{rows}, rows);
+              kernels::EmbedBindings<vk::Binding>{
+                  .io = whole(io),
+                  .table = table.binding(),
+                  .positions = positions ? vk::Binding(position_table->binding()) : gpu.no_texels(),
+                  .y = whole(y)},
+              push::RowsPush{.rows = rows}, rows);
       const std::vector<float> out = read_back<float>(device, y, size_t{rows} * d + kGuardWords);
       NormalizedError e;
       for (uint32_t t = 0; t < rows; ++t) {
@@ -538,7 +552,10 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     const std::vector<float> g = random_floats(n, 0.5f, 1.5f), b = random_floats(n);
     vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g), bb = buffer_of(device, b);
     vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * n, kGuard)));
-    gpu.run(m, k, {whole(xb), whole(gb), s.norm.bias ? whole(bb) : gpu.no_buffer(), whole(y)}, push::RowsPush{rows}, rows);
+    gpu.run(m, k,
+            kernels::NormBindings<vk::Binding>{
+                .x = whole(xb), .scale = whole(gb), .shift = s.norm.bias ? whole(bb) : gpu.no_buffer(), .y = whole(y)},
+            push::RowsPush{.rows = rows}, rows);
     const std::vector<float> out = read_back<float>(device, y, size_t{rows} * n + kGuardWords);
 
     NormalizedError e;
@@ -588,7 +605,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     }
     CHECK(dtype == device_dtype(s.weights.dtype));
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate));
-    if (gated || act != 0) CHECK(act == act_constant(s.mlp.activation));
+    CHECK(c.u("ACT_NONE") == 0);
+    if (gated || act != 0) CHECK(act == act_constant(c, s.mlp.activation));
     CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));
 
     // The widest output this instance computes in the model: the MLP's
@@ -650,10 +668,17 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       const Weights& second = cs.fused ? w : w2;
       const vk::Buffer& second_bias = cs.fused ? bb : bb2;
       gpu.run(m, k,
-              {w.binding(), gated ? vk::Binding(second.binding()) : gpu.no_texels(), whole(xb),
-               bias ? whole(bb) : gpu.no_buffer(), bias && gated ? whole(second_bias) : gpu.no_buffer(), whole(y),
-               norm != 0 ? whole(gb) : gpu.no_buffer(), norm_bias ? whole(nbb) : gpu.no_buffer()},
-              push::MatmulPush{cs.rows, n, cs.x_row0, cs.gate_row0, cs.up_row0}, (n + cs.tile_rows - 1) / cs.tile_rows,
+              kernels::MatmulBindings<vk::Binding>{
+                  .w = w.binding(),
+                  .w2 = gated ? vk::Binding(second.binding()) : gpu.no_texels(),
+                  .x = whole(xb),
+                  .bias = bias ? whole(bb) : gpu.no_buffer(),
+                  .bias2 = bias && gated ? whole(second_bias) : gpu.no_buffer(),
+                  .y = whole(y),
+                  .norm_scale = norm != 0 ? whole(gb) : gpu.no_buffer(),
+                  .norm_shift = norm_bias ? whole(nbb) : gpu.no_buffer()},
+              push::MatmulPush{
+                  .rows = cs.rows, .n = n, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0, .up_row0 = cs.up_row0}, (n + cs.tile_rows - 1) / cs.tile_rows,
               (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens});
       const std::vector<float> out = read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
 
@@ -666,7 +691,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
           double value = 0;
           for (uint32_t i = 0; i < K; ++i) value += wr[i] * xr[i];
           if (bias) value += bias_values[cs.gate_row0 + r];
-          value = activate(act, value);
+          if (act != 0) value = activate(s.mlp.activation, value);
           if (gated) {
             const std::vector<double>& ur = second.row(cs.up_row0 + r);
             double up = 0;
@@ -744,7 +769,12 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       vk::Buffer kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
       vk::Buffer io = buffer_of(device, io_words(cs.position, {}));
       gpu.run(m, k,
-              {whole(io), whole(qb), whole(layout.fused ? qb : *kb), whole(layout.fused ? qb : *vb), whole(kc), whole(vc)},
+              kernels::RopeKvBindings<vk::Binding>{.io = whole(io),
+                                                   .q = whole(qb),
+                                                   .k = whole(layout.fused ? qb : *kb),
+                                                   .v = whole(layout.fused ? qb : *vb),
+                                                   .k_cache = whole(kc),
+                                                   .v_cache = whole(vc)},
               push, cs.rows);
 
       // q: rotated in place; every other element of its buffer (k and v of a fused row) unchanged.
@@ -837,8 +867,12 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       const vk::TexelView kview(device, kc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kc.size());
       const vk::TexelView vview(device, vc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, vc.size());
       gpu.run(m, k,
-              {whole(io), whole(qb), vk::TexelBinding{kview.handle()}, vk::TexelBinding{vview.handle()}, whole(o),
-               gpu.no_buffer()},
+              kernels::AttentionBindings<vk::Binding>{.io = whole(io),
+                                                      .q = whole(qb),
+                                                      .k_cache = vk::TexelBinding{kview.handle()},
+                                                      .v_cache = vk::TexelBinding{vview.handle()},
+                                                      .out = whole(o),
+                                                      .partials = gpu.no_buffer()},
               push, hkv, cs.rows);  // a workgroup per KV head; one key range (split ranges: the model tests)
       const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
 
@@ -914,7 +948,8 @@ TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
         if (last[i] > last[expected]) expected = i;
       vk::Buffer io = buffer_of(device, std::vector<uint32_t>{7, 0xdeadbeefu, 0xdeadbeefu});
       vk::Buffer lb = buffer_of(device, logits);
-      gpu.run(m, k, {whole(io), whole(lb)}, push::RowsPush{rows}, 1);
+      gpu.run(m, k, kernels::ArgmaxBindings<vk::Binding>{.io = whole(io), .logits = whole(lb)},
+              push::RowsPush{.rows = rows}, 1);
       const std::vector<uint32_t> words = read_back<uint32_t>(device, io, 3);
       CHECK(words[1] == expected);
       CHECK(words[0] == 7);  // the position stays

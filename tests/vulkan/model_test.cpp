@@ -13,7 +13,7 @@
 #include <numeric>
 #include <random>
 
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
 #include "runtime/model/session.hpp"

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "runtime/error.hpp"
-#include "runtime/model/lowering.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/text/generate.hpp"
@@ -27,43 +26,25 @@ namespace {
 using lathe::Error;
 using lathe::ErrorKind;
 
-const char* op_name(lathe::typed::OpKind k) {
-  using lathe::typed::OpKind;
-  switch (k) {
-    case OpKind::Embed: return "embed";
-    case OpKind::PosEmbed: return "pos_embed";
-    case OpKind::RMSNorm: return "rmsnorm";
-    case OpKind::LayerNorm: return "layernorm";
-    case OpKind::MatMul: return "matmul";
-    case OpKind::Split: return "split";
-    case OpKind::Rope: return "rope";
-    case OpKind::Attention: return "attention";
-    case OpKind::Act: return "activation";
-    case OpKind::GatedAct: return "gated_activation";
-    case OpKind::Add: return "add";
-    case OpKind::Logits: return "logits";
-  }
-  return "?";
-}
-
 int cmd_info() {
   const lathe::ModelInfo& m = lathe::model_info();
+  const lathe::plan::Plan& plan = m.plan;
   std::cout << "model        " << m.name << " (" << m.spec_file << ")\n"
             << "dims         hidden " << m.hidden << ", layers " << m.layers << ", heads " << m.heads << "/"
             << m.kv_heads << " × " << m.head_dim << ", intermediate " << m.intermediate << ", vocab " << m.vocab
             << ", max context " << m.max_context << "\n"
             << "parameters   " << m.total_params << " in " << m.manifest.size() << " tensors\n";
-  const lathe::typed::Schedule schedule = m.schedule();
-  std::map<std::string, int> counts;
-  for (const auto& op : schedule.ops) counts[op_name(op.kind)]++;
-  std::cout << "schedule     " << schedule.ops.size() << " ops:";
-  for (const auto& [name, n] : counts) std::cout << " " << name << " " << n;
-  std::cout << "\n";
-  const lathe::plan::Plan plan = lathe::plan::lower(m, schedule, {});
-  std::map<std::string, int> kernels;
-  for (const auto& d : plan.dispatches) kernels[d.kernel]++;
-  std::cout << "plan         " << plan.dispatches.size() << " dispatches per decode step, " << plan.slot_widths.size()
-            << " activation buffers\n";
+  std::map<int32_t, size_t> per_layer;
+  std::map<std::string_view, int> kernels;
+  for (const lathe::plan::Dispatch& d : plan.dispatches) {
+    per_layer[d.layer]++;
+    kernels[plan.kernels[d.kernel].name]++;
+  }
+  std::cout << "plan         " << lathe::plan::dispatch_count(plan, false) << " dispatches per pass ("
+            << lathe::plan::dispatch_count(plan, true) << " with split attention): " << per_layer[-1]
+            << " outside the layers, " << (m.layers > 0 ? per_layer[0] : 0) << " per layer; " << plan.kernels.size()
+            << " kernel instances, " << plan.slot_widths.size() << " activation buffers, " << plan.packs.size()
+            << " packs\n";
   for (const auto& [name, n] : kernels) std::cout << "  " << n << " × " << name << "\n";
   return 0;
 }
@@ -366,7 +347,7 @@ int main(int argc, char** argv) {
   const lathe::ModelInfo& m = lathe::model_info();
   CLI::App app{std::string("lathe build of ") + std::string(m.name)};
   app.require_subcommand(1);
-  auto* info = app.add_subcommand("info", "The model's configuration, manifest, schedule and dispatch plan");
+  auto* info = app.add_subcommand("info", "The model's configuration, manifest and dispatch plan");
 
   auto* random = app.add_subcommand("random-weights", "Write a safetensors file of random weights for this model");
   std::string random_out;

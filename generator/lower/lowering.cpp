@@ -1,17 +1,14 @@
-#include "runtime/model/lowering.hpp"
+#include "generator/lower/lowering.hpp"
 
 #include <algorithm>
 #include <array>
 #include <map>
-#include <set>
 
-#include "runtime/error.hpp"
-#include "runtime/model/kernel_names.hpp"
-#include "runtime/model/push.hpp"
-
-namespace lathe::plan {
+namespace lathe::lower {
 namespace {
 
+using kernels::Family;
+using plan::Binding;
 using typed::Op;
 using typed::OpKind;
 
@@ -22,16 +19,18 @@ struct Loc {
   uint32_t stride = 0;  // the slot's row width
 };
 
+// The input of a matmul: x, and the folded norm's scale and shift if any.
+struct MatmulInput {
+  Binding x, norm_scale, norm_shift;
+};
+
 class Lowering {
  public:
-  Lowering(const ModelInfo& model, const typed::Schedule& schedule, const LowerOptions& options)
-      : model_(model), s_(schedule), ops_(schedule.ops) {
-    plan_.all_logits = options.all_logits;
-    plan_.attention_splits = std::max<uint32_t>(1, options.attention_splits);
-    last_use_.assign(schedule.values, -1);
+  Lowering(const typed::Schedule& graph, std::span<const DType> dtypes)
+      : s_(graph), ops_(graph.ops), dtypes_(dtypes) {
+    last_use_.assign(graph.values, -1);
     for (size_t i = 0; i < ops_.size(); ++i)
       for (uint32_t in : inputs(ops_[i])) last_use_[in] = static_cast<int32_t>(i);
-    for (const KernelBinary& k : model.kernels) kernels_.insert(std::string(k.name));
   }
 
   Plan run() {
@@ -53,12 +52,10 @@ class Lowering {
     }
   }
 
-  [[noreturn]] void unsupported(size_t i, const std::string& why) const {
-    throw Error(ErrorKind::Unsupported, std::string(model_.name) + ": schedule op " + std::to_string(i) + ": " + why);
-  }
+  [[noreturn]] static void unsupported(size_t i, const std::string& why) { throw LowerError(i, why); }
 
   const Op* at(size_t i) const { return i < ops_.size() ? &ops_[i] : nullptr; }
-  DType dtype(int32_t tensor) const { return device_dtype(model_.manifest[static_cast<size_t>(tensor)].dtype); }
+  DType dtype(int32_t tensor) const { return dtypes_[static_cast<size_t>(tensor)]; }
 
   Loc materialize(uint32_t value) {
     const int64_t width = s_.widths[value];
@@ -105,70 +102,85 @@ class Lowering {
     }
   }
 
-  Binding act(size_t i, uint32_t value) const { return {Resource::Activation, loc(i, value).slot}; }
-
-  Dispatch& emit(size_t i, std::string kernel, Grid grid, std::vector<Binding> bindings, std::vector<uint32_t> push) {
-    if (!kernels_.count(kernel))
-      throw Error(ErrorKind::Unsupported, std::string(model_.name) + ": the build has no kernel instance '" + kernel +
-                                              "' for schedule op " + std::to_string(i) +
-                                              " (the generator and the runtime disagree; regenerate the build)");
+  // A dispatch of the instance `key`; the kernel list grows by each new key.
+  Dispatch& emit(size_t i, const KernelKey& key, plan::Grid grid, std::map<std::string, Binding> bindings,
+                 std::map<std::string, uint32_t> push = {}) {
+    auto it = std::find(plan_.kernels.begin(), plan_.kernels.end(), key);
+    if (it == plan_.kernels.end()) it = plan_.kernels.insert(plan_.kernels.end(), key);
+    const kernels::FamilyInfo& f = kernels::family(key.family);
+    // Names are checked against the family's interface: a misspelt one
+    // would otherwise bind nothing.
+    for (const auto& [name, b] : bindings) {
+      (void)b;
+      if (std::none_of(f.bindings.begin(), f.bindings.end(), [&](const auto& x) { return x.name == name; }))
+        throw std::logic_error("lowering: " + std::string(f.key) + " has no binding '" + name + "'");
+    }
+    for (const auto& [name, v] : push) {
+      (void)v;
+      if (name == "rows" || std::none_of(f.push.begin(), f.push.end(), [&](const auto& x) { return x.name == name; }))
+        throw std::logic_error("lowering: " + std::string(f.key) + " has no push field '" + name + "' to set");
+    }
     Dispatch d;
-    d.kernel = std::move(kernel);
+    d.kernel = static_cast<size_t>(it - plan_.kernels.begin());
     d.grid = grid;
     d.bindings = std::move(bindings);
     d.push = std::move(push);
-    d.op = static_cast<int32_t>(i);
+    d.op = i;
+    d.layer = layer_;
     plan_.dispatches.push_back(std::move(d));
     return plan_.dispatches.back();
   }
 
-  Binding vector_or_none(int32_t tensor) const {
-    return tensor >= 0 ? Binding{Resource::Vector, tensor} : Binding{Resource::NoBuffer, 0};
-  }
+  Binding vector_or_none(int32_t tensor) const { return tensor >= 0 ? plan::weight(tensor) : Binding{}; }
 
-  // The input binding of a matmul reading `in`, and the norm bindings: the
-  // pending norm's input and scale/shift when `in` is that norm's output.
-  std::array<Binding, 3> matmul_input(size_t i, uint32_t in, int64_t width, kernels::Epilogue& e) {
+  // The input bindings of a matmul reading `in`: the pending norm's input and
+  // scale/shift when `in` is that norm's output.
+  MatmulInput matmul_input(size_t i, uint32_t in, int64_t width, Epilogue& e) {
     const bool fold = norm_ && norm_->out == in;
     const Loc x = loc(i, fold ? norm_->in[0] : in);
     if (x.offset != 0 || x.stride != static_cast<uint32_t>(width))
       unsupported(i, "a matmul reads a column view; only whole activations are supported");
     e.norm = fold;
-    if (!fold) return {Binding{Resource::Activation, x.slot}, Binding{Resource::NoBuffer, 0}, Binding{Resource::NoBuffer, 0}};
-    return {Binding{Resource::Activation, x.slot}, Binding{Resource::Vector, norm_->tensor[0]}, vector_or_none(norm_->tensor[1])};
+    if (!fold) return {plan::activation(x.slot), {}, {}};
+    return {plan::activation(x.slot), plan::weight(norm_->tensor[0]), vector_or_none(norm_->tensor[1])};
   }
 
-  // One matmul dispatch; `out` is the binding it writes.
-  void matmul(size_t i, const Op& w, const Op* w2, kernels::Epilogue e, uint32_t in, Binding out,
-              uint32_t gate_row0 = 0, uint32_t up_row0 = 0, uint32_t n = 0, bool last_row = false) {
-    const std::array<Binding, 3> x = matmul_input(i, in, w.dims[1], e);
-    std::vector<Binding> b = {{Resource::Weight, w.tensor[0]},
-                              w2 ? Binding{Resource::Weight, w2->tensor[0]} : Binding{Resource::NoTexel, 0},
-                              x[0],
-                              vector_or_none(w.tensor[1]),
-                              w2 ? vector_or_none(w2->tensor[1]) : Binding{Resource::NoBuffer, 0},
-                              out,
-                              x[1],
-                              x[2]};
-    Dispatch& d = emit(i, kernels::matmul(w.dims[1], dtype(w.tensor[0]), e), Grid::Tiles, std::move(b), {});
-    d.n = n ? n : static_cast<uint32_t>(w.dims[0]);
-    d.push = {0, d.n, 0, gate_row0, up_row0};
+  // One matmul dispatch of W (and W2 for a gated epilogue); `out` is the binding it writes.
+  void matmul(size_t i, const Op& w, const Op* w2, Epilogue e, uint32_t in, Binding out, uint32_t gate_row0 = 0,
+              uint32_t up_row0 = 0, uint32_t n = 0, bool last_row = false) {
+    const MatmulInput x = matmul_input(i, in, w.dims[1], e);
+    std::map<std::string, Binding> b = {{"w", plan::weight(w.tensor[0])}, {"x", x.x},
+                                        {"bias", vector_or_none(w.tensor[1])}, {"y", out},
+                                        {"norm_scale", x.norm_scale}, {"norm_shift", x.norm_shift}};
+    if (w2) {
+      b["w2"] = plan::weight(w2->tensor[0]);
+      b["bias2"] = vector_or_none(w2->tensor[1]);
+    }
+    const uint32_t rows = n ? n : static_cast<uint32_t>(w.dims[0]);
+    Dispatch& d = emit(i, matmul_key(w.dims[1], dtype(w.tensor[0]), e), plan::Grid::Tiles, std::move(b),
+                       {{"n", rows}, {"gate_row0", gate_row0}, {"up_row0", up_row0}});
+    d.groups_x = rows;
     d.last_row = last_row;
+  }
+
+  static KernelKey matmul_key(int64_t cols, DType dtype, const Epilogue& e) {
+    return KernelKey{.family = Family::Matmul, .width = cols, .dtype = dtype, .epilogue = e};
   }
 
   size_t lower_at(size_t i) {
     const Op& op = ops_[i];
     const Op* next = at(i + 1);
+    layer_ = op.layer;
     switch (op.kind) {
       case OpKind::Embed: {
         const bool positions = next && next->kind == OpKind::PosEmbed && next->in[0] == op.out;
         const Loc out = materialize(positions ? next->out : op.out);
-        emit(i, kernels::embed(op.dims[1], dtype(op.tensor[0]), positions), Grid::Rows,
-             {{Resource::Io, 0},
-              {Resource::Weight, op.tensor[0]},
-              positions ? Binding{Resource::Weight, next->tensor[0]} : Binding{Resource::NoTexel, 0},
-              {Resource::Activation, out.slot}},
-             {0});
+        emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = positions},
+             plan::Grid::Rows,
+             {{"io", plan::io()},
+              {"table", plan::weight(op.tensor[0])},
+              {"positions", positions ? plan::weight(next->tensor[0]) : Binding{}},
+              {"y", plan::activation(out.slot)}});
         return positions ? 2 : 1;
       }
       case OpKind::RMSNorm:
@@ -182,10 +194,11 @@ class Lowering {
             unsupported(i, "a norm folded into the projections after it is read again later");
           return 1 + consumed;
         }
-        const Binding in = act(i, op.in[0]);
+        const Binding in = plan::activation(loc(i, op.in[0]).slot);
         const Loc out = materialize(op.out);
-        emit(i, kernels::norm(op.dims[0]), Grid::Rows,
-             {in, {Resource::Vector, op.tensor[0]}, vector_or_none(op.tensor[1]), {Resource::Activation, out.slot}}, {0});
+        emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0]}, plan::Grid::Rows,
+             {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])},
+              {"y", plan::activation(out.slot)}});
         return 1;
       }
       case OpKind::MatMul: return lower_matmul(i);
@@ -197,17 +210,17 @@ class Lowering {
       case OpKind::Rope: {
         if (!next || next->kind != OpKind::Attention || next->in[0] != op.in[0] || next->in[1] != op.in[1])
           unsupported(i, "rope must be followed by the attention of the same q and k");
-        lower_attention(i + 1, op.dims[3], static_cast<typed::RopePairing>(op.variant));
+        lower_attention(i + 1, op.dims[3], static_cast<RopePairing>(op.variant));
         return 2;
       }
       case OpKind::Attention:
-        lower_attention(i, 0, typed::RopePairing::Neox);
+        lower_attention(i, 0, RopePairing::Neox);
         return 1;
       case OpKind::Logits: {
-        const kernels::Epilogue plain;
-        matmul(i, op, nullptr, plain, op.in[0], {Resource::Logits, 0}, 0, 0, 0, !plan_.all_logits);
-        emit(i, kernels::argmax(), Grid::Single, {{Resource::Io, 0}, {Resource::Logits, 0}}, {0}).last_row =
-            !plan_.all_logits;
+        matmul(i, op, nullptr, Epilogue{}, op.in[0], plan::logits(), 0, 0, 0, true);
+        emit(i, KernelKey{.family = Family::Argmax}, plan::Grid::Single,
+             {{"io", plan::io()}, {"logits", plan::logits()}})
+            .last_row = true;
         return 1;
       }
       case OpKind::PosEmbed: unsupported(i, "add_positions must follow the embedding");
@@ -246,8 +259,8 @@ class Lowering {
     plan_.packs.push_back(pack);
     const Op& op = ops_[i];
     const bool bias = op.tensor[1] >= 0;
-    kernels::Epilogue e{.bias = bias};
-    const std::array<Binding, 3> x = matmul_input(i, op.in[0], op.dims[1], e);
+    Epilogue e{.bias = bias};
+    const MatmulInput x = matmul_input(i, op.in[0], op.dims[1], e);
     // One activation of all the rows; each product is a column view of it.
     const int32_t slot = allocate(rows);
     uint32_t offset = 0;
@@ -255,18 +268,15 @@ class Lowering {
       bind(ops_[j].out, Loc{slot, offset, static_cast<uint32_t>(rows)});
       offset += static_cast<uint32_t>(ops_[j].dims[0]);
     }
-    Dispatch& d = emit(i, kernels::matmul(op.dims[1], dtype(op.tensor[0]), e), Grid::Tiles,
-                       {{Resource::Pack, index},
-                        {Resource::NoTexel, 0},
-                        x[0],
-                        bias ? Binding{Resource::PackBias, index} : Binding{Resource::NoBuffer, 0},
-                        {Resource::NoBuffer, 0},
-                        {Resource::Activation, slot},
-                        x[1],
-                        x[2]},
-                       {});
-    d.n = static_cast<uint32_t>(rows);
-    d.push = {0, d.n, 0, 0, 0};
+    Dispatch& d = emit(i, matmul_key(op.dims[1], dtype(op.tensor[0]), e), plan::Grid::Tiles,
+                       {{"w", plan::pack(index)},
+                        {"x", x.x},
+                        {"bias", bias ? plan::pack_bias(index) : Binding{}},
+                        {"y", plan::activation(slot)},
+                        {"norm_scale", x.norm_scale},
+                        {"norm_shift", x.norm_shift}},
+                       {{"n", static_cast<uint32_t>(rows)}});
+    d.groups_x = static_cast<uint32_t>(rows);
     return count;
   }
 
@@ -280,10 +290,10 @@ class Lowering {
     // gate, up → gated(gate, up)
     if (a && b && a->kind == OpKind::MatMul && a->in[0] == op.in[0] && b->kind == OpKind::GatedAct &&
         b->in[0] == op.out && b->in[1] == a->out) {
-      const kernels::Epilogue e{.bias = bias, .gated = true, .act = static_cast<typed::Activation>(b->variant)};
+      const Epilogue e{.bias = bias, .gated = true, .act = static_cast<Activation>(b->variant)};
       if ((a->tensor[1] >= 0) != bias) unsupported(i, "gate and up differ in having a bias");
       const Loc out = materialize(b->out);
-      matmul(i, op, a, e, op.in[0], {Resource::Activation, out.slot});
+      matmul(i, op, a, e, op.in[0], plan::activation(out.slot));
       return 3;
     }
     // gate_up → split, split → gated: both halves of one tensor.
@@ -292,18 +302,18 @@ class Lowering {
       const Op* gate = c->in[0] == a->out ? a : c->in[0] == b->out ? b : nullptr;
       const Op* up = c->in[1] == a->out ? a : c->in[1] == b->out ? b : nullptr;
       if (gate && up && gate != up) {
-        const kernels::Epilogue e{.bias = bias, .gated = true, .act = static_cast<typed::Activation>(c->variant)};
+        const Epilogue e{.bias = bias, .gated = true, .act = static_cast<Activation>(c->variant)};
         const Loc out = materialize(c->out);
-        matmul(i, op, &op, e, op.in[0], {Resource::Activation, out.slot}, static_cast<uint32_t>(gate->dims[0]),
+        matmul(i, op, &op, e, op.in[0], plan::activation(out.slot), static_cast<uint32_t>(gate->dims[0]),
                static_cast<uint32_t>(up->dims[0]), static_cast<uint32_t>(gate->dims[1]));
         return 4;
       }
     }
     // matmul → activation
     if (a && a->kind == OpKind::Act && a->in[0] == op.out) {
-      const kernels::Epilogue e{.bias = bias, .activation = true, .act = static_cast<typed::Activation>(a->variant)};
+      const Epilogue e{.bias = bias, .activation = true, .act = static_cast<Activation>(a->variant)};
       const Loc out = materialize(a->out);
-      matmul(i, op, nullptr, e, op.in[0], {Resource::Activation, out.slot});
+      matmul(i, op, nullptr, e, op.in[0], plan::activation(out.slot));
       return 2;
     }
     // matmul → add(x, ·): y += W·in in place, when x dies here.
@@ -312,63 +322,64 @@ class Lowering {
       const Loc xl = loc(i, x);
       if (last_use_[x] != static_cast<int32_t>(i + 1) || xl.offset != 0)
         unsupported(i, "the residual stream is read after the add; the in-place residual needs it to end there");
-      const kernels::Epilogue e{.bias = bias, .residual = true};
-      matmul(i, op, nullptr, e, op.in[0], {Resource::Activation, xl.slot});
+      const Epilogue e{.bias = bias, .residual = true};
+      matmul(i, op, nullptr, e, op.in[0], plan::activation(xl.slot));
       locs_.erase(x);  // the sum takes over the slot: its user count stays
       locs_[a->out] = xl;
       return 2;
     }
-    const kernels::Epilogue e{.bias = bias};
+    const Epilogue e{.bias = bias};
     const Loc out = materialize(op.out);
-    matmul(i, op, nullptr, e, op.in[0], {Resource::Activation, out.slot});
+    matmul(i, op, nullptr, e, op.in[0], plan::activation(out.slot));
     return 1;
   }
 
-  void lower_attention(size_t i, int64_t rotary, typed::RopePairing pairing) {
+  void lower_attention(size_t i, int64_t rotary, RopePairing pairing) {
     const Op& op = ops_[i];
     const Loc q = loc(i, op.in[0]), k = loc(i, op.in[1]), v = loc(i, op.in[2]);
-    const std::vector<uint32_t> push = {0, q.offset, q.stride, k.offset, k.stride, v.offset, v.stride};
-    const Binding kc{Resource::KCache, op.layer}, vc{Resource::VCache, op.layer};
-    emit(i, kernels::rope_kv(rotary, pairing), Grid::Rows,
-         {{Resource::Io, 0}, {Resource::Activation, q.slot}, {Resource::Activation, k.slot}, {Resource::Activation, v.slot}, kc, vc},
-         push);
+    const std::map<std::string, uint32_t> views = {{"q_offset", q.offset}, {"q_stride", q.stride},
+                                                   {"k_offset", k.offset}, {"k_stride", k.stride},
+                                                   {"v_offset", v.offset}, {"v_stride", v.stride}};
+    // Attributed to the rope op before the attention, when there is one.
+    emit(rotary > 0 ? i - 1 : i, KernelKey{.family = Family::RopeKv, .width = rotary, .pairing = pairing}, plan::Grid::Rows,
+         {{"io", plan::io()},
+          {"q", plan::activation(q.slot)},
+          {"k", plan::activation(k.slot)},
+          {"v", plan::activation(v.slot)},
+          {"k_cache", plan::k_cache(op.layer)},
+          {"v_cache", plan::v_cache(op.layer)}},
+         views);
     const Loc out = materialize(op.out);
-    const uint32_t splits = plan_.attention_splits;
-    Dispatch& d = emit(i, kernels::attention(), Grid::HeadsRows,
-                       {{Resource::Io, 0},
-                        {Resource::Activation, q.slot},
-                        {Resource::KCacheTexel, op.layer},
-                        {Resource::VCacheTexel, op.layer},
-                        {Resource::Activation, out.slot},
-                        splits > 1 ? Binding{Resource::Scratch, 0} : Binding{Resource::NoBuffer, 0}},
-                       push);
-    d.groups_x = static_cast<uint32_t>(op.dims[1]);  // one workgroup per KV head serves its G query heads
-    d.groups_z = splits;
-    d.spec = {splits};
-    if (splits > 1) {
-      Dispatch& c = emit(i, kernels::attention_combine(), Grid::HeadsRows,
-                         {{Resource::Scratch, 0}, {Resource::Activation, out.slot}}, {0});
-      c.groups_x = static_cast<uint32_t>(op.dims[0]);
-      c.spec = {splits};
-    }
+    // One workgroup per KV head serves its G query heads (and key range, when split).
+    emit(i, KernelKey{.family = Family::Attention}, plan::Grid::Split,
+         {{"io", plan::io()},
+          {"q", plan::activation(q.slot)},
+          {"k_cache", plan::k_cache(op.layer)},
+          {"v_cache", plan::v_cache(op.layer)},
+          {"out", plan::activation(out.slot)},
+          {"partials", plan::partials()}},
+         views)
+        .groups_x = static_cast<uint32_t>(op.dims[1]);
+    Dispatch& c = emit(i, KernelKey{.family = Family::AttentionCombine}, plan::Grid::Heads,
+                       {{"partials", plan::partials()}, {"out", plan::activation(out.slot)}});
+    c.groups_x = static_cast<uint32_t>(op.dims[0]);  // one per query head
+    c.split_only = true;
   }
 
-  const ModelInfo& model_;
   const typed::Schedule& s_;
   const std::vector<Op>& ops_;
+  std::span<const DType> dtypes_;
   Plan plan_;
-  std::set<std::string> kernels_;
   std::vector<int32_t> last_use_;
   std::map<uint32_t, Loc> locs_;
   std::vector<bool> slot_free_;
   std::vector<int32_t> slot_users_;
   const Op* norm_ = nullptr;  // a norm being folded into the matmuls that read its output
+  int32_t layer_ = -1;        // the layer of the ops being lowered
 };
 
 }  // namespace
 
-Plan lower(const ModelInfo& model, const typed::Schedule& schedule, const LowerOptions& options) {
-  return Lowering(model, schedule, options).run();
-}
+Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes) { return Lowering(graph, dtypes).run(); }
 
-}  // namespace lathe::plan
+}  // namespace lathe::lower

@@ -5,7 +5,8 @@
 // arguments, so a schedule that wires mismatched shapes — a hand-edited
 // generated file, or user code passing a [2048]-vector to a [4096 × 1024]
 // matmul — fails to compile with a static_assert naming the rule. The
-// recorded Op list is plain data the runtime lowers to kernel dispatches.
+// recorded Op list is the graph the generator lowers to kernel dispatches
+// (generator/lower); compiling the generated forward() checks its shapes.
 // The token count is symbolic (a run-time value): prefill records T tokens,
 // decode one, with the same wiring.
 #pragma once
@@ -15,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/model/contract.hpp"
+#include "core/contract.hpp"
 
 namespace lathe::typed {
 
@@ -57,8 +58,8 @@ enum class OpKind : uint8_t {
   Logits,       // out = W · in for the last token (or every token)
 };
 
-enum class Activation : uint8_t { SiLU, GeluErf, GeluTanh, ReLU };
-enum class RopePairing : uint8_t { Neox, Interleaved };
+using lathe::Activation;
+using lathe::RopePairing;
 
 struct Op {
   OpKind kind;

@@ -1,4 +1,4 @@
-#include "generator/spec/manifest.hpp"
+#include "core/manifest.hpp"
 
 #include <algorithm>
 #include <set>

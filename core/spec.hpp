@@ -9,28 +9,54 @@
 #include <string>
 #include <vector>
 
-#include "generator/spec/diagnostics.hpp"
-#include "runtime/model/contract.hpp"
+#include "core/contract.hpp"
+#include "core/loc.hpp"
 
 namespace lathe::spec {
 
-enum class NormKind { RMSNorm, LayerNorm };
 // pre: x + F(N(x)); post: N(x + F(x)); sandwich: x + N2(F(N1(x))) (Gemma 2/3);
 // parallel: x + Attn(N(x)) + MLP(N'(x)) (GPT-J, NeoX, Phi-2);
 // branch_output: x + N(F(x)) (OLMo 2).
 enum class NormPlacement { Pre, Post, Sandwich, Parallel, BranchOutput };
-enum class Activation { SiLU, GeluErf, GeluTanh, ReLU };
 // per_head: RMSNorm over head_dim of each head (Qwen3); whole: over the whole
 // q and k projections before the split into heads (OLMo 2).
 enum class QKNorm { None, PerHead, Whole };
 enum class PositionKind { Rope, Alibi, Learned, Sinusoidal, None };
-// neox: rotate-half pairs (i, i + r/2) (HF Llama); interleaved: pairs (2i, 2i+1) (GPT-J, GGUF).
-enum class RopePairing { Neox, Interleaved };
 enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
 enum class FusedGateUp { None, GateUp, UpGate };  // the order of the halves of a fused tensor
+using lathe::Activation;
 using lathe::DType;
 using lathe::Layout;
+using lathe::NormKind;
 using lathe::Role;
+using lathe::RopePairing;
+
+// The spec-only vocabularies' tables (core/contract.hpp holds the shared ones).
+inline constexpr Spelling<NormPlacement> kNormPlacementSpellings[] = {
+    {NormPlacement::Pre, "pre", "Pre"},
+    {NormPlacement::Post, "post", "Post"},
+    {NormPlacement::Sandwich, "sandwich", "Sandwich"},
+    {NormPlacement::Parallel, "parallel", "Parallel"},
+    {NormPlacement::BranchOutput, "branch_output", "BranchOutput"}};
+inline constexpr Spelling<QKNorm> kQKNormSpellings[] = {
+    {QKNorm::None, "none", "None"}, {QKNorm::PerHead, "per_head", "PerHead"}, {QKNorm::Whole, "whole", "Whole"}};
+inline constexpr Spelling<PositionKind> kPositionKindSpellings[] = {{PositionKind::Rope, "rope", "Rope"},
+                                                                    {PositionKind::Alibi, "alibi", "Alibi"},
+                                                                    {PositionKind::Learned, "learned", "Learned"},
+                                                                    {PositionKind::Sinusoidal, "sinusoidal", "Sinusoidal"},
+                                                                    {PositionKind::None, "none", "None"}};
+inline constexpr Spelling<RopeScaling> kRopeScalingSpellings[] = {{RopeScaling::None, "none", "None"},
+                                                                  {RopeScaling::Linear, "linear", "Linear"},
+                                                                  {RopeScaling::DynamicNtk, "dynamic_ntk", "DynamicNtk"},
+                                                                  {RopeScaling::Yarn, "yarn", "Yarn"},
+                                                                  {RopeScaling::Llama3, "llama3", "Llama3"}};
+inline constexpr Spelling<FusedGateUp> kFusedGateUpSpellings[] = {
+    {FusedGateUp::None, "none", "None"}, {FusedGateUp::GateUp, "gate_up", "GateUp"}, {FusedGateUp::UpGate, "up_gate", "UpGate"}};
+constexpr std::span<const Spelling<NormPlacement>> spellings(NormPlacement) { return kNormPlacementSpellings; }
+constexpr std::span<const Spelling<QKNorm>> spellings(QKNorm) { return kQKNormSpellings; }
+constexpr std::span<const Spelling<PositionKind>> spellings(PositionKind) { return kPositionKindSpellings; }
+constexpr std::span<const Spelling<RopeScaling>> spellings(RopeScaling) { return kRopeScalingSpellings; }
+constexpr std::span<const Spelling<FusedGateUp>> spellings(FusedGateUp) { return kFusedGateUpSpellings; }
 
 const char* name(NormKind);
 const char* name(NormPlacement);
@@ -175,5 +201,10 @@ struct Spec {
   std::map<std::string, Loc> locations;
   Loc where(const std::string& path) const;
 };
+
+// One position of one layer's K cache (or V cache): kv_heads × head_dim
+// elements of the cache dtype. The report counts the cache by it and the
+// plan tells the runtime to allocate by it.
+int64_t cache_row_bytes(const Spec& spec);
 
 }  // namespace lathe::spec

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "generator/spec/spec.hpp"
+#include "core/spec.hpp"
 
 namespace lathe::spec {
 
@@ -25,7 +25,7 @@ struct TensorSpec {
 enum class Component { Embedding, Attention, Mlp, Experts, Norms, LmHead };
 const char* name(Component);
 Component component_of(Role);
-using lathe::is_linear;  // runtime/model/contract.hpp: the roles in_out layouts store transposed
+using lathe::is_linear;  // core/contract.hpp: the roles in_out layouts store transposed
 
 struct Manifest {
   std::vector<TensorSpec> tensors;

@@ -1,0 +1,158 @@
+// The vocabulary every layer shares: the spec parser, the emitters, the
+// generated code, the kernel names, the CPU reference and the runtime all
+// spell dtypes, roles, activations, norm kinds and RoPE pairings through the
+// tables here (one table per vocabulary: its spec key and its C++
+// enumerator). Header-only, no dependencies, usable in constant expressions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace lathe {
+
+enum class DType : uint8_t { F32, F16, BF16, Q8_0 };
+// out_in: torch.nn.Linear's [out, in]; in_out: GPT-2's Conv1D [in, out].
+enum class Layout : uint8_t { OutIn, InOut };
+enum class Activation : uint8_t { SiLU, GeluErf, GeluTanh, ReLU };
+enum class NormKind : uint8_t { RMSNorm, LayerNorm };
+// neox: rotate-half pairs (i, i + r/2) (HF Llama); interleaved: pairs (2i, 2i+1) (GPT-J, GGUF).
+enum class RopePairing : uint8_t { Neox, Interleaved };
+
+// Tensor roles: each names one tensor (or a bias beside a weight) per layer.
+enum class Role : uint8_t {
+  Embed, PosEmbed,
+  AttnNorm, AttnPostNorm, MlpNorm, MlpPostNorm,
+  Q, K, V, Qkv, O, QNorm, KNorm,
+  Gate, Up, GateUp, Down,
+  Router, ExpertGate, ExpertUp, ExpertDown,
+  SharedGate, SharedUp, SharedDown, SharedExpertGate,
+  FinalNorm, LmHead,
+};
+
+// The dtype a stored matrix has on the device, as the kernels read it: Q8_0
+// blocks are dequantized to f16 at upload, every other dtype is kept.
+// (Vectors, norm scales and biases, are f32 on the device whatever stored.)
+constexpr DType device_dtype(DType stored) { return stored == DType::Q8_0 ? DType::F16 : stored; }
+
+// A matrix multiplied with activations: the projections of attention, MLP
+// and experts (an in_out layout stores these transposed). Norms, the
+// embedding tables and the router's peers are not.
+constexpr bool is_linear(Role r) {
+  switch (r) {
+    case Role::Q: case Role::K: case Role::V: case Role::Qkv: case Role::O:
+    case Role::Gate: case Role::Up: case Role::GateUp: case Role::Down:
+    case Role::Router: case Role::ExpertGate: case Role::ExpertUp: case Role::ExpertDown:
+    case Role::SharedGate: case Role::SharedUp: case Role::SharedDown: case Role::SharedExpertGate:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One tensor of a checkpoint, as the generated manifest lists it.
+struct ManifestEntry {
+  Role role;
+  bool bias;       // "<path>.bias" rather than "<path>.weight"
+  int32_t layer;   // -1: not per layer
+  int32_t expert;  // -1: not per expert
+  std::string_view name;
+  uint8_t rank;
+  std::array<int64_t, 2> shape;  // as stored; shape[1] is 1 for rank 1
+  DType dtype;
+
+  constexpr int64_t elements() const { return shape[0] * shape[1]; }
+};
+
+// One entry of a vocabulary's table: the spec key ("attn_norm", as specs,
+// reports and kernel names spell it) and the C++ enumerator ("AttnNorm", as
+// generated code spells it).
+template <class E>
+struct Spelling {
+  E value;
+  std::string_view key;
+  std::string_view enumerator;
+};
+
+inline constexpr Spelling<Role> kRoleSpellings[] = {
+    {Role::Embed, "embed", "Embed"},
+    {Role::PosEmbed, "pos_embed", "PosEmbed"},
+    {Role::AttnNorm, "attn_norm", "AttnNorm"},
+    {Role::AttnPostNorm, "attn_post_norm", "AttnPostNorm"},
+    {Role::MlpNorm, "mlp_norm", "MlpNorm"},
+    {Role::MlpPostNorm, "mlp_post_norm", "MlpPostNorm"},
+    {Role::Q, "q", "Q"},
+    {Role::K, "k", "K"},
+    {Role::V, "v", "V"},
+    {Role::Qkv, "qkv", "Qkv"},
+    {Role::O, "o", "O"},
+    {Role::QNorm, "q_norm", "QNorm"},
+    {Role::KNorm, "k_norm", "KNorm"},
+    {Role::Gate, "gate", "Gate"},
+    {Role::Up, "up", "Up"},
+    {Role::GateUp, "gate_up", "GateUp"},
+    {Role::Down, "down", "Down"},
+    {Role::Router, "router", "Router"},
+    {Role::ExpertGate, "expert_gate", "ExpertGate"},
+    {Role::ExpertUp, "expert_up", "ExpertUp"},
+    {Role::ExpertDown, "expert_down", "ExpertDown"},
+    {Role::SharedGate, "shared_gate", "SharedGate"},
+    {Role::SharedUp, "shared_up", "SharedUp"},
+    {Role::SharedDown, "shared_down", "SharedDown"},
+    {Role::SharedExpertGate, "shared_expert_gate", "SharedExpertGate"},
+    {Role::FinalNorm, "final_norm", "FinalNorm"},
+    {Role::LmHead, "lm_head", "LmHead"},
+};
+inline constexpr Spelling<DType> kDTypeSpellings[] = {
+    {DType::F32, "f32", "F32"}, {DType::F16, "f16", "F16"}, {DType::BF16, "bf16", "BF16"}, {DType::Q8_0, "q8_0", "Q8_0"}};
+inline constexpr Spelling<Layout> kLayoutSpellings[] = {{Layout::OutIn, "out_in", "OutIn"}, {Layout::InOut, "in_out", "InOut"}};
+// The kernels' ACT constant is an activation's index here plus one (0: none);
+// the generator writes the ACT_* names of common.glsl from this table.
+inline constexpr Spelling<Activation> kActivationSpellings[] = {{Activation::SiLU, "silu", "SiLU"},
+                                                                {Activation::GeluErf, "gelu_erf", "GeluErf"},
+                                                                {Activation::GeluTanh, "gelu_tanh", "GeluTanh"},
+                                                                {Activation::ReLU, "relu", "ReLU"}};
+inline constexpr Spelling<NormKind> kNormKindSpellings[] = {{NormKind::RMSNorm, "rmsnorm", "RMSNorm"},
+                                                            {NormKind::LayerNorm, "layernorm", "LayerNorm"}};
+inline constexpr Spelling<RopePairing> kRopePairingSpellings[] = {{RopePairing::Neox, "neox", "Neox"},
+                                                                  {RopePairing::Interleaved, "interleaved", "Interleaved"}};
+
+// The table of a vocabulary, found by its enum type (a tag argument).
+constexpr std::span<const Spelling<Role>> spellings(Role) { return kRoleSpellings; }
+constexpr std::span<const Spelling<DType>> spellings(DType) { return kDTypeSpellings; }
+constexpr std::span<const Spelling<Layout>> spellings(Layout) { return kLayoutSpellings; }
+constexpr std::span<const Spelling<Activation>> spellings(Activation) { return kActivationSpellings; }
+constexpr std::span<const Spelling<NormKind>> spellings(NormKind) { return kNormKindSpellings; }
+constexpr std::span<const Spelling<RopePairing>> spellings(RopePairing) { return kRopePairingSpellings; }
+
+template <class E>
+constexpr const Spelling<E>& spelling(E v) {
+  for (const Spelling<E>& s : spellings(E{}))
+    if (s.value == v) return s;
+  return spellings(E{})[0];  // unreachable: every enumerator is in its table
+}
+
+template <class E>
+constexpr std::optional<E> from_key(std::string_view key) {
+  for (const Spelling<E>& s : spellings(E{}))
+    if (s.key == key) return s.value;
+  return std::nullopt;
+}
+
+// Where the vocabulary's tables themselves are the source, their order is the
+// number a kernel constant carries (activations: ACT = index + 1).
+template <class E>
+constexpr uint32_t index_of(E v) {
+  uint32_t i = 0;
+  for (const Spelling<E>& s : spellings(E{})) {
+    if (s.value == v) return i;
+    ++i;
+  }
+  return i;
+}
+
+constexpr std::string_view dtype_name(DType v) { return spelling(v).key; }
+
+}  // namespace lathe

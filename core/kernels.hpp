@@ -1,0 +1,244 @@
+// The kernel families and their interfaces: for each family its shaders/
+// file, its push-constant layout and its bindings, each described once (an
+// X-macro list of named fields). From these lists
+//   - this header defines the C++ push structs and the named binding structs
+//     that generated plans, the runtime and the kernel tests fill by name;
+//   - the generator emits each kernel instance's GLSL push block and its
+//     `#define BINDING_<name> <index>` lines (generator/emit/push_layout.cpp),
+//     so a shader declares `layout(binding = BINDING_w)` and never a number.
+// A test reads the push offsets back from the compiled SPIR-V.
+//
+// Values that change between decode steps of one recorded command buffer (the
+// cache position, the token) are not push constants: kernels read them from
+// the session's host-visible IO buffer, so a recorded step can be submitted
+// again.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <iterator>
+#include <span>
+#include <string_view>
+
+namespace lathe::push {
+
+// Kernels over a chunk of token rows (embed, norm, argmax, attention_combine).
+// Every layout starts with `rows`: the runtime sets it when it records.
+#define LATHE_PUSH_ROWS(X) X(rows, "token rows in this chunk")
+
+// matmul.comp: y[t][r] = epilogue(W[r + *_row0] · x[t + x_row0]).
+#define LATHE_PUSH_MATMUL(X)                                                \
+  X(rows, "token rows in this chunk")                                       \
+  X(n, "output width: the weight rows used")                                \
+  X(x_row0, "first input row (the LM head of the last token reads T - 1)") \
+  X(gate_row0, "first weight row of W (a fused gate_up tensor's half)")     \
+  X(up_row0, "first weight row of W2 (gated MLPs)")
+
+// rope_kv.comp and attention.comp: q, k, v live in one buffer each or in one
+// fused qkv buffer; element (t, i) of q is at q_offset + t * q_stride + i.
+#define LATHE_PUSH_ATTENTION(X)                \
+  X(rows, "token rows in this chunk")          \
+  X(q_offset, "q column offset in its buffer") \
+  X(q_stride, "q row stride")                  \
+  X(k_offset, "k column offset")               \
+  X(k_stride, "k row stride")                  \
+  X(v_offset, "v column offset")               \
+  X(v_stride, "v row stride")
+
+struct FieldInfo {
+  std::string_view name;
+  std::string_view comment;
+};
+
+#define LATHE_PUSH_MEMBER(name, comment) uint32_t name;
+#define LATHE_PUSH_INFO(name, comment) FieldInfo{#name, comment},
+
+struct RowsPush {
+  LATHE_PUSH_ROWS(LATHE_PUSH_MEMBER)
+};
+struct MatmulPush {
+  LATHE_PUSH_MATMUL(LATHE_PUSH_MEMBER)
+};
+struct AttentionPush {
+  LATHE_PUSH_ATTENTION(LATHE_PUSH_MEMBER)
+};
+
+inline constexpr FieldInfo kRowsPush[] = {LATHE_PUSH_ROWS(LATHE_PUSH_INFO)};
+inline constexpr FieldInfo kMatmulPush[] = {LATHE_PUSH_MATMUL(LATHE_PUSH_INFO)};
+inline constexpr FieldInfo kAttentionPush[] = {LATHE_PUSH_ATTENTION(LATHE_PUSH_INFO)};
+
+#undef LATHE_PUSH_MEMBER
+#undef LATHE_PUSH_INFO
+
+static_assert(sizeof(RowsPush) == 4 * std::size(kRowsPush));
+static_assert(sizeof(MatmulPush) == 4 * std::size(kMatmulPush));
+static_assert(sizeof(AttentionPush) == 4 * std::size(kAttentionPush));
+static_assert(offsetof(MatmulPush, rows) == 0 && offsetof(AttentionPush, rows) == 0);
+
+// The most words of any layout: plans store push constants in arrays this long.
+inline constexpr size_t kMaxWords = 8;
+
+// A push struct as the words the kernel receives.
+template <class P>
+constexpr std::array<uint32_t, kMaxWords> words(const P& p) {
+  static_assert(sizeof(P) % 4 == 0 && sizeof(P) <= 4 * kMaxWords);
+  const auto packed = std::bit_cast<std::array<uint32_t, sizeof(P) / 4>>(p);
+  std::array<uint32_t, kMaxWords> out{};
+  for (size_t i = 0; i < packed.size(); ++i) out[i] = packed[i];
+  return out;
+}
+
+// The word of field `offset` (offsetof(P, field)).
+constexpr size_t word(size_t offset) { return offset / 4; }
+
+}  // namespace lathe::push
+
+namespace lathe::kernels {
+
+// What a binding is on the Vulkan side.
+enum class BindingKind : uint8_t {
+  Storage,  // a storage buffer
+  Texel,    // a uniform texel buffer, RGBA32UI (16-byte texels)
+};
+
+struct BindingInfo {
+  std::string_view name;
+  BindingKind kind;
+  std::string_view comment;
+};
+
+// Bindings of each family, in binding-number order.
+#define LATHE_BIND_EMBED(X)                                        \
+  X(io, Storage, "position, tokens[rows]")                         \
+  X(table, Texel, "the embedding table [vocab][D]")                \
+  X(positions, Texel, "the learned position table [table][D]")     \
+  X(y, Storage, "[rows][D] f32")
+
+#define LATHE_BIND_NORM(X)                \
+  X(x, Storage, "[rows][N] f32")          \
+  X(scale, Storage, "[N] f32")            \
+  X(shift, Storage, "[N] f32 (LayerNorm)") \
+  X(y, Storage, "[rows][N] f32")
+
+#define LATHE_BIND_MATMUL(X)                                                 \
+  X(w, Texel, "W [n][K] in its dtype")                                       \
+  X(w2, Texel, "W2 [n][K]: the up projection of a gated MLP")                \
+  X(x, Storage, "[rows][K] f32")                                             \
+  X(bias, Storage, "[n] f32")                                                \
+  X(bias2, Storage, "[n] f32, W2's")                                         \
+  X(y, Storage, "[rows][n] f32 (added to under a residual epilogue)")        \
+  X(norm_scale, Storage, "[K] f32: the norm folded into the read of x")      \
+  X(norm_shift, Storage, "[K] f32")
+
+#define LATHE_BIND_ROPE_KV(X)                                \
+  X(io, Storage, "position")                                 \
+  X(q, Storage, "q, rotated in place")                       \
+  X(k, Storage, "k of this chunk")                           \
+  X(v, Storage, "v of this chunk")                           \
+  X(k_cache, Storage, "[context][HKV][DH] in the cache dtype") \
+  X(v_cache, Storage, "[context][HKV][DH]")
+
+#define LATHE_BIND_ATTENTION(X)                                         \
+  X(io, Storage, "position")                                            \
+  X(q, Storage, "q of this chunk")                                      \
+  X(k_cache, Texel, "the K cache as texels")                            \
+  X(v_cache, Texel, "the V cache as texels")                            \
+  X(out, Storage, "[rows][HQ·DH] f32")                                  \
+  X(partials, Storage, "[rows][HQ][SPLITS][DH + 2] f32 of split key ranges")
+
+#define LATHE_BIND_ATTENTION_COMBINE(X)                              \
+  X(partials, Storage, "[rows][HQ][SPLITS][DH + 2] f32")             \
+  X(out, Storage, "[rows][HQ·DH] f32")
+
+#define LATHE_BIND_ARGMAX(X)                     \
+  X(io, Storage, "tokens[0] receives the pick") \
+  X(logits, Storage, "[rows][V] f32")
+
+#define LATHE_BIND_INFO(name, kind, comment) BindingInfo{#name, BindingKind::kind, comment},
+#define LATHE_BIND_MEMBER(name, kind, comment) B name{};
+#define LATHE_BIND_ELEMENT(name, kind, comment) name,
+
+// A family's bindings by name, over any binding type B (plan::Binding in a
+// generated plan, vk::Binding in the kernel tests); array() lists them in
+// binding order.
+#define LATHE_BIND_STRUCT(Struct, LIST)                              \
+  template <class B>                                                 \
+  struct Struct {                                                    \
+    LIST(LATHE_BIND_MEMBER)                                          \
+    constexpr auto array() const { return std::array{LIST(LATHE_BIND_ELEMENT)}; } \
+  };
+
+LATHE_BIND_STRUCT(EmbedBindings, LATHE_BIND_EMBED)
+LATHE_BIND_STRUCT(NormBindings, LATHE_BIND_NORM)
+LATHE_BIND_STRUCT(MatmulBindings, LATHE_BIND_MATMUL)
+LATHE_BIND_STRUCT(RopeKvBindings, LATHE_BIND_ROPE_KV)
+LATHE_BIND_STRUCT(AttentionBindings, LATHE_BIND_ATTENTION)
+LATHE_BIND_STRUCT(AttentionCombineBindings, LATHE_BIND_ATTENTION_COMBINE)
+LATHE_BIND_STRUCT(ArgmaxBindings, LATHE_BIND_ARGMAX)
+
+inline constexpr BindingInfo kEmbedBindings[] = {LATHE_BIND_EMBED(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kNormBindings[] = {LATHE_BIND_NORM(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kMatmulBindings[] = {LATHE_BIND_MATMUL(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kRopeKvBindings[] = {LATHE_BIND_ROPE_KV(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kAttentionBindings[] = {LATHE_BIND_ATTENTION(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kAttentionCombineBindings[] = {LATHE_BIND_ATTENTION_COMBINE(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kArgmaxBindings[] = {LATHE_BIND_ARGMAX(LATHE_BIND_INFO)};
+
+#undef LATHE_BIND_INFO
+#undef LATHE_BIND_MEMBER
+#undef LATHE_BIND_ELEMENT
+#undef LATHE_BIND_STRUCT
+
+// The most bindings of any family: plans store bindings in arrays this long.
+inline constexpr size_t kMaxBindings = 8;
+
+enum class Family : uint8_t { Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax };
+
+// Specialization constants a family takes after constant 0, the workgroup
+// size (the device's subgroup size).
+enum class SpecConstants : uint8_t {
+  None,
+  Tile,    // matmul: 1 ROWS, 2 TOKENS, 3 TEXELS (the device's tile)
+  Splits,  // attention: 1 SPLITS, key ranges per (head, row)
+};
+
+struct FamilyInfo {
+  Family family;
+  std::string_view key;         // "matmul": kernel names start with it
+  std::string_view enumerator;  // "Matmul", as generated code spells it
+  std::string_view file;  // its shaders/ source
+  std::string_view push_struct;      // its push layout: push::<push_struct>
+  std::span<const push::FieldInfo> push;
+  std::string_view bindings_struct;  // its named bindings: kernels::<bindings_struct><B>
+  std::span<const BindingInfo> bindings;
+  SpecConstants spec_constants;
+};
+
+inline constexpr FamilyInfo kFamilies[] = {
+    {Family::Embed, "embed", "Embed", "embed.comp", "RowsPush", push::kRowsPush, "EmbedBindings", kEmbedBindings, SpecConstants::None},
+    {Family::Norm, "norm", "Norm", "norm.comp", "RowsPush", push::kRowsPush, "NormBindings", kNormBindings, SpecConstants::None},
+    {Family::Matmul, "matmul", "Matmul", "matmul.comp", "MatmulPush", push::kMatmulPush, "MatmulBindings", kMatmulBindings, SpecConstants::Tile},
+    {Family::RopeKv, "rope_kv", "RopeKv", "rope_kv.comp", "AttentionPush", push::kAttentionPush, "RopeKvBindings", kRopeKvBindings,
+     SpecConstants::None},
+    {Family::Attention, "attention", "Attention", "attention.comp", "AttentionPush", push::kAttentionPush, "AttentionBindings", kAttentionBindings,
+     SpecConstants::Splits},
+    {Family::AttentionCombine, "attention_combine", "AttentionCombine", "attention_combine.comp", "RowsPush", push::kRowsPush,
+     "AttentionCombineBindings", kAttentionCombineBindings, SpecConstants::Splits},
+    {Family::Argmax, "argmax", "Argmax", "argmax.comp", "RowsPush", push::kRowsPush, "ArgmaxBindings", kArgmaxBindings, SpecConstants::None},
+};
+
+constexpr const FamilyInfo& family(Family f) {
+  for (const FamilyInfo& i : kFamilies)
+    if (i.family == f) return i;
+  return kFamilies[0];  // unreachable: every family is in the table
+}
+
+constexpr bool fits() {
+  for (const FamilyInfo& f : kFamilies)
+    if (f.bindings.size() > kMaxBindings || f.push.size() > push::kMaxWords) return false;
+  return true;
+}
+static_assert(fits(), "a family has more bindings or push words than plans store");
+
+}  // namespace lathe::kernels

@@ -1,0 +1,182 @@
+// The plan: what `lathe gen` lowers a model's op graph into and emits as
+// constexpr data (model.hpp), and all the runtime needs to run the model:
+// every dispatch of one forward pass over a chunk of token rows, with its
+// kernel instance, its push-constant values and its bindings, both written
+// by name (core/kernels.hpp), and the buffers they name. The runtime
+// allocates, binds, records and submits it; it never re-derives any of it.
+//
+// Run-time values and how a dispatch depends on them:
+//   rows (T)       the chunk's token rows: every push layout's `rows`, set when recorded
+//   position       the cache position: kernels read it from the IO buffer
+//   all_logits     a session option: `last_row` dispatches serve row T − 1 only unless set
+//   splits         key ranges of attention (a device choice; `split_only` dispatches run when > 1)
+//   tile           matmul's rows and tokens per workgroup (a device choice)
+// Workgroup counts, per grid:
+//   Rows       (R, 1, 1)                  R = rows (1 for a last_row dispatch)
+//   Heads      (groups_x, R, 1)
+//   Split      (groups_x, R, splits)
+//   Tiles      (ceil(groups_x / tile rows per workgroup), ceil(R / tile tokens), 1)
+//   Single     (1, 1, 1)
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "core/contract.hpp"
+#include "core/kernels.hpp"
+
+namespace lathe::plan {
+
+enum class Resource : uint8_t {
+  None,        // nothing: an unused binding of the kernel (bound to a dummy)
+  Io,          // the session's host-visible IO buffer: position, tokens[rows]
+  Activation,  // activation slot `index`: [rows][slot_widths[index]] f32
+  Logits,      // [rows, or 1][vocab] f32
+  Weight,      // manifest tensor `index`: a matrix in its device dtype (texels) or a vector in f32 (storage)
+  Pack,        // pack `index`: its weights stacked by rows (texels)
+  PackBias,    // pack `index`: their biases stacked the same way, f32
+  KCache,      // layer `index`'s K cache (storage, or texels as the kernel's binding says)
+  VCache,      // layer `index`'s V cache
+  Partials,    // the attention partials of split key ranges: [rows][heads][splits][head_dim + 2] f32
+};
+
+struct Binding {
+  Resource resource = Resource::None;
+  int32_t index = 0;  // slot, manifest tensor, pack or layer
+};
+
+constexpr Binding io() { return {Resource::Io, 0}; }
+constexpr Binding activation(int32_t slot) { return {Resource::Activation, slot}; }
+constexpr Binding logits() { return {Resource::Logits, 0}; }
+constexpr Binding weight(int32_t tensor) { return {Resource::Weight, tensor}; }
+constexpr Binding pack(int32_t index) { return {Resource::Pack, index}; }
+constexpr Binding pack_bias(int32_t index) { return {Resource::PackBias, index}; }
+constexpr Binding k_cache(int32_t layer) { return {Resource::KCache, layer}; }
+constexpr Binding v_cache(int32_t layer) { return {Resource::VCache, layer}; }
+constexpr Binding partials() { return {Resource::Partials, 0}; }
+
+// A family's named bindings as a plan's fixed-size array.
+template <class Named>
+constexpr std::array<Binding, kernels::kMaxBindings> bindings(const Named& named) {
+  const auto list = named.array();
+  std::array<Binding, kernels::kMaxBindings> out{};
+  for (size_t i = 0; i < list.size(); ++i) out[i] = list[i];
+  return out;
+}
+
+enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single };
+
+// One kernel instance of the model: its name and family. The SPIR-V is in
+// the model's kernel table at the same index (kernels.cpp).
+struct Kernel {
+  std::string_view name;
+  kernels::Family family;
+  int64_t width = 0;  // matmul: K, the input width it was specialized for
+};
+
+struct Dispatch {
+  uint16_t kernel = 0;  // index into the plan's kernels
+  Grid grid = Grid::Rows;
+  bool last_row = false;    // serves the last row only, unless the session keeps every row's logits
+  bool split_only = false;  // runs only when attention is split into key ranges
+  uint32_t groups_x = 1;    // Heads, Split: heads; Tiles: output rows (MatmulPush::n)
+  std::array<Binding, kernels::kMaxBindings> bindings{};  // binding i of the kernel's family
+  std::array<uint32_t, push::kMaxWords> push{};           // the push struct's words; `rows` is set when recorded
+  int32_t layer = -1;       // the layer it belongs to, -1 outside the layers
+  uint32_t line = 0;        // the spec line of the op it comes from (0: none)
+};
+
+// Matrices of one input width whose products are taken together (a layer's
+// q, k and v): stored stacked by rows in one buffer, so one matmul dispatch
+// computes them all into one activation, which the next kernels read as
+// column views.
+struct Pack {
+  std::array<int32_t, 4> weights{};  // manifest tensors, in row order
+  uint8_t count = 0;
+  std::array<int32_t, 4> biases{};   // their biases (all or none)
+  uint8_t bias_count = 0;
+};
+
+// Everything a session allocates for the plan.
+struct Plan {
+  std::span<const Kernel> kernels;
+  std::span<const Dispatch> dispatches;
+  std::span<const int64_t> slot_widths;  // f32 values per token row of each activation slot
+  std::span<const Pack> packs;
+  int64_t cache_row_bytes = 0;      // one position of one layer's K (or V) cache: kv_heads × head_dim × dtype
+  int64_t partials_row_floats = 0;  // Partials per token row and split: heads × (head_dim + 2)
+  int64_t widest_row_floats = 0;    // the widest activation row (a chunk's rows must fit a storage buffer)
+};
+
+// The dispatch count of one forward pass: those a session records.
+constexpr size_t dispatch_count(const Plan& p, bool split) {
+  size_t n = 0;
+  for (const Dispatch& d : p.dispatches) n += (!d.split_only || split) ? 1 : 0;
+  return n;
+}
+
+// Compile-time checks of an emitted plan against its manifest: every binding
+// names a resource that exists, in the form its kernel binds it (texels or
+// storage), and every matmul's weight has the rows the dispatch computes.
+// The index of the first dispatch that fails, or -1.
+constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const Plan& p, int64_t layers) {
+  for (size_t i = 0; i < p.dispatches.size(); ++i) {
+    const Dispatch& d = p.dispatches[i];
+    const int32_t bad = static_cast<int32_t>(i);
+    if (d.kernel >= p.kernels.size()) return bad;
+    const kernels::FamilyInfo& f = kernels::family(p.kernels[d.kernel].family);
+    for (size_t b = 0; b < d.bindings.size(); ++b) {
+      const Binding& x = d.bindings[b];
+      if (b >= f.bindings.size()) {
+        if (x.resource != Resource::None) return bad;
+        continue;
+      }
+      const bool texel = f.bindings[b].kind == kernels::BindingKind::Texel;
+      const auto in = [](int32_t index, size_t size) { return index >= 0 && static_cast<size_t>(index) < size; };
+      switch (x.resource) {
+        case Resource::Activation:
+          if (!in(x.index, p.slot_widths.size()) || texel) return bad;
+          break;
+        case Resource::Weight:
+          if (!in(x.index, manifest.size()) || texel != (manifest[x.index].rank == 2)) return bad;
+          break;
+        case Resource::Pack:
+        case Resource::PackBias:
+          if (!in(x.index, p.packs.size()) || texel != (x.resource == Resource::Pack)) return bad;
+          break;
+        case Resource::KCache:
+        case Resource::VCache:
+          if (!in(x.index, static_cast<size_t>(layers))) return bad;
+          break;
+        case Resource::Io:
+        case Resource::Logits:
+        case Resource::Partials:
+          if (texel) return bad;
+          break;
+        case Resource::None:
+          break;
+      }
+    }
+    // A matmul computes groups_x rows of weights K wide: each weight holds
+    // them (a fused gate_up: both halves, from gate_row0 and up_row0).
+    if (f.family == kernels::Family::Matmul) {
+      const int64_t k = p.kernels[d.kernel].width;
+      const uint32_t n = d.push[push::word(offsetof(push::MatmulPush, n))];
+      const uint32_t row0[2] = {d.push[push::word(offsetof(push::MatmulPush, gate_row0))],
+                                d.push[push::word(offsetof(push::MatmulPush, up_row0))]};
+      if (k <= 0 || n != d.groups_x || n == 0) return bad;
+      for (int w = 0; w < 2; ++w) {
+        const Binding& x = d.bindings[static_cast<size_t>(w)];
+        if (x.resource != Resource::Weight) continue;
+        const ManifestEntry& e = manifest[x.index];
+        if (e.elements() % k != 0 || row0[w] + n > e.elements() / k) return bad;
+      }
+    }
+  }
+  return -1;
+}
+
+}  // namespace lathe::plan

@@ -1,0 +1,60 @@
+#include <cmath>
+
+#include "core/spec.hpp"
+
+namespace lathe::spec {
+
+const char* name(NormKind v) { return spelling(v).key.data(); }
+const char* name(NormPlacement v) { return spelling(v).key.data(); }
+const char* name(Activation v) { return spelling(v).key.data(); }
+const char* name(QKNorm v) { return spelling(v).key.data(); }
+const char* name(PositionKind v) { return spelling(v).key.data(); }
+const char* name(RopePairing v) { return spelling(v).key.data(); }
+const char* name(RopeScaling v) { return spelling(v).key.data(); }
+const char* name(FusedGateUp v) { return spelling(v).key.data(); }
+const char* name(DType v) { return spelling(v).key.data(); }
+const char* name(Layout v) { return spelling(v).key.data(); }
+
+double bytes_per_element(DType v) {
+  switch (v) {
+    case DType::F32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::Q8_0: return 34.0 / 32.0;  // an f16 scale and 32 int8 per block
+  }
+  return 4;
+}
+
+const char* name(Role r) { return spelling(r).key.data(); }
+
+std::optional<Role> role_from_name(const std::string& word) {
+  return from_key<Role>(word);
+}
+
+std::vector<std::string> role_names() {
+  std::vector<std::string> out;
+  for (const Spelling<Role>& n : kRoleSpellings) out.emplace_back(n.key);
+  return out;
+}
+
+double Attention::effective_scale(int64_t head_dim) const {
+  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+}
+
+Loc Spec::where(const std::string& path) const {
+  // The key itself, else the nearest enclosing table that was written.
+  std::string p = path;
+  while (true) {
+    auto it = locations.find(p);
+    if (it != locations.end()) return it->second;
+    const size_t dot = p.rfind('.');
+    if (dot == std::string::npos) return Loc{};
+    p.resize(dot);
+  }
+}
+
+int64_t cache_row_bytes(const Spec& s) {
+  return s.dims.kv_heads * s.dims.head_dim * static_cast<int64_t>(bytes_per_element(s.cache.dtype));
+}
+
+}  // namespace lathe::spec

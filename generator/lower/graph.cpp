@@ -1,0 +1,169 @@
+#include "generator/lower/graph.hpp"
+
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+namespace lathe::lower {
+
+using namespace lathe::spec;
+using typed::Op;
+using typed::OpKind;
+
+std::string member_name(const TensorSpec& t) { return std::string(spec::name(t.role)) + (t.bias ? "_bias" : ""); }
+
+namespace {
+
+// Appends ops the way typed::Recorder does, with widths known at run time.
+class Builder {
+ public:
+  Builder(const Spec& s, const Manifest& m) : s_(s), m_(m) {
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+      const TensorSpec& t = m.tensors[i];
+      index_[{t.role, t.bias, t.layer}] = static_cast<int32_t>(i);
+    }
+  }
+
+  Graph take() { return std::move(g_); }
+
+  // The manifest index of a tensor, -1 when the model has none.
+  int32_t find(Role role, bool bias, int64_t layer) const {
+    auto it = index_.find({role, bias, layer});
+    return it == index_.end() ? -1 : it->second;
+  }
+  int32_t need(Role role, int64_t layer) const {
+    const int32_t i = find(role, false, layer);
+    if (i < 0)
+      throw std::logic_error(std::string("graph: the manifest has no ") + spec::name(role) + " tensor" +
+                             (layer >= 0 ? " for layer " + std::to_string(layer) : ""));
+    return i;
+  }
+
+  // A weight in math orientation: rows (outputs) × cols (inputs).
+  std::pair<int64_t, int64_t> math_shape(int32_t tensor) const {
+    const TensorSpec& t = m_.tensors[static_cast<size_t>(tensor)];
+    const bool transposed = s_.weights.layout == Layout::InOut && is_linear(t.role);
+    return transposed ? std::pair{t.shape[1], t.shape[0]} : std::pair{t.shape[0], t.shape[1]};
+  }
+
+  std::string handle(int32_t tensor, bool lm_head = false) const {
+    if (tensor < 0) return {};
+    if (lm_head) return "weights.lm_head";
+    const TensorSpec& t = m_.tensors[static_cast<size_t>(tensor)];
+    return "weights." + member_name(t) + (t.layer >= 0 ? "[" + std::to_string(t.layer) + "]" : "");
+  }
+
+  uint32_t add(const std::string& key, Op op, int64_t width, std::array<std::string, 2> handles = {}) {
+    const uint32_t id = g_.schedule.values++;
+    g_.schedule.widths.push_back(width);
+    op.out = id;
+    push(key, op, std::move(handles));
+    return id;
+  }
+  void push(const std::string& key, Op op, std::array<std::string, 2> handles = {}) {
+    op.layer = layer;  // the layer every op of a block belongs to (attention: whose cache it reads)
+    g_.schedule.ops.push_back(op);
+    g_.keys.push_back(key);
+    g_.handles.push_back(std::move(handles));
+  }
+  int32_t layer = -1;  // the block being built, -1 outside the blocks
+
+  int64_t width(uint32_t value) const { return g_.schedule.widths[value]; }
+
+  uint32_t norm(const std::string& key, uint32_t x, Role role, int64_t layer) {
+    const int32_t g = need(role, layer);
+    const int32_t b = find(role, true, layer);
+    const Op op{s_.norm.kind == NormKind::RMSNorm ? OpKind::RMSNorm : OpKind::LayerNorm, 0, {x},
+                {g, b}, {width(x)}, s_.norm.eps};
+    return add(key, op, width(x), {handle(g), handle(b)});
+  }
+
+  uint32_t matmul(const std::string& key, Role role, int64_t layer, uint32_t x) {
+    const int32_t w = need(role, layer);
+    const int32_t b = find(role, true, layer);
+    const auto [rows, cols] = math_shape(w);
+    return add(key, Op{OpKind::MatMul, 0, {x}, {w, b}, {rows, cols}}, rows, {handle(w), handle(b)});
+  }
+
+  uint32_t split(const std::string& key, uint32_t x, int64_t offset, int64_t width_) {
+    return add(key, Op{OpKind::Split, 0, {x}, {-1, -1}, {offset, width_, width(x)}}, width_);
+  }
+
+ private:
+  const Spec& s_;
+  const Manifest& m_;
+  std::map<std::tuple<Role, bool, int64_t>, int32_t> index_;
+  Graph g_;
+};
+
+}  // namespace
+
+Graph build_graph(const Spec& s, const Manifest& manifest) {
+  const Dims& d = s.dims;
+  Builder b(s, manifest);
+  const int64_t q_width = d.heads * d.head_dim, kv_width = d.kv_heads * d.head_dim;
+
+  const int32_t embed = b.need(Role::Embed, -1);
+  uint32_t x = b.add("embedding", Op{OpKind::Embed, 0, {}, {embed, -1}, {d.vocab, d.hidden}, s.embedding.scale},
+                     d.hidden, {b.handle(embed)});
+  if (s.position.kind == PositionKind::Learned) {
+    const int32_t table = b.need(Role::PosEmbed, -1);
+    const auto [rows, cols] = b.math_shape(table);
+    x = b.add("position.kind",
+              Op{OpKind::PosEmbed, 0, {x}, {table, -1}, {rows, cols}, static_cast<double>(s.position.offset)},
+              d.hidden, {b.handle(table)});
+  }
+  for (int64_t layer = 0; layer < d.layers; ++layer) {
+    b.layer = static_cast<int32_t>(layer);
+    const uint32_t h = b.norm("norm.kind", x, Role::AttnNorm, layer);
+    uint32_t q, k, v;
+    if (s.weights.fused_qkv) {
+      const uint32_t qkv = b.matmul("weights.fused_qkv", Role::Qkv, layer, h);
+      q = b.split("dims.heads", qkv, 0, q_width);
+      k = b.split("dims.kv_heads", qkv, q_width, kv_width);
+      v = b.split("dims.kv_heads", qkv, q_width + kv_width, kv_width);
+    } else {
+      q = b.matmul("dims.heads", Role::Q, layer, h);
+      k = b.matmul("dims.kv_heads", Role::K, layer, h);
+      v = b.matmul("dims.kv_heads", Role::V, layer, h);
+    }
+    if (s.position.kind == PositionKind::Rope)
+      b.push("position", Op{OpKind::Rope, 0, {q, k}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, s.position.rotary_dim},
+                            s.position.theta, -1, static_cast<uint8_t>(s.position.pairing)});
+    const uint32_t a = b.add("dims.kv_heads",
+                             Op{OpKind::Attention, 0, {q, k, v}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim},
+                                s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
+                             q_width);
+    const uint32_t o = b.matmul("dims.hidden", Role::O, layer, a);
+    x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {d.hidden}}, d.hidden);
+    const uint32_t m = b.norm("norm.placement", x, Role::MlpNorm, layer);
+    const uint8_t act = static_cast<uint8_t>(s.mlp.activation);
+    uint32_t f;
+    if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
+      const bool gate_first = s.mlp.fused_gate_up == FusedGateUp::GateUp;
+      const uint32_t gu = b.matmul("mlp.fused_gate_up", Role::GateUp, layer, m);
+      const uint32_t g = b.split("mlp.fused_gate_up", gu, gate_first ? 0 : d.intermediate, d.intermediate);
+      const uint32_t u = b.split("mlp.fused_gate_up", gu, gate_first ? d.intermediate : 0, d.intermediate);
+      f = b.add("mlp.activation", Op{OpKind::GatedAct, 0, {g, u}, {-1, -1}, {d.intermediate}, 0, -1, act},
+                d.intermediate);
+    } else if (s.mlp.gated) {
+      const uint32_t g = b.matmul("dims.intermediate", Role::Gate, layer, m);
+      const uint32_t u = b.matmul("dims.intermediate", Role::Up, layer, m);
+      f = b.add("mlp.activation", Op{OpKind::GatedAct, 0, {g, u}, {-1, -1}, {d.intermediate}, 0, -1, act},
+                d.intermediate);
+    } else {
+      const uint32_t u = b.matmul("dims.intermediate", Role::Up, layer, m);
+      f = b.add("mlp.activation", Op{OpKind::Act, 0, {u}, {-1, -1}, {d.intermediate}, 0, -1, act}, d.intermediate);
+    }
+    const uint32_t down = b.matmul("dims.hidden", Role::Down, layer, f);
+    x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, down}, {-1, -1}, {d.hidden}}, d.hidden);
+  }
+  b.layer = -1;
+  if (s.norm.final_norm) x = b.norm("norm.final", x, Role::FinalNorm, -1);
+  const int32_t head = s.embedding.tied ? embed : b.need(Role::LmHead, -1);
+  b.add("embedding.tied", Op{OpKind::Logits, 0, {x}, {head, -1}, {d.vocab, d.hidden}}, d.vocab,
+        {b.handle(head, true)});
+  return b.take();
+}
+
+}  // namespace lathe::lower

@@ -1,0 +1,63 @@
+// What identifies a kernel instance: its family and the constants that can
+// differ between two instances of one model. The lowering picks a key for
+// each dispatch; the plan's kernel list is the distinct keys it picked, and
+// the generator compiles exactly those (generator/emit/emit_kernels.cpp).
+// Constants that are single-valued per model (eps, theta, scale, head
+// counts) come from the spec and are not in the key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/contract.hpp"
+#include "core/kernels.hpp"
+
+namespace lathe::lower {
+
+// What matmul.comp does with W·x before it stores it.
+struct Epilogue {
+  bool bias = false;
+  bool residual = false;  // y += …
+  bool gated = false;     // φ(W·x + b) ⊙ (W2·x + b2)
+  bool activation = false;
+  Activation act = Activation::SiLU;  // φ, when gated or activation
+  bool norm = false;      // the model's norm applied to x as it is read
+  bool operator==(const Epilogue&) const = default;
+};
+
+struct KernelKey {
+  kernels::Family family = kernels::Family::Embed;
+  int64_t width = 0;            // embed: D; norm: N; matmul: K; rope_kv: the rotary width (0: the KV append alone)
+  DType dtype = DType::F32;     // embed: the table's; matmul: the weights' (as the device stores them)
+  Epilogue epilogue;            // matmul
+  bool positions = false;       // embed: add the learned position table
+  RopePairing pairing = RopePairing::Neox;  // rope_kv
+
+  bool operator==(const KernelKey&) const = default;
+
+  // Unique per key within a model: "matmul_576_f16_gated_silu_norm".
+  std::string name() const {
+    const std::string family_key(kernels::family(family).key);
+    const std::string dt(dtype_name(dtype));
+    switch (family) {
+      case kernels::Family::Embed: return "embed_" + std::to_string(width) + "_" + dt + (positions ? "_pos" : "");
+      case kernels::Family::Norm: return "norm_" + std::to_string(width);
+      case kernels::Family::Matmul: {
+        std::string n = "matmul_" + std::to_string(width) + "_" + dt;
+        const std::string act(spelling(epilogue.act).key);
+        if (epilogue.gated) n += "_gated_" + act;
+        else if (epilogue.activation) n += "_" + act;
+        if (epilogue.bias) n += "_bias";
+        if (epilogue.residual) n += "_residual";
+        if (epilogue.norm) n += "_norm";
+        return n;
+      }
+      case kernels::Family::RopeKv:
+        if (width == 0) return "kv_append";
+        return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key);
+      default: return family_key;
+    }
+  }
+};
+
+}  // namespace lathe::lower

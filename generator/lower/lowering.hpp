@@ -1,0 +1,91 @@
+// Lowering: a model's op graph (generator/lower/graph.hpp) becomes its plan,
+// the exact list of kernel dispatches of one forward pass over a chunk of T
+// token rows, emitted as constexpr data (core/plan.hpp) for the runtime to
+// execute. Plain data, no Vulkan; tests check it without a device.
+//
+// Fusions (each cuts a dispatch and an activation round trip per layer):
+//   norm → matmul             the norm applied to x as the projections read it
+//   matmul → add(x, ·)        the residual add in the matmul's epilogue (y += W·a)
+//   matmul → activation       φ in the epilogue
+//   gate, up → gated          both projections in one pass: φ(W_g·m) ⊙ (W_u·m)
+//   gate_up → split → gated   the same over the two halves of a fused tensor
+//   rope → attention          rotation and KV-cache append in one kernel, then attention
+//   q, k, v                   one matmul over the three weights stacked (a Pack)
+//   split                     no copy: a column view of the fused qkv activation
+//   embed → add_positions     the learned position table in the gather
+// Activation slots are assigned by liveness: a value's slot is reused once
+// its last reader has run.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/plan.hpp"
+#include "core/typed.hpp"
+#include "generator/lower/kernel_key.hpp"
+
+namespace lathe::lower {
+
+struct Dispatch {
+  size_t kernel = 0;  // index into Plan::kernels
+  plan::Grid grid = plan::Grid::Rows;
+  bool last_row = false;    // the last row only, unless the session keeps every row's logits
+  bool split_only = false;  // only when attention is split into key ranges
+  uint32_t groups_x = 1;    // Heads, Split: heads; Tiles: output rows
+  // By the names of the family's interface (core/kernels.hpp); a binding not
+  // named is unused, a push field not named is 0 (`rows` is the runtime's).
+  std::map<std::string, plan::Binding> bindings;
+  std::map<std::string, uint32_t> push;
+  size_t op = 0;  // the graph op it comes from
+  int32_t layer = -1;
+
+  plan::Binding binding(const std::string& name) const {
+    auto it = bindings.find(name);
+    return it == bindings.end() ? plan::Binding{} : it->second;
+  }
+  uint32_t push_value(const std::string& name) const {
+    auto it = push.find(name);
+    return it == push.end() ? 0 : it->second;
+  }
+};
+
+struct Pack {
+  std::vector<int32_t> weights;  // manifest tensors, in row order
+  std::vector<int32_t> biases;   // their biases (all or none)
+};
+
+struct Plan {
+  std::vector<KernelKey> kernels;  // the distinct instances the dispatches use, in first-use order
+  std::vector<Dispatch> dispatches;
+  std::vector<Pack> packs;
+  std::vector<int64_t> slot_widths;  // f32 values per token row of each activation slot
+
+  const KernelKey& kernel(const Dispatch& d) const { return kernels[d.kernel]; }
+  std::string kernel_name(const Dispatch& d) const { return kernels[d.kernel].name(); }
+  // The dispatches a pass records: split_only ones only when attention is split.
+  size_t dispatch_count(bool split) const {
+    size_t n = 0;
+    for (const Dispatch& d : dispatches) n += (!d.split_only || split) ? 1 : 0;
+    return n;
+  }
+};
+
+// A graph the kernels cannot run: `op` is the index of the op at fault.
+class LowerError : public std::runtime_error {
+ public:
+  LowerError(size_t op, const std::string& what) : std::runtime_error(what), op_(op) {}
+  size_t op() const { return op_; }
+
+ private:
+  size_t op_;
+};
+
+// `dtypes`: each manifest tensor's dtype as the device stores it
+// (device_dtype). Throws LowerError for a pattern the kernels cannot run.
+Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes);
+
+}  // namespace lathe::lower

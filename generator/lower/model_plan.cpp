@@ -1,0 +1,85 @@
+#include "generator/lower/model_plan.hpp"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace lathe::lower {
+
+std::optional<ModelPlan> plan_model(const spec::Spec& s, spec::Diagnostics& diagnostics) {
+  ModelPlan m;
+  m.manifest = spec::build_manifest(s);
+  m.graph = build_graph(s, m.manifest);
+  std::vector<DType> dtypes;
+  for (const spec::TensorSpec& t : m.manifest.tensors) dtypes.push_back(device_dtype(t.dtype));
+  try {
+    m.plan = lower(m.graph.schedule, dtypes);
+  } catch (const LowerError& e) {
+    diagnostics.error(s.where(m.graph.keys[e.op()]), std::string("the kernels cannot run this model: ") + e.what());
+    return std::nullopt;
+  }
+  m.cache_row_bytes = spec::cache_row_bytes(s);
+  m.partials_row_floats = s.dims.heads * (s.dims.head_dim + 2);
+  m.widest_row_floats = 0;
+  for (int64_t w : m.plan.slot_widths) m.widest_row_floats = std::max(m.widest_row_floats, w);
+  return m;
+}
+
+namespace {
+
+std::string binding_text(const plan::Binding& b) {
+  switch (b.resource) {
+    case plan::Resource::None: return "-";
+    case plan::Resource::Io: return "io";
+    case plan::Resource::Activation: return "slot" + std::to_string(b.index);
+    case plan::Resource::Logits: return "logits";
+    case plan::Resource::Weight: return "tensor" + std::to_string(b.index);
+    case plan::Resource::Pack: return "pack" + std::to_string(b.index);
+    case plan::Resource::PackBias: return "pack_bias" + std::to_string(b.index);
+    case plan::Resource::KCache: return "k_cache" + std::to_string(b.index);
+    case plan::Resource::VCache: return "v_cache" + std::to_string(b.index);
+    case plan::Resource::Partials: return "partials";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describe(const ModelPlan& m) {
+  std::ostringstream out;
+  const Plan& p = m.plan;
+  out << "plan: " << p.dispatches.size() << " dispatches (" << p.dispatch_count(false)
+      << " when attention is not split), " << p.kernels.size() << " kernel instances, " << p.slot_widths.size()
+      << " activation slots, " << p.packs.size() << " packs\n";
+  std::map<int32_t, size_t> per_layer;
+  for (const Dispatch& d : p.dispatches) per_layer[d.layer]++;
+  out << "dispatches per layer:";
+  for (const auto& [layer, n] : per_layer) {
+    if (layer < 0) out << " outside the layers " << n << ";";
+    else if (layer == 0 || n != per_layer[0]) out << " layer " << layer << " " << n << ";";
+  }
+  if (per_layer.size() > 2) out << " (layers not listed: as layer 0)";
+  out << "\nslots (f32 per row):";
+  for (size_t i = 0; i < p.slot_widths.size(); ++i) out << " slot" << i << "=" << p.slot_widths[i];
+  out << "\n";
+  for (size_t i = 0; i < p.packs.size(); ++i) {
+    out << "pack" << i << ":";
+    for (int32_t w : p.packs[i].weights) out << " " << m.manifest.tensors[static_cast<size_t>(w)].name;
+    out << "\n";
+  }
+  for (size_t i = 0; i < p.dispatches.size(); ++i) {
+    const Dispatch& d = p.dispatches[i];
+    const kernels::FamilyInfo& f = kernels::family(p.kernel(d).family);
+    out << i << ": " << p.kernel_name(d) << (d.layer >= 0 ? " [layer " + std::to_string(d.layer) + "]" : "")
+        << (d.last_row ? " [last row]" : "") << (d.split_only ? " [split only]" : "") << " groups_x=" << d.groups_x;
+    for (const kernels::BindingInfo& b : f.bindings)
+      if (const plan::Binding x = d.binding(std::string(b.name)); x.resource != plan::Resource::None)
+        out << " " << b.name << "=" << binding_text(x);
+    for (const push::FieldInfo& field : f.push)
+      if (d.push.count(std::string(field.name))) out << " " << field.name << "=" << d.push_value(std::string(field.name));
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace lathe::lower

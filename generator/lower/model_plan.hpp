@@ -1,0 +1,33 @@
+// A spec's plan, from start to end: its manifest, its op graph and the graph
+// lowered. What `lathe gen` emits and `lathe gen --dump` shows.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/manifest.hpp"
+#include "core/spec.hpp"
+#include "generator/lower/graph.hpp"
+#include "generator/lower/lowering.hpp"
+#include "generator/spec/diagnostics.hpp"
+
+namespace lathe::lower {
+
+struct ModelPlan {
+  spec::Manifest manifest;
+  Graph graph;
+  Plan plan;
+  // Sizes the runtime allocates by (core/plan.hpp).
+  int64_t cache_row_bytes = 0;
+  int64_t partials_row_floats = 0;
+  int64_t widest_row_floats = 0;
+};
+
+// A graph the kernels cannot run is an error at the spec line of the key
+// that decides the op at fault; nullopt then.
+std::optional<ModelPlan> plan_model(const spec::Spec& spec, spec::Diagnostics& diagnostics);
+
+// The plan as text, one dispatch a line: `lathe gen --dump`, `<model> info`.
+std::string describe(const ModelPlan& model);
+
+}  // namespace lathe::lower

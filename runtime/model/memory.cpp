@@ -1,0 +1,120 @@
+// Every buffer a session's plan binds: weights (alone or stacked in packs),
+// activation slots, the KV cache, the IO buffer, logits and attention
+// partials, each sized by the plan.
+#include <algorithm>
+
+#include "runtime/error.hpp"
+#include "runtime/model/session_impl.hpp"
+#include "runtime/weights/dtype.hpp"
+
+namespace lathe {
+namespace {
+
+constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+constexpr VkBufferUsageFlags kTexels = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
+constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
+
+}  // namespace
+
+VkDeviceSize Session::Impl::device_bytes(size_t tensor) const {
+  return static_cast<VkDeviceSize>(model.manifest[tensor].elements()) * weights::dtype_size(tensors[tensor].dtype);
+}
+
+void Session::Impl::allocate() {
+  tensors.resize(model.manifest.size());
+  for (size_t i = 0; i < model.manifest.size(); ++i)
+    tensors[i].dtype = model.manifest[i].rank == 2 ? device_dtype(model.manifest[i].dtype) : DType::F32;
+
+  // Each pack's members are laid end to end in one buffer.
+  packs.resize(plan.packs.size());
+  for (size_t p = 0; p < plan.packs.size(); ++p) {
+    auto stack = [&](std::span<const int32_t> members, std::optional<vk::Buffer>& buffer) {
+      VkDeviceSize total = 0;
+      for (int32_t m : members) total += device_bytes(static_cast<size_t>(m));
+      if (members.empty()) return total;
+      buffer.emplace(device, total, kTexels, vk::MemoryUse::Device);
+      VkDeviceSize offset = 0;
+      for (int32_t m : members) {
+        tensors[static_cast<size_t>(m)].home = &*buffer;
+        tensors[static_cast<size_t>(m)].offset = offset;
+        offset += device_bytes(static_cast<size_t>(m));
+      }
+      return total;
+    };
+    const plan::Pack& pk = plan.packs[p];
+    const VkDeviceSize bytes = stack(std::span(pk.weights).first(pk.count), packs[p].weights);
+    stack(std::span(pk.biases).first(pk.bias_count), packs[p].biases);
+    packs[p].view.emplace(device, packs[p].weights->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
+  }
+
+  for (size_t i = 0; i < model.manifest.size(); ++i) {
+    const ManifestEntry& e = model.manifest[i];
+    DeviceTensor& t = tensors[i];
+    if (t.home != nullptr) continue;
+    const VkDeviceSize bytes = device_bytes(i);
+    try {
+      t.buffer.emplace(device, bytes, kTexels, vk::MemoryUse::Device);
+      t.home = &*t.buffer;
+      if (e.rank == 2) {
+        if (bytes % kTexel != 0)
+          throw Error(ErrorKind::Unsupported, std::to_string(bytes) + " bytes are not a whole number of 16-byte texels");
+        t.view.emplace(device, t.buffer->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
+      }
+    } catch (const Error& error) {  // name the tensor: a device limit alone does not say which one
+      throw Error(error.kind(), std::string(e.name) + ": " + error.what());
+    }
+  }
+
+  const VkDeviceSize rows = static_cast<VkDeviceSize>(options.max_chunk);
+  for (int64_t width : plan.slot_widths)
+    slots.emplace_back(device, rows * static_cast<VkDeviceSize>(width) * 4, kStorage, vk::MemoryUse::Device);
+  const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(context) * static_cast<VkDeviceSize>(plan.cache_row_bytes);
+  for (int64_t l = 0; l < model.layers; ++l) {
+    k_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
+    v_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
+    k_views.emplace_back(device, k_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
+    v_views.emplace_back(device, v_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
+  }
+  io.emplace(device, (1 + rows) * 4, kStorage, vk::MemoryUse::Staging);
+  logits.emplace(device, (options.all_logits ? rows : 1) * static_cast<VkDeviceSize>(model.vocab) * 4, kStorage,
+                 vk::MemoryUse::Device);
+  if (splits > 1)
+    partials.emplace(device, rows * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4, kStorage,
+                     vk::MemoryUse::Device);
+  dummy.emplace(device, kTexel, kTexels, vk::MemoryUse::Device);
+  dummy_view.emplace(device, dummy->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kTexel);
+}
+
+vk::Binding Session::Impl::resolve(const plan::Binding& b, kernels::BindingKind kind) const {
+  auto whole = [](const vk::Buffer& buffer) { return vk::BufferBinding{buffer.handle(), 0, buffer.size()}; };
+  const bool texel = kind == kernels::BindingKind::Texel;
+  const size_t i = static_cast<size_t>(b.index);
+  switch (b.resource) {
+    case plan::Resource::None: break;
+    case plan::Resource::Io: return whole(*io);
+    case plan::Resource::Activation: return whole(slots[i]);
+    case plan::Resource::Logits: return whole(*logits);
+    case plan::Resource::Weight: {
+      const DeviceTensor& t = tensors[i];
+      if (!t.buffer)  // the plan stacked it in a pack: it is bound through the pack
+        throw Error(ErrorKind::Unsupported, std::string(model.manifest[i].name) + ": bound alone, but the plan packed it");
+      if (texel) return vk::TexelBinding{t.view->handle()};
+      return whole(*t.buffer);
+    }
+    case plan::Resource::Pack: return vk::TexelBinding{packs[i].view->handle()};
+    case plan::Resource::PackBias: return whole(*packs[i].biases);
+    case plan::Resource::KCache:
+      if (texel) return vk::TexelBinding{k_views[i].handle()};
+      return whole(k_cache[i]);
+    case plan::Resource::VCache:
+      if (texel) return vk::TexelBinding{v_views[i].handle()};
+      return whole(v_cache[i]);
+    case plan::Resource::Partials:
+      if (partials) return whole(*partials);
+      break;  // attention not split: the kernel writes no partials
+  }
+  if (texel) return vk::TexelBinding{dummy_view->handle()};
+  return whole(*dummy);
+}
+
+}  // namespace lathe

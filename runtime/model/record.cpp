@@ -1,0 +1,179 @@
+// The plan into commands: a pipeline per dispatch (its kernel, its bindings'
+// kinds, the device's specialization constants), a descriptor set per
+// dispatch written once, and a command buffer that records every dispatch
+// with its push constants and workgroup counts.
+#include <cstdio>
+#include <cstdlib>
+
+#include "runtime/error.hpp"
+#include "runtime/model/session_impl.hpp"
+#include "runtime/vk/check.hpp"
+
+namespace lathe {
+namespace {
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// Measured with `<model> profile` on the 125M bench model, lavapipe on 2
+// cores: decode 32 rows × 2 texels per lane; prefill 32 rows per lane (8
+// tokens × 32 rows of accumulators: fine on a CPU, where they are vectors in
+// cache, far too many registers for a GPU, which gets 4). LATHE_TILE_DECODE /
+// LATHE_TILE_PREFILL = "rows,tokens,texels" override them for such measurements.
+Tile tile_from_env(const char* name, Tile t) {
+  Tile e = t;
+  if (const char* v = std::getenv(name); v && std::sscanf(v, "%u,%u,%u", &e.rows, &e.tokens, &e.texels) == 3 &&
+                                         e.rows >= 1 && e.rows <= 64 && e.texels >= 1 && e.texels <= 8)
+    return Tile{e.rows, t.tokens, e.texels};  // the layout (tokens) is not the variable's to choose
+  return t;
+}
+
+}  // namespace
+
+void Session::Impl::choose_tiles() {
+  decode = tile_from_env("LATHE_TILE_DECODE", {32, 1, 2});
+  // The prefill layout broadcasts 8 tokens from 8 lanes: narrower subgroups
+  // run the decode layout for every row.
+  const bool cpu = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  prefill = lanes < 8 ? decode : tile_from_env("LATHE_TILE_PREFILL", {cpu ? 32u : 4u, 8, 1});
+}
+
+const vk::Pipeline& Session::Impl::pipeline(const plan::Dispatch& d, const Tile& tile) {
+  const KernelBinary& k = kernel(d);
+  const kernels::FamilyInfo& f = family(d);
+  vk::PipelineKey key;
+  key.kernel = std::string(k.name);
+  for (const kernels::BindingInfo& b : f.bindings)
+    key.bindings.push_back(b.kind == kernels::BindingKind::Texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                                 : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
+  key.spec_constants = {lanes};
+  switch (f.spec_constants) {
+    case kernels::SpecConstants::None: break;
+    case kernels::SpecConstants::Tile: key.spec_constants.insert(key.spec_constants.end(), {tile.rows, tile.tokens, tile.texels}); break;
+    case kernels::SpecConstants::Splits: key.spec_constants.push_back(splits); break;
+  }
+  key.push_size = static_cast<uint32_t>(k.push_size);
+  return pipelines.get(vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, key);
+}
+
+// Creates every pipeline up front (both matmul layouts), so that no pass
+// pays for a driver's compile, and writes each dispatch's descriptor set.
+void Session::Impl::build_sets() {
+  for (size_t i : active) {
+    const plan::Dispatch& d = plan.dispatches[i];
+    if (family(d).spec_constants == kernels::SpecConstants::Tile) pipeline(d, prefill);
+    const vk::Pipeline& p = pipeline(d, decode);
+    const VkDescriptorSet set = arena.allocate(p);
+    const kernels::FamilyInfo& f = family(d);
+    std::vector<vk::Binding> bindings;
+    for (size_t b = 0; b < f.bindings.size(); ++b) bindings.push_back(resolve(d.bindings[b], f.bindings[b].kind));
+    vk::write_descriptors(device, p, set, bindings);
+    sets.push_back(set);
+  }
+}
+
+void Session::Impl::create_commands() {
+  VkCommandPoolCreateInfo create{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  create.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  create.queueFamilyIndex = device.info().compute_queue_family;
+  vk::check(vkCreateCommandPool(device.handle(), &create, nullptr, &pool), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo allocate{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  allocate.commandPool = pool;
+  allocate.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  allocate.commandBufferCount = 1;
+  vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, &prefill_commands), "vkAllocateCommandBuffers");
+  vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, &decode_commands), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  vk::check(vkCreateFence(device.handle(), &fence_info, nullptr, &fence), "vkCreateFence");
+}
+
+// Records the whole plan for a chunk of `rows` tokens; with a query pool,
+// a timestamp before the first dispatch and after each one.
+void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, VkQueryPool timestamps) {
+  vk::check(vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  vk::check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
+  VkMemoryBarrier between{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  between.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  between.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  if (timestamps != VK_NULL_HANDLE) {
+    vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(active.size() + 1));
+    vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, 0);
+  }
+  for (size_t n = 0; n < active.size(); ++n) {
+    const plan::Dispatch& d = plan.dispatches[active[n]];
+    const vk::Pipeline& p = pipeline(d, tile);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets[n], 0, nullptr);
+    // The run-time push fields, by name: every layout's rows, and the first
+    // input row of a matmul that serves the last row alone.
+    std::array<uint32_t, push::kMaxWords> push = d.push;
+    const bool last_only = d.last_row && !options.all_logits;
+    const uint32_t used_rows = last_only ? 1 : rows;
+    push[push::word(offsetof(push::RowsPush, rows))] = used_rows;
+    if (last_only && family(d).family == kernels::Family::Matmul)
+      push[push::word(offsetof(push::MatmulPush, x_row0))] = rows - 1;
+    vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(kernel(d).push_size),
+                       push.data());
+    switch (d.grid) {
+      case plan::Grid::Rows: vkCmdDispatch(cb, used_rows, 1, 1); break;
+      case plan::Grid::Heads: vkCmdDispatch(cb, d.groups_x, used_rows, 1); break;
+      case plan::Grid::Split: vkCmdDispatch(cb, d.groups_x, used_rows, splits); break;
+      case plan::Grid::Tiles:
+        vkCmdDispatch(cb, ceil_div(d.groups_x, tile.rows_per_group(lanes)), ceil_div(used_rows, tile.tokens), 1);
+        break;
+      case plan::Grid::Single: vkCmdDispatch(cb, 1, 1, 1); break;
+    }
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between,
+                         0, nullptr, 0, nullptr);
+    if (timestamps != VK_NULL_HANDLE)
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, static_cast<uint32_t>(n + 1));
+  }
+  VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       0, 1, &to_host, 0, nullptr, 0, nullptr);
+  vk::check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+}
+
+void Session::Impl::submit(VkCommandBuffer cb) {
+  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cb;
+  vk::check(vkResetFences(device.handle(), 1, &fence), "vkResetFences");
+  vk::check(vkQueueSubmit(device.queue(), 1, &submit, fence), "vkQueueSubmit");
+  vk::check(vkWaitForFences(device.handle(), 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+}
+
+std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
+  Impl& s = *impl_;
+  s.check_ready(rows);
+  if (rows < 1 || rows > s.options.max_chunk) throw Error(ErrorKind::InvalidArgument, "profile: rows must be in [1, max_chunk]");
+  const uint32_t count = static_cast<uint32_t>(s.active.size() + 1);
+  VkQueryPoolCreateInfo create{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  create.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  create.queryCount = count;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  vk::check(vkCreateQueryPool(s.device.handle(), &create, nullptr, &pool), "vkCreateQueryPool");
+  std::vector<uint64_t> ticks(count);
+  try {
+    s.io_words()[0] = static_cast<uint32_t>(s.position);
+    s.record(s.prefill_commands, rows, rows == 1 ? s.decode : s.prefill, pool);
+    s.submit(s.prefill_commands);
+    vk::check(vkGetQueryPoolResults(s.device.handle(), pool, 0, count, ticks.size() * 8, ticks.data(), 8,
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+              "vkGetQueryPoolResults");
+  } catch (...) {
+    vkDestroyQueryPool(s.device.handle(), pool, nullptr);
+    throw;
+  }
+  vkDestroyQueryPool(s.device.handle(), pool, nullptr);
+  const double ns_per_tick = s.device.info().timestamp_period;
+  std::vector<KernelTime> out;
+  for (size_t n = 0; n < s.active.size(); ++n)
+    out.push_back({std::string(s.kernel(s.plan.dispatches[s.active[n]]).name),
+                   static_cast<double>(ticks[n + 1] - ticks[n]) * ns_per_tick / 1000.0});
+  return out;
+}
+
+}  // namespace lathe

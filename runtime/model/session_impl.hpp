@@ -1,0 +1,108 @@
+// The inside of a Session, shared by its units, one job each:
+//   session.cpp   the public API: checks, chunking, prefill/decode/generate
+//   memory.cpp    every buffer the plan needs, and a binding's buffer
+//   upload.cpp    weights into those buffers (conversion, transposition, checkpoints)
+//   record.cpp    pipelines, descriptor sets, command recording, submission, profiling
+// Nothing here decides what runs: the plan (model.plan) says it all.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/model/session.hpp"
+#include "runtime/vk/buffer.hpp"
+#include "runtime/vk/descriptors.hpp"
+#include "runtime/vk/pipeline.hpp"
+
+namespace lathe {
+
+// matmul.comp's layouts: decode (tokens 1) gives a workgroup `rows` weight
+// rows; prefill (tokens 8) gives each lane `rows` rows for 8 tokens. A device
+// choice, passed as specialization constants.
+struct Tile {
+  uint32_t rows, tokens, texels;  // texels: per lane per chunk of K (decode)
+  uint32_t rows_per_group(uint32_t lanes) const { return tokens == 1 ? rows : rows * lanes; }
+};
+
+// A manifest tensor on the device: matrices keep their device dtype and are
+// read through a texel view; vectors (norm scales, biases) become f32.
+struct DeviceTensor {
+  std::optional<vk::Buffer> buffer;
+  std::optional<vk::TexelView> view;
+  DType dtype = DType::F32;
+  bool uploaded = false;
+  // Packed tensors live in their pack's buffer instead, at `offset` bytes.
+  vk::Buffer* home = nullptr;
+  VkDeviceSize offset = 0;
+};
+
+// A plan::Pack on the device: its weights stacked in one buffer (with a
+// texel view), their biases in another.
+struct DevicePack {
+  std::optional<vk::Buffer> weights, biases;
+  std::optional<vk::TexelView> view;
+};
+
+struct Session::Impl {
+  vk::Device& device;
+  const ModelInfo& model;
+  const plan::Plan& plan;
+  SessionOptions options;
+  int64_t context = 0;
+  int64_t position = 0;
+  uint32_t lanes = 0;
+  uint32_t splits = 1;  // key ranges of attention
+  Tile decode{}, prefill{};
+  std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
+
+  vk::Pipelines pipelines;
+  vk::DescriptorArena arena;
+  std::vector<DeviceTensor> tensors;
+  std::vector<DevicePack> packs;
+  std::vector<vk::Buffer> slots;                // [max_chunk][width] f32 each
+  std::vector<vk::Buffer> k_cache, v_cache;     // per layer [context][cache_row_bytes]
+  std::vector<vk::TexelView> k_views, v_views;  // the same, as RGBA32UI texels
+  std::optional<vk::Buffer> io;                 // host-visible: position, tokens[max_chunk]
+  std::optional<vk::Buffer> logits;             // [max_chunk or 1][vocab] f32
+  std::optional<vk::Buffer> partials;           // [max_chunk][splits][partials_row_floats] f32, when split
+  std::optional<vk::Buffer> dummy;              // unused bindings
+  std::optional<vk::TexelView> dummy_view;
+  std::vector<VkDescriptorSet> sets;  // one per active dispatch
+
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer prefill_commands = VK_NULL_HANDLE, decode_commands = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  bool decode_recorded = false;
+
+  Impl(vk::Device& d, const ModelInfo& m, const SessionOptions& o);
+  ~Impl();
+
+  // memory.cpp
+  void allocate();
+  vk::Binding resolve(const plan::Binding& b, kernels::BindingKind kind) const;
+  VkDeviceSize device_bytes(size_t tensor) const;
+
+  // upload.cpp: see Session::upload
+
+  // record.cpp
+  void choose_tiles();
+  void build_sets();
+  void create_commands();
+  void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, VkQueryPool timestamps = VK_NULL_HANDLE);
+  void submit(VkCommandBuffer cb);
+  const KernelBinary& kernel(const plan::Dispatch& d) const { return model.kernels[d.kernel]; }
+  const kernels::FamilyInfo& family(const plan::Dispatch& d) const {
+    return kernels::family(plan.kernels[d.kernel].family);
+  }
+  const vk::Pipeline& pipeline(const plan::Dispatch& d, const Tile& tile);
+
+  // session.cpp
+  uint32_t* io_words() const { return static_cast<uint32_t*>(io->mapped()); }
+  void check_ready(size_t count) const;
+  void check_token(int32_t token) const;
+  void run_chunk(uint32_t rows);
+  std::vector<float> read_logits(uint32_t rows);
+};
+
+}  // namespace lathe

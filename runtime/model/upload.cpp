@@ -1,0 +1,94 @@
+// Weights into the session's buffers: each checkpoint tensor converted to its
+// device dtype (Q8_0 blocks dequantized), GPT-2's in_out matrices transposed,
+// straight into mapped memory where the device allows it.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "runtime/error.hpp"
+#include "runtime/model/session_impl.hpp"
+#include "runtime/weights/checkpoint.hpp"
+#include "runtime/weights/dtype.hpp"
+#include "runtime/weights/gguf.hpp"
+
+namespace lathe {
+
+void Session::upload(size_t index, DType dtype, std::span<const std::byte> data) {
+  Impl& s = *impl_;
+  if (index >= s.tensors.size())
+    throw Error(ErrorKind::InvalidArgument, "tensor index " + std::to_string(index) + " is outside the manifest");
+  const ManifestEntry& e = s.model.manifest[index];
+  DeviceTensor& t = s.tensors[index];
+  const size_t elements = static_cast<size_t>(e.elements());
+  if (dtype == DType::Q8_0) {
+    // GGUF's Q8_0 blocks (34 bytes per 32 values), dequantized at load.
+    if (elements % 32 != 0 || data.size() != elements / 32 * 34)
+      throw Error(ErrorKind::InvalidArgument, std::string(e.name) + ": " + std::to_string(data.size()) +
+                                                  " bytes are not the Q8_0 blocks of " + std::to_string(elements) +
+                                                  " values");
+    std::vector<float> values(elements);
+    weights::dequantize_q8_0(data, values);
+    return upload(index, DType::F32, std::as_bytes(std::span(values)));
+  }
+  if (data.size() != elements * weights::dtype_size(dtype))
+    throw Error(ErrorKind::InvalidArgument, std::string(e.name) + ": " + std::to_string(data.size()) + " bytes given, " +
+                                                std::to_string(elements * weights::dtype_size(dtype)) + " expected for " +
+                                                std::to_string(elements) + " " + std::string(dtype_name(dtype)) + " values");
+  const size_t size = weights::dtype_size(t.dtype);
+  const bool transpose = e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role);
+  if (t.home->mapped() != nullptr && !transpose) {
+    // Unified memory: convert straight into the mapping, no host copy.
+    weights::convert(dtype, data, t.dtype,
+                     std::span(static_cast<std::byte*>(t.home->mapped()) + t.offset, elements * size));
+    t.uploaded = true;
+    return;
+  }
+  std::vector<std::byte> converted(elements * size);
+  weights::convert(dtype, data, t.dtype, converted);
+  if (transpose) {
+    // Stored [in, out] (GPT-2's Conv1D): the kernels read [out, in] rows.
+    const size_t in = static_cast<size_t>(e.shape[0]), out = static_cast<size_t>(e.shape[1]);
+    std::vector<std::byte> transposed(converted.size());
+    for (size_t i = 0; i < in; ++i)
+      for (size_t o = 0; o < out; ++o)
+        std::memcpy(&transposed[(o * in + i) * size], &converted[(i * out + o) * size], size);
+    converted.swap(transposed);
+  }
+  vk::upload(s.device, *t.home, converted.data(), converted.size(), t.offset);
+  t.uploaded = true;
+}
+
+void Session::load(const std::string& path) {
+  using Clock = std::chrono::steady_clock;
+  const weights::Checkpoint checkpoint(path);
+  const ModelInfo& m = impl_->model;
+  const std::vector<std::string> ignore(m.ignored_tensors.begin(), m.ignored_tensors.end());
+  std::vector<std::string> problems = checkpoint.audit(m.manifest, ignore);
+  for (const auto& file : checkpoint.files())
+    if (const auto* gguf = dynamic_cast<const weights::GgufFile*>(file.get()))
+      for (std::string& p : weights::metadata_problems(
+               *gguf, {m.hidden, m.layers, m.heads, m.kv_heads, m.head_dim, m.intermediate}))
+        problems.push_back(std::move(p));
+  weights::raise_problems(checkpoint.path(), problems);
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  const Clock::time_point start = Clock::now();
+  uint64_t done = 0, total = 0;
+  for (const ManifestEntry& e : m.manifest) total += checkpoint.find(e.name)->info->bytes;
+  bool shown = false;
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const weights::Checkpoint::Tensor* t = checkpoint.find(m.manifest[i].name);
+    upload(i, t->info->dtype, t->file->data(*t->info));
+    done += t->info->bytes;
+    if (terminal && (shown || Clock::now() - start > std::chrono::seconds(1))) {
+      std::fprintf(stderr, "\rloading %s: %zu/%zu tensors, %llu/%llu MiB", checkpoint.path().c_str(), i + 1,
+                   m.manifest.size(), static_cast<unsigned long long>(done >> 20),
+                   static_cast<unsigned long long>(total >> 20));
+      shown = true;
+    }
+  }
+  if (shown) std::fprintf(stderr, "\n");
+}
+
+}  // namespace lathe
