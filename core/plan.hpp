@@ -120,9 +120,12 @@ constexpr size_t dispatch_count(const Plan& p, bool split) {
 
 // Compile-time checks of an emitted plan against its manifest: every binding
 // names a resource that exists, in the form its kernel binds it (texels or
-// storage), and every matmul's weight has the rows the dispatch computes.
-// The index of the first dispatch that fails, or -1.
-constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const Plan& p, int64_t layers) {
+// storage), every matmul's weight has the rows the dispatch computes, and
+// attention runs a workgroup per KV head (its combine one per query head) as
+// the model's head counts say. The index of the first dispatch that fails,
+// or -1.
+constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const Plan& p, int64_t layers, int64_t heads,
+                                int64_t kv_heads) {
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
     const Dispatch& d = p.dispatches[i];
     const int32_t bad = static_cast<int32_t>(i);
@@ -160,6 +163,8 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
           break;
       }
     }
+    if (f.family == kernels::Family::Attention && d.groups_x != kv_heads) return bad;
+    if (f.family == kernels::Family::AttentionCombine && d.groups_x != heads) return bad;
     // A matmul computes groups_x rows of weights K wide: each weight holds
     // them (a fused gate_up: both halves, from gate_row0 and up_row0).
     if (f.family == kernels::Family::Matmul) {

@@ -7,9 +7,16 @@
 namespace lathe::lower {
 
 std::optional<ModelPlan> plan_model(const spec::Spec& s, spec::Diagnostics& diagnostics) {
+  spec::Manifest manifest = spec::build_manifest(s);
+  Graph graph = build_graph(s, manifest);
+  return plan_graph(s, std::move(manifest), std::move(graph), diagnostics);
+}
+
+std::optional<ModelPlan> plan_graph(const spec::Spec& s, spec::Manifest manifest, Graph graph,
+                                    spec::Diagnostics& diagnostics) {
   ModelPlan m;
-  m.manifest = spec::build_manifest(s);
-  m.graph = build_graph(s, m.manifest);
+  m.manifest = std::move(manifest);
+  m.graph = std::move(graph);
   std::vector<DType> dtypes;
   for (const spec::TensorSpec& t : m.manifest.tensors) dtypes.push_back(device_dtype(t.dtype));
   try {

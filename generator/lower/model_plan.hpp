@@ -26,6 +26,9 @@ struct ModelPlan {
 // A graph the kernels cannot run is an error at the spec line of the key
 // that decides the op at fault; nullopt then.
 std::optional<ModelPlan> plan_model(const spec::Spec& spec, spec::Diagnostics& diagnostics);
+// The same from a graph already built (build_graph of the spec and manifest).
+std::optional<ModelPlan> plan_graph(const spec::Spec& spec, spec::Manifest manifest, Graph graph,
+                                    spec::Diagnostics& diagnostics);
 
 // The plan as text, one dispatch a line: `lathe gen --dump`, `<model> info`.
 std::string describe(const ModelPlan& model);

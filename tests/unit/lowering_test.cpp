@@ -141,4 +141,30 @@ TEST_CASE("a spec's plan: every dispatch attributed to its spec line, and sizes 
   CHECK(lower::describe(*model).find("matmul_") != std::string::npos);
 }
 
+TEST_CASE("a graph the kernels cannot run is an error of lathe gen at the spec line of the op at fault") {
+  const std::string path = "tests/specs/tiny/llama-gqa.toml";
+  spec::Diagnostics diagnostics(path);
+  const auto s = spec::parse_spec_file(LATHE_SOURCE_DIR "/" + path, diagnostics);
+  REQUIRE(s);
+  spec::Manifest manifest = spec::build_manifest(*s);
+  lower::Graph graph = lower::build_graph(*s, manifest);
+  // Layer 0's attention output added to the residual stream without the o
+  // projection between them: no kernel adds two activations.
+  auto& ops = graph.schedule.ops;
+  size_t o = 0;
+  while (ops[o].kind != typed::OpKind::MatMul || ops[o + 1].kind != typed::OpKind::Add) ++o;
+  const uint32_t attention = ops[o].in[0];
+  ops[o + 1].in[1] = attention;
+  ops.erase(ops.begin() + static_cast<long>(o));
+  graph.keys.erase(graph.keys.begin() + static_cast<long>(o));
+  graph.handles.erase(graph.handles.begin() + static_cast<long>(o));
+  const std::string key = graph.keys[o];  // the add's
+  CHECK_FALSE(lower::plan_graph(*s, std::move(manifest), std::move(graph), diagnostics));
+  REQUIRE(diagnostics.size() == 1);
+  CHECK(diagnostics.items()[0].loc.line == s->where(key).line);
+  CHECK(diagnostics.items()[0].loc.line > 0);
+  CHECK(diagnostics.format().find(path + ":" + std::to_string(s->where(key).line)) != std::string::npos);
+  CHECK(diagnostics.format().find("residual add must follow the matmul") != std::string::npos);
+}
+
 }  // TEST_SUITE
