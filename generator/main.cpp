@@ -80,8 +80,9 @@ std::optional<Planned> load_planned(const std::string& path) {
 }
 
 // Writes <out>/model.hpp, model.cpp and kernels.cpp, each only when its text
-// changed; unsupported fields are errors at the spec. `dump`: also the GLSL
-// and SPIR-V disassembly of every kernel instance, to <out>/kernels.dump.
+// changed; unsupported fields and graphs the kernels cannot run are errors at
+// the spec. `dump`: also the plan as text (<out>/plan.dump) and the GLSL and
+// SPIR-V disassembly of every kernel instance (<out>/kernels.dump).
 int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
   auto planned = load_planned(path);
   if (!planned) return 1;
@@ -185,7 +186,7 @@ int main(int argc, char** argv) {
   bool quiet = false;
   gen->add_flag("-q,--quiet", quiet, "Print only errors");
   bool dump = false;
-  gen->add_flag("--dump", dump, "Also write kernels.dump: the GLSL and SPIR-V disassembly of every kernel");
+  gen->add_flag("--dump", dump, "Also write plan.dump (every dispatch of the plan) and kernels.dump (the GLSL and SPIR-V disassembly of every kernel)");
 
   std::string root = LATHE_SOURCE_DIR;
   std::string inject;

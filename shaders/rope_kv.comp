@@ -7,7 +7,9 @@
 //   ROPE          0: no rotation (learned positions): the KV append alone
 //   ROT           rotary width (≤ DH, even)
 //   NEOX          1: pairs (i, i + ROT/2) (HF Llama rotate-half); 0: (2i, 2i + 1) (GPT-J, GGUF)
-//   INV_FREQ      float[ROT/2]: theta^(-2i/ROT), computed by the generator in double
+//   INV_FREQ      float[ROT/2]: theta^(-2i/ROT) with the spec's RoPE scaling (linear, llama3,
+//                 yarn), computed by the generator in double
+//   ROPE_SCALE    the factor on cos and sin (YaRN's attention factor; 1 otherwise)
 //   CACHE_F16     cache dtype (kv.glsl)
 // Push constants (AttentionPush): rows, q/k/v offsets and row strides.
 // Buffers: io; q [rows][…] f32 (read-write); k, v [rows][…] f32; kc, vc the caches.
@@ -59,7 +61,7 @@ void main() {
     const uint a = 2 * j, b = 2 * j + 1;
 #endif
     const float angle = float(position) * INV_FREQ[j];
-    const float c = cos(angle), s = sin(angle);
+    const float c = cos(angle) * ROPE_SCALE, s = sin(angle) * ROPE_SCALE;
     const uint base = pc.q_offset + t * pc.q_stride + head * DH;
     const float x0 = q[base + a], x1 = q[base + b];
     q[base + a] = x0 * c - x1 * s;
@@ -80,7 +82,7 @@ void main() {
       float sign_;
       pairing(d, partner, freq, sign_);
       const float angle = float(position) * INV_FREQ[freq];
-      kv[e] = k[kbase + d] * cos(angle) + sign_ * k[kbase + partner] * sin(angle);
+      kv[e] = (k[kbase + d] * cos(angle) + sign_ * k[kbase + partner] * sin(angle)) * ROPE_SCALE;
     }
 #endif
     const uint vbase = pc.v_offset + t * pc.v_stride + head * DH;

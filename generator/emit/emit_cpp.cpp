@@ -160,7 +160,8 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   if (s.attention.scale) refuse(s.locations.count("attention.scale") ? "attention.scale" : "attention.query_pre_attn_scalar", "");
   if (s.position.kind != PositionKind::Rope && s.position.kind != PositionKind::Learned)
     refuse("position.kind", std::string("\"") + name(s.position.kind) + "\"");
-  if (s.position.scaling.kind != RopeScaling::None)
+  // dynamic_ntk rescales the frequencies with the sequence length: no fixed table.
+  if (s.position.scaling.kind == RopeScaling::DynamicNtk)
     refuse("position.scaling.kind", std::string("\"") + name(s.position.scaling.kind) + "\"");
   if (s.position.local_theta) refuse("position.local_theta", "");
   if (s.moe.enabled()) refuse("moe", "");

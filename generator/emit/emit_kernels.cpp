@@ -1,7 +1,9 @@
 #include "generator/emit/emit_kernels.hpp"
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -57,6 +59,56 @@ std::string interface_constants(const kernels::FamilyInfo& f) {
   return out + activation_constants() + glsl_block(push_layout(f.family));
 }
 
+// RoPE's inverse frequency per pair of rotary dims, and the factor on cos
+// and sin, for the spec's scaling (Hugging Face transformers'
+// modeling_rope_utils.py is the contract; computed in double here, the
+// shader multiplies by the position in f32).
+struct RopeTable {
+  std::vector<double> inv_freq;
+  double scale = 1.0;
+};
+
+RopeTable rope_table(const Spec& s) {
+  const RopeScalingParams& sc = s.position.scaling;
+  const int64_t rot = s.position.rotary_dim;
+  RopeTable t;
+  for (int64_t i = 0; i < rot / 2; ++i)
+    t.inv_freq.push_back(std::pow(s.position.theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot)));
+  if (sc.kind == RopeScaling::Linear) {
+    for (double& f : t.inv_freq) f /= sc.factor;
+  } else if (sc.kind == RopeScaling::Llama3) {
+    // Wavelengths above original/low_freq_factor are slowed by factor, those
+    // below original/high_freq_factor kept, the band between blended.
+    const double original = static_cast<double>(sc.original_max_context);
+    for (double& f : t.inv_freq) {
+      const double wavelength = 2.0 * std::numbers::pi / f;
+      if (wavelength > original / sc.low_freq_factor) {
+        f /= sc.factor;
+      } else if (wavelength >= original / sc.high_freq_factor) {
+        const double smooth = (original / wavelength - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor);
+        f = (1.0 - smooth) * f / sc.factor + smooth * f;
+      }
+    }
+  } else if (sc.kind == RopeScaling::Yarn) {
+    // Pair i is interpolated (f / factor) below the correction range
+    // [low, high] of dims, kept above it, ramped linearly across it.
+    const double d = static_cast<double>(rot);
+    const double original = static_cast<double>(sc.original_max_context);
+    auto correction = [&](double rotations) {
+      return d * std::log(original / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(s.position.theta));
+    };
+    const double low = std::max(0.0, std::floor(correction(sc.beta_fast)));
+    const double high = std::min(d - 1.0, std::ceil(correction(sc.beta_slow)));
+    const double span = high > low ? high - low : 0.001;
+    for (size_t i = 0; i < t.inv_freq.size(); ++i) {
+      const double interpolated = std::clamp((static_cast<double>(i) - low) / span, 0.0, 1.0);
+      t.inv_freq[i] = t.inv_freq[i] * (1.0 - interpolated) + t.inv_freq[i] / sc.factor * interpolated;
+    }
+    t.scale = sc.attention_factor.value_or(0.1 * std::log(sc.factor) + 1.0);
+  }
+  return t;
+}
+
 std::string head_constants(const Spec& s) {
   return define("HQ", s.dims.heads) + define("HKV", s.dims.kv_heads) + define("DH", s.dims.head_dim) +
          define("G", s.dims.heads / s.dims.kv_heads) + flag("CACHE_F16", s.cache.dtype == DType::F16);
@@ -87,12 +139,11 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       std::string constants = head_constants(s) + flag("ROPE", rot > 0) + define("ROT", rot) +
                               flag("NEOX", k.pairing == RopePairing::Neox);
       if (rot > 0) {
-        // inv_freq_i = theta^(-2i/rot), in double here: the shader multiplies by the position in f32.
+        const RopeTable table = rope_table(s);
+        constants += define("ROPE_SCALE", number_literal(table.scale, 9));
         constants += "const float INV_FREQ[" + std::to_string(rot / 2) + "] = float[](";
-        for (int64_t i = 0; i < rot / 2; ++i)
-          constants += (i ? ", " : "") + number_literal(std::pow(s.position.theta, -2.0 * static_cast<double>(i) /
-                                                                                        static_cast<double>(rot)),
-                                                        9);
+        for (size_t i = 0; i < table.inv_freq.size(); ++i)
+          constants += (i ? ", " : "") + number_literal(table.inv_freq[i], 9);
         constants += ");\n";
       }
       return constants;

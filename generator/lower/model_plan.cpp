@@ -58,14 +58,18 @@ std::string describe(const ModelPlan& m) {
   out << "plan: " << p.dispatches.size() << " dispatches (" << p.dispatch_count(false)
       << " when attention is not split), " << p.kernels.size() << " kernel instances, " << p.slot_widths.size()
       << " activation slots, " << p.packs.size() << " packs\n";
-  std::map<int32_t, size_t> per_layer;
-  for (const Dispatch& d : p.dispatches) per_layer[d.layer]++;
+  // Per layer: the dispatches every pass records, and those only a split attention adds.
+  std::map<int32_t, std::pair<size_t, size_t>> per_layer;
+  for (const Dispatch& d : p.dispatches) (d.split_only ? per_layer[d.layer].second : per_layer[d.layer].first)++;
+  auto count = [](const std::pair<size_t, size_t>& n) {
+    return std::to_string(n.first) + (n.second ? " (+" + std::to_string(n.second) + " split)" : "");
+  };
   out << "dispatches per layer:";
   for (const auto& [layer, n] : per_layer) {
-    if (layer < 0) out << " outside the layers " << n << ";";
-    else if (layer == 0 || n != per_layer[0]) out << " layer " << layer << " " << n << ";";
+    if (layer < 0) out << " outside the layers " << count(n) << ";";
+    else if (layer == 0 || n != per_layer[0]) out << " layer " << layer << " " << count(n) << ";";
   }
-  if (per_layer.size() > 2) out << " (layers not listed: as layer 0)";
+  if (per_layer.size() > 2) out << " (the layers not listed: as layer 0)";
   out << "\nslots (f32 per row):";
   for (size_t i = 0; i < p.slot_widths.size(); ++i) out << " slot" << i << "=" << p.slot_widths[i];
   out << "\n";

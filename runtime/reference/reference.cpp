@@ -49,7 +49,7 @@ void check_supported(const spec::Spec& s) {
       s.position.kind != spec::PositionKind::None)
     unsupported("position.kind");
   if (s.position.kind == spec::PositionKind::Rope) {
-    if (s.position.scaling.kind != spec::RopeScaling::None) unsupported("position.scaling");
+    if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk) unsupported("position.scaling.kind");
     if (s.position.local_theta) unsupported("position.local_theta");
     if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
       unsupported("position.rotary_dim");
@@ -73,12 +73,69 @@ Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale) {
   return w;
 }
 
-void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairing pairing, int64_t position) {
-  const int64_t half = rotary_dim / 2;
+Rope rope_of(const spec::Spec& spec) {
+  const spec::Position& pos = spec.position;
+  const spec::RopeScalingParams& sc = pos.scaling;
+  const int64_t dim = pos.rotary_dim;
+  Rope rope;
+  for (int64_t i = 0; i < dim / 2; ++i)
+    rope.inv_freq.push_back(1.0 / std::pow(pos.theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
+  switch (sc.kind) {
+    case spec::RopeScaling::None:
+    case spec::RopeScaling::DynamicNtk:  // refused by the reference's check_supported
+      break;
+    case spec::RopeScaling::Linear:
+      for (double& f : rope.inv_freq) f /= sc.factor;
+      break;
+    case spec::RopeScaling::Llama3: {
+      // Long wavelengths are slowed by `factor`, short ones kept, and those
+      // between blended by where the old context falls in the band.
+      const double old_context = static_cast<double>(sc.original_max_context);
+      const double low_wavelen = old_context / sc.low_freq_factor;
+      const double high_wavelen = old_context / sc.high_freq_factor;
+      for (double& f : rope.inv_freq) {
+        const double wavelen = 2.0 * std::numbers::pi / f;
+        if (wavelen < high_wavelen) continue;
+        if (wavelen > low_wavelen) {
+          f /= sc.factor;
+          continue;
+        }
+        const double smooth = (old_context / wavelen - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor);
+        f = (1.0 - smooth) * f / sc.factor + smooth * f;
+      }
+      break;
+    }
+    case spec::RopeScaling::Yarn: {
+      // Dims that turn fewer than beta_slow times over the original context
+      // are interpolated (slowed by `factor`), those that turn more than
+      // beta_fast times extrapolated (kept), with a linear ramp between;
+      // cos and sin are scaled by the attention factor.
+      const double base = pos.theta, d = static_cast<double>(dim);
+      const double original = static_cast<double>(sc.original_max_context);
+      auto correction_dim = [&](double rotations) {
+        return d * std::log(original / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+      };
+      const double low = std::max(std::floor(correction_dim(sc.beta_fast)), 0.0);
+      double high = std::min(std::ceil(correction_dim(sc.beta_slow)), d - 1.0);
+      if (low == high) high += 0.001;
+      for (size_t i = 0; i < rope.inv_freq.size(); ++i) {
+        const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        const double extrapolation = 1.0 - ramp;  // the share kept as it was
+        const double f = rope.inv_freq[i];
+        rope.inv_freq[i] = f / sc.factor * (1.0 - extrapolation) + f * extrapolation;
+      }
+      rope.scale = sc.attention_factor ? *sc.attention_factor : 0.1 * std::log(sc.factor) + 1.0;
+      break;
+    }
+  }
+  return rope;
+}
+
+void apply_rope(double* head, const Rope& rope, spec::RopePairing pairing, int64_t position) {
+  const int64_t half = static_cast<int64_t>(rope.inv_freq.size());
   for (int64_t i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
-    const double angle = static_cast<double>(position) * inv_freq;
-    const double c = std::cos(angle), s = std::sin(angle);
+    const double angle = static_cast<double>(position) * rope.inv_freq[static_cast<size_t>(i)];
+    const double c = std::cos(angle) * rope.scale, s = std::sin(angle) * rope.scale;
     const int64_t a = pairing == spec::RopePairing::Neox ? i : 2 * i;
     const int64_t b = pairing == spec::RopePairing::Neox ? i + half : 2 * i + 1;
     const double x0 = head[a], x1 = head[b];
@@ -87,8 +144,16 @@ void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairin
   }
 }
 
+void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairing pairing, int64_t position) {
+  Rope rope;
+  for (int64_t i = 0; i < rotary_dim / 2; ++i)
+    rope.inv_freq.push_back(std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim)));
+  apply_rope(head, rope, pairing, position);
+}
+
 Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spec) {
   check_supported(spec_);
+  if (spec_.position.kind == spec::PositionKind::Rope) rope_ = rope_of(spec_);
   for (const spec::TensorSpec& t : spec::build_manifest(spec_).tensors) {
     auto it = weights.tensors.find(t.name);
     if (it == weights.tensors.end()) throw std::invalid_argument("reference: missing tensor " + t.name);
@@ -271,9 +336,9 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     }
     if (spec_.position.kind == spec::PositionKind::Rope) {
       for (int64_t hh = 0; hh < d.heads; ++hh)
-        apply_rope(q.data() + hh * hd, spec_.position.rotary_dim, spec_.position.theta, spec_.position.pairing, p);
+        apply_rope(q.data() + hh * hd, rope_, spec_.position.pairing, p);
       for (int64_t hh = 0; hh < d.kv_heads; ++hh)
-        apply_rope(k.data() + hh * hd, spec_.position.rotary_dim, spec_.position.theta, spec_.position.pairing, p);
+        apply_rope(k.data() + hh * hd, rope_, spec_.position.pairing, p);
     }
     L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
     L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());

@@ -27,9 +27,22 @@ struct Weights {
 // effective scale is 1 + w).
 Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale);
 
+// RoPE's rotation: the inverse frequency of each pair of the rotary dims,
+// and the factor its cos and sin are multiplied by (YaRN's attention factor;
+// 1 otherwise), as Hugging Face transformers computes them
+// (modeling_rope_utils.py) for the spec's position.scaling: none, linear,
+// llama3 or yarn.
+struct Rope {
+  std::vector<double> inv_freq;  // [rotary_dim / 2]
+  double scale = 1.0;
+};
+Rope rope_of(const spec::Spec& spec);
+
 // Rotates one head's vector in place by RoPE at `position` over its first
-// `rotary_dim` dims, inv_freq_i = theta^(-2i/rotary_dim); neox pairs
-// (i, i + rotary_dim/2), interleaved pairs (2i, 2i + 1).
+// 2 · inv_freq.size() dims; neox pairs (i, i + rotary_dim/2), interleaved
+// pairs (2i, 2i + 1).
+void apply_rope(double* head, const Rope& rope, spec::RopePairing pairing, int64_t position);
+// The same with inv_freq_i = theta^(-2i/rotary_dim).
 void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairing pairing, int64_t position);
 
 class Reference {
@@ -80,6 +93,7 @@ class Reference {
   void token(int32_t token, int64_t position, float* logits);
 
   spec::Spec spec_;
+  Rope rope_;
   std::map<std::tuple<spec::Role, bool, int64_t>, Tensor> tensors_;
   Tensor embed_, pos_embed_, lm_head_;
   NormW final_norm_;

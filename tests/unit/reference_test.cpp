@@ -351,3 +351,48 @@ TEST_CASE("reference: unsupported fields, missing tensors and bad inputs are ref
   CHECK_THROWS_AS(ref.forward(std::vector<int32_t>(65, 0)), std::out_of_range);
   CHECK(ref.forward({}).empty());
 }
+
+TEST_CASE("reference: RoPE scaling frequencies as Hugging Face transformers computes them") {
+  // Expected values: HF's _compute_llama3_parameters and _compute_yarn_parameters
+  // (modeling_rope_utils.py) transcribed to plain Python floats, run with python3.
+  SUBCASE("llama3 (Llama 3.2 1B's parameters): high frequencies kept, low ones slowed 32×, the band blended") {
+    const spec::Spec s = parse(llama(128, 2, 1, 24, 13, 1,
+                                     "[position]\ntheta = 500000.0\n[position.scaling]\nkind = \"llama3\"\n"
+                                     "factor = 32.0\nlow_freq_factor = 1.0\nhigh_freq_factor = 4.0\n"
+                                     "original_max_context = 8192\n"));
+    const Rope rope = rope_of(s);
+    REQUIRE(rope.inv_freq.size() == 32);
+    CHECK(rope.scale == 1.0);
+    CHECK(rope.inv_freq[0] == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(rope.inv_freq[10] == doctest::Approx(0.016560440080994446).epsilon(1e-12));
+    CHECK(rope.inv_freq[16] == doctest::Approx(0.00042955679655936815).epsilon(1e-12));
+    CHECK(rope.inv_freq[20] == doctest::Approx(8.570255489881478e-06).epsilon(1e-12));
+    CHECK(rope.inv_freq[31] == doctest::Approx(9.418306725434909e-08).epsilon(1e-12));
+  }
+  SUBCASE("yarn (factor 4 over 32768 positions, theta 1e6, head_dim 128): ramped over dims 23 … 40") {
+    const spec::Spec s = parse(llama(256, 2, 1, 24, 13, 1,
+                                     "[position]\ntheta = 1000000.0\n[position.scaling]\nkind = \"yarn\"\n"
+                                     "factor = 4.0\noriginal_max_context = 32768\n"));
+    const Rope rope = rope_of(s);
+    REQUIRE(rope.inv_freq.size() == 64);
+    CHECK(rope.scale == doctest::Approx(1.138629436111989).epsilon(1e-12));  // 0.1·ln 4 + 1
+    CHECK(rope.inv_freq[0] == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(rope.inv_freq[20] == doctest::Approx(0.01333521432163324).epsilon(1e-12));
+    CHECK(rope.inv_freq[30] == doctest::Approx(0.0010643609812470017).epsilon(1e-12));
+    CHECK(rope.inv_freq[40] == doctest::Approx(4.445698525097307e-05).epsilon(1e-12));
+    CHECK(rope.inv_freq[63] == doctest::Approx(3.102344401879299e-07).epsilon(1e-12));
+  }
+  SUBCASE("linear: every frequency divided by the factor; the scale applies to cos and sin") {
+    const spec::Spec s = parse(llama(16, 4, 2, 24, 13, 1,
+                                     "[position]\ntheta = 10000.0\n[position.scaling]\nkind = \"linear\"\n"
+                                     "factor = 2.0\n"));
+    const Rope rope = rope_of(s);
+    REQUIRE(rope.inv_freq.size() == 2);
+    CHECK(rope.inv_freq[0] == doctest::Approx(0.5));
+    CHECK(rope.inv_freq[1] == doctest::Approx(0.005));
+    double v[4] = {1, 2, 3, 4};
+    apply_rope(v, Rope{{0.0, 0.0}, 2.0}, spec::RopePairing::Neox, 5);  // angle 0: a pure scale
+    CHECK(v[0] == 2);
+    CHECK(v[3] == 8);
+  }
+}

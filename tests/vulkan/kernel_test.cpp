@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "generator/emit/emit_cpp.hpp"
+#include "runtime/reference/reference.hpp"
 #include "generator/emit/emit_kernels.hpp"
 #include "generator/emit/shader_compiler.hpp"
 #include "generator/spec/parse.hpp"
@@ -458,7 +459,8 @@ TEST_SUITE("kernels") {
 TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supports and the tiny ones") {
   std::set<std::string> names;
   for (const Model& m : models()) names.insert(m.spec.name);
-  for (const char* expected : {"smollm2-135m", "gpt2", "qwen2.5-0.5b", "tinyllama-1.1b", "llama-3-8b", "tiny-gpt2",
+  for (const char* expected : {"smollm2-135m", "gpt2", "qwen2.5-0.5b", "tinyllama-1.1b", "llama-3-8b", "llama-3.2-1b",
+                               "tiny-llama3-rope", "tiny-yarn-rope", "tiny-gpt2",
                                "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved", "tiny-llama-gqa-gguf",
                                "tiny-llama-q8", "tiny-gpt2-gguf"}) {
     CAPTURE(expected);
@@ -731,16 +733,18 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
     const DType cache = s.cache.dtype;
     const size_t cache_size = dtype_bytes(cache);
 
-    // The angle of dims pair j at `position`: position · theta^(−2j/ROT).
-    auto angle = [&](uint32_t position, uint32_t j) {
-      return position * std::pow(s.position.theta, -2.0 * j / rot);
-    };
+    // The rotation as the CPU reference computes it from the spec (its own
+    // implementation of the RoPE scalings): pair j turns by position ·
+    // inv_freq[j], cos and sin scaled by rotation.scale.
+    const reference::Rope rotation = rope ? reference::rope_of(s) : reference::Rope{};
+    if (rope) CHECK(c.f("ROPE_SCALE") == doctest::Approx(rotation.scale).epsilon(1e-7));
     // Head `h` of one row (`in` at the head's first dim), rotated.
     auto rotate = [&](const float* in, uint32_t position) {
       std::vector<double> out(in, in + dh);
       for (uint32_t j = 0; j < rot / 2; ++j) {
         const uint32_t a = neox ? j : 2 * j, b = neox ? j + rot / 2 : 2 * j + 1;
-        const double cs = std::cos(angle(position, j)), sn = std::sin(angle(position, j));
+        const double angle = position * rotation.inv_freq[j];
+        const double cs = std::cos(angle) * rotation.scale, sn = std::sin(angle) * rotation.scale;
         out[a] = in[a] * cs - in[b] * sn;
         out[b] = in[b] * cs + in[a] * sn;
       }
