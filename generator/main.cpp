@@ -264,8 +264,12 @@ int cmd_run(const std::string& model, std::vector<std::string> args, bool verbos
   const std::optional<Built> built = build_model(spec_path, verbose);
   if (!built) return 1;
   lathe::driver::Command command = {built->exe.string()};
-  if (args.empty() || args.front().starts_with("-")) command.push_back("generate");
-  else command.push_back(args.front()), args.erase(args.begin());
+  if (args.empty() || args.front().starts_with("-")) {
+    command.push_back("generate");
+  } else {
+    command.push_back(args.front());
+    args.erase(args.begin());
+  }
   const bool has_weights = std::any_of(args.begin(), args.end(), [](const std::string& a) {
     return a == "-w" || a.starts_with("--weights") || (a.starts_with("-w") && a.size() > 2);
   });
