@@ -14,18 +14,9 @@
 cmake_policy(SET CMP0054 NEW)
 set(ENV{LATHE_CACHE_DIR} ${WORK_DIR}/cache)
 set(tokens 5,0,17,2)
-function(run out_var)
-  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${ARGN}\nfailed (${rc}): ${out}${err}")
-  endif()
-  message(STATUS "${ARGN}\n${out}${err}")
-  set(${out_var} "${out}" PARENT_SCOPE)
-  set(${out_var}_err "${err}" PARENT_SCOPE)
-endfunction()
-# The greedy ids of `lathe run` (the first pick and 4 more), kept for the
-# steps that must agree with them.
+include(${CMAKE_CURRENT_LIST_DIR}/run_command.cmake)
+# Fails unless `out` is what generate -t prints: greedy token ids, the
+# prompt's pick and one a step.
 function(expect_ids out)
   if(NOT out MATCHES "^[0-9]+( [0-9]+)+\n$")
     message(FATAL_ERROR "expected greedy token ids, got: ${out}")
