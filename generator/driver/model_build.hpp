@@ -32,7 +32,7 @@ Toolchain read_toolchain(const std::filesystem::path& file, const std::filesyste
 // in ../share/lathe (an installed one). Throws lathe::Error naming both places.
 Toolchain find_toolchain();
 
-// 64-bit FNV-1a: a cache key, not a checksum against malice.
+// A 64-bit FNV-1a variant: a cache key, not a checksum against malice.
 class Hash {
  public:
   Hash& add(std::string_view bytes);
