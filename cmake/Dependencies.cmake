@@ -1,10 +1,8 @@
 # Every dependency is a Debian package; scripts/install-deps installs them.
-find_package(Threads REQUIRED)  # glslang's config needs Threads::Threads first
-find_package(Vulkan REQUIRED)
+# The runtime's (and Threads, which glslang's config needs first).
+include(${CMAKE_CURRENT_LIST_DIR}/RuntimeDependencies.cmake)
 find_package(tomlplusplus CONFIG REQUIRED)
-find_package(nlohmann_json CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
-find_package(CLI11 CONFIG REQUIRED)
 find_package(glslang CONFIG REQUIRED)
 find_package(SPIRV-Tools CONFIG REQUIRED)
 if(LATHE_TESTS)

@@ -1,23 +1,26 @@
 # lathe_options: the project's warning set (errors in CI), include root and
-# sanitizer flags, linked by every target.
+# sanitizer flags, linked by every target. Installed (lathe::options), it is
+# the include root alone: the warnings are lathe's, not its users'.
 add_library(lathe_options INTERFACE)
-target_compile_options(lathe_options INTERFACE -Wall -Wextra -Wnon-virtual-dtor
+set(lathe_warnings -Wall -Wextra -Wnon-virtual-dtor
   # `VkFooInfo info{VK_STRUCTURE_TYPE_FOO}` zero-fills the rest on purpose.
   -Wno-missing-field-initializers)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  target_compile_options(lathe_options INTERFACE -Wshadow=local)
+  list(APPEND lathe_warnings -Wshadow=local)
 else()
-  target_compile_options(lathe_options INTERFACE -Wshadow-uncaptured-local)
+  list(APPEND lathe_warnings -Wshadow-uncaptured-local)
 endif()
 if(LATHE_WERROR)
-  target_compile_options(lathe_options INTERFACE -Werror)
+  list(APPEND lathe_warnings -Werror)
 endif()
-target_include_directories(lathe_options INTERFACE ${PROJECT_SOURCE_DIR})
+target_compile_options(lathe_options INTERFACE "$<BUILD_INTERFACE:${lathe_warnings}>")
+target_include_directories(lathe_options INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                                   $<INSTALL_INTERFACE:include/lathe>)
 if(LATHE_SANITIZE)
   # vptr is off: Debian's glslang is built without RTTI, and UBSan's vptr
   # check needs the typeinfo of every polymorphic class it sees.
   # float-cast-overflow is not part of GCC's `undefined` group.
-  target_compile_options(lathe_options INTERFACE -fsanitize=address,undefined,float-cast-overflow
-                                                 -fno-sanitize=vptr -fno-omit-frame-pointer -fno-sanitize-recover=all)
-  target_link_options(lathe_options INTERFACE -fsanitize=address,undefined,float-cast-overflow -fno-sanitize=vptr)
+  target_compile_options(lathe_options INTERFACE
+    "$<BUILD_INTERFACE:-fsanitize=address,undefined,float-cast-overflow;-fno-sanitize=vptr;-fno-omit-frame-pointer;-fno-sanitize-recover=all>")
+  target_link_options(lathe_options INTERFACE "$<BUILD_INTERFACE:-fsanitize=address,undefined,float-cast-overflow;-fno-sanitize=vptr>")
 endif()

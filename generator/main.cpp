@@ -1,6 +1,9 @@
 // lathe — the command-line front end: devices, report, gen, check, …
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,12 +11,15 @@
 
 #include "generator/clang/check.hpp"
 #include "generator/clang/format.hpp"
+#include "generator/driver/model_build.hpp"
+#include "generator/driver/process.hpp"
 #include "generator/emit/emit_cpp.hpp"
 #include "generator/emit/emit_kernels.hpp"
 #include "generator/import/import.hpp"
 #include "generator/lower/model_plan.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
+#include "runtime/cache_dir.hpp"
 #include "runtime/error.hpp"
 #include "runtime/vk/device_info.hpp"
 #include "runtime/vk/instance.hpp"
@@ -81,19 +87,17 @@ std::optional<Planned> load_planned(const std::string& path) {
 
 // Writes <out>/model.hpp, model.cpp and kernels.cpp, each only when its text
 // changed; unsupported fields and graphs the kernels cannot run are errors at
-// the spec. `dump`: also the plan as text (<out>/plan.dump) and the GLSL and
-// SPIR-V disassembly of every kernel instance (<out>/kernels.dump).
-int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
-  auto planned = load_planned(path);
-  if (!planned) return 1;
-  const lathe::spec::Spec* spec = &planned->spec;
+// the spec (load_planned). `dump`: also the plan as text (<out>/plan.dump) and
+// the GLSL and SPIR-V disassembly of every kernel instance (<out>/kernels.dump).
+void write_build(const Planned& planned, const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
+  const lathe::spec::Spec* spec = &planned.spec;
   std::filesystem::create_directories(out_dir);
   const std::filesystem::path dir(out_dir);
   const std::string header_path = (dir / "model.hpp").string();
   const std::string source_path = (dir / "model.cpp").string();
-  const std::vector<lathe::emit::CompiledKernel> kernels = lathe::emit::compile_kernels(*spec, planned->model.plan);
+  const std::vector<lathe::emit::CompiledKernel> kernels = lathe::emit::compile_kernels(*spec, planned.model.plan);
   const std::vector<std::pair<std::string, std::string>> files = {
-      {header_path, model_header(*spec, planned->model, path, header_path)},
+      {header_path, model_header(*spec, planned.model, path, header_path)},
       {source_path, lathe::clang::format_cpp(lathe::emit::emit_model_source(*spec, path), source_path)},
       {(dir / "kernels.cpp").string(), lathe::emit::emit_kernels_source(*spec, path, kernels)},
   };
@@ -103,11 +107,18 @@ int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, boo
   }
   if (dump) {
     const std::string plan_path = (dir / "plan.dump").string();
-    lathe::emit::write_if_changed(plan_path, lathe::lower::describe(planned->model));
+    lathe::emit::write_if_changed(plan_path, lathe::lower::describe(planned.model));
     const std::string dump_path = (dir / "kernels.dump").string();
     lathe::emit::write_if_changed(dump_path, lathe::emit::dump_kernels(kernels));
     if (!quiet) std::cout << plan_path << "\n" << dump_path << "\n";
   }
+}
+
+// The generated build of a spec; unsupported fields are errors at the spec.
+int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
+  auto planned = load_planned(path);
+  if (!planned) return 1;
+  write_build(*planned, path, out_dir, quiet, dump);
   return 0;
 }
 
@@ -157,6 +168,118 @@ int cmd_import(const std::string& path, const std::string& out, const std::strin
   }
   std::cerr << out << " (written)\n";
   return 0;
+}
+
+// A model executable of `spec_path` in the cache, built when no cached one
+// has the same key: the spec's path and text, the lathe binary, its
+// toolchain and libraries. nullopt when the spec has errors (printed).
+struct Built {
+  std::filesystem::path exe;
+  bool cached = false;
+};
+std::optional<Built> build_model(const std::string& spec_path, bool verbose) {
+  namespace fs = std::filesystem;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  auto spec = load_spec(spec_path);
+  if (!spec) return std::nullopt;
+  const std::string cache = lathe::cache_dir();
+  if (cache.empty())
+    throw lathe::Error(lathe::ErrorKind::NotFound,
+                       "no cache directory for model builds: set LATHE_CACHE_DIR (or XDG_CACHE_HOME or HOME)");
+  const lathe::driver::Toolchain toolchain = lathe::driver::find_toolchain();
+  std::ifstream spec_file(spec_path, std::ios::binary);
+  const std::string spec_text((std::istreambuf_iterator<char>(spec_file)), std::istreambuf_iterator<char>());
+  const std::string key = lathe::driver::Hash()
+                              .add(lathe::driver::toolchain_key(toolchain))
+                              .add(fs::absolute(spec_path).string())
+                              .add(spec_text)
+                              .hex();
+  const std::string name = lathe::emit::model_namespace(spec->name);
+  const fs::path dir = fs::path(cache) / "models" / (name + "-" + key);
+  const fs::path exe = dir / name;
+  if (fs::exists(exe)) {
+    if (verbose) std::cerr << "lathe: " << exe.string() << " (cached)\n";
+    return Built{exe, true};
+  }
+  auto planned = load_planned(spec_path);
+  if (!planned) return std::nullopt;
+  std::cerr << "lathe: building " << spec->name << " from " << spec_path << " (" << dir.string() << ")\n";
+  // Built aside and renamed into place, so that an interrupted build or a
+  // concurrent one never leaves a half-made directory under the key.
+  const fs::path temp = fs::path(cache) / "models" / (name + "-" + key + ".tmp" + std::to_string(getpid()));
+  fs::remove_all(temp);
+  write_build(*planned, spec_path, temp.string(), /*quiet=*/true, /*dump=*/false);
+  lathe::driver::compile_model(toolchain, temp, temp / name, verbose);
+  std::error_code error;
+  fs::rename(temp, dir, error);
+  if (error) {
+    fs::remove_all(temp);  // another lathe put the same build there first
+    if (!fs::exists(exe)) throw lathe::Error(lathe::ErrorKind::Io, "cannot rename " + temp.string() + " to " +
+                                                                       dir.string() + ": " + error.message());
+  }
+  std::fprintf(stderr, "lathe: built %s in %.1f s\n", exe.c_str(),
+               std::chrono::duration<double>(Clock::now() - start).count());
+  return Built{exe, false};
+}
+
+// `lathe build`: the model executable of a spec, copied to <out>/<name>.
+int cmd_build(const std::string& spec_path, const std::string& out_dir, bool verbose) {
+  namespace fs = std::filesystem;
+  const std::optional<Built> built = build_model(spec_path, verbose);
+  if (!built) return 1;
+  fs::create_directories(out_dir);
+  const fs::path target = fs::path(out_dir) / built->exe.filename();
+  std::error_code error;
+  fs::copy_file(built->exe, target, fs::copy_options::overwrite_existing, error);
+  if (error) throw lathe::Error(lathe::ErrorKind::Io, target.string() + ": cannot write: " + error.message());
+  std::cout << target.string() << "\n";
+  return 0;
+}
+
+// `lathe run`: a spec, a Hugging Face directory or a GGUF file → the model
+// executable (built or cached) → exec'd with `args`: a command of the model
+// executable first (default: generate), then its options. A checkpoint is
+// imported to a spec in the cache and passed on as -w, unless `args` give one.
+int cmd_run(const std::string& model, std::vector<std::string> args, bool verbose) {
+  namespace fs = std::filesystem;
+  std::string spec_path = model;
+  std::string weights;
+  if (fs::is_directory(model) || fs::path(model).extension() == ".gguf") {
+    const lathe::importer::ImportResult imported = lathe::importer::import_model_config(model);
+    const std::string cache = lathe::cache_dir();
+    if (cache.empty())
+      throw lathe::Error(lathe::ErrorKind::NotFound,
+                         "no cache directory for imported specs: set LATHE_CACHE_DIR (or XDG_CACHE_HOME or HOME)");
+    const fs::path specs = fs::path(cache) / "specs";
+    fs::create_directories(specs);
+    spec_path = (specs / (imported.spec.name + "-" + lathe::driver::Hash().add(imported.text).hex() + ".toml")).string();
+    if (!fs::exists(spec_path) && !lathe::emit::write_if_changed(spec_path, imported.text))
+      throw lathe::Error(lathe::ErrorKind::Io, spec_path + ": cannot write the imported spec");
+    if (verbose) std::cerr << "lathe: " << model << " imported to " << spec_path << "\n";
+    weights = model;
+  } else if (fs::path(model).extension() != ".toml") {
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument,
+                       "run: " + model + ": not a spec (.toml), a Hugging Face model directory or a .gguf file");
+  }
+  const std::optional<Built> built = build_model(spec_path, verbose);
+  if (!built) return 1;
+  lathe::driver::Command command = {built->exe.string()};
+  if (args.empty() || args.front().starts_with("-")) {
+    command.push_back("generate");
+  } else {
+    command.push_back(args.front());
+    args.erase(args.begin());
+  }
+  const bool has_weights = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "-w" || a.starts_with("--weights") || (a.starts_with("-w") && a.size() > 2);
+  });
+  if (!weights.empty() && !has_weights) command.insert(command.end(), {"-w", weights});
+  command.insert(command.end(), args.begin(), args.end());
+  if (verbose) std::cerr << "lathe: " << lathe::driver::quote(command) << "\n";
+  std::cout.flush();
+  const std::string why = lathe::driver::exec(command);
+  throw lathe::Error(lathe::ErrorKind::Io, built->exe.string() + ": cannot run: " + why);
 }
 
 }  // namespace
@@ -210,6 +333,25 @@ int main(int argc, char** argv) {
   import->add_option("-o,--out", import_out, "The spec file to write (default: stdout)");
   import->add_option("--name", import_name, "[model] name (default: the directory's name, else _name_or_path)");
 
+  std::string build_out = ".";
+  bool verbose = false;
+  auto* build = app.add_subcommand(
+      "build", "Generate and compile the model executable of a spec (cached: the same spec and lathe, no rebuild)");
+  build->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
+  build->add_option("-o,--out", build_out, "Directory to put the executable in")->capture_default_str();
+  build->add_flag("-v,--verbose", verbose, "Print the compile and link commands");
+
+  std::string run_model;
+  auto* run = app.add_subcommand(
+      "run", "Build (or reuse) the model executable of a spec, a Hugging Face directory or a GGUF file and run it: "
+             "lathe run MODEL [COMMAND] [OPTIONS]; COMMAND defaults to generate, OPTIONS are the model executable's "
+             "(a checkpoint is passed as -w)");
+  run->add_option("model", run_model, "A spec (.toml), a Hugging Face model directory or a .gguf file")
+      ->required()
+      ->check(CLI::ExistingPath);
+  run->add_flag("-v,--verbose", verbose, "Print what is imported, built and run");
+  run->prefix_command();  // everything after MODEL is the model executable's
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices) return cmd_devices(validation);
@@ -217,6 +359,8 @@ int main(int argc, char** argv) {
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);
     if (*import) return cmd_import(import_path, import_out, import_name);
+    if (*build) return cmd_build(spec_path, build_out, verbose);
+    if (*run) return cmd_run(run_model, run->remaining(), verbose);
   } catch (const lathe::importer::ImportError& e) {
     std::cerr << e.what() << "\n";  // every line already names the config
     return 1;

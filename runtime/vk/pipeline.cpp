@@ -1,12 +1,12 @@
 #include "runtime/vk/pipeline.hpp"
 
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <utility>
 
+#include "runtime/cache_dir.hpp"
 #include "runtime/error.hpp"
 #include "runtime/vk/check.hpp"
 
@@ -24,14 +24,8 @@ std::string hex(uint64_t value, int digits) {
 
 std::string resolve_cache_dir(std::string dir) {
   if (!dir.empty()) return dir;
-  auto env = [](const char* name) {
-    const char* value = std::getenv(name);
-    return value != nullptr ? std::string(value) : std::string();
-  };
-  if (std::string d = env("LATHE_CACHE_DIR"); !d.empty()) return d;
-  if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return (fs::path(d) / "lathe").string();
-  if (std::string d = env("HOME"); !d.empty()) return (fs::path(d) / ".cache" / "lathe").string();
-  return "-";  // nowhere to keep it
+  dir = lathe::cache_dir();
+  return dir.empty() ? "-" : dir;  // "-": nowhere to keep it
 }
 
 // The whole file, or nothing when it is missing or unreadable: a cache is never required.

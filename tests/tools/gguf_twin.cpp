@@ -14,6 +14,9 @@
 //     files). Tensors are stored in GGUF_SPEC's
 //     dtypes (Q8_0 blocks quantized here) with GGUF_SPEC's metadata.
 //     --no-permute leaves the rows as they are: the negative control.
+//   lathe_gguf_twin config SPEC OUT.json
+//     The Hugging Face config.json of SPEC: beside a checkpoint of SPEC, a
+//     model directory as transformers writes one (for `lathe run DIR`).
 //   lathe_gguf_twin compare A.f32 B.f32 VOCAB TOLERANCE
 //     The worst row's ‖a − b‖ / ‖b‖ over two logits files; exit 1 above
 //     TOLERANCE.
@@ -25,6 +28,7 @@
 #include <tuple>
 
 #include "generator/import/gguf_import.hpp"
+#include "generator/import/hf_export.hpp"
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
@@ -104,6 +108,13 @@ std::vector<float> read_f32(const std::string& path) {
   return v;
 }
 
+int config(const std::string& spec_path, const std::string& out_path) {
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  out << importer::hf_config_from_spec(load(spec_path)).dump(2) << "\n";
+  if (!out.flush()) throw Error(ErrorKind::Io, out_path + ": cannot write");
+  return 0;
+}
+
 int compare(const std::string& a_path, const std::string& b_path, size_t vocab, double tolerance) {
   const std::vector<float> a = read_f32(a_path), b = read_f32(b_path);
   if (a.size() != b.size() || a.empty() || a.size() % vocab != 0) {
@@ -130,12 +141,13 @@ int main(int argc, char** argv) {
   try {
     if ((args.size() == 5 || (args.size() == 6 && args[5] == "--no-permute")) && args[0] == "convert")
       return convert(args[1], args[2], args[3], args[4], args.size() == 5);
+    if (args.size() == 3 && args[0] == "config") return config(args[1], args[2]);
     if (args.size() == 5 && args[0] == "compare")
       return compare(args[1], args[2], std::stoul(args[3]), std::stod(args[4]));
   } catch (const std::exception& e) {
     std::cerr << "lathe_gguf_twin: " << e.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: lathe_gguf_twin convert HF_SPEC GGUF_SPEC IN OUT.gguf [--no-permute] | compare A.f32 B.f32 VOCAB TOLERANCE\n";
+  std::cerr << "usage: lathe_gguf_twin convert HF_SPEC GGUF_SPEC IN OUT.gguf [--no-permute] | config SPEC OUT.json | compare A.f32 B.f32 VOCAB TOLERANCE\n";
   return 2;
 }

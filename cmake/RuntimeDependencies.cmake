@@ -1,0 +1,15 @@
+# What the runtime libraries (lathe_core, lathe_runtime, lathe_text) and a
+# model executable link against: included by lathe's own build
+# (Dependencies.cmake) and by the installed package (latheConfig.cmake), so a
+# project that links the installed libraries finds the same packages.
+find_package(Threads REQUIRED)
+find_package(Vulkan REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+# Tokenizers: PCRE2 runs the pre-tokenizer patterns, utf8proc the Unicode
+# normalizers (Qwen2's NFC), libsentencepiece reads .model files. GLOBAL:
+# the toolchain of `lathe build` (cmake/Package.cmake) names their libraries.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LATHE_PCRE2 REQUIRED IMPORTED_TARGET GLOBAL libpcre2-8)
+pkg_check_modules(LATHE_UTF8PROC REQUIRED IMPORTED_TARGET GLOBAL libutf8proc)
+pkg_check_modules(LATHE_SENTENCEPIECE REQUIRED IMPORTED_TARGET GLOBAL sentencepiece)
