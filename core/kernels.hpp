@@ -137,7 +137,9 @@ struct BindingInfo {
   X(k, Storage, "k of this chunk")                           \
   X(v, Storage, "v of this chunk")                           \
   X(k_cache, Storage, "[context][HKV][DH] in the cache dtype") \
-  X(v_cache, Storage, "[context][HKV][DH]")
+  X(v_cache, Storage, "[context][HKV][DH]")                   \
+  X(q_norm, Storage, "q's RMSNorm scale [DH] or [HQ·DH] f32")  \
+  X(k_norm, Storage, "k's RMSNorm scale [DH] or [HKV·DH] f32")
 
 #define LATHE_BIND_ATTENTION(X)                                         \
   X(io, Storage, "position")                                            \

@@ -63,6 +63,13 @@ Component component_of(Role r) {
 }
 
 
+std::vector<std::string> ignored_patterns(const Spec& s) {
+  std::vector<std::string> out = s.weights.ignore;
+  if (s.embedding.tied)
+    if (auto it = s.weights.names.find(Role::LmHead); it != s.weights.names.end()) out.push_back(it->second + ".weight");
+  return out;
+}
+
 std::string expand_name(const std::string& pattern, int64_t layer, int64_t expert) {
   std::string out = pattern;
   auto replace = [&out](const std::string& key, int64_t value) {

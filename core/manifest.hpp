@@ -40,6 +40,13 @@ Manifest build_manifest(const Spec& spec);
 // which roles and shapes a model has without building it at full size.
 Manifest build_sample_manifest(const Spec& spec);
 
+// The tensor-name patterns a checkpoint may hold beyond the manifest:
+// weights.ignore, and under tied embeddings the LM head's own name (Qwen3's
+// released checkpoints store a copy of the tied embedding as lm_head.weight,
+// which transformers does not read; neither do we). The load's audit and the
+// importer's parameter check both go by it.
+std::vector<std::string> ignored_patterns(const Spec& spec);
+
 // "{layer}" and "{expert}" replaced.
 std::string expand_name(const std::string& pattern, int64_t layer, int64_t expert);
 

@@ -50,6 +50,7 @@ enum class OpKind : uint8_t {
   LayerNorm,    // out = (in − μ) / sqrt(σ² + eps) · g + b
   MatMul,       // out = W · in (+ bias)
   Split,        // out = in[:, offset : offset + width]
+  QKNorm,       // RMSNorm q and k in place: each head over head_dim, or each projection whole
   Rope,         // rotate q and k in place by their positions
   Attention,    // causal attention over the KV cache, appending this chunk's k and v
   Act,          // out = φ(in)
@@ -130,6 +131,19 @@ class Recorder {
   Act<Width> split(Act<N> x) {
     static_assert(Offset >= 0 && Width > 0 && Offset + Width <= N, "split: the slice lies outside the activation");
     return emit<Width>(Op{OpKind::Split, 0, {x.id}, {-1, -1}, {Offset, Width, N}});
+  }
+
+  // RMSNorm of q (Hq heads) and k (Hkv heads) of head width Dh, in place,
+  // before RoPE: each head over its Dh values (Qwen3, Gemma 3: scales of
+  // width Dh) or each projection whole (OLMo 2: scales of widths Hq·Dh and
+  // Hkv·Dh).
+  template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ, int64_t NK, int64_t GQ, int64_t GK>
+  void qk_norm(Act<NQ> q, Act<NK> k, Vector<GQ> q_scale, Vector<GK> k_scale, double eps) {
+    static_assert(NQ == Hq * Dh, "qk_norm: q is not heads × head_dim wide");
+    static_assert(NK == Hkv * Dh, "qk_norm: k is not kv_heads × head_dim wide");
+    static_assert((GQ == Dh && GK == Dh) || (GQ == NQ && GK == NK),
+                  "qk_norm: the scales are neither one head wide nor as wide as q and k");
+    s_.ops.push_back(Op{OpKind::QKNorm, 0, {q.id, k.id}, {q_scale.tensor, k_scale.tensor}, {Hq, Hkv, Dh, GQ}, eps});
   }
 
   // Rotates q (Hq heads) and k (Hkv heads) of head width Dh in their first R dims.

@@ -10,6 +10,9 @@
 //   INV_FREQ      float[ROT/2]: theta^(-2i/ROT) with the spec's RoPE scaling (linear, llama3,
 //                 yarn), computed by the generator in double
 //   ROPE_SCALE    the factor on cos and sin (YaRN's attention factor; 1 otherwise)
+//   QK_NORM       0: none; RMSNorm of q and k as they are read, 1: each head over DH
+//                 (Qwen3, Gemma 3), 2: each projection whole (OLMo 2)
+//   QK_EPS, QK_UNIT_OFFSET  its eps, and whether its scale is 1 + w (Gemma)
 //   CACHE_F16     cache dtype (kv.glsl)
 // Push constants (AttentionPush): rows, q/k/v offsets and row strides.
 // Buffers: io; q [rows][…] f32 (read-write); k, v [rows][…] f32; kc, vc the caches.
@@ -26,6 +29,34 @@ layout(std430, binding = BINDING_v) readonly buffer V { float v[]; };
 #include "kv.glsl"
 layout(std430, binding = BINDING_k_cache) writeonly buffer KC { CACHE_PAIR kc[]; };
 layout(std430, binding = BINDING_v_cache) writeonly buffer VC { CACHE_PAIR vc[]; };
+layout(std430, binding = BINDING_q_norm) readonly buffer QN { float qn[]; };
+layout(std430, binding = BINDING_k_norm) readonly buffer KN { float kn[]; };
+
+// The groups a q/k norm takes its sums over: each head, or the whole row.
+#if QK_NORM == 1
+const uint Q_GROUPS = HQ, K_GROUPS = HKV, Q_GROUP = DH, K_GROUP = DH;
+#else
+const uint Q_GROUPS = 1, K_GROUPS = 1, Q_GROUP = HQ * DH, K_GROUP = HKV * DH;
+#endif
+
+// 1/rms of the `width` values of a row at `base` of q (or of k), every lane
+// getting the whole sum.
+float inv_rms(bool of_q, uint base, uint width) {
+  float sum = 0.0;
+  for (uint i = gl_LocalInvocationID.x; i < width; i += gl_WorkGroupSize.x) {
+    const float x = of_q ? q[base + i] : k[base + i];
+    sum += x * x;
+  }
+  return inversesqrt(subgroupAdd(sum) / float(width) + QK_EPS);
+}
+
+// The scale of dim d of head h: per head one vector for every head, whole
+// projections one value per dim.
+float scale_of(bool of_q, uint head, uint d) {
+  const uint i = QK_NORM == 1 ? d : head * DH + d;
+  const float w = of_q ? qn[i] : kn[i];
+  return QK_UNIT_OFFSET != 0 ? 1.0 + w : w;
+}
 
 #if ROPE
 // The partner of dim d in its rotation pair, the frequency index, and the
@@ -50,6 +81,22 @@ void main() {
   const uint position = io.position + t;
   const uint lane = gl_LocalInvocationID.x;
 
+#if QK_NORM
+  // Under a q/k norm every value of q and k is multiplied as it is read by
+  // 1/rms of its group and its scale. All sums are taken before q is written.
+  float q_rms[Q_GROUPS], k_rms[K_GROUPS];
+  for (uint g = 0; g < Q_GROUPS; ++g) q_rms[g] = inv_rms(true, pc.q_offset + t * pc.q_stride + g * Q_GROUP, Q_GROUP);
+  for (uint g = 0; g < K_GROUPS; ++g) k_rms[g] = inv_rms(false, pc.k_offset + t * pc.k_stride + g * K_GROUP, K_GROUP);
+
+  // Dims of q past the rotary width: normalized in place (the rotation below
+  // writes the others).
+  for (uint i = lane; i < HQ * (DH - ROT); i += gl_WorkGroupSize.x) {
+    const uint head = i / (DH - ROT), d = ROT + i % (DH - ROT);
+    const uint at = pc.q_offset + t * pc.q_stride + head * DH + d;
+    q[at] *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, d);
+  }
+#endif
+
 #if ROPE
   // q, in place: each lane owns whole rotation pairs (d < partner), so no
   // lane reads a value another lane writes.
@@ -63,7 +110,11 @@ void main() {
     const float angle = float(position) * INV_FREQ[j];
     const float c = cos(angle) * ROPE_SCALE, s = sin(angle) * ROPE_SCALE;
     const uint base = pc.q_offset + t * pc.q_stride + head * DH;
-    const float x0 = q[base + a], x1 = q[base + b];
+    float x0 = q[base + a], x1 = q[base + b];
+#if QK_NORM
+    x0 *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, a);
+    x1 *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, b);
+#endif
     q[base + a] = x0 * c - x1 * s;
     q[base + b] = x1 * c + x0 * s;
   }
@@ -74,6 +125,10 @@ void main() {
     const uint head = i / (DH / 2), p = i % (DH / 2);
     const uint kbase = pc.k_offset + t * pc.k_stride + head * DH;
     vec2 kv = vec2(k[kbase + 2 * p], k[kbase + 2 * p + 1]);
+#if QK_NORM
+    const float k_factor = k_rms[QK_NORM == 1 ? head : 0];
+    kv *= k_factor * vec2(scale_of(false, head, 2 * p), scale_of(false, head, 2 * p + 1));
+#endif
 #if ROPE
     for (uint e = 0; e < 2; ++e) {
       const uint d = 2 * p + e;
@@ -82,7 +137,12 @@ void main() {
       float sign_;
       pairing(d, partner, freq, sign_);
       const float angle = float(position) * INV_FREQ[freq];
-      kv[e] = (k[kbase + d] * cos(angle) + sign_ * k[kbase + partner] * sin(angle)) * ROPE_SCALE;
+      float x = k[kbase + d], y = k[kbase + partner];
+#if QK_NORM
+      x *= k_factor * scale_of(false, head, d);
+      y *= k_factor * scale_of(false, head, partner);
+#endif
+      kv[e] = (x * cos(angle) + sign_ * y * sin(angle)) * ROPE_SCALE;
     }
 #endif
     const uint vbase = pc.v_offset + t * pc.v_stride + head * DH;

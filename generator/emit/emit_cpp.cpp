@@ -60,6 +60,10 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         code = out_var + "r.template split<" + std::to_string(op.dims[0]) + ", " + std::to_string(op.dims[1]) + ">(" +
                v(op.in[0]) + ");";
         break;
+      case typed::OpKind::QKNorm:
+        code = "r.template qk_norm<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " + w + ", " + b +
+               ", norm_eps);";
+        break;
       case typed::OpKind::Rope:
         code = "r.template rope<heads, kv_heads, head_dim, rotary_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) +
                ", RopePairing::" + std::string(spelling(static_cast<RopePairing>(op.variant)).enumerator) +
@@ -154,7 +158,9 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   };
   if (s.norm.placement != NormPlacement::Pre) refuse("norm.placement", std::string("\"") + name(s.norm.placement) + "\"");
   if (s.norm.unit_offset) refuse("norm.unit_offset", "");
-  if (s.attention.qk_norm != QKNorm::None) refuse("attention.qk_norm", "");
+  // rope_kv normalizes q and k as it reads them: no rotation, no kernel for it.
+  if (s.attention.qk_norm != QKNorm::None && s.position.kind != PositionKind::Rope)
+    refuse("attention.qk_norm", "q/k norms run with rope positions only");
   if (s.attention.softcap > 0) refuse("attention.softcap", "");
   if (s.attention.sliding_window > 0) refuse("attention.sliding_window", "");
   if (s.attention.scale) refuse(s.locations.count("attention.scale") ? "attention.scale" : "attention.query_pre_attn_scalar", "");
@@ -329,13 +335,14 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("manifest", entries);
   root.set("layout", s.weights.layout == Layout::OutIn ? "OutIn" : "InOut");
   kainjow::mustache::list ignore;
-  for (const std::string& pattern : s.weights.ignore) {
+  const std::vector<std::string> ignored = ignored_patterns(s);
+  for (const std::string& pattern : ignored) {
     data p;
     p.set("pattern", pattern);
     ignore.push_back(p);
   }
   root.set("ignore", ignore);
-  root.set("ignore_count", std::to_string(s.weights.ignore.size()));
+  root.set("ignore_count", std::to_string(ignored.size()));
   root.set("total_params", i(manifest.total_elements()));
   root.set("members", members);
   root.set("assignments", assignments);

@@ -138,6 +138,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       const int64_t rot = k.width;
       std::string constants = head_constants(s) + flag("ROPE", rot > 0) + define("ROT", rot) +
                               flag("NEOX", k.pairing == RopePairing::Neox);
+      // q/k norms: 1 each head over DH, 2 each projection whole (core/spec.hpp's QKNorm).
+      const int qk_norm = !k.qk_norm ? 0 : s.attention.qk_norm == QKNorm::PerHead ? 1 : 2;
+      constants += define("QK_NORM", std::to_string(qk_norm)) + define("QK_EPS", number_literal(s.norm.eps, 9)) +
+                   flag("QK_UNIT_OFFSET", s.norm.unit_offset);
       if (rot > 0) {
         const RopeTable table = rope_table(s);
         constants += define("ROPE_SCALE", number_literal(table.scale, 9));

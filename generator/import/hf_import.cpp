@@ -1130,10 +1130,11 @@ CheckpointCheck check_checkpoint(const spec::Spec& spec, const fs::path& dir, co
   const spec::Manifest manifest = spec::build_manifest(spec);
   std::set<std::string> expected;
   for (const spec::TensorSpec& t : manifest.tensors) expected.insert(t.name);
+  const std::vector<std::string> ignored = spec::ignored_patterns(spec);
   for (const weights::Checkpoint::Tensor& t : checkpoint.tensors()) {
     const weights::TensorInfo& info = *t.info;
     if (!seen.insert(info.name).second) continue;  // a name held by two shards counts once
-    if (std::any_of(spec.weights.ignore.begin(), spec.weights.ignore.end(),
+    if (std::any_of(ignored.begin(), ignored.end(),
                     [&](const std::string& p) { return matches_pattern(p, info.name); })) {
       ++check.ignored_tensors;
       continue;

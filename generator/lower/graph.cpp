@@ -127,6 +127,13 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
       k = b.matmul("dims.kv_heads", Role::K, layer, h);
       v = b.matmul("dims.kv_heads", Role::V, layer, h);
     }
+    if (s.attention.qk_norm != QKNorm::None) {
+      const int32_t qn = b.need(Role::QNorm, layer), kn = b.need(Role::KNorm, layer);
+      const int64_t group = s.attention.qk_norm == QKNorm::PerHead ? d.head_dim : q_width;
+      b.push("attention.qk_norm",
+             Op{OpKind::QKNorm, 0, {q, k}, {qn, kn}, {d.heads, d.kv_heads, d.head_dim, group}, s.norm.eps},
+             {b.handle(qn), b.handle(kn)});
+    }
     if (s.position.kind == PositionKind::Rope)
       b.push("position", Op{OpKind::Rope, 0, {q, k}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, s.position.rotary_dim},
                             s.position.theta, -1, static_cast<uint8_t>(s.position.pairing)});

@@ -32,6 +32,7 @@ struct KernelKey {
   Epilogue epilogue;            // matmul
   bool positions = false;       // embed: add the learned position table
   RopePairing pairing = RopePairing::Neox;  // rope_kv
+  bool qk_norm = false;         // rope_kv: RMSNorm q and k first (the spec's attention.qk_norm says how)
 
   bool operator==(const KernelKey&) const = default;
 
@@ -53,8 +54,8 @@ struct KernelKey {
         return n;
       }
       case kernels::Family::RopeKv:
-        if (width == 0) return "kv_append";
-        return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key);
+        if (width == 0) return std::string("kv_append") + (qk_norm ? "_qk_norm" : "");
+        return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (qk_norm ? "_qk_norm" : "");
       default: return family_key;
     }
   }

@@ -46,7 +46,7 @@ class Lowering {
   static std::vector<uint32_t> inputs(const Op& op) {
     switch (op.kind) {
       case OpKind::Embed: return {};
-      case OpKind::Rope: case OpKind::GatedAct: case OpKind::Add: return {op.in[0], op.in[1]};
+      case OpKind::QKNorm: case OpKind::Rope: case OpKind::GatedAct: case OpKind::Add: return {op.in[0], op.in[1]};
       case OpKind::Attention: return {op.in[0], op.in[1], op.in[2]};
       default: return {op.in[0]};
     }
@@ -207,6 +207,15 @@ class Lowering {
         bind(op.out, Loc{src.slot, src.offset + static_cast<uint32_t>(op.dims[0]), src.stride});
         return 1;
       }
+      case OpKind::QKNorm: {
+        // Folded into rope_kv, which normalizes q and k as it reads them.
+        if (!next || next->kind != OpKind::Rope || next->in[0] != op.in[0] || next->in[1] != op.in[1])
+          unsupported(i, "a q/k norm must be followed by the rope of the same q and k");
+        qk_norm_ = &op;
+        const size_t consumed = lower_at(i + 1);
+        qk_norm_ = nullptr;
+        return 1 + consumed;
+      }
       case OpKind::Rope: {
         if (!next || next->kind != OpKind::Attention || next->in[0] != op.in[0] || next->in[1] != op.in[1])
           unsupported(i, "rope must be followed by the attention of the same q and k");
@@ -341,14 +350,19 @@ class Lowering {
                                                    {"k_offset", k.offset}, {"k_stride", k.stride},
                                                    {"v_offset", v.offset}, {"v_stride", v.stride}};
     // Attributed to the rope op before the attention, when there is one.
-    emit(rotary > 0 ? i - 1 : i, KernelKey{.family = Family::RopeKv, .width = rotary, .pairing = pairing}, plan::Grid::Rows,
-         {{"io", plan::io()},
-          {"q", plan::activation(q.slot)},
-          {"k", plan::activation(k.slot)},
-          {"v", plan::activation(v.slot)},
-          {"k_cache", plan::k_cache(op.layer)},
-          {"v_cache", plan::v_cache(op.layer)}},
-         views);
+    std::map<std::string, Binding> rope_bindings = {{"io", plan::io()},
+                                                    {"q", plan::activation(q.slot)},
+                                                    {"k", plan::activation(k.slot)},
+                                                    {"v", plan::activation(v.slot)},
+                                                    {"k_cache", plan::k_cache(op.layer)},
+                                                    {"v_cache", plan::v_cache(op.layer)}};
+    if (qk_norm_) {
+      rope_bindings["q_norm"] = plan::weight(qk_norm_->tensor[0]);
+      rope_bindings["k_norm"] = plan::weight(qk_norm_->tensor[1]);
+    }
+    emit(rotary > 0 ? i - 1 : i,
+         KernelKey{.family = Family::RopeKv, .width = rotary, .pairing = pairing, .qk_norm = qk_norm_ != nullptr},
+         plan::Grid::Rows, std::move(rope_bindings), views);
     const Loc out = materialize(op.out);
     // One workgroup per KV head serves its G query heads (and key range, when split).
     emit(i, KernelKey{.family = Family::Attention}, plan::Grid::Split,
@@ -375,6 +389,7 @@ class Lowering {
   std::vector<bool> slot_free_;
   std::vector<int32_t> slot_users_;
   const Op* norm_ = nullptr;  // a norm being folded into the matmuls that read its output
+  const Op* qk_norm_ = nullptr;  // a q/k norm being folded into the rope_kv after it
   int32_t layer_ = -1;        // the layer of the ops being lowered
 };
 

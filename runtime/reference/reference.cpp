@@ -44,7 +44,6 @@ double uniform(uint64_t& state) {  // [-1, 1)
 void check_supported(const spec::Spec& s) {
   if (s.norm.placement != spec::NormPlacement::Pre) unsupported("norm.placement");
   if (s.attention.softcap != 0) unsupported("attention.softcap");
-  if (s.attention.qk_norm != spec::QKNorm::None) unsupported("attention.qk_norm");
   if (s.position.kind != spec::PositionKind::Rope && s.position.kind != spec::PositionKind::Learned &&
       s.position.kind != spec::PositionKind::None)
     unsupported("position.kind");
@@ -174,6 +173,10 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
     Layer& L = layers_[static_cast<size_t>(l)];
     L.attn_norm = norm(Role::AttnNorm, l);
     L.mlp_norm = norm(Role::MlpNorm, l);
+    if (spec_.attention.qk_norm != spec::QKNorm::None) {
+      L.q_norm = norm(Role::QNorm, l);
+      L.k_norm = norm(Role::KNorm, l);
+    }
     if (spec_.weights.fused_qkv) {
       L.qkv = linear(Role::Qkv, l);
     } else {
@@ -333,6 +336,24 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
       q = apply(L.q, h);
       k = apply(L.k, h);
       v = apply(L.v, h);
+    }
+    // q/k norms (RMSNorm, before RoPE): each head over head_dim (Qwen3,
+    // Gemma 3) or each projection whole (OLMo 2).
+    if (spec_.attention.qk_norm != spec::QKNorm::None) {
+      const bool per_head = spec_.attention.qk_norm == spec::QKNorm::PerHead;
+      auto rms_norm = [&](std::vector<double>& values, const NormW& n, int64_t width) {
+        for (int64_t start = 0; start < static_cast<int64_t>(values.size()); start += width) {
+          double sum = 0;
+          for (int64_t i = 0; i < width; ++i) sum += values[start + i] * values[start + i];
+          const double inv = 1.0 / std::sqrt(sum / static_cast<double>(width) + spec_.norm.eps);
+          for (int64_t i = 0; i < width; ++i) {
+            const double w = static_cast<double>(n.weight[per_head ? i : start + i]);
+            values[start + i] *= inv * (spec_.norm.unit_offset ? 1.0 + w : w);
+          }
+        }
+      };
+      rms_norm(q, L.q_norm, per_head ? hd : q_width);
+      rms_norm(k, L.k_norm, per_head ? hd : kv_width);
     }
     if (spec_.position.kind == spec::PositionKind::Rope) {
       for (int64_t hh = 0; hh < d.heads; ++hh)

@@ -77,6 +77,7 @@ class Reference {
   };
   struct Layer {
     NormW attn_norm, mlp_norm;
+    NormW q_norm, k_norm;  // attention.qk_norm
     Linear q, k, v, qkv, o;
     Linear gate, up, gate_up, down;
     std::vector<double> k_cache, v_cache;  // [position][kv_heads * head_dim]

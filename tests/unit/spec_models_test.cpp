@@ -39,6 +39,7 @@ constexpr Published kPublished[] = {
     {"phi-3-mini-4k.toml", 3'821'079'552},
     {"olmo-2-1b.toml", 1'484'916'736},
     {"mixtral-8x7b.toml", 46'702'792'704},
+    {"qwen3-0.6b.toml", 596'049'920},  // the model card's 0.6B (0.44B non-embedding); lm_head.weight, a tied copy, left out
     {"demo.toml", 5'508'352},  // models/demo/model.safetensors, the shipped checkpoint
 };
 
@@ -182,4 +183,15 @@ TEST_CASE("llama-3.2-1b: llama3 rope scaling and a tied head") {
   const Manifest m = build_manifest(*spec);
   check_shape(m, "model.layers.15.self_attn.k_proj.weight", {512, 2048});
   CHECK(find(m, "lm_head.weight") == nullptr);
+}
+
+TEST_CASE("a tied spec's checkpoint may hold a copy of the LM head: its name is ignored, an untied one's never") {
+  auto qwen3 = load("qwen3-0.6b.toml");
+  const std::vector<std::string> tied = ignored_patterns(*qwen3);
+  CHECK(std::count(tied.begin(), tied.end(), "lm_head.weight") == 1);
+  auto llama = load("llama-3-8b.toml");
+  const std::vector<std::string> untied = ignored_patterns(*llama);
+  CHECK(std::count(untied.begin(), untied.end(), "lm_head.weight") == 0);
+  auto gpt2 = load("gpt2.toml");  // tied, with mask buffers of its own
+  CHECK(ignored_patterns(*gpt2).size() == gpt2->weights.ignore.size() + 1);
 }

@@ -460,7 +460,8 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
   std::set<std::string> names;
   for (const Model& m : models()) names.insert(m.spec.name);
   for (const char* expected : {"smollm2-135m", "gpt2", "qwen2.5-0.5b", "tinyllama-1.1b", "llama-3-8b", "llama-3.2-1b",
-                               "tiny-llama3-rope", "tiny-yarn-rope", "tiny-gpt2",
+                               "qwen3-0.6b", "tiny-llama3-rope", "tiny-yarn-rope", "tiny-qwen3", "tiny-qk-norm-whole",
+                               "tiny-gpt2",
                                "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved", "tiny-llama-gqa-gguf",
                                "tiny-llama-q8", "tiny-gpt2-gguf"}) {
     CAPTURE(expected);
@@ -751,6 +752,32 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       return out;
     };
 
+    // A q/k norm: RMSNorm of each head (1) or each whole row (2) of q and k,
+    // with random scales, applied before the rotation.
+    const uint32_t qk = c.u("QK_NORM");
+    CHECK(qk == (s.attention.qk_norm == spec::QKNorm::None ? 0u : s.attention.qk_norm == spec::QKNorm::PerHead ? 1u : 2u));
+    CHECK(c.f("QK_EPS") == doctest::Approx(s.norm.eps).epsilon(1e-7));
+    CHECK(c.flag("QK_UNIT_OFFSET") == s.norm.unit_offset);
+    const std::vector<float> q_scale = random_floats(qk == 1 ? dh : size_t{hq} * dh);
+    const std::vector<float> k_scale = random_floats(qk == 1 ? dh : size_t{hkv} * dh);
+    vk::Buffer q_scale_buffer = buffer_of(device, q_scale), k_scale_buffer = buffer_of(device, k_scale);
+    // Head `h` of the row at `row` of `values` (`heads` heads), as the kernel reads it.
+    auto read_head = [&](const std::vector<float>& values, size_t row, uint32_t h, uint32_t heads,
+                         const std::vector<float>& scale) {
+      std::vector<float> out(values.begin() + static_cast<long>(row + size_t{h} * dh),
+                             values.begin() + static_cast<long>(row + size_t{h} * dh + dh));
+      if (qk == 0) return out;
+      const size_t start = qk == 1 ? row + size_t{h} * dh : row, width = qk == 1 ? dh : size_t{heads} * dh;
+      double sum = 0;
+      for (size_t i = 0; i < width; ++i) sum += double{values[start + i]} * values[start + i];
+      const double inv = 1.0 / std::sqrt(sum / static_cast<double>(width) + s.norm.eps);
+      for (uint32_t i = 0; i < dh; ++i) {
+        const double w = scale[qk == 1 ? i : size_t{h} * dh + i];
+        out[i] = static_cast<float>(out[i] * inv * (s.norm.unit_offset ? 1.0 + w : w));
+      }
+      return out;
+    };
+
     Report report(m, k, worst);
     struct Case {
       uint32_t rows, position;
@@ -778,7 +805,9 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
                                                    .k = whole(layout.fused ? qb : *kb),
                                                    .v = whole(layout.fused ? qb : *vb),
                                                    .k_cache = whole(kc),
-                                                   .v_cache = whole(vc)},
+                                                   .v_cache = whole(vc),
+                                                   .q_norm = qk ? whole(q_scale_buffer) : gpu.no_buffer(),
+                                                   .k_norm = qk ? whole(k_scale_buffer) : gpu.no_buffer()},
               push, cs.rows);
 
       // q: rotated in place; every other element of its buffer (k and v of a fused row) unchanged.
@@ -787,8 +816,8 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       std::vector<bool> is_q(q.size(), false);
       for (uint32_t t = 0; t < cs.rows; ++t) {
         for (uint32_t h = 0; h < hq; ++h) {
-          const size_t base = push.q_offset + size_t{t} * push.q_stride + size_t{h} * dh;
-          const std::vector<double> expected = rotate(&q[base], cs.position + t);
+          const size_t row = push.q_offset + size_t{t} * push.q_stride, base = row + size_t{h} * dh;
+          const std::vector<double> expected = rotate(read_head(q, row, h, hq, q_scale).data(), cs.position + t);
           for (uint32_t i = 0; i < dh; ++i) {
             eq.add(q_out[base + i], expected[i]);
             is_q[base + i] = true;
@@ -817,9 +846,9 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
         }
         const uint32_t t = pos - cs.position;
         for (uint32_t h = 0; h < hkv; ++h) {
-          const size_t kbase = push.k_offset + size_t{t} * push.k_stride + size_t{h} * dh;
           const size_t vbase = push.v_offset + size_t{t} * push.v_stride + size_t{h} * dh;
-          const std::vector<double> expected = rotate(&kv[kbase], pos);
+          const std::vector<double> expected =
+              rotate(read_head(kv, push.k_offset + size_t{t} * push.k_stride, h, hkv, k_scale).data(), pos);
           for (uint32_t i = 0; i < dh; ++i) {
             const size_t at = ((size_t{pos} * hkv + h) * dh + i) * cache_size;
             ek.add(load(cache, &kc_out[at]), expected[i]);
