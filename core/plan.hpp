@@ -74,7 +74,7 @@ enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single };
 struct Kernel {
   std::string_view name;
   kernels::Family family;
-  int64_t width = 0;  // matmul: K, the input width it was specialized for
+  int64_t width = 0;  // matmul: K, the input width it was specialized for; attention: its window (0: every key)
 };
 
 struct Dispatch {
@@ -106,6 +106,7 @@ struct Plan {
   std::span<const Dispatch> dispatches;
   std::span<const int64_t> slot_widths;  // f32 values per token row of each activation slot
   std::span<const Pack> packs;
+  std::span<const int64_t> windows;  // per layer: its attention's window W (0: every key); the kernel's WINDOW
   int64_t cache_row_bytes = 0;      // one position of one layer's K (or V) cache: kv_heads × head_dim × dtype
   int64_t partials_row_floats = 0;  // Partials per token row and split: heads × (head_dim + 2)
   int64_t widest_row_floats = 0;    // the widest activation row (a chunk's rows must fit a storage buffer)
@@ -122,10 +123,12 @@ constexpr size_t dispatch_count(const Plan& p, bool split) {
 // names a resource that exists, in the form its kernel binds it (texels or
 // storage), every matmul's weight has the rows the dispatch computes, and
 // attention runs a workgroup per KV head (its combine one per query head) as
-// the model's head counts say. The index of the first dispatch that fails,
+// the model's head counts say, over its layer's window (a window per layer,
+// or the first dispatch fails). The index of the first dispatch that fails,
 // or -1.
 constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const Plan& p, int64_t layers, int64_t heads,
                                 int64_t kv_heads) {
+  if (p.windows.size() != static_cast<size_t>(layers)) return 0;
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
     const Dispatch& d = p.dispatches[i];
     const int32_t bad = static_cast<int32_t>(i);
@@ -163,7 +166,10 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
           break;
       }
     }
-    if (f.family == kernels::Family::Attention && d.groups_x != kv_heads) return bad;
+    // Attention runs its layer's window: the kernel's and the cache's agree.
+    if (f.family == kernels::Family::Attention &&
+        (d.groups_x != kv_heads || d.layer < 0 || d.layer >= layers || p.kernels[d.kernel].width != p.windows[static_cast<size_t>(d.layer)]))
+      return bad;
     if (f.family == kernels::Family::AttentionCombine && d.groups_x != heads) return bad;
     // A matmul computes groups_x rows of weights K wide: each weight holds
     // them (a fused gate_up: both halves, from gate_row0 and up_row0).

@@ -32,6 +32,7 @@ struct KernelKey {
   Epilogue epilogue;            // matmul
   bool positions = false;       // embed: add the learned position table
   RopePairing pairing = RopePairing::Neox;  // rope_kv
+  int64_t window = 0;           // attention: W, the keys a query sees (0: every key)
 
   bool operator==(const KernelKey&) const = default;
 
@@ -55,6 +56,7 @@ struct KernelKey {
       case kernels::Family::RopeKv:
         if (width == 0) return "kv_append";
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key);
+      case kernels::Family::Attention: return window > 0 ? "attention_w" + std::to_string(window) : family_key;
       default: return family_key;
     }
   }
