@@ -10,6 +10,10 @@
 //   position       the cache position: kernels read it from the IO buffer
 //   all_logits     a session option: `last_row` dispatches serve row T − 1 only unless set
 //   splits         key ranges of attention (a device choice; `split_only` dispatches run when > 1)
+//   ring           per layer, the positions its K and V caches hold: the context on a layer
+//                  that sees every key; min(context, W + max_chunk − 1) on a layer of window W
+//                  (rope_kv appends a chunk's T keys before attention reads any). Position p
+//                  lives at slot p mod ring; rope_kv and attention take it as a spec constant.
 //   tile           matmul's rows and tokens per workgroup (a device choice)
 // Workgroup counts, per grid:
 //   Rows       (R, 1, 1)                  R = rows (1 for a last_row dispatch)
@@ -106,7 +110,7 @@ struct Plan {
   std::span<const Dispatch> dispatches;
   std::span<const int64_t> slot_widths;  // f32 values per token row of each activation slot
   std::span<const Pack> packs;
-  std::span<const int64_t> windows;  // per layer: its attention's window W (0: every key); the kernel's WINDOW
+  std::span<const int64_t> windows;  // per layer: its attention's window W (0: every key); W > 0 makes its cache a ring
   int64_t cache_row_bytes = 0;      // one position of one layer's K (or V) cache: kv_heads × head_dim × dtype
   int64_t partials_row_floats = 0;  // Partials per token row and split: heads × (head_dim + 2)
   int64_t widest_row_floats = 0;    // the widest activation row (a chunk's rows must fit a storage buffer)

@@ -157,7 +157,6 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   if (s.norm.unit_offset) refuse("norm.unit_offset", "");
   if (s.attention.qk_norm != QKNorm::None) refuse("attention.qk_norm", "");
   if (s.attention.softcap > 0) refuse("attention.softcap", "");
-  if (s.attention.sliding_window > 0) refuse("attention.sliding_window", "");
   if (s.attention.scale) refuse(s.locations.count("attention.scale") ? "attention.scale" : "attention.query_pre_attn_scalar", "");
   if (s.position.kind != PositionKind::Rope && s.position.kind != PositionKind::Learned)
     refuse("position.kind", std::string("\"") + name(s.position.kind) + "\"");
