@@ -46,6 +46,12 @@ int cmd_info() {
             << " kernel instances, " << plan.slot_widths.size() << " activation buffers, " << plan.packs.size()
             << " packs\n";
   for (const auto& [name, n] : kernels) std::cout << "  " << n << " × " << name << "\n";
+  std::map<int64_t, int> windows;  // window → layers
+  for (int64_t w : plan.windows)
+    if (w > 0) windows[w]++;
+  for (const auto& [w, n] : windows)
+    std::cout << "window       " << n << " of " << m.layers << " layers see the last " << w
+              << " keys (their KV caches: rings of window + max_chunk − 1 positions)\n";
   return 0;
 }
 

@@ -136,8 +136,8 @@ struct BindingInfo {
   X(q, Storage, "q, rotated in place")                       \
   X(k, Storage, "k of this chunk")                           \
   X(v, Storage, "v of this chunk")                           \
-  X(k_cache, Storage, "[context][HKV][DH] in the cache dtype") \
-  X(v_cache, Storage, "[context][HKV][DH]")                   \
+  X(k_cache, Storage, "[ring][HKV][DH] in the cache dtype")   \
+  X(v_cache, Storage, "[ring][HKV][DH]")                      \
   X(q_norm, Storage, "q's RMSNorm scale [DH] or [HQ·DH] f32")  \
   X(k_norm, Storage, "k's RMSNorm scale [DH] or [HKV·DH] f32")
 
@@ -202,7 +202,9 @@ enum class Family : uint8_t { Embed, Norm, Matmul, RopeKv, Attention, AttentionC
 enum class SpecConstants : uint8_t {
   None,
   Tile,    // matmul: 1 ROWS, 2 TOKENS, 3 TEXELS (the device's tile)
-  Splits,  // attention: 1 SPLITS, key ranges per (head, row)
+  Splits,  // attention_combine: 1 SPLITS, key ranges per (head, row)
+  Ring,    // rope_kv: 1 RING, the positions the layer's cache holds (position p at slot p mod RING)
+  SplitsRing,  // attention: 1 SPLITS, 2 RING
 };
 
 struct FamilyInfo {
@@ -222,9 +224,9 @@ inline constexpr FamilyInfo kFamilies[] = {
     {Family::Norm, "norm", "Norm", "norm.comp", "RowsPush", push::kRowsPush, "NormBindings", kNormBindings, SpecConstants::None},
     {Family::Matmul, "matmul", "Matmul", "matmul.comp", "MatmulPush", push::kMatmulPush, "MatmulBindings", kMatmulBindings, SpecConstants::Tile},
     {Family::RopeKv, "rope_kv", "RopeKv", "rope_kv.comp", "AttentionPush", push::kAttentionPush, "RopeKvBindings", kRopeKvBindings,
-     SpecConstants::None},
+     SpecConstants::Ring},
     {Family::Attention, "attention", "Attention", "attention.comp", "AttentionPush", push::kAttentionPush, "AttentionBindings", kAttentionBindings,
-     SpecConstants::Splits},
+     SpecConstants::SplitsRing},
     {Family::AttentionCombine, "attention_combine", "AttentionCombine", "attention_combine.comp", "RowsPush", push::kRowsPush,
      "AttentionCombineBindings", kAttentionCombineBindings, SpecConstants::Splits},
     {Family::Argmax, "argmax", "Argmax", "argmax.comp", "RowsPush", push::kRowsPush, "ArgmaxBindings", kArgmaxBindings, SpecConstants::None},

@@ -10,6 +10,10 @@
 //   position       the cache position: kernels read it from the IO buffer
 //   all_logits     a session option: `last_row` dispatches serve row T − 1 only unless set
 //   splits         key ranges of attention (a device choice; `split_only` dispatches run when > 1)
+//   ring           per layer, the positions its K and V caches hold: the context on a layer
+//                  that sees every key; min(context, W + max_chunk − 1) on a layer of window W
+//                  (rope_kv appends a chunk's T keys before attention reads any). Position p
+//                  lives at slot p mod ring; rope_kv and attention take it as a spec constant.
 //   tile           matmul's rows and tokens per workgroup (a device choice)
 // Workgroup counts, per grid:
 //   Rows       (R, 1, 1)                  R = rows (1 for a last_row dispatch)
@@ -74,7 +78,7 @@ enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single };
 struct Kernel {
   std::string_view name;
   kernels::Family family;
-  int64_t width = 0;  // matmul: K, the input width it was specialized for
+  int64_t width = 0;  // matmul: K, the input width it was specialized for; attention: its window (0: every key)
 };
 
 struct Dispatch {
@@ -106,6 +110,7 @@ struct Plan {
   std::span<const Dispatch> dispatches;
   std::span<const int64_t> slot_widths;  // f32 values per token row of each activation slot
   std::span<const Pack> packs;
+  std::span<const int64_t> windows;  // per layer: its attention's window W (0: every key); W > 0 makes its cache a ring
   int64_t cache_row_bytes = 0;      // one position of one layer's K (or V) cache: kv_heads × head_dim × dtype
   int64_t partials_row_floats = 0;  // Partials per token row and split: heads × (head_dim + 2)
   int64_t widest_row_floats = 0;    // the widest activation row (a chunk's rows must fit a storage buffer)
@@ -122,10 +127,12 @@ constexpr size_t dispatch_count(const Plan& p, bool split) {
 // names a resource that exists, in the form its kernel binds it (texels or
 // storage), every matmul's weight has the rows the dispatch computes, and
 // attention runs a workgroup per KV head (its combine one per query head) as
-// the model's head counts say. The index of the first dispatch that fails,
+// the model's head counts say, over its layer's window (a window per layer,
+// or the first dispatch fails). The index of the first dispatch that fails,
 // or -1.
 constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const Plan& p, int64_t layers, int64_t heads,
                                 int64_t kv_heads) {
+  if (p.windows.size() != static_cast<size_t>(layers)) return 0;
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
     const Dispatch& d = p.dispatches[i];
     const int32_t bad = static_cast<int32_t>(i);
@@ -163,7 +170,10 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
           break;
       }
     }
-    if (f.family == kernels::Family::Attention && d.groups_x != kv_heads) return bad;
+    // Attention runs its layer's window: the kernel's and the cache's agree.
+    if (f.family == kernels::Family::Attention &&
+        (d.groups_x != kv_heads || d.layer < 0 || d.layer >= layers || p.kernels[d.kernel].width != p.windows[static_cast<size_t>(d.layer)]))
+      return bad;
     if (f.family == kernels::Family::AttentionCombine && d.groups_x != heads) return bad;
     // A matmul computes groups_x rows of weights K wide: each weight holds
     // them (a fused gate_up: both halves, from gate_row0 and up_row0).

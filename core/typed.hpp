@@ -52,7 +52,7 @@ enum class OpKind : uint8_t {
   Split,        // out = in[:, offset : offset + width]
   QKNorm,       // RMSNorm q and k in place: each head over head_dim, or each projection whole
   Rope,         // rotate q and k in place by their positions
-  Attention,    // causal attention over the KV cache, appending this chunk's k and v
+  Attention,    // causal attention over the KV cache, appending this chunk's k and v (dims[3]: its window)
   Act,          // out = φ(in)
   GatedAct,     // out = φ(gate) ⊙ up
   Add,          // out = a + b
@@ -157,14 +157,15 @@ class Recorder {
   }
 
   // Causal attention of Hq query heads over Hkv cached heads; query head h
-  // reads KV head h / (Hq / Hkv).
+  // reads KV head h / (Hq / Hkv). `window` W > 0: the query at position i
+  // sees the keys j with 0 ≤ i − j < W only (a sliding-window layer).
   template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ, int64_t NK, int64_t NV>
-  Act<Hq * Dh> attention(Act<NQ> q, Act<NK> k, Act<NV> v, int32_t layer, double scale) {
+  Act<Hq * Dh> attention(Act<NQ> q, Act<NK> k, Act<NV> v, int32_t layer, double scale, int64_t window = 0) {
     static_assert(Hq % Hkv == 0, "attention: heads is not a multiple of kv_heads");
     static_assert(NQ == Hq * Dh, "attention: q is not heads × head_dim wide");
     static_assert(NK == Hkv * Dh, "attention: k is not kv_heads × head_dim wide (the cache holds kv heads)");
     static_assert(NV == Hkv * Dh, "attention: v is not kv_heads × head_dim wide (the cache holds kv heads)");
-    return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id, k.id, v.id}, {-1, -1}, {Hq, Hkv, Dh}, scale, layer});
+    return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id, k.id, v.id}, {-1, -1}, {Hq, Hkv, Dh, window}, scale, layer});
   }
 
   template <int64_t N>

@@ -11,12 +11,14 @@
 //   HQ, HKV, DH   query heads, KV heads, head width; query head h reads KV head h / G
 //   G             HQ / HKV
 //   SCALE         score scale (1/sqrt(DH) unless the spec says otherwise)
+//   WINDOW        0: every earlier key; W: the query at position i sees keys j with 0 ≤ i − j < W
 //   CACHE_F16     cache dtype (kv.glsl)
 // Specialization constants: 0 the workgroup (= subgroup) size; 1 SPLITS: the
 //   keys of a row are cut into SPLITS ranges, one workgroup each (grid z), so
 //   that a long cache keeps many workgroups busy in decode; with SPLITS > 1
 //   each writes its partial softmax (m, l, unnormalized output) to `part` and
-//   attention_combine.comp merges them.
+//   attention_combine.comp merges them; 2 RING: the positions the layer's
+//   cache holds (kv.glsl), position p at slot p mod RING.
 // Push constants (AttentionPush): rows, q_offset, q_stride (k/v unused here).
 // Buffers: io; q [rows][…] f32; kc, vc the caches; o [rows][HQ·DH] f32;
 //          part [rows][HQ][SPLITS][DH + 2] f32.
@@ -28,12 +30,13 @@ layout(local_size_x_id = 0) in;
 IO_BLOCK(BINDING_io)
 layout(std430, binding = BINDING_q) readonly buffer Q { float q[]; };
 
+layout(constant_id = 1) const uint SPLITS = 1;
+layout(constant_id = 2) const uint RING = 0;
 #include "kv.glsl"
-layout(binding = BINDING_k_cache) uniform usamplerBuffer KT;  // [context][HKV][CTPR] texels
+layout(binding = BINDING_k_cache) uniform usamplerBuffer KT;  // [ring][HKV][CTPR] texels
 layout(binding = BINDING_v_cache) uniform usamplerBuffer VT;
 layout(std430, binding = BINDING_out) writeonly buffer O { float o[]; };
 layout(std430, binding = BINDING_partials) writeonly buffer Part { float part[]; };
-layout(constant_id = 1) const uint SPLITS = 1;
 
 const uint LANES = gl_WorkGroupSize.x;
 const uint TPL = (CTPR + LANES - 1) / LANES;  // cache texels per lane: lane l owns texels l, l + LANES, …
@@ -44,7 +47,7 @@ void load(usamplerBuffer cache, uint position, uint kv_head, uint lane, out floa
   [[unroll]] for (uint i = 0; i < TPL; ++i) {
     const uint j = min(lane + i * LANES, CTPR - 1);  // lanes past the head repeat a texel; their q is 0
     float part[CVPT];
-    unpack_cache(texelFetch(cache, int((position * HKV + kv_head) * CTPR + j)), part);
+    unpack_cache(texelFetch(cache, int((cache_slot(position) * HKV + kv_head) * CTPR + j)), part);
     [[unroll]] for (uint e = 0; e < CVPT; ++e) v[i * CVPT + e] = part[e];
   }
 }
@@ -55,10 +58,12 @@ void main() {
   const uint kv_head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= pc.rows) return;
   const uint lane = gl_LocalInvocationID.x;
-  // Causal: positions 0 … position + t, this workgroup's range of them.
+  // Causal: positions lowest … position + t (lowest = 0, or the window's
+  // first key i − WINDOW + 1), this workgroup's range of them.
   const uint all_keys = io.position + t + 1;
-  const uint chunk = (all_keys + SPLITS - 1) / SPLITS;
-  const uint first = min(gl_WorkGroupID.z * chunk, all_keys);
+  const uint lowest = WINDOW > 0u && all_keys > WINDOW ? all_keys - WINDOW : 0u;
+  const uint chunk = (all_keys - lowest + SPLITS - 1) / SPLITS;
+  const uint first = min(lowest + gl_WorkGroupID.z * chunk, all_keys);
   const uint keys = min(first + chunk, all_keys);
 
   // Every loop over heads and dims is unrolled so that these stay in registers.

@@ -1,6 +1,7 @@
 // Rotary position embedding and the KV-cache append, in one pass per token
 // row: q is rotated in place; k is rotated and written to the K cache, v
-// copied to the V cache, at position io.position + t.
+// copied to the V cache, at position io.position + t (its slot in the
+// layer's ring, kv.glsl; the rotation uses the position itself).
 //
 // Generated constants:
 //   HQ, HKV, DH   query heads, KV heads, head width
@@ -14,6 +15,7 @@
 //                 (Qwen3, Gemma 3), 2: each projection whole (OLMo 2)
 //   QK_EPS, QK_UNIT_OFFSET  its eps, and whether its scale is 1 + w (Gemma)
 //   CACHE_F16     cache dtype (kv.glsl)
+// Specialization constants: 0 the workgroup size; 1 RING, the positions the caches hold.
 // Push constants (AttentionPush): rows, q/k/v offsets and row strides.
 // Buffers: io; q [rows][…] f32 (read-write); k, v [rows][…] f32; kc, vc the caches.
 
@@ -26,6 +28,7 @@ layout(std430, binding = BINDING_q) buffer Q { float q[]; };
 layout(std430, binding = BINDING_k) readonly buffer K { float k[]; };
 layout(std430, binding = BINDING_v) readonly buffer V { float v[]; };
 
+layout(constant_id = 1) const uint RING = 0;
 #include "kv.glsl"
 layout(std430, binding = BINDING_k_cache) writeonly buffer KC { CACHE_PAIR kc[]; };
 layout(std430, binding = BINDING_v_cache) writeonly buffer VC { CACHE_PAIR vc[]; };

@@ -71,7 +71,8 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         break;
       case typed::OpKind::Attention:
         code = out_var + "r.template attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
-               v(op.in[2]) + ", " + std::to_string(op.layer) + ", attention_scale);";
+               v(op.in[2]) + ", " + std::to_string(op.layer) + ", attention_scale" +
+               (op.dims[3] > 0 ? ", sliding_window" : "") + ");";
         break;
       case typed::OpKind::Act: code = out_var + "r.activation(" + v(op.in[0]) + ", " + act + ");"; break;
       case typed::OpKind::GatedAct:
@@ -162,7 +163,6 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   if (s.attention.qk_norm != QKNorm::None && s.position.kind != PositionKind::Rope)
     refuse("attention.qk_norm", "q/k norms run with rope positions only");
   if (s.attention.softcap > 0) refuse("attention.softcap", "");
-  if (s.attention.sliding_window > 0) refuse("attention.sliding_window", "");
   if (s.attention.scale) refuse(s.locations.count("attention.scale") ? "attention.scale" : "attention.query_pre_attn_scalar", "");
   if (s.position.kind != PositionKind::Rope && s.position.kind != PositionKind::Learned)
     refuse("position.kind", std::string("\"") + name(s.position.kind) + "\"");
@@ -357,7 +357,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     item.set("name", k.name());
     item.set("family", std::string(kernels::family(k.family).key));
     item.set("family_enum", std::string(kernels::family(k.family).enumerator));
-    item.set("width", i(k.family == kernels::Family::Matmul ? k.width : 0));
+    item.set("width", i(k.family == kernels::Family::Matmul ? k.width : k.family == kernels::Family::Attention ? k.window : 0));
     kernel_items.push_back(item);
   }
   root.set("plan_kernels", kernel_items);
@@ -366,6 +366,10 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   for (int64_t w : p.slot_widths) slots += (slots.empty() ? "" : ", ") + i(w);
   root.set("slot_widths", slots);
   root.set("slot_count", i(static_cast<int64_t>(p.slot_widths.size())));
+  std::string windows;
+  for (int64_t w : p.windows) windows += (windows.empty() ? "" : ", ") + i(w);
+  root.set("windows", windows);
+  root.set("window_count", i(static_cast<int64_t>(p.windows.size())));
   kainjow::mustache::list pack_items;
   for (const lower::Pack& pk : p.packs) {
     auto list = [&](const std::vector<int32_t>& v) {

@@ -153,7 +153,8 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       return constants;
     }
     case kernels::Family::Attention:
-      return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9));
+      return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
+             define("WINDOW", k.window);
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);
   }

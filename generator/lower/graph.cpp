@@ -137,8 +137,11 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
     if (s.position.kind == PositionKind::Rope)
       b.push("position", Op{OpKind::Rope, 0, {q, k}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, s.position.rotary_dim},
                             s.position.theta, -1, static_cast<uint8_t>(s.position.pairing)});
-    const uint32_t a = b.add("dims.kv_heads",
-                             Op{OpKind::Attention, 0, {q, k, v}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim},
+    // A windowed layer's attention carries its window (0: it sees every key).
+    const bool windowed = s.attention.windowed(layer);
+    const uint32_t a = b.add(windowed ? "attention.sliding_window" : "dims.kv_heads",
+                             Op{OpKind::Attention, 0, {q, k, v}, {-1, -1},
+                                {d.heads, d.kv_heads, d.head_dim, windowed ? s.attention.sliding_window : 0},
                                 s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
                              q_width);
     const uint32_t o = b.matmul("dims.hidden", Role::O, layer, a);

@@ -33,6 +33,7 @@ struct KernelKey {
   bool positions = false;       // embed: add the learned position table
   RopePairing pairing = RopePairing::Neox;  // rope_kv
   bool qk_norm = false;         // rope_kv: RMSNorm q and k first (the spec's attention.qk_norm says how)
+  int64_t window = 0;           // attention: W, the keys a query sees (0: every key)
 
   bool operator==(const KernelKey&) const = default;
 
@@ -56,6 +57,7 @@ struct KernelKey {
       case kernels::Family::RopeKv:
         if (width == 0) return std::string("kv_append") + (qk_norm ? "_qk_norm" : "");
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (qk_norm ? "_qk_norm" : "");
+      case kernels::Family::Attention: return window > 0 ? "attention_w" + std::to_string(window) : family_key;
       default: return family_key;
     }
   }

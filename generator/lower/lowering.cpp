@@ -364,8 +364,13 @@ class Lowering {
          KernelKey{.family = Family::RopeKv, .width = rotary, .pairing = pairing, .qk_norm = qk_norm_ != nullptr},
          plan::Grid::Rows, std::move(rope_bindings), views);
     const Loc out = materialize(op.out);
+    // The layer's window: its attention instance, and its cache (a ring when windowed).
+    const int64_t window = op.dims[3];
+    if (op.layer < 0) unsupported(i, "attention outside the layers: no cache of a layer to read");
+    if (plan_.windows.size() <= static_cast<size_t>(op.layer)) plan_.windows.resize(static_cast<size_t>(op.layer) + 1, 0);
+    plan_.windows[static_cast<size_t>(op.layer)] = window;
     // One workgroup per KV head serves its G query heads (and key range, when split).
-    emit(i, KernelKey{.family = Family::Attention}, plan::Grid::Split,
+    emit(i, KernelKey{.family = Family::Attention, .window = window}, plan::Grid::Split,
          {{"io", plan::io()},
           {"q", plan::activation(q.slot)},
           {"k_cache", plan::k_cache(op.layer)},

@@ -63,6 +63,7 @@ struct Plan {
   std::vector<Dispatch> dispatches;
   std::vector<Pack> packs;
   std::vector<int64_t> slot_widths;  // f32 values per token row of each activation slot
+  std::vector<int64_t> windows;      // per layer: its attention's window (0: every key); a window makes its cache a ring
 
   const KernelKey& kernel(const Dispatch& d) const { return kernels[d.kernel]; }
   std::string kernel_name(const Dispatch& d) const { return kernels[d.kernel].name(); }

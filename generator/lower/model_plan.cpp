@@ -70,6 +70,10 @@ std::string describe(const ModelPlan& m) {
     else if (layer == 0 || n != per_layer[0]) out << " layer " << layer << " " << count(n) << ";";
   }
   if (per_layer.size() > 2) out << " (the layers not listed: as layer 0)";
+  if (std::any_of(p.windows.begin(), p.windows.end(), [](int64_t w) { return w > 0; })) {
+    out << "\nwindows (keys a query sees; 0: all, else the layer's cache is a ring):";
+    for (size_t l = 0; l < p.windows.size(); ++l) out << " layer" << l << "=" << p.windows[l];
+  }
   out << "\nslots (f32 per row):";
   for (size_t i = 0; i < p.slot_widths.size(); ++i) out << " slot" << i << "=" << p.slot_widths[i];
   out << "\n";

@@ -68,8 +68,12 @@ void Session::Impl::allocate() {
   const VkDeviceSize rows = static_cast<VkDeviceSize>(options.max_chunk);
   for (int64_t width : plan.slot_widths)
     slots.emplace_back(device, rows * static_cast<VkDeviceSize>(width) * 4, kStorage, vk::MemoryUse::Device);
-  const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(context) * static_cast<VkDeviceSize>(plan.cache_row_bytes);
+  // A windowed layer keeps W + max_chunk − 1 positions, a ring: rope_kv
+  // appends a chunk's keys before attention reads the first row's window.
   for (int64_t l = 0; l < model.layers; ++l) {
+    const int64_t window = plan.windows[static_cast<size_t>(l)];
+    ring.push_back(static_cast<uint32_t>(window > 0 ? std::min(context, window + options.max_chunk - 1) : context));
+    const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(ring.back()) * static_cast<VkDeviceSize>(plan.cache_row_bytes);
     k_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
     v_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
     k_views.emplace_back(device, k_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);

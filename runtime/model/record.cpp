@@ -50,6 +50,10 @@ const vk::Pipeline& Session::Impl::pipeline(const plan::Dispatch& d, const Tile&
     case kernels::SpecConstants::None: break;
     case kernels::SpecConstants::Tile: key.spec_constants.insert(key.spec_constants.end(), {tile.rows, tile.tokens, tile.texels}); break;
     case kernels::SpecConstants::Splits: key.spec_constants.push_back(splits); break;
+    case kernels::SpecConstants::Ring: key.spec_constants.push_back(ring.at(static_cast<size_t>(d.layer))); break;
+    case kernels::SpecConstants::SplitsRing:
+      key.spec_constants.insert(key.spec_constants.end(), {splits, ring.at(static_cast<size_t>(d.layer))});
+      break;
   }
   key.push_size = static_cast<uint32_t>(k.push_size);
   return pipelines.get(vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, key);

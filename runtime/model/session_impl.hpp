@@ -61,7 +61,8 @@ struct Session::Impl {
   std::vector<DeviceTensor> tensors;
   std::vector<DevicePack> packs;
   std::vector<vk::Buffer> slots;                // [max_chunk][width] f32 each
-  std::vector<vk::Buffer> k_cache, v_cache;     // per layer [context][cache_row_bytes]
+  std::vector<uint32_t> ring;                   // per layer: the positions its caches hold (core/plan.hpp)
+  std::vector<vk::Buffer> k_cache, v_cache;     // per layer [ring][cache_row_bytes]
   std::vector<vk::TexelView> k_views, v_views;  // the same, as RGBA32UI texels
   std::optional<vk::Buffer> io;                 // host-visible: position, tokens[max_chunk]
   std::optional<vk::Buffer> logits;             // [max_chunk or 1][vocab] f32

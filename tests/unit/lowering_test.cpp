@@ -141,6 +141,51 @@ TEST_CASE("a spec's plan: every dispatch attributed to its spec line, and sizes 
   CHECK(lower::describe(*model).find("matmul_") != std::string::npos);
 }
 
+// Sliding windows by pattern: windowed layers run an attention instance with
+// their window and get a ring cache in the plan; the others see every key.
+TEST_CASE("windowed and full layers: their attention instances and the plan's per-layer windows") {
+  const auto plan_of = [](const std::string& attention) {
+    const std::string text = "[model]\nname = \"w\"\n[dims]\nhidden = 64\nlayers = 4\nheads = 4\nkv_heads = 2\n"
+                             "intermediate = 96\nvocab = 211\nmax_context = 160\n[norm]\nkind = \"rmsnorm\"\n"
+                             "[attention]\n" + attention + "\n[weights]\ndtype = \"f16\"\npreset = \"hf-llama\"\n";
+    spec::Diagnostics diagnostics("w.toml");
+    const auto s = spec::parse_spec_string(text, "w.toml", diagnostics);
+    REQUIRE_MESSAGE(s, diagnostics.format());
+    auto model = lower::plan_model(*s, diagnostics);
+    REQUIRE_MESSAGE(model, diagnostics.format());
+    // Each layer's attention instance, in layer order.
+    std::vector<std::string> per_layer;
+    for (const lower::Dispatch& d : model->plan.dispatches)
+      if (model->plan.kernel(d).family == kernels::Family::Attention) {
+        CHECK(d.layer == static_cast<int32_t>(per_layer.size()));
+        per_layer.push_back(model->plan.kernel_name(d));
+      }
+    return std::pair{per_layer, model->plan.windows};
+  };
+  using Names = std::vector<std::string>;
+  using Windows = std::vector<int64_t>;
+  {  // Mistral: every layer
+    const auto [names, windows] = plan_of("sliding_window = 8");
+    CHECK(names == Names{"attention_w8", "attention_w8", "attention_w8", "attention_w8"});
+    CHECK(windows == Windows{8, 8, 8, 8});
+  }
+  {  // Gemma 2: the even layers
+    const auto [names, windows] = plan_of("sliding_window = 8\nwindow_pattern = [true, false]");
+    CHECK(names == Names{"attention_w8", "attention", "attention_w8", "attention"});
+    CHECK(windows == Windows{8, 0, 8, 0});
+  }
+  {  // Gemma 3's rule with a period of 3: layer i slides iff (i + 1) mod 3 ≠ 0
+    const auto [names, windows] = plan_of("sliding_window = 6\nwindow_pattern = [true, true, false]");
+    CHECK(names == Names{"attention_w6", "attention_w6", "attention", "attention_w6"});
+    CHECK(windows == Windows{6, 6, 0, 6});
+  }
+  {  // no window
+    const auto [names, windows] = plan_of("");
+    CHECK(names == Names{"attention", "attention", "attention", "attention"});
+    CHECK(windows == Windows{0, 0, 0, 0});
+  }
+}
+
 TEST_CASE("a graph the kernels cannot run is an error of lathe gen at the spec line of the op at fault") {
   const std::string path = "tests/specs/tiny/llama-gqa.toml";
   spec::Diagnostics diagnostics(path);

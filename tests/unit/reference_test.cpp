@@ -66,6 +66,29 @@ std::string gpt2_like(const std::string& layout) {
   return s;
 }
 
+// hidden 2, one head, no position encoding, score scale 1, identity
+// projections and an MLP that adds 0 (`attention` spliced into [attention]):
+// the logits are x = h + attention(h), by hand.
+spec::Spec identity_attention_spec(const std::string& attention = "") {
+  return parse(llama(2, 1, 1, 2, 2, 1,
+                     "[norm]\neps = 1e-12\nfinal = false\n[attention]\nscale = 1.0\n" + attention +
+                         "[position]\nkind = \"none\"\n[mlp]\nactivation = \"relu\"\n"));
+}
+
+// Its weights: token 0 embeds as [1, 1], token 1 as [1, −1].
+Weights identity_attention_weights() {
+  Weights w;
+  auto& t = w.tensors;
+  const std::string L = "model.layers.0.";
+  t["model.embed_tokens.weight"] = {1, 1, 1, -1};
+  t[L + "input_layernorm.weight"] = {1, 1};
+  for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) t[L + "self_attn." + m + ".weight"] = {1, 0, 0, 1};
+  t[L + "post_attention_layernorm.weight"] = {1, 1};
+  for (const char* m : {"gate_proj", "up_proj", "down_proj"}) t[L + "mlp." + m + ".weight"] = {0, 0, 0, 0};
+  t["lm_head.weight"] = {1, 0, 0, 1};
+  return w;
+}
+
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());
   double m = 0;
@@ -110,26 +133,9 @@ TEST_CASE("reference: a hand-computed RMSNorm + attention + gated MLP layer") {
 }
 
 TEST_CASE("reference: a hand-computed two-token attention (no positions)") {
-  // hidden 2, one head, no position encoding, scale 1: the second token's
-  // query attends to both keys with scores q·k.
-  const spec::Spec s = parse(llama(2, 1, 1, 2, 2, 1,
-                                   "[norm]\neps = 1e-12\nfinal = false\n[attention]\nscale = 1.0\n"
-                                   "[position]\nkind = \"none\"\n[mlp]\nactivation = \"relu\"\n"));
-  Weights w;
-  auto& t = w.tensors;
-  const std::string L = "model.layers.0.";
-  t["model.embed_tokens.weight"] = {1, 1, 1, -1};
-  t[L + "input_layernorm.weight"] = {1, 1};
-  t[L + "self_attn.q_proj.weight"] = {1, 0, 0, 1};
-  t[L + "self_attn.k_proj.weight"] = {1, 0, 0, 1};
-  t[L + "self_attn.v_proj.weight"] = {1, 0, 0, 1};
-  t[L + "self_attn.o_proj.weight"] = {1, 0, 0, 1};
-  t[L + "post_attention_layernorm.weight"] = {1, 1};
-  t[L + "mlp.gate_proj.weight"] = {0, 0, 0, 0};  // the MLP adds 0
-  t[L + "mlp.up_proj.weight"] = {0, 0, 0, 0};
-  t[L + "mlp.down_proj.weight"] = {0, 0, 0, 0};
-  t["lm_head.weight"] = {1, 0, 0, 1};
-  Reference ref(s, w);
+  // The second token's query attends to both keys with scores q·k.
+  const Weights w = identity_attention_weights();  // the reference points into it
+  Reference ref(identity_attention_spec(), w);
   // Tokens 0 then 1: normalized h0 = [1, 1], h1 = [1, -1] (rms 1); q = k = v = h.
   // Position 1: scores q1·k0 = 0, q1·k1 = 2; softmax = [1, e^2] / (1 + e^2);
   // out = (h0 + e^2 h1) / (1 + e^2); x1 = h1 + out; logits = x1.
@@ -140,6 +146,26 @@ TEST_CASE("reference: a hand-computed two-token attention (no positions)") {
   CHECK(logits[1] == doctest::Approx(2.0).epsilon(1e-7));
   CHECK(logits[2] == doctest::Approx(1.0 + (1.0 + e2) / (1.0 + e2)).epsilon(1e-7));
   CHECK(logits[3] == doctest::Approx(-1.0 + (1.0 - e2) / (1.0 + e2)).epsilon(1e-7));
+}
+
+TEST_CASE("reference: a hand-computed window of 2 over three tokens") {
+  // The two-token case's model with sliding_window = 2: the query at
+  // position i sees keys i − 1 and i only (0 ≤ i − j < 2).
+  const Weights w = identity_attention_weights();
+  Reference ref(identity_attention_spec("sliding_window = 2\n"), w);
+  // Tokens 1, 0, 1: h0 = [1, −1], h1 = [1, 1], h2 = [1, −1]; q = k = v = h.
+  // Position 1 sees k0, k1: scores 0, 2, out = (h0 + e² h1) / (1 + e²).
+  // Position 2 sees k1, k2 (not k0, whose score 2 would weigh e² more):
+  // scores 0, 2, out = (h1 + e² h2) / (1 + e²); logits = x = h + out.
+  const std::vector<float> logits = ref.forward({1, 0, 1});
+  REQUIRE(logits.size() == 6);
+  const double e2 = std::exp(2.0);
+  CHECK(logits[2] == doctest::Approx(2.0).epsilon(1e-7));
+  CHECK(logits[3] == doctest::Approx(1.0 + (e2 - 1.0) / (1.0 + e2)).epsilon(1e-7));
+  CHECK(logits[4] == doctest::Approx(2.0).epsilon(1e-7));
+  CHECK(logits[5] == doctest::Approx(-1.0 + (1.0 - e2) / (1.0 + e2)).epsilon(1e-7));
+  // Without the window, position 2 would see all three keys.
+  CHECK(logits[5] != doctest::Approx(-1.0 + (1.0 - 2 * e2) / (1.0 + 2 * e2)).epsilon(1e-3));
 }
 
 TEST_CASE("reference: RoPE rotates a known vector at position 1 (theta 10000), both pairings") {

@@ -116,6 +116,15 @@ TEST_CASE("gemma-2-2b: head_dim 256 decouples the attention width from hidden") 
   CHECK(find(m, "lm_head.weight") == nullptr);  // tied
 }
 
+TEST_CASE("mistral-7b-v0.1: the report counts each windowed layer's KV cache at its window") {
+  auto spec = load("mistral-7b-v0.1.toml");
+  REQUIRE(spec);
+  const Report report = make_report(*spec);
+  // 32 layers × K and V × 8 KV heads × 128 dims × 2 bytes (f16): 128 KiB a position.
+  CHECK(report.kv_bytes_per_token == 32 * 2 * 8 * 128 * 2);
+  CHECK(report.kv_bytes_max_context == report.kv_bytes_per_token * 4096);  // not 32768: every layer slides
+}
+
 TEST_CASE("phi-3-mini-4k: fused qkv_proj and gate_up_proj") {
   auto spec = load("phi-3-mini-4k.toml");
   REQUIRE(spec);

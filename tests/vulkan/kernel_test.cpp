@@ -461,7 +461,7 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
   for (const Model& m : models()) names.insert(m.spec.name);
   for (const char* expected : {"smollm2-135m", "gpt2", "qwen2.5-0.5b", "tinyllama-1.1b", "llama-3-8b", "llama-3.2-1b",
                                "qwen3-0.6b", "tiny-llama3-rope", "tiny-yarn-rope", "tiny-qwen3", "tiny-qk-norm-whole",
-                               "tiny-gpt2",
+                               "tiny-gpt2", "mistral-7b-v0.1", "tiny-llama-swa", "tiny-llama-swa-alternating",
                                "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved", "tiny-llama-gqa-gguf",
                                "tiny-llama-q8", "tiny-gpt2-gguf"}) {
     CAPTURE(expected);
@@ -781,10 +781,13 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
     Report report(m, k, worst);
     struct Case {
       uint32_t rows, position;
+      uint32_t ring = 0;  // the cache as a ring of this many positions (a windowed layer's); 0: none
     };
     const uint32_t late = static_cast<uint32_t>(std::min<int64_t>(90, s.dims.max_context - 1));
-    for (const Case cs : {Case{5, 37}, Case{1, late}}) {
-      const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position);
+    // The ring case: positions 37 … 41 wrap a ring of 8 at its end, to slots 5, 6, 7, 0, 1.
+    for (const Case cs : {Case{5, 37}, Case{1, late}, Case{5, 37, 8}}) {
+      const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position) +
+                               (cs.ring ? " in a ring of " + std::to_string(cs.ring) : "");
       CAPTURE(what);
       const push::AttentionPush push = layout.push(cs.rows);
       // q, k and v: one buffer [rows][q | k | v] when fused, else three.
@@ -794,8 +797,9 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       vk::Buffer qb = buffer_of(device, q);
       std::optional<vk::Buffer> kb, vb;
       if (!layout.fused) kb.emplace(buffer_of(device, kv)), vb.emplace(buffer_of(device, vv));
-      // Two cache positions past the chunk: nothing may be written there, nor before it.
-      const uint32_t positions = cs.position + cs.rows + 2;
+      // Two cache positions past the chunk: nothing may be written there, nor before it
+      // (in a ring: in the slots the chunk does not map to).
+      const uint32_t positions = cs.ring ? cs.ring : cs.position + cs.rows + 2;
       const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
       vk::Buffer kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
       vk::Buffer io = buffer_of(device, io_words(cs.position, {}));
@@ -808,7 +812,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
                                                    .v_cache = whole(vc),
                                                    .q_norm = qk ? whole(q_scale_buffer) : gpu.no_buffer(),
                                                    .k_norm = qk ? whole(k_scale_buffer) : gpu.no_buffer()},
-              push, cs.rows);
+              push, cs.rows, 1, {cs.ring});
 
       // q: rotated in place; every other element of its buffer (k and v of a fused row) unchanged.
       const std::vector<float> q_out = read_back<float>(device, qb, q.size());
@@ -836,21 +840,24 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       const std::vector<std::byte> vc_out = read_back<std::byte>(device, vc, vc0.size());
       NormalizedError ek, ev;
       const size_t row_bytes = size_t{hkv} * dh * cache_size;
-      for (uint32_t pos = 0; pos < positions; ++pos) {
-        const bool written = pos >= cs.position && pos < cs.position + cs.rows;
-        if (!written) {
-          const size_t at = pos * row_bytes;
+      for (uint32_t slot = 0; slot < positions; ++slot) {
+        // The chunk's row that lands in this slot, if any: position p at slot p mod ring.
+        std::optional<uint32_t> row;
+        for (uint32_t t = 0; t < cs.rows; ++t)
+          if ((cs.ring ? (cs.position + t) % cs.ring : cs.position + t) == slot) row = t;
+        if (!row) {
+          const size_t at = slot * row_bytes;
           if (std::memcmp(&kc_out[at], &kc0[at], row_bytes) != 0 || std::memcmp(&vc_out[at], &vc0[at], row_bytes) != 0)
-            FAIL_CHECK("cache position " << pos << " is outside the chunk but was written");
+            FAIL_CHECK("cache slot " << slot << " is outside the chunk but was written");
           continue;
         }
-        const uint32_t t = pos - cs.position;
+        const uint32_t t = *row, pos = cs.position + t;  // rotated by its position, stored at its slot
         for (uint32_t h = 0; h < hkv; ++h) {
           const size_t vbase = push.v_offset + size_t{t} * push.v_stride + size_t{h} * dh;
           const std::vector<double> expected =
               rotate(read_head(kv, push.k_offset + size_t{t} * push.k_stride, h, hkv, k_scale).data(), pos);
           for (uint32_t i = 0; i < dh; ++i) {
-            const size_t at = ((size_t{pos} * hkv + h) * dh + i) * cache_size;
+            const size_t at = ((size_t{slot} * hkv + h) * dh + i) * cache_size;
             ek.add(load(cache, &kc_out[at]), expected[i]);
             ev.add(load(cache, &vc_out[at]), vv[vbase + i]);
           }
@@ -865,7 +872,8 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
 }
 
 // softmax(scale · q·Kᵀ) · V over positions 0 … io.position + t of the cache
-// (causal), query head h reading KV head h / (HQ / HKV) (HF's repeat_kv);
+// (causal; a windowed instance: the last W of them, read from a ring that
+// wraps), query head h reading KV head h / (HQ / HKV) (HF's repeat_kv);
 // caches filled on the host in the cache dtype.
 TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA heads") {
   Gpu gpu(device);
@@ -876,6 +884,10 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     const uint32_t hq = c.u("HQ"), hkv = c.u("HKV"), dh = c.u("DH");
     const double scale = s.attention.effective_scale(dh);
     CHECK(c.f("SCALE") == doctest::Approx(scale).epsilon(1e-8));
+    // A windowed instance (attention_w<W>) exists only for a spec with that window.
+    const uint32_t window = c.u("WINDOW");
+    CHECK((k.name == "attention_w" + std::to_string(window)) == (window > 0));
+    if (window > 0) CHECK(window == s.attention.sliding_window);
     const QkvLayout layout = qkv_layout(s);
     const DType cache = s.cache.dtype;
     const size_t cache_size = dtype_bytes(cache);
@@ -885,12 +897,19 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       uint32_t rows, position;
     };
     const uint32_t late = static_cast<uint32_t>(std::min<int64_t>(90, s.dims.max_context - 1));
-    for (const Case cs : {Case{4, 29}, Case{1, late}, Case{3, 0}}) {
-      const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position);
+    std::vector<Case> cases = {Case{4, 29}, Case{1, late}, Case{3, 0}};
+    // Past the window: several rows whose first keys leave it, and a decode step.
+    if (window > 0) cases.insert(cases.end(), {Case{5, window + 3}, Case{1, 2 * window + 1}});
+    for (const Case cs : cases) {
+      // A windowed layer's cache is a ring of W + rows − 1 positions (the
+      // fewest a chunk needs): position p at slot p mod ring, wrapped here.
+      const uint32_t ring = window > 0 ? window + cs.rows - 1 : 0;
+      const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position) +
+                               (ring ? " over a ring of " + std::to_string(ring) : "");
       CAPTURE(what);
       const push::AttentionPush push = layout.push(cs.rows);
       const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride, -2.0f, 2.0f);
-      const uint32_t positions = cs.position + cs.rows;
+      const uint32_t positions = ring ? ring : cs.position + cs.rows;
       const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
       vk::Buffer qb = buffer_of(device, q), kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
       vk::Buffer io = buffer_of(device, io_words(cs.position, {}));
@@ -906,15 +925,19 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
                                                       .v_cache = vk::TexelBinding{vview.handle()},
                                                       .out = whole(o),
                                                       .partials = gpu.no_buffer()},
-              push, hkv, cs.rows);  // a workgroup per KV head; one key range (split ranges: the model tests)
+              push, hkv, cs.rows, {1, ring});  // a workgroup per KV head; one key range (split ranges: the model tests)
       const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
 
       auto cached = [&](const std::vector<std::byte>& c_, uint32_t pos, uint32_t h, uint32_t i) {
-        return load(cache, &c_[((size_t{pos} * hkv + h) * dh + i) * cache_size]);
+        const uint32_t slot = ring ? pos % ring : pos;
+        return load(cache, &c_[((size_t{slot} * hkv + h) * dh + i) * cache_size]);
       };
       NormalizedError e;
       for (uint32_t t = 0; t < cs.rows; ++t) {
-        const uint32_t keys = cs.position + t + 1;
+        // The query at position i sees keys first … i: first = i − W + 1 in a window.
+        const uint32_t last = cs.position + t;
+        const uint32_t first = window > 0 && last + 1 > window ? last + 1 - window : 0;
+        const uint32_t keys = last + 1 - first;
         for (uint32_t h = 0; h < hq; ++h) {
           const uint32_t g = h / (hq / hkv);
           const float* qh = &q[push.q_offset + size_t{t} * push.q_stride + size_t{h} * dh];
@@ -922,7 +945,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
           double top = -std::numeric_limits<double>::infinity();
           for (uint32_t p = 0; p < keys; ++p) {
             double dot = 0;
-            for (uint32_t i = 0; i < dh; ++i) dot += qh[i] * cached(kc0, p, g, i);
+            for (uint32_t i = 0; i < dh; ++i) dot += qh[i] * cached(kc0, first + p, g, i);
             scores[p] = scale * dot;
             top = std::max(top, scores[p]);
           }
@@ -930,7 +953,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
           for (double& sc : scores) sum += (sc = std::exp(sc - top));
           for (uint32_t i = 0; i < dh; ++i) {
             double value = 0;
-            for (uint32_t p = 0; p < keys; ++p) value += scores[p] * cached(vc0, p, g, i);
+            for (uint32_t p = 0; p < keys; ++p) value += scores[p] * cached(vc0, first + p, g, i);
             e.add(out[t * width + size_t{h} * dh + i], value / sum);
           }
         }

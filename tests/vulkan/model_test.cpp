@@ -313,6 +313,30 @@ TEST_CASE_FIXTURE(test::VulkanTest, "attention split across key ranges (as on GP
   CHECK(worst < tolerance());
 }
 
+// With max_chunk = 1 a windowed layer's cache is a ring of exactly W
+// positions (W + max_chunk − 1): 32 positions wrap a window of 8 four times.
+TEST_CASE_FIXTURE(test::VulkanTest, "one row a chunk (a ring of exactly the window) decodes past the window") {
+  SessionOptions options;
+  options.all_logits = true;
+  options.max_chunk = 1;
+  Session session(device, model_info(), options);
+  upload_all(session);
+  reference::Reference ref(test_spec(), test_weights());
+  const std::vector<int32_t> tokens = random_tokens(32, 17);
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 12);
+  const std::vector<float> logits = session.prefill(prompt);  // 12 chunks of one row
+  const std::vector<float> expected = ref.forward(prompt);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  double worst = 0;
+  for (size_t t = 0; t < prompt.size(); ++t)
+    worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+  for (size_t t = prompt.size(); t < tokens.size(); ++t)
+    worst = std::max(worst, normalized_error(session.decode(tokens[t]).data(), ref.forward({tokens[t]}).data(), V));
+  MESSAGE("worst normalized error over 32 positions, one row a chunk: " << worst);
+  CHECK(worst < tolerance());
+  CHECK(session.position() == 32);
+}
+
 }  // TEST_SUITE
 
 TEST_SUITE("model") {
