@@ -3,12 +3,15 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <type_traits>
 #include <sstream>
 #include <unistd.h>
 
@@ -49,11 +52,63 @@ int cmd_info() {
   return 0;
 }
 
+// `text` read whole as a number (std::stoll or std::stod), or nullopt.
+template <class T>
+std::optional<T> read_number(const std::string& text) {
+  size_t used = 0;
+  T v{};
+  try {
+    if constexpr (std::is_integral_v<T>) v = std::stoll(text, &used);
+    else v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != text.size()) return std::nullopt;
+  return v;
+}
+
+// A whole number of at least `low`, said in words: CLI11's
+// NonNegativeNumber would print its range up to the largest double.
+CLI::Validator at_least(int64_t low) {
+  return CLI::Validator(
+      [low](std::string& text) -> std::string {
+        const std::optional<long long> v = read_number<long long>(text);
+        if (!v) return "'" + text + "' is not a whole number";
+        if (*v < low) return "must be " + std::to_string(low) + " or more, not " + text;
+        return "";
+      },
+      ">= " + std::to_string(low));
+}
+
+// A finite number above zero (NaN and infinities are refused).
+CLI::Validator finite_positive() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::optional<double> v = read_number<double>(text);
+        if (!v) return "'" + text + "' is not a number";
+        if (!std::isfinite(*v) || !(*v > 0)) return "must be a finite number above 0, not " + text;
+        return "";
+      },
+      "> 0");
+}
+
 // --device: an index or part of a name; empty: LATHE_DEVICE, else the best.
 lathe::vk::ContextOptions device_options(const std::string& device) {
   lathe::vk::ContextOptions options;
   options.device = device;
   return options;
+}
+
+// Before anything is timed. On a first run the kernels compile (llvmpipe
+// JITs each at its first dispatch): that is said, not reported as a speed.
+// `rows`: the prompt's tokens (the kernels of its chunk's layout compile).
+void warm_up(lathe::Session& session, int64_t rows) {
+  const bool cold = !session.pipelines_cached();
+  if (cold) std::cerr << "compiling kernels, once (they are cached for later runs) …" << std::flush;
+  const auto start = std::chrono::steady_clock::now();
+  session.warm_up(rows);
+  if (cold)
+    std::fprintf(stderr, " %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 // Random values for one manifest tensor, deterministic in `state`: uniform
@@ -128,23 +183,22 @@ int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
   return 0;
 }
 
-std::vector<int32_t> parse_tokens(const std::string& text) {
+// Comma- or space-separated ids, optionally in brackets: "1,2,3", "1 2 3",
+// or tokenize --ids's "[1, 2, 3]".
+std::vector<int32_t> parse_tokens(const std::string& text, const std::string& option = "--tokens") {
+  std::string list = text;
+  for (char& c : list)
+    if (c == ',' || c == '[' || c == ']' || c == '\n' || c == '\t' || c == '\r') c = ' ';
   std::vector<int32_t> out;
-  std::stringstream in(text);
+  std::stringstream in(list);
   std::string item;
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || item.empty() || v < INT32_MIN || v > INT32_MAX)
-      throw Error(ErrorKind::InvalidArgument, "--tokens: '" + item + "' is not a token id");
-    out.push_back(static_cast<int32_t>(v));
+  while (in >> item) {
+    const std::optional<long long> v = read_number<long long>(item);
+    if (!v || *v < INT32_MIN || *v > INT32_MAX)
+      throw Error(ErrorKind::InvalidArgument, option + ": '" + item + "' is not a token id");
+    out.push_back(static_cast<int32_t>(*v));
   }
-  if (out.empty()) throw Error(ErrorKind::InvalidArgument, "--tokens: no token ids given");
+  if (out.empty()) throw Error(ErrorKind::InvalidArgument, option + ": no token ids given");
   return out;
 }
 
@@ -188,28 +242,42 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   lathe::Session session(vk.device(), m, options);
   load_weights(session, weights);
   if (weights.empty()) std::cerr << "(random weights: the tokens mean nothing; the speed does)\n";
+  warm_up(session, static_cast<int64_t>(prompt.size()));
+  const int64_t free = session.context() - static_cast<int64_t>(prompt.size());
+  if (free < 0)
+    throw Error(ErrorKind::InvalidArgument, "--tokens: " + std::to_string(prompt.size()) + " tokens do not fit the context of " +
+                                                std::to_string(session.context()) + " positions (--context)");
+  // -n: new tokens; -1: until the context is full. The first comes from the
+  // prompt's pass, each later one from a decode step.
+  const int64_t wanted = steps < 0 ? free + 1 : steps;
   const Clock::time_point start = Clock::now();
   session.prefill(prompt);
-  const int32_t first = session.argmax();  // the prompt's greedy continuation
   const Clock::time_point prefilled = Clock::now();
-  const std::vector<int32_t> picks = session.generate_greedy(first, steps);
+  std::vector<int32_t> picks;
+  if (wanted > 0) {
+    picks.push_back(session.argmax());  // the prompt's greedy continuation
+    const std::vector<int32_t> more = session.generate_greedy(picks[0], std::min(wanted - 1, free));
+    picks.insert(picks.end(), more.begin(), more.end());
+  }
   const Clock::time_point done = Clock::now();
-  std::cout << first;
-  for (int32_t t : picks) std::cout << " " << t;
+  for (size_t i = 0; i < picks.size(); ++i) std::cout << (i ? " " : "") << picks[i];
   std::cout << "\n";
+  steps = static_cast<int64_t>(picks.size());
   const double prefill_s = std::chrono::duration<double>(prefilled - start).count();
   const double decode_s = std::chrono::duration<double>(done - prefilled).count();
   std::fprintf(stderr, "%s on %s: prefill %zu tokens %.1f tok/s, decode %lld tokens %.1f tok/s, %zu dispatches/token\n",
                std::string(m.name).c_str(), vk.device().info().name.c_str(), prompt.size(),
                static_cast<double>(prompt.size()) / prefill_s, static_cast<long long>(steps),
-               static_cast<double>(steps) / std::max(decode_s, 1e-9), session.dispatches_per_token());
+               steps > 1 ? static_cast<double>(steps - 1) / std::max(decode_s, 1e-9) : 0.0,
+               session.dispatches_per_token());
   return 0;
 }
 
 // The tokenizer of --tokenizer, else the one beside the weights: a GGUF
 // file's own vocabulary, or tokenizer.json / tokenizer.model in the
 // checkpoint's directory.
-lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::string& weights) {
+lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::string& weights,
+                                      const std::string& needer = "--prompt") {
   namespace fs = std::filesystem;
   if (!tokenizer.empty()) {
     const fs::path p(tokenizer);
@@ -218,14 +286,14 @@ lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::s
     return lathe::text::Tokenizer::from_hf(tokenizer);
   }
   if (weights.empty())
-    throw Error(ErrorKind::InvalidArgument, "--prompt needs a tokenizer: give --tokenizer, or --weights with one beside it");
+    throw Error(ErrorKind::InvalidArgument, needer + " needs a tokenizer: give --tokenizer, or --weights with one beside it");
   const fs::path w(weights);
   if (w.extension() == ".gguf") return lathe::text::Tokenizer::from_gguf(lathe::weights::GgufFile(weights));
   const fs::path dir = fs::is_directory(w) ? w : w.parent_path();
   if (fs::exists(dir / "tokenizer.json")) return lathe::text::Tokenizer::from_hf((dir / "tokenizer.json").string());
   if (fs::exists(dir / "tokenizer.model"))
     return lathe::text::Tokenizer::from_sentencepiece((dir / "tokenizer.model").string());
-  throw Error(ErrorKind::NotFound, "--prompt needs a tokenizer: no tokenizer.json or tokenizer.model in " +
+  throw Error(ErrorKind::NotFound, needer + " needs a tokenizer: no tokenizer.json or tokenizer.model in " +
                                        (dir.empty() ? std::string(".") : dir.string()) + "; give --tokenizer");
 }
 
@@ -269,12 +337,14 @@ struct TextRun {
 // sampled; prefill and decode speed at the end (stderr).
 int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
   TextRun run(o);
+  const std::vector<int32_t> ids = lathe::text::encode_prompt(run.session, run.tokenizer, prompt);
+  warm_up(run.session, static_cast<int64_t>(ids.size()));
   std::cout << prompt << std::flush;
   const lathe::text::GenerateStats stats =
-      lathe::text::generate(run.session, run.tokenizer, run.sampler, prompt, o.generate, [](std::string_view text) {
+      lathe::text::generate(run.session, run.tokenizer, run.sampler, ids, o.generate, [](std::string_view text) {
         std::cout << text << std::flush;
       });
-  std::cout << "\n";
+  std::cout << "\n" << std::flush;  // before the stats on stderr, where both go to one pipe
   print_stats(stats, run.vk.device().info().name);
   return 0;
 }
@@ -284,6 +354,7 @@ int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
 int cmd_chat(const TextOptions& o) {
   TextRun run(o);
   lathe::Session& session = run.session;
+  warm_up(session, session.context());  // lines of any length: both layouts
   lathe::text::GenerateOptions options = o.generate;
   if (options.stop.empty()) options.stop = {"\n"};  // a turn is one line, unless --stop says otherwise
   const bool terminal = isatty(STDIN_FILENO) != 0;
@@ -297,6 +368,14 @@ int cmd_chat(const TextOptions& o) {
     const std::string text = line + "\n";
     std::vector<int32_t> ids = lathe::text::encode_prompt(session, run.tokenizer, text);
     if (session.position() + static_cast<int64_t>(ids.size()) + 1 > session.context()) {
+      // A line that would not fit even a fresh context is refused alone;
+      // the conversation goes on without it.
+      const size_t fresh = run.tokenizer.encode(text, /*add_special=*/true).size();
+      if (static_cast<int64_t>(fresh) + 1 > session.context()) {
+        std::cerr << "[that line is " << fresh << " tokens; with one for the answer it does not fit the context of "
+                  << session.context() << " positions (--context): not sent]\n";
+        continue;
+      }
       std::cerr << "[the context is full: starting over]\n";
       session.reset();
       run.sampler.reset();
@@ -354,29 +433,36 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   float scale = 0.05f;
   random->add_option("-o,--output", random_out, "The safetensors file to write")->required();
-  random->add_option("--seed", seed, "Random seed");
-  random->add_option("--scale", scale, "Values are uniform in [-scale, scale) (norm scales around 1)");
+  random->add_option("--seed", seed, "Random seed")->capture_default_str();
+  random->add_option("--scale", scale, "Values are uniform in [-scale, scale) (norm scales around 1); a finite number above 0")
+      ->capture_default_str()
+      ->check(finite_positive());
 
   auto* logits = app.add_subcommand("logits", "Write the logits of every position as raw little-endian f32 rows");
   std::string weights, tokens, out_path, device;
   int64_t steps = 0, context = 0;
-  logits->add_option("-w,--weights", weights, "Checkpoint: a .safetensors file, a sharded one's .index.json, or a directory")
+  logits->add_option("-w,--weights", weights,
+                     "Checkpoint: a .safetensors file, a sharded one's .index.json, a .gguf file, or a directory holding one")
       ->required()
       ->check(CLI::ExistingPath);
   logits->add_option("-t,--tokens", tokens, "Prompt token ids, comma-separated")->required();
   logits->add_option("-n,--steps", steps, "Greedy decode steps after the prompt (their logits follow)")
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(at_least(0));
   logits->add_option("-c,--context", context, "KV-cache positions (default: the spec's max_context)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(1));
   logits->add_option("-d,--device", device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
   logits->add_option("-o,--output", out_path, "Output file: (prompt + steps) rows × vocab f32")->required();
 
   auto* profile = app.add_subcommand("profile", "Device time per kernel of one pass, on random weights");
   uint32_t profile_rows = 1;
   int64_t profile_position = 128;
-  profile->add_option("-r,--rows", profile_rows, "Token rows of the pass (1: a decode step)")->check(CLI::PositiveNumber);
+  profile->add_option("-r,--rows", profile_rows, "Token rows of the pass (1: a decode step)")
+      ->capture_default_str()
+      ->check(at_least(1));
   profile->add_option("-p,--position", profile_position, "Cached positions before the pass")
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(at_least(0));
   profile->add_option("-d,--device", device, "Vulkan device: index or name part");
 
   // generate: token ids in → ids out (greedy on the device), or text in →
@@ -395,8 +481,11 @@ int main(int argc, char** argv) {
     c->add_option("--tokenizer", text.tokenizer,
                   "tokenizer.json, a SentencePiece .model or a .gguf (default: the one beside the weights)")
         ->check(CLI::ExistingPath);
-    c->add_option("-n,--max-tokens", text.generate.max_new_tokens, "New tokens at most")->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+    c->add_option("-n,--max-tokens", text.generate.max_new_tokens,
+                  "New tokens at most; 0: none (the prompt is only read), -1: no limit (until EOS, --stop or a full "
+                  "context)")
+        ->capture_default_str()
+        ->check(at_least(-1));
     c->add_option("--temp", sampling.temperature, "Temperature; 0: greedy")->capture_default_str();
     c->add_option("--top-k", sampling.top_k, "Keep the k most likely tokens; 0: all")->capture_default_str();
     c->add_option("--top-p", sampling.top_p, "Keep the smallest set with this much probability; 1: all")
@@ -408,7 +497,7 @@ int main(int argc, char** argv) {
     c->add_option("--seed", sampling.seed, "Sampling seed: the same seed, the same text")->capture_default_str();
     c->add_option("--stop", text.generate.stop, "Stop before this text (repeatable)");
     c->add_option("-c,--context", text.context, "KV-cache positions (default: the spec's max_context)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(1));
     c->add_option("-d,--device", text.device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
   };
 
@@ -432,10 +521,10 @@ int main(int argc, char** argv) {
   int64_t bench_prompt = 128, bench_steps = 64;
   int bench_repeat = 3;
   bench->add_option("-w,--weights", text.weights, "Checkpoint (default: random weights)")->check(CLI::ExistingPath);
-  bench->add_option("-p,--prompt-tokens", bench_prompt, "Prompt length")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("-n,--steps", bench_steps, "Decode steps")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("-p,--prompt-tokens", bench_prompt, "Prompt length")->capture_default_str()->check(at_least(1));
+  bench->add_option("-n,--steps", bench_steps, "Decode steps")->capture_default_str()->check(at_least(1));
   bench->add_option("-r,--repeat", bench_repeat, "Rounds (after one warm-up)")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   bench->add_option("-d,--device", text.device, "Vulkan device: index or name part");
 
   CLI11_PARSE(app, argc, argv);
