@@ -389,6 +389,121 @@ int cmd_chat(const TextOptions& o) {
   return 0;
 }
 
+// Text → ids, as llama.cpp's llama-tokenize prints them: one token a line
+// ("  1043 -> ' In'"), or with ids_only the list "[1, 1043, 261]".
+struct TokenizeOptions {
+  std::string weights, tokenizer, prompt, file;
+  bool no_special = false, no_parse_special = false, ids_only = false, show_count = false;
+};
+
+std::string read_text_file(const std::string& path, const std::string& option) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::NotFound, option + " " + path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(ErrorKind::Io, option + " " + path + ": read failed");
+  return text.str();
+}
+
+int cmd_tokenize(const TokenizeOptions& o) {
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights, "tokenize");
+  const std::string text = o.file.empty() ? o.prompt : read_text_file(o.file, "--file");
+  const std::vector<int32_t> ids = tokenizer.encode(text, !o.no_special, !o.no_parse_special);
+  if (o.ids_only) {
+    std::cout << "[";
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? ", " : "") << ids[i];
+    std::cout << "]\n";
+  } else {
+    for (const int32_t id : ids) std::printf("%6d -> '%s'\n", id, std::string(tokenizer.token_bytes(id)).c_str());
+  }
+  if (o.show_count) std::cout << "Total number of tokens: " << ids.size() << "\n";
+  return 0;
+}
+
+// Ids → text: what the tokens decode to, special tokens shown unless skipped.
+int cmd_detokenize(const std::string& weights, const std::string& tokenizer_path, const std::string& tokens,
+                   bool skip_special) {
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(tokenizer_path, weights, "detokenize");
+  const std::vector<int32_t> ids = parse_tokens(tokens);
+  for (const int32_t id : ids)
+    if (id < 0 || id >= tokenizer.vocab_size())
+      throw Error(ErrorKind::InvalidArgument, "--tokens: " + std::to_string(id) + " is outside the vocabulary of " +
+                                                  tokenizer.description() + " (" + std::to_string(tokenizer.vocab_size()) +
+                                                  " tokens)");
+  std::cout << tokenizer.decode(ids, skip_special) << "\n";
+  return 0;
+}
+
+// Perplexity as llama.cpp's llama-perplexity computes it: the file's ids
+// (with BOS) cut into whole chunks of the context length, each chunk's first
+// token replaced by BOS (when the vocabulary has one), and the negative
+// log-likelihood of each token of a chunk's second half, predicted from
+// everything before it in the chunk. PPL = exp(mean NLL), with the standard
+// error of that mean carried through exp.
+struct PerplexityOptions {
+  std::string weights, tokenizer, file, device;
+  int64_t context = 0, chunks = 0;
+};
+
+int cmd_perplexity(const PerplexityOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const lathe::ModelInfo& m = lathe::model_info();
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights, "perplexity");
+  const std::vector<int32_t> tokens = tokenizer.encode(read_text_file(o.file, "--file"), /*add_special=*/true);
+  const int64_t n_ctx = o.context > 0 ? o.context : m.max_context;
+  if (n_ctx < 4 || n_ctx > m.max_context)
+    throw Error(ErrorKind::InvalidArgument, "--context " + std::to_string(n_ctx) + ": must be in [4, " +
+                                                std::to_string(m.max_context) + "] (the spec's max_context)");
+  int64_t chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (chunks < 1)
+    throw Error(ErrorKind::InvalidArgument, "--file " + o.file + ": " + std::to_string(tokens.size()) +
+                                                " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
+                                                " (give a longer text or a smaller --context)");
+  if (o.chunks > 0) chunks = std::min(chunks, o.chunks);
+  lathe::vk::Context vk(device_options(o.device));
+  lathe::SessionOptions options;
+  options.context = n_ctx;
+  options.max_chunk = n_ctx;
+  options.all_logits = true;
+  lathe::Session session(vk.device(), m, options);
+  session.load(o.weights);
+  warm_up(session, n_ctx);
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  const int64_t first = n_ctx / 2;
+  const size_t vocab = static_cast<size_t>(m.vocab);
+  double nll = 0, nll2 = 0;
+  int64_t count = 0;
+  const Clock::time_point start = Clock::now();
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+    if (tokenizer.bos()) chunk[0] = *tokenizer.bos();
+    session.reset();
+    const std::vector<float> logits = session.prefill(chunk);  // n_ctx rows × vocab
+    for (int64_t j = first; j < n_ctx - 1; ++j) {
+      const float* row = logits.data() + static_cast<size_t>(j) * vocab;
+      const double top = *std::max_element(row, row + vocab);
+      double sum = 0;
+      for (size_t k = 0; k < vocab; ++k) sum += std::exp(static_cast<double>(row[k]) - top);
+      const double v = top + std::log(sum) - row[chunk[static_cast<size_t>(j) + 1]];
+      nll += v;
+      nll2 += v * v;
+      ++count;
+    }
+    if (terminal) std::fprintf(stderr, "[%lld]%.4f,", static_cast<long long>(c + 1), std::exp(nll / count));
+  }
+  if (terminal) std::fprintf(stderr, "\n");
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double mean = nll / count;
+  const double ppl = std::exp(mean);
+  const double error = count > 1 ? std::sqrt(std::max(nll2 / count - mean * mean, 0.0) / (count - 1)) * ppl : 0.0;
+  std::printf("%zu tokens, %lld chunks of %lld, %lld scored\nFinal estimate: PPL = %.4f +/- %.5f\n", tokens.size(),
+              static_cast<long long>(chunks), static_cast<long long>(n_ctx), static_cast<long long>(count), ppl, error);
+  std::fflush(stdout);
+  std::fprintf(stderr, "[%s on %s: %.1f s, %.1f tok/s]\n", std::string(m.name).c_str(), vk.device().info().name.c_str(),
+               seconds, static_cast<double>(chunks * n_ctx) / std::max(seconds, 1e-9));
+  return 0;
+}
+
 // Speed on the build's own terms: a prefill of `prompt` tokens and `steps`
 // greedy decode steps on the device, `repeat` times; the best of each.
 int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int repeat, const std::string& device) {
@@ -527,6 +642,55 @@ int main(int argc, char** argv) {
       ->check(at_least(1));
   bench->add_option("-d,--device", text.device, "Vulkan device: index or name part");
 
+  // tokenize / detokenize: llama.cpp's llama-tokenize, both ways.
+  auto* tokenize = app.add_subcommand("tokenize", "Print the token ids of a text (--prompt or --file), one a line or as a list");
+  TokenizeOptions tok;
+  auto add_tokenizer_options = [](CLI::App* c, std::string& w, std::string& t) {
+    c->add_option("-w,--weights", w, "Checkpoint whose tokenizer to use: a .gguf file's own, or the tokenizer.json / "
+                                     "tokenizer.model beside it")
+        ->check(CLI::ExistingPath);
+    c->add_option("--tokenizer", t, "tokenizer.json, a SentencePiece .model or a .gguf")->check(CLI::ExistingPath);
+  };
+  add_tokenizer_options(tokenize, tok.weights, tok.tokenizer);
+  auto* tok_prompt = tokenize->add_option("-p,--prompt", tok.prompt, "The text");
+  auto* tok_file = tokenize->add_option("-f,--file", tok.file, "A file whose text to tokenize")->check(CLI::ExistingFile);
+  tok_prompt->excludes(tok_file);
+  tokenize->add_flag("--no-special", tok.no_special, "Add no BOS/EOS (by default those the tokenizer adds)");
+  tokenize->add_flag("--no-parse-special", tok.no_parse_special,
+                     "Special tokens written in the text (\"<s>\") stay text rather than becoming their ids");
+  tokenize->add_flag("--ids", tok.ids_only, "Print only the ids, as [1, 2, 3] (what detokenize -t takes)");
+  tokenize->add_flag("--show-count", tok.show_count, "Also print the number of tokens");
+  tokenize->callback([&] {
+    if (tok_prompt->count() == 0 && tok_file->count() == 0) throw CLI::RequiredError("--prompt or --file");
+  });
+
+  auto* detokenize = app.add_subcommand("detokenize", "Print the text of token ids");
+  std::string detok_weights, detok_tokenizer, detok_tokens;
+  bool detok_skip = false;
+  add_tokenizer_options(detokenize, detok_weights, detok_tokenizer);
+  detokenize->add_option("-t,--tokens", detok_tokens, "Token ids, comma- or space-separated, or tokenize --ids's list")
+      ->required();
+  detokenize->add_flag("--skip-special", detok_skip, "Leave out special tokens (BOS, EOS, <|im_start|>, …)");
+
+  auto* perplexity = app.add_subcommand(
+      "perplexity", "Perplexity of a text file, as llama-perplexity computes it: chunks of the context length, the "
+                    "mean negative log-likelihood of each chunk's second half");
+  PerplexityOptions ppl;
+  perplexity->add_option("-w,--weights", ppl.weights,
+                         "Checkpoint: .safetensors, .index.json, .gguf or a directory")
+      ->required()
+      ->check(CLI::ExistingPath);
+  perplexity->add_option("--tokenizer", ppl.tokenizer, "tokenizer.json, a SentencePiece .model or a .gguf (default: "
+                                                       "the one beside the weights)")
+      ->check(CLI::ExistingPath);
+  perplexity->add_option("-f,--file", ppl.file, "The text file")->required()->check(CLI::ExistingFile);
+  perplexity->add_option("-c,--context", ppl.context, "Chunk length in tokens (default: the spec's max_context)")
+      ->check(at_least(4));
+  perplexity->add_option("--chunks", ppl.chunks, "Chunks at most; 0: every whole chunk of the file")
+      ->capture_default_str()
+      ->check(at_least(0));
+  perplexity->add_option("-d,--device", ppl.device, "Vulkan device: index or name part");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*info) return cmd_info();
@@ -538,6 +702,9 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device);
     if (*profile) return cmd_profile(profile_rows, profile_position, device);
     if (*logits) return cmd_logits(weights, tokens, steps, context, device, out_path);
+    if (*tokenize) return cmd_tokenize(tok);
+    if (*detokenize) return cmd_detokenize(detok_weights, detok_tokenizer, detok_tokens, detok_skip);
+    if (*perplexity) return cmd_perplexity(ppl);
   } catch (const Error& e) {
     std::cerr << argv[0] << ": " << e.what() << "\n";
     return 1;
