@@ -3,12 +3,15 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <type_traits>
 #include <sstream>
 #include <unistd.h>
 
@@ -55,11 +58,63 @@ int cmd_info() {
   return 0;
 }
 
+// `text` read whole as a number (std::stoll or std::stod), or nullopt.
+template <class T>
+std::optional<T> read_number(const std::string& text) {
+  size_t used = 0;
+  T v{};
+  try {
+    if constexpr (std::is_integral_v<T>) v = std::stoll(text, &used);
+    else v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != text.size()) return std::nullopt;
+  return v;
+}
+
+// A whole number of at least `low`, said in words: CLI11's
+// NonNegativeNumber would print its range up to the largest double.
+CLI::Validator at_least(int64_t low) {
+  return CLI::Validator(
+      [low](std::string& text) -> std::string {
+        const std::optional<long long> v = read_number<long long>(text);
+        if (!v) return "'" + text + "' is not a whole number";
+        if (*v < low) return "must be " + std::to_string(low) + " or more, not " + text;
+        return "";
+      },
+      ">= " + std::to_string(low));
+}
+
+// A finite number above zero (NaN and infinities are refused).
+CLI::Validator finite_positive() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::optional<double> v = read_number<double>(text);
+        if (!v) return "'" + text + "' is not a number";
+        if (!std::isfinite(*v) || !(*v > 0)) return "must be a finite number above 0, not " + text;
+        return "";
+      },
+      "> 0");
+}
+
 // --device: an index or part of a name; empty: LATHE_DEVICE, else the best.
 lathe::vk::ContextOptions device_options(const std::string& device) {
   lathe::vk::ContextOptions options;
   options.device = device;
   return options;
+}
+
+// Before anything is timed. On a first run the kernels compile (llvmpipe
+// JITs each at its first dispatch): that is said, not reported as a speed.
+// `rows`: the prompt's tokens (the kernels of its chunk's layout compile).
+void warm_up(lathe::Session& session, int64_t rows) {
+  const bool cold = !session.pipelines_cached();
+  if (cold) std::cerr << "compiling kernels, once (they are cached for later runs) …" << std::flush;
+  const auto start = std::chrono::steady_clock::now();
+  session.warm_up(rows);
+  if (cold)
+    std::fprintf(stderr, " %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 // Random values for one manifest tensor, deterministic in `state`: uniform
@@ -134,23 +189,22 @@ int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
   return 0;
 }
 
-std::vector<int32_t> parse_tokens(const std::string& text) {
+// Comma- or space-separated ids, optionally in brackets: "1,2,3", "1 2 3",
+// or tokenize --ids's "[1, 2, 3]".
+std::vector<int32_t> parse_tokens(const std::string& text, const std::string& option = "--tokens") {
+  std::string list = text;
+  for (char& c : list)
+    if (c == ',' || c == '[' || c == ']' || c == '\n' || c == '\t' || c == '\r') c = ' ';
   std::vector<int32_t> out;
-  std::stringstream in(text);
+  std::stringstream in(list);
   std::string item;
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || item.empty() || v < INT32_MIN || v > INT32_MAX)
-      throw Error(ErrorKind::InvalidArgument, "--tokens: '" + item + "' is not a token id");
-    out.push_back(static_cast<int32_t>(v));
+  while (in >> item) {
+    const std::optional<long long> v = read_number<long long>(item);
+    if (!v || *v < INT32_MIN || *v > INT32_MAX)
+      throw Error(ErrorKind::InvalidArgument, option + ": '" + item + "' is not a token id");
+    out.push_back(static_cast<int32_t>(*v));
   }
-  if (out.empty()) throw Error(ErrorKind::InvalidArgument, "--tokens: no token ids given");
+  if (out.empty()) throw Error(ErrorKind::InvalidArgument, option + ": no token ids given");
   return out;
 }
 
@@ -194,28 +248,42 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   lathe::Session session(vk.device(), m, options);
   load_weights(session, weights);
   if (weights.empty()) std::cerr << "(random weights: the tokens mean nothing; the speed does)\n";
+  warm_up(session, static_cast<int64_t>(prompt.size()));
+  const int64_t free = session.context() - static_cast<int64_t>(prompt.size());
+  if (free < 0)
+    throw Error(ErrorKind::InvalidArgument, "--tokens: " + std::to_string(prompt.size()) + " tokens do not fit the context of " +
+                                                std::to_string(session.context()) + " positions (--context)");
+  // -n: new tokens; -1: until the context is full. The first comes from the
+  // prompt's pass, each later one from a decode step.
+  const int64_t wanted = steps < 0 ? free + 1 : steps;
   const Clock::time_point start = Clock::now();
   session.prefill(prompt);
-  const int32_t first = session.argmax();  // the prompt's greedy continuation
   const Clock::time_point prefilled = Clock::now();
-  const std::vector<int32_t> picks = session.generate_greedy(first, steps);
+  std::vector<int32_t> picks;
+  if (wanted > 0) {
+    picks.push_back(session.argmax());  // the prompt's greedy continuation
+    const std::vector<int32_t> more = session.generate_greedy(picks[0], std::min(wanted - 1, free));
+    picks.insert(picks.end(), more.begin(), more.end());
+  }
   const Clock::time_point done = Clock::now();
-  std::cout << first;
-  for (int32_t t : picks) std::cout << " " << t;
+  for (size_t i = 0; i < picks.size(); ++i) std::cout << (i ? " " : "") << picks[i];
   std::cout << "\n";
+  steps = static_cast<int64_t>(picks.size());
   const double prefill_s = std::chrono::duration<double>(prefilled - start).count();
   const double decode_s = std::chrono::duration<double>(done - prefilled).count();
   std::fprintf(stderr, "%s on %s: prefill %zu tokens %.1f tok/s, decode %lld tokens %.1f tok/s, %zu dispatches/token\n",
                std::string(m.name).c_str(), vk.device().info().name.c_str(), prompt.size(),
                static_cast<double>(prompt.size()) / prefill_s, static_cast<long long>(steps),
-               static_cast<double>(steps) / std::max(decode_s, 1e-9), session.dispatches_per_token());
+               steps > 1 ? static_cast<double>(steps - 1) / std::max(decode_s, 1e-9) : 0.0,
+               session.dispatches_per_token());
   return 0;
 }
 
 // The tokenizer of --tokenizer, else the one beside the weights: a GGUF
 // file's own vocabulary, or tokenizer.json / tokenizer.model in the
 // checkpoint's directory.
-lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::string& weights) {
+lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::string& weights,
+                                      const std::string& needer = "--prompt") {
   namespace fs = std::filesystem;
   if (!tokenizer.empty()) {
     const fs::path p(tokenizer);
@@ -224,14 +292,14 @@ lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::s
     return lathe::text::Tokenizer::from_hf(tokenizer);
   }
   if (weights.empty())
-    throw Error(ErrorKind::InvalidArgument, "--prompt needs a tokenizer: give --tokenizer, or --weights with one beside it");
+    throw Error(ErrorKind::InvalidArgument, needer + " needs a tokenizer: give --tokenizer, or --weights with one beside it");
   const fs::path w(weights);
   if (w.extension() == ".gguf") return lathe::text::Tokenizer::from_gguf(lathe::weights::GgufFile(weights));
   const fs::path dir = fs::is_directory(w) ? w : w.parent_path();
   if (fs::exists(dir / "tokenizer.json")) return lathe::text::Tokenizer::from_hf((dir / "tokenizer.json").string());
   if (fs::exists(dir / "tokenizer.model"))
     return lathe::text::Tokenizer::from_sentencepiece((dir / "tokenizer.model").string());
-  throw Error(ErrorKind::NotFound, "--prompt needs a tokenizer: no tokenizer.json or tokenizer.model in " +
+  throw Error(ErrorKind::NotFound, needer + " needs a tokenizer: no tokenizer.json or tokenizer.model in " +
                                        (dir.empty() ? std::string(".") : dir.string()) + "; give --tokenizer");
 }
 
@@ -275,12 +343,14 @@ struct TextRun {
 // sampled; prefill and decode speed at the end (stderr).
 int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
   TextRun run(o);
+  const std::vector<int32_t> ids = lathe::text::encode_prompt(run.session, run.tokenizer, prompt);
+  warm_up(run.session, static_cast<int64_t>(ids.size()));
   std::cout << prompt << std::flush;
   const lathe::text::GenerateStats stats =
-      lathe::text::generate(run.session, run.tokenizer, run.sampler, prompt, o.generate, [](std::string_view text) {
+      lathe::text::generate(run.session, run.tokenizer, run.sampler, ids, o.generate, [](std::string_view text) {
         std::cout << text << std::flush;
       });
-  std::cout << "\n";
+  std::cout << "\n" << std::flush;  // before the stats on stderr, where both go to one pipe
   print_stats(stats, run.vk.device().info().name);
   return 0;
 }
@@ -290,6 +360,7 @@ int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
 int cmd_chat(const TextOptions& o) {
   TextRun run(o);
   lathe::Session& session = run.session;
+  warm_up(session, session.context());  // lines of any length: both layouts
   lathe::text::GenerateOptions options = o.generate;
   if (options.stop.empty()) options.stop = {"\n"};  // a turn is one line, unless --stop says otherwise
   const bool terminal = isatty(STDIN_FILENO) != 0;
@@ -303,6 +374,14 @@ int cmd_chat(const TextOptions& o) {
     const std::string text = line + "\n";
     std::vector<int32_t> ids = lathe::text::encode_prompt(session, run.tokenizer, text);
     if (session.position() + static_cast<int64_t>(ids.size()) + 1 > session.context()) {
+      // A line that would not fit even a fresh context is refused alone;
+      // the conversation goes on without it.
+      const size_t fresh = run.tokenizer.encode(text, /*add_special=*/true).size();
+      if (static_cast<int64_t>(fresh) + 1 > session.context()) {
+        std::cerr << "[that line is " << fresh << " tokens; with one for the answer it does not fit the context of "
+                  << session.context() << " positions (--context): not sent]\n";
+        continue;
+      }
       std::cerr << "[the context is full: starting over]\n";
       session.reset();
       run.sampler.reset();
@@ -313,6 +392,121 @@ int cmd_chat(const TextOptions& o) {
     std::cout << "\n";
     if (terminal) print_stats(stats, run.vk.device().info().name);
   }
+  return 0;
+}
+
+// Text → ids, as llama.cpp's llama-tokenize prints them: one token a line
+// ("  1043 -> ' In'"), or with ids_only the list "[1, 1043, 261]".
+struct TokenizeOptions {
+  std::string weights, tokenizer, prompt, file;
+  bool no_special = false, no_parse_special = false, ids_only = false, show_count = false;
+};
+
+std::string read_text_file(const std::string& path, const std::string& option) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::NotFound, option + " " + path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(ErrorKind::Io, option + " " + path + ": read failed");
+  return text.str();
+}
+
+int cmd_tokenize(const TokenizeOptions& o) {
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights, "tokenize");
+  const std::string text = o.file.empty() ? o.prompt : read_text_file(o.file, "--file");
+  const std::vector<int32_t> ids = tokenizer.encode(text, !o.no_special, !o.no_parse_special);
+  if (o.ids_only) {
+    std::cout << "[";
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? ", " : "") << ids[i];
+    std::cout << "]\n";
+  } else {
+    for (const int32_t id : ids) std::printf("%6d -> '%s'\n", id, std::string(tokenizer.token_bytes(id)).c_str());
+  }
+  if (o.show_count) std::cout << "Total number of tokens: " << ids.size() << "\n";
+  return 0;
+}
+
+// Ids → text: what the tokens decode to, special tokens shown unless skipped.
+int cmd_detokenize(const std::string& weights, const std::string& tokenizer_path, const std::string& tokens,
+                   bool skip_special) {
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(tokenizer_path, weights, "detokenize");
+  const std::vector<int32_t> ids = parse_tokens(tokens);
+  for (const int32_t id : ids)
+    if (id < 0 || id >= tokenizer.vocab_size())
+      throw Error(ErrorKind::InvalidArgument, "--tokens: " + std::to_string(id) + " is outside the vocabulary of " +
+                                                  tokenizer.description() + " (" + std::to_string(tokenizer.vocab_size()) +
+                                                  " tokens)");
+  std::cout << tokenizer.decode(ids, skip_special) << "\n";
+  return 0;
+}
+
+// Perplexity as llama.cpp's llama-perplexity computes it: the file's ids
+// (with BOS) cut into whole chunks of the context length, each chunk's first
+// token replaced by BOS (when the vocabulary has one), and the negative
+// log-likelihood of each token of a chunk's second half, predicted from
+// everything before it in the chunk. PPL = exp(mean NLL), with the standard
+// error of that mean carried through exp.
+struct PerplexityOptions {
+  std::string weights, tokenizer, file, device;
+  int64_t context = 0, chunks = 0;
+};
+
+int cmd_perplexity(const PerplexityOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const lathe::ModelInfo& m = lathe::model_info();
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights, "perplexity");
+  const std::vector<int32_t> tokens = tokenizer.encode(read_text_file(o.file, "--file"), /*add_special=*/true);
+  const int64_t n_ctx = o.context > 0 ? o.context : m.max_context;
+  if (n_ctx < 4 || n_ctx > m.max_context)
+    throw Error(ErrorKind::InvalidArgument, "--context " + std::to_string(n_ctx) + ": must be in [4, " +
+                                                std::to_string(m.max_context) + "] (the spec's max_context)");
+  int64_t chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (chunks < 1)
+    throw Error(ErrorKind::InvalidArgument, "--file " + o.file + ": " + std::to_string(tokens.size()) +
+                                                " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
+                                                " (give a longer text or a smaller --context)");
+  if (o.chunks > 0) chunks = std::min(chunks, o.chunks);
+  lathe::vk::Context vk(device_options(o.device));
+  lathe::SessionOptions options;
+  options.context = n_ctx;
+  options.max_chunk = n_ctx;
+  options.all_logits = true;
+  lathe::Session session(vk.device(), m, options);
+  session.load(o.weights);
+  warm_up(session, n_ctx);
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  const int64_t first = n_ctx / 2;
+  const size_t vocab = static_cast<size_t>(m.vocab);
+  double nll = 0, nll2 = 0;
+  int64_t count = 0;
+  const Clock::time_point start = Clock::now();
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+    if (tokenizer.bos()) chunk[0] = *tokenizer.bos();
+    session.reset();
+    const std::vector<float> logits = session.prefill(chunk);  // n_ctx rows × vocab
+    for (int64_t j = first; j < n_ctx - 1; ++j) {
+      const float* row = logits.data() + static_cast<size_t>(j) * vocab;
+      const double top = *std::max_element(row, row + vocab);
+      double sum = 0;
+      for (size_t k = 0; k < vocab; ++k) sum += std::exp(static_cast<double>(row[k]) - top);
+      const double v = top + std::log(sum) - row[chunk[static_cast<size_t>(j) + 1]];
+      nll += v;
+      nll2 += v * v;
+      ++count;
+    }
+    if (terminal) std::fprintf(stderr, "[%lld]%.4f,", static_cast<long long>(c + 1), std::exp(nll / count));
+  }
+  if (terminal) std::fprintf(stderr, "\n");
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double mean = nll / count;
+  const double ppl = std::exp(mean);
+  const double error = count > 1 ? std::sqrt(std::max(nll2 / count - mean * mean, 0.0) / (count - 1)) * ppl : 0.0;
+  std::printf("%zu tokens, %lld chunks of %lld, %lld scored\nFinal estimate: PPL = %.4f +/- %.5f\n", tokens.size(),
+              static_cast<long long>(chunks), static_cast<long long>(n_ctx), static_cast<long long>(count), ppl, error);
+  std::fflush(stdout);
+  std::fprintf(stderr, "[%s on %s: %.1f s, %.1f tok/s]\n", std::string(m.name).c_str(), vk.device().info().name.c_str(),
+               seconds, static_cast<double>(chunks * n_ctx) / std::max(seconds, 1e-9));
   return 0;
 }
 
@@ -360,29 +554,36 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   float scale = 0.05f;
   random->add_option("-o,--output", random_out, "The safetensors file to write")->required();
-  random->add_option("--seed", seed, "Random seed");
-  random->add_option("--scale", scale, "Values are uniform in [-scale, scale) (norm scales around 1)");
+  random->add_option("--seed", seed, "Random seed")->capture_default_str();
+  random->add_option("--scale", scale, "Values are uniform in [-scale, scale) (norm scales around 1); a finite number above 0")
+      ->capture_default_str()
+      ->check(finite_positive());
 
   auto* logits = app.add_subcommand("logits", "Write the logits of every position as raw little-endian f32 rows");
   std::string weights, tokens, out_path, device;
   int64_t steps = 0, context = 0;
-  logits->add_option("-w,--weights", weights, "Checkpoint: a .safetensors file, a sharded one's .index.json, or a directory")
+  logits->add_option("-w,--weights", weights,
+                     "Checkpoint: a .safetensors file, a sharded one's .index.json, a .gguf file, or a directory holding one")
       ->required()
       ->check(CLI::ExistingPath);
   logits->add_option("-t,--tokens", tokens, "Prompt token ids, comma-separated")->required();
   logits->add_option("-n,--steps", steps, "Greedy decode steps after the prompt (their logits follow)")
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(at_least(0));
   logits->add_option("-c,--context", context, "KV-cache positions (default: the spec's max_context)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(1));
   logits->add_option("-d,--device", device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
   logits->add_option("-o,--output", out_path, "Output file: (prompt + steps) rows × vocab f32")->required();
 
   auto* profile = app.add_subcommand("profile", "Device time per kernel of one pass, on random weights");
   uint32_t profile_rows = 1;
   int64_t profile_position = 128;
-  profile->add_option("-r,--rows", profile_rows, "Token rows of the pass (1: a decode step)")->check(CLI::PositiveNumber);
+  profile->add_option("-r,--rows", profile_rows, "Token rows of the pass (1: a decode step)")
+      ->capture_default_str()
+      ->check(at_least(1));
   profile->add_option("-p,--position", profile_position, "Cached positions before the pass")
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(at_least(0));
   profile->add_option("-d,--device", device, "Vulkan device: index or name part");
 
   // generate: token ids in → ids out (greedy on the device), or text in →
@@ -401,8 +602,11 @@ int main(int argc, char** argv) {
     c->add_option("--tokenizer", text.tokenizer,
                   "tokenizer.json, a SentencePiece .model or a .gguf (default: the one beside the weights)")
         ->check(CLI::ExistingPath);
-    c->add_option("-n,--max-tokens", text.generate.max_new_tokens, "New tokens at most")->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+    c->add_option("-n,--max-tokens", text.generate.max_new_tokens,
+                  "New tokens at most; 0: none (the prompt is only read), -1: no limit (until EOS, --stop or a full "
+                  "context)")
+        ->capture_default_str()
+        ->check(at_least(-1));
     c->add_option("--temp", sampling.temperature, "Temperature; 0: greedy")->capture_default_str();
     c->add_option("--top-k", sampling.top_k, "Keep the k most likely tokens; 0: all")->capture_default_str();
     c->add_option("--top-p", sampling.top_p, "Keep the smallest set with this much probability; 1: all")
@@ -414,7 +618,7 @@ int main(int argc, char** argv) {
     c->add_option("--seed", sampling.seed, "Sampling seed: the same seed, the same text")->capture_default_str();
     c->add_option("--stop", text.generate.stop, "Stop before this text (repeatable)");
     c->add_option("-c,--context", text.context, "KV-cache positions (default: the spec's max_context)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(1));
     c->add_option("-d,--device", text.device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
   };
 
@@ -438,11 +642,60 @@ int main(int argc, char** argv) {
   int64_t bench_prompt = 128, bench_steps = 64;
   int bench_repeat = 3;
   bench->add_option("-w,--weights", text.weights, "Checkpoint (default: random weights)")->check(CLI::ExistingPath);
-  bench->add_option("-p,--prompt-tokens", bench_prompt, "Prompt length")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("-n,--steps", bench_steps, "Decode steps")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("-p,--prompt-tokens", bench_prompt, "Prompt length")->capture_default_str()->check(at_least(1));
+  bench->add_option("-n,--steps", bench_steps, "Decode steps")->capture_default_str()->check(at_least(1));
   bench->add_option("-r,--repeat", bench_repeat, "Rounds (after one warm-up)")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   bench->add_option("-d,--device", text.device, "Vulkan device: index or name part");
+
+  // tokenize / detokenize: llama.cpp's llama-tokenize, both ways.
+  auto* tokenize = app.add_subcommand("tokenize", "Print the token ids of a text (--prompt or --file), one a line or as a list");
+  TokenizeOptions tok;
+  auto add_tokenizer_options = [](CLI::App* c, std::string& w, std::string& t) {
+    c->add_option("-w,--weights", w, "Checkpoint whose tokenizer to use: a .gguf file's own, or the tokenizer.json / "
+                                     "tokenizer.model beside it")
+        ->check(CLI::ExistingPath);
+    c->add_option("--tokenizer", t, "tokenizer.json, a SentencePiece .model or a .gguf")->check(CLI::ExistingPath);
+  };
+  add_tokenizer_options(tokenize, tok.weights, tok.tokenizer);
+  auto* tok_prompt = tokenize->add_option("-p,--prompt", tok.prompt, "The text");
+  auto* tok_file = tokenize->add_option("-f,--file", tok.file, "A file whose text to tokenize")->check(CLI::ExistingFile);
+  tok_prompt->excludes(tok_file);
+  tokenize->add_flag("--no-special", tok.no_special, "Add no BOS/EOS (by default those the tokenizer adds)");
+  tokenize->add_flag("--no-parse-special", tok.no_parse_special,
+                     "Special tokens written in the text (\"<s>\") stay text rather than becoming their ids");
+  tokenize->add_flag("--ids", tok.ids_only, "Print only the ids, as [1, 2, 3] (what detokenize -t takes)");
+  tokenize->add_flag("--show-count", tok.show_count, "Also print the number of tokens");
+  tokenize->callback([&] {
+    if (tok_prompt->count() == 0 && tok_file->count() == 0) throw CLI::RequiredError("--prompt or --file");
+  });
+
+  auto* detokenize = app.add_subcommand("detokenize", "Print the text of token ids");
+  std::string detok_weights, detok_tokenizer, detok_tokens;
+  bool detok_skip = false;
+  add_tokenizer_options(detokenize, detok_weights, detok_tokenizer);
+  detokenize->add_option("-t,--tokens", detok_tokens, "Token ids, comma- or space-separated, or tokenize --ids's list")
+      ->required();
+  detokenize->add_flag("--skip-special", detok_skip, "Leave out special tokens (BOS, EOS, <|im_start|>, …)");
+
+  auto* perplexity = app.add_subcommand(
+      "perplexity", "Perplexity of a text file, as llama-perplexity computes it: chunks of the context length, the "
+                    "mean negative log-likelihood of each chunk's second half");
+  PerplexityOptions ppl;
+  perplexity->add_option("-w,--weights", ppl.weights,
+                         "Checkpoint: .safetensors, .index.json, .gguf or a directory")
+      ->required()
+      ->check(CLI::ExistingPath);
+  perplexity->add_option("--tokenizer", ppl.tokenizer, "tokenizer.json, a SentencePiece .model or a .gguf (default: "
+                                                       "the one beside the weights)")
+      ->check(CLI::ExistingPath);
+  perplexity->add_option("-f,--file", ppl.file, "The text file")->required()->check(CLI::ExistingFile);
+  perplexity->add_option("-c,--context", ppl.context, "Chunk length in tokens (default: the spec's max_context)")
+      ->check(at_least(4));
+  perplexity->add_option("--chunks", ppl.chunks, "Chunks at most; 0: every whole chunk of the file")
+      ->capture_default_str()
+      ->check(at_least(0));
+  perplexity->add_option("-d,--device", ppl.device, "Vulkan device: index or name part");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -455,6 +708,9 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device);
     if (*profile) return cmd_profile(profile_rows, profile_position, device);
     if (*logits) return cmd_logits(weights, tokens, steps, context, device, out_path);
+    if (*tokenize) return cmd_tokenize(tok);
+    if (*detokenize) return cmd_detokenize(detok_weights, detok_tokenizer, detok_tokens, detok_skip);
+    if (*perplexity) return cmd_perplexity(ppl);
   } catch (const Error& e) {
     std::cerr << argv[0] << ": " << e.what() << "\n";
     return 1;

@@ -26,8 +26,7 @@ list(LENGTH expected_ids n_new)
 list(JOIN prompt_ids "," prompt_csv)
 list(JOIN expected_ids " " expected_line)
 
-math(EXPR steps "${n_new} - 1")
-execute_process(COMMAND ${MODEL} generate -w ${DEMO_DIR}/model.safetensors -t ${prompt_csv} -n ${steps}
+execute_process(COMMAND ${MODEL} generate -w ${DEMO_DIR}/model.safetensors -t ${prompt_csv} -n ${n_new}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE ids ERROR_VARIABLE err)
 string(STRIP "${ids}" ids)
 if(NOT rc EQUAL 0 OR NOT ids STREQUAL expected_line)

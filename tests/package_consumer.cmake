@@ -27,6 +27,6 @@ run(ids ${prefix}/bin/lathe run ${CONSUMER}/mymodel.toml -w weights.safetensors 
 string(REGEX REPLACE "^.*:" "" hello_ids "${hello}")
 string(STRIP "${hello_ids}" hello_ids)
 string(STRIP "${ids}" ids)
-if(NOT ids MATCHES " ${hello_ids}$")
+if(NOT ids MATCHES "(^| )${hello_ids}$")
   message(FATAL_ERROR "the installed lathe run gave '${ids}', the consumer's program '${hello_ids}'")
 endif()

@@ -451,6 +451,42 @@ def sample(model, ids, n, temperature, g):
     return ids
 
 
+# ------------------------------------------------------------------ perplexity
+
+
+@torch.no_grad()
+def perplexity(path, n_ctx, out):
+    """Perplexity of the shipped model on a text file, as llama.cpp's
+    llama-perplexity computes it (and `demo perplexity` does): <s> + the
+    file's SentencePiece encoding, cut into whole chunks of n_ctx tokens,
+    each chunk's first token replaced by <s>, and the negative
+    log-likelihood of every token of a chunk's second half (positions
+    n_ctx/2 + 1 … n_ctx - 1, each predicted from all before it in the chunk).
+    Prints PPL = exp(mean NLL) and its standard error."""
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(out, "tokenizer.model"))
+    c = dict(CONFIG)
+    model = Demo(c)
+    weights = read_safetensors(os.path.join(out, "model.safetensors"))
+    model.load_state_dict({n: torch.from_numpy(a.astype(np.float32)) for n, a in weights.items()})
+    model.eval()
+    with open(path, encoding="utf-8") as f:
+        tokens = [BOS] + sp.encode(f.read())
+    first = n_ctx // 2
+    nll = nll2 = 0.0
+    count = 0
+    for i in range(len(tokens) // n_ctx):
+        ids = tokens[i * n_ctx:(i + 1) * n_ctx]
+        ids[0] = BOS
+        logp = torch.log_softmax(model(torch.tensor([ids]))[0].double(), dim=-1)
+        for j in range(first, n_ctx - 1):
+            v = -float(logp[j, ids[j + 1]])
+            nll, nll2, count = nll + v, nll2 + v * v, count + 1
+    mean = nll / count
+    ppl = math.exp(mean)
+    err = math.sqrt(max(nll2 / count - mean * mean, 0.0) / (count - 1)) * ppl
+    print(f"{len(tokens)} tokens, {len(tokens) // n_ctx} chunks of {n_ctx}, {count} scored: PPL = {ppl:.6f} +/- {err:.6f}")
+
+
 # ------------------------------------------------------------------------ main
 
 
@@ -469,7 +505,12 @@ def main():
                     help="folder of the weights, tokenizer and golden")
     ap.add_argument("--spec", default=os.path.join(REPO, "models", "demo.toml"))
     ap.add_argument("--work", default="/tmp/lathe-train-demo", help="scratch folder (corpus, tokenizer training)")
+    ap.add_argument("--perplexity", metavar="FILE",
+                    help="only print the perplexity of the shipped model (--out) on FILE, as llama-perplexity computes it")
     args = ap.parse_args()
+    if args.perplexity:
+        torch.set_num_threads(args.threads)
+        return perplexity(args.perplexity, args.seq, args.out)
 
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)

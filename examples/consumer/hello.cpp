@@ -23,7 +23,10 @@ int main(int argc, char** argv) {
     const std::vector<int32_t> prompt = {1, 2, 3};
     session.prefill(prompt);
     std::cout << model.name << " (" << model.total_params << " parameters) on " << vk.device().info().name << ":";
-    for (int32_t token : session.generate_greedy(session.argmax(), 8)) std::cout << " " << token;
+    // 8 greedy tokens, as `generate -n 8` prints them: the prompt's pick, then 7 steps.
+    const int32_t first = session.argmax();
+    std::cout << " " << first;
+    for (int32_t token : session.generate_greedy(first, 7)) std::cout << " " << token;
     std::cout << "\n";
   } catch (const lathe::Error& e) {
     std::cerr << argv[0] << ": " << e.what() << "\n";

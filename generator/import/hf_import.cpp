@@ -1121,28 +1121,32 @@ bool has_weights(const fs::path& dir) {
 // The spec against the checkpoint in `dir`: equal parameter counts, or an
 // ImportError naming both and the first names only one side has.
 CheckpointCheck check_checkpoint(const spec::Spec& spec, const fs::path& dir, const std::string& config_file) {
-  const weights::Checkpoint checkpoint(dir.string());
+  weights::Checkpoint checkpoint(dir.string());
   CheckpointCheck check;
   check.path = checkpoint.path();
   check.spec_params = spec::make_report(spec).total_params;
   std::set<std::string> seen;
   std::vector<std::string> extra;  // in the checkpoint, not in the manifest
   const spec::Manifest manifest = spec::build_manifest(spec);
-  std::set<std::string> expected;
-  for (const spec::TensorSpec& t : manifest.tensors) expected.insert(t.name);
+  std::vector<std::string> expected;
+  for (const spec::TensorSpec& t : manifest.tensors) expected.push_back(t.name);
+  // Names as the runtime will match them (a fine-tuned GPT-2's
+  // "transformer." prefix, a doubled or missing "model.").
+  checkpoint.match_names(expected);
+  const std::set<std::string> expected_set(expected.begin(), expected.end());
   const std::vector<std::string> ignored = spec::ignored_patterns(spec);
   for (const weights::Checkpoint::Tensor& t : checkpoint.tensors()) {
     const weights::TensorInfo& info = *t.info;
-    if (!seen.insert(info.name).second) continue;  // a name held by two shards counts once
+    if (!seen.insert(t.name).second) continue;  // a name held by two shards counts once
     if (std::any_of(ignored.begin(), ignored.end(),
-                    [&](const std::string& p) { return matches_pattern(p, info.name); })) {
+                    [&](const std::string& p) { return matches_pattern(p, t.name); })) {
       ++check.ignored_tensors;
       continue;
     }
     int64_t n = 1;
     for (const int64_t dim : info.shape) n *= dim;
     check.checkpoint_elements += n;
-    if (!expected.count(info.name)) extra.push_back(info.name);
+    if (!expected_set.count(t.name)) extra.push_back(t.name);
   }
   if (check.checkpoint_elements == check.spec_params) return check;
 

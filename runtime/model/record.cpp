@@ -59,8 +59,9 @@ const vk::Pipeline& Session::Impl::pipeline(const plan::Dispatch& d, const Tile&
   return pipelines.get(vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, key);
 }
 
-// Creates every pipeline up front (both matmul layouts), so that no pass
-// pays for a driver's compile, and writes each dispatch's descriptor set.
+// Creates every pipeline up front (both matmul layouts) and writes each
+// dispatch's descriptor set. (A driver may still compile a kernel at its
+// first dispatch, as llvmpipe does: Session::warm_up.)
 void Session::Impl::build_sets() {
   for (size_t i : active) {
     const plan::Dispatch& d = plan.dispatches[i];
@@ -162,7 +163,7 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   std::vector<uint64_t> ticks(count);
   try {
     s.io_words()[0] = static_cast<uint32_t>(s.position);
-    s.record(s.prefill_commands, rows, rows == 1 ? s.decode : s.prefill, pool);
+    s.record(s.prefill_commands, rows, s.tile_for(rows), pool);
     s.submit(s.prefill_commands);
     vk::check(vkGetQueryPoolResults(s.device.handle(), pool, 0, count, ticks.size() * 8, ticks.data(), 8,
                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),

@@ -47,7 +47,7 @@ void Session::Impl::run_chunk(uint32_t rows) {
     }
     submit(decode_commands);
   } else {
-    record(prefill_commands, rows, prefill);
+    record(prefill_commands, rows, tile_for(rows));
     submit(prefill_commands);
   }
   position += rows;
@@ -106,6 +106,16 @@ int64_t Session::context() const { return impl_->context; }
 int64_t Session::position() const { return impl_->position; }
 void Session::reset() { impl_->position = 0; }
 size_t Session::dispatches_per_token() const { return impl_->active.size(); }
+bool Session::pipelines_cached() const { return impl_->pipelines.from_disk(); }
+
+void Session::warm_up(int64_t rows) {
+  const Impl& s = *impl_;
+  reset();
+  const int64_t n = std::clamp<int64_t>(std::min({rows, s.context - 1, s.options.max_chunk}), 1, s.context);
+  prefill(std::vector<int32_t>(static_cast<size_t>(n), 0));
+  if (position() < s.context) decode(0);
+  reset();
+}
 
 std::vector<float> Session::prefill(std::span<const int32_t> tokens) {
   Impl& s = *impl_;

@@ -72,6 +72,18 @@ class Session {
 
   size_t dispatches_per_token() const;  // of a decode step
 
+  // Runs the pipelines a prefill of `rows` tokens and the decode steps after
+  // it use — one pass of that many rows (at most a chunk) and a decode step,
+  // on token 0 — then empties the cache. A driver that compiles a kernel at
+  // its first dispatch (llvmpipe's JIT) does it here, so the first timed
+  // pass is not a compile; once its caches are warm this costs a pass.
+  // Chunks under 8 rows run the decode layout, so a short prompt's warm-up
+  // compiles no prefill kernel. Call it after the weights are in.
+  void warm_up(int64_t rows);
+  // Whether the pipeline cache on disk already held this device's
+  // pipelines: false on a first run, whose warm_up() compiles the kernels.
+  bool pipelines_cached() const;
+
   // Device time of each dispatch of one pass over `rows` tokens at the
   // current position (timestamp queries; the cache position is not
   // advanced). For benchmarks: which kernels dominate.

@@ -54,6 +54,13 @@ struct Session::Impl {
   uint32_t lanes = 0;
   uint32_t splits = 1;  // key ranges of attention
   Tile decode{}, prefill{};
+  // Chunks of fewer rows run the decode layout: for a few tokens it is about
+  // as fast, and a short prompt then needs none of the prefill layout's
+  // kernels, which llvmpipe takes about three times longer to compile than
+  // the decode layout's (a first run's cold start: 4 s rather than 15 s for
+  // the demo model on 2 loaded cores).
+  static constexpr uint32_t kPrefillLayoutRows = 8;
+  const Tile& tile_for(uint32_t rows) const { return rows >= kPrefillLayoutRows ? prefill : decode; }
   std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
 
   vk::Pipelines pipelines;

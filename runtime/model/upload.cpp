@@ -62,16 +62,20 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
 
 void Session::load(const std::string& path) {
   using Clock = std::chrono::steady_clock;
-  const weights::Checkpoint checkpoint(path);
+  weights::Checkpoint checkpoint(path);
   const ModelInfo& m = impl_->model;
   const std::vector<std::string> ignore(m.ignored_tensors.begin(), m.ignored_tensors.end());
+  checkpoint.match_names(m.manifest);
   std::vector<std::string> problems = checkpoint.audit(m.manifest, ignore);
   for (const auto& file : checkpoint.files())
     if (const auto* gguf = dynamic_cast<const weights::GgufFile*>(file.get()))
       for (std::string& p : weights::metadata_problems(
                *gguf, {m.hidden, m.layers, m.heads, m.kv_heads, m.head_dim, m.intermediate}))
         problems.push_back(std::move(p));
-  weights::raise_problems(checkpoint.path(), problems);
+  if (!problems.empty())
+    weights::raise_problems(checkpoint.path(), problems, checkpoint.misfit(m.name, m.hidden, m.layers));
+  if (!checkpoint.renaming().empty())  // the prefix that made the names match, said once
+    std::fprintf(stderr, "%s: %s\n", checkpoint.path().c_str(), checkpoint.renaming().c_str());
   const bool terminal = isatty(STDERR_FILENO) != 0;
   const Clock::time_point start = Clock::now();
   uint64_t done = 0, total = 0;

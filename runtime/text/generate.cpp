@@ -35,6 +35,11 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
 
   const Clock::time_point start = Clock::now();
   std::vector<float> logits = session.prefill(ids);
+  if (options.max_new_tokens == 0) {  // the prompt read, nothing sampled
+    stats.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stats.stop_reason = "max tokens";
+    return stats;
+  }
   Clock::time_point prefilled{};
   int32_t token = -1;
   while (true) {

@@ -17,7 +17,7 @@ namespace lathe::text {
 
 struct GenerateOptions {
   SamplingOptions sampling;
-  int32_t max_new_tokens = 64;
+  int32_t max_new_tokens = 64;  // 0: none (the prompt is only read); < 0: no limit
   std::vector<std::string> stop;  // stop strings: the text ends right before one
   bool stop_at_eos = true;        // the tokenizer's EOS ends the text
 };

@@ -485,11 +485,22 @@ void Loader::load(const json& root) {
       detail::spell_spm_bytes(data_.tokens, "");
       break;
   }
+  // Hugging Face passes added tokens through the decoder like any other:
+  // Gemma 3's non-special "▁▁▁▁" decodes as four spaces (Replace "▁" → " ").
+  // Special tokens keep their text (no decoder changes "<bos>"); so do a
+  // byte-level vocabulary's added tokens, whose text ("<|im_start|>", "\n\n")
+  // the ByteLevel decoder leaves as it is.
   for (const auto& a : added_) {
     Token& t = data_.tokens[a.id];
     t.text = a.content;
-    t.bytes = a.content;
     t.kind = a.special ? TokenKind::Special : TokenKind::Added;
+    t.bytes = a.content;
+    if (!a.special && decoding_.spelling == Spelling::Metaspace) {
+      std::vector<Token> spelled = {t};
+      spelled[0].kind = TokenKind::Normal;
+      detail::spell_spm_bytes(spelled, decoding_.replacement);
+      t.bytes = spelled[0].bytes;
+    }
   }
   for (const int32_t id : data_.prefix) {
     if (static_cast<size_t>(id) >= data_.tokens.size())

@@ -112,15 +112,18 @@ const Token& token_at(const TokenizerData& d, int32_t id) {
   return d.tokens[id];
 }
 
-// Appends what `id` decodes to. at_start: no non-special token came yet.
+// Appends what `id` decodes to. at_start: no token was written yet. The
+// leading space a SentencePiece-style vocabulary drops is that of the whole
+// text, as Hugging Face's decoders see it (Metaspace strips it from the
+// first token decoded, Strip from the fused string): after a special token
+// written out ("<s>▁Hello" → "<s> Hello") it stays; a skipped one does not
+// count.
 void append_token(const TokenizerData& d, int32_t id, bool skip_special, bool& at_start, std::string& out) {
   const Token& t = token_at(d, id);
-  if (t.kind == TokenKind::Special) {
-    if (!skip_special) out += t.bytes;
-    return;
-  }
+  if (t.kind == TokenKind::Special && skip_special) return;
   std::string_view bytes = t.bytes;
-  if (at_start && d.strip_leading_space && t.kind == TokenKind::Normal && !bytes.empty() && bytes[0] == ' ') {
+  if (at_start && d.strip_leading_space && (t.kind == TokenKind::Normal || t.kind == TokenKind::Added) &&
+      !bytes.empty() && bytes[0] == ' ') {
     bytes.remove_prefix(1);
   }
   at_start = false;

@@ -104,6 +104,7 @@ Pipelines::Pipelines(Device& device, std::string cache_dir) : device_(device) {
     r = vkCreatePipelineCache(device.handle(), &create, nullptr, &cache_);
   }
   check(r, "vkCreatePipelineCache");
+  from_disk_ = !data.empty() && create.pInitialData != nullptr;
 }
 
 Pipelines::~Pipelines() {

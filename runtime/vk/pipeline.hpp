@@ -66,12 +66,17 @@ class Pipelines {
   // concurrent run never reads half a file. Throws Error(Io) naming the path on failure.
   void save();
   const std::string& cache_path() const { return cache_path_; }  // empty for "-"
+  // Whether the cache started from a file on disk this device wrote: false
+  // on a first run, whose pipelines (and a lazily compiling driver's first
+  // dispatches) compile from scratch.
+  bool from_disk() const { return from_disk_; }
 
  private:
   Device& device_;
   std::string cache_path_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::map<PipelineKey, Pipeline> pipelines_;  // map nodes never move: Pipeline::key points into it
+  bool from_disk_ = false;
   bool dirty_ = false;                         // pipelines created since the cache was loaded or saved
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/weights/checkpoint.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -47,10 +48,64 @@ Checkpoint::Checkpoint(const std::string& path) {
   else if (ends_with(path_, ".gguf")) files_.push_back(std::make_unique<GgufFile>(path_));
   else files_.push_back(std::make_unique<SafetensorsFile>(path_));
   for (const auto& f : files_)
-    for (const TensorInfo& t : f->tensors()) {
-      first_.emplace(t.name, tensors_.size());
-      tensors_.push_back({f.get(), &t});
+    for (const TensorInfo& t : f->tensors()) tensors_.push_back({f.get(), &t, t.name});
+  index_names();
+}
+
+void Checkpoint::index_names() {
+  first_.clear();
+  for (size_t i = 0; i < tensors_.size(); ++i) first_.emplace(tensors_[i].name, i);
+}
+
+std::string Checkpoint::match_names(std::span<const ManifestEntry> manifest) {
+  std::vector<std::string> names;
+  for (const ManifestEntry& e : manifest) names.emplace_back(e.name);
+  return match_names(names);
+}
+
+std::string Checkpoint::match_names(const std::vector<std::string>& manifest_names) {
+  const std::set<std::string, std::less<>> wanted(manifest_names.begin(), manifest_names.end());
+  std::set<std::string_view> present;
+  for (const Tensor& t : tensors_) present.insert(t.info->name);
+  // A prefix the file's names have more (strip) or fewer (add) than the manifest's.
+  struct Prefix {
+    bool strip;
+    std::string text;
+    std::string apply(const std::string& name, const std::set<std::string, std::less<>>& wanted) const {
+      if (strip) return name.starts_with(text) ? name.substr(text.size()) : name;
+      return wanted.contains(text + name) ? text + name : name;
     }
+  };
+  const auto matched = [&](const Prefix& p) {
+    std::set<std::string> hit;
+    for (const Tensor& t : tensors_)
+      if (std::string n = p.apply(t.info->name, wanted); wanted.contains(n)) hit.insert(std::move(n));
+    return hit.size();
+  };
+  // Candidates, from a few manifest names the file lacks: a file name that
+  // ends with one after a '.', or a manifest name whose tail after a '.' the
+  // file holds.
+  std::vector<Prefix> candidates;
+  size_t looked = 0;
+  for (const std::string& m : manifest_names) {
+    if (present.contains(m) || ++looked > 8) continue;
+    for (const std::string_view n : present)
+      if (n.size() > m.size() && n.ends_with(m) && n[n.size() - m.size() - 1] == '.')
+        candidates.push_back({true, std::string(n.substr(0, n.size() - m.size()))});
+    for (size_t dot = m.find('.'); dot != std::string::npos && dot + 1 < m.size(); dot = m.find('.', dot + 1))
+      if (present.contains(std::string_view(m).substr(dot + 1))) candidates.push_back({false, m.substr(0, dot + 1)});
+  }
+  const Prefix* best = nullptr;
+  size_t best_count = matched({true, ""});
+  for (const Prefix& p : candidates)
+    if (const size_t n = matched(p); n > best_count) best = &p, best_count = n;
+  renaming_.clear();
+  for (Tensor& t : tensors_) t.name = best ? best->apply(t.info->name, wanted) : t.info->name;
+  index_names();
+  if (best)
+    renaming_ = best->strip ? "tensor names carry the prefix \"" + best->text + "\": matched without it"
+                            : "tensor names lack the prefix \"" + best->text + "\": matched with it";
+  return renaming_;
 }
 
 void Checkpoint::open_index(const std::string& index) {
@@ -90,23 +145,95 @@ const Checkpoint::Tensor* Checkpoint::find(std::string_view name) const {
 std::vector<std::string> Checkpoint::audit(std::span<const ManifestEntry> manifest,
                                            std::span<const std::string> ignore) const {
   std::vector<std::string> problems = index_problems_;
+  if (!renaming_.empty()) problems.insert(problems.begin(), renaming_);
   std::map<std::string_view, const TensorFile*> holder;
-  std::vector<const TensorInfo*> infos;
+  std::vector<TensorInfo> renamed;  // each held tensor under its manifest name
   for (const Tensor& t : tensors_) {
-    auto [it, added] = holder.emplace(t.info->name, t.file);
+    auto [it, added] = holder.emplace(t.name, t.file);
     if (!added) {
-      problems.push_back(t.info->name + ": held by both " + it->second->path() + " and " + t.file->path());
+      problems.push_back(t.name + ": held by both " + it->second->path() + " and " + t.file->path());
       continue;
     }
-    infos.push_back(t.info);
+    renamed.push_back(*t.info);
+    renamed.back().name = t.name;
   }
+  std::vector<const TensorInfo*> infos;
+  for (const TensorInfo& t : renamed) infos.push_back(&t);
   const std::vector<std::string> manifest_problems = weights::audit(infos, manifest, ignore);
+  if (manifest_problems.empty() && index_problems_.empty()) return {};  // a renaming alone is no problem
   problems.insert(problems.end(), manifest_problems.begin(), manifest_problems.end());
   return problems;
 }
 
 void Checkpoint::require_matches(std::span<const ManifestEntry> manifest, std::span<const std::string> ignore) const {
   raise_problems(path_, audit(manifest, ignore));
+}
+
+Checkpoint::Shape Checkpoint::shape() const {
+  Shape shape;
+  // GGUF metadata says it outright.
+  if (const auto* gguf = files_.size() == 1 ? dynamic_cast<const GgufFile*>(files_[0].get()) : nullptr)
+    if (const std::optional<std::string> arch = gguf->string("general.architecture")) {
+      shape.architecture = *arch;
+      shape.hidden = gguf->integer(*arch + ".embedding_length").value_or(0);
+      shape.layers = gguf->integer(*arch + ".block_count").value_or(0);
+      shape.source = "GGUF metadata";
+      return shape;
+    }
+  // A Hugging Face config.json beside it, when it parses.
+  const fs::path config = fs::path(path_).parent_path() / "config.json";
+  if (std::ifstream in(config, std::ios::binary); in) {
+    std::ostringstream text;
+    text << in.rdbuf();
+    const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
+    const auto integer = [&](std::initializer_list<const char*> keys) -> int64_t {
+      for (const char* k : keys)
+        if (json.contains(k) && json[k].is_number_integer()) return json[k].get<int64_t>();
+      return 0;
+    };
+    if (json.is_object() && json.contains("model_type") && json["model_type"].is_string()) {
+      shape.architecture = json["model_type"].get<std::string>();
+      shape.hidden = integer({"hidden_size", "n_embd", "d_model"});
+      shape.layers = integer({"num_hidden_layers", "n_layer", "num_layers"});
+      shape.source = "config.json";
+      return shape;
+    }
+  }
+  // The tensors: the first dotted number of a name is its layer; the
+  // embedding's rows are hidden wide.
+  shape.source = "tensors";
+  for (const Tensor& t : tensors_) {
+    const std::string& name = t.info->name;
+    for (size_t at = 0; at < name.size();) {
+      const size_t end = std::min(name.find('.', at), name.size());
+      const std::string_view part = std::string_view(name).substr(at, end - at);
+      if (!part.empty() && part.size() < 6 && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        shape.layers = std::max<int64_t>(shape.layers, std::stoll(std::string(part)) + 1);
+        if (shape.architecture.empty()) shape.architecture = name.substr(0, at) + "N" + name.substr(end);
+        break;
+      }
+      at = end + 1;
+    }
+    if (shape.hidden == 0 && t.info->shape.size() == 2)
+      for (const char* embedding : {"embed_tokens", "wte", "token_embd", "tok_embeddings", "word_embeddings"})
+        if (name.find(embedding) != std::string::npos) shape.hidden = t.info->shape[1];
+  }
+  return shape;
+}
+
+std::string Checkpoint::misfit(std::string_view build, int64_t hidden, int64_t layers) const {
+  const Shape s = shape();
+  if ((s.hidden == 0 || s.hidden == hidden) && (s.layers == 0 || s.layers == layers)) return "";
+  std::string looks = s.source == "tensors" ? "its tensors are named like " + s.architecture
+                                            : "its " + s.source + " says " + s.architecture;
+  if (s.hidden > 0) looks += ", hidden " + std::to_string(s.hidden);
+  if (s.layers > 0) looks += ", " + std::to_string(s.layers) + " layers";
+  const fs::path file(path_);
+  const std::string import = ends_with(path_, ".gguf")  ? "`lathe import " + path_ + "`"
+                             : s.source == "config.json" ? "`lathe import " + file.parent_path().string() + "`"
+                                                         : "`lathe import` of its config.json";
+  return "not a checkpoint of " + std::string(build) + " (hidden " + std::to_string(hidden) + ", " +
+         std::to_string(layers) + " layers): " + looks + "; " + import + " writes a spec that fits it";
 }
 
 uint64_t Checkpoint::total_bytes() const {

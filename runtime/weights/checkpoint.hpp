@@ -30,10 +30,41 @@ class Checkpoint {
   struct Tensor {
     const TensorFile* file;
     const TensorInfo* info;
+    std::string name;  // as the manifest spells it: info->name, less or plus match_names()'s prefix
   };
   // Every tensor of every file, in file order (a name held by two shards appears twice).
   const std::vector<Tensor>& tensors() const { return tensors_; }
-  const Tensor* find(std::string_view name) const;  // the first holder; null when absent
+  const Tensor* find(std::string_view name) const;  // by its manifest name; the first holder; null when absent
+
+  // Matches the tensor names to `manifest` when they differ from it by one
+  // prefix: every name carries one more than the manifest's
+  // ("transformer.h.0.attn.c_attn.weight" of GPT2LMHeadModel.save_pretrained
+  // for "h.0.attn.c_attn.weight"; a doubled "model."), or the manifest's
+  // names carry one the file lacks (a bare LlamaModel's "layers.0…" for
+  // "model.layers.0…"). The prefix is the one that matches the most manifest
+  // entries, and only one that matches more than the names as they are;
+  // find(), audit() and tensors()[i].name then use the matched names.
+  // Returns what was done, for a log line ("tensor names carry the prefix
+  // \"transformer.\": matched without it"), or "" when the names match as
+  // they are.
+  std::string match_names(std::span<const ManifestEntry> manifest);
+  std::string match_names(const std::vector<std::string>& manifest_names);
+  const std::string& renaming() const { return renaming_; }  // match_names()'s answer
+
+  // What the file looks like, for when it does not fit a build: the naming
+  // of its layer tensors, hidden size and layer count, from GGUF metadata or
+  // a config.json beside it, else from the tensors themselves. Fields it
+  // cannot tell are 0 / empty.
+  struct Shape {
+    std::string architecture;  // "llama" (metadata), or a layer tensor's name with N for the layer
+    int64_t hidden = 0, layers = 0;
+    std::string source;        // "GGUF metadata", "config.json", "tensors"
+  };
+  Shape shape() const;
+  // One line for when shape() is not the build's (its hidden size or layer
+  // count differs from `hidden` / `layers`): what the file looks like and
+  // the `lathe import` that writes a spec fitting it; "" otherwise.
+  std::string misfit(std::string_view build, int64_t hidden, int64_t layers) const;
 
   // Problems of the index (a tensor its weight_map places in a shard that
   // does not hold it, a tensor held by two shards), then audit()'s.
@@ -45,12 +76,14 @@ class Checkpoint {
 
  private:
   void open_index(const std::string& index);
+  void index_names();  // first_ from tensors_[i].name
 
   std::string path_;
   std::vector<std::unique_ptr<TensorFile>> files_;
   std::vector<Tensor> tensors_;
   std::vector<std::string> index_problems_;
-  std::map<std::string_view, size_t> first_;  // name → its first entry in tensors_
+  std::map<std::string, size_t, std::less<>> first_;  // manifest name → its first entry in tensors_
+  std::string renaming_;
 };
 
 }  // namespace lathe::weights

@@ -350,10 +350,10 @@ std::vector<std::string> audit(const SafetensorsFile& file, std::span<const Mani
   return audit(tensors, manifest, ignore);
 }
 
-void raise_problems(const std::string& path, const std::vector<std::string>& problems) {
+void raise_problems(const std::string& path, const std::vector<std::string>& problems, const std::string& headline) {
   if (problems.empty()) return;
-  std::string message =
-      path + ": " + std::to_string(problems.size()) + (problems.size() == 1 ? " problem:" : " problems:");
+  std::string message = path + ": " + (headline.empty() ? "" : headline + "\n") + std::to_string(problems.size()) +
+                        (problems.size() == 1 ? " problem:" : " problems:");
   for (const std::string& p : problems) message += "\n  " + p;
   throw Error(ErrorKind::BadFile, message);
 }

@@ -81,7 +81,10 @@ std::vector<std::string> audit(std::span<const TensorInfo* const> tensors, std::
 // Throws Error(BadFile, "<path>: N problems:\n  <problem>\n  <problem>…")
 // ("1 problem:" for one) when audit() finds any.
 // Throws Error(BadFile, "<path>: N problems:\n  <problem>…") when `problems` is not empty.
-void raise_problems(const std::string& path, const std::vector<std::string>& problems);
+// `headline`, when given, is said first, on the message's first line: what
+// the problems mean together.
+void raise_problems(const std::string& path, const std::vector<std::string>& problems,
+                    const std::string& headline = "");
 
 void require_matches(const SafetensorsFile& file, std::span<const ManifestEntry> manifest,
                      std::span<const std::string> ignore = {});

@@ -172,4 +172,97 @@ TEST_CASE("a GGUF file opens as a checkpoint, by path or directory, audited like
   CHECK(message.find("embed: dtype f32 expected, q8_0 found") != std::string::npos);
 }
 
+// GPT2LMHeadModel.save_pretrained writes "transformer.h.0…" where the hub's
+// original GPT-2 upload (and the hf-gpt2 preset) has "h.0…"; a LlamaModel
+// saved without its LM head class lacks "model.", a wrapped one doubles it.
+// One spec must load them all: the names are matched through the one
+// prefix that fits, and the audit names it.
+TEST_CASE("a checkpoint whose names carry one prefix more or less than the manifest's matches, the prefix named") {
+  constexpr ManifestEntry gpt2[] = {
+      {Role::Embed, false, -1, -1, "wte.weight", 2, {4, 2}, DType::F32},
+      {Role::Qkv, false, 0, -1, "h.0.attn.c_attn.weight", 2, {2, 6}, DType::F32},
+      {Role::FinalNorm, false, -1, -1, "ln_f.weight", 1, {2, 1}, DType::F32},
+  };
+  const std::vector<std::string> ignore = {"h.{layer}.attn.bias"};
+  Dir d;
+  const auto write = [&](const std::string& prefix) {
+    write_safetensors(d.file("model.safetensors"),
+                      {tensor(prefix + "h.0.attn.bias", {1, 1}), tensor(prefix + "h.0.attn.c_attn.weight", {2, 6}),
+                       tensor(prefix + "ln_f.weight", {2}), tensor(prefix + "wte.weight", {4, 2})});
+  };
+  write("");
+  Checkpoint bare(d.file("model.safetensors"));
+  CHECK(bare.match_names(gpt2) == "");
+  CHECK(bare.audit(gpt2, ignore).empty());
+
+  write("transformer.");
+  Checkpoint prefixed(d.file("model.safetensors"));
+  // Without the matching, every name is missing and every tensor unexpected.
+  CHECK(prefixed.audit(gpt2, ignore).size() == 7);
+  CHECK(prefixed.match_names(gpt2) == "tensor names carry the prefix \"transformer.\": matched without it");
+  CHECK(prefixed.audit(gpt2, ignore).empty());
+  REQUIRE(prefixed.find("wte.weight") != nullptr);
+  CHECK(prefixed.find("wte.weight")->info->name == "transformer.wte.weight");
+  CHECK(prefixed.find("transformer.wte.weight") == nullptr);
+
+  // A wrong shape is still named, after the line that says how names matched.
+  write_safetensors(d.file("model.safetensors"), {tensor("transformer.h.0.attn.c_attn.weight", {2, 6}),
+                                                  tensor("transformer.ln_f.weight", {3}),
+                                                  tensor("transformer.wte.weight", {4, 2})});
+  Checkpoint misshapen(d.file("model.safetensors"));
+  misshapen.match_names(gpt2);
+  const std::vector<std::string> problems = misshapen.audit(gpt2, ignore);
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0] == "tensor names carry the prefix \"transformer.\": matched without it");
+  CHECK(problems[1] == "ln_f.weight: shape [2] expected, [3] found");
+
+  constexpr ManifestEntry llama[] = {
+      {Role::Embed, false, -1, -1, "model.embed_tokens.weight", 2, {4, 2}, DType::F32},
+      {Role::Q, false, 0, -1, "model.layers.0.self_attn.q_proj.weight", 2, {2, 2}, DType::F32},
+      {Role::FinalNorm, false, -1, -1, "model.norm.weight", 1, {2, 1}, DType::F32},
+      {Role::LmHead, false, -1, -1, "lm_head.weight", 2, {4, 2}, DType::F32},
+  };
+  const auto write_llama = [&](const std::string& prefix) {
+    write_safetensors(d.file("model.safetensors"),
+                      {tensor("lm_head.weight", {4, 2}), tensor(prefix + "embed_tokens.weight", {4, 2}),
+                       tensor(prefix + "layers.0.self_attn.q_proj.weight", {2, 2}), tensor(prefix + "norm.weight", {2})});
+  };
+  write_llama("");
+  Checkpoint lacking(d.file("model.safetensors"));
+  CHECK(lacking.match_names(llama) == "tensor names lack the prefix \"model.\": matched with it");
+  CHECK(lacking.audit(llama).empty());
+  write_llama("model.model.");
+  Checkpoint doubled(d.file("model.safetensors"));
+  CHECK(doubled.match_names(llama) == "tensor names carry the prefix \"model.\": matched without it");
+  CHECK(doubled.audit(llama).empty());
+  CHECK(doubled.find("model.norm.weight")->info->name == "model.model.norm.weight");
+
+  // Names no prefix explains stay as they are.
+  Checkpoint other(d.dir.string());
+  CHECK(other.match_names(gpt2) == "");
+  CHECK(other.audit(gpt2).size() == 7);
+}
+
+// A checkpoint of another model: the first line says what the file is
+// (from a config.json beside it, else its tensors) and how to get a spec
+// that fits, before the list of every missing tensor.
+TEST_CASE("a checkpoint of another model is described in one line: its names, hidden size and layer count") {
+  Dir d;
+  std::vector<TensorToWrite> tensors = {tensor("model.embed_tokens.weight", {10, 8}), tensor("model.norm.weight", {8})};
+  for (int layer = 0; layer < 3; ++layer)
+    tensors.push_back(tensor("model.layers." + std::to_string(layer) + ".mlp.down_proj.weight", {8, 4}));
+  write_safetensors(d.file("model.safetensors"), tensors);
+  const Checkpoint c(d.file("model.safetensors"));
+  CHECK(c.shape().hidden == 8);
+  CHECK(c.shape().layers == 3);
+  CHECK(c.misfit("demo", 8, 3) == "");
+  CHECK(c.misfit("demo", 256, 6) ==
+        "not a checkpoint of demo (hidden 256, 6 layers): its tensors are named like model.layers.N.mlp.down_proj.weight, "
+        "hidden 8, 3 layers; `lathe import` of its config.json writes a spec that fits it");
+  d.write("config.json", R"({"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24})");
+  CHECK(Checkpoint(d.dir.string()).misfit("demo", 256, 6) ==
+        "not a checkpoint of demo (hidden 256, 6 layers): its config.json says qwen2, hidden 896, 24 layers; `lathe "
+        "import " + d.dir.string() + "` writes a spec that fits it");
+}
+
 }  // TEST_SUITE

@@ -778,6 +778,41 @@ TEST_CASE("a checkpoint beside the config must hold the spec's parameters") {
   }
 }
 
+// GPT2LMHeadModel.save_pretrained (every fine-tuned GPT-2) names its
+// tensors "transformer.h.0…" where the hub's original upload has "h.0…";
+// the causal-mask buffers "h.N.attn.bias" come along in both. The same spec
+// must come out, its parameters counted through the prefix.
+TEST_CASE("a GPT-2 checkpoint with or without the transformer. prefix imports to the same spec") {
+  Spec tiny = load(source_dir() / "tests" / "specs" / "tiny" / "gpt2.toml");
+  tiny.weights.ignore = {"h.{layer}.attn.bias", "h.{layer}.attn.masked_bias"};  // as an imported gpt2 spec has it
+  const Manifest manifest = build_manifest(tiny);
+  const auto tensor = [](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (const int64_t d : shape) n *= d;
+    return weights::TensorToWrite{name, DType::F32, std::move(shape), std::vector<std::byte>(static_cast<size_t>(n) * 4)};
+  };
+  std::vector<Spec> imported;
+  for (const std::string prefix : {"", "transformer."}) {
+    CAPTURE(prefix);
+    test::TempDir dir("lathe-import-test");
+    test::write_file(dir.file("config.json"), hf_config_from_spec(tiny).dump(2));
+    std::vector<weights::TensorToWrite> tensors;
+    for (const TensorSpec& t : manifest.tensors) tensors.push_back(tensor(prefix + t.name, t.shape));
+    for (int layer = 0; layer < tiny.dims.layers; ++layer)
+      tensors.push_back(tensor(prefix + "h." + std::to_string(layer) + ".attn.bias", {1, 1, 4, 4}));
+    weights::write_safetensors(dir.file("model.safetensors"), tensors);
+    ImportOptions options;
+    options.warn = [](const std::string&) {};
+    const ImportResult r = import_hf(dir.dir.string(), options);
+    REQUIRE(r.checkpoint);
+    CHECK(r.checkpoint->checkpoint_elements == manifest.total_elements());
+    CHECK(r.checkpoint->ignored_tensors == tiny.dims.layers);
+    imported.push_back(r.spec);
+  }
+  imported[1].name = imported[0].name;  // named after their directories
+  CHECK(spec_differences(imported[0], imported[1]).empty());
+}
+
 TEST_CASE("import_hf: names and files") {
   test::TempDir dir("lathe-import-names");
   fs::create_directories(dir.dir / "models--HuggingFaceTB--SmolLM2-135M" / "snapshots" /

@@ -542,6 +542,39 @@ TEST_SUITE("tokenizer") {
     }
   }
 
+  // The fixtures in tests/data/tokenizers/ carry the pieces of Gemma 3's and
+  // Llama 2's tokenizer.json that decoding depends on (their normalizer,
+  // decoder and added tokens) over a vocabulary of a few tokens. What Hugging
+  // Face's tokenizers make of them follows from its decode: each id becomes
+  // its token's text (added tokens included; special ones dropped when
+  // skipped), the decoder runs over that list, and the pieces are joined.
+  TEST_CASE("decoding as Hugging Face's decoders do: added tokens through Replace, Strip on the whole text") {
+    const std::string dir = std::string(LATHE_SOURCE_DIR) + "/tests/data/tokenizers/";
+    // Gemma 3: decoder Sequence[Replace("▁" → " "), ByteFallback, Fuse];
+    // "▁▁▁▁" (id 24) is a non-special added token. The tokens
+    // ["<bos>", "def", "▁f", "():", "\n", "▁▁▁▁", "return", "▁1"] become
+    // ["<bos>", "def", " f", "():", "\n", "    ", "return", " 1"], joined.
+    const Tokenizer gemma = Tokenizer::from_hf(dir + "gemma3-whitespace.json");
+    const Ids code = {2, 4, 5, 6, 7, 24, 8, 9};
+    CHECK(gemma.decode(code) == "<bos>def f():\n    return 1");
+    CHECK(gemma.decode(code, true) == "def f():\n    return 1");
+    CHECK(gemma.decode(Ids{22, 23}) == "     ");  // "▁▁" and "▁▁▁": no leading space is stripped
+    CHECK(stream(gemma, code, true) == gemma.decode(code));
+
+    // Llama 2: decoder Sequence[Replace("▁" → " "), ByteFallback, Fuse,
+    // Strip(" ", 1, 0)]. Strip comes after Fuse, so it removes one space at
+    // the start of the whole text: ["<s>", "▁Hello", "</s>"] → "<s> Hello</s>"
+    // keeps its space (the text starts with '<'); with specials skipped,
+    // ["▁Hello"] → " Hello" → "Hello".
+    const Tokenizer llama2 = Tokenizer::from_hf(dir + "llama2-special.json");
+    const Ids hello = {1, 3, 2};
+    CHECK(llama2.decode(hello) == "<s> Hello</s>");
+    CHECK(llama2.decode(hello, true) == "Hello");
+    CHECK(llama2.decode(Ids{3, 4}) == "Hello world");
+    CHECK(llama2.decode(Ids{1, 3, 4}, true) == "Hello world");
+    CHECK(stream(llama2, hello, true) == "<s> Hello</s>");
+  }
+
   TEST_CASE("malformed or unsupported tokenizer.json: an error naming the file and the field") {
     TempDir tmp;
     const auto message = [&](const json& j) {

@@ -267,6 +267,15 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a safetensors checkpoint loads to the logit
   // their checkpoint rounding differs.
   CHECK(normalized_error(a.data(), b.data(), a.size()) < 1e-2);
 
+  // The same tensors under one more prefix, as GPT2LMHeadModel.save_pretrained
+  // writes "transformer.h.0…" for "h.0…": matched through it, the same logits.
+  std::vector<weights::TensorToWrite> prefixed = tensors;
+  for (weights::TensorToWrite& t : prefixed) t.name = "transformer." + t.name;
+  weights::write_safetensors(path, prefixed);
+  Session renamed(device, model_info());
+  renamed.load(path);
+  CHECK(renamed.prefill(tokens) == a);
+
   // One tensor of the wrong shape: refused, naming it, before any upload.
   weights::TensorToWrite& bad = tensors[1];
   bad.shape.back() += 1;
