@@ -116,10 +116,14 @@ struct Plan {
   int64_t widest_row_floats = 0;    // the widest activation row (a chunk's rows must fit a storage buffer)
 };
 
+// Whether a pass records `d`: split_only dispatches run only when attention
+// is split into key ranges.
+constexpr bool runs(const Dispatch& d, bool split) { return !d.split_only || split; }
+
 // The dispatch count of one forward pass: those a session records.
 constexpr size_t dispatch_count(const Plan& p, bool split) {
   size_t n = 0;
-  for (const Dispatch& d : p.dispatches) n += (!d.split_only || split) ? 1 : 0;
+  for (const Dispatch& d : p.dispatches) n += runs(d, split) ? 1 : 0;
   return n;
 }
 

@@ -81,7 +81,7 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
   s.splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits)
              : device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1u : 16u;
   for (size_t i = 0; i < s.plan.dispatches.size(); ++i)
-    if (!s.plan.dispatches[i].split_only || s.splits > 1) s.active.push_back(i);
+    if (plan::runs(s.plan.dispatches[i], s.splits > 1)) s.active.push_back(i);
   // Every activation (and the logits of every row) is bound whole as a
   // storage buffer: a chunk may hold no more rows than maxStorageBufferRange
   // allows (128 MiB on lavapipe: 261 rows of a 128256-token vocabulary).
