@@ -52,6 +52,17 @@ constexpr bool is_linear(Role r) {
   }
 }
 
+// A norm's scale (or shift, with a bias): of a block, of q/k, or the final one.
+constexpr bool is_norm(Role r) {
+  switch (r) {
+    case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
+    case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // One tensor of a checkpoint, as the generated manifest lists it.
 struct ManifestEntry {
   Role role;

@@ -56,7 +56,7 @@ enum class OpKind : uint8_t {
   Act,          // out = φ(in)
   GatedAct,     // out = φ(gate) ⊙ up
   Add,          // out = a + b
-  Logits,       // out = W · in for the last token (or every token)
+  Logits,       // out = W · in for the last token (or every token); param c > 0: c · tanh(out / c)
 };
 
 using lathe::Activation;
@@ -68,9 +68,10 @@ struct Op {
   uint32_t in[3] = {0, 0, 0};
   int32_t tensor[2] = {-1, -1};  // manifest indices: weight/scale, bias/shift
   int64_t dims[4] = {0, 0, 0, 0};
-  double param = 0;     // eps, scale, offset
+  double param = 0;     // eps, scale, offset, theta, softcap
   int32_t layer = -1;   // attention: which layer's cache
   uint8_t variant = 0;  // activation, pairing
+  bool local = false;   // rope: the windowed layers' own base, unscaled (Gemma 3)
 };
 
 struct Schedule {
@@ -146,14 +147,16 @@ class Recorder {
     s_.ops.push_back(Op{OpKind::QKNorm, 0, {q.id, k.id}, {q_scale.tensor, k_scale.tensor}, {Hq, Hkv, Dh, GQ}, eps});
   }
 
-  // Rotates q (Hq heads) and k (Hkv heads) of head width Dh in their first R dims.
+  // Rotates q (Hq heads) and k (Hkv heads) of head width Dh in their first R
+  // dims. `local`: theta is the windowed layers' own base, used without the
+  // spec's RoPE scaling (Gemma 3's rope_local_base_freq).
   template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t R, int64_t NQ, int64_t NK>
-  void rope(Act<NQ> q, Act<NK> k, RopePairing pairing, double theta) {
+  void rope(Act<NQ> q, Act<NK> k, RopePairing pairing, double theta, bool local = false) {
     static_assert(NQ == Hq * Dh, "rope: q is not heads × head_dim wide");
     static_assert(NK == Hkv * Dh, "rope: k is not kv_heads × head_dim wide");
     static_assert(R % 2 == 0 && R <= Dh, "rope: the rotary width must be even and at most head_dim");
     s_.ops.push_back(Op{OpKind::Rope, 0, {q.id, k.id}, {-1, -1}, {Hq, Hkv, Dh, R}, theta, -1,
-                        static_cast<uint8_t>(pairing)});
+                        static_cast<uint8_t>(pairing), local});
   }
 
   // Causal attention of Hq query heads over Hkv cached heads; query head h
@@ -185,10 +188,11 @@ class Recorder {
     return emit<N>(Op{OpKind::Add, 0, {a.id, b.id}, {-1, -1}, {N}});
   }
 
+  // `softcap` c > 0: the logits are c · tanh(logit / c) (Gemma 2).
   template <int64_t V, int64_t D, int64_t N>
-  Act<V> logits(Weight<V, D> head, Act<N> x) {
+  Act<V> logits(Weight<V, D> head, Act<N> x, double softcap = 0) {
     static_assert(D == N, "logits: the LM head's input width does not match the activation width");
-    return emit<V>(Op{OpKind::Logits, 0, {x.id}, {head.tensor, -1}, {V, D}});
+    return emit<V>(Op{OpKind::Logits, 0, {x.id}, {head.tensor, -1}, {V, D}, softcap});
   }
 
  private:

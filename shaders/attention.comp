@@ -11,6 +11,7 @@
 //   HQ, HKV, DH   query heads, KV heads, head width; query head h reads KV head h / G
 //   G             HQ / HKV
 //   SCALE         score scale (1/sqrt(DH) unless the spec says otherwise)
+//   SOFTCAPPED    1: a scaled score s becomes c · tanh(s / c), c = SOFTCAP (Gemma 2)
 //   WINDOW        0: every earlier key; W: the query at position i sees keys j with 0 ≤ i − j < W
 //   CACHE_F16     cache dtype (kv.glsl)
 // Specialization constants: 0 the workgroup (= subgroup) size; 1 SPLITS: the
@@ -95,7 +96,11 @@ void main() {
       vec4 partial = vec4(0.0);
       [[unroll]] for (uint d = 0; d < W; ++d)
         partial += qv[g * W + d] * vec4(k0[d], k1[d], k2[d], k3[d]);
-      const vec4 score = subgroupAdd(partial);
+      vec4 score = subgroupAdd(partial);
+#if SOFTCAPPED
+      score = vec4(softcap(score.x, SOFTCAP), softcap(score.y, SOFTCAP), softcap(score.z, SOFTCAP),
+                   softcap(score.w, SOFTCAP));
+#endif
       const float m_new = max(m[g], max(max(score.x, score.y), max(score.z, score.w)));
       const float correction = exp(m[g] - m_new);
       const vec4 weight = exp(score - m_new);
@@ -112,7 +117,10 @@ void main() {
     [[unroll]] for (uint g = 0; g < G; ++g) {
       float partial = 0.0;
       [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * k0[d];
-      const float score = subgroupAdd(partial);
+      float score = subgroupAdd(partial);
+#if SOFTCAPPED
+      score = softcap(score, SOFTCAP);
+#endif
       const float m_new = max(m[g], score);
       const float correction = exp(m[g] - m_new), weight = exp(score - m_new);
       l[g] = l[g] * correction + weight;

@@ -50,6 +50,10 @@ float activate(float x, int kind) {
   return x;
 }
 
+// Soft-capping c · tanh(x / c) (Gemma 2's attention scores and logits); the
+// argument is clamped as in activate(): tanh(±15) is ±1 in f32 already.
+float softcap(float x, float c) { return c * tanh(clamp(x / c, -15.0, 15.0)); }
+
 // The session's host-visible IO buffer: the cache position of the chunk's
 // first row and its token ids. Decode steps read them here rather than from
 // push constants, so one recorded command buffer serves every step; argmax

@@ -21,6 +21,7 @@
 //   RESIDUAL   y += …: the residual add folded into the producing kernel
 //   NORM       the norm before this projection, applied to x as it is read:
 //              0 none, 1 RMSNorm, 2 LayerNorm (NORM_EPS, NORM_BIAS, NORM_UNIT_OFFSET)
+//   SOFTCAPPED 1: y = c · tanh(y / c) with c = SOFTCAP (the LM head's output.softcap)
 // Specialization constants: 0 the workgroup (= subgroup) size, 1 ROWS, 2 TOKENS, 3 XT.
 // Push constants (MatmulPush): rows, n, x_row0, gate_row0, up_row0.
 // Buffers: W, W2 [N][K] texels; x [rows][K] f32; bias, bias2 [N] f32; y [rows][n] f32;
@@ -99,6 +100,9 @@ void store(uint row, uint t, float sum, float sum2) {
   value = activate(value, ACT) * up;
 #else
   value = activate(value, ACT);
+#endif
+#if SOFTCAPPED
+  value = softcap(value, SOFTCAP);
 #endif
   const uint at = t * pc.n + row;
 #if RESIDUAL

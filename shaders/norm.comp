@@ -8,6 +8,8 @@
 //   LAYER_NORM   1: (x - mean) / sqrt(var + eps) * g + b;  0: x / sqrt(mean(x²) + eps) * g
 //   HAS_BIAS     1: add b (LayerNorm with a shift)
 //   UNIT_OFFSET  1: the scale is (1 + g), added in fp32 (Gemma)
+//   RESIDUAL     1: y += the normalized row (the norm of a branch's output,
+//                before its residual add: sandwich and branch_output blocks)
 // Push constants (RowsPush): rows.
 // Buffers: x [rows][N] f32, g [N] f32, b [N] f32, y [rows][N] f32.
 
@@ -16,7 +18,11 @@ layout(local_size_x_id = 0) in;  // = the device's subgroup size
 layout(std430, binding = BINDING_x) readonly buffer X { float x[]; };
 layout(std430, binding = BINDING_scale) readonly buffer G { float g[]; };
 layout(std430, binding = BINDING_shift) readonly buffer B { float b[]; };
+#if RESIDUAL
+layout(std430, binding = BINDING_y) buffer Y { float y[]; };
+#else
 layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
+#endif
 
 void main() {
   const uint row = gl_WorkGroupID.x;
@@ -48,6 +54,10 @@ void main() {
 #if HAS_BIAS
     value += b[i];
 #endif
+#if RESIDUAL
+    y[base + i] += value;
+#else
     y[base + i] = value;
+#endif
   }
 }

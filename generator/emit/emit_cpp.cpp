@@ -67,7 +67,7 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
       case typed::OpKind::Rope:
         code = "r.template rope<heads, kv_heads, head_dim, rotary_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) +
                ", RopePairing::" + std::string(spelling(static_cast<RopePairing>(op.variant)).enumerator) +
-               ", rope_theta);";
+               (op.local ? ", rope_local_theta, true);" : ", rope_theta);");
         break;
       case typed::OpKind::Attention:
         code = out_var + "r.template attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
@@ -79,7 +79,9 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         code = out_var + "r.gated(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " + act + ");";
         break;
       case typed::OpKind::Add: code = out_var + "r.add(" + v(op.in[0]) + ", " + v(op.in[1]) + ");"; break;
-      case typed::OpKind::Logits: code = "r.logits(" + w + ", " + v(op.in[0]) + ");"; break;
+      case typed::OpKind::Logits:
+        code = "r.logits(" + w + ", " + v(op.in[0]) + (op.param > 0 ? ", logit_softcap" : "") + ");";
+        break;
     }
     data item;
     item.set("code", code);
@@ -157,22 +159,20 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   auto refuse = [&](const std::string& key, const std::string& what) {
     diag.error(s.where(key), "not supported yet: " + key + (what.empty() ? "" : " (" + what + ")"));
   };
-  if (s.norm.placement != NormPlacement::Pre) refuse("norm.placement", std::string("\"") + name(s.norm.placement) + "\"");
-  if (s.norm.unit_offset) refuse("norm.unit_offset", "");
+  if (s.norm.placement != NormPlacement::Pre && s.norm.placement != NormPlacement::Sandwich &&
+      s.norm.placement != NormPlacement::BranchOutput)
+    refuse("norm.placement", std::string("\"") + name(s.norm.placement) + "\"");
   // rope_kv normalizes q and k as it reads them: no rotation, no kernel for it.
   if (s.attention.qk_norm != QKNorm::None && s.position.kind != PositionKind::Rope)
     refuse("attention.qk_norm", "q/k norms run with rope positions only");
-  if (s.attention.softcap > 0) refuse("attention.softcap", "");
-  if (s.attention.scale) refuse(s.locations.count("attention.scale") ? "attention.scale" : "attention.query_pre_attn_scalar", "");
   if (s.position.kind != PositionKind::Rope && s.position.kind != PositionKind::Learned)
     refuse("position.kind", std::string("\"") + name(s.position.kind) + "\"");
   // dynamic_ntk rescales the frequencies with the sequence length: no fixed table.
   if (s.position.scaling.kind == RopeScaling::DynamicNtk)
     refuse("position.scaling.kind", std::string("\"") + name(s.position.scaling.kind) + "\"");
-  if (s.position.local_theta) refuse("position.local_theta", "");
+  if (s.position.local_theta && s.position.kind != PositionKind::Rope)
+    refuse("position.local_theta", "a base of the windowed layers' own is a rope setting");
   if (s.moe.enabled()) refuse("moe", "");
-  if (s.embedding.scale != 1.0) refuse("embedding.scale", "");
-  if (s.output.softcap > 0) refuse("output.softcap", "");
   if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
     refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
   // matmul.comp reads weight rows in 16-byte texels: 8 values of a 16-bit
@@ -249,10 +249,14 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   constant("norm_eps", "double", number_literal(s.norm.eps), "norm.eps", name(s.norm.kind));
   constant("rotary_dim", "int64_t", i(s.position.rotary_dim), "position.rotary_dim", name(s.position.pairing));
   constant("rope_theta", "double", number_literal(s.position.theta), "position.theta", "");
+  if (s.position.local_theta)
+    constant("rope_local_theta", "double", number_literal(*s.position.local_theta), "position.local_theta",
+             "windowed layers, unscaled");
   constant("position_offset", "int64_t", i(s.position.offset), "position.offset", "learned positions");
   constant("attention_scale", "double", number_literal(s.attention.effective_scale(d.head_dim)), "attention.scale", "");
   constant("sliding_window", "int64_t", i(s.attention.sliding_window), "attention.sliding_window", "0: none");
   constant("embedding_scale", "double", number_literal(s.embedding.scale), "embedding.scale", "");
+  constant("logit_softcap", "double", number_literal(s.output.softcap), "output.softcap", "0: none");
   constant("tied_embeddings", "bool", s.embedding.tied ? "true" : "false", "embedding.tied", "");
   constant("cache_dtype", "DType", "DType::" + std::string(spelling(s.cache.dtype).enumerator), "cache.dtype",
            "KV cache elements");

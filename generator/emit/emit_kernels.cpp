@@ -68,12 +68,16 @@ struct RopeTable {
   double scale = 1.0;
 };
 
-RopeTable rope_table(const Spec& s) {
+// `local`: the windowed layers' table, position.local_theta's and unscaled
+// (Gemma 3 rotates them with a default RoPE of rope_local_base_freq).
+RopeTable rope_table(const Spec& s, bool local) {
   const RopeScalingParams& sc = s.position.scaling;
   const int64_t rot = s.position.rotary_dim;
+  const double theta = local ? s.position.local_theta.value() : s.position.theta;
   RopeTable t;
   for (int64_t i = 0; i < rot / 2; ++i)
-    t.inv_freq.push_back(std::pow(s.position.theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot)));
+    t.inv_freq.push_back(std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot)));
+  if (local) return t;
   if (sc.kind == RopeScaling::Linear) {
     for (double& f : t.inv_freq) f /= sc.factor;
   } else if (sc.kind == RopeScaling::Llama3) {
@@ -125,14 +129,15 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Norm:
       return define("N", k.width) + define("EPS", number_literal(s.norm.eps, 9)) +
              flag("LAYER_NORM", s.norm.kind == NormKind::LayerNorm) + flag("HAS_BIAS", s.norm.bias) +
-             flag("UNIT_OFFSET", s.norm.unit_offset);
+             flag("UNIT_OFFSET", s.norm.unit_offset) + flag("RESIDUAL", k.residual);
     case kernels::Family::Matmul: {
       const lower::Epilogue& e = k.epilogue;
       const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
       return define("K", k.width) + define("WDTYPE", std::to_string(wdtype(k.dtype))) + flag("HAS_BIAS", e.bias) +
              flag("GATED", e.gated) + define("ACT", std::to_string(act_constant(e))) + flag("RESIDUAL", e.residual) +
              define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
-             flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset);
+             flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset) +
+             flag("SOFTCAPPED", e.softcap) + define("SOFTCAP", number_literal(e.softcap ? s.output.softcap : 0.0, 9));
     }
     case kernels::Family::RopeKv: {
       const int64_t rot = k.width;
@@ -143,7 +148,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       constants += define("QK_NORM", std::to_string(qk_norm)) + define("QK_EPS", number_literal(s.norm.eps, 9)) +
                    flag("QK_UNIT_OFFSET", s.norm.unit_offset);
       if (rot > 0) {
-        const RopeTable table = rope_table(s);
+        const RopeTable table = rope_table(s, k.local);
         constants += define("ROPE_SCALE", number_literal(table.scale, 9));
         constants += "const float INV_FREQ[" + std::to_string(rot / 2) + "] = float[](";
         for (size_t i = 0; i < table.inv_freq.size(); ++i)
@@ -154,6 +159,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     }
     case kernels::Family::Attention:
       return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
+             flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9)) +
              define("WINDOW", k.window);
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);

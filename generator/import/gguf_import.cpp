@@ -7,6 +7,7 @@
 
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
+#include "runtime/weights/dtype.hpp"
 
 namespace lathe::importer {
 
@@ -282,7 +283,12 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
 
   TomlTable& embedding = doc.table("embedding");
   embedding.set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight present" : "no output.weight");
-  if (arch->gemma) embedding.set("scale", "sqrt_hidden", "llama.cpp scales Gemma embeddings by sqrt(hidden)");
+  // Hugging Face (the contract) scales by sqrt(hidden) in the checkpoint's
+  // dtype, bf16 for every Gemma; llama.cpp by the exact root.
+  if (arch->gemma)
+    embedding.set("scale",
+                  static_cast<double>(weights::bf16_to_f32(weights::f32_to_bf16(std::sqrt(static_cast<float>(hidden))))),
+                  "sqrt(hidden) in bf16, as Hugging Face's Gemma computes it");
 
   if (auto cap = r.number(a + "final_logit_softcapping"); cap && *cap > 0)
     doc.table("output").set("softcap", *cap, a + "final_logit_softcapping");
@@ -374,6 +380,11 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
   const Arch& arch = arch_of(s);
   if (arch.interleaved) s.position.pairing = spec::RopePairing::Interleaved;
   if (arch.gemma) s.norm.unit_offset = false;
+  if (arch.gemma && s.embedding.scale_sqrt_hidden) {  // what import_gguf writes: the bf16 root, as a number
+    s.embedding.scale_sqrt_hidden = false;
+    s.embedding.scale =
+        static_cast<double>(weights::bf16_to_f32(weights::f32_to_bf16(std::sqrt(static_cast<float>(s.dims.hidden)))));
+  }
   // The scale llama.cpp implies: written only where it is not 1/sqrt(head_dim).
   const double implied = 1.0 / std::sqrt(static_cast<double>(
                              scale_by_hidden(arch.name, s.dims.layers) ? s.dims.hidden / s.dims.heads : s.dims.head_dim));

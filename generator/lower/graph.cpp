@@ -113,9 +113,15 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
               Op{OpKind::PosEmbed, 0, {x}, {table, -1}, {rows, cols}, static_cast<double>(s.position.offset)},
               d.hidden, {b.handle(table)});
   }
+  // Where the norms of a block sit: before each branch (pre), before and
+  // after (sandwich: x + N2(F(N1(x)))), or after only (branch_output:
+  // x + N(F(x))). A norm after a branch is applied before its residual add.
+  const NormPlacement placement = s.norm.placement;
+  const bool norm_in = placement != NormPlacement::BranchOutput;
+  const bool norm_out = placement == NormPlacement::Sandwich || placement == NormPlacement::BranchOutput;
   for (int64_t layer = 0; layer < d.layers; ++layer) {
     b.layer = static_cast<int32_t>(layer);
-    const uint32_t h = b.norm("norm.kind", x, Role::AttnNorm, layer);
+    const uint32_t h = norm_in ? b.norm("norm.kind", x, Role::AttnNorm, layer) : x;
     uint32_t q, k, v;
     if (s.weights.fused_qkv) {
       const uint32_t qkv = b.matmul("weights.fused_qkv", Role::Qkv, layer, h);
@@ -134,19 +140,25 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
              Op{OpKind::QKNorm, 0, {q, k}, {qn, kn}, {d.heads, d.kv_heads, d.head_dim, group}, s.norm.eps},
              {b.handle(qn), b.handle(kn)});
     }
-    if (s.position.kind == PositionKind::Rope)
-      b.push("position", Op{OpKind::Rope, 0, {q, k}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, s.position.rotary_dim},
-                            s.position.theta, -1, static_cast<uint8_t>(s.position.pairing)});
     // A windowed layer's attention carries its window (0: it sees every key).
     const bool windowed = s.attention.windowed(layer);
+    if (s.position.kind == PositionKind::Rope) {
+      // Windowed layers may rotate by a base of their own (Gemma 3), unscaled.
+      const bool local = windowed && s.position.local_theta.has_value();
+      b.push(local ? "position.local_theta" : "position",
+             Op{OpKind::Rope, 0, {q, k}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, s.position.rotary_dim},
+                local ? *s.position.local_theta : s.position.theta, -1, static_cast<uint8_t>(s.position.pairing),
+                local});
+    }
     const uint32_t a = b.add(windowed ? "attention.sliding_window" : "dims.kv_heads",
                              Op{OpKind::Attention, 0, {q, k, v}, {-1, -1},
                                 {d.heads, d.kv_heads, d.head_dim, windowed ? s.attention.sliding_window : 0},
                                 s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
                              q_width);
-    const uint32_t o = b.matmul("dims.hidden", Role::O, layer, a);
+    uint32_t o = b.matmul("dims.hidden", Role::O, layer, a);
+    if (norm_out) o = b.norm("norm.placement", o, Role::AttnPostNorm, layer);
     x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {d.hidden}}, d.hidden);
-    const uint32_t m = b.norm("norm.placement", x, Role::MlpNorm, layer);
+    const uint32_t m = norm_in ? b.norm("norm.placement", x, Role::MlpNorm, layer) : x;
     const uint8_t act = static_cast<uint8_t>(s.mlp.activation);
     uint32_t f;
     if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
@@ -165,14 +177,15 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
       const uint32_t u = b.matmul("dims.intermediate", Role::Up, layer, m);
       f = b.add("mlp.activation", Op{OpKind::Act, 0, {u}, {-1, -1}, {d.intermediate}, 0, -1, act}, d.intermediate);
     }
-    const uint32_t down = b.matmul("dims.hidden", Role::Down, layer, f);
+    uint32_t down = b.matmul("dims.hidden", Role::Down, layer, f);
+    if (norm_out) down = b.norm("norm.placement", down, Role::MlpPostNorm, layer);
     x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, down}, {-1, -1}, {d.hidden}}, d.hidden);
   }
   b.layer = -1;
   if (s.norm.final_norm) x = b.norm("norm.final", x, Role::FinalNorm, -1);
   const int32_t head = s.embedding.tied ? embed : b.need(Role::LmHead, -1);
-  b.add("embedding.tied", Op{OpKind::Logits, 0, {x}, {head, -1}, {d.vocab, d.hidden}}, d.vocab,
-        {b.handle(head, true)});
+  b.add(s.output.softcap > 0 ? "output.softcap" : "embedding.tied",
+        Op{OpKind::Logits, 0, {x}, {head, -1}, {d.vocab, d.hidden}, s.output.softcap}, d.vocab, {b.handle(head, true)});
   return b.take();
 }
 

@@ -22,17 +22,20 @@ struct Epilogue {
   bool activation = false;
   Activation act = Activation::SiLU;  // φ, when gated or activation
   bool norm = false;      // the model's norm applied to x as it is read
+  bool softcap = false;   // c · tanh(y / c), the spec's output.softcap (the LM head)
   bool operator==(const Epilogue&) const = default;
 };
 
 struct KernelKey {
   kernels::Family family = kernels::Family::Embed;
   int64_t width = 0;            // embed: D; norm: N; matmul: K; rope_kv: the rotary width (0: the KV append alone)
+  bool residual = false;        // norm: y += N(x), the norm of a branch's output before its residual add
   DType dtype = DType::F32;     // embed: the table's; matmul: the weights' (as the device stores them)
   Epilogue epilogue;            // matmul
   bool positions = false;       // embed: add the learned position table
   RopePairing pairing = RopePairing::Neox;  // rope_kv
   bool qk_norm = false;         // rope_kv: RMSNorm q and k first (the spec's attention.qk_norm says how)
+  bool local = false;           // rope_kv: position.local_theta's table, unscaled (windowed layers)
   int64_t window = 0;           // attention: W, the keys a query sees (0: every key)
 
   bool operator==(const KernelKey&) const = default;
@@ -43,7 +46,7 @@ struct KernelKey {
     const std::string dt(dtype_name(dtype));
     switch (family) {
       case kernels::Family::Embed: return "embed_" + std::to_string(width) + "_" + dt + (positions ? "_pos" : "");
-      case kernels::Family::Norm: return "norm_" + std::to_string(width);
+      case kernels::Family::Norm: return "norm_" + std::to_string(width) + (residual ? "_residual" : "");
       case kernels::Family::Matmul: {
         std::string n = "matmul_" + std::to_string(width) + "_" + dt;
         const std::string act(spelling(epilogue.act).key);
@@ -52,11 +55,13 @@ struct KernelKey {
         if (epilogue.bias) n += "_bias";
         if (epilogue.residual) n += "_residual";
         if (epilogue.norm) n += "_norm";
+        if (epilogue.softcap) n += "_softcap";
         return n;
       }
       case kernels::Family::RopeKv:
         if (width == 0) return std::string("kv_append") + (qk_norm ? "_qk_norm" : "");
-        return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (qk_norm ? "_qk_norm" : "");
+        return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (local ? "_local" : "") +
+               (qk_norm ? "_qk_norm" : "");
       case kernels::Family::Attention: return window > 0 ? "attention_w" + std::to_string(window) : family_key;
       default: return family_key;
     }

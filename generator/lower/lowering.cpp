@@ -167,6 +167,22 @@ class Lowering {
     return KernelKey{.family = Family::Matmul, .width = cols, .dtype = dtype, .epilogue = e};
   }
 
+  // add(x, branch) at i + 1, done in place by the kernel at i that makes
+  // `branch` (y += …): x's slot, which x must leave there.
+  Loc residual_slot(size_t i, const Op& add, uint32_t branch) const {
+    const uint32_t x = add.in[0] == branch ? add.in[1] : add.in[0];
+    const Loc xl = loc(i, x);
+    if (last_use_[x] != static_cast<int32_t>(i + 1) || xl.offset != 0)
+      unsupported(i, "the residual stream is read after the add; the in-place residual needs it to end there");
+    return xl;
+  }
+  // Once that kernel is emitted, the sum takes over the slot (its user count stays).
+  void take_over(const Op& add, uint32_t branch) {
+    const uint32_t x = add.in[0] == branch ? add.in[1] : add.in[0];
+    locs_[add.out] = locs_.at(x);
+    locs_.erase(x);
+  }
+
   size_t lower_at(size_t i) {
     const Op& op = ops_[i];
     const Op* next = at(i + 1);
@@ -195,6 +211,16 @@ class Lowering {
           return 1 + consumed;
         }
         const Binding in = plan::activation(loc(i, op.in[0]).slot);
+        // norm → add(x, ·): x += N(branch) in place, when x dies there (the
+        // norm of a branch's output: sandwich and branch_output blocks).
+        if (next && next->kind == OpKind::Add && (next->in[0] == op.out || next->in[1] == op.out)) {
+          const Loc sum = residual_slot(i, *next, op.out);
+          emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .residual = true}, plan::Grid::Rows,
+               {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])},
+                {"y", plan::activation(sum.slot)}});
+          take_over(*next, op.out);
+          return 2;
+        }
         const Loc out = materialize(op.out);
         emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0]}, plan::Grid::Rows,
              {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])},
@@ -219,14 +245,14 @@ class Lowering {
       case OpKind::Rope: {
         if (!next || next->kind != OpKind::Attention || next->in[0] != op.in[0] || next->in[1] != op.in[1])
           unsupported(i, "rope must be followed by the attention of the same q and k");
-        lower_attention(i + 1, op.dims[3], static_cast<RopePairing>(op.variant));
+        lower_attention(i + 1, op.dims[3], static_cast<RopePairing>(op.variant), op.local);
         return 2;
       }
       case OpKind::Attention:
-        lower_attention(i, 0, RopePairing::Neox);
+        lower_attention(i, 0, RopePairing::Neox, false);
         return 1;
       case OpKind::Logits: {
-        matmul(i, op, nullptr, Epilogue{}, op.in[0], plan::logits(), 0, 0, 0, true);
+        matmul(i, op, nullptr, Epilogue{.softcap = op.param > 0}, op.in[0], plan::logits(), 0, 0, 0, true);
         emit(i, KernelKey{.family = Family::Argmax}, plan::Grid::Single,
              {{"io", plan::io()}, {"logits", plan::logits()}})
             .last_row = true;
@@ -327,14 +353,10 @@ class Lowering {
     }
     // matmul → add(x, ·): y += W·in in place, when x dies here.
     if (a && a->kind == OpKind::Add && (a->in[0] == op.out || a->in[1] == op.out)) {
-      const uint32_t x = a->in[0] == op.out ? a->in[1] : a->in[0];
-      const Loc xl = loc(i, x);
-      if (last_use_[x] != static_cast<int32_t>(i + 1) || xl.offset != 0)
-        unsupported(i, "the residual stream is read after the add; the in-place residual needs it to end there");
       const Epilogue e{.bias = bias, .residual = true};
-      matmul(i, op, nullptr, e, op.in[0], plan::activation(xl.slot));
-      locs_.erase(x);  // the sum takes over the slot: its user count stays
-      locs_[a->out] = xl;
+      const Loc sum = residual_slot(i, *a, op.out);
+      matmul(i, op, nullptr, e, op.in[0], plan::activation(sum.slot));
+      take_over(*a, op.out);
       return 2;
     }
     const Epilogue e{.bias = bias};
@@ -343,7 +365,7 @@ class Lowering {
     return 1;
   }
 
-  void lower_attention(size_t i, int64_t rotary, RopePairing pairing) {
+  void lower_attention(size_t i, int64_t rotary, RopePairing pairing, bool local) {
     const Op& op = ops_[i];
     const Loc q = loc(i, op.in[0]), k = loc(i, op.in[1]), v = loc(i, op.in[2]);
     const std::map<std::string, uint32_t> views = {{"q_offset", q.offset}, {"q_stride", q.stride},
@@ -361,7 +383,8 @@ class Lowering {
       rope_bindings["k_norm"] = plan::weight(qk_norm_->tensor[1]);
     }
     emit(rotary > 0 ? i - 1 : i,
-         KernelKey{.family = Family::RopeKv, .width = rotary, .pairing = pairing, .qk_norm = qk_norm_ != nullptr},
+         KernelKey{.family = Family::RopeKv, .width = rotary, .pairing = pairing, .qk_norm = qk_norm_ != nullptr,
+                   .local = local},
          plan::Grid::Rows, std::move(rope_bindings), views);
     const Loc out = materialize(op.out);
     // The layer's window: its attention instance, and its cache (a ring when windowed).

@@ -130,12 +130,13 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   }
 
   d.field("embedding.tied", a.embedding.tied, b.embedding.tied);
-  if (a.embedding.scale_sqrt_hidden != b.embedding.scale_sqrt_hidden)
+  // The factor the model multiplies by, however written ("sqrt_hidden" is
+  // a number once the dtype is known).
+  if (a.embedding.scale != b.embedding.scale)
     d.line("embedding.scale: " +
-           (a.embedding.scale_sqrt_hidden ? std::string("\"sqrt_hidden\"") : text(a.embedding.scale)) + " vs " +
-           (b.embedding.scale_sqrt_hidden ? std::string("\"sqrt_hidden\"") : text(b.embedding.scale)));
-  else
-    d.field("embedding.scale", a.embedding.scale, b.embedding.scale);
+           (a.embedding.scale_sqrt_hidden ? "\"sqrt_hidden\" (" + text(a.embedding.scale) + ")" : text(a.embedding.scale)) +
+           " vs " +
+           (b.embedding.scale_sqrt_hidden ? "\"sqrt_hidden\" (" + text(b.embedding.scale) + ")" : text(b.embedding.scale)));
   d.field("output.softcap", a.output.softcap, b.output.softcap);
 
   const Weights& aw = a.weights;

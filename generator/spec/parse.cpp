@@ -393,6 +393,14 @@ void read_cache(Table t, Spec& s) {
   t.finish();
 }
 
+// x rounded to `bits` significant bits, ties to even (bf16: 8, f16: 11),
+// for a positive normal x.
+double round_to_significant_bits(double x, int bits) {
+  int exponent = 0;
+  const double mantissa = std::frexp(x, &exponent);  // [0.5, 1)
+  return std::ldexp(std::nearbyint(std::ldexp(mantissa, bits)), exponent - bits);
+}
+
 // Defaults that depend on other fields.
 void resolve_defaults(Spec& s) {
   if (s.position.rotary_dim == 0) s.position.rotary_dim = s.dims.head_dim;
@@ -401,7 +409,14 @@ void resolve_defaults(Spec& s) {
   if (s.moe.shared_intermediate == 0) s.moe.shared_intermediate = s.moe.expert_intermediate;
   if (!s.locations.count("weights.vector_dtype"))
     s.weights.vector_dtype = s.weights.preset == "gguf" || s.weights.dtype == DType::Q8_0 ? DType::F32 : s.weights.dtype;
-  if (s.embedding.scale_sqrt_hidden) s.embedding.scale = std::sqrt(static_cast<double>(s.dims.hidden));
+  // Hugging Face's Gemma multiplies by sqrt(hidden) as a tensor of the
+  // embeddings' dtype: rounded to bf16 or f16 when the checkpoint is (sqrt(1152)
+  // = 33.94 is 34.0 in bf16).
+  if (s.embedding.scale_sqrt_hidden) {
+    const double root = std::sqrt(static_cast<double>(s.dims.hidden));
+    const int bits = s.weights.dtype == DType::BF16 ? 8 : s.weights.dtype == DType::F16 ? 11 : 0;
+    s.embedding.scale = bits ? round_to_significant_bits(root, bits) : root;
+  }
 }
 
 }  // namespace

@@ -15,19 +15,6 @@ namespace {
   throw std::invalid_argument("reference: not supported: " + field);
 }
 
-bool is_norm(Role r) {
-  switch (r) {
-    case Role::AttnNorm:
-    case Role::AttnPostNorm:
-    case Role::MlpNorm:
-    case Role::MlpPostNorm:
-    case Role::QNorm:
-    case Role::KNorm:
-    case Role::FinalNorm: return true;
-    default: return false;
-  }
-}
-
 // splitmix64: small, portable, the same on every platform (std::uniform_*
 // distributions are not).
 uint64_t next(uint64_t& state) {
@@ -42,19 +29,18 @@ double uniform(uint64_t& state) {  // [-1, 1)
 }
 
 void check_supported(const spec::Spec& s) {
-  if (s.norm.placement != spec::NormPlacement::Pre) unsupported("norm.placement");
-  if (s.attention.softcap != 0) unsupported("attention.softcap");
+  if (s.norm.placement != spec::NormPlacement::Pre && s.norm.placement != spec::NormPlacement::Sandwich &&
+      s.norm.placement != spec::NormPlacement::BranchOutput)
+    unsupported("norm.placement");
   if (s.position.kind != spec::PositionKind::Rope && s.position.kind != spec::PositionKind::Learned &&
       s.position.kind != spec::PositionKind::None)
     unsupported("position.kind");
   if (s.position.kind == spec::PositionKind::Rope) {
     if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk) unsupported("position.scaling.kind");
-    if (s.position.local_theta) unsupported("position.local_theta");
     if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
       unsupported("position.rotary_dim");
   }
   if (s.moe.enabled()) unsupported("moe");
-  if (s.output.softcap != 0) unsupported("output.softcap");
   if (s.dims.heads % s.dims.kv_heads != 0) unsupported("dims.kv_heads");
 }
 
@@ -152,7 +138,14 @@ void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairin
 
 Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spec) {
   check_supported(spec_);
-  if (spec_.position.kind == spec::PositionKind::Rope) rope_ = rope_of(spec_);
+  if (spec_.position.kind == spec::PositionKind::Rope) {
+    rope_ = rope_of(spec_);
+    // Gemma 3's windowed layers: a default RoPE of their own base.
+    if (spec_.position.local_theta)
+      for (int64_t i = 0; i < spec_.position.rotary_dim / 2; ++i)
+        local_rope_.inv_freq.push_back(std::pow(*spec_.position.local_theta,
+                                                -2.0 * static_cast<double>(i) / static_cast<double>(spec_.position.rotary_dim)));
+  }
   for (const spec::TensorSpec& t : spec::build_manifest(spec_).tensors) {
     auto it = weights.tensors.find(t.name);
     if (it == weights.tensors.end()) throw std::invalid_argument("reference: missing tensor " + t.name);
@@ -171,8 +164,15 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
   layers_.resize(static_cast<size_t>(d.layers));
   for (int64_t l = 0; l < d.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
-    L.attn_norm = norm(Role::AttnNorm, l);
-    L.mlp_norm = norm(Role::MlpNorm, l);
+    const spec::NormPlacement placement = spec_.norm.placement;
+    if (placement != spec::NormPlacement::BranchOutput) {
+      L.attn_norm = norm(Role::AttnNorm, l);
+      L.mlp_norm = norm(Role::MlpNorm, l);
+    }
+    if (placement == spec::NormPlacement::Sandwich || placement == spec::NormPlacement::BranchOutput) {
+      L.attn_post_norm = norm(Role::AttnPostNorm, l);
+      L.mlp_post_norm = norm(Role::MlpPostNorm, l);
+    }
     if (spec_.attention.qk_norm != spec::QKNorm::None) {
       L.q_norm = norm(Role::QNorm, l);
       L.k_norm = norm(Role::KNorm, l);
@@ -324,8 +324,11 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
 
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
-    // Attention.
-    std::vector<double> h = normalize(L.attn_norm, x);
+    // Attention. Norms before a branch (pre, sandwich) and after it
+    // (sandwich, branch_output: x + N(F(·))).
+    const bool norm_in = spec_.norm.placement != spec::NormPlacement::BranchOutput;
+    const bool norm_out = spec_.norm.placement != spec::NormPlacement::Pre;
+    std::vector<double> h = norm_in ? normalize(L.attn_norm, x) : x;
     std::vector<double> q, k, v;
     if (spec_.weights.fused_qkv) {
       const std::vector<double> qkv = apply(L.qkv, h);
@@ -355,18 +358,20 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
       rms_norm(q, L.q_norm, per_head ? hd : q_width);
       rms_norm(k, L.k_norm, per_head ? hd : kv_width);
     }
+    const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
     if (spec_.position.kind == spec::PositionKind::Rope) {
+      const Rope& rope = windowed && spec_.position.local_theta ? local_rope_ : rope_;
       for (int64_t hh = 0; hh < d.heads; ++hh)
-        apply_rope(q.data() + hh * hd, rope_, spec_.position.pairing, p);
+        apply_rope(q.data() + hh * hd, rope, spec_.position.pairing, p);
       for (int64_t hh = 0; hh < d.kv_heads; ++hh)
-        apply_rope(k.data() + hh * hd, rope_, spec_.position.pairing, p);
+        apply_rope(k.data() + hh * hd, rope, spec_.position.pairing, p);
     }
     L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
     L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
 
-    const int64_t first =
-        spec_.attention.windowed(static_cast<int64_t>(l)) ? std::max<int64_t>(0, p - spec_.attention.sliding_window + 1) : 0;
+    const int64_t first = windowed ? std::max<int64_t>(0, p - spec_.attention.sliding_window + 1) : 0;
     const double scale = spec_.attention.effective_scale(hd);
+    const double softcap = spec_.attention.softcap;
     std::vector<double> attn(static_cast<size_t>(q_width), 0.0);
     std::vector<double> scores(static_cast<size_t>(p - first + 1));
     for (int64_t hh = 0; hh < d.heads; ++hh) {
@@ -378,6 +383,7 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
         double s = 0;
         for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
         s *= scale;
+        if (softcap > 0) s = softcap * std::tanh(s / softcap);
         scores[static_cast<size_t>(j - first)] = s;
         max_score = std::max(max_score, s);
       }
@@ -390,11 +396,12 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
         for (int64_t e = 0; e < hd; ++e) out[e] += w * vj[e];
       }
     }
-    const std::vector<double> o = apply(L.o, attn);
+    std::vector<double> o = apply(L.o, attn);
+    if (norm_out) o = normalize(L.attn_post_norm, o);
     for (size_t i = 0; i < hidden; ++i) x[i] += o[i];
 
     // MLP.
-    h = normalize(L.mlp_norm, x);
+    h = norm_in ? normalize(L.mlp_norm, x) : x;
     const size_t width = static_cast<size_t>(d.intermediate);
     std::vector<double> a(width);
     if (spec_.mlp.gated) {
@@ -415,7 +422,8 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
       const std::vector<double> up = apply(L.up, h);
       for (size_t i = 0; i < width; ++i) a[i] = activate(up[i]);
     }
-    const std::vector<double> down = apply(L.down, a);
+    std::vector<double> down = apply(L.down, a);
+    if (norm_out) down = normalize(L.mlp_post_norm, down);
     for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
   }
 
@@ -424,7 +432,8 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     const float* row = lm_head_.data + static_cast<size_t>(t) * hidden;
     double sum = 0;
     for (size_t i = 0; i < hidden; ++i) sum += static_cast<double>(row[i]) * x[i];
-    logits[t] = static_cast<float>(sum);
+    const double cap = spec_.output.softcap;
+    logits[t] = static_cast<float>(cap > 0 ? cap * std::tanh(sum / cap) : sum);
   }
 }
 

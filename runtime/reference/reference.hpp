@@ -76,7 +76,8 @@ class Reference {
     const float* bias = nullptr;
   };
   struct Layer {
-    NormW attn_norm, mlp_norm;
+    NormW attn_norm, mlp_norm;            // before each branch (pre, sandwich)
+    NormW attn_post_norm, mlp_post_norm;  // after each branch (sandwich, branch_output)
     NormW q_norm, k_norm;  // attention.qk_norm
     Linear q, k, v, qkv, o;
     Linear gate, up, gate_up, down;
@@ -95,6 +96,7 @@ class Reference {
 
   spec::Spec spec_;
   Rope rope_;
+  Rope local_rope_;  // position.local_theta: the windowed layers', unscaled
   std::map<std::tuple<spec::Role, bool, int64_t>, Tensor> tensors_;
   Tensor embed_, pos_embed_, lm_head_;
   NormW final_norm_;

@@ -11,7 +11,8 @@
 //     rotated q and k are unchanged. Conv1D [in, out] matrices are
 //     transposed to [out, in], and an LM head GGUF_SPEC has and a tied
 //     HF_SPEC does not is a copy of the embedding (llama.cpp's GPT-2
-//     files). Tensors are stored in GGUF_SPEC's
+//     files). Norm scales of a (1 + w) HF_SPEC that GGUF_SPEC reads plainly
+//     are stored as 1 + w (llama.cpp's Gemma files). Tensors are stored in GGUF_SPEC's
 //     dtypes (Q8_0 blocks quantized here) with GGUF_SPEC's metadata.
 //     --no-permute leaves the rows as they are: the negative control.
 //   lathe_gguf_twin config SPEC OUT.json
@@ -92,6 +93,9 @@ int convert(const std::string& hf_spec_path, const std::string& gguf_spec_path, 
       values.swap(transposed);
     }
     if (permute && (t.role == Role::Q || t.role == Role::K)) values = interleave_rows(values, rows, cols, hf.dims.head_dim);
+    // Gemma's (1 + w) norm scales: llama.cpp's converter stores 1 + w.
+    if (hf.norm.unit_offset && !gg.norm.unit_offset && is_norm(t.role) && !t.bias)
+      for (float& v : values) v += 1.0f;
     tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
   }
   weights::write_gguf(out, importer::gguf_metadata_from_spec(gg), tensors);

@@ -186,6 +186,40 @@ TEST_CASE("windowed and full layers: their attention instances and the plan's pe
   }
 }
 
+// Norms after a branch (sandwich: Gemma 2/3; branch_output: OLMo 2) run as
+// a norm that adds into the residual stream; norms before a branch fold into
+// its projections; windowed layers of a spec with local_theta rotate by
+// their own table; a soft-capped LM head caps in its epilogue.
+TEST_CASE("sandwich and branch-output norms, local RoPE bases, soft-capped logits") {
+  const auto layer0 = [](const std::string& sections) {
+    const std::string text = "[model]\nname = \"n\"\n[dims]\nhidden = 64\nlayers = 2\nheads = 4\nkv_heads = 2\n"
+                             "intermediate = 96\nvocab = 211\nmax_context = 160\n" + sections +
+                             "\n[weights]\ndtype = \"f16\"\npreset = \"hf-llama\"\n";
+    spec::Diagnostics diagnostics("n.toml");
+    const auto s = spec::parse_spec_string(text, "n.toml", diagnostics);
+    REQUIRE_MESSAGE(s, diagnostics.format());
+    auto model = lower::plan_model(*s, diagnostics);
+    REQUIRE_MESSAGE(model, diagnostics.format());
+    std::vector<std::string> out;  // layer 0's kernels, and the LM head's
+    for (const lower::Dispatch& d : model->plan.dispatches)
+      if (d.layer == 0 || (d.layer < 0 && model->plan.kernel(d).family == kernels::Family::Matmul))
+        out.push_back(model->plan.kernel_name(d));
+    return out;
+  };
+  using Names = std::vector<std::string>;
+  CHECK(layer0("[norm]\nplacement = \"sandwich\"\nunit_offset = true\n[output]\nsoftcap = 30.0") ==
+        Names{"matmul_64_f16_norm", "rope_kv_16_neox", "attention", "attention_combine", "matmul_64_f16",
+              "norm_64_residual", "matmul_64_f16_gated_silu_norm", "matmul_96_f16", "norm_64_residual",
+              "matmul_64_f16_norm_softcap"});
+  CHECK(layer0("[norm]\nplacement = \"branch_output\"") ==
+        Names{"matmul_64_f16", "rope_kv_16_neox", "attention", "attention_combine", "matmul_64_f16",
+              "norm_64_residual", "matmul_64_f16_gated_silu", "matmul_96_f16", "norm_64_residual",
+              "matmul_64_f16_norm"});
+  const Names local = layer0(
+      "[attention]\nsliding_window = 8\nwindow_pattern = [true, false]\n[position]\ntheta = 1e6\nlocal_theta = 1e4");
+  CHECK(std::count(local.begin(), local.end(), "rope_kv_16_neox_local") == 1);
+}
+
 TEST_CASE("a graph the kernels cannot run is an error of lathe gen at the spec line of the op at fault") {
   const std::string path = "tests/specs/tiny/llama-gqa.toml";
   spec::Diagnostics diagnostics(path);

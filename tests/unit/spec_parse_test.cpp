@@ -1,6 +1,9 @@
 // Parsing and validating specs from strings: values, defaults, positions.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <string>
+
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 
@@ -50,6 +53,23 @@ TEST_CASE("a minimal llama-shaped spec gets the documented defaults") {
   CHECK(spec->where("dims.heads").line == 8);
   CHECK(spec->where("dims.heads").column == 9);
   CHECK(spec->where("norm.eps").line == 0);  // default: no position
+}
+
+// Hugging Face's Gemma multiplies by sqrt(hidden) as a tensor of the
+// embeddings' dtype: Gemma 3 1B's sqrt(1152) = 33.941 is 34.0 in bf16.
+TEST_CASE("embedding.scale = \"sqrt_hidden\" is the root rounded to the weights' 16-bit dtype") {
+  const auto scale = [](const char* dtype) {
+    std::string text = kTiny;
+    text.replace(text.find("hidden = 64"), 11, "hidden = 1152");
+    text += std::string("dtype = \"") + dtype + "\"\n[embedding]\nscale = \"sqrt_hidden\"\n";
+    Diagnostics diag("s.toml");
+    auto spec = parse_spec_string(text, "s.toml", diag);
+    REQUIRE_MESSAGE(spec, diag.format());
+    return spec->embedding.scale;
+  };
+  CHECK(scale("bf16") == 34.0);
+  CHECK(scale("f16") == 33.9375);
+  CHECK(scale("f32") == std::sqrt(1152.0));
 }
 
 TEST_CASE("the manifest names, shapes and counts every tensor") {

@@ -76,7 +76,7 @@ std::vector<fs::path> toml_files(const fs::path& dir) {
 }
 
 // models/*.toml that the runtime supports (the rest are refused by
-// check_supported: MoE, sandwich norms, …), then tests/specs/tiny/*.toml.
+// check_supported: MoE), then tests/specs/tiny/*.toml.
 const std::vector<Model>& models() {
   static const std::vector<Model> all = [] {
     std::vector<Model> out;
@@ -463,7 +463,8 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
                                "qwen3-0.6b", "tiny-llama3-rope", "tiny-yarn-rope", "tiny-qwen3", "tiny-qk-norm-whole",
                                "tiny-gpt2", "mistral-7b-v0.1", "tiny-llama-swa", "tiny-llama-swa-alternating",
                                "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved", "tiny-llama-gqa-gguf",
-                               "tiny-llama-q8", "tiny-gpt2-gguf"}) {
+                               "tiny-llama-q8", "tiny-gpt2-gguf", "gemma-2-2b", "olmo-2-1b", "phi-3-mini-4k",
+                               "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
@@ -545,6 +546,11 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     CHECK(c.flag("HAS_BIAS") == s.norm.bias);
     CHECK(c.flag("UNIT_OFFSET") == s.norm.unit_offset);
     CHECK(c.f("EPS") == doctest::Approx(s.norm.eps).epsilon(1e-8));
+    // y += N(x): the norm of a branch's output, added to the residual stream y.
+    const bool residual = c.flag("RESIDUAL");
+    CHECK((k.name == "norm_" + std::to_string(n) + "_residual") == residual);
+    if (residual)
+      CHECK((s.norm.placement == spec::NormPlacement::Sandwich || s.norm.placement == spec::NormPlacement::BranchOutput));
 
     constexpr uint32_t rows = 5;
     const float means[rows] = {0.0f, 3.0f, -1.5f, 0.25f, 10.0f};
@@ -554,7 +560,8 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
       for (uint32_t i = 0; i < n; ++i) x[size_t{t} * n + i] = means[t] + scales[t] * x[size_t{t} * n + i];
     const std::vector<float> g = random_floats(n, 0.5f, 1.5f), b = random_floats(n);
     vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g), bb = buffer_of(device, b);
-    vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * n, kGuard)));
+    const std::vector<float> y0 = residual ? random_floats(size_t{rows} * n) : std::vector<float>(size_t{rows} * n, kGuard);
+    vk::Buffer y = buffer_of(device, guarded(y0));
     gpu.run(m, k,
             kernels::NormBindings<vk::Binding>{
                 .x = whole(xb), .scale = whole(gb), .shift = s.norm.bias ? whole(bb) : gpu.no_buffer(), .y = whole(y)},
@@ -575,11 +582,12 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
       for (uint32_t i = 0; i < n; ++i) {
         double expected = (row[i] - mean) * inv * (s.norm.unit_offset ? 1.0 + g[i] : double(g[i]));
         if (s.norm.bias) expected += b[i];
+        if (residual) expected += y0[size_t{t} * n + i];
         e.add(out[size_t{t} * n + i], expected);
       }
     }
     check_guard(out, size_t{rows} * n);
-    Report(m, k, worst).check(std::to_string(rows) + " rows", e.value(), kNormTolerance);
+    Report(m, k, worst).check(std::to_string(rows) + " rows" + (residual ? ", added to y" : ""), e.value(), kNormTolerance);
   });
   report_worst("norm", worst);
 }
@@ -611,6 +619,10 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     CHECK(c.u("ACT_NONE") == 0);
     if (gated || act != 0) CHECK(act == act_constant(c, s.mlp.activation));
     CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));
+    // c · tanh(y / c) on the LM head's logits only (Gemma 2's final_logit_softcapping).
+    const double softcap = c.f("SOFTCAP");
+    CHECK((softcap > 0) == (k.name.find("_softcap") != std::string::npos));
+    if (softcap > 0) CHECK(softcap == doctest::Approx(s.output.softcap).epsilon(1e-8));
 
     // The widest output this instance computes in the model: the MLP's
     // intermediate, the hidden width of a residual projection, else q/k/v
@@ -702,6 +714,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
             if (bias) up += b2[cs.up_row0 + r];
             value *= up;
           }
+          if (softcap > 0) value = softcap * std::tanh(value / softcap);
           if (residual) value += y0[size_t{t} * n + r];
           e.add(out[size_t{t} * n + r], value);
         }
@@ -737,7 +750,16 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
     // The rotation as the CPU reference computes it from the spec (its own
     // implementation of the RoPE scalings): pair j turns by position ·
     // inv_freq[j], cos and sin scaled by rotation.scale.
-    const reference::Rope rotation = rope ? reference::rope_of(s) : reference::Rope{};
+    // A local instance (position.local_theta, the windowed layers') turns by
+    // that base's default RoPE, without the spec's scaling.
+    const bool local = k.name.find("_local") != std::string::npos;
+    if (local) CHECK(s.position.local_theta.has_value());
+    reference::Rope rotation = rope ? reference::rope_of(s) : reference::Rope{};
+    if (local) {
+      rotation = reference::Rope{};
+      for (uint32_t j = 0; j < rot / 2; ++j)
+        rotation.inv_freq.push_back(std::pow(*s.position.local_theta, -2.0 * j / static_cast<double>(rot)));
+    }
     if (rope) CHECK(c.f("ROPE_SCALE") == doctest::Approx(rotation.scale).epsilon(1e-7));
     // Head `h` of one row (`in` at the head's first dim), rotated.
     auto rotate = [&](const float* in, uint32_t position) {
@@ -884,6 +906,8 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     const uint32_t hq = c.u("HQ"), hkv = c.u("HKV"), dh = c.u("DH");
     const double scale = s.attention.effective_scale(dh);
     CHECK(c.f("SCALE") == doctest::Approx(scale).epsilon(1e-8));
+    const double softcap = c.f("SOFTCAP");  // Gemma 2: c · tanh(s / c) of each scaled score
+    CHECK(softcap == doctest::Approx(s.attention.softcap).epsilon(1e-8));
     // A windowed instance (attention_w<W>) exists only for a spec with that window.
     const uint32_t window = c.u("WINDOW");
     CHECK((k.name == "attention_w" + std::to_string(window)) == (window > 0));
@@ -947,6 +971,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
             double dot = 0;
             for (uint32_t i = 0; i < dh; ++i) dot += qh[i] * cached(kc0, first + p, g, i);
             scores[p] = scale * dot;
+            if (softcap > 0) scores[p] = softcap * std::tanh(scores[p] / softcap);
             top = std::max(top, scores[p]);
           }
           double sum = 0;

@@ -1,5 +1,5 @@
 // End to end on a tiny random-weight model (one binary per model of
-// tests/specs/tiny/, LATHE_TEST_SPEC names it): the GPU forward pass of the
+// tests/specs/tiny/, its model_info() names the spec): the GPU forward pass of the
 // generated build against the CPU reference, prefill against step-by-step
 // decode, greedy tokens, and the errors a caller can hit. Validation on.
 #include <doctest/doctest.h>
@@ -29,8 +29,9 @@ namespace {
 
 const spec::Spec& test_spec() {
   static const spec::Spec s = [] {
-    spec::Diagnostics diag(LATHE_TEST_SPEC);
-    auto parsed = spec::parse_spec_file(LATHE_TEST_SPEC, diag);
+    const std::string path = std::string(LATHE_SOURCE_DIR) + "/" + std::string(model_info().spec_file);
+    spec::Diagnostics diag(path);
+    auto parsed = spec::parse_spec_file(path, diag);
     REQUIRE_MESSAGE(parsed, diag.format());
     return *parsed;
   }();
@@ -177,14 +178,24 @@ TEST_CASE_FIXTURE(test::VulkanTest, "greedy decoding after a prompt picks the re
   CHECK(first == static_cast<int32_t>(argmax(&ref_all[(prompt.size() - 1) * V], V)));
 
   const std::vector<int32_t> picks = session.generate_greedy(first, 64);
-  std::vector<int32_t> expected;
+  // The reference follows the device's picks (teacher forcing), so one near
+  // tie cannot derail the rest: each pick must be the reference's argmax, or
+  // within float rounding of it (a gap far below a wrong token's 0.1–1).
   int32_t token = first;
-  for (int i = 0; i < 64; ++i) {
+  int ties = 0;
+  for (size_t i = 0; i < picks.size(); ++i) {
     const std::vector<float> row = ref.forward({token});
-    token = static_cast<int32_t>(argmax(row.data(), V));
-    expected.push_back(token);
+    const size_t best = argmax(row.data(), V);
+    const float gap = row[best] - row[static_cast<size_t>(picks[i])];
+    if (static_cast<size_t>(picks[i]) != best) {
+      ++ties;
+      MESSAGE("step " << i << ": the device picked " << picks[i] << ", the reference " << best << ", "
+                      << gap << " below it");
+    }
+    CHECK_MESSAGE(gap <= 1e-3f * std::max(1.0f, std::abs(row[best])), "step " << i);
+    token = picks[i];
   }
-  CHECK(picks == expected);
+  CHECK(ties <= 2);
   CHECK(session.position() == static_cast<int64_t>(prompt.size()) + 64);
 }
 
