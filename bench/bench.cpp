@@ -97,7 +97,8 @@ double weight_bytes(const ModelInfo& m) {
 
 // Bytes one decode step must read from memory at a cache of `context`
 // positions: every matrix (an untied LM head whole), one row of the embedding
-// table, and the K and V cache of every layer. Vectors (norm scales) are noise.
+// table, and the K and V cache of every layer: its last W positions when the
+// layer has a window W. Vectors (norm scales) are noise.
 double decode_bytes(const ModelInfo& m, int64_t context) {
   double bytes = 0;
   for (const ManifestEntry& e : m.manifest) {
@@ -105,8 +106,11 @@ double decode_bytes(const ModelInfo& m, int64_t context) {
     bytes += e.role == Role::Embed ? stored_bytes(e, e.shape[1]) : stored_bytes(e, e.elements());
   }
   const double cache_element = m.cache_dtype == DType::F16 ? 2 : 4;
-  bytes += static_cast<double>(m.layers) * 2 * static_cast<double>(context) * static_cast<double>(m.kv_heads) *
-           static_cast<double>(m.head_dim) * cache_element;
+  for (int64_t layer = 0; layer < m.layers; ++layer) {
+    const int64_t window = static_cast<size_t>(layer) < m.plan.windows.size() ? m.plan.windows[static_cast<size_t>(layer)] : 0;
+    const int64_t keys = window > 0 ? std::min(window, context) : context;
+    bytes += 2 * static_cast<double>(keys) * static_cast<double>(m.kv_heads) * static_cast<double>(m.head_dim) * cache_element;
+  }
   return bytes;
 }
 

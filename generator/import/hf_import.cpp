@@ -862,11 +862,8 @@ class Importer {
                "long factors), which the spec does not have");
       return;
     }
-    if (f_ == Family::Gemma3Text && windowed_) {
-      c_.error(key + " (rope_type \"" + type + "\"): Gemma 3 scales only the full-attention layers' RoPE; the "
-               "spec's position.scaling applies to every layer");
-      return;
-    }
+    // Gemma 3 scales only the full-attention layers' RoPE, as the spec does
+    // when position.local_theta gives the windowed layers a base of their own.
     if (type == "linear" || type == "dynamic") {
       sc.set("kind", type == "linear" ? "linear" : "dynamic_ntk", type_key + " = \"" + type + "\"");
       set_num("factor", "factor", true);

@@ -221,10 +221,10 @@ const Published kPublishedConfigs[] = {
     {"mixtral", kMixtral8x7B, 46'702'792'704, "mixtral-8x7b.toml"},
     {"qwen2", kQwen25_05B, 494'032'768, "qwen2.5-0.5b.toml"},
     {"qwen2_moe", kQwen15MoE, 14'315'784'192, nullptr},
-    {"qwen3", kQwen3_06B, 596'049'920, nullptr},
+    {"qwen3", kQwen3_06B, 596'049'920, "qwen3-0.6b.toml"},
     {"gemma", kGemma2B, 2'506'172'416, nullptr},
     {"gemma2", kGemma2_2B, 2'614'341'888, "gemma-2-2b.toml"},
-    {"gemma3_text", kGemma3_1B, 999'885'952, nullptr},
+    {"gemma3_text", kGemma3_1B, 999'885'952, "gemma-3-1b.toml"},
     {"phi3", kPhi3Mini4k, 3'821'079'552, "phi-3-mini-4k.toml"},
     {"olmo2", kOlmo2_1B, 1'484'916'736, "olmo-2-1b.toml"},
     {"gpt2", kGpt2, 124'439'808, "gpt2.toml"},
@@ -325,7 +325,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 13);  // every file of models/, qwen3-0.6b the latest
+  CHECK(count == 14);  // every file of models/, gemma-3-1b the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -481,10 +481,15 @@ TEST_CASE("imported keys: each model type's family-defining fields and comments"
     v5["layer_types"] = types;
     const Imported g5 = import_config(v5);
     CHECK(spec_differences(g.spec, g5.spec).empty());
-    // Gemma 3 scales only its global layers' RoPE: no spec says that.
+    // Gemma 3 4B and up scale only the global layers' RoPE: position.scaling
+    // with local_theta, whose windowed layers rotate unscaled.
     json scaled = json::parse(kGemma3_1B);
     scaled["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
-    CHECK(contains(import_error(scaled), "Gemma 3 scales only the full-attention layers' RoPE"));
+    const Imported g4 = import_config(scaled);
+    CHECK(g4.spec.position.scaling.kind == spec::RopeScaling::Linear);
+    CHECK(g4.spec.position.scaling.factor == 8.0);
+    REQUIRE(g4.spec.position.local_theta);
+    CHECK(*g4.spec.position.local_theta == 10000.0);
   }
   SUBCASE("phi3: fused qkv and gate_up") {
     const TomlDoc doc = import_hf_config(json::parse(kPhi3Mini4k), {});

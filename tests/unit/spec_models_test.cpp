@@ -40,6 +40,7 @@ constexpr Published kPublished[] = {
     {"olmo-2-1b.toml", 1'484'916'736},
     {"mixtral-8x7b.toml", 46'702'792'704},
     {"qwen3-0.6b.toml", 596'049'920},  // the model card's 0.6B (0.44B non-embedding); lm_head.weight, a tied copy, left out
+    {"gemma-3-1b.toml", 999'885'952},  // the released model.safetensors' tensors (the model card's "1B")
     {"demo.toml", 5'508'352},  // models/demo/model.safetensors, the shipped checkpoint
 };
 
