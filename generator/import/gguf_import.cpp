@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <numbers>
 #include <set>
 
 #include "core/manifest.hpp"
@@ -137,7 +138,112 @@ class Reader {
   std::vector<std::string> problems_;
 };
 
+// llama.cpp's converter writes Llama 3.1/3.2's llama3 RoPE scaling as this
+// tensor, one factor per rotary pair, and no metadata for it.
+const std::string kRopeFreqs = "rope_freqs.weight";
+
+// The factor of the pair of inverse frequency `inv_freq` under llama3
+// scaling, as Hugging Face's _compute_llama3_parameters and llama.cpp's
+// converter classify it: wavelengths below original / high kept (1), above
+// original / low slowed (factor), the band between blended.
+double llama3_factor(double inv_freq, const spec::RopeScalingParams& sc) {
+  const double original = static_cast<double>(sc.original_max_context);
+  const double wavelength = 2.0 * std::numbers::pi / inv_freq;
+  if (wavelength < original / sc.high_freq_factor) return 1.0;
+  if (wavelength > original / sc.low_freq_factor) return sc.factor;
+  const double smooth = (original / wavelength - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor);
+  return 1.0 / ((1.0 - smooth) / sc.factor + smooth);
+}
+
+std::string describe(const spec::RopeScalingParams& sc) {
+  char text[128];
+  std::snprintf(text, sizeof text, "low_freq_factor %g, high_freq_factor %g, original_max_context %lld",
+                sc.low_freq_factor, sc.high_freq_factor, static_cast<long long>(sc.original_max_context));
+  return text;
+}
+
 }  // namespace
+
+std::vector<float> llama3_rope_freqs(const spec::RopeScalingParams& sc, double theta, int64_t rotary_dim) {
+  // conversion/llama.py: freqs = 1 / base ** (arange(0, dim, 2, float32) / dim),
+  // then per freq on torch f32 scalars; the band edges are Python floats.
+  const float factor = static_cast<float>(sc.factor), low = static_cast<float>(sc.low_freq_factor),
+              high = static_cast<float>(sc.high_freq_factor), old = static_cast<float>(sc.original_max_context);
+  const double low_wavelen = static_cast<double>(sc.original_max_context) / sc.low_freq_factor;
+  const double high_wavelen = static_cast<double>(sc.original_max_context) / sc.high_freq_factor;
+  std::vector<float> out;
+  for (int64_t i = 0; i < rotary_dim; i += 2) {
+    const float freq = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(i) / static_cast<float>(rotary_dim));
+    const float wavelen = 2.0f * std::numbers::pi_v<float> / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(factor);
+    } else {
+      const float smooth = (old / wavelen - low) / (high - low);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
+
+spec::RopeScalingParams llama3_scaling_from_rope_freqs(std::span<const float> factors, double theta,
+                                                       int64_t rotary_dim) {
+  auto refuse = [](const std::string& why) { throw ImportError({kRopeFreqs + ": " + why}); };
+  if (rotary_dim < 2 || factors.size() != static_cast<size_t>(rotary_dim / 2))
+    refuse(std::to_string(factors.size()) + " factors, but the rotary dim " + std::to_string(rotary_dim) + " has " +
+           std::to_string(std::max<int64_t>(rotary_dim / 2, 0)) + " pairs");
+  for (size_t i = 0; i < factors.size(); ++i)
+    if (!std::isfinite(factors[i]) || factors[i] <= 0)
+      refuse("factor " + std::to_string(i) + " is " + std::to_string(factors[i]) + ", not a positive number");
+  // The slowest pairs are slowed by the whole factor.
+  const double factor = from_f32(*std::max_element(factors.begin(), factors.end()));
+
+  // The metadata has none of the other three parameters: try the values
+  // released configs use and their neighbours. Only the band's edges,
+  // original / low and original / high, enter the factors, so parameter sets
+  // that scale all three together are one model (kept once, with Meta's
+  // low_freq_factor = 1 where the grid has it).
+  std::vector<spec::RopeScalingParams> models;
+  for (const double low : {0.5, 1.0, 2.0, 4.0}) {
+    for (const double high : {1.0, 2.0, 4.0, 8.0, 16.0}) {
+      if (high <= low) continue;
+      for (int k = 4; k <= 17; ++k) {
+        spec::RopeScalingParams sc;
+        sc.kind = spec::RopeScaling::Llama3;
+        sc.factor = factor;
+        sc.low_freq_factor = low;
+        sc.high_freq_factor = high;
+        sc.original_max_context = int64_t{1} << k;
+        bool fits = true;
+        for (size_t i = 0; i < factors.size() && fits; ++i) {
+          const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
+          const double predicted = llama3_factor(inv_freq, sc);
+          fits = std::abs(predicted - static_cast<double>(factors[i])) <= 1e-5 * std::abs(predicted);
+        }
+        if (!fits) continue;
+        const double original = static_cast<double>(sc.original_max_context);
+        auto same = std::find_if(models.begin(), models.end(), [&](const spec::RopeScalingParams& m) {
+          const double o = static_cast<double>(m.original_max_context);
+          return o / m.low_freq_factor == original / low && o / m.high_freq_factor == original / high;
+        });
+        if (same == models.end()) models.push_back(sc);
+        else if (low == 1.0) *same = sc;
+      }
+    }
+  }
+  if (models.empty())
+    refuse("no llama3 parameters give these " + std::to_string(factors.size()) + " factors (factor " +
+           toml_float(factor) + ", the largest; low_freq_factor 0.5 to 4, high_freq_factor 1 to 16, "
+           "original_max_context 2^4 to 2^17): not llama.cpp's llama3 scaling");
+  if (models.size() > 1) {
+    std::string list;
+    for (const spec::RopeScalingParams& m : models) list += (list.empty() ? "" : "; ") + describe(m);
+    refuse("the factors fit " + std::to_string(models.size()) + " different llama3 bands (" + list +
+           "), which differ on frequencies this model does not have: the parameters are not determined");
+  }
+  return models.front();
+}
 
 std::vector<std::string> supported_gguf_architectures() {
   std::vector<std::string> out;
@@ -146,7 +252,7 @@ std::vector<std::string> supported_gguf_architectures() {
 }
 
 TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights::TensorInfo>& tensors,
-                             const ImportOptions& options) {
+                             const ImportOptions& options, std::span<const float> rope_freqs) {
   Reader r(metadata, tensors, options.file);
   const std::string arch_name = r.string("general.architecture").value_or("");
   const Arch* arch = find_arch(arch_name);
@@ -207,9 +313,6 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   if (r.integer(a + "expert_count").value_or(0) > 0 || r.has("blk.0.ffn_gate_exps.weight"))
     r.problem(a + "expert_count: MoE files stack each layer's experts in one tensor (ffn_*_exps), which the "
               "spec's per-expert manifest cannot name");
-  if (r.has("rope_freqs.weight"))
-    r.problem("rope_freqs.weight: precomputed RoPE frequency factors (llama3 scaling) are not representable; "
-              "import the Hugging Face config instead");
   if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none" && *type != "linear" && *type != "yarn")
     r.problem(a + "rope.scaling.type \"" + *type + "\" is not representable");
 
@@ -254,17 +357,43 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   TomlTable& position = doc.table("position");
   if (gpt2) {
     position.set("kind", "learned", "position_embd");
+    if (r.has(kRopeFreqs)) r.problem(kRopeFreqs + ": RoPE factors in a file of learned positions");
     if (const weights::TensorInfo* pe = r.tensor("position_embd.weight"); pe && pe->shape[0] != context)
       position.set("table_size", pe->shape[0], "position_embd rows");
   } else {
     position.set("kind", "rope");
     position.set("pairing", arch->interleaved ? "interleaved" : "neox",
                  arch->interleaved ? "llama.cpp permutes Llama's q/k rows for it" : "llama.cpp keeps rotate-half");
-    if (auto dim = r.integer(a + "rope.dimension_count"); dim && *dim != key_length)
-      position.set("rotary_dim", *dim, a + "rope.dimension_count");
-    position.set("theta", r.number(a + "rope.freq_base").value_or(10000.0), a + "rope.freq_base");
+    const int64_t rotary_dim = r.integer(a + "rope.dimension_count").value_or(key_length);
+    if (rotary_dim != key_length) position.set("rotary_dim", rotary_dim, a + "rope.dimension_count");
+    const double theta = r.number(a + "rope.freq_base").value_or(10000.0);
+    position.set("theta", theta, a + "rope.freq_base");
     if (an == "gemma3") position.set("local_theta", 10000.0, "llama.cpp's base of the windowed layers");
-    if (const auto type = r.string(a + "rope.scaling.type"); type && (*type == "linear" || *type == "yarn")) {
+    const auto type = r.string(a + "rope.scaling.type");
+    if (r.has(kRopeFreqs)) {
+      // llama3 scaling: llama.cpp's converter keeps only its factors.
+      if (type && *type != "none")
+        r.problem(kRopeFreqs + ": llama3 factors beside " + a + "rope.scaling.type \"" + *type +
+                  "\" (the spec has one RoPE scaling)");
+      else if (rope_freqs.empty())
+        r.problem(kRopeFreqs + ": its values, which the llama3 parameters are recovered from, were not read");
+      else {
+        try {
+          const spec::RopeScalingParams sc = llama3_scaling_from_rope_freqs(rope_freqs, theta, rotary_dim);
+          TomlTable& scaling = doc.table("position.scaling");
+          scaling.note("llama.cpp keeps llama3 scaling only as the factors of rope_freqs.weight: these are the");
+          scaling.note("parameters that give every one of them (original, low and high scale together)");
+          scaling.set("kind", "llama3", kRopeFreqs);
+          scaling.set("factor", sc.factor, "the largest of rope_freqs.weight");
+          scaling.set("low_freq_factor", sc.low_freq_factor, "recovered from rope_freqs.weight");
+          scaling.set("high_freq_factor", sc.high_freq_factor, "recovered from rope_freqs.weight");
+          scaling.set("original_max_context", sc.original_max_context, "recovered from rope_freqs.weight");
+        } catch (const ImportError& e) {
+          for (const std::string& p : e.problems()) r.problem(p);
+        }
+      }
+    }
+    if (type && (*type == "linear" || *type == "yarn")) {
       TomlTable& scaling = doc.table("position.scaling");
       scaling.set("kind", *type, a + "rope.scaling.type");
       if (auto f = r.number(a + "rope.scaling.factor")) scaling.set("factor", *f, a + "rope.scaling.factor");
@@ -312,6 +441,10 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   if (vectors && *vectors != DType::F32) w.set("vector_dtype", dtype_key(*vectors), "the file's vectors");
   w.set("preset", "gguf");
   if (fused_qkv) w.set("fused_qkv", true, "attn_qkv: q, k, v");
+  // The spec computes the llama3 frequencies itself; the file's copy of
+  // them is left out of the manifest check, here and when loading.
+  if (r.has(kRopeFreqs))
+    w.set("ignore", std::vector<std::string>{kRopeFreqs}, "llama.cpp's llama3 factors, computed from [position.scaling]");
 
   if (!r.problems().empty()) throw ImportError(r.problems());
   return doc;
@@ -321,7 +454,14 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
   const weights::GgufFile file(path);
   if (options.file == "config.json") options.file = path;
   ImportResult result;
-  result.doc = import_gguf_metadata(file.metadata(), file.tensors(), options);
+  std::vector<float> rope_freqs;
+  if (const weights::TensorInfo* freqs = file.find(kRopeFreqs)) {
+    int64_t n = 1;
+    for (int64_t d : freqs->shape) n *= d;
+    rope_freqs.resize(static_cast<size_t>(n));
+    weights::convert(freqs->dtype, file.data(*freqs), DType::F32, std::as_writable_bytes(std::span(rope_freqs)));
+  }
+  result.doc = import_gguf_metadata(file.metadata(), file.tensors(), options, rope_freqs);
   result.text = result.doc.render();
   spec::Diagnostics diag(path + " (imported)");
   auto parsed = spec::parse_spec_string(result.text, path + " (imported)", diag);
@@ -330,7 +470,9 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
                                                 diag.format() + result.text);
   result.spec = std::move(*parsed);
 
-  // The manifest must be the file's tensors, shape for shape.
+  // The manifest must be the file's tensors, shape for shape, less those
+  // weights.ignore names (exact names: the importer writes no patterns).
+  const std::vector<std::string>& ignored = result.spec.weights.ignore;
   std::vector<std::string> problems;
   std::set<std::string> expected;
   CheckpointCheck check{path, 0, 0, 0};
@@ -343,6 +485,10 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
       problems.push_back(path + ": " + t.name + ": the imported spec's shape differs from the file's");
   }
   for (const weights::TensorInfo& t : file.tensors()) {
+    if (std::find(ignored.begin(), ignored.end(), t.name) != ignored.end()) {
+      ++check.ignored_tensors;
+      continue;
+    }
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
     check.checkpoint_elements += n;
@@ -395,6 +541,9 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
   s.weights.vector_dtype = DType::F32;
   s.weights.layout = Layout::OutIn;  // the converter transposes Conv1D weights
   s.weights.ignore.clear();
+  // llama.cpp's file holds llama3 scaling as factors the spec computes itself.
+  if (s.position.kind == spec::PositionKind::Rope && s.position.scaling.kind == spec::RopeScaling::Llama3)
+    s.weights.ignore.push_back(kRopeFreqs);
   s.cache = spec::Cache{};  // the KV cache's dtype is a build choice a GGUF file does not state
   s.locations.clear();
   return s;
@@ -405,8 +554,6 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   auto refuse = [](const std::string& what) { throw Error(ErrorKind::Unsupported, what); };
   if (arch.interleaved && s.position.pairing != spec::RopePairing::Interleaved)
     refuse("position.pairing: llama.cpp's Llama files pair RoPE dims interleaved (their q/k rows permuted)");
-  if (s.position.scaling.kind == spec::RopeScaling::Llama3)
-    refuse("position.scaling.kind: llama.cpp stores llama3 scaling as a rope_freqs tensor");
   if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk)
     refuse("position.scaling.kind: llama.cpp has no dynamic_ntk scaling");
   if (s.position.local_theta && *s.position.local_theta != 10000.0)
@@ -439,6 +586,7 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   if (s.position.kind == spec::PositionKind::Rope) {
     m[a + "rope.dimension_count"] = u32(s.position.rotary_dim);
     m[a + "rope.freq_base"] = f32(s.position.theta);
+    // llama3 scaling has no keys: the file's rope_freqs.weight (llama3_rope_freqs) says it.
     const auto& sc = s.position.scaling;
     if (sc.kind == spec::RopeScaling::Linear || sc.kind == spec::RopeScaling::Yarn) {
       m[a + "rope.scaling.type"] = std::string(spec::name(sc.kind));

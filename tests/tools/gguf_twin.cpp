@@ -13,7 +13,10 @@
 //     HF_SPEC does not is a copy of the embedding (llama.cpp's GPT-2
 //     files). Norm scales of a (1 + w) HF_SPEC that GGUF_SPEC reads plainly
 //     are stored as 1 + w (llama.cpp's Gemma files). Tensors are stored in GGUF_SPEC's
-//     dtypes (Q8_0 blocks quantized here) with GGUF_SPEC's metadata.
+//     dtypes (Q8_0 blocks quantized here) with GGUF_SPEC's metadata. Under
+//     llama3 RoPE scaling the file also holds rope_freqs.weight, head_dim / 2
+//     f32 factors computed as llama.cpp's converter does (its only record of
+//     the scaling).
 //     --no-permute leaves the rows as they are: the negative control.
 //   lathe_gguf_twin config SPEC OUT.json
 //     The Hugging Face config.json of SPEC: beside a checkpoint of SPEC, a
@@ -97,6 +100,13 @@ int convert(const std::string& hf_spec_path, const std::string& gguf_spec_path, 
     if (hf.norm.unit_offset && !gg.norm.unit_offset && is_norm(t.role) && !t.bias)
       for (float& v : values) v += 1.0f;
     tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
+  }
+  if (gg.position.kind == spec::PositionKind::Rope && gg.position.scaling.kind == spec::RopeScaling::Llama3) {
+    // The converter's dim is head_dim (not rope.dimension_count).
+    const std::vector<float> factors =
+        importer::llama3_rope_freqs(gg.position.scaling, gg.position.theta, gg.dims.head_dim);
+    const std::vector<int64_t> shape{static_cast<int64_t>(factors.size())};
+    tensors.push_back({"rope_freqs.weight", DType::F32, shape, weights::encode_values(DType::F32, factors)});
   }
   weights::write_gguf(out, importer::gguf_metadata_from_spec(gg), tensors);
   std::cout << out << ": " << tensors.size() << " tensors" << (permute ? ", q/k rows interleaved" : "") << "\n";

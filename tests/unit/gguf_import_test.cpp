@@ -1,10 +1,14 @@
 // Specs from GGUF metadata (llama.cpp's conventions) and back: every shipped
 // spec that llama.cpp can express round-trips through the metadata and
-// tensor list of its GGUF twin; what it cannot express is an error naming
-// the key or tensor.
+// tensor list of its GGUF twin (llama3 RoPE scaling through the factors of
+// rope_freqs.weight); what it cannot express is an error naming the key or
+// tensor.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <numbers>
 
 #include "generator/import/gguf_import.hpp"
 #include "generator/spec/compare.hpp"
@@ -47,17 +51,52 @@ Metadata metadata_of(const spec::Spec& s) {
   return Metadata(m.begin(), m.end());
 }
 
-// The tensor list of a spec's GGUF file: its manifest (no data).
+bool llama3(const spec::Spec& s) {
+  return s.position.kind == spec::PositionKind::Rope && s.position.scaling.kind == spec::RopeScaling::Llama3;
+}
+
+// rope_freqs.weight as llama.cpp's converter computes it (conversion/llama.py,
+// LlamaModel.generate_extra_tensors), written out here on its own: f32
+// inverse frequencies of head_dim, and per pair 1, factor, or the blend.
+std::vector<float> converter_rope_freqs(const spec::RopeScalingParams& sc, double theta, int64_t dim) {
+  const double low_wavelen = static_cast<double>(sc.original_max_context) / sc.low_freq_factor;
+  const double high_wavelen = static_cast<double>(sc.original_max_context) / sc.high_freq_factor;
+  std::vector<float> out;
+  for (int64_t i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(i) / static_cast<float>(dim));
+    const float wavelen = 2.0f * std::numbers::pi_v<float> / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(static_cast<float>(sc.factor));
+    } else {
+      const float smooth = (static_cast<float>(sc.original_max_context) / wavelen - static_cast<float>(sc.low_freq_factor)) /
+                           static_cast<float>(sc.high_freq_factor - sc.low_freq_factor);
+      out.push_back(1.0f / ((1.0f - smooth) / static_cast<float>(sc.factor) + smooth));
+    }
+  }
+  return out;
+}
+
+// The values of a spec's GGUF rope_freqs.weight: none without llama3 scaling.
+std::vector<float> rope_freqs_of(const spec::Spec& s) {
+  return llama3(s) ? converter_rope_freqs(s.position.scaling, s.position.theta, s.dims.head_dim) : std::vector<float>{};
+}
+
+// The tensor list of a spec's GGUF file: its manifest (no data), and
+// rope_freqs.weight under llama3 scaling.
 std::vector<weights::TensorInfo> tensors_of(const spec::Spec& s) {
   std::vector<weights::TensorInfo> out;
   for (const spec::TensorSpec& t : spec::build_manifest(s).tensors) out.push_back({t.name, t.dtype, t.shape, 0, 0});
+  if (llama3(s)) out.push_back({"rope_freqs.weight", DType::F32, {s.dims.head_dim / 2}, 0, 0});
   return out;
 }
 
 // The problems an import of (metadata, tensors) raises, one string.
-std::string import_errors(const Metadata& m, const std::vector<weights::TensorInfo>& tensors) {
+std::string import_errors(const Metadata& m, const std::vector<weights::TensorInfo>& tensors,
+                          std::span<const float> rope_freqs = {}) {
   try {
-    import_gguf_metadata(m, tensors, file_named("x.gguf"));
+    import_gguf_metadata(m, tensors, file_named("x.gguf"), rope_freqs);
   } catch (const importer::ImportError& e) {
     return e.what();
   }
@@ -83,13 +122,14 @@ TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF met
       twin = gguf_twin(original);
       metadata = metadata_of(twin);
     } catch (const Error& e) {
-      // Mixtral (stacked experts) and Llama 3.2 (llama3 scaling as a
-      // rope_freqs tensor): llama.cpp writes what a spec cannot name.
+      // Mixtral: llama.cpp stacks experts in a tensor a spec cannot name.
       MESSAGE(entry.path().filename().string() << ": " << e.what());
-      CHECK((original.moe.enabled() || original.position.scaling.kind == spec::RopeScaling::Llama3));
+      CHECK(original.moe.enabled());
       continue;
     }
-    const importer::TomlDoc doc = import_gguf_metadata(metadata, tensors_of(twin), file_named("model.gguf"));
+    // Llama 3.2's llama3 scaling comes back from the rope_freqs factors.
+    const importer::TomlDoc doc =
+        import_gguf_metadata(metadata, tensors_of(twin), file_named("model.gguf"), rope_freqs_of(twin));
     const spec::Spec imported = parse_text(doc.render());
     const std::vector<std::string> differences = spec::spec_differences(twin, imported);
     std::string all;
@@ -124,7 +164,7 @@ TEST_CASE("the GGUF twin of a Llama spec pairs RoPE interleaved and names tensor
 // hand-written GGUF twin is what gguf_twin derives, and the metadata of that
 // twin imports back to it.
 TEST_CASE("the hand-written GGUF twins of the tiny models are their GGUF twins, and import back") {
-  for (const std::string name : {"llama-gqa", "gpt2", "gemma2", "gemma3", "olmo2", "qwen3", "phi3"}) {
+  for (const std::string name : {"llama-gqa", "gpt2", "gemma2", "gemma3", "olmo2", "qwen3", "phi3", "llama3-rope"}) {
     CAPTURE(name);
     const spec::Spec twin = gguf_twin(tiny(name + ".toml"));
     const spec::Spec written = tiny(name + "-gguf.toml");
@@ -134,7 +174,9 @@ TEST_CASE("the hand-written GGUF twins of the tiny models are their GGUF twins, 
     if (name == "gpt2") CHECK(differences == "embedding.tied: true vs false\n");
     else CHECK_MESSAGE(differences.empty(), differences);
     const spec::Spec imported =
-        parse_text(import_gguf_metadata(metadata_of(written), tensors_of(written), file_named("t.gguf")).render());
+        parse_text(import_gguf_metadata(metadata_of(written), tensors_of(written), file_named("t.gguf"),
+                                        rope_freqs_of(written))
+                       .render());
     differences.clear();
     for (const std::string& d : spec::spec_differences(written, imported)) differences += d + "\n";
     CHECK_MESSAGE(differences.empty(), differences);
@@ -172,9 +214,12 @@ TEST_CASE("what a spec cannot say is an error naming the key or tensor, all at o
   CHECK(both.find("x.gguf: llama.block_count: missing") != std::string::npos);
   CHECK(both.find("x.gguf: llama.attention.layer_norm_rms_epsilon: missing") != std::string::npos);
 
+  // rope_freqs.weight: its values are needed, and must be llama3 factors.
   std::vector<weights::TensorInfo> with_freqs = tensors;
   with_freqs.push_back({"rope_freqs.weight", DType::F32, {8}, 0, 0});
-  CHECK(import_errors(good, with_freqs).find("x.gguf: rope_freqs.weight: precomputed RoPE frequency factors") !=
+  CHECK(import_errors(good, with_freqs).find("x.gguf: rope_freqs.weight: its values") != std::string::npos);
+  const std::vector<float> zigzag{1, 2, 1, 2, 1, 2, 1, 2};
+  CHECK(import_errors(good, with_freqs, zigzag).find("x.gguf: rope_freqs.weight: no llama3 parameters give") !=
         std::string::npos);
 
   std::vector<weights::TensorInfo> experts = tensors;
@@ -222,4 +267,85 @@ TEST_CASE("import_gguf reads a file and checks its tensors against the imported 
           std::string::npos);
     CHECK(std::string(e.what()).find("parameters, the file") != std::string::npos);
   }
+}
+
+TEST_CASE("llama3 RoPE parameters are recovered exactly from llama.cpp's rope_freqs factors") {
+  struct Released {
+    const char* name;
+    double factor;
+    int64_t head_dim;
+  };
+  for (const Released m : {Released{"Llama 3.1 8B", 8.0, 128}, Released{"Llama 3.2 1B", 32.0, 64}}) {
+    CAPTURE(m.name);
+    spec::RopeScalingParams sc;
+    sc.kind = spec::RopeScaling::Llama3;
+    sc.factor = m.factor;
+    sc.low_freq_factor = 1.0;
+    sc.high_freq_factor = 4.0;
+    sc.original_max_context = 8192;
+    const std::vector<float> factors = converter_rope_freqs(sc, 500000.0, m.head_dim);
+    REQUIRE(factors.size() == static_cast<size_t>(m.head_dim / 2));
+    // The importer's copy of the converter (what lathe_gguf_twin writes) agrees.
+    const std::vector<float> library = importer::llama3_rope_freqs(sc, 500000.0, m.head_dim);
+    REQUIRE(library.size() == factors.size());
+    for (size_t i = 0; i < factors.size(); ++i) CHECK(library[i] == doctest::Approx(factors[i]).epsilon(1e-6));
+    // All three regimes occur, so the band is determined.
+    CHECK(factors.front() == 1.0f);
+    CHECK(factors.back() == static_cast<float>(m.factor));
+    CHECK(std::count_if(factors.begin(), factors.end(),
+                        [&](float f) { return f > 1.0f && f < static_cast<float>(m.factor); }) >= 2);
+
+    const spec::RopeScalingParams got = importer::llama3_scaling_from_rope_freqs(factors, 500000.0, m.head_dim);
+    CHECK(got.kind == spec::RopeScaling::Llama3);
+    CHECK(got.factor == m.factor);
+    CHECK(got.low_freq_factor == 1.0);
+    CHECK(got.high_freq_factor == 4.0);
+    CHECK(got.original_max_context == 8192);
+
+    // One factor off by 0.1%: no parameters give the vector.
+    std::vector<float> corrupted = factors;
+    const auto blended =
+        std::find_if(corrupted.begin(), corrupted.end(), [&](float f) { return f > 1.0f && f < static_cast<float>(m.factor); });
+    REQUIRE(blended != corrupted.end());
+    *blended *= 1.001f;
+    CHECK_THROWS_WITH_AS(importer::llama3_scaling_from_rope_freqs(corrupted, 500000.0, m.head_dim),
+                         doctest::Contains("rope_freqs.weight: no llama3 parameters give these"), importer::ImportError);
+    // Factors of another head size.
+    const std::string wrong_size = "rope_freqs.weight: " + std::to_string(factors.size()) + " factors, but";
+    CHECK_THROWS_WITH_AS(importer::llama3_scaling_from_rope_freqs(factors, 500000.0, m.head_dim * 2),
+                         doctest::Contains(wrong_size.c_str()), importer::ImportError);
+  }
+  // All ones: every band fits, nothing says which.
+  CHECK_THROWS_WITH_AS(importer::llama3_scaling_from_rope_freqs(std::vector<float>(64, 1.0f), 500000.0, 128),
+                       doctest::Contains("the parameters are not determined"), importer::ImportError);
+}
+
+TEST_CASE("import_gguf reads llama3 scaling from rope_freqs.weight and ignores the tensor") {
+  test::TempDir dir("lathe-gguf-llama3");
+  const spec::Spec hf = tiny("llama3-rope.toml");
+  const spec::Spec twin = gguf_twin(hf);
+  REQUIRE(twin.weights.ignore == std::vector<std::string>{"rope_freqs.weight"});
+  std::vector<weights::GgufTensorToWrite> tensors;
+  for (const spec::TensorSpec& t : spec::build_manifest(twin).tensors) {
+    std::vector<float> values(static_cast<size_t>(t.elements()), 0.5f);
+    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
+  }
+  const std::vector<float> factors = rope_freqs_of(twin);
+  tensors.push_back({"rope_freqs.weight", DType::F32, {static_cast<int64_t>(factors.size())},
+                     weights::encode_values(DType::F32, factors)});
+  const std::string path = (dir.dir / "tiny-llama3.gguf").string();
+  weights::write_gguf(path, gguf_metadata_from_spec(twin), tensors);
+
+  const importer::ImportResult result = importer::import_gguf(path);
+  REQUIRE(result.checkpoint);
+  CHECK(result.checkpoint->spec_params == spec::build_manifest(twin).total_elements());
+  CHECK(result.checkpoint->checkpoint_elements == result.checkpoint->spec_params);
+  CHECK(result.checkpoint->ignored_tensors == 1);
+  CHECK(result.spec.position.scaling.kind == spec::RopeScaling::Llama3);
+  CHECK(result.spec.position.scaling.original_max_context == 64);
+  std::string differences;
+  for (const std::string& d : spec::spec_differences(twin, result.spec)) differences += d + "\n";
+  CHECK_MESSAGE(differences.empty(), differences << result.text);
+  CHECK(result.text.find("ignore = [\"rope_freqs.weight\"]") != std::string::npos);
+  CHECK(result.text.find("recovered from rope_freqs.weight") != std::string::npos);
 }
