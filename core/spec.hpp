@@ -28,6 +28,7 @@ using lathe::Activation;
 using lathe::DType;
 using lathe::Layout;
 using lathe::NormKind;
+using lathe::QkvLayout;
 using lathe::Role;
 using lathe::RopePairing;
 
@@ -68,6 +69,7 @@ const char* name(RopeScaling);
 const char* name(FusedGateUp);
 const char* name(DType);
 const char* name(Layout);
+const char* name(QkvLayout);
 double bytes_per_element(DType);  // Q8_0: 34 bytes per block of 32
 
 struct Dims {
@@ -149,12 +151,14 @@ struct Moe {
 
 struct Embedding {
   bool tied = false;    // the LM head is the embedding matrix
+  bool norm = false;    // a norm of the embeddings (BLOOM's word_embeddings_layernorm)
   double scale = 1.0;   // Gemma: sqrt(hidden)
   bool scale_sqrt_hidden = false;
 };
 
 struct Output {
   double softcap = 0;  // final logit soft-capping (Gemma 2: 30)
+  bool bias = false;   // a bias on the LM head (Phi-2)
 };
 
 const char* name(Role);
@@ -168,6 +172,7 @@ struct Weights {
   DType vector_dtype = DType::F32;
   Layout layout = Layout::OutIn;
   bool fused_qkv = false;
+  QkvLayout qkv_layout = QkvLayout::Blocks;  // the rows of the fused q/k/v tensor
   // Module path per role; "{layer}" and "{expert}" are replaced, and the
   // tensors are "<path>.weight" and "<path>.bias".
   std::map<Role, std::string> names;

@@ -323,6 +323,7 @@ void read_moe(Table t, Spec& s) {
 void read_embedding(Table t, Spec& s) {
   Embedding& e = s.embedding;
   set(e.tied, t.boolean("tied"));
+  set(e.norm, t.boolean("norm"));
   if (const toml::node* scale = t.raw("scale")) {
     if (scale->is_string() && *scale->value<std::string>() == "sqrt_hidden") {
       e.scale_sqrt_hidden = true;
@@ -338,6 +339,7 @@ void read_embedding(Table t, Spec& s) {
 
 void read_output(Table t, Spec& s) {
   set(s.output.softcap, t.number("softcap", false, 0.0, 1e300, false));
+  set(s.output.bias, t.boolean("bias"));
   t.finish();
 }
 
@@ -352,6 +354,7 @@ void read_weights(Table t, Spec& s) {
   }
   set(w.layout, t.choice<Layout>("layout", false));
   set(w.fused_qkv, t.boolean("fused_qkv"));
+  set(w.qkv_layout, t.choice<QkvLayout>("qkv_layout", false));
   if (auto preset = t.string("preset", false)) {
     w.preset = *preset;
     w.names = preset_names(w.preset, s.norm.placement);

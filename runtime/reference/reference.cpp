@@ -29,12 +29,7 @@ double uniform(uint64_t& state) {  // [-1, 1)
 }
 
 void check_supported(const spec::Spec& s) {
-  if (s.norm.placement != spec::NormPlacement::Pre && s.norm.placement != spec::NormPlacement::Sandwich &&
-      s.norm.placement != spec::NormPlacement::BranchOutput)
-    unsupported("norm.placement");
-  if (s.position.kind != spec::PositionKind::Rope && s.position.kind != spec::PositionKind::Learned &&
-      s.position.kind != spec::PositionKind::None)
-    unsupported("position.kind");
+  if (s.position.kind == spec::PositionKind::Sinusoidal) unsupported("position.kind");
   if (s.position.kind == spec::PositionKind::Rope) {
     if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk) unsupported("position.scaling.kind");
     if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
@@ -159,16 +154,30 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
   embed_ = tensor(Role::Embed, false, -1);
   if (spec_.position.kind == spec::PositionKind::Learned) pos_embed_ = tensor(Role::PosEmbed, false, -1);
   lm_head_ = spec_.embedding.tied ? embed_ : tensor(Role::LmHead, false, -1);
+  lm_head_bias_ = optional(Role::LmHead, true, -1);
   if (spec_.norm.final_norm) final_norm_ = norm(Role::FinalNorm, -1);
+  if (spec_.embedding.norm) embed_norm_ = norm(Role::EmbedNorm, -1);
+  if (spec_.position.kind == spec::PositionKind::Alibi) {
+    // Head h (1-based) of the first 2^k ≤ heads heads: 2^(−8h/2^k); the
+    // rest interleave in at the odd steps of 2^(k+1) heads (BLOOM's
+    // build_alibi_tensor, MPT's gen_slopes).
+    const int64_t heads = spec_.dims.heads;
+    const int64_t closest = int64_t{1} << static_cast<int>(std::floor(std::log2(static_cast<double>(heads))));
+    const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(closest)) - 3)));
+    for (int64_t h = 1; h <= closest; ++h) alibi_slopes_.push_back(std::pow(base, static_cast<double>(h)));
+    const double extra = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(2 * closest)) - 3)));
+    for (int64_t h = 1; static_cast<int64_t>(alibi_slopes_.size()) < heads; h += 2)
+      alibi_slopes_.push_back(std::pow(extra, static_cast<double>(h)));
+  }
 
   layers_.resize(static_cast<size_t>(d.layers));
   for (int64_t l = 0; l < d.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
     const spec::NormPlacement placement = spec_.norm.placement;
-    if (placement != spec::NormPlacement::BranchOutput) {
-      L.attn_norm = norm(Role::AttnNorm, l);
+    if (placement != spec::NormPlacement::BranchOutput) L.attn_norm = norm(Role::AttnNorm, l);
+    if (placement != spec::NormPlacement::BranchOutput &&
+        !(placement == spec::NormPlacement::Parallel && spec_.norm.parallel_shared))
       L.mlp_norm = norm(Role::MlpNorm, l);
-    }
     if (placement == spec::NormPlacement::Sandwich || placement == spec::NormPlacement::BranchOutput) {
       L.attn_post_norm = norm(Role::AttnPostNorm, l);
       L.mlp_post_norm = norm(Role::MlpPostNorm, l);
@@ -321,20 +330,42 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     for (size_t i = 0; i < hidden; ++i)
       x[i] += static_cast<double>(pos_embed_.data[static_cast<size_t>(row) * hidden + i]);
   }
+  if (spec_.embedding.norm) x = normalize(embed_norm_, x);
 
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
-    // Attention. Norms before a branch (pre, sandwich) and after it
-    // (sandwich, branch_output: x + N(F(·))).
-    const bool norm_in = spec_.norm.placement != spec::NormPlacement::BranchOutput;
-    const bool norm_out = spec_.norm.placement != spec::NormPlacement::Pre;
+    // Attention. Norms before a branch (pre, sandwich, parallel), after it
+    // (sandwich, branch_output: x + N(F(·))), or after the residual add (post).
+    using Placement = spec::NormPlacement;
+    const Placement placement = spec_.norm.placement;
+    const bool norm_in = placement == Placement::Pre || placement == Placement::Sandwich || placement == Placement::Parallel;
+    const bool norm_out = placement == Placement::Sandwich || placement == Placement::BranchOutput;
+    const std::vector<double> block_in = x;
     std::vector<double> h = norm_in ? normalize(L.attn_norm, x) : x;
-    std::vector<double> q, k, v;
+    std::vector<double> q(static_cast<size_t>(q_width)), k(static_cast<size_t>(kv_width)), v(static_cast<size_t>(kv_width));
     if (spec_.weights.fused_qkv) {
       const std::vector<double> qkv = apply(L.qkv, h);
-      q.assign(qkv.begin(), qkv.begin() + q_width);
-      k.assign(qkv.begin() + q_width, qkv.begin() + q_width + kv_width);
-      v.assign(qkv.begin() + q_width + kv_width, qkv.end());
+      // Head-sized pieces of the fused rows: q | k | v, or [q k v] per head
+      // (GPT-NeoX, BLOOM), or per KV head its G query heads, k, v (Falcon).
+      auto copy = [&](std::vector<double>& to, int64_t to_head, int64_t from_unit) {
+        std::copy_n(qkv.begin() + from_unit * hd, hd, to.begin() + to_head * hd);
+      };
+      switch (spec_.weights.qkv_layout) {
+        case QkvLayout::Blocks:
+          for (int64_t hh = 0; hh < d.heads; ++hh) copy(q, hh, hh);
+          for (int64_t g = 0; g < d.kv_heads; ++g) copy(k, g, d.heads + g), copy(v, g, d.heads + d.kv_heads + g);
+          break;
+        case QkvLayout::PerHead:
+          for (int64_t hh = 0; hh < d.heads; ++hh) copy(q, hh, 3 * hh), copy(k, hh, 3 * hh + 1), copy(v, hh, 3 * hh + 2);
+          break;
+        case QkvLayout::Grouped:
+          for (int64_t g = 0; g < d.kv_heads; ++g) {
+            for (int64_t j = 0; j < group; ++j) copy(q, g * group + j, g * (group + 2) + j);
+            copy(k, g, g * (group + 2) + group);
+            copy(v, g, g * (group + 2) + group + 1);
+          }
+          break;
+      }
     } else {
       q = apply(L.q, h);
       k = apply(L.k, h);
@@ -384,6 +415,7 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
         for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
         s *= scale;
         if (softcap > 0) s = softcap * std::tanh(s / softcap);
+        if (!alibi_slopes_.empty()) s += alibi_slopes_[static_cast<size_t>(hh)] * static_cast<double>(j - p);
         scores[static_cast<size_t>(j - first)] = s;
         max_score = std::max(max_score, s);
       }
@@ -399,9 +431,15 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     std::vector<double> o = apply(L.o, attn);
     if (norm_out) o = normalize(L.attn_post_norm, o);
     for (size_t i = 0; i < hidden; ++i) x[i] += o[i];
+    if (placement == Placement::Post) x = normalize(L.attn_norm, x);
 
-    // MLP.
-    h = norm_in ? normalize(L.mlp_norm, x) : x;
+    // MLP: of the block's input beside the attention (parallel: one shared
+    // norm or its own), else of the stream after it.
+    if (placement == Placement::Parallel) {
+      if (!spec_.norm.parallel_shared) h = normalize(L.mlp_norm, block_in);
+    } else {
+      h = norm_in ? normalize(L.mlp_norm, x) : x;
+    }
     const size_t width = static_cast<size_t>(d.intermediate);
     std::vector<double> a(width);
     if (spec_.mlp.gated) {
@@ -425,6 +463,7 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     std::vector<double> down = apply(L.down, a);
     if (norm_out) down = normalize(L.mlp_post_norm, down);
     for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
+    if (placement == Placement::Post) x = normalize(L.mlp_norm, x);
   }
 
   if (spec_.norm.final_norm) x = normalize(final_norm_, x);
@@ -432,6 +471,7 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     const float* row = lm_head_.data + static_cast<size_t>(t) * hidden;
     double sum = 0;
     for (size_t i = 0; i < hidden; ++i) sum += static_cast<double>(row[i]) * x[i];
+    if (lm_head_bias_) sum += static_cast<double>(lm_head_bias_[t]);
     const double cap = spec_.output.softcap;
     logits[t] = static_cast<float>(cap > 0 ? cap * std::tanh(sum / cap) : sum);
   }

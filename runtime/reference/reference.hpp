@@ -97,9 +97,12 @@ class Reference {
   spec::Spec spec_;
   Rope rope_;
   Rope local_rope_;  // position.local_theta: the windowed layers', unscaled
+  std::vector<double> alibi_slopes_;  // position.kind = alibi: each query head's
   std::map<std::tuple<spec::Role, bool, int64_t>, Tensor> tensors_;
   Tensor embed_, pos_embed_, lm_head_;
   NormW final_norm_;
+  NormW embed_norm_;               // embedding.norm (BLOOM)
+  const float* lm_head_bias_ = nullptr;  // output.bias (Phi-2)
   std::vector<Layer> layers_;
   int64_t cache_len_ = 0;
 };
