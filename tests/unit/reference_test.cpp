@@ -365,9 +365,9 @@ TEST_CASE("reference: fused qkv and fused gate_up equal the separate projections
 }
 
 TEST_CASE("reference: unsupported fields, missing tensors and bad inputs are refused") {
-  const spec::Spec post = parse(llama(16, 4, 2, 24, 13, 1, "[norm]\nplacement = \"post\"\n"));
-  CHECK_THROWS_WITH_AS(Reference(post, random_weights(post, 1, 0.5f)), "reference: not supported: norm.placement",
-                       std::invalid_argument);
+  const spec::Spec sinusoidal = parse(llama(16, 4, 2, 24, 13, 1, "[position]\nkind = \"sinusoidal\"\n"));
+  CHECK_THROWS_WITH_AS(Reference(sinusoidal, random_weights(sinusoidal, 1, 0.5f)),
+                       "reference: not supported: position.kind", std::invalid_argument);
   const spec::Spec s = parse(llama(16, 4, 2, 24, 13, 1));
   Weights w = random_weights(s, 1, 0.5f);
   w.tensors.erase("lm_head.weight");

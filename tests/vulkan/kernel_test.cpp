@@ -464,7 +464,8 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
                                "tiny-gpt2", "mistral-7b-v0.1", "tiny-llama-swa", "tiny-llama-swa-alternating",
                                "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved", "tiny-llama-gqa-gguf",
                                "tiny-llama-q8", "tiny-gpt2-gguf", "gemma-2-2b", "olmo-2-1b", "phi-3-mini-4k", "gemma-3-1b",
-                               "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3"}) {
+                               "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3", "tiny-neox", "tiny-phi2",
+                               "tiny-gptj", "tiny-bloom", "tiny-falcon", "tiny-post-norm"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
