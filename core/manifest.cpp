@@ -188,7 +188,7 @@ Manifest build_manifest(const Spec& s) {
       case NormPlacement::BranchOutput: b.norm(Role::MlpPostNorm, d.hidden, l, nb); break;
     }
 
-    if (s.moe.enabled()) {
+    if (s.moe.sparse(l)) {
       const Moe& m = s.moe;
       b.linear(Role::Router, m.experts, d.hidden, false, l);
       for (int64_t e = 0; e < m.experts; ++e)

@@ -146,7 +146,18 @@ struct Moe {
   int64_t shared_experts = 0;       // experts every token passes through (DeepSeek, Qwen2-MoE)
   int64_t shared_intermediate = 0;  // width of each shared expert; defaults to expert_intermediate
   bool shared_expert_gate = false;  // a sigmoid gate [1, d] on the shared expert output (Qwen2-MoE)
+  // Which layers are sparse (Qwen2/3-MoE decoder_sparse_step and
+  // mlp_only_layers): layer l is iff l is not in dense_layers and
+  // (l + 1) % sparse_step == 0; the others have the dense MLP of dims.intermediate.
+  int64_t sparse_step = 1;
+  std::vector<int64_t> dense_layers;
   bool enabled() const { return experts > 0; }
+  bool sparse(int64_t layer) const {
+    if (!enabled() || (layer + 1) % sparse_step != 0) return false;
+    for (int64_t l : dense_layers)
+      if (l == layer) return false;
+    return true;
+  }
 };
 
 struct Embedding {

@@ -127,6 +127,8 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
     d.field("moe.shared_experts", a.moe.shared_experts, b.moe.shared_experts);
     d.field("moe.shared_intermediate", a.moe.shared_intermediate, b.moe.shared_intermediate);
     d.field("moe.shared_expert_gate", a.moe.shared_expert_gate, b.moe.shared_expert_gate);
+    d.field("moe.sparse_step", a.moe.sparse_step, b.moe.sparse_step);
+    if (a.moe.dense_layers != b.moe.dense_layers) d.line("moe.dense_layers differ");
   }
 
   d.field("embedding.tied", a.embedding.tied, b.embedding.tied);

@@ -317,6 +317,17 @@ void read_moe(Table t, Spec& s) {
   set(m.shared_experts, t.integer("shared_experts", false, 0, 4096));
   set(m.shared_intermediate, t.integer("shared_intermediate", false, 1, kMaxDim));
   set(m.shared_expert_gate, t.boolean("shared_expert_gate"));
+  set(m.sparse_step, t.integer("sparse_step", false, 1, 1024));
+  if (const toml::array* dense = t.array("dense_layers")) {
+    for (const toml::node& item : *dense) {
+      if (!item.is_integer() || *item.value<int64_t>() < 0) {
+        t.error(item, "moe.dense_layers: expected layer numbers (integers from 0), found " + std::string(type_word(item)));
+        m.dense_layers.clear();
+        break;
+      }
+      m.dense_layers.push_back(*item.value<int64_t>());
+    }
+  }
   t.finish();
 }
 

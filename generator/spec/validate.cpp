@@ -120,6 +120,9 @@ void validate(const Spec& s, Diagnostics& diag) {
       at("moe.shared_intermediate", "shared_intermediate needs moe.shared_experts");
     if (m.shared_experts == 0 && m.shared_expert_gate)
       at("moe.shared_expert_gate", "shared_expert_gate needs moe.shared_experts");
+    for (int64_t l : m.dense_layers)
+      if (l >= d.layers)
+        at("moe.dense_layers", "dense_layers names layer " + num(l) + ", but the model has " + num(d.layers) + " layers");
   }
 
   // Size.

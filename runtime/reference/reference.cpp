@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <numeric>
 #include <stdexcept>
 
 namespace lathe::reference {
@@ -35,7 +36,6 @@ void check_supported(const spec::Spec& s) {
     if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
       unsupported("position.rotary_dim");
   }
-  if (s.moe.enabled()) unsupported("moe");
   if (s.dims.heads % s.dims.kv_heads != 0) unsupported("dims.kv_heads");
 }
 
@@ -147,7 +147,7 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
     if (static_cast<int64_t>(it->second.size()) != t.elements())
       throw std::invalid_argument("reference: tensor " + t.name + " has " + std::to_string(it->second.size()) +
                                   " elements, the manifest says " + std::to_string(t.elements()));
-    tensors_[{t.role, t.bias, t.layer}] = Tensor{it->second.data(), t.shape};
+    tensors_[{t.role, t.bias, t.layer, t.expert}] = Tensor{it->second.data(), t.shape};
   }
 
   const spec::Dims& d = spec_.dims;
@@ -194,18 +194,32 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       L.v = linear(Role::V, l);
     }
     L.o = linear(Role::O, l);
-    if (spec_.mlp.gated && spec_.mlp.fused_gate_up != spec::FusedGateUp::None) {
-      L.gate_up = linear(Role::GateUp, l);
+    if (spec_.moe.sparse(l)) {
+      const spec::Moe& m = spec_.moe;
+      L.router = linear(Role::Router, l);
+      for (int64_t e = 0; e < m.experts; ++e)
+        L.experts.push_back(mlp_weights(Role::ExpertGate, Role::ExpertUp, Role::ExpertDown, l, e));
+      if (m.shared_experts > 0) L.shared = mlp_weights(Role::SharedGate, Role::SharedUp, Role::SharedDown, l, -1);
+      if (m.shared_expert_gate) L.shared_gate = linear(Role::SharedExpertGate, l);
+    } else if (spec_.mlp.gated && spec_.mlp.fused_gate_up != spec::FusedGateUp::None) {
+      L.mlp.gate_up = linear(Role::GateUp, l);
+      L.mlp.down = linear(Role::Down, l);
     } else {
-      if (spec_.mlp.gated) L.gate = linear(Role::Gate, l);
-      L.up = linear(Role::Up, l);
+      L.mlp = mlp_weights(Role::Gate, Role::Up, Role::Down, l, -1);
     }
-    L.down = linear(Role::Down, l);
   }
 }
 
+Reference::MlpW Reference::mlp_weights(Role gate, Role up, Role down, int64_t layer, int64_t expert) const {
+  MlpW w;
+  if (spec_.mlp.gated) w.gate = linear(gate, layer, expert);
+  w.up = linear(up, layer, expert);
+  w.down = linear(down, layer, expert);
+  return w;
+}
+
 const Reference::Tensor& Reference::tensor(Role role, bool bias, int64_t layer) const {
-  auto it = tensors_.find({role, bias, layer});
+  auto it = tensors_.find({role, bias, layer, int64_t{-1}});
   if (it == tensors_.end())
     throw std::invalid_argument(std::string("reference: the manifest has no ") + spec::name(role) +
                                 (bias ? " bias" : " weight") +
@@ -214,14 +228,20 @@ const Reference::Tensor& Reference::tensor(Role role, bool bias, int64_t layer) 
 }
 
 const float* Reference::optional(Role role, bool bias, int64_t layer) const {
-  auto it = tensors_.find({role, bias, layer});
+  auto it = tensors_.find({role, bias, layer, int64_t{-1}});
   return it == tensors_.end() ? nullptr : it->second.data;
 }
 
-Reference::Linear Reference::linear(Role role, int64_t layer) const {
+Reference::Linear Reference::linear(Role role, int64_t layer, int64_t expert) const {
   Linear l;
-  l.weight = tensor(role, false, layer);
-  l.bias = optional(role, true, layer);
+  auto weight = tensors_.find({role, false, layer, expert});
+  if (weight == tensors_.end())
+    throw std::invalid_argument(std::string("reference: the manifest has no ") + spec::name(role) + " weight" +
+                                (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()) +
+                                (expert >= 0 ? " of expert " + std::to_string(expert) : std::string()));
+  l.weight = weight->second;
+  auto bias = tensors_.find({role, true, layer, expert});
+  l.bias = bias == tensors_.end() ? nullptr : bias->second.data;
   l.transposed = spec_.weights.layout == spec::Layout::InOut && spec::is_linear(role);
   l.out = l.weight.shape.at(l.transposed ? 1 : 0);
   l.in = l.weight.shape.at(l.transposed ? 0 : 1);
@@ -284,6 +304,55 @@ double Reference::activate(double x) const {
     case spec::Activation::ReLU: return x > 0 ? x : 0.0;
   }
   return x;
+}
+
+std::vector<double> Reference::mlp(const MlpW& w, const std::vector<double>& x) const {
+  std::vector<double> a;
+  if (w.gate_up.weight.data) {  // a fused gate_up: its halves in the spec's order
+    const std::vector<double> both = apply(w.gate_up, x);
+    const size_t width = both.size() / 2;
+    const bool gate_first = spec_.mlp.fused_gate_up == spec::FusedGateUp::GateUp;
+    for (size_t i = 0; i < width; ++i)
+      a.push_back(activate(both[gate_first ? i : width + i]) * both[gate_first ? width + i : i]);
+  } else if (spec_.mlp.gated) {
+    const std::vector<double> gate = apply(w.gate, x), up = apply(w.up, x);
+    for (size_t i = 0; i < gate.size(); ++i) a.push_back(activate(gate[i]) * up[i]);
+  } else {
+    for (double u : apply(w.up, x)) a.push_back(activate(u));
+  }
+  return apply(w.down, a);
+}
+
+// Mixtral / Qwen-MoE: softmax over every expert's router logit, the top_k
+// largest (equal ones by lowest index, as torch.topk), their weights
+// renormalized to sum 1 when norm_topk_prob, the weighted sum of those
+// experts' MLPs; plus the shared expert, scaled by sigmoid(shared_gate · x).
+std::vector<double> Reference::moe(const Layer& L, const std::vector<double>& x) const {
+  const spec::Moe& m = spec_.moe;
+  const std::vector<double> logits = apply(L.router, x);
+  const double top = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double total = 0;
+  for (size_t e = 0; e < p.size(); ++e) total += (p[e] = std::exp(logits[e] - top));
+  for (double& v : p) v /= total;
+  std::vector<size_t> order(p.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+  order.resize(static_cast<size_t>(m.top_k));
+  double chosen = 0;
+  for (size_t e : order) chosen += p[e];
+  std::vector<double> out(x.size(), 0.0);
+  for (size_t e : order) {
+    const double weight = m.norm_topk_prob ? p[e] / chosen : p[e];
+    const std::vector<double> y = mlp(L.experts[e], x);
+    for (size_t i = 0; i < out.size(); ++i) out[i] += weight * y[i];
+  }
+  if (m.shared_experts > 0) {
+    const std::vector<double> y = mlp(L.shared, x);
+    const double gate = m.shared_expert_gate ? 1.0 / (1.0 + std::exp(-apply(L.shared_gate, x)[0])) : 1.0;
+    for (size_t i = 0; i < out.size(); ++i) out[i] += gate * y[i];
+  }
+  return out;
 }
 
 void Reference::reset() {
@@ -440,27 +509,7 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     } else {
       h = norm_in ? normalize(L.mlp_norm, x) : x;
     }
-    const size_t width = static_cast<size_t>(d.intermediate);
-    std::vector<double> a(width);
-    if (spec_.mlp.gated) {
-      std::vector<double> gate, up;
-      if (spec_.mlp.fused_gate_up != spec::FusedGateUp::None) {
-        const std::vector<double> both = apply(L.gate_up, h);
-        std::vector<double> first_half(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(width));
-        std::vector<double> second_half(both.begin() + static_cast<std::ptrdiff_t>(width), both.end());
-        const bool gate_first = spec_.mlp.fused_gate_up == spec::FusedGateUp::GateUp;
-        gate = gate_first ? std::move(first_half) : std::move(second_half);
-        up = gate_first ? std::move(second_half) : std::move(first_half);
-      } else {
-        gate = apply(L.gate, h);
-        up = apply(L.up, h);
-      }
-      for (size_t i = 0; i < width; ++i) a[i] = activate(gate[i]) * up[i];
-    } else {
-      const std::vector<double> up = apply(L.up, h);
-      for (size_t i = 0; i < width; ++i) a[i] = activate(up[i]);
-    }
-    std::vector<double> down = apply(L.down, a);
+    std::vector<double> down = spec_.moe.sparse(static_cast<int64_t>(l)) ? moe(L, h) : mlp(L.mlp, h);
     if (norm_out) down = normalize(L.mlp_post_norm, down);
     for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
     if (placement == Placement::Post) x = normalize(L.mlp_norm, x);
