@@ -45,16 +45,7 @@ struct XorShift {
   float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(next() >> 8) * 0x1p-24f; }
 };
 
-bool is_norm_scale(const ManifestEntry& e) {
-  if (e.bias) return false;
-  switch (e.role) {
-    case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
-    case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_norm_scale(const ManifestEntry& e) { return !e.bias && is_norm(e.role); }
 
 // Random f32 values for every manifest tensor (±0.02; norm scales about 1),
 // converted by the session to the manifest dtype.

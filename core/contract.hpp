@@ -20,10 +20,16 @@ enum class Activation : uint8_t { SiLU, GeluErf, GeluTanh, ReLU };
 enum class NormKind : uint8_t { RMSNorm, LayerNorm };
 // neox: rotate-half pairs (i, i + r/2) (HF Llama); interleaved: pairs (2i, 2i+1) (GPT-J, GGUF).
 enum class RopePairing : uint8_t { Neox, Interleaved };
+// The rows of a fused q/k/v projection as stored: blocks q | k | v (GPT-2,
+// Phi-3, Falcon-7B's multi-query); per_head [q k v] of head 0, then head 1, …
+// (GPT-NeoX, BLOOM); grouped: per KV head its query heads, then k, then v
+// (Falcon's new decoder architecture). The kernels read blocks: the upload
+// reorders the others.
+enum class QkvLayout : uint8_t { Blocks, PerHead, Grouped };
 
 // Tensor roles: each names one tensor (or a bias beside a weight) per layer.
 enum class Role : uint8_t {
-  Embed, PosEmbed,
+  Embed, PosEmbed, EmbedNorm,
   AttnNorm, AttnPostNorm, MlpNorm, MlpPostNorm,
   Q, K, V, Qkv, O, QNorm, KNorm,
   Gate, Up, GateUp, Down,
@@ -55,7 +61,7 @@ constexpr bool is_linear(Role r) {
 // A norm's scale (or shift, with a bias): of a block, of q/k, or the final one.
 constexpr bool is_norm(Role r) {
   switch (r) {
-    case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
+    case Role::EmbedNorm: case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
     case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
       return true;
     default:
@@ -90,6 +96,7 @@ struct Spelling {
 inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::Embed, "embed", "Embed"},
     {Role::PosEmbed, "pos_embed", "PosEmbed"},
+    {Role::EmbedNorm, "embed_norm", "EmbedNorm"},
     {Role::AttnNorm, "attn_norm", "AttnNorm"},
     {Role::AttnPostNorm, "attn_post_norm", "AttnPostNorm"},
     {Role::MlpNorm, "mlp_norm", "MlpNorm"},
@@ -129,6 +136,9 @@ inline constexpr Spelling<NormKind> kNormKindSpellings[] = {{NormKind::RMSNorm, 
                                                             {NormKind::LayerNorm, "layernorm", "LayerNorm"}};
 inline constexpr Spelling<RopePairing> kRopePairingSpellings[] = {{RopePairing::Neox, "neox", "Neox"},
                                                                   {RopePairing::Interleaved, "interleaved", "Interleaved"}};
+inline constexpr Spelling<QkvLayout> kQkvLayoutSpellings[] = {{QkvLayout::Blocks, "blocks", "Blocks"},
+                                                              {QkvLayout::PerHead, "per_head", "PerHead"},
+                                                              {QkvLayout::Grouped, "grouped", "Grouped"}};
 
 // The table of a vocabulary, found by its enum type (a tag argument).
 constexpr std::span<const Spelling<Role>> spellings(Role) { return kRoleSpellings; }
@@ -137,6 +147,7 @@ constexpr std::span<const Spelling<Layout>> spellings(Layout) { return kLayoutSp
 constexpr std::span<const Spelling<Activation>> spellings(Activation) { return kActivationSpellings; }
 constexpr std::span<const Spelling<NormKind>> spellings(NormKind) { return kNormKindSpellings; }
 constexpr std::span<const Spelling<RopePairing>> spellings(RopePairing) { return kRopePairingSpellings; }
+constexpr std::span<const Spelling<QkvLayout>> spellings(QkvLayout) { return kQkvLayoutSpellings; }
 
 template <class E>
 constexpr const Spelling<E>& spelling(E v) {

@@ -33,6 +33,7 @@ Component component_of(Role r) {
   switch (r) {
     case Role::Embed:
     case Role::PosEmbed: return Component::Embedding;
+    case Role::EmbedNorm: return Component::Norms;
     case Role::Q:
     case Role::K:
     case Role::V:
@@ -96,6 +97,8 @@ class Builder {
   void matrix(Role role, int64_t rows, int64_t cols, int64_t layer = -1) {
     push(role, false, layer, -1, {rows, cols});
   }
+  // A bias alone: the LM head's (Phi-2), beside a matrix that may be tied.
+  void bias(Role role, int64_t width) { push(role, true, -1, -1, {width}); }
   void norm(Role role, int64_t width, int64_t layer, bool bias) {
     push(role, false, layer, -1, {width});
     if (bias) push(role, true, layer, -1, {width});
@@ -141,6 +144,7 @@ Manifest build_manifest(const Spec& s) {
 
   b.matrix(Role::Embed, d.vocab, d.hidden);
   if (s.position.kind == PositionKind::Learned) b.matrix(Role::PosEmbed, s.position.table_size, d.hidden);
+  if (s.embedding.norm) b.norm(Role::EmbedNorm, d.hidden, -1, nb);
 
   for (int64_t l = 0; l < d.layers; ++l) {
     switch (s.norm.placement) {
@@ -184,7 +188,7 @@ Manifest build_manifest(const Spec& s) {
       case NormPlacement::BranchOutput: b.norm(Role::MlpPostNorm, d.hidden, l, nb); break;
     }
 
-    if (s.moe.enabled()) {
+    if (s.moe.sparse(l)) {
       const Moe& m = s.moe;
       b.linear(Role::Router, m.experts, d.hidden, false, l);
       for (int64_t e = 0; e < m.experts; ++e)
@@ -204,6 +208,7 @@ Manifest build_manifest(const Spec& s) {
 
   if (s.norm.final_norm) b.norm(Role::FinalNorm, d.hidden, -1, nb);
   if (!s.embedding.tied) b.matrix(Role::LmHead, d.vocab, d.hidden);
+  if (s.output.bias) b.bias(Role::LmHead, d.vocab);
   return b.take();
 }
 

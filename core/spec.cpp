@@ -14,6 +14,7 @@ const char* name(RopeScaling v) { return spelling(v).key.data(); }
 const char* name(FusedGateUp v) { return spelling(v).key.data(); }
 const char* name(DType v) { return spelling(v).key.data(); }
 const char* name(Layout v) { return spelling(v).key.data(); }
+const char* name(QkvLayout v) { return spelling(v).key.data(); }
 
 double bytes_per_element(DType v) {
   switch (v) {

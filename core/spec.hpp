@@ -28,6 +28,7 @@ using lathe::Activation;
 using lathe::DType;
 using lathe::Layout;
 using lathe::NormKind;
+using lathe::QkvLayout;
 using lathe::Role;
 using lathe::RopePairing;
 
@@ -68,6 +69,7 @@ const char* name(RopeScaling);
 const char* name(FusedGateUp);
 const char* name(DType);
 const char* name(Layout);
+const char* name(QkvLayout);
 double bytes_per_element(DType);  // Q8_0: 34 bytes per block of 32
 
 struct Dims {
@@ -144,17 +146,30 @@ struct Moe {
   int64_t shared_experts = 0;       // experts every token passes through (DeepSeek, Qwen2-MoE)
   int64_t shared_intermediate = 0;  // width of each shared expert; defaults to expert_intermediate
   bool shared_expert_gate = false;  // a sigmoid gate [1, d] on the shared expert output (Qwen2-MoE)
+  // Which layers are sparse (Qwen2/3-MoE decoder_sparse_step and
+  // mlp_only_layers): layer l is iff l is not in dense_layers and
+  // (l + 1) % sparse_step == 0; the others have the dense MLP of dims.intermediate.
+  int64_t sparse_step = 1;
+  std::vector<int64_t> dense_layers;
   bool enabled() const { return experts > 0; }
+  bool sparse(int64_t layer) const {
+    if (!enabled() || (layer + 1) % sparse_step != 0) return false;
+    for (int64_t l : dense_layers)
+      if (l == layer) return false;
+    return true;
+  }
 };
 
 struct Embedding {
   bool tied = false;    // the LM head is the embedding matrix
+  bool norm = false;    // a norm of the embeddings (BLOOM's word_embeddings_layernorm)
   double scale = 1.0;   // Gemma: sqrt(hidden)
   bool scale_sqrt_hidden = false;
 };
 
 struct Output {
   double softcap = 0;  // final logit soft-capping (Gemma 2: 30)
+  bool bias = false;   // a bias on the LM head (Phi-2)
 };
 
 const char* name(Role);
@@ -168,6 +183,7 @@ struct Weights {
   DType vector_dtype = DType::F32;
   Layout layout = Layout::OutIn;
   bool fused_qkv = false;
+  QkvLayout qkv_layout = QkvLayout::Blocks;  // the rows of the fused q/k/v tensor
   // Module path per role; "{layer}" and "{expert}" are replaced, and the
   // tensors are "<path>.weight" and "<path>.bias".
   std::map<Role, std::string> names;

@@ -195,6 +195,14 @@ class Recorder {
     return emit<V>(Op{OpKind::Logits, 0, {x.id}, {head.tensor, -1}, {V, D}, softcap});
   }
 
+  // With a bias on the LM head (Phi-2).
+  template <int64_t V, int64_t D, int64_t N, int64_t B>
+  Act<V> logits(Weight<V, D> head, Act<N> x, Vector<B> bias, double softcap = 0) {
+    static_assert(D == N, "logits: the LM head's input width does not match the activation width");
+    static_assert(B == V, "logits: the LM head's bias width does not match the vocabulary");
+    return emit<V>(Op{OpKind::Logits, 0, {x.id}, {head.tensor, bias.tensor}, {V, D}, softcap});
+  }
+
  private:
   template <int64_t N>
   Act<N> emit(Op op) {

@@ -13,6 +13,8 @@
 //   SCALE         score scale (1/sqrt(DH) unless the spec says otherwise)
 //   SOFTCAPPED    1: a scaled score s becomes c · tanh(s / c), c = SOFTCAP (Gemma 2)
 //   WINDOW        0: every earlier key; W: the query at position i sees keys j with 0 ≤ i − j < W
+//   ALIBI         1: SLOPES[h] · (j − i) is added to head h's scaled score of key j (BLOOM, MPT;
+//                 the same softmax as HF's slope · j: the shift is one per row)
 //   CACHE_F16     cache dtype (kv.glsl)
 // Specialization constants: 0 the workgroup (= subgroup) size; 1 SPLITS: the
 //   keys of a row are cut into SPLITS ranges, one workgroup each (grid z), so
@@ -101,6 +103,9 @@ void main() {
       score = vec4(softcap(score.x, SOFTCAP), softcap(score.y, SOFTCAP), softcap(score.z, SOFTCAP),
                    softcap(score.w, SOFTCAP));
 #endif
+#if ALIBI
+      score += SLOPES[kv_head * G + g] * (vec4(float(pos), float(pos + 1), float(pos + 2), float(pos + 3)) - float(all_keys - 1));
+#endif
       const float m_new = max(m[g], max(max(score.x, score.y), max(score.z, score.w)));
       const float correction = exp(m[g] - m_new);
       const vec4 weight = exp(score - m_new);
@@ -120,6 +125,9 @@ void main() {
       float score = subgroupAdd(partial);
 #if SOFTCAPPED
       score = softcap(score, SOFTCAP);
+#endif
+#if ALIBI
+      score += SLOPES[kv_head * G + g] * (float(pos) - float(all_keys - 1));
 #endif
       const float m_new = max(m[g], score);
       const float correction = exp(m[g] - m_new), weight = exp(score - m_new);

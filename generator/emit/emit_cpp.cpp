@@ -80,7 +80,8 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         break;
       case typed::OpKind::Add: code = out_var + "r.add(" + v(op.in[0]) + ", " + v(op.in[1]) + ");"; break;
       case typed::OpKind::Logits:
-        code = "r.logits(" + w + ", " + v(op.in[0]) + (op.param > 0 ? ", logit_softcap" : "") + ");";
+        code = "r.logits(" + w + ", " + v(op.in[0]) + (b.empty() ? "" : ", " + b) +
+               (op.param > 0 ? ", logit_softcap" : "") + ");";
         break;
     }
     data item;
@@ -159,13 +160,11 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   auto refuse = [&](const std::string& key, const std::string& what) {
     diag.error(s.where(key), "not supported yet: " + key + (what.empty() ? "" : " (" + what + ")"));
   };
-  if (s.norm.placement != NormPlacement::Pre && s.norm.placement != NormPlacement::Sandwich &&
-      s.norm.placement != NormPlacement::BranchOutput)
-    refuse("norm.placement", std::string("\"") + name(s.norm.placement) + "\"");
   // rope_kv normalizes q and k as it reads them: no rotation, no kernel for it.
   if (s.attention.qk_norm != QKNorm::None && s.position.kind != PositionKind::Rope)
     refuse("attention.qk_norm", "q/k norms run with rope positions only");
-  if (s.position.kind != PositionKind::Rope && s.position.kind != PositionKind::Learned)
+  // Sinusoidal tables would be added by the embedding: no kernel for them yet.
+  if (s.position.kind == PositionKind::Sinusoidal)
     refuse("position.kind", std::string("\"") + name(s.position.kind) + "\"");
   // dynamic_ntk rescales the frequencies with the sequence length: no fixed table.
   if (s.position.scaling.kind == RopeScaling::DynamicNtk)
@@ -338,6 +337,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   }
   root.set("manifest", entries);
   root.set("layout", s.weights.layout == Layout::OutIn ? "OutIn" : "InOut");
+  root.set("qkv_layout", std::string(spelling(s.weights.qkv_layout).enumerator));
   kainjow::mustache::list ignore;
   const std::vector<std::string> ignored = ignored_patterns(s);
   for (const std::string& pattern : ignored) {

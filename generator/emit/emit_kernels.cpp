@@ -113,6 +113,26 @@ RopeTable rope_table(const Spec& s, bool local) {
   return t;
 }
 
+// ALiBi's slope of each query head (Press et al.; BLOOM's and MPT's closed
+// form): for the largest power of two P ≤ H, slope i (1-based) of the first
+// P heads is 2^(−8i/P); heads past P take the odd powers 1, 3, 5, … of
+// 2^(−8/(2P)), i.e. every other slope of 2P heads.
+std::vector<double> alibi_slopes(int64_t heads) {
+  int64_t p = 1;
+  while (p * 2 <= heads) p *= 2;
+  std::vector<double> slopes;
+  for (int64_t i = 1; i <= p; ++i) slopes.push_back(std::pow(2.0, -8.0 * static_cast<double>(i) / static_cast<double>(p)));
+  for (int64_t i = 1; static_cast<int64_t>(slopes.size()) < heads; i += 2)
+    slopes.push_back(std::pow(2.0, -8.0 * static_cast<double>(i) / static_cast<double>(2 * p)));
+  return slopes;
+}
+
+std::string float_array(const std::string& name, const std::vector<double>& values) {
+  std::string out = "const float " + name + "[" + std::to_string(values.size()) + "] = float[](";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + number_literal(values[i], 9);
+  return out + ");\n";
+}
+
 std::string head_constants(const Spec& s) {
   return define("HQ", s.dims.heads) + define("HKV", s.dims.kv_heads) + define("DH", s.dims.head_dim) +
          define("G", s.dims.heads / s.dims.kv_heads) + flag("CACHE_F16", s.cache.dtype == DType::F16);
@@ -149,18 +169,15 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
                    flag("QK_UNIT_OFFSET", s.norm.unit_offset);
       if (rot > 0) {
         const RopeTable table = rope_table(s, k.local);
-        constants += define("ROPE_SCALE", number_literal(table.scale, 9));
-        constants += "const float INV_FREQ[" + std::to_string(rot / 2) + "] = float[](";
-        for (size_t i = 0; i < table.inv_freq.size(); ++i)
-          constants += (i ? ", " : "") + number_literal(table.inv_freq[i], 9);
-        constants += ");\n";
+        constants += define("ROPE_SCALE", number_literal(table.scale, 9)) + float_array("INV_FREQ", table.inv_freq);
       }
       return constants;
     }
     case kernels::Family::Attention:
       return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
              flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9)) +
-             define("WINDOW", k.window);
+             define("WINDOW", k.window) + flag("ALIBI", s.position.kind == PositionKind::Alibi) +
+             (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "");
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);
   }

@@ -113,12 +113,18 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
               Op{OpKind::PosEmbed, 0, {x}, {table, -1}, {rows, cols}, static_cast<double>(s.position.offset)},
               d.hidden, {b.handle(table)});
   }
+  if (s.embedding.norm) x = b.norm("embedding.norm", x, Role::EmbedNorm, -1);
   // Where the norms of a block sit: before each branch (pre), before and
-  // after (sandwich: x + N2(F(N1(x)))), or after only (branch_output:
-  // x + N(F(x))). A norm after a branch is applied before its residual add.
+  // after (sandwich: x + N2(F(N1(x)))), after only (branch_output:
+  // x + N(F(x))), after the residual add (post: N(x + F(x))), or before two
+  // branches summed in parallel (parallel: x + Attn(N1(x)) + MLP(N2(x)),
+  // N2 = N1 when the norm is shared). A norm after a branch is applied
+  // before its residual add.
   const NormPlacement placement = s.norm.placement;
-  const bool norm_in = placement != NormPlacement::BranchOutput;
+  const bool parallel = placement == NormPlacement::Parallel;
+  const bool norm_in = placement == NormPlacement::Pre || placement == NormPlacement::Sandwich || parallel;
   const bool norm_out = placement == NormPlacement::Sandwich || placement == NormPlacement::BranchOutput;
+  const bool norm_after = placement == NormPlacement::Post;
   for (int64_t layer = 0; layer < d.layers; ++layer) {
     b.layer = static_cast<int32_t>(layer);
     const uint32_t h = norm_in ? b.norm("norm.kind", x, Role::AttnNorm, layer) : x;
@@ -155,10 +161,15 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
                                 {d.heads, d.kv_heads, d.head_dim, windowed ? s.attention.sliding_window : 0},
                                 s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
                              q_width);
+    // Parallel blocks read the block's input in both branches: the MLP's
+    // norm of it is taken before the attention's residual add overwrites it.
+    uint32_t m = x;
+    if (parallel) m = s.norm.parallel_shared ? h : b.norm("norm.parallel_shared", x, Role::MlpNorm, layer);
     uint32_t o = b.matmul("dims.hidden", Role::O, layer, a);
     if (norm_out) o = b.norm("norm.placement", o, Role::AttnPostNorm, layer);
     x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {d.hidden}}, d.hidden);
-    const uint32_t m = norm_in ? b.norm("norm.placement", x, Role::MlpNorm, layer) : x;
+    if (norm_after) x = b.norm("norm.placement", x, Role::AttnNorm, layer);
+    if (!parallel) m = norm_in ? b.norm("norm.placement", x, Role::MlpNorm, layer) : x;
     const uint8_t act = static_cast<uint8_t>(s.mlp.activation);
     uint32_t f;
     if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
@@ -180,12 +191,15 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
     uint32_t down = b.matmul("dims.hidden", Role::Down, layer, f);
     if (norm_out) down = b.norm("norm.placement", down, Role::MlpPostNorm, layer);
     x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, down}, {-1, -1}, {d.hidden}}, d.hidden);
+    if (norm_after) x = b.norm("norm.placement", x, Role::MlpNorm, layer);
   }
   b.layer = -1;
   if (s.norm.final_norm) x = b.norm("norm.final", x, Role::FinalNorm, -1);
   const int32_t head = s.embedding.tied ? embed : b.need(Role::LmHead, -1);
+  const int32_t head_bias = b.find(Role::LmHead, true, -1);  // Phi-2
   b.add(s.output.softcap > 0 ? "output.softcap" : "embedding.tied",
-        Op{OpKind::Logits, 0, {x}, {head, -1}, {d.vocab, d.hidden}, s.output.softcap}, d.vocab, {b.handle(head, true)});
+        Op{OpKind::Logits, 0, {x}, {head, head_bias}, {d.vocab, d.hidden}, s.output.softcap}, d.vocab,
+        {b.handle(head, true), b.handle(head_bias)});
   return b.take();
 }
 

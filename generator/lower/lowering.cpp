@@ -167,6 +167,16 @@ class Lowering {
     return KernelKey{.family = Family::Matmul, .width = cols, .dtype = dtype, .epilogue = e};
   }
 
+  // How many ops right after i are projections reading `value` (q, k, v; gate, up).
+  size_t readers_next(size_t i, uint32_t value) const {
+    size_t n = 0;
+    while (const Op* op = at(i + 1 + n)) {
+      if ((op->kind != OpKind::MatMul && op->kind != OpKind::Logits) || op->in[0] != value) break;
+      ++n;
+    }
+    return n;
+  }
+
   // add(x, branch) at i + 1, done in place by the kernel at i that makes
   // `branch` (y += …): x's slot, which x must leave there.
   Loc residual_slot(size_t i, const Op& add, uint32_t branch) const {
@@ -201,8 +211,11 @@ class Lowering {
       }
       case OpKind::RMSNorm:
       case OpKind::LayerNorm: {
-        // Folded into the projections that read it, when they come next.
-        if (next && (next->kind == OpKind::MatMul || next->kind == OpKind::Logits) && next->in[0] == op.out) {
+        // Folded into the projections that read it, when they come next and
+        // nothing after them reads it (a parallel block's shared norm, a
+        // post-norm block's output: materialized).
+        if (next && (next->kind == OpKind::MatMul || next->kind == OpKind::Logits) && next->in[0] == op.out &&
+            last_use_[op.out] <= static_cast<int32_t>(i + readers_next(i, op.out))) {
           norm_ = &op;
           const size_t consumed = next->kind == OpKind::Logits ? lower_at(i + 1) : lower_matmul(i + 1);
           norm_ = nullptr;
@@ -252,7 +265,8 @@ class Lowering {
         lower_attention(i, 0, RopePairing::Neox, false);
         return 1;
       case OpKind::Logits: {
-        matmul(i, op, nullptr, Epilogue{.softcap = op.param > 0}, op.in[0], plan::logits(), 0, 0, 0, true);
+        matmul(i, op, nullptr, Epilogue{.bias = op.tensor[1] >= 0, .softcap = op.param > 0}, op.in[0], plan::logits(),
+               0, 0, 0, true);
         emit(i, KernelKey{.family = Family::Argmax}, plan::Grid::Single,
              {{"io", plan::io()}, {"logits", plan::logits()}})
             .last_row = true;

@@ -127,9 +127,12 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
     d.field("moe.shared_experts", a.moe.shared_experts, b.moe.shared_experts);
     d.field("moe.shared_intermediate", a.moe.shared_intermediate, b.moe.shared_intermediate);
     d.field("moe.shared_expert_gate", a.moe.shared_expert_gate, b.moe.shared_expert_gate);
+    d.field("moe.sparse_step", a.moe.sparse_step, b.moe.sparse_step);
+    if (a.moe.dense_layers != b.moe.dense_layers) d.line("moe.dense_layers differ");
   }
 
   d.field("embedding.tied", a.embedding.tied, b.embedding.tied);
+  d.field("embedding.norm", a.embedding.norm, b.embedding.norm);
   // The factor the model multiplies by, however written ("sqrt_hidden" is
   // a number once the dtype is known).
   if (a.embedding.scale != b.embedding.scale)
@@ -138,6 +141,7 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
            " vs " +
            (b.embedding.scale_sqrt_hidden ? "\"sqrt_hidden\" (" + text(b.embedding.scale) + ")" : text(b.embedding.scale)));
   d.field("output.softcap", a.output.softcap, b.output.softcap);
+  d.field("output.bias", a.output.bias, b.output.bias);
 
   const Weights& aw = a.weights;
   const Weights& bw = b.weights;
@@ -145,6 +149,7 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("weights.vector_dtype", aw.vector_dtype, bw.vector_dtype);
   d.field("weights.layout", aw.layout, bw.layout);
   d.field("weights.fused_qkv", aw.fused_qkv, bw.fused_qkv);
+  d.field("weights.qkv_layout", aw.qkv_layout, bw.qkv_layout);
   d.field("weights.preset", aw.preset, bw.preset);
   d.field("weights.ignore", aw.ignore, bw.ignore);
   std::set<Role> roles;

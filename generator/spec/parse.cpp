@@ -317,12 +317,24 @@ void read_moe(Table t, Spec& s) {
   set(m.shared_experts, t.integer("shared_experts", false, 0, 4096));
   set(m.shared_intermediate, t.integer("shared_intermediate", false, 1, kMaxDim));
   set(m.shared_expert_gate, t.boolean("shared_expert_gate"));
+  set(m.sparse_step, t.integer("sparse_step", false, 1, 1024));
+  if (const toml::array* dense = t.array("dense_layers")) {
+    for (const toml::node& item : *dense) {
+      if (!item.is_integer() || *item.value<int64_t>() < 0) {
+        t.error(item, "moe.dense_layers: expected layer numbers (integers from 0), found " + std::string(type_word(item)));
+        m.dense_layers.clear();
+        break;
+      }
+      m.dense_layers.push_back(*item.value<int64_t>());
+    }
+  }
   t.finish();
 }
 
 void read_embedding(Table t, Spec& s) {
   Embedding& e = s.embedding;
   set(e.tied, t.boolean("tied"));
+  set(e.norm, t.boolean("norm"));
   if (const toml::node* scale = t.raw("scale")) {
     if (scale->is_string() && *scale->value<std::string>() == "sqrt_hidden") {
       e.scale_sqrt_hidden = true;
@@ -338,6 +350,7 @@ void read_embedding(Table t, Spec& s) {
 
 void read_output(Table t, Spec& s) {
   set(s.output.softcap, t.number("softcap", false, 0.0, 1e300, false));
+  set(s.output.bias, t.boolean("bias"));
   t.finish();
 }
 
@@ -352,6 +365,7 @@ void read_weights(Table t, Spec& s) {
   }
   set(w.layout, t.choice<Layout>("layout", false));
   set(w.fused_qkv, t.boolean("fused_qkv"));
+  set(w.qkv_layout, t.choice<QkvLayout>("qkv_layout", false));
   if (auto preset = t.string("preset", false)) {
     w.preset = *preset;
     w.names = preset_names(w.preset, s.norm.placement);

@@ -57,6 +57,7 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     const std::string L = "blk.{layer}.";
     n[Role::Embed] = "token_embd";
     n[Role::PosEmbed] = "position_embd";
+    n[Role::EmbedNorm] = "token_embd_norm";  // BLOOM
     n[Role::AttnNorm] = L + "attn_norm";
     n[Role::AttnPostNorm] = L + "post_attention_norm";
     n[Role::MlpNorm] = L + "ffn_norm";

@@ -67,6 +67,11 @@ void validate(const Spec& s, Diagnostics& diag) {
     at("attention.window_pattern", "window_pattern needs attention.sliding_window");
   if (s.weights.fused_qkv && !(a.q_bias == a.k_bias && a.k_bias == a.v_bias))
     at("weights.fused_qkv", "a fused qkv tensor has one bias for q, k and v: set attention.q_bias, k_bias and v_bias alike");
+  if (s.weights.qkv_layout != QkvLayout::Blocks && !s.weights.fused_qkv)
+    at("weights.qkv_layout", "qkv_layout orders the rows of a fused q/k/v tensor: set weights.fused_qkv = true");
+  if (s.weights.qkv_layout == QkvLayout::PerHead && d.heads != d.kv_heads)
+    at("weights.qkv_layout", "a per_head layout holds q, k and v of each head: heads (" + num(d.heads) +
+                                 ") must equal kv_heads (" + num(d.kv_heads) + "); use \"grouped\"");
 
   // Positions.
   const Position& p = s.position;
@@ -115,6 +120,9 @@ void validate(const Spec& s, Diagnostics& diag) {
       at("moe.shared_intermediate", "shared_intermediate needs moe.shared_experts");
     if (m.shared_experts == 0 && m.shared_expert_gate)
       at("moe.shared_expert_gate", "shared_expert_gate needs moe.shared_experts");
+    for (int64_t l : m.dense_layers)
+      if (l >= d.layers)
+        at("moe.dense_layers", "dense_layers names layer " + num(l) + ", but the model has " + num(d.layers) + " layers");
   }
 
   // Size.

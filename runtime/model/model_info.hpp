@@ -26,6 +26,7 @@ struct ModelInfo {
   int64_t hidden, layers, heads, kv_heads, head_dim, intermediate, vocab, max_context;
   int64_t total_params;
   Layout layout;
+  QkvLayout qkv_layout;  // the fused q/k/v tensor's rows as stored (the upload reorders them)
   DType cache_dtype;  // KV cache elements: F16 or F32
   std::span<const ManifestEntry> manifest;
   std::span<const std::string_view> ignored_tensors;  // name patterns the audit tolerates

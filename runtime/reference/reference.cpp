@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <numeric>
 #include <stdexcept>
 
 namespace lathe::reference {
@@ -29,18 +30,12 @@ double uniform(uint64_t& state) {  // [-1, 1)
 }
 
 void check_supported(const spec::Spec& s) {
-  if (s.norm.placement != spec::NormPlacement::Pre && s.norm.placement != spec::NormPlacement::Sandwich &&
-      s.norm.placement != spec::NormPlacement::BranchOutput)
-    unsupported("norm.placement");
-  if (s.position.kind != spec::PositionKind::Rope && s.position.kind != spec::PositionKind::Learned &&
-      s.position.kind != spec::PositionKind::None)
-    unsupported("position.kind");
+  if (s.position.kind == spec::PositionKind::Sinusoidal) unsupported("position.kind");
   if (s.position.kind == spec::PositionKind::Rope) {
     if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk) unsupported("position.scaling.kind");
     if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
       unsupported("position.rotary_dim");
   }
-  if (s.moe.enabled()) unsupported("moe");
   if (s.dims.heads % s.dims.kv_heads != 0) unsupported("dims.kv_heads");
 }
 
@@ -152,23 +147,37 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
     if (static_cast<int64_t>(it->second.size()) != t.elements())
       throw std::invalid_argument("reference: tensor " + t.name + " has " + std::to_string(it->second.size()) +
                                   " elements, the manifest says " + std::to_string(t.elements()));
-    tensors_[{t.role, t.bias, t.layer}] = Tensor{it->second.data(), t.shape};
+    tensors_[{t.role, t.bias, t.layer, t.expert}] = Tensor{it->second.data(), t.shape};
   }
 
   const spec::Dims& d = spec_.dims;
   embed_ = tensor(Role::Embed, false, -1);
   if (spec_.position.kind == spec::PositionKind::Learned) pos_embed_ = tensor(Role::PosEmbed, false, -1);
   lm_head_ = spec_.embedding.tied ? embed_ : tensor(Role::LmHead, false, -1);
+  lm_head_bias_ = optional(Role::LmHead, true, -1);
   if (spec_.norm.final_norm) final_norm_ = norm(Role::FinalNorm, -1);
+  if (spec_.embedding.norm) embed_norm_ = norm(Role::EmbedNorm, -1);
+  if (spec_.position.kind == spec::PositionKind::Alibi) {
+    // Head h (1-based) of the first 2^k ≤ heads heads: 2^(−8h/2^k); the
+    // rest interleave in at the odd steps of 2^(k+1) heads (BLOOM's
+    // build_alibi_tensor, MPT's gen_slopes).
+    const int64_t heads = spec_.dims.heads;
+    const int64_t closest = int64_t{1} << static_cast<int>(std::floor(std::log2(static_cast<double>(heads))));
+    const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(closest)) - 3)));
+    for (int64_t h = 1; h <= closest; ++h) alibi_slopes_.push_back(std::pow(base, static_cast<double>(h)));
+    const double extra = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(2 * closest)) - 3)));
+    for (int64_t h = 1; static_cast<int64_t>(alibi_slopes_.size()) < heads; h += 2)
+      alibi_slopes_.push_back(std::pow(extra, static_cast<double>(h)));
+  }
 
   layers_.resize(static_cast<size_t>(d.layers));
   for (int64_t l = 0; l < d.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
     const spec::NormPlacement placement = spec_.norm.placement;
-    if (placement != spec::NormPlacement::BranchOutput) {
-      L.attn_norm = norm(Role::AttnNorm, l);
+    if (placement != spec::NormPlacement::BranchOutput) L.attn_norm = norm(Role::AttnNorm, l);
+    if (placement != spec::NormPlacement::BranchOutput &&
+        !(placement == spec::NormPlacement::Parallel && spec_.norm.parallel_shared))
       L.mlp_norm = norm(Role::MlpNorm, l);
-    }
     if (placement == spec::NormPlacement::Sandwich || placement == spec::NormPlacement::BranchOutput) {
       L.attn_post_norm = norm(Role::AttnPostNorm, l);
       L.mlp_post_norm = norm(Role::MlpPostNorm, l);
@@ -185,18 +194,32 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       L.v = linear(Role::V, l);
     }
     L.o = linear(Role::O, l);
-    if (spec_.mlp.gated && spec_.mlp.fused_gate_up != spec::FusedGateUp::None) {
-      L.gate_up = linear(Role::GateUp, l);
+    if (spec_.moe.sparse(l)) {
+      const spec::Moe& m = spec_.moe;
+      L.router = linear(Role::Router, l);
+      for (int64_t e = 0; e < m.experts; ++e)
+        L.experts.push_back(mlp_weights(Role::ExpertGate, Role::ExpertUp, Role::ExpertDown, l, e));
+      if (m.shared_experts > 0) L.shared = mlp_weights(Role::SharedGate, Role::SharedUp, Role::SharedDown, l, -1);
+      if (m.shared_expert_gate) L.shared_gate = linear(Role::SharedExpertGate, l);
+    } else if (spec_.mlp.gated && spec_.mlp.fused_gate_up != spec::FusedGateUp::None) {
+      L.mlp.gate_up = linear(Role::GateUp, l);
+      L.mlp.down = linear(Role::Down, l);
     } else {
-      if (spec_.mlp.gated) L.gate = linear(Role::Gate, l);
-      L.up = linear(Role::Up, l);
+      L.mlp = mlp_weights(Role::Gate, Role::Up, Role::Down, l, -1);
     }
-    L.down = linear(Role::Down, l);
   }
 }
 
+Reference::MlpW Reference::mlp_weights(Role gate, Role up, Role down, int64_t layer, int64_t expert) const {
+  MlpW w;
+  if (spec_.mlp.gated) w.gate = linear(gate, layer, expert);
+  w.up = linear(up, layer, expert);
+  w.down = linear(down, layer, expert);
+  return w;
+}
+
 const Reference::Tensor& Reference::tensor(Role role, bool bias, int64_t layer) const {
-  auto it = tensors_.find({role, bias, layer});
+  auto it = tensors_.find({role, bias, layer, int64_t{-1}});
   if (it == tensors_.end())
     throw std::invalid_argument(std::string("reference: the manifest has no ") + spec::name(role) +
                                 (bias ? " bias" : " weight") +
@@ -205,14 +228,20 @@ const Reference::Tensor& Reference::tensor(Role role, bool bias, int64_t layer) 
 }
 
 const float* Reference::optional(Role role, bool bias, int64_t layer) const {
-  auto it = tensors_.find({role, bias, layer});
+  auto it = tensors_.find({role, bias, layer, int64_t{-1}});
   return it == tensors_.end() ? nullptr : it->second.data;
 }
 
-Reference::Linear Reference::linear(Role role, int64_t layer) const {
+Reference::Linear Reference::linear(Role role, int64_t layer, int64_t expert) const {
   Linear l;
-  l.weight = tensor(role, false, layer);
-  l.bias = optional(role, true, layer);
+  auto weight = tensors_.find({role, false, layer, expert});
+  if (weight == tensors_.end())
+    throw std::invalid_argument(std::string("reference: the manifest has no ") + spec::name(role) + " weight" +
+                                (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()) +
+                                (expert >= 0 ? " of expert " + std::to_string(expert) : std::string()));
+  l.weight = weight->second;
+  auto bias = tensors_.find({role, true, layer, expert});
+  l.bias = bias == tensors_.end() ? nullptr : bias->second.data;
   l.transposed = spec_.weights.layout == spec::Layout::InOut && spec::is_linear(role);
   l.out = l.weight.shape.at(l.transposed ? 1 : 0);
   l.in = l.weight.shape.at(l.transposed ? 0 : 1);
@@ -277,6 +306,55 @@ double Reference::activate(double x) const {
   return x;
 }
 
+std::vector<double> Reference::mlp(const MlpW& w, const std::vector<double>& x) const {
+  std::vector<double> a;
+  if (w.gate_up.weight.data) {  // a fused gate_up: its halves in the spec's order
+    const std::vector<double> both = apply(w.gate_up, x);
+    const size_t width = both.size() / 2;
+    const bool gate_first = spec_.mlp.fused_gate_up == spec::FusedGateUp::GateUp;
+    for (size_t i = 0; i < width; ++i)
+      a.push_back(activate(both[gate_first ? i : width + i]) * both[gate_first ? width + i : i]);
+  } else if (spec_.mlp.gated) {
+    const std::vector<double> gate = apply(w.gate, x), up = apply(w.up, x);
+    for (size_t i = 0; i < gate.size(); ++i) a.push_back(activate(gate[i]) * up[i]);
+  } else {
+    for (double u : apply(w.up, x)) a.push_back(activate(u));
+  }
+  return apply(w.down, a);
+}
+
+// Mixtral / Qwen-MoE: softmax over every expert's router logit, the top_k
+// largest (equal ones by lowest index, as torch.topk), their weights
+// renormalized to sum 1 when norm_topk_prob, the weighted sum of those
+// experts' MLPs; plus the shared expert, scaled by sigmoid(shared_gate · x).
+std::vector<double> Reference::moe(const Layer& L, const std::vector<double>& x) const {
+  const spec::Moe& m = spec_.moe;
+  const std::vector<double> logits = apply(L.router, x);
+  const double top = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double total = 0;
+  for (size_t e = 0; e < p.size(); ++e) total += (p[e] = std::exp(logits[e] - top));
+  for (double& v : p) v /= total;
+  std::vector<size_t> order(p.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+  order.resize(static_cast<size_t>(m.top_k));
+  double chosen = 0;
+  for (size_t e : order) chosen += p[e];
+  std::vector<double> out(x.size(), 0.0);
+  for (size_t e : order) {
+    const double weight = m.norm_topk_prob ? p[e] / chosen : p[e];
+    const std::vector<double> y = mlp(L.experts[e], x);
+    for (size_t i = 0; i < out.size(); ++i) out[i] += weight * y[i];
+  }
+  if (m.shared_experts > 0) {
+    const std::vector<double> y = mlp(L.shared, x);
+    const double gate = m.shared_expert_gate ? 1.0 / (1.0 + std::exp(-apply(L.shared_gate, x)[0])) : 1.0;
+    for (size_t i = 0; i < out.size(); ++i) out[i] += gate * y[i];
+  }
+  return out;
+}
+
 void Reference::reset() {
   cache_len_ = 0;
   for (Layer& L : layers_) {
@@ -321,20 +399,42 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     for (size_t i = 0; i < hidden; ++i)
       x[i] += static_cast<double>(pos_embed_.data[static_cast<size_t>(row) * hidden + i]);
   }
+  if (spec_.embedding.norm) x = normalize(embed_norm_, x);
 
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
-    // Attention. Norms before a branch (pre, sandwich) and after it
-    // (sandwich, branch_output: x + N(F(·))).
-    const bool norm_in = spec_.norm.placement != spec::NormPlacement::BranchOutput;
-    const bool norm_out = spec_.norm.placement != spec::NormPlacement::Pre;
+    // Attention. Norms before a branch (pre, sandwich, parallel), after it
+    // (sandwich, branch_output: x + N(F(·))), or after the residual add (post).
+    using Placement = spec::NormPlacement;
+    const Placement placement = spec_.norm.placement;
+    const bool norm_in = placement == Placement::Pre || placement == Placement::Sandwich || placement == Placement::Parallel;
+    const bool norm_out = placement == Placement::Sandwich || placement == Placement::BranchOutput;
+    const std::vector<double> block_in = x;
     std::vector<double> h = norm_in ? normalize(L.attn_norm, x) : x;
-    std::vector<double> q, k, v;
+    std::vector<double> q(static_cast<size_t>(q_width)), k(static_cast<size_t>(kv_width)), v(static_cast<size_t>(kv_width));
     if (spec_.weights.fused_qkv) {
       const std::vector<double> qkv = apply(L.qkv, h);
-      q.assign(qkv.begin(), qkv.begin() + q_width);
-      k.assign(qkv.begin() + q_width, qkv.begin() + q_width + kv_width);
-      v.assign(qkv.begin() + q_width + kv_width, qkv.end());
+      // Head-sized pieces of the fused rows: q | k | v, or [q k v] per head
+      // (GPT-NeoX, BLOOM), or per KV head its G query heads, k, v (Falcon).
+      auto copy = [&](std::vector<double>& to, int64_t to_head, int64_t from_unit) {
+        std::copy_n(qkv.begin() + from_unit * hd, hd, to.begin() + to_head * hd);
+      };
+      switch (spec_.weights.qkv_layout) {
+        case QkvLayout::Blocks:
+          for (int64_t hh = 0; hh < d.heads; ++hh) copy(q, hh, hh);
+          for (int64_t g = 0; g < d.kv_heads; ++g) copy(k, g, d.heads + g), copy(v, g, d.heads + d.kv_heads + g);
+          break;
+        case QkvLayout::PerHead:
+          for (int64_t hh = 0; hh < d.heads; ++hh) copy(q, hh, 3 * hh), copy(k, hh, 3 * hh + 1), copy(v, hh, 3 * hh + 2);
+          break;
+        case QkvLayout::Grouped:
+          for (int64_t g = 0; g < d.kv_heads; ++g) {
+            for (int64_t j = 0; j < group; ++j) copy(q, g * group + j, g * (group + 2) + j);
+            copy(k, g, g * (group + 2) + group);
+            copy(v, g, g * (group + 2) + group + 1);
+          }
+          break;
+      }
     } else {
       q = apply(L.q, h);
       k = apply(L.k, h);
@@ -384,6 +484,7 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
         for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
         s *= scale;
         if (softcap > 0) s = softcap * std::tanh(s / softcap);
+        if (!alibi_slopes_.empty()) s += alibi_slopes_[static_cast<size_t>(hh)] * static_cast<double>(j - p);
         scores[static_cast<size_t>(j - first)] = s;
         max_score = std::max(max_score, s);
       }
@@ -399,32 +500,19 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     std::vector<double> o = apply(L.o, attn);
     if (norm_out) o = normalize(L.attn_post_norm, o);
     for (size_t i = 0; i < hidden; ++i) x[i] += o[i];
+    if (placement == Placement::Post) x = normalize(L.attn_norm, x);
 
-    // MLP.
-    h = norm_in ? normalize(L.mlp_norm, x) : x;
-    const size_t width = static_cast<size_t>(d.intermediate);
-    std::vector<double> a(width);
-    if (spec_.mlp.gated) {
-      std::vector<double> gate, up;
-      if (spec_.mlp.fused_gate_up != spec::FusedGateUp::None) {
-        const std::vector<double> both = apply(L.gate_up, h);
-        std::vector<double> first_half(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(width));
-        std::vector<double> second_half(both.begin() + static_cast<std::ptrdiff_t>(width), both.end());
-        const bool gate_first = spec_.mlp.fused_gate_up == spec::FusedGateUp::GateUp;
-        gate = gate_first ? std::move(first_half) : std::move(second_half);
-        up = gate_first ? std::move(second_half) : std::move(first_half);
-      } else {
-        gate = apply(L.gate, h);
-        up = apply(L.up, h);
-      }
-      for (size_t i = 0; i < width; ++i) a[i] = activate(gate[i]) * up[i];
+    // MLP: of the block's input beside the attention (parallel: one shared
+    // norm or its own), else of the stream after it.
+    if (placement == Placement::Parallel) {
+      if (!spec_.norm.parallel_shared) h = normalize(L.mlp_norm, block_in);
     } else {
-      const std::vector<double> up = apply(L.up, h);
-      for (size_t i = 0; i < width; ++i) a[i] = activate(up[i]);
+      h = norm_in ? normalize(L.mlp_norm, x) : x;
     }
-    std::vector<double> down = apply(L.down, a);
+    std::vector<double> down = spec_.moe.sparse(static_cast<int64_t>(l)) ? moe(L, h) : mlp(L.mlp, h);
     if (norm_out) down = normalize(L.mlp_post_norm, down);
     for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
+    if (placement == Placement::Post) x = normalize(L.mlp_norm, x);
   }
 
   if (spec_.norm.final_norm) x = normalize(final_norm_, x);
@@ -432,6 +520,7 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     const float* row = lm_head_.data + static_cast<size_t>(t) * hidden;
     double sum = 0;
     for (size_t i = 0; i < hidden; ++i) sum += static_cast<double>(row[i]) * x[i];
+    if (lm_head_bias_) sum += static_cast<double>(lm_head_bias_[t]);
     const double cap = spec_.output.softcap;
     logits[t] = static_cast<float>(cap > 0 ? cap * std::tanh(sum / cap) : sum);
   }

@@ -75,18 +75,29 @@ class Reference {
     const float* weight = nullptr;
     const float* bias = nullptr;
   };
+  // An MLP's projections: gated (gate, up or a fused gate_up) or not (up), then down.
+  struct MlpW {
+    Linear gate, up, gate_up, down;
+  };
   struct Layer {
     NormW attn_norm, mlp_norm;            // before each branch (pre, sandwich)
     NormW attn_post_norm, mlp_post_norm;  // after each branch (sandwich, branch_output)
     NormW q_norm, k_norm;  // attention.qk_norm
     Linear q, k, v, qkv, o;
-    Linear gate, up, gate_up, down;
+    MlpW mlp;                    // a dense layer's
+    Linear router;               // a sparse layer's: router, experts, shared expert and its gate
+    std::vector<MlpW> experts;
+    MlpW shared;
+    Linear shared_gate;
     std::vector<double> k_cache, v_cache;  // [position][kv_heads * head_dim]
   };
 
   const Tensor& tensor(spec::Role role, bool bias, int64_t layer) const;
   const float* optional(spec::Role role, bool bias, int64_t layer) const;
-  Linear linear(spec::Role role, int64_t layer) const;
+  Linear linear(spec::Role role, int64_t layer, int64_t expert = -1) const;
+  MlpW mlp_weights(spec::Role gate, spec::Role up, spec::Role down, int64_t layer, int64_t expert) const;
+  std::vector<double> mlp(const MlpW& w, const std::vector<double>& x) const;
+  std::vector<double> moe(const Layer& L, const std::vector<double>& x) const;
   NormW norm(spec::Role role, int64_t layer) const;
 
   std::vector<double> apply(const Linear& l, const std::vector<double>& x) const;
@@ -97,9 +108,12 @@ class Reference {
   spec::Spec spec_;
   Rope rope_;
   Rope local_rope_;  // position.local_theta: the windowed layers', unscaled
-  std::map<std::tuple<spec::Role, bool, int64_t>, Tensor> tensors_;
+  std::vector<double> alibi_slopes_;  // position.kind = alibi: each query head's
+  std::map<std::tuple<spec::Role, bool, int64_t, int64_t>, Tensor> tensors_;  // role, bias, layer, expert
   Tensor embed_, pos_embed_, lm_head_;
   NormW final_norm_;
+  NormW embed_norm_;               // embedding.norm (BLOOM)
+  const float* lm_head_bias_ = nullptr;  // output.bias (Phi-2)
   std::vector<Layer> layers_;
   int64_t cache_len_ = 0;
 };

@@ -215,6 +215,18 @@ TEST_CASE("sandwich and branch-output norms, local RoPE bases, soft-capped logit
         Names{"matmul_64_f16", "rope_kv_16_neox", "attention", "attention_combine", "matmul_64_f16",
               "norm_64_residual", "matmul_64_f16_gated_silu", "matmul_96_f16", "norm_64_residual",
               "matmul_64_f16_norm"});
+  // Post-norm: the norms come after the residual adds and stay in buffers
+  // (the stream reads them again); parallel with a shared norm: one norm
+  // read by both branches; with two: the MLP's taken before the attention's add.
+  CHECK(layer0("[norm]\nkind = \"layernorm\"\nplacement = \"post\"\nfinal = false") ==
+        Names{"matmul_64_f16", "rope_kv_16_neox", "attention", "attention_combine", "matmul_64_f16_residual",
+              "norm_64", "matmul_64_f16_gated_silu", "matmul_96_f16_residual", "norm_64", "matmul_64_f16_norm"});
+  CHECK(layer0("[norm]\nkind = \"layernorm\"\nplacement = \"parallel\"") ==
+        Names{"norm_64", "matmul_64_f16", "rope_kv_16_neox", "attention", "attention_combine", "matmul_64_f16_residual",
+              "matmul_64_f16_gated_silu", "matmul_96_f16_residual", "matmul_64_f16_norm"});
+  CHECK(layer0("[norm]\nkind = \"layernorm\"\nplacement = \"parallel\"\nparallel_shared = false") ==
+        Names{"matmul_64_f16_norm", "rope_kv_16_neox", "attention", "attention_combine", "norm_64",
+              "matmul_64_f16_residual", "matmul_64_f16_gated_silu", "matmul_96_f16_residual", "matmul_64_f16_norm"});
   const Names local = layer0(
       "[attention]\nsliding_window = 8\nwindow_pattern = [true, false]\n[position]\ntheta = 1e6\nlocal_theta = 1e4");
   CHECK(std::count(local.begin(), local.end(), "rope_kv_16_neox_local") == 1);

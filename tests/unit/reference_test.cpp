@@ -365,9 +365,9 @@ TEST_CASE("reference: fused qkv and fused gate_up equal the separate projections
 }
 
 TEST_CASE("reference: unsupported fields, missing tensors and bad inputs are refused") {
-  const spec::Spec post = parse(llama(16, 4, 2, 24, 13, 1, "[norm]\nplacement = \"post\"\n"));
-  CHECK_THROWS_WITH_AS(Reference(post, random_weights(post, 1, 0.5f)), "reference: not supported: norm.placement",
-                       std::invalid_argument);
+  const spec::Spec sinusoidal = parse(llama(16, 4, 2, 24, 13, 1, "[position]\nkind = \"sinusoidal\"\n"));
+  CHECK_THROWS_WITH_AS(Reference(sinusoidal, random_weights(sinusoidal, 1, 0.5f)),
+                       "reference: not supported: position.kind", std::invalid_argument);
   const spec::Spec s = parse(llama(16, 4, 2, 24, 13, 1));
   Weights w = random_weights(s, 1, 0.5f);
   w.tensors.erase("lm_head.weight");
@@ -420,5 +420,51 @@ TEST_CASE("reference: RoPE scaling frequencies as Hugging Face transformers comp
     apply_rope(v, Rope{{0.0, 0.0}, 2.0}, spec::RopePairing::Neox, 5);  // angle 0: a pure scale
     CHECK(v[0] == 2);
     CHECK(v[3] == 8);
+  }
+}
+
+// Equal router logits: every expert has probability 1/E, and top-k takes the
+// lowest indices (torch.topk on equal values), experts 0 and 1 of 4. Their
+// weighted sum equals one dense MLP of twice the width whose gate and up are
+// theirs stacked and whose down is theirs side by side, scaled by the
+// weights: 1/2 each renormalized, 1/4 each not (Qwen2-MoE's
+// norm_topk_prob = false). Experts 2 and 3 are far larger: picking either
+// would show.
+TEST_CASE("reference: MoE top-k takes the lowest experts on ties and weighs them as the router says") {
+  for (const bool renormalize : {true, false}) {
+    CAPTURE(renormalize);
+    const std::string moe = std::string("[moe]\nexperts = 4\ntop_k = 2\nnorm_topk_prob = ") +
+                            (renormalize ? "true" : "false") + "\n";
+    const spec::Spec sparse = parse(llama(16, 4, 2, 24, 13, 1, moe));
+    const spec::Spec dense = parse(llama(16, 4, 2, 48, 13, 1));
+    Weights ws = random_weights(sparse, 3, 0.5f);
+    Weights wd = random_weights(dense, 3, 0.5f);
+    const std::string L = "model.layers.0.";
+    for (auto& [name, values] : wd.tensors)  // the shared parts: the same values
+      if (ws.tensors.count(name)) values = ws.tensors.at(name);
+    for (float& v : ws.tensors.at(L + "block_sparse_moe.gate.weight")) v = 0.0f;
+    for (int e = 2; e < 4; ++e)
+      for (const char* w : {"w1", "w2", "w3"})
+        for (float& v : ws.tensors.at(L + "block_sparse_moe.experts." + std::to_string(e) + "." + w + ".weight")) v *= 40.0f;
+    const double weight = renormalize ? 0.5 : 0.25;
+    std::vector<float>& gate = wd.tensors.at(L + "mlp.gate_proj.weight");  // [48, 16]
+    std::vector<float>& up = wd.tensors.at(L + "mlp.up_proj.weight");      // [48, 16]
+    std::vector<float>& down = wd.tensors.at(L + "mlp.down_proj.weight");  // [16, 48]
+    for (int e = 0; e < 2; ++e) {
+      const std::string x = L + "block_sparse_moe.experts." + std::to_string(e) + ".";
+      const std::vector<float>& w1 = ws.tensors.at(x + "w1.weight");  // [24, 16]
+      const std::vector<float>& w3 = ws.tensors.at(x + "w3.weight");
+      const std::vector<float>& w2 = ws.tensors.at(x + "w2.weight");  // [16, 24]
+      std::copy(w1.begin(), w1.end(), gate.begin() + e * 24 * 16);
+      std::copy(w3.begin(), w3.end(), up.begin() + e * 24 * 16);
+      for (int o = 0; o < 16; ++o)
+        for (int i = 0; i < 24; ++i) down[o * 48 + e * 24 + i] = static_cast<float>(weight * w2[o * 24 + i]);
+    }
+    Reference a(sparse, ws), b(dense, wd);
+    const std::vector<int32_t> tokens = {3, 7, 1, 12, 0};
+    const std::vector<float> la = a.forward(tokens), lb = b.forward(tokens);
+    double worst = 0;
+    for (size_t i = 0; i < la.size(); ++i) worst = std::max(worst, std::abs(double(la[i]) - lb[i]));
+    CHECK(worst < 1e-5);  // f32 logits of the same sums in another order (the 0.25/0.5 scalings are exact)
   }
 }

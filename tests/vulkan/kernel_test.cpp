@@ -414,7 +414,7 @@ std::vector<uint32_t> io_words(uint32_t position, const std::vector<uint32_t>& t
 // Where q, k and v of token row t live: one buffer each, or GPT-2's fused qkv
 // rows [q | k | v] (the runtime's Split views). Element i of head h of row t
 // of q is at q_offset + t * q_stride + h * DH + i.
-struct QkvLayout {
+struct QkvViews {
   bool fused;
   uint32_t q_width, kv_width;
   push::AttentionPush push(uint32_t rows) const {
@@ -428,7 +428,7 @@ struct QkvLayout {
   }
 };
 
-QkvLayout qkv_layout(const spec::Spec& s) {
+QkvViews qkv_layout(const spec::Spec& s) {
   return {s.weights.fused_qkv, static_cast<uint32_t>(s.dims.heads * s.dims.head_dim),
           static_cast<uint32_t>(s.dims.kv_heads * s.dims.head_dim)};
 }
@@ -464,7 +464,8 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
                                "tiny-gpt2", "mistral-7b-v0.1", "tiny-llama-swa", "tiny-llama-swa-alternating",
                                "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved", "tiny-llama-gqa-gguf",
                                "tiny-llama-q8", "tiny-gpt2-gguf", "gemma-2-2b", "olmo-2-1b", "phi-3-mini-4k", "gemma-3-1b",
-                               "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3"}) {
+                               "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3", "tiny-neox", "tiny-phi2",
+                               "tiny-gptj", "tiny-bloom", "tiny-falcon", "tiny-post-norm"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
@@ -743,7 +744,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
     CHECK(c.flag("ROPE") == rope);
     CHECK(c.u("ROT") == rot);
     if (rope) CHECK(c.flag("NEOX") == neox);
-    const QkvLayout layout = qkv_layout(s);
+    const QkvViews layout = qkv_layout(s);
     const DType cache = s.cache.dtype;
     const size_t cache_size = dtype_bytes(cache);
 
@@ -908,11 +909,23 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     CHECK(c.f("SCALE") == doctest::Approx(scale).epsilon(1e-8));
     const double softcap = c.f("SOFTCAP");  // Gemma 2: c · tanh(s / c) of each scaled score
     CHECK(softcap == doctest::Approx(s.attention.softcap).epsilon(1e-8));
+    // ALiBi (BLOOM, MPT): slope_h · (j − i) on head h's score of key j; the
+    // slopes by the closed form: 2^(−8h/P) for the first P = 2^⌊log2 H⌋
+    // heads, then 2^(−4h) … over the odd h for the rest.
+    const bool alibi = c.flag("ALIBI");
+    CHECK(alibi == (s.position.kind == spec::PositionKind::Alibi));
+    std::vector<double> slopes;
+    if (alibi) {
+      uint32_t p = 1;
+      while (p * 2 <= hq) p *= 2;
+      for (uint32_t h = 1; h <= p; ++h) slopes.push_back(std::exp2(-8.0 * h / p));
+      for (uint32_t h = 1; slopes.size() < hq; h += 2) slopes.push_back(std::exp2(-4.0 * h / p));
+    }
     // A windowed instance (attention_w<W>) exists only for a spec with that window.
     const uint32_t window = c.u("WINDOW");
     CHECK((k.name == "attention_w" + std::to_string(window)) == (window > 0));
     if (window > 0) CHECK(window == s.attention.sliding_window);
-    const QkvLayout layout = qkv_layout(s);
+    const QkvViews layout = qkv_layout(s);
     const DType cache = s.cache.dtype;
     const size_t cache_size = dtype_bytes(cache);
 
@@ -972,6 +985,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
             for (uint32_t i = 0; i < dh; ++i) dot += qh[i] * cached(kc0, first + p, g, i);
             scores[p] = scale * dot;
             if (softcap > 0) scores[p] = softcap * std::tanh(scores[p] / softcap);
+            if (alibi) scores[p] += slopes[h] * (static_cast<double>(first + p) - static_cast<double>(last));
             top = std::max(top, scores[p]);
           }
           double sum = 0;
