@@ -42,7 +42,10 @@ std::string model_type_of(const Spec& s) {
   if (s.norm.placement == NormPlacement::Sandwich)
     return s.position.local_theta || s.attention.qk_norm == QKNorm::PerHead ? "gemma3_text" : "gemma2";
   if (s.norm.placement == NormPlacement::BranchOutput) return "olmo2";
-  if (s.moe.enabled()) return s.moe.shared_experts > 0 ? "qwen2_moe" : "mixtral";
+  if (s.moe.enabled())
+    return s.moe.shared_experts > 0                  ? "qwen2_moe"
+           : s.attention.qk_norm == QKNorm::PerHead ? "qwen3_moe"
+                                                    : "mixtral";
   if (s.weights.preset == "hf-llama" && s.weights.fused_qkv && s.mlp.fused_gate_up != FusedGateUp::None) return "phi3";
   if (s.norm.unit_offset && s.norm.placement == NormPlacement::Pre) return "gemma";
   if (s.attention.q_bias && s.attention.k_bias && s.attention.v_bias && !s.attention.o_bias) return "qwen2";
@@ -58,6 +61,7 @@ const char* architecture_of(const std::string& type) {
   if (type == "gemma") return "GemmaForCausalLM";
   if (type == "olmo2") return "Olmo2ForCausalLM";
   if (type == "qwen2_moe") return "Qwen2MoeForCausalLM";
+  if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
   if (type == "mixtral") return "MixtralForCausalLM";
   if (type == "phi3") return "Phi3ForCausalLM";
   if (type == "qwen2") return "Qwen2ForCausalLM";
@@ -171,13 +175,14 @@ json llama_like_config(const Spec& s, const std::string& type) {
   c["torch_dtype"] = torch_dtype(s);
 
   const Attention& a = s.attention;
-  if (type == "llama" || type == "qwen3" || type == "olmo2" || gemma) c["attention_bias"] = a.q_bias;
+  if (type == "llama" || type == "qwen3" || type == "qwen3_moe" || type == "olmo2" || gemma)
+    c["attention_bias"] = a.q_bias;
   if (type == "llama") c["mlp_bias"] = s.mlp.bias;
   if (type == "qwen2_moe") c["qkv_bias"] = a.q_bias;
 
   const json window = a.sliding_window > 0 ? json(a.sliding_window) : json(nullptr);
   if (type == "mistral" || type == "mixtral" || type == "phi3") c["sliding_window"] = window;
-  if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe") {
+  if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe") {
     c["use_sliding_window"] = a.sliding_window > 0;
     c["sliding_window"] = window;
     // Qwen2Attention windows the layers from max_window_layers on; layer_types
@@ -213,6 +218,14 @@ json llama_like_config(const Spec& s, const std::string& type) {
   if (type == "mixtral") {
     c["num_local_experts"] = s.moe.experts;
     c["num_experts_per_tok"] = s.moe.top_k;
+  }
+  if (type == "qwen3_moe") {
+    c["num_experts"] = s.moe.experts;
+    c["num_experts_per_tok"] = s.moe.top_k;
+    c["norm_topk_prob"] = s.moe.norm_topk_prob;
+    c["moe_intermediate_size"] = s.moe.expert_intermediate;
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = json::array();
   }
   if (type == "qwen2_moe") {
     c["num_experts"] = s.moe.experts;

@@ -25,7 +25,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 enum class Family {
-  Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
+  Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
   GptNeox, Phi, Gptj, Falcon, Bloom, Mpt,
 };
 
@@ -43,6 +43,7 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::Qwen2, "qwen2", "Qwen2Config", "Qwen2"},
     {Family::Qwen2Moe, "qwen2_moe", "Qwen2MoeConfig", "Qwen2Moe"},
     {Family::Qwen3, "qwen3", "Qwen3Config", "Qwen3"},
+    {Family::Qwen3Moe, "qwen3_moe", "Qwen3MoeConfig", "Qwen3Moe"},
     {Family::Gemma, "gemma", "GemmaConfig", "Gemma"},
     {Family::Gemma2, "gemma2", "Gemma2Config", "Gemma2"},
     {Family::Gemma3Text, "gemma3_text", "Gemma3TextConfig", "Gemma3"},
@@ -980,6 +981,7 @@ class Importer {
     if (f_ == Family::Mistral || f_ == Family::Mixtral) kv_default = 8;
     else if (f_ == Family::Qwen2 || f_ == Family::Qwen3) kv_default = 32;
     else if (f_ == Family::Qwen2Moe || f_ == Family::Gemma) kv_default = 16;
+    else if (f_ == Family::Qwen3Moe) kv_default = 4;
     else if (f_ == Family::Gemma2 || f_ == Family::Gemma3Text) kv_default = 4;
     if (c_.is_null("num_key_value_heads")) {
       c_.use("num_key_value_heads");
@@ -996,7 +998,8 @@ class Importer {
     auto inter = c_.required("intermediate_size");
     d.set("intermediate", inter.value,
           f_ == Family::Mixtral ? "intermediate_size (per expert)"
-          : f_ == Family::Qwen2Moe ? "intermediate_size (dense MLP width; experts use moe_intermediate_size)"
+          : f_ == Family::Qwen2Moe || f_ == Family::Qwen3Moe
+              ? "intermediate_size (dense MLP width; experts use moe_intermediate_size)"
                                    : "intermediate_size");
     auto vocab = c_.required("vocab_size");
     d.set("vocab", vocab.value, "vocab_size");
@@ -1081,7 +1084,7 @@ class Importer {
         a.set("softcap", *softcap.value, softcap.note);
     }
 
-    if (f_ == Family::Qwen3 || f_ == Family::Gemma3Text)
+    if (f_ == Family::Qwen3 || f_ == Family::Qwen3Moe || f_ == Family::Gemma3Text)
       a.set("qk_norm", "per_head", hard_coded("Attention: q_norm and k_norm over head_dim, head by head"));
     else if (f_ == Family::Olmo2)
       a.set("qk_norm", "whole", "Olmo2Attention: q_norm over heads * head_dim, k_norm over kv_heads * head_dim");
@@ -1119,6 +1122,7 @@ class Importer {
         break;
       case Family::Qwen2:
       case Family::Qwen3:
+      case Family::Qwen3Moe:
       case Family::Qwen2Moe: {
         auto use = c_.boolean_or("use_sliding_window", false);
         auto size = read_size(4096);
@@ -1132,9 +1136,9 @@ class Importer {
         if (!window) break;
         if (auto types = layer_types()) {
           kinds = *types;
-        } else if (f_ == Family::Qwen2Moe) {
+        } else if (f_ == Family::Qwen2Moe || f_ == Family::Qwen3Moe) {
           c_.error("use_sliding_window = true without layer_types: transformers versions disagree on which "
-                   "Qwen2-MoE layers are windowed; write layer_types");
+                   "MoE layers are windowed; write layer_types");
         } else {
           // Qwen2Attention: layers from max_window_layers on are windowed.
           for (int64_t i = 0; i < layers_; ++i) kinds.push_back(i >= max_window_layers.value);
@@ -1491,12 +1495,13 @@ class Importer {
       m.set("experts", experts.value, experts.note);
       m.set("top_k", top_k.value, top_k.note);
       m.set("norm_topk_prob", true, "MixtralSparseMoeBlock always divides the top-k weights by their sum (no config key)");
-    } else if (f_ == Family::Qwen2Moe) {
-      auto experts = c_.integer_or("num_experts", 60, 1, kMaxHeads);
-      auto top_k = c_.integer_or("num_experts_per_tok", 4);
+    } else if (f_ == Family::Qwen2Moe || f_ == Family::Qwen3Moe) {
+      const bool qwen3 = f_ == Family::Qwen3Moe;
+      auto experts = c_.integer_or("num_experts", qwen3 ? 128 : 60, 1, kMaxHeads);
+      auto top_k = c_.integer_or("num_experts_per_tok", qwen3 ? 8 : 4);
       auto norm = c_.boolean_or("norm_topk_prob", false);
-      auto width = c_.integer_or("moe_intermediate_size", 1408);
-      auto shared = c_.integer_or("shared_expert_intermediate_size", 5632);
+      auto width = c_.integer_or("moe_intermediate_size", qwen3 ? 768 : 1408);
+      auto shared = qwen3 ? Config::Field<int64_t>{} : c_.integer_or("shared_expert_intermediate_size", 5632);
       auto step = c_.integer_or("decoder_sparse_step", 1);
       if (step.value != 1)
         c_.error("decoder_sparse_step = " + std::to_string(step.value) +
@@ -1510,12 +1515,15 @@ class Importer {
       m.set("top_k", top_k.value, top_k.note);
       m.set("norm_topk_prob", norm.value, norm.note);
       m.set("expert_intermediate", width.value, width.note);
-      m.set("shared_experts", 1, "Qwen2MoeSparseMoeBlock: one shared expert");
-      m.set("shared_intermediate", shared.value, shared.note);
-      m.set("shared_expert_gate", true, "shared_expert_gate: sigmoid(Linear(hidden, 1)) on the shared expert");
+      if (!qwen3) {
+        m.set("shared_experts", 1, "Qwen2MoeSparseMoeBlock: one shared expert");
+        m.set("shared_intermediate", shared.value, shared.note);
+        m.set("shared_expert_gate", true, "shared_expert_gate: sigmoid(Linear(hidden, 1)) on the shared expert");
+      }
       const std::string L = "model.layers.{layer}.mlp.";
       t("weights.names")
-          .note("Qwen2-MoE's router and experts (the hf-llama preset names Mixtral's).")
+          .note(std::string(qwen3 ? "Qwen3-MoE" : "Qwen2-MoE") +
+                "'s router and experts (the hf-llama preset names Mixtral's).")
           .set("router", L + "gate")
           .set("expert_gate", L + "experts.{expert}.gate_proj")
           .set("expert_up", L + "experts.{expert}.up_proj")

@@ -267,6 +267,17 @@ const char* kMpt7B = R"({
   "norm_type": "low_precision_layernorm", "resid_pdrop": 0, "torch_dtype": "bfloat16", "use_cache": false,
   "verbose": 0, "vocab_size": 50432})";
 
+// Qwen/Qwen3-30B-A3B's config.json (transformers 4.51).
+const char* kQwen3_30B_A3B = R"({"architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+ "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048,
+ "initializer_range": 0.02, "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48,
+ "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": true,
+ "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48,
+ "num_key_value_heads": 4, "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+ "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+ "vocab_size": 151936})";
+
 struct Published {
   const char* model_type;
   const char* config;
@@ -304,6 +315,7 @@ const Published kPublishedConfigs[] = {
     {"falcon", kFalcon40B, 41'303'293'952, nullptr},
     {"gptj", kGptJ6B, 6'050'882'784, nullptr},
     {"mpt", kMpt7B, 6'649'286'656, nullptr},
+    {"qwen3_moe", kQwen3_30B_A3B, 30'532'122'624, nullptr},  // the model card's 30.5B
 };
 
 // A value of the rendered TOML, by "table.key".
@@ -665,6 +677,16 @@ TEST_CASE("imported keys: GPT-NeoX, Phi, GPT-J, Falcon, BLOOM and MPT") {
     aliases["num_attention_heads"] = 16;
     CHECK(spec_differences(b.spec, import_config(aliases).spec).empty());
   }
+  SUBCASE("qwen3_moe: per-head q/k norms, 128 experts, no shared expert") {
+    const Spec s = import_config(json::parse(kQwen3_30B_A3B)).spec;
+    CHECK(s.moe.experts == 128);
+    CHECK(s.moe.top_k == 8);
+    CHECK(s.moe.norm_topk_prob);
+    CHECK(s.moe.shared_experts == 0);
+    CHECK(s.attention.qk_norm == QKNorm::PerHead);
+    CHECK(s.dims.head_dim == 128);
+    CHECK(s.weights.names.at(Role::ExpertUp) == "model.layers.{layer}.mlp.experts.{expert}.up_proj");
+  }
   SUBCASE("mpt: ALiBi, no biases, norms without biases") {
     const Spec s = import_config(json::parse(kMpt7B)).spec;
     CHECK(s.position.kind == PositionKind::Alibi);
@@ -714,8 +736,8 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
   SUBCASE("an unknown model_type names it and the supported ones") {
     const std::string e = import_error(json::parse(R"({"model_type": "bert", "hidden_size": 768})"));
     CHECK(e == "config.json: model_type \"bert\" is not supported; supported model types: llama, mistral, mixtral, "
-               "qwen2, qwen2_moe, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, falcon, "
-               "bloom, mpt");
+               "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
+               "falcon, bloom, mpt");
   }
   SUBCASE("MPT: q/k LayerNorms, clamping, other ALiBi slopes, biases, logit scale") {
     json config = json::parse(kMpt7B);
@@ -862,7 +884,7 @@ TEST_CASE("hf_config_from_spec: the model type follows from the spec, and what n
   CHECK(type_of("phi-2.toml") == "phi");
   CHECK(type_of("bloom-560m.toml") == "bloom");
   // The other new families survive spec → config → spec too.
-  for (const char* config : {kFalcon7B, kFalcon40B, kGptJ6B, kMpt7B}) {
+  for (const char* config : {kFalcon7B, kFalcon40B, kGptJ6B, kMpt7B, kQwen3_30B_A3B}) {
     const Spec s = import_config(json::parse(config)).spec;
     const json back = hf_config_from_spec(s);
     CHECK(back["model_type"] == json::parse(config)["model_type"]);
