@@ -224,8 +224,8 @@ json llama_like_config(const Spec& s, const std::string& type) {
     c["num_experts_per_tok"] = s.moe.top_k;
     c["norm_topk_prob"] = s.moe.norm_topk_prob;
     c["moe_intermediate_size"] = s.moe.expert_intermediate;
-    c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = json::array();
+    c["decoder_sparse_step"] = s.moe.sparse_step;
+    c["mlp_only_layers"] = s.moe.dense_layers;
   }
   if (type == "qwen2_moe") {
     c["num_experts"] = s.moe.experts;
@@ -233,8 +233,8 @@ json llama_like_config(const Spec& s, const std::string& type) {
     c["norm_topk_prob"] = s.moe.norm_topk_prob;
     c["moe_intermediate_size"] = s.moe.expert_intermediate;
     c["shared_expert_intermediate_size"] = s.moe.shared_intermediate;
-    c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = json::array();
+    c["decoder_sparse_step"] = s.moe.sparse_step;
+    c["mlp_only_layers"] = s.moe.dense_layers;
   }
   return c;
 }

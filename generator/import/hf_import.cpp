@@ -1502,14 +1502,23 @@ class Importer {
       auto norm = c_.boolean_or("norm_topk_prob", false);
       auto width = c_.integer_or("moe_intermediate_size", qwen3 ? 768 : 1408);
       auto shared = qwen3 ? Config::Field<int64_t>{} : c_.integer_or("shared_expert_intermediate_size", 5632);
-      auto step = c_.integer_or("decoder_sparse_step", 1);
-      if (step.value != 1)
-        c_.error("decoder_sparse_step = " + std::to_string(step.value) +
-                 ": only every layer can be sparse in a spec (decoder_sparse_step = 1)");
+      auto step = c_.integer_or("decoder_sparse_step", 1, 1, 1024);
+      if (step.value != 1) m.set("sparse_step", step.value, step.note);
       c_.use("mlp_only_layers");
-      if (c_.has("mlp_only_layers") && !(c_.at("mlp_only_layers").is_array() && c_.at("mlp_only_layers").empty()))
-        c_.value_error("mlp_only_layers", c_.at("mlp_only_layers"),
-                       "the spec has no dense layers among MoE layers (every layer's MLP is the same)");
+      if (c_.has("mlp_only_layers")) {
+        const json& dense = c_.at("mlp_only_layers");
+        std::vector<int64_t> layers;
+        bool valid = dense.is_array();
+        if (valid)
+          for (const json& l : dense) {
+            if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() >= layers_) valid = false;
+            else layers.push_back(l.get<int64_t>());
+          }
+        if (!valid)
+          c_.value_error("mlp_only_layers", dense, "expected a list of layer numbers below num_hidden_layers");
+        else if (!layers.empty())
+          m.set("dense_layers", layers, "mlp_only_layers: these layers have the dense MLP");
+      }
       check_top_k(experts, top_k);
       m.set("experts", experts.value, experts.note);
       m.set("top_k", top_k.value, top_k.note);

@@ -510,9 +510,19 @@ TEST_CASE("imported keys: each model type's family-defining fields and comments"
     CHECK(q.spec.weights.names.at(Role::Router) == "model.layers.{layer}.mlp.gate");
     CHECK(q.spec.weights.names.at(Role::ExpertGate) == "model.layers.{layer}.mlp.experts.{expert}.gate_proj");
     CHECK(q.warnings.empty());
+    // Dense layers among the sparse ones: mlp_only_layers and decoder_sparse_step.
     json sparse = json::parse(kQwen15MoE);
     sparse["mlp_only_layers"] = {0, 1};
-    CHECK(contains(import_error(sparse), "mlp_only_layers = [0,1]"));
+    sparse["decoder_sparse_step"] = 2;
+    const Imported d = import_config(sparse);
+    CHECK(d.spec.moe.dense_layers == std::vector<int64_t>{0, 1});
+    CHECK(d.spec.moe.sparse_step == 2);
+    CHECK(!d.spec.moe.sparse(0));
+    CHECK(!d.spec.moe.sparse(2));
+    CHECK(d.spec.moe.sparse(3));
+    CHECK(spec_differences(d.spec, import_config(hf_config_from_spec(d.spec), d.spec.name).spec).empty());
+    sparse["mlp_only_layers"] = {0, 99};
+    CHECK(contains(import_error(sparse), "mlp_only_layers = [0,99]"));
   }
   SUBCASE("qwen3: per-head qk-norm, explicit head_dim") {
     const Imported q = import_config(json::parse(kQwen3_06B));
