@@ -90,6 +90,7 @@ struct Dispatch {
   bool split_only = false;  // runs only when attention is split into key ranges
   uint32_t groups_x = 1;    // Heads, Split: heads; Tiles, Experts: output rows (MatmulPush::n)
   uint32_t groups_z = 1;    // Experts: the experts
+  uint32_t groups_z_per_row = 0;  // Experts: at most this many per token row (top_k: a decode step's experts)
   std::array<Binding, kernels::kMaxBindings> bindings{};  // binding i of the kernel's family
   std::array<uint32_t, push::kMaxWords> push{};           // the push struct's words; `rows` is set when recorded
   int32_t layer = -1;       // the layer it belongs to, -1 outside the layers

@@ -194,12 +194,12 @@ class Recorder {
 
   // Mixture of experts: the routing of E experts' router logits, top K per
   // token (renormalized to sum 1 when `renormalize`): K weights and, per
-  // expert, the token slots t·K + j routed to it. Its width: K + 2E per row.
+  // expert, the token slots t·K + j routed to it. Its width: K + 3E + 1 per row.
   template <int64_t E, int64_t K, int64_t N>
-  Act<K + 2 * E> route(Act<N> logits, bool renormalize) {
+  Act<K + 3 * E + 1> route(Act<N> logits, bool renormalize) {
     static_assert(N == E, "route: the router's logits are not one per expert");
     static_assert(K >= 1 && K <= E, "route: top_k must be between 1 and the expert count");
-    return emit<K + 2 * E>(Op{OpKind::Route, 0, {logits.id}, {-1, -1}, {E, K}, 0, -1, static_cast<uint8_t>(renormalize)});
+    return emit<K + 3 * E + 1>(Op{OpKind::Route, 0, {logits.id}, {-1, -1}, {E, K}, 0, -1, static_cast<uint8_t>(renormalize)});
   }
 
   // The gated projections φ(gate_e · x) ⊙ (up_e · x) of the K experts each
@@ -208,7 +208,7 @@ class Recorder {
   Act<K * Rows> experts_gated(Act<N> x, Act<RW> routing, const std::array<Weight<Rows, Cols>, E>& gate,
                               const std::array<Weight<Rows, Cols>, E>& up, Activation phi) {
     static_assert(Cols == N, "experts_gated: the experts' input width does not match the activation width");
-    static_assert(RW == K + 2 * E, "experts_gated: the routing is not of E experts, top K");
+    static_assert(RW == K + 3 * E + 1, "experts_gated: the routing is not of E experts, top K");
     return emit<K * Rows>(Op{OpKind::Experts, 0, {x.id, routing.id}, {gate[0].tensor, up[0].tensor}, {E, Rows, Cols, K},
                              static_cast<double>(stride(gate)), -1, static_cast<uint8_t>(phi)});
   }
@@ -217,7 +217,7 @@ class Recorder {
   template <int64_t E, int64_t K, int64_t Rows, int64_t Cols, int64_t N, int64_t RW>
   Act<K * Rows> experts_down(Act<N> h, Act<RW> routing, const std::array<Weight<Rows, Cols>, E>& down) {
     static_assert(N == K * Cols, "experts_down: h is not K slots of the experts' input width");
-    static_assert(RW == K + 2 * E, "experts_down: the routing is not of E experts, top K");
+    static_assert(RW == K + 3 * E + 1, "experts_down: the routing is not of E experts, top K");
     return emit<K * Rows>(Op{OpKind::Experts, 0, {h.id, routing.id}, {down[0].tensor, -1}, {E, Rows, Cols, K},
                              static_cast<double>(stride(down)), -1, 0});
   }
@@ -226,7 +226,7 @@ class Recorder {
   template <int64_t E, int64_t K, int64_t N, int64_t M, int64_t RW>
   Act<N> moe_combine(Act<N> x, Act<M> y, Act<RW> routing) {
     static_assert(M == K * N, "moe_combine: y is not K slots of the residual width");
-    static_assert(RW == K + 2 * E, "moe_combine: the routing is not of E experts, top K");
+    static_assert(RW == K + 3 * E + 1, "moe_combine: the routing is not of E experts, top K");
     return emit<N>(Op{OpKind::MoeCombine, 0, {x.id, y.id, routing.id}, {-1, -1}, {E, K, N}});
   }
 

@@ -56,18 +56,22 @@ layout(std430, binding = BINDING_route) readonly buffer Route { uint route[]; };
 const uint TPR = K / VPT;  // texels per weight row
 
 // The token rows of this workgroup: the chunk's, or (EXPERTS) the slots
-// routed to its expert; the input row of tile row t, the output row it
-// writes, and the expert's first weight row.
+// routed to its expert, the z-th of the experts with tokens (none past
+// them); the input row of tile row t, the output row it writes, and the
+// expert's first weight row.
+#if EXPERT_MODE
+uint expert() { return gl_WorkGroupID.z < route[EXPERTS] ? route[EXPERTS + 1u + gl_WorkGroupID.z] : 0u; }
+#endif
 uint tile_rows() {
 #if EXPERT_MODE
-  return route[gl_WorkGroupID.z];
+  return gl_WorkGroupID.z < route[EXPERTS] ? route[expert()] : 0u;
 #else
   return pc.rows;
 #endif
 }
 uint y_row(uint t) {
 #if EXPERT_MODE
-  return route[EXPERTS + pc.rows * TOPK + gl_WorkGroupID.z * pc.rows + t];
+  return route[2u * EXPERTS + 1u + pc.rows * TOPK + expert() * pc.rows + t];
 #else
   return t;
 #endif
@@ -81,7 +85,7 @@ uint x_row(uint t) {
 }
 uint expert_row0() {
 #if EXPERT_MODE
-  return gl_WorkGroupID.z * pc.n;
+  return expert() * pc.n;
 #else
   return 0u;
 #endif

@@ -5,7 +5,7 @@
 //
 // Generated constants: D (hidden width), E (experts), TOPK.
 // Push constants (RowsPush): rows.
-// Buffers: route (words: counts[E], then weights[rows·TOPK] as f32 bits);
+// Buffers: route (words: weights[rows·TOPK] as f32 bits at 2E + 1, moe_route.comp);
 //          y [rows][TOPK·D] f32; x [rows][D] f32, added to.
 
 layout(local_size_x_id = 0) in;
@@ -18,7 +18,7 @@ void main() {
   const uint t = gl_WorkGroupID.x;
   if (t >= pc.rows) return;
   float w[TOPK];
-  for (uint j = 0; j < TOPK; ++j) w[j] = uintBitsToFloat(route[E + t * TOPK + j]);
+  for (uint j = 0; j < TOPK; ++j) w[j] = uintBitsToFloat(route[2u * E + 1u + t * TOPK + j]);
   for (uint i = gl_LocalInvocationID.x; i < D; i += gl_WorkGroupSize.x) {
     float sum = 0.0;
     for (uint j = 0; j < TOPK; ++j) sum += w[j] * y[(t * TOPK + j) * D + i];

@@ -7,8 +7,10 @@
 //
 // Generated constants: E (experts), TOPK, NORM_TOPK.
 // Push constants (RowsPush): rows.
-// Buffers: logits [rows][E] f32; route (words): counts[E], weights[rows·TOPK]
-//          (f32 bits), then per expert e rows slots at E + rows·TOPK + e·rows.
+// Buffers: logits [rows][E] f32; route (words): counts[E]; A, the number of
+//          experts with tokens, and those experts ascending (E words);
+//          weights[rows·TOPK] (f32 bits) at 2E + 1; per expert e its rows
+//          slots at 2E + 1 + rows·TOPK + e·rows.
 
 layout(local_size_x_id = 0) in;
 
@@ -22,7 +24,8 @@ const uint NONE = 0xffffffffu;
 void main() {
   const uint lane = gl_LocalInvocationID.x;
   const uint rows = pc.rows;
-  const uint lists = E + rows * TOPK;
+  const uint weights = 2u * E + 1u;
+  const uint lists = weights + rows * TOPK;
   for (uint e = lane; e < E; e += LANES) route[e] = 0u;
   subgroupMemoryBarrierBuffer();
   subgroupBarrier();
@@ -66,7 +69,7 @@ void main() {
     if (lane == 0) {
       for (uint j = 0; j < TOPK; ++j) {
         const float w = NORM_TOPK != 0 ? chosen[j] / total : chosen[j];
-        route[E + t * TOPK + j] = floatBitsToUint(w);
+        route[weights + t * TOPK + j] = floatBitsToUint(w);
         const uint e = ids[j];
         const uint n = route[e];
         route[lists + e * rows + n] = t * TOPK + j;
@@ -75,5 +78,13 @@ void main() {
     }
     subgroupMemoryBarrierBuffer();
     subgroupBarrier();
+  }
+  // The experts that have tokens, ascending: the expert matmuls run a
+  // workgroup column per entry (a decode step: TOPK of them, not E).
+  if (lane == 0) {
+    uint used = 0u;
+    for (uint e = 0; e < E; ++e)
+      if (route[e] > 0u) route[E + 1u + used++] = e;
+    route[E] = used;
   }
 }

@@ -149,6 +149,7 @@ std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatc
   if (d.split_only) out += ", .split_only = true";
   out += ", .groups_x = " + std::to_string(d.groups_x);
   if (d.groups_z != 1) out += ", .groups_z = " + std::to_string(d.groups_z);
+  if (d.groups_z_per_row != 0) out += ", .groups_z_per_row = " + std::to_string(d.groups_z_per_row);
   std::string named;
   for (const kernels::BindingInfo& b : f.bindings) {
     const plan::Binding x = d.binding(std::string(b.name));

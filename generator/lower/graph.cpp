@@ -190,7 +190,7 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
       const uint32_t logits = b.matmul("moe.experts", Role::Router, layer, m);
       const uint32_t routing = b.add("moe.top_k", Op{OpKind::Route, 0, {logits}, {-1, -1}, {E, K}, 0, -1,
                                                      static_cast<uint8_t>(moe.norm_topk_prob)},
-                                     K + 2 * E);
+                                     K + 3 * E + 1);
       const auto [gate, stride] = b.experts(Role::ExpertGate, layer);
       const auto [up, up_stride] = b.experts(Role::ExpertUp, layer);
       const auto [down, down_stride] = b.experts(Role::ExpertDown, layer);

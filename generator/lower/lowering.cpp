@@ -212,6 +212,18 @@ class Lowering {
       }
       case OpKind::RMSNorm:
       case OpKind::LayerNorm: {
+        // A mixture of experts' input norm: folded into the router and into
+        // the gated experts, which read it through moe_route's lists.
+        if (next && next->kind == OpKind::MatMul && next->in[0] == op.out && at(i + 2) &&
+            at(i + 2)->kind == OpKind::Route && at(i + 3) && at(i + 3)->kind == OpKind::Experts &&
+            at(i + 3)->in[0] == op.out && last_use_[op.out] == static_cast<int32_t>(i + 3)) {
+          norm_ = &op;
+          lower_matmul(i + 1);
+          lower_at(i + 2);
+          lower_at(i + 3);
+          norm_ = nullptr;
+          return 4;
+        }
         // Folded into the projections that read it, when they come next and
         // nothing after them reads it (a parallel block's shared norm, a
         // post-norm block's output: materialized).
@@ -285,20 +297,26 @@ class Lowering {
         // the expert), each reading the rows routed to it.
         const bool gated = op.tensor[1] >= 0;
         const int32_t stride = static_cast<int32_t>(op.param);
-        const Loc x = loc(i, op.in[0]), routing = loc(i, op.in[1]);
+        const bool fold = norm_ && norm_->out == op.in[0];  // the MLP's norm, applied as x is read
+        const Loc x = loc(i, fold ? norm_->in[0] : op.in[0]), routing = loc(i, op.in[1]);
         const Loc out = materialize(op.out);
-        const Epilogue e{.gated = gated, .act = static_cast<Activation>(op.variant),
+        const Epilogue e{.gated = gated, .act = static_cast<Activation>(op.variant), .norm = fold,
                          .experts = static_cast<uint8_t>(gated ? 1 : 2)};
         std::map<std::string, Binding> b = {{"w", plan::pack(expert_pack(op.tensor[0], stride, op.dims[0]))},
                                             {"x", plan::activation(x.slot)},
                                             {"y", plan::activation(out.slot)},
                                             {"route", plan::activation(routing.slot)}};
+        if (fold) {
+          b["norm_scale"] = plan::weight(norm_->tensor[0]);
+          b["norm_shift"] = vector_or_none(norm_->tensor[1]);
+        }
         if (gated) b["w2"] = plan::pack(expert_pack(op.tensor[1], stride, op.dims[0]));
         const uint32_t rows = static_cast<uint32_t>(op.dims[1]);
         Dispatch& d = emit(i, matmul_key(op.dims[2], dtype(op.tensor[0]), e), plan::Grid::Experts, std::move(b),
                            {{"n", rows}, {"gate_row0", 0}, {"up_row0", 0}});
         d.groups_x = rows;
         d.groups_z = static_cast<uint32_t>(op.dims[0]);
+        d.groups_z_per_row = static_cast<uint32_t>(op.dims[3]);  // a chunk of T rows uses at most T · top_k experts
         return 1;
       }
       case OpKind::MoeCombine: {

@@ -37,6 +37,7 @@ struct Dispatch {
   bool split_only = false;  // only when attention is split into key ranges
   uint32_t groups_x = 1;    // Heads, Split: heads; Tiles, Experts: output rows
   uint32_t groups_z = 1;    // Experts: the experts
+  uint32_t groups_z_per_row = 0;  // Experts: at most this many per token row (top_k)
   // By the names of the family's interface (core/kernels.hpp); a binding not
   // named is unused, a push field not named is 0 (`rows` is the runtime's).
   std::map<std::string, plan::Binding> bindings;

@@ -1057,7 +1057,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       std::vector<float> logits = random_floats(size_t{R} * E, -2.0f, 2.0f);
       for (uint32_t e = 0; e < E; ++e) logits[e] = 0.5f;
       if (R > 1) logits[E + 1] = logits[E + E - 1] = 3.0f;
-      const size_t route_words = size_t{R} * (K + 2 * E);
+      const size_t route_words = size_t{R} * (K + 3 * E + 1);
       vk::Buffer lb = buffer_of(device, logits);
       vk::Buffer rb = buffer_of(device, std::vector<uint32_t>(route_words, 0xdeadbeefu));
       gpu.run(m, *route_k, kernels::MoeRouteBindings<vk::Binding>{.logits = whole(lb), .route = whole(rb)},
@@ -1093,24 +1093,46 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
         CAPTURE(e);
         CHECK(route[e] == lists[e].size());
         for (size_t n = 0; n < lists[e].size() && n < route[e]; ++n)
-          CHECK(route[E + size_t{R} * K + size_t{e} * R + n] == lists[e][n]);
+          CHECK(route[2 * E + 1 + size_t{R} * K + size_t{e} * R + n] == lists[e][n]);
       }
-      for (size_t i = 0; i < weights.size(); ++i) ew.add(std::bit_cast<float>(route[E + i]), weights[i]);
+      // The experts with tokens, ascending: the expert matmuls' grid z.
+      std::vector<uint32_t> active;
+      for (uint32_t e = 0; e < E; ++e)
+        if (!lists[e].empty()) active.push_back(e);
+      REQUIRE(route[E] == active.size());
+      CHECK(std::equal(active.begin(), active.end(), route.begin() + E + 1));
+      for (size_t i = 0; i < weights.size(); ++i) ew.add(std::bit_cast<float>(route[2 * E + 1 + i]), weights[i]);
       CHECK(ew.value() < 1e-6);
 
-      // The gated experts: slot t·K + j of h is expert ids[t·K + j] applied to x[t].
+      // The gated experts: slot t·K + j of h is expert ids[t·K + j] applied to
+      // x[t], normalized first when the MLP's norm is folded in.
       const std::vector<float> x = random_floats(size_t{R} * D);
       vk::Buffer xb = buffer_of(device, x);
+      const bool norm = Constants(*gated_k).u("NORM") != 0;
+      const std::vector<float> norm_g = random_floats(D, 0.5f, 1.5f);
+      vk::Buffer gb = buffer_of(device, norm_g);
+      std::vector<double> xn(x.begin(), x.end());
+      if (norm) {
+        CHECK(s.norm.kind == spec::NormKind::RMSNorm);
+        for (uint32_t t = 0; t < R; ++t) {
+          double squares = 0;
+          for (uint32_t i = 0; i < D; ++i) squares += xn[size_t{t} * D + i] * xn[size_t{t} * D + i];
+          const double inv = 1 / std::sqrt(squares / D + s.norm.eps);
+          for (uint32_t i = 0; i < D; ++i)
+            xn[size_t{t} * D + i] *= inv * (s.norm.unit_offset ? 1.0 + norm_g[i] : double(norm_g[i]));
+        }
+      }
       vk::Buffer hb = buffer_of(device, guarded(std::vector<float>(size_t{R} * K * NI, kGuard)));
       const bool decode = R == 1;
       const uint32_t tile_rows = decode ? 16 : 8, tokens = decode ? 1 : 8;
       gpu.run(m, *gated_k,
               kernels::MatmulBindings<vk::Binding>{.w = gate.binding(), .w2 = up.binding(), .x = whole(xb),
                                                    .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(hb),
-                                                   .norm_scale = gpu.no_buffer(), .norm_shift = gpu.no_buffer(),
+                                                   .norm_scale = norm ? whole(gb) : gpu.no_buffer(),
+                                                   .norm_shift = gpu.no_buffer(),
                                                    .route = whole(rb)},
               push::MatmulPush{.rows = R, .n = NI, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0},
-              (NI + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, E);
+              (NI + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
       const std::vector<float> h = read_back<float>(device, hb, size_t{R} * K * NI + kGuardWords);
       NormalizedError eh;
       for (uint32_t slot = 0; slot < R * K; ++slot) {
@@ -1118,8 +1140,8 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
         for (uint32_t r = 0; r < NI; ++r) {
           double g = 0, u = 0;
           for (uint32_t i = 0; i < D; ++i) {
-            g += gate.row(int64_t{e} * NI + r)[i] * x[size_t{t} * D + i];
-            u += up.row(int64_t{e} * NI + r)[i] * x[size_t{t} * D + i];
+            g += gate.row(int64_t{e} * NI + r)[i] * xn[size_t{t} * D + i];
+            u += up.row(int64_t{e} * NI + r)[i] * xn[size_t{t} * D + i];
           }
           eh.add(h[size_t{slot} * NI + r], activate(s.mlp.activation, g) * u);
         }
@@ -1138,7 +1160,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
                                                    .norm_scale = gpu.no_buffer(), .norm_shift = gpu.no_buffer(),
                                                    .route = whole(rb)},
               push::MatmulPush{.rows = R, .n = ND, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0},
-              (ND + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, E);
+              (ND + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
       const std::vector<float> y = read_back<float>(device, yb, size_t{R} * K * ND + kGuardWords);
       NormalizedError ey;
       for (uint32_t slot = 0; slot < R * K; ++slot) {
