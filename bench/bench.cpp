@@ -88,13 +88,17 @@ double weight_bytes(const ModelInfo& m) {
 
 // Bytes one decode step must read from memory at a cache of `context`
 // positions: every matrix (an untied LM head whole), one row of the embedding
-// table, and the K and V cache of every layer: its last W positions when the
+// table (of a mixture of experts, the chosen experts'), and the K and V
+// cache of every layer: its last W positions when the
 // layer has a window W. Vectors (norm scales) are noise.
 double decode_bytes(const ModelInfo& m, int64_t context) {
   double bytes = 0;
   for (const ManifestEntry& e : m.manifest) {
     if (e.rank != 2) continue;
-    bytes += e.role == Role::Embed ? stored_bytes(e, e.shape[1]) : stored_bytes(e, e.elements());
+    // A token reads top_k of a mixture's experts (a long decode reads each
+    // about equally): the experts' share top_k / experts.
+    const double share = e.expert >= 0 ? static_cast<double>(m.top_k) / static_cast<double>(m.experts) : 1.0;
+    bytes += e.role == Role::Embed ? stored_bytes(e, e.shape[1]) : share * stored_bytes(e, e.elements());
   }
   const double cache_element = m.cache_dtype == DType::F16 ? 2 : 4;
   for (int64_t layer = 0; layer < m.layers; ++layer) {

@@ -129,7 +129,8 @@ struct BindingInfo {
   X(bias2, Storage, "[n] f32, W2's")                                         \
   X(y, Storage, "[rows][n] f32 (added to under a residual epilogue)")        \
   X(norm_scale, Storage, "[K] f32: the norm folded into the read of x")      \
-  X(norm_shift, Storage, "[K] f32")
+  X(norm_shift, Storage, "[K] f32")                                          \
+  X(route, Storage, "moe_route's routing: the expert matmuls' token lists")
 
 #define LATHE_BIND_ROPE_KV(X)                                \
   X(io, Storage, "position")                                 \
@@ -157,6 +158,15 @@ struct BindingInfo {
   X(io, Storage, "tokens[0] receives the pick") \
   X(logits, Storage, "[rows][V] f32")
 
+#define LATHE_BIND_MOE_ROUTE(X)                                                     \
+  X(logits, Storage, "[rows][E] f32: the router's")                                 \
+  X(route, Storage, "counts[E], weights[rows·TOPK], per expert its slots t·TOPK + j")
+
+#define LATHE_BIND_MOE_COMBINE(X)                         \
+  X(route, Storage, "moe_route's routing")                \
+  X(y, Storage, "[rows][TOPK·D] f32: the experts' outputs") \
+  X(x, Storage, "[rows][D] f32, added to")
+
 #define LATHE_BIND_INFO(name, kind, comment) BindingInfo{#name, BindingKind::kind, comment},
 #define LATHE_BIND_MEMBER(name, kind, comment) B name{};
 #define LATHE_BIND_ELEMENT(name, kind, comment) name,
@@ -178,6 +188,8 @@ LATHE_BIND_STRUCT(RopeKvBindings, LATHE_BIND_ROPE_KV)
 LATHE_BIND_STRUCT(AttentionBindings, LATHE_BIND_ATTENTION)
 LATHE_BIND_STRUCT(AttentionCombineBindings, LATHE_BIND_ATTENTION_COMBINE)
 LATHE_BIND_STRUCT(ArgmaxBindings, LATHE_BIND_ARGMAX)
+LATHE_BIND_STRUCT(MoeRouteBindings, LATHE_BIND_MOE_ROUTE)
+LATHE_BIND_STRUCT(MoeCombineBindings, LATHE_BIND_MOE_COMBINE)
 
 inline constexpr BindingInfo kEmbedBindings[] = {LATHE_BIND_EMBED(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kNormBindings[] = {LATHE_BIND_NORM(LATHE_BIND_INFO)};
@@ -186,6 +198,8 @@ inline constexpr BindingInfo kRopeKvBindings[] = {LATHE_BIND_ROPE_KV(LATHE_BIND_
 inline constexpr BindingInfo kAttentionBindings[] = {LATHE_BIND_ATTENTION(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kAttentionCombineBindings[] = {LATHE_BIND_ATTENTION_COMBINE(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kArgmaxBindings[] = {LATHE_BIND_ARGMAX(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kMoeRouteBindings[] = {LATHE_BIND_MOE_ROUTE(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kMoeCombineBindings[] = {LATHE_BIND_MOE_COMBINE(LATHE_BIND_INFO)};
 
 #undef LATHE_BIND_INFO
 #undef LATHE_BIND_MEMBER
@@ -193,9 +207,9 @@ inline constexpr BindingInfo kArgmaxBindings[] = {LATHE_BIND_ARGMAX(LATHE_BIND_I
 #undef LATHE_BIND_STRUCT
 
 // The most bindings of any family: plans store bindings in arrays this long.
-inline constexpr size_t kMaxBindings = 8;
+inline constexpr size_t kMaxBindings = 9;
 
-enum class Family : uint8_t { Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax };
+enum class Family : uint8_t { Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine };
 
 // Specialization constants a family takes after constant 0, the workgroup
 // size (the device's subgroup size).
@@ -230,6 +244,10 @@ inline constexpr FamilyInfo kFamilies[] = {
     {Family::AttentionCombine, "attention_combine", "AttentionCombine", "attention_combine.comp", "RowsPush", push::kRowsPush,
      "AttentionCombineBindings", kAttentionCombineBindings, SpecConstants::Splits},
     {Family::Argmax, "argmax", "Argmax", "argmax.comp", "RowsPush", push::kRowsPush, "ArgmaxBindings", kArgmaxBindings, SpecConstants::None},
+    {Family::MoeRoute, "moe_route", "MoeRoute", "moe_route.comp", "RowsPush", push::kRowsPush, "MoeRouteBindings",
+     kMoeRouteBindings, SpecConstants::None},
+    {Family::MoeCombine, "moe_combine", "MoeCombine", "moe_combine.comp", "RowsPush", push::kRowsPush, "MoeCombineBindings",
+     kMoeCombineBindings, SpecConstants::None},
 };
 
 constexpr const FamilyInfo& family(Family f) {

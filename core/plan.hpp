@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "core/contract.hpp"
 #include "core/kernels.hpp"
@@ -71,7 +72,8 @@ constexpr std::array<Binding, kernels::kMaxBindings> bindings(const Named& named
   return out;
 }
 
-enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single };
+// Experts: the matmul tiles of Tiles for each of groups_z experts (grid z).
+enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts };
 
 // One kernel instance of the model: its name and family. The SPIR-V is in
 // the model's kernel table at the same index (kernels.cpp).
@@ -86,7 +88,9 @@ struct Dispatch {
   Grid grid = Grid::Rows;
   bool last_row = false;    // serves the last row only, unless the session keeps every row's logits
   bool split_only = false;  // runs only when attention is split into key ranges
-  uint32_t groups_x = 1;    // Heads, Split: heads; Tiles: output rows (MatmulPush::n)
+  uint32_t groups_x = 1;    // Heads, Split: heads; Tiles, Experts: output rows (MatmulPush::n)
+  uint32_t groups_z = 1;    // Experts: the experts
+  uint32_t groups_z_per_row = 0;  // Experts: at most this many per token row (top_k: a decode step's experts)
   std::array<Binding, kernels::kMaxBindings> bindings{};  // binding i of the kernel's family
   std::array<uint32_t, push::kMaxWords> push{};           // the push struct's words; `rows` is set when recorded
   int32_t layer = -1;       // the layer it belongs to, -1 outside the layers
@@ -102,7 +106,21 @@ struct Pack {
   uint8_t count = 0;
   std::array<int32_t, 4> biases{};   // their biases (all or none)
   uint8_t bias_count = 0;
+  // An expert pack (stride > 0): one role's matrices of `experts` experts,
+  // manifest tensors weights[0] + e · stride, expert e's rows after e − 1's.
+  int32_t stride = 0;
+  uint16_t experts = 0;
 };
+
+// The manifest tensors of a pack's weights, in row order.
+inline std::vector<int32_t> weight_members(const Pack& p) {
+  std::vector<int32_t> out;
+  if (p.stride > 0)
+    for (int32_t e = 0; e < p.experts; ++e) out.push_back(p.weights[0] + e * p.stride);
+  else
+    out.assign(p.weights.begin(), p.weights.begin() + p.count);
+  return out;
+}
 
 // Everything a session allocates for the plan.
 struct Plan {

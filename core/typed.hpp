@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "core/contract.hpp"
@@ -33,14 +34,14 @@ template <int64_t Rows, int64_t Cols>
 struct Weight {
   static constexpr int64_t rows = Rows;
   static constexpr int64_t cols = Cols;
-  int32_t tensor;
+  int32_t tensor = -1;  // -1: none (a layer without this tensor: a dense layer's experts)
 };
 
 // A vector of the manifest: a norm scale, a norm shift or a bias.
 template <int64_t N>
 struct Vector {
   static constexpr int64_t width = N;
-  int32_t tensor;
+  int32_t tensor = -1;
 };
 
 enum class OpKind : uint8_t {
@@ -57,6 +58,9 @@ enum class OpKind : uint8_t {
   GatedAct,     // out = φ(gate) ⊙ up
   Add,          // out = a + b
   Logits,       // out = W · in for the last token (or every token); param c > 0: c · tanh(out / c)
+  Route,        // out = the routing of router logits in: top dims[1] of dims[0] experts (variant 1: renormalized)
+  Experts,      // out[t][j] = expert e(t, j)'s projection of in[0] (its token, or its slot [j]), in[1] the routing
+  MoeCombine,   // out = in[0] + Σ_j weight(t, j) · in[1][t][j] (in[2] the routing)
 };
 
 using lathe::Activation;
@@ -188,6 +192,44 @@ class Recorder {
     return emit<N>(Op{OpKind::Add, 0, {a.id, b.id}, {-1, -1}, {N}});
   }
 
+  // Mixture of experts: the routing of E experts' router logits, top K per
+  // token (renormalized to sum 1 when `renormalize`): K weights and, per
+  // expert, the token slots t·K + j routed to it. Its width: K + 3E + 1 per row.
+  template <int64_t E, int64_t K, int64_t N>
+  Act<K + 3 * E + 1> route(Act<N> logits, bool renormalize) {
+    static_assert(N == E, "route: the router's logits are not one per expert");
+    static_assert(K >= 1 && K <= E, "route: top_k must be between 1 and the expert count");
+    return emit<K + 3 * E + 1>(Op{OpKind::Route, 0, {logits.id}, {-1, -1}, {E, K}, 0, -1, static_cast<uint8_t>(renormalize)});
+  }
+
+  // The gated projections φ(gate_e · x) ⊙ (up_e · x) of the K experts each
+  // token t is routed to, one row of Rows per slot j: [K · Rows] per token.
+  template <int64_t E, int64_t K, int64_t Rows, int64_t Cols, int64_t N, int64_t RW>
+  Act<K * Rows> experts_gated(Act<N> x, Act<RW> routing, const std::array<Weight<Rows, Cols>, E>& gate,
+                              const std::array<Weight<Rows, Cols>, E>& up, Activation phi) {
+    static_assert(Cols == N, "experts_gated: the experts' input width does not match the activation width");
+    static_assert(RW == K + 3 * E + 1, "experts_gated: the routing is not of E experts, top K");
+    return emit<K * Rows>(Op{OpKind::Experts, 0, {x.id, routing.id}, {gate[0].tensor, up[0].tensor}, {E, Rows, Cols, K},
+                             static_cast<double>(stride(gate)), -1, static_cast<uint8_t>(phi)});
+  }
+
+  // Each slot's expert's down projection of its own row of h ([K · Cols] per token).
+  template <int64_t E, int64_t K, int64_t Rows, int64_t Cols, int64_t N, int64_t RW>
+  Act<K * Rows> experts_down(Act<N> h, Act<RW> routing, const std::array<Weight<Rows, Cols>, E>& down) {
+    static_assert(N == K * Cols, "experts_down: h is not K slots of the experts' input width");
+    static_assert(RW == K + 3 * E + 1, "experts_down: the routing is not of E experts, top K");
+    return emit<K * Rows>(Op{OpKind::Experts, 0, {h.id, routing.id}, {down[0].tensor, -1}, {E, Rows, Cols, K},
+                             static_cast<double>(stride(down)), -1, 0});
+  }
+
+  // x + the routing's weighted sum of the K slots of y.
+  template <int64_t E, int64_t K, int64_t N, int64_t M, int64_t RW>
+  Act<N> moe_combine(Act<N> x, Act<M> y, Act<RW> routing) {
+    static_assert(M == K * N, "moe_combine: y is not K slots of the residual width");
+    static_assert(RW == K + 3 * E + 1, "moe_combine: the routing is not of E experts, top K");
+    return emit<N>(Op{OpKind::MoeCombine, 0, {x.id, y.id, routing.id}, {-1, -1}, {E, K, N}});
+  }
+
   // `softcap` c > 0: the logits are c · tanh(logit / c) (Gemma 2).
   template <int64_t V, int64_t D, int64_t N>
   Act<V> logits(Weight<V, D> head, Act<N> x, double softcap = 0) {
@@ -204,6 +246,16 @@ class Recorder {
   }
 
  private:
+  // The manifest distance between consecutive experts' tensors of one role:
+  // the lowering finds expert e's at the first one's + e · stride.
+  template <class W, size_t E>
+  static int32_t stride(const std::array<W, E>& experts) {
+    for (size_t e = 1; e < E; ++e)
+      if (experts[e].tensor - experts[e - 1].tensor != experts[1].tensor - experts[0].tensor)
+        throw std::logic_error("experts: the manifest does not list the experts' tensors at one stride");
+    return E > 1 ? experts[1].tensor - experts[0].tensor : 0;
+  }
+
   template <int64_t N>
   Act<N> emit(Op op) {
     const uint32_t id = s_.values++;
@@ -233,10 +285,18 @@ constexpr bool matches(const ManifestEntry (&manifest)[M], Vector<N> v, bool) {
   return e.rank == 1 && e.shape[0] == N;
 }
 
+// Per layer (and expert): the handles a layer has; layers without the
+// tensor (the experts of a dense layer among sparse ones) hold none.
+template <class T>
+constexpr bool absent(const T& handle) {
+  if constexpr (requires { handle.tensor; }) return handle.tensor < 0;
+  else return false;
+}
+
 template <size_t M, class T, size_t L>
 constexpr bool matches(const ManifestEntry (&manifest)[M], const std::array<T, L>& handles, bool transposed) {
   for (const T& h : handles)
-    if (!matches(manifest, h, transposed)) return false;
+    if (!absent(h) && !matches(manifest, h, transposed)) return false;
   return true;
 }
 

@@ -22,6 +22,10 @@
 //   NORM       the norm before this projection, applied to x as it is read:
 //              0 none, 1 RMSNorm, 2 LayerNorm (NORM_EPS, NORM_BIAS, NORM_UNIT_OFFSET)
 //   SOFTCAPPED 1: y = c · tanh(y / c) with c = SOFTCAP (the LM head's output.softcap)
+//   EXPERT_MODE 1: EXPERTS = E experts of a mixture (grid z: expert e), W and W2 E experts'
+//              matrices of n rows stacked; the workgroup's token rows are the
+//              slots moe_route listed for e, x read at the slot's token
+//              (slot / TOPK) or, X_OF_SLOT, at the slot itself; y written at the slot
 // Specialization constants: 0 the workgroup (= subgroup) size, 1 ROWS, 2 TOKENS, 3 XT.
 // Push constants (MatmulPush): rows, n, x_row0, gate_row0, up_row0.
 // Buffers: W, W2 [N][K] texels; x [rows][K] f32; bias, bias2 [N] f32; y [rows][n] f32;
@@ -45,7 +49,47 @@ layout(std430, binding = BINDING_norm_scale) readonly buffer NormG { vec4 norm_g
 layout(std430, binding = BINDING_norm_shift) readonly buffer NormB { vec4 norm_b[]; };
 #endif
 
+#if EXPERT_MODE
+layout(std430, binding = BINDING_route) readonly buffer Route { uint route[]; };
+#endif
+
 const uint TPR = K / VPT;  // texels per weight row
+
+// The token rows of this workgroup: the chunk's, or (EXPERTS) the slots
+// routed to its expert, the z-th of the experts with tokens (none past
+// them); the input row of tile row t, the output row it writes, and the
+// expert's first weight row.
+#if EXPERT_MODE
+uint expert() { return gl_WorkGroupID.z < route[EXPERTS] ? route[EXPERTS + 1u + gl_WorkGroupID.z] : 0u; }
+#endif
+uint tile_rows() {
+#if EXPERT_MODE
+  return gl_WorkGroupID.z < route[EXPERTS] ? route[expert()] : 0u;
+#else
+  return pc.rows;
+#endif
+}
+uint y_row(uint t) {
+#if EXPERT_MODE
+  return route[2u * EXPERTS + 1u + pc.rows * TOPK + expert() * pc.rows + t];
+#else
+  return t;
+#endif
+}
+uint x_row(uint t) {
+#if EXPERT_MODE
+  return X_OF_SLOT != 0 ? y_row(t) : y_row(t) / TOPK;
+#else
+  return pc.x_row0 + t;
+#endif
+}
+uint expert_row0() {
+#if EXPERT_MODE
+  return expert() * pc.n;
+#else
+  return 0u;
+#endif
+}
 const uint LANES = gl_WorkGroupSize.x;
 
 #if NORM
@@ -116,6 +160,8 @@ void decode() {
   const uint lane = gl_LocalInvocationID.x;
   const uint row0 = gl_WorkGroupID.x * ROWS;
   const uint t0 = gl_WorkGroupID.y * TOKENS;
+  const uint rows = tile_rows();
+  if (t0 >= rows) return;  // the whole workgroup: an expert with fewer tokens
 
   float acc[ROWS * TOKENS];
 #if GATED
@@ -136,7 +182,7 @@ void decode() {
   uint base2[ROWS];
 #endif
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-    const uint row = min(row0 + r, pc.n - 1);
+    const uint row = expert_row0() + min(row0 + r, pc.n - 1);
     base[r] = (pc.gate_row0 + row) * TPR;
 #if GATED
     base2[r] = (pc.up_row0 + row) * TPR;
@@ -146,7 +192,7 @@ void decode() {
 #if NORM
   vec2 stats[TOKENS];
   [[unroll]] for (uint t = 0; t < TOKENS; ++t)
-    stats[t] = partial_stats(pc.x_row0 + min(t0 + t, pc.rows - 1), lane, LANES, true);
+    stats[t] = partial_stats(x_row(min(t0 + t, rows - 1)), lane, LANES, true);
 #endif
 
   // A chunk is LANES × XT texels; lane l holds texels l, l + LANES, … of it.
@@ -158,8 +204,8 @@ void decode() {
       const bool inside = j < TPR;
       js[e] = min(j, TPR - 1);  // a texel past the row reads a valid one times x = 0
       [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
-        const bool live = inside && t0 + t < pc.rows;
-        const uint at = ((pc.x_row0 + t0 + t) * K + js[e] * VPT) / 4;
+        const bool live = inside && t0 + t < rows;
+        const uint at = (x_row(min(t0 + t, rows - 1)) * K + js[e] * VPT) / 4;
         [[unroll]] for (uint h = 0; h < VPT / 4; ++h) {
 #if NORM
           const vec4 v = live ? normalized(x[at + h], (js[e] * VPT) / 4 + h, stats[t]) : vec4(0.0);
@@ -210,11 +256,11 @@ void decode() {
       const float sum2 = subgroupAdd(acc2[i]);
 #endif
       const uint row = row0 + r;
-      if (lane != i % LANES || row >= pc.n || t0 + t >= pc.rows) continue;
+      if (lane != i % LANES || row >= pc.n || t0 + t >= rows) continue;
 #if GATED
-      store(row, t0 + t, sum, sum2);
+      store(row, y_row(t0 + t), sum, sum2);
 #else
-      store(row, t0 + t, sum, 0.0);
+      store(row, y_row(t0 + t), sum, 0.0);
 #endif
     }
   }
@@ -234,6 +280,8 @@ void prefill() {
   const uint lane = gl_LocalInvocationID.x;
   const uint row0 = gl_WorkGroupID.x * ROWS * LANES;
   const uint t0 = gl_WorkGroupID.y * 8;
+  const uint rows = tile_rows();
+  if (t0 >= rows) return;  // the whole workgroup: an expert with fewer tokens
   // Lane's rows: row0 + r * LANES + lane.
   uint base[ROWS];
 #if GATED
@@ -244,7 +292,7 @@ void prefill() {
   float acc2[ROWS * 8];
 #endif
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-    const uint row = min(row0 + r * LANES + lane, pc.n - 1);
+    const uint row = expert_row0() + min(row0 + r * LANES + lane, pc.n - 1);
     base[r] = (pc.gate_row0 + row) * TPR;
 #if GATED
     base2[r] = (pc.up_row0 + row) * TPR;
@@ -256,11 +304,11 @@ void prefill() {
 #endif
     }
   }
-  const bool loads = lane < 8 && t0 + lane < pc.rows;
-  const uint xrow = (pc.x_row0 + t0 + min(lane, 7u)) * (K / 4);
+  const bool loads = lane < 8 && t0 + lane < rows;
+  const uint xrow = x_row(min(t0 + min(lane, 7u), rows - 1)) * (K / 4);
 #if NORM
   // Lane t < 8 normalizes token t's values, so it alone needs their statistics.
-  const vec2 stats = partial_stats(pc.x_row0 + min(t0 + min(lane, 7u), pc.rows - 1), 0, 1, false);
+  const vec2 stats = partial_stats(x_row(min(t0 + min(lane, 7u), rows - 1)), 0, 1, false);
 #endif
   for (uint j = 0; j < TPR; ++j) {
     // Lane t < 8 loads token t's VPT values (8 for 16-bit weights; f32
@@ -309,11 +357,11 @@ void prefill() {
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     const uint row = row0 + r * LANES + lane;
     [[unroll]] for (uint t = 0; t < 8; ++t) {
-      if (row >= pc.n || t0 + t >= pc.rows) continue;
+      if (row >= pc.n || t0 + t >= rows) continue;
 #if GATED
-      store(row, t0 + t, acc[r * 8 + t], acc2[r * 8 + t]);
+      store(row, y_row(t0 + t), acc[r * 8 + t], acc2[r * 8 + t]);
 #else
-      store(row, t0 + t, acc[r * 8 + t], 0.0);
+      store(row, y_row(t0 + t), acc[r * 8 + t], 0.0);
 #endif
     }
   }

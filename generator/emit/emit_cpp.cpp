@@ -79,6 +79,20 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         code = out_var + "r.gated(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " + act + ");";
         break;
       case typed::OpKind::Add: code = out_var + "r.add(" + v(op.in[0]) + ", " + v(op.in[1]) + ");"; break;
+      case typed::OpKind::Route:
+        code = out_var + "r.template route<moe_experts, moe_top_k>(" + v(op.in[0]) + ", " +
+               (op.variant ? "true" : "false") + ");";
+        break;
+      case typed::OpKind::Experts:
+        code = out_var + (b.empty() ? "r.template experts_down<moe_experts, moe_top_k>(" + v(op.in[0]) + ", " +
+                                          v(op.in[1]) + ", " + w + ");"
+                                    : "r.template experts_gated<moe_experts, moe_top_k>(" + v(op.in[0]) + ", " +
+                                          v(op.in[1]) + ", " + w + ", " + b + ", " + act + ");");
+        break;
+      case typed::OpKind::MoeCombine:
+        code = out_var + "r.template moe_combine<moe_experts, moe_top_k>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
+               v(op.in[2]) + ");";
+        break;
       case typed::OpKind::Logits:
         code = "r.logits(" + w + ", " + v(op.in[0]) + (b.empty() ? "" : ", " + b) +
                (op.param > 0 ? ", logit_softcap" : "") + ");";
@@ -121,6 +135,7 @@ const char* grid_name(plan::Grid g) {
     case plan::Grid::Split: return "Split";
     case plan::Grid::Tiles: return "Tiles";
     case plan::Grid::Single: return "Single";
+    case plan::Grid::Experts: return "Experts";
   }
   return "?";
 }
@@ -133,6 +148,8 @@ std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatc
   if (d.last_row) out += ", .last_row = true";
   if (d.split_only) out += ", .split_only = true";
   out += ", .groups_x = " + std::to_string(d.groups_x);
+  if (d.groups_z != 1) out += ", .groups_z = " + std::to_string(d.groups_z);
+  if (d.groups_z_per_row != 0) out += ", .groups_z_per_row = " + std::to_string(d.groups_z_per_row);
   std::string named;
   for (const kernels::BindingInfo& b : f.bindings) {
     const plan::Binding x = d.binding(std::string(b.name));
@@ -171,7 +188,16 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
     refuse("position.scaling.kind", std::string("\"") + name(s.position.scaling.kind) + "\"");
   if (s.position.local_theta && s.position.kind != PositionKind::Rope)
     refuse("position.local_theta", "a base of the windowed layers' own is a rope setting");
-  if (s.moe.enabled()) refuse("moe", "");
+  // Mixtures of experts run routed gated experts of a pre-norm block.
+  if (s.moe.enabled()) {
+    if (s.moe.shared_experts > 0) refuse("moe.shared_experts", "shared experts do not run yet");
+    if (!s.mlp.gated) refuse("mlp.gated", "experts run as gated MLPs only");
+    if (s.mlp.bias) refuse("mlp.bias", "experts run without biases");
+    if (s.norm.placement != NormPlacement::Pre) refuse("norm.placement", "experts run in pre-norm blocks only");
+    // moe_route keeps a bit per expert of its lane's share, 32 at most, on
+    // subgroups of 8 lanes or more.
+    if (s.moe.experts > 256) refuse("moe.experts", "at most 256 experts");
+  }
   if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
     refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
   // matmul.comp reads weight rows in 16-byte texels: 8 values of a 16-bit
@@ -257,6 +283,8 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   constant("embedding_scale", "double", number_literal(s.embedding.scale), "embedding.scale", "");
   constant("logit_softcap", "double", number_literal(s.output.softcap), "output.softcap", "0: none");
   constant("tied_embeddings", "bool", s.embedding.tied ? "true" : "false", "embedding.tied", "");
+  constant("moe_experts", "int64_t", i(s.moe.experts), "moe.experts", "routed experts per sparse layer (0: dense)");
+  constant("moe_top_k", "int64_t", i(s.moe.top_k), "moe.top_k", "experts per token");
   constant("cache_dtype", "DType", "DType::" + std::string(spelling(s.cache.dtype).enumerator), "cache.dtype",
            "KV cache elements");
   root.set("constants", constants);
@@ -382,7 +410,11 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
       return "{" + out + "}, " + i(static_cast<int64_t>(v.size()));
     };
     data item;
-    item.set("init", "{" + list(pk.weights) + ", " + list(pk.biases) + "}");
+    if (pk.stride > 0)  // an expert pack: its first matrix and the manifest stride between experts
+      item.set("init", "{{" + i(pk.weights[0]) + "}, 1, {}, 0, " + i(pk.stride) + ", " +
+                           i(static_cast<int64_t>(pk.weights.size())) + "}");
+    else
+      item.set("init", "{" + list(pk.weights) + ", " + list(pk.biases) + "}");
     std::string names;
     for (int32_t w : pk.weights) names += (names.empty() ? "" : ", ") + manifest.tensors[static_cast<size_t>(w)].name;
     item.set("names", names);

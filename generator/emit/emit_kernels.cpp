@@ -157,7 +157,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("GATED", e.gated) + define("ACT", std::to_string(act_constant(e))) + flag("RESIDUAL", e.residual) +
              define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
              flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset) +
-             flag("SOFTCAPPED", e.softcap) + define("SOFTCAP", number_literal(e.softcap ? s.output.softcap : 0.0, 9));
+             flag("SOFTCAPPED", e.softcap) + define("SOFTCAP", number_literal(e.softcap ? s.output.softcap : 0.0, 9)) +
+             flag("EXPERT_MODE", e.experts != 0) + define("EXPERTS", e.experts ? s.moe.experts : 0) +
+             define("TOPK", e.experts ? s.moe.top_k : 0) +
+             flag("X_OF_SLOT", e.experts == 2);
     }
     case kernels::Family::RopeKv: {
       const int64_t rot = k.width;
@@ -180,6 +183,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "");
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);
+    case kernels::Family::MoeRoute:
+      return define("E", s.moe.experts) + define("TOPK", s.moe.top_k) + flag("NORM_TOPK", s.moe.norm_topk_prob);
+    case kernels::Family::MoeCombine:
+      return define("D", s.dims.hidden) + define("E", s.moe.experts) + define("TOPK", s.moe.top_k);
   }
   throw std::logic_error("kernels: unknown family");
 }

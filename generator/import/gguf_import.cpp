@@ -20,17 +20,28 @@ using Metadata = std::map<std::string, GgufValue, std::less<>>;
 
 // How llama.cpp's converter treats each family: whether it permutes q/k rows
 // for the interleaved pairing (only Llama), whether norm weights hold 1 + w
-// (Gemma).
+// (Gemma), whether its norms are LayerNorms, whether positions are ALiBi.
+// (llama.cpp names a "gptj" architecture but neither converts nor runs it.)
 struct Arch {
   std::string_view name;
   bool interleaved;
   bool gemma;
+  bool layernorm = false;
+  bool alibi = false;
 };
 constexpr Arch kArchs[] = {
-    {"llama", true, false},  {"qwen2", false, false},  {"qwen3", false, false}, {"gemma", false, true},
-    {"gemma2", false, true}, {"gemma3", false, true},  {"phi3", false, false},  {"gpt2", false, false},
-    {"olmo2", false, false},
+    {"llama", true, false},         {"qwen2", false, false},       {"qwen3", false, false},
+    {"gemma", false, true},         {"gemma2", false, true},       {"gemma3", false, true},
+    {"phi3", false, false},         {"gpt2", false, false, true},  {"olmo2", false, false},
+    {"gptneox", false, false, true}, {"phi2", false, false, true}, {"falcon", false, false, true},
+    {"bloom", false, false, true, true}, {"mpt", false, false, true, true},
 };
+
+// The MLP activation each LayerNorm family's model computes (GGUF metadata
+// does not say; llama.cpp itself evaluates every GELU by the tanh approximation).
+const char* gelu_of(std::string_view arch) {
+  return arch == "gptneox" || arch == "falcon" || arch == "mpt" ? "gelu_erf" : "gelu_tanh";
+}
 
 const Arch* find_arch(std::string_view name) {
   for (const Arch& a : kArchs)
@@ -317,15 +328,35 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
     r.problem(a + "rope.scaling.type \"" + *type + "\" is not representable");
 
   TomlTable& norm = doc.table("norm");
-  const bool layernorm = gpt2;
+  const bool layernorm = arch->layernorm;
   norm.set("kind", layernorm ? "layernorm" : "rmsnorm");
   const std::string eps_key = a + (layernorm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon");
   if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
   else r.problem(eps_key + ": missing");
   const bool sandwich = an == "gemma2" || an == "gemma3";
+  std::optional<std::string> mlp_norm_name;  // Falcon-40B's second norm
   if (sandwich) norm.set("placement", "sandwich", "attn_norm, post_attention_norm, ffn_norm, post_ffw_norm");
   else if (an == "olmo2") norm.set("placement", "branch_output", "post_attention_norm, post_ffw_norm");
-  else norm.set("placement", "pre");
+  else if (an == "gptneox") {
+    const GgufValue* par = r.value(a + "use_parallel_residual");
+    const bool* parallel = par ? std::get_if<bool>(&par->value) : nullptr;
+    if (par != nullptr && parallel == nullptr) r.problem(a + "use_parallel_residual: a bool expected");
+    if (parallel == nullptr || *parallel)
+      norm.set("placement", "parallel", a + "use_parallel_residual").set("parallel_shared", false, "attn_norm, ffn_norm");
+    else
+      norm.set("placement", "pre", a + "use_parallel_residual = false");
+  } else if (an == "phi2") {
+    norm.set("placement", "parallel", "llama.cpp's phi2: attention and MLP read attn_norm").set("parallel_shared", true);
+  } else if (an == "falcon") {
+    norm.set("placement", "parallel", "llama.cpp's falcon: attention and MLP in parallel");
+    if (r.has("blk.0.attn_norm_2.weight")) {
+      norm.set("parallel_shared", false, "attn_norm_2: the MLP's own norm");
+      mlp_norm_name = "blk.{layer}.attn_norm_2";
+    } else {
+      norm.set("parallel_shared", true, "no attn_norm_2");
+    }
+  } else norm.set("placement", "pre");
+  if (layernorm && !r.has("blk.0.attn_norm.bias")) norm.set("bias", false, "no attn_norm.bias");
   if (arch->gemma) norm.set("unit_offset", false, "llama.cpp stores the norm weights as 1 + w");
 
   TomlTable& attention = doc.table("attention");
@@ -355,7 +386,18 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   }
 
   TomlTable& position = doc.table("position");
-  if (gpt2) {
+  if (arch->alibi) {
+    position.set("kind", "alibi", an == "bloom" ? "llama.cpp's bloom: ALiBi, max bias 8" : "mpt.attention.max_alibi_bias");
+    if (auto bias = r.number(a + "attention.max_alibi_bias"); bias && *bias != 8)
+      r.problem(a + "attention.max_alibi_bias: " + std::to_string(*bias) +
+                " (the spec's ALiBi slopes are the standard ones of max bias 8)");
+    if (r.value(a + "attention.clamp_kqv") != nullptr)
+      r.problem(a + "attention.clamp_kqv: the spec does not clamp q, k and v");
+    if (r.has("position_embd.weight")) r.problem("position_embd.weight: a position table beside ALiBi is not representable");
+    if (r.has("blk.0.attn_q_norm.weight")) r.problem("blk.0.attn_q_norm.weight: MPT's q/k LayerNorms are not representable");
+    if (r.has("blk.0.ffn_act.scales")) r.problem("blk.0.ffn_act.scales: activation scales are not representable");
+    if (r.has(kRopeFreqs)) r.problem(kRopeFreqs + ": RoPE factors in a file of ALiBi positions");
+  } else if (gpt2) {
     position.set("kind", "learned", "position_embd");
     if (r.has(kRopeFreqs)) r.problem(kRopeFreqs + ": RoPE factors in a file of learned positions");
     if (const weights::TensorInfo* pe = r.tensor("position_embd.weight"); pe && pe->shape[0] != context)
@@ -403,15 +445,18 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   }
 
   TomlTable& mlp = doc.table("mlp");
-  mlp.set("activation", arch->gemma || gpt2 ? "gelu_tanh" : "silu");
-  mlp.set("gated", !gpt2);
+  const bool ungated = arch->layernorm;  // GPT-2 and the LayerNorm families after it
+  if (ungated && !gpt2) mlp.set("activation", gelu_of(an), "the model's GELU (not in GGUF metadata)");
+  else mlp.set("activation", arch->gemma || gpt2 ? "gelu_tanh" : "silu");
+  mlp.set("gated", !ungated);
   if (r.has("blk.0.ffn_up.bias")) mlp.set("bias", true, "ffn_up.bias");
   const weights::TensorInfo* up = r.tensor("blk.0.ffn_up.weight");
-  if (!gpt2 && !r.has("blk.0.ffn_gate.weight") && up != nullptr && up->shape[0] == 2 * ff)
+  if (!ungated && !r.has("blk.0.ffn_gate.weight") && up != nullptr && up->shape[0] == 2 * ff)
     mlp.set("fused_gate_up", "gate_up", "ffn_up: gate, then up");
 
   TomlTable& embedding = doc.table("embedding");
   embedding.set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight present" : "no output.weight");
+  if (r.has("token_embd_norm.weight")) embedding.set("norm", true, "token_embd_norm");
   // Hugging Face (the contract) scales by sqrt(hidden) in the checkpoint's
   // dtype, bf16 for every Gemma; llama.cpp by the exact root.
   if (arch->gemma)
@@ -421,6 +466,7 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
 
   if (auto cap = r.number(a + "final_logit_softcapping"); cap && *cap > 0)
     doc.table("output").set("softcap", *cap, a + "final_logit_softcapping");
+  if (r.has("output.bias")) doc.table("output").set("bias", true, "output.bias");
 
   // Dtypes: every matrix one dtype, every vector one dtype.
   std::optional<DType> matrices, vectors;
@@ -440,7 +486,8 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   w.set("dtype", dtype_key(matrices.value_or(DType::F32)), "the file's matrices");
   if (vectors && *vectors != DType::F32) w.set("vector_dtype", dtype_key(*vectors), "the file's vectors");
   w.set("preset", "gguf");
-  if (fused_qkv) w.set("fused_qkv", true, "attn_qkv: q, k, v");
+  if (fused_qkv) w.set("fused_qkv", true, "attn_qkv: q, k, v (the converter reorders per-head and grouped rows so)");
+  if (mlp_norm_name) doc.table("weights.names").set("mlp_norm", *mlp_norm_name);
   // The spec computes the llama3 frequencies itself; the file's copy of
   // them is left out of the manifest check, here and when loading.
   if (r.has(kRopeFreqs))
@@ -510,6 +557,14 @@ const Arch& arch_of(const Spec& s) {
   using spec::QKNorm;
   if (s.moe.enabled()) throw Error(ErrorKind::Unsupported, "moe: llama.cpp stacks experts in one tensor per layer");
   if (s.position.kind == spec::PositionKind::Learned) return pick("gpt2");
+  if (s.position.kind == spec::PositionKind::Alibi) return pick(s.embedding.norm ? "bloom" : "mpt");
+  if (s.norm.kind == spec::NormKind::LayerNorm && s.position.kind == spec::PositionKind::Rope) {
+    if (s.position.pairing == spec::RopePairing::Interleaved)
+      throw Error(ErrorKind::Unsupported, "position.pairing: llama.cpp converts no GPT-J (interleaved RoPE with LayerNorms)");
+    if (s.output.bias) return pick("phi2");
+    if (s.attention.q_bias || s.norm.placement != NormPlacement::Parallel) return pick("gptneox");
+    return pick("falcon");
+  }
   if (s.norm.placement == NormPlacement::Sandwich) return pick(s.attention.qk_norm == QKNorm::PerHead ? "gemma3" : "gemma2");
   if (s.norm.placement == NormPlacement::BranchOutput) return pick("olmo2");
   if (s.embedding.scale_sqrt_hidden) return pick("gemma");
@@ -538,6 +593,9 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
     s.attention.scale = scale_by_hidden(arch.name, s.dims.layers) ? std::optional<double>(implied) : std::nullopt;
   s.weights.preset = "gguf";
   s.weights.names = spec::preset_names("gguf", s.norm.placement);
+  if (arch.name == "falcon" && s.norm.placement == spec::NormPlacement::Parallel && !s.norm.parallel_shared)
+    s.weights.names[spec::Role::MlpNorm] = "blk.{layer}.attn_norm_2";
+  s.weights.qkv_layout = spec::QkvLayout::Blocks;  // the converter reorders per-head and grouped rows to q | k | v
   s.weights.vector_dtype = DType::F32;
   s.weights.layout = Layout::OutIn;  // the converter transposes Conv1D weights
   s.weights.ignore.clear();
@@ -562,6 +620,17 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   if (std::abs(s.attention.effective_scale(s.dims.head_dim) * std::sqrt(static_cast<double>(scalar)) - 1) > 1e-9)
     refuse("attention.scale: llama.cpp scales this model's scores by 1/sqrt(" + std::to_string(scalar) + ")");
   if (s.embedding.scale != 1.0 && !arch.gemma) refuse("embedding.scale: only llama.cpp's Gemma scales embeddings");
+  if (arch.name == "falcon" && s.position.rotary_dim != s.dims.head_dim)
+    refuse("position.rotary_dim: llama.cpp's falcon rotates the whole head");
+  if (arch.layernorm && !(arch.name == "gpt2" || s.mlp.activation == spec::Activation::GeluErf ||
+                          s.mlp.activation == spec::Activation::GeluTanh))
+    refuse("mlp.activation: llama.cpp's " + std::string(arch.name) + " computes a GELU");
+  if (arch.layernorm && arch.name != "gpt2" && s.mlp.activation != spec::Activation::GeluErf &&
+      std::string_view(gelu_of(arch.name)) == "gelu_erf")
+    refuse("mlp.activation: a GGUF " + std::string(arch.name) + " file is read as the model's exact GELU (gelu_erf)");
+  if (arch.layernorm && arch.name != "gpt2" && s.mlp.activation != spec::Activation::GeluTanh &&
+      std::string_view(gelu_of(arch.name)) == "gelu_tanh")
+    refuse("mlp.activation: a GGUF " + std::string(arch.name) + " file is read as the model's tanh GELU (gelu_tanh)");
 
   const std::string a = std::string(arch.name) + ".";
   const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
@@ -595,6 +664,8 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
     }
   }
   if (s.attention.sliding_window > 0) m[a + "attention.sliding_window"] = u32(s.attention.sliding_window);
+  if (arch.name == "gptneox") m[a + "use_parallel_residual"] = s.norm.placement == spec::NormPlacement::Parallel;
+  if (arch.name == "mpt") m[a + "attention.max_alibi_bias"] = f32(8.0);
   if (s.attention.softcap > 0) m[a + "attn_logit_softcapping"] = f32(s.attention.softcap);
   if (s.output.softcap > 0) m[a + "final_logit_softcapping"] = f32(s.output.softcap);
   return m;

@@ -20,12 +20,32 @@ using namespace lathe::spec;
               (s.file.empty() ? s.name : s.file) + ": no supported Hugging Face config expresses this spec: " + why);
 }
 
+// The families whose specs name their tensors one by one (no preset): told
+// by the embedding's and the attention's module paths.
+std::string named_family(const Spec& s) {
+  if (!s.weights.preset.empty()) return "";
+  const auto name = [&](Role r) {
+    auto it = s.weights.names.find(r);
+    return it == s.weights.names.end() ? std::string() : it->second;
+  };
+  const std::string embed = name(Role::Embed);
+  if (embed == "gpt_neox.embed_in") return "gpt_neox";
+  if (embed == "model.embed_tokens" && name(Role::FinalNorm) == "model.final_layernorm") return "phi";
+  if (embed == "transformer.wte") return name(Role::Qkv).find("attn.Wqkv") != std::string::npos ? "mpt" : "gptj";
+  if (embed == "transformer.word_embeddings") return s.embedding.norm ? "bloom" : "falcon";
+  return "";
+}
+
 std::string model_type_of(const Spec& s) {
+  if (const std::string named = named_family(s); !named.empty()) return named;
   if (s.weights.preset == "hf-gpt2") return "gpt2";
   if (s.norm.placement == NormPlacement::Sandwich)
     return s.position.local_theta || s.attention.qk_norm == QKNorm::PerHead ? "gemma3_text" : "gemma2";
   if (s.norm.placement == NormPlacement::BranchOutput) return "olmo2";
-  if (s.moe.enabled()) return s.moe.shared_experts > 0 ? "qwen2_moe" : "mixtral";
+  if (s.moe.enabled())
+    return s.moe.shared_experts > 0                  ? "qwen2_moe"
+           : s.attention.qk_norm == QKNorm::PerHead ? "qwen3_moe"
+                                                    : "mixtral";
   if (s.weights.preset == "hf-llama" && s.weights.fused_qkv && s.mlp.fused_gate_up != FusedGateUp::None) return "phi3";
   if (s.norm.unit_offset && s.norm.placement == NormPlacement::Pre) return "gemma";
   if (s.attention.q_bias && s.attention.k_bias && s.attention.v_bias && !s.attention.o_bias) return "qwen2";
@@ -41,11 +61,18 @@ const char* architecture_of(const std::string& type) {
   if (type == "gemma") return "GemmaForCausalLM";
   if (type == "olmo2") return "Olmo2ForCausalLM";
   if (type == "qwen2_moe") return "Qwen2MoeForCausalLM";
+  if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
   if (type == "mixtral") return "MixtralForCausalLM";
   if (type == "phi3") return "Phi3ForCausalLM";
   if (type == "qwen2") return "Qwen2ForCausalLM";
   if (type == "qwen3") return "Qwen3ForCausalLM";
   if (type == "mistral") return "MistralForCausalLM";
+  if (type == "gpt_neox") return "GPTNeoXForCausalLM";
+  if (type == "phi") return "PhiForCausalLM";
+  if (type == "gptj") return "GPTJForCausalLM";
+  if (type == "falcon") return "FalconForCausalLM";
+  if (type == "bloom") return "BloomForCausalLM";
+  if (type == "mpt") return "MptForCausalLM";
   return "LlamaForCausalLM";
 }
 
@@ -148,13 +175,14 @@ json llama_like_config(const Spec& s, const std::string& type) {
   c["torch_dtype"] = torch_dtype(s);
 
   const Attention& a = s.attention;
-  if (type == "llama" || type == "qwen3" || type == "olmo2" || gemma) c["attention_bias"] = a.q_bias;
+  if (type == "llama" || type == "qwen3" || type == "qwen3_moe" || type == "olmo2" || gemma)
+    c["attention_bias"] = a.q_bias;
   if (type == "llama") c["mlp_bias"] = s.mlp.bias;
   if (type == "qwen2_moe") c["qkv_bias"] = a.q_bias;
 
   const json window = a.sliding_window > 0 ? json(a.sliding_window) : json(nullptr);
   if (type == "mistral" || type == "mixtral" || type == "phi3") c["sliding_window"] = window;
-  if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe") {
+  if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe") {
     c["use_sliding_window"] = a.sliding_window > 0;
     c["sliding_window"] = window;
     // Qwen2Attention windows the layers from max_window_layers on; layer_types
@@ -191,31 +219,182 @@ json llama_like_config(const Spec& s, const std::string& type) {
     c["num_local_experts"] = s.moe.experts;
     c["num_experts_per_tok"] = s.moe.top_k;
   }
+  if (type == "qwen3_moe") {
+    c["num_experts"] = s.moe.experts;
+    c["num_experts_per_tok"] = s.moe.top_k;
+    c["norm_topk_prob"] = s.moe.norm_topk_prob;
+    c["moe_intermediate_size"] = s.moe.expert_intermediate;
+    c["decoder_sparse_step"] = s.moe.sparse_step;
+    c["mlp_only_layers"] = s.moe.dense_layers;
+  }
   if (type == "qwen2_moe") {
     c["num_experts"] = s.moe.experts;
     c["num_experts_per_tok"] = s.moe.top_k;
     c["norm_topk_prob"] = s.moe.norm_topk_prob;
     c["moe_intermediate_size"] = s.moe.expert_intermediate;
     c["shared_expert_intermediate_size"] = s.moe.shared_intermediate;
-    c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = json::array();
+    c["decoder_sparse_step"] = s.moe.sparse_step;
+    c["mlp_only_layers"] = s.moe.dense_layers;
   }
   return c;
+}
+
+// The rotated fraction of each head, as GPT-NeoX's rotary_pct and Phi's
+// partial_rotary_factor say it.
+json rotary_fraction(const Spec& s) {
+  return number(static_cast<double>(s.position.rotary_dim) / static_cast<double>(s.dims.head_dim));
+}
+
+json dtype_and_tie(json c, const Spec& s) {
+  c["tie_word_embeddings"] = s.embedding.tied;
+  c["torch_dtype"] = torch_dtype(s);
+  return c;
+}
+
+json gpt_neox_config(const Spec& s) {
+  const Dims& d = s.dims;
+  json c = {{"architectures", {"GPTNeoXForCausalLM"}},
+            {"model_type", "gpt_neox"},
+            {"hidden_size", d.hidden},
+            {"num_hidden_layers", d.layers},
+            {"num_attention_heads", d.heads},
+            {"intermediate_size", d.intermediate},
+            {"vocab_size", d.vocab},
+            {"max_position_embeddings", d.max_context},
+            {"layer_norm_eps", s.norm.eps},
+            {"use_parallel_residual", s.norm.placement == NormPlacement::Parallel},
+            {"attention_bias", s.attention.q_bias},
+            {"rotary_pct", rotary_fraction(s)},
+            {"rotary_emb_base", number(s.position.theta)},
+            {"rope_scaling", rope_scaling(s)},
+            {"hidden_act", hf_activation(s.mlp.activation, false)}};
+  return dtype_and_tie(c, s);
+}
+
+json phi_config(const Spec& s) {
+  const Dims& d = s.dims;
+  json c = {{"architectures", {"PhiForCausalLM"}},
+            {"model_type", "phi"},
+            {"hidden_size", d.hidden},
+            {"num_hidden_layers", d.layers},
+            {"num_attention_heads", d.heads},
+            {"num_key_value_heads", d.kv_heads},
+            {"intermediate_size", d.intermediate},
+            {"vocab_size", d.vocab},
+            {"max_position_embeddings", d.max_context},
+            {"layer_norm_eps", s.norm.eps},
+            {"partial_rotary_factor", rotary_fraction(s)},
+            {"rope_theta", s.position.theta},
+            {"rope_scaling", rope_scaling(s)},
+            {"qk_layernorm", false},
+            {"hidden_act", s.mlp.activation == Activation::GeluTanh ? "gelu_new" : hf_activation(s.mlp.activation, false)}};
+  return dtype_and_tie(c, s);
+}
+
+json gptj_config(const Spec& s) {
+  const Dims& d = s.dims;
+  json c = {{"architectures", {"GPTJForCausalLM"}},
+            {"model_type", "gptj"},
+            {"n_embd", d.hidden},
+            {"n_layer", d.layers},
+            {"n_head", d.heads},
+            {"n_inner", d.intermediate == 4 * d.hidden ? json(nullptr) : json(d.intermediate)},
+            {"vocab_size", d.vocab},
+            {"n_positions", d.max_context},
+            {"rotary_dim", s.position.rotary_dim == d.head_dim ? json(nullptr) : json(s.position.rotary_dim)},
+            {"layer_norm_epsilon", s.norm.eps},
+            {"activation_function", hf_activation(s.mlp.activation, true)}};
+  return dtype_and_tie(c, s);
+}
+
+json falcon_config(const Spec& s) {
+  const Dims& d = s.dims;
+  const bool new_arch = s.weights.qkv_layout == QkvLayout::Grouped;
+  const bool multi_query = s.weights.qkv_layout == QkvLayout::Blocks;
+  json c = {{"architectures", {"FalconForCausalLM"}},
+            {"model_type", "falcon"},
+            {"hidden_size", d.hidden},
+            {"num_hidden_layers", d.layers},
+            {"num_attention_heads", d.heads},
+            {"num_kv_heads", new_arch ? d.kv_heads : d.heads},
+            {"new_decoder_architecture", new_arch},
+            {"multi_query", multi_query},
+            {"parallel_attn", s.norm.placement == NormPlacement::Parallel},
+            {"ffn_hidden_size", d.intermediate},
+            {"vocab_size", d.vocab},
+            {"max_position_embeddings", d.max_context},
+            {"layer_norm_epsilon", s.norm.eps},
+            {"bias", s.attention.q_bias},
+            {"alibi", false},
+            {"rope_theta", s.position.theta},
+            {"rope_scaling", rope_scaling(s)},
+            {"activation", hf_activation(s.mlp.activation, false)}};
+  if (new_arch) c["num_ln_in_parallel_attn"] = s.norm.parallel_shared ? 1 : 2;
+  return dtype_and_tie(c, s);
+}
+
+json bloom_config(const Spec& s) {
+  const Dims& d = s.dims;
+  json c = {{"architectures", {"BloomForCausalLM"}},
+            {"model_type", "bloom"},
+            {"hidden_size", d.hidden},
+            {"n_layer", d.layers},
+            {"n_head", d.heads},
+            {"vocab_size", d.vocab},
+            {"seq_length", d.max_context},
+            {"layer_norm_epsilon", s.norm.eps},
+            {"apply_residual_connection_post_layernorm", false}};
+  return dtype_and_tie(c, s);
+}
+
+json mpt_config(const Spec& s) {
+  const Dims& d = s.dims;
+  json attn = {{"attn_type", "multihead_attention"}, {"alibi", true}, {"alibi_bias_max", 8}, {"clip_qkv", nullptr},
+               {"qk_ln", false}, {"prefix_lm", false}};
+  attn["softmax_scale"] = s.attention.scale ? json(*s.attention.scale) : json(nullptr);
+  json c = {{"architectures", {"MptForCausalLM"}},
+            {"model_type", "mpt"},
+            {"d_model", d.hidden},
+            {"n_layers", d.layers},
+            {"n_heads", d.heads},
+            {"expansion_ratio", number(static_cast<double>(d.intermediate) / static_cast<double>(d.hidden))},
+            {"vocab_size", d.vocab},
+            {"max_seq_len", d.max_context},
+            {"layer_norm_epsilon", s.norm.eps},
+            {"no_bias", true},
+            {"learned_pos_emb", false},
+            {"attn_config", attn}};
+  return dtype_and_tie(c, s);
 }
 
 }  // namespace
 
 json hf_config_from_spec(const Spec& s) {
   // What no model type has, said plainly before the round trip would.
-  if (s.position.kind != PositionKind::Rope && !(s.position.kind == PositionKind::Learned && s.weights.preset == "hf-gpt2"))
+  const std::string named = named_family(s);
+  const bool alibi_family = named == "bloom" || named == "mpt";
+  if (s.position.kind != PositionKind::Rope && !(s.position.kind == PositionKind::Learned && s.weights.preset == "hf-gpt2") &&
+      !(s.position.kind == PositionKind::Alibi && alibi_family))
     refuse(s, std::string("position.kind: \"") + name(s.position.kind) +
-                  "\": the supported configs have rope positions, or learned ones with the hf-gpt2 preset (gpt2)");
-  if (s.norm.placement == NormPlacement::Post || s.norm.placement == NormPlacement::Parallel)
-    refuse(s, std::string("norm.placement: \"") + name(s.norm.placement) + "\": no supported model type places its norms so");
+                  "\": the supported configs have rope positions, learned ones with the hf-gpt2 preset (gpt2), or "
+                  "alibi under BLOOM's or MPT's tensor names");
+  const bool parallel_family = named == "gpt_neox" || named == "phi" || named == "gptj" || named == "falcon";
+  if (s.norm.placement == NormPlacement::Post || (s.norm.placement == NormPlacement::Parallel && !parallel_family))
+    refuse(s, std::string("norm.placement: \"") + name(s.norm.placement) +
+                  "\": no supported model type places its norms so (parallel: GPT-NeoX, Phi, GPT-J and Falcon, "
+                  "under their tensor names)");
   if (s.weights.dtype == DType::Q8_0) torch_dtype(s);
 
   const std::string type = model_type_of(s);
-  json config = type == "gpt2" ? gpt2_config(s) : llama_like_config(s, type);
+  json config;
+  if (type == "gpt2") config = gpt2_config(s);
+  else if (type == "gpt_neox") config = gpt_neox_config(s);
+  else if (type == "phi") config = phi_config(s);
+  else if (type == "gptj") config = gptj_config(s);
+  else if (type == "falcon") config = falcon_config(s);
+  else if (type == "bloom") config = bloom_config(s);
+  else if (type == "mpt") config = mpt_config(s);
+  else config = llama_like_config(s, type);
 
   // The config must import back to this very spec.
   ImportOptions options;

@@ -24,7 +24,10 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-enum class Family { Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2 };
+enum class Family {
+  Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
+  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt,
+};
 
 struct FamilyInfo {
   Family family;
@@ -40,12 +43,19 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::Qwen2, "qwen2", "Qwen2Config", "Qwen2"},
     {Family::Qwen2Moe, "qwen2_moe", "Qwen2MoeConfig", "Qwen2Moe"},
     {Family::Qwen3, "qwen3", "Qwen3Config", "Qwen3"},
+    {Family::Qwen3Moe, "qwen3_moe", "Qwen3MoeConfig", "Qwen3Moe"},
     {Family::Gemma, "gemma", "GemmaConfig", "Gemma"},
     {Family::Gemma2, "gemma2", "Gemma2Config", "Gemma2"},
     {Family::Gemma3Text, "gemma3_text", "Gemma3TextConfig", "Gemma3"},
     {Family::Phi3, "phi3", "Phi3Config", "Phi3"},
     {Family::Olmo2, "olmo2", "Olmo2Config", "Olmo2"},
     {Family::Gpt2, "gpt2", "GPT2Config", "GPT2"},
+    {Family::GptNeox, "gpt_neox", "GPTNeoXConfig", "GPTNeoX"},
+    {Family::Phi, "phi", "PhiConfig", "Phi"},
+    {Family::Gptj, "gptj", "GPTJConfig", "GPTJ"},
+    {Family::Falcon, "falcon", "FalconConfig", "Falcon"},
+    {Family::Bloom, "bloom", "BloomConfig", "Bloom"},
+    {Family::Mpt, "mpt", "MptConfig", "Mpt"},
 };
 
 bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
@@ -245,13 +255,13 @@ std::string join(const std::vector<std::string>& items, const std::string& sep =
 std::optional<std::string> activation_of(const std::string& act) {
   if (act == "silu" || act == "swish") return "silu";
   if (act == "gelu") return "gelu_erf";
-  if (act == "gelu_new" || act == "gelu_pytorch_tanh") return "gelu_tanh";
+  if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh") return "gelu_tanh";
   if (act == "relu") return "relu";
   return std::nullopt;
 }
 
 const char* kActivationHelp =
-    "the spec has silu (silu, swish), gelu_erf (gelu), gelu_tanh (gelu_new, gelu_pytorch_tanh) and relu";
+    "the spec has silu (silu, swish), gelu_erf (gelu), gelu_tanh (gelu_new, gelu_fast, gelu_pytorch_tanh) and relu";
 
 // The layers' kinds, from a layer_types list or a rule: true = windowed.
 using LayerKinds = std::vector<bool>;
@@ -281,8 +291,16 @@ class Importer {
     read_model();
     read_refusals();
     read_dtype();
-    if (f_ == Family::Gpt2) read_gpt2();
-    else read_llama_like();
+    switch (f_) {
+      case Family::Gpt2: read_gpt2(); break;
+      case Family::GptNeox: read_gpt_neox(); break;
+      case Family::Phi: read_phi(); break;
+      case Family::Gptj: read_gptj(); break;
+      case Family::Falcon: read_falcon(); break;
+      case Family::Bloom: read_bloom(); break;
+      case Family::Mpt: read_mpt(); break;
+      default: read_llama_like();
+    }
     if (!c_.errors().empty()) throw ImportError(c_.errors());
     const std::vector<std::string> unknown = c_.unknown_keys();
     if (!unknown.empty())
@@ -404,6 +422,525 @@ class Importer {
         .set("ignore", std::vector<std::string>{"h.{layer}.attn.bias", "h.{layer}.attn.masked_bias"});
   }
 
+  // ---- GPT-NeoX, Phi, GPT-J, Falcon, BLOOM, MPT ---------------------------------
+  // The module path of each role, as the family's checkpoints name them.
+  void set_names(std::initializer_list<std::pair<const char*, std::string>> names) {
+    TomlTable& n = t("weights.names");
+    for (const auto& [role, path] : names) n.set(role, path);
+  }
+
+  // hidden / heads: every one of these families splits the width into heads.
+  int64_t split_heads(const Config::Field<int64_t>& hidden, const Config::Field<int64_t>& heads) {
+    if (heads.value > 0 && hidden.value % heads.value != 0)
+      c_.error(hidden.note + " (" + std::to_string(hidden.value) + ") is not a multiple of " + heads.note + " (" +
+               std::to_string(heads.value) + "): " + info_.model_class + " splits the width into heads");
+    const int64_t head_dim = heads.value > 0 ? hidden.value / heads.value : 0;
+    head_dim_ = head_dim;
+    return head_dim;
+  }
+
+  void set_core_dims(const Config::Field<int64_t>& hidden, const Config::Field<int64_t>& layers,
+                     const Config::Field<int64_t>& heads) {
+    TomlTable& d = t("dims");
+    d.set("hidden", hidden.value, hidden.note);
+    d.set("layers", layers.value, layers.note);
+    d.set("heads", heads.value, heads.note);
+    layers_ = layers.value;
+    split_heads(hidden, heads);
+  }
+
+  // The first of `keys` the config writes, read as a required dimension.
+  Config::Field<int64_t> required_any(std::initializer_list<const char*> keys, int64_t max = kMaxDim) {
+    for (const char* k : keys)
+      if (c_.has(k)) {
+        for (const char* other : keys) c_.use(other);
+        return c_.required(k, max);
+      }
+    return c_.required(*keys.begin(), max);
+  }
+
+  void set_layernorm(const char* eps_key) {
+    auto eps = epsilon(eps_key, 1e-5);
+    t("norm").set("kind", "layernorm").set("eps", eps.value, eps.note);
+  }
+
+  void set_max_context(const Config::Field<int64_t>& context) {
+    t("dims").set("max_context", context.value, context.note);
+    max_context_ = context.value;
+  }
+
+  // rotary_dim = int(head_dim * factor): the partial rotary of GPT-NeoX
+  // (rotary_pct) and Phi (partial_rotary_factor).
+  void set_rotary_fraction(double factor, const std::string& note) {
+    if (factor <= 0 || factor > 1) {
+      c_.error(note + " = " + shown(factor) + ": must be in (0, 1]");
+      return;
+    }
+    const auto rotary = static_cast<int64_t>(static_cast<double>(head_dim_) * factor);
+    if (rotary < 2 || rotary % 2 != 0) {
+      c_.error(note + " = " + shown(factor) + ": rotates " + std::to_string(rotary) + " of head_dim " +
+               std::to_string(head_dim_) + " dims, which is not a positive even number");
+      return;
+    }
+    if (rotary != head_dim_)
+      t("position").set("rotary_dim", rotary, note + " = " + shown(factor) + " of head_dim " + std::to_string(head_dim_));
+  }
+
+  // The partial rotary factor: transformers 5's rope_parameters.partial_rotary_factor,
+  // else the first of `keys` given, else the class default.
+  void read_rotary_fraction(std::initializer_list<const char*> keys, double fallback) {
+    for (const char* k : keys) c_.use(k);
+    if (c_.has("rope_parameters") && c_.at("rope_parameters").is_object()) {
+      if (auto f = number_in(c_.at("rope_parameters"), "rope_parameters", "partial_rotary_factor")) {
+        set_rotary_fraction(*f, "rope_parameters.partial_rotary_factor");
+        return;
+      }
+    }
+    for (const char* k : keys)
+      if (auto f = c_.number(k)) {
+        set_rotary_fraction(*f, k);
+        return;
+      }
+    set_rotary_fraction(fallback, c_.default_note(*keys.begin()));
+  }
+
+  // RoPE base and scaling: transformers 5's rope_parameters, or the older
+  // base key (rope_theta, GPT-NeoX's rotary_emb_base) and rope_scaling.
+  void read_rope_base(std::initializer_list<const char*> theta_keys, double fallback) {
+    TomlTable& p = t("position");
+    c_.use("rope_parameters");
+    c_.use("rope_scaling");
+    for (const char* k : theta_keys) c_.use(k);
+    const json* scaling = nullptr;
+    std::string scaling_key = "rope_scaling";
+    std::optional<double> theta;
+    std::string theta_note;
+    if (c_.has("rope_parameters")) {
+      const json& rp = c_.at("rope_parameters");
+      if (!rp.is_object()) {
+        c_.value_error("rope_parameters", rp, "expected an object");
+        return;
+      }
+      scaling = &rp;
+      scaling_key = "rope_parameters";
+      theta = number_in(rp, "rope_parameters", "rope_theta");
+      theta_note = "rope_parameters.rope_theta";
+    } else if (c_.has("rope_scaling")) {
+      scaling = &c_.at("rope_scaling");
+    }
+    for (const char* k : theta_keys)
+      if (!theta && c_.has(k)) {
+        theta = c_.number(k);
+        theta_note = k;
+      }
+    if (!theta) theta_note = c_.default_note(*theta_keys.begin());
+    if (theta && *theta <= 0) c_.error(theta_note + " = " + shown(*theta) + ": must be positive");
+    p.set("theta", theta.value_or(fallback), theta_note);
+    if (scaling != nullptr) read_scaling(*scaling, scaling_key);
+  }
+
+  void set_tied(bool fallback) {
+    auto tied = c_.boolean_or("tie_word_embeddings", fallback);
+    t("embedding").set("tied", tied.value, tied.note);
+  }
+
+  // GPTNeoXForCausalLM (Pythia): one fused query_key_value laid out per head,
+  // partial rotate-half RoPE, parallel attention and MLP with two norms.
+  void read_gpt_neox() {
+    auto hidden = c_.required("hidden_size");
+    auto layers = c_.required("num_hidden_layers", kMaxLayers);
+    auto heads = c_.required("num_attention_heads", kMaxHeads);
+    set_core_dims(hidden, layers, heads);
+    auto inter = c_.required("intermediate_size");
+    t("dims").set("intermediate", inter.value, inter.note);
+    auto vocab = c_.required("vocab_size");
+    t("dims").set("vocab", vocab.value, vocab.note);
+    set_max_context(c_.integer_or("max_position_embeddings", 2048));
+
+    set_layernorm("layer_norm_eps");
+    auto parallel = c_.boolean_or("use_parallel_residual", true);
+    if (parallel.value)
+      t("norm")
+          .set("placement", "parallel", parallel.note + ": x + attention(ln1(x)) + mlp(ln2(x))")
+          .set("parallel_shared", false, "input_layernorm feeds attention, post_attention_layernorm the MLP");
+    else
+      t("norm").set("placement", "pre", parallel.note + " = false");
+
+    auto bias = c_.boolean_or("attention_bias", true);
+    if (bias.value) t("attention").set("bias", true, bias.note + ": query_key_value and dense");
+    c_.use("classifier_dropout");  // GPTNeoXForTokenClassification's head
+
+    t("position").set("kind", "rope").set("pairing", "neox", "GPTNeoX rotates halves");
+    read_rotary_fraction({"rotary_pct", "partial_rotary_factor"}, 0.25);
+    read_rope_base({"rotary_emb_base", "rope_theta"}, 10000.0);
+
+    read_activation("hidden_act", "gelu");
+    t("mlp").set("gated", false).set("bias", true, "dense_h_to_4h and dense_4h_to_h carry biases");
+    set_tied(false);
+
+    t("weights")
+        .set("fused_qkv", true, "query_key_value: [3 * hidden, hidden]")
+        .set("qkv_layout", "per_head", "GPTNeoXAttention views it as [heads, 3, head_dim]");
+    const std::string L = "gpt_neox.layers.{layer}.";
+    set_names({{"embed", "gpt_neox.embed_in"},
+               {"attn_norm", L + "input_layernorm"},
+               {"mlp_norm", L + "post_attention_layernorm"},
+               {"qkv", L + "attention.query_key_value"},
+               {"o", L + "attention.dense"},
+               {"up", L + "mlp.dense_h_to_4h"},
+               {"down", L + "mlp.dense_4h_to_h"},
+               {"final_norm", "gpt_neox.final_layer_norm"},
+               {"lm_head", "embed_out"}});
+    t("weights")
+        .note("Older checkpoints also hold each layer's causal mask and rotary buffers.")
+        .set("ignore", std::vector<std::string>{L + "attention.bias", L + "attention.masked_bias",
+                                                L + "attention.rotary_emb.inv_freq"});
+  }
+
+  // PhiForCausalLM (Phi-1, Phi-1.5, Phi-2): q/k/v with biases, partial
+  // rotate-half RoPE, one LayerNorm feeding attention and MLP, a biased LM head.
+  void read_phi() {
+    auto hidden = c_.required("hidden_size");
+    auto layers = c_.required("num_hidden_layers", kMaxLayers);
+    auto heads = c_.required("num_attention_heads", kMaxHeads);
+    set_core_dims(hidden, layers, heads);
+    if (c_.is_null("num_key_value_heads") || !c_.present("num_key_value_heads")) {
+      c_.use("num_key_value_heads");
+    } else if (auto kv = c_.integer("num_key_value_heads", 1, kMaxHeads)) {
+      if (*kv != heads.value) {
+        if (heads.value % *kv != 0)
+          c_.error("num_attention_heads (" + std::to_string(heads.value) + ") is not a multiple of num_key_value_heads (" +
+                   std::to_string(*kv) + ")");
+        t("dims").set("kv_heads", *kv, "num_key_value_heads");
+      }
+    }
+    auto inter = c_.required("intermediate_size");
+    t("dims").set("intermediate", inter.value, inter.note);
+    auto vocab = c_.required("vocab_size");
+    t("dims").set("vocab", vocab.value, vocab.note);
+    set_max_context(c_.integer_or("max_position_embeddings", 2048));
+
+    set_layernorm("layer_norm_eps");
+    t("norm")
+        .set("placement", "parallel", "PhiDecoderLayer: x + attention(ln(x)) + mlp(ln(x))")
+        .set("parallel_shared", true, "one input_layernorm");
+    if (c_.boolean("qk_layernorm").value_or(false))
+      c_.error("qk_layernorm = true: Phi's q/k LayerNorms (with biases) are not the spec's RMSNorm qk_norm");
+    t("attention").set("bias", true, "PhiAttention: q/k/v_proj and dense carry biases");
+
+    t("position").set("kind", "rope").set("pairing", "neox", "Phi rotates halves");
+    read_rotary_fraction({"partial_rotary_factor"}, 0.5);
+    read_rope_base({"rope_theta"}, 10000.0);
+
+    read_activation("hidden_act", "gelu_new");
+    t("mlp").set("gated", false).set("bias", true, "fc1 and fc2 carry biases");
+    set_tied(false);
+    t("output").set("bias", true, "PhiForCausalLM: lm_head carries a bias");
+
+    const std::string L = "model.layers.{layer}.";
+    set_names({{"embed", "model.embed_tokens"},
+               {"attn_norm", L + "input_layernorm"},
+               {"q", L + "self_attn.q_proj"},
+               {"k", L + "self_attn.k_proj"},
+               {"v", L + "self_attn.v_proj"},
+               {"o", L + "self_attn.dense"},
+               {"up", L + "mlp.fc1"},
+               {"down", L + "mlp.fc2"},
+               {"final_norm", "model.final_layernorm"},
+               {"lm_head", "lm_head"}});
+  }
+
+  // GPTJForCausalLM: q/k/v without biases, interleaved RoPE on the first
+  // rotary_dim dims, one LayerNorm feeding attention and MLP, a biased LM head.
+  void read_gptj() {
+    auto hidden = c_.required("n_embd");
+    auto layers = c_.required("n_layer", kMaxLayers);
+    auto heads = c_.required("n_head", kMaxHeads);
+    set_core_dims(hidden, layers, heads);
+    if (auto inner = c_.integer("n_inner")) {
+      t("dims").set("intermediate", *inner, "n_inner");
+    } else {
+      if (4 * hidden.value > kMaxDim)
+        c_.error("n_embd = " + std::to_string(hidden.value) + ": the MLP width 4 * n_embd exceeds " +
+                 std::to_string(kMaxDim));
+      t("dims").set("intermediate", 4 * hidden.value,
+                    c_.is_null("n_inner") ? "4 * n_embd (n_inner is null)" : "4 * n_embd (n_inner not in config.json)");
+    }
+    auto vocab = c_.required("vocab_size");
+    t("dims").set("vocab", vocab.value, vocab.note);
+    set_max_context(c_.integer_or("n_positions", 2048));
+
+    set_layernorm("layer_norm_epsilon");
+    t("norm")
+        .set("placement", "parallel", "GPTJBlock: x + attention(ln_1(x)) + mlp(ln_1(x))")
+        .set("parallel_shared", true, "one ln_1");
+
+    TomlTable& p = t("position");
+    p.set("kind", "rope").set("pairing", "interleaved", "GPTJ rotates every two dims (rotate_every_two)");
+    std::optional<int64_t> rotary;
+    std::string rotary_note = "rotary_dim";
+    if (c_.is_null("rotary_dim")) {
+      c_.use("rotary_dim");
+      rotary_note = "rotary_dim = null: the whole head";
+    } else if (auto r = c_.integer("rotary_dim", 1, kMaxHeads)) {
+      rotary = *r;
+    } else if (!c_.present("rotary_dim")) {
+      rotary = 64;
+      rotary_note = c_.default_note("rotary_dim");
+    }
+    if (rotary && (*rotary % 2 != 0 || *rotary > head_dim_))
+      c_.error(rotary_note + " = " + std::to_string(*rotary) + ": must be even and at most head_dim " +
+               std::to_string(head_dim_));
+    else if (rotary && *rotary != head_dim_)
+      p.set("rotary_dim", *rotary, rotary_note);
+    p.set("theta", 10000.0, "GPTJ: create_sinusoidal_positions hard-codes base 10000");
+
+    read_activation("activation_function", "gelu_new");
+    t("mlp").set("gated", false).set("bias", true, "fc_in and fc_out carry biases");
+    set_tied(false);
+    t("output").set("bias", true, "GPTJForCausalLM: lm_head carries a bias");
+
+    const std::string L = "transformer.h.{layer}.";
+    set_names({{"embed", "transformer.wte"},
+               {"attn_norm", L + "ln_1"},
+               {"q", L + "attn.q_proj"},
+               {"k", L + "attn.k_proj"},
+               {"v", L + "attn.v_proj"},
+               {"o", L + "attn.out_proj"},
+               {"up", L + "mlp.fc_in"},
+               {"down", L + "mlp.fc_out"},
+               {"final_norm", "transformer.ln_f"},
+               {"lm_head", "lm_head"}});
+    t("weights")
+        .note("The checkpoint also holds each layer's causal-mask buffers.")
+        .set("ignore", std::vector<std::string>{L + "attn.bias", L + "attn.masked_bias"});
+  }
+
+  // FalconForCausalLM: a fused query_key_value whose rows depend on the
+  // attention form (multi-query: q | k | v; the new decoder architecture:
+  // grouped per KV head; otherwise per head), rotate-half RoPE.
+  void read_falcon() {
+    auto hidden = required_any({"hidden_size", "n_embed"});
+    auto layers = c_.required("num_hidden_layers", kMaxLayers);
+    auto heads = c_.required("num_attention_heads", kMaxHeads);
+    set_core_dims(hidden, layers, heads);
+    auto new_arch = c_.boolean_or("new_decoder_architecture", false);
+    auto multi_query = c_.boolean_or("multi_query", true);
+    auto parallel = c_.boolean_or("parallel_attn", true);
+    auto kv = c_.integer_or("num_kv_heads", heads.value, 1, kMaxHeads);
+    if (!c_.present("num_kv_heads") || c_.is_null("num_kv_heads")) kv.note = "num_kv_heads (null: num_attention_heads)";
+    std::string layout = "per_head";
+    std::string layout_note;
+    if (new_arch.value) {
+      if (heads.value % kv.value != 0)
+        c_.error("num_attention_heads (" + std::to_string(heads.value) + ") is not a multiple of " + kv.note + " (" +
+                 std::to_string(kv.value) + ")");
+      if (kv.value != heads.value) t("dims").set("kv_heads", kv.value, kv.note);
+      layout = "grouped";
+      layout_note = "new_decoder_architecture: per KV head its query heads, then k, then v";
+    } else if (multi_query.value) {
+      t("dims").set("kv_heads", 1, multi_query.note + ": one K/V head");
+      layout = "blocks";
+      layout_note = "multi_query: q of every head, then k, then v";
+    } else {
+      if (kv.given && kv.value != heads.value)
+        c_.error(kv.note + " = " + std::to_string(kv.value) + ": without new_decoder_architecture or multi_query, "
+                 "FalconAttention splits query_key_value into num_attention_heads [q k v] triples");
+      layout_note = "multi_query = false: [q k v] per head";
+    }
+    auto ffn = c_.integer_or("ffn_hidden_size", 4 * hidden.value);
+    if (!c_.present("ffn_hidden_size") || c_.is_null("ffn_hidden_size")) ffn.note = "4 * hidden_size (ffn_hidden_size not given)";
+    t("dims").set("intermediate", ffn.value, ffn.note);
+    auto vocab = c_.required("vocab_size");
+    t("dims").set("vocab", vocab.value, vocab.note);
+    set_max_context(c_.integer_or("max_position_embeddings", 2048));
+
+    set_layernorm("layer_norm_epsilon");
+    TomlTable& n = t("norm");
+    c_.use("num_ln_in_parallel_attn");
+    int64_t lns = new_arch.value ? 2 : 1;
+    std::string lns_note = new_arch.value ? "new_decoder_architecture: ln_attn and ln_mlp" : "";
+    if (c_.has("num_ln_in_parallel_attn")) {
+      if (auto v = c_.integer("num_ln_in_parallel_attn", 1, 2)) {
+        lns = *v;
+        lns_note = "num_ln_in_parallel_attn = " + std::to_string(lns);
+      }
+    }
+    std::string attn_norm = "input_layernorm", mlp_norm;
+    if (new_arch.value && lns == 2) {
+      n.set("placement", "parallel", "new_decoder_architecture: x + attention(ln_attn(x)) + mlp(ln_mlp(x))")
+          .set("parallel_shared", false, lns_note);
+      attn_norm = "ln_attn";
+      mlp_norm = "ln_mlp";
+    } else if (new_arch.value || parallel.value) {
+      n.set("placement", "parallel", (new_arch.value ? std::string("new_decoder_architecture") : parallel.note) +
+                                         ": x + attention(ln(x)) + mlp(ln(x))")
+          .set("parallel_shared", true, "one input_layernorm");
+    } else {
+      n.set("placement", "pre", "parallel_attn = false");
+      mlp_norm = "post_attention_layernorm";
+    }
+    c_.use("apply_residual_connection_post_layernorm");  // the RW checkpoints' key; FalconModel reads none
+
+    if (c_.boolean("alibi").value_or(false))
+      c_.error("alibi = true: Falcon's ALiBi (scaled by 1/sqrt(head_dim), added before the softmax scale) is not "
+               "the spec's ALiBi; the spec imports Falcon with rotary positions (alibi = false)");
+    auto bias = c_.boolean_or("bias", false);
+    if (bias.value) {
+      t("attention").set("bias", true, bias.note + ": query_key_value and dense");
+    }
+    t("position").set("kind", "rope").set("pairing", "neox", "Falcon rotates halves");
+    read_rope_base({"rope_theta"}, 10000.0);
+
+    read_activation("activation", "gelu");
+    t("mlp").set("gated", false);
+    if (bias.value) t("mlp").set("bias", true, bias.note + ": dense_h_to_4h and dense_4h_to_h");
+    set_tied(true);
+
+    t("weights").set("fused_qkv", true, "query_key_value").set("qkv_layout", layout, layout_note);
+    const std::string L = "transformer.h.{layer}.";
+    set_names({{"embed", "transformer.word_embeddings"},
+               {"attn_norm", L + attn_norm},
+               {"qkv", L + "self_attention.query_key_value"},
+               {"o", L + "self_attention.dense"},
+               {"up", L + "mlp.dense_h_to_4h"},
+               {"down", L + "mlp.dense_4h_to_h"},
+               {"final_norm", "transformer.ln_f"},
+               {"lm_head", "lm_head"}});
+    if (!mlp_norm.empty()) set_names({{"mlp_norm", L + mlp_norm}});
+  }
+
+  // BloomForCausalLM: ALiBi, a LayerNorm on the word embeddings, a fused
+  // query_key_value laid out per head, a tanh-GELU MLP 4 * hidden wide.
+  void read_bloom() {
+    auto hidden = required_any({"hidden_size", "n_embed"});
+    auto layers = required_any({"n_layer", "num_hidden_layers"}, kMaxLayers);
+    auto heads = required_any({"n_head", "num_attention_heads"}, kMaxHeads);
+    set_core_dims(hidden, layers, heads);
+    if (4 * hidden.value > kMaxDim)
+      c_.error(hidden.note + " = " + std::to_string(hidden.value) + ": the MLP width 4 * hidden exceeds " +
+               std::to_string(kMaxDim));
+    t("dims").set("intermediate", 4 * hidden.value, "BloomMLP: 4 * " + hidden.note);
+    c_.use("n_inner");  // BloomMLP does not read it
+    auto vocab = c_.required("vocab_size");
+    t("dims").set("vocab", vocab.value, vocab.note);
+    // ALiBi has no table to bound the context; BloomConfig has no such key.
+    auto context = c_.integer_or("seq_length", 2048);
+    if (!context.given) context.note = "BloomConfig has no context length (ALiBi); the models were trained on 2048";
+    set_max_context(context);
+
+    set_layernorm("layer_norm_epsilon");
+    t("norm").set("placement", "pre");
+    if (c_.boolean("apply_residual_connection_post_layernorm").value_or(false))
+      c_.error("apply_residual_connection_post_layernorm = true: the residual stream would carry the normed input, "
+               "which no spec placement does");
+    for (const char* key : {"slow_but_exact", "attention_softmax_in_fp32", "masked_softmax_fusion",
+                            "bias_dropout_fusion", "skip_bias_add", "skip_bias_add_qkv", "offset_alibi", "unk_token_id"})
+      c_.use(key);  // Megatron training settings: the same function
+    t("attention").set("bias", true, "BloomAttention: query_key_value and dense carry biases");
+    t("position").set("kind", "alibi", "BloomModel: ALiBi slopes, no position embedding");
+    t("mlp")
+        .set("activation", "gelu_tanh", "BloomGelu: the tanh approximation")
+        .set("gated", false)
+        .set("bias", true, "dense_h_to_4h and dense_4h_to_h carry biases");
+    set_tied(true);
+    t("embedding").set("norm", true, "word_embeddings_layernorm");
+
+    t("weights")
+        .set("fused_qkv", true, "query_key_value: [3 * hidden, hidden]")
+        .set("qkv_layout", "per_head", "BloomAttention views it as [heads, 3, head_dim]");
+    const std::string L = "transformer.h.{layer}.";
+    set_names({{"embed", "transformer.word_embeddings"},
+               {"embed_norm", "transformer.word_embeddings_layernorm"},
+               {"attn_norm", L + "input_layernorm"},
+               {"qkv", L + "self_attention.query_key_value"},
+               {"o", L + "self_attention.dense"},
+               {"mlp_norm", L + "post_attention_layernorm"},
+               {"up", L + "mlp.dense_h_to_4h"},
+               {"down", L + "mlp.dense_4h_to_h"},
+               {"final_norm", "transformer.ln_f"},
+               {"lm_head", "lm_head"}});
+  }
+
+  // MptForCausalLM: ALiBi, LayerNorms without biases, a fused Wqkv (q | k | v),
+  // no biases anywhere, an erf-GELU MLP expansion_ratio * d_model wide.
+  void read_mpt() {
+    auto hidden = c_.required("d_model");
+    auto layers = c_.required("n_layers", kMaxLayers);
+    auto heads = c_.required("n_heads", kMaxHeads);
+    set_core_dims(hidden, layers, heads);
+    c_.use("expansion_ratio");
+    double ratio = 4;
+    std::string ratio_note = c_.default_note("expansion_ratio");
+    if (auto r = c_.number("expansion_ratio")) {
+      ratio = *r;
+      ratio_note = "expansion_ratio";
+    }
+    const double width = ratio * static_cast<double>(hidden.value);
+    if (width != std::floor(width) || width < 1 || width > static_cast<double>(kMaxDim))
+      c_.error("expansion_ratio = " + shown(ratio) + ": the MLP width expansion_ratio * d_model must be a whole "
+               "number between 1 and " + std::to_string(kMaxDim));
+    else
+      t("dims").set("intermediate", static_cast<int64_t>(width), ratio_note + " * d_model");
+    auto vocab = c_.required("vocab_size");
+    t("dims").set("vocab", vocab.value, vocab.note);
+    set_max_context(c_.integer_or("max_seq_len", 2048));
+
+    set_layernorm("layer_norm_epsilon");
+    t("norm").set("placement", "pre").set("bias", false, "MptBlock drops the norms' biases");
+    c_.use("norm_type");  // low_precision_layernorm: a LayerNorm in the activations' dtype
+    for (const char* key : {"embedding_fraction", "init_device", "verbose", "init_config", "emb_pdrop"})
+      c_.use(key);  // training settings
+    auto no_bias = c_.boolean_or("no_bias", true);
+    if (!no_bias.value) c_.error("no_bias = false: HF's MptModel has no biases (it would drop the checkpoint's)");
+    if (c_.has("logit_scale")) {
+      c_.use("logit_scale");
+      c_.value_error("logit_scale", c_.at("logit_scale"), "the spec does not scale the logits");
+    }
+    c_.use("logit_scale");
+
+    // attn_config: MptAttentionConfig, each key with its default.
+    c_.use("attn_config");
+    json ac = c_.has("attn_config") ? c_.at("attn_config") : json::object();
+    if (!ac.is_object()) {
+      c_.value_error("attn_config", ac, "expected an object");
+      ac = json::object();
+    }
+    const auto field = [&](const char* key) { return ac.contains(key) ? ac[key] : json(); };
+    if (const json v = field("attn_type"); !v.is_null() && v != "multihead_attention")
+      c_.error("attn_config.attn_type = " + shown(v) + ": MptAttention is multi-head attention");
+    if (const json v = field("qk_ln"); !v.is_null() && v != false)
+      c_.error("attn_config.qk_ln = " + shown(v) + ": the spec has no LayerNorm on q and k");
+    if (const json v = field("clip_qkv"); !v.is_null())
+      c_.error("attn_config.clip_qkv = " + shown(v) + ": the spec does not clamp q, k and v");
+    if (const json v = field("prefix_lm"); !v.is_null() && v != false)
+      c_.error("attn_config.prefix_lm = " + shown(v) + ": the spec's attention is causal");
+    if (const json v = field("alibi"); !v.is_null() && v != true)
+      c_.error("attn_config.alibi = " + shown(v) + ": HF's MptModel always adds ALiBi and has no position table");
+    if (const json v = field("alibi_bias_max"); !v.is_null() && !(v.is_number() && v.get<double>() == 8))
+      c_.error("attn_config.alibi_bias_max = " + shown(v) + ": the spec's ALiBi slopes are the standard 2^(-8i/n)");
+    if (const json v = field("softmax_scale"); !v.is_null()) {
+      if (!v.is_number() || v.get<double>() <= 0) c_.value_error("attn_config.softmax_scale", v, "expected a positive number");
+      else t("attention").set("scale", v.get<double>(), "attn_config.softmax_scale");
+    }
+    c_.use("learned_pos_emb");
+    t("position").set("kind", "alibi", "MptModel: ALiBi (alibi_bias_max 8); learned_pos_emb has no table in HF's MptModel");
+    t("mlp").set("activation", "gelu_erf", "MptMLP: GELU(approximate=\"none\")").set("gated", false);
+    set_tied(true);
+
+    t("weights").set("fused_qkv", true, "Wqkv: q, k, v = chunk(3)");
+    const std::string L = "transformer.blocks.{layer}.";
+    set_names({{"embed", "transformer.wte"},
+               {"attn_norm", L + "norm_1"},
+               {"qkv", L + "attn.Wqkv"},
+               {"o", L + "attn.out_proj"},
+               {"mlp_norm", L + "norm_2"},
+               {"up", L + "ffn.up_proj"},
+               {"down", L + "ffn.down_proj"},
+               {"final_norm", "transformer.norm_f"},
+               {"lm_head", "lm_head"}});
+  }
+
   // ---- the Llama family ------------------------------------------------------
   void read_llama_like() {
     TomlTable& d = t("dims");
@@ -444,6 +981,7 @@ class Importer {
     if (f_ == Family::Mistral || f_ == Family::Mixtral) kv_default = 8;
     else if (f_ == Family::Qwen2 || f_ == Family::Qwen3) kv_default = 32;
     else if (f_ == Family::Qwen2Moe || f_ == Family::Gemma) kv_default = 16;
+    else if (f_ == Family::Qwen3Moe) kv_default = 4;
     else if (f_ == Family::Gemma2 || f_ == Family::Gemma3Text) kv_default = 4;
     if (c_.is_null("num_key_value_heads")) {
       c_.use("num_key_value_heads");
@@ -460,7 +998,8 @@ class Importer {
     auto inter = c_.required("intermediate_size");
     d.set("intermediate", inter.value,
           f_ == Family::Mixtral ? "intermediate_size (per expert)"
-          : f_ == Family::Qwen2Moe ? "intermediate_size (dense MLP width; experts use moe_intermediate_size)"
+          : f_ == Family::Qwen2Moe || f_ == Family::Qwen3Moe
+              ? "intermediate_size (dense MLP width; experts use moe_intermediate_size)"
                                    : "intermediate_size");
     auto vocab = c_.required("vocab_size");
     d.set("vocab", vocab.value, "vocab_size");
@@ -545,7 +1084,7 @@ class Importer {
         a.set("softcap", *softcap.value, softcap.note);
     }
 
-    if (f_ == Family::Qwen3 || f_ == Family::Gemma3Text)
+    if (f_ == Family::Qwen3 || f_ == Family::Qwen3Moe || f_ == Family::Gemma3Text)
       a.set("qk_norm", "per_head", hard_coded("Attention: q_norm and k_norm over head_dim, head by head"));
     else if (f_ == Family::Olmo2)
       a.set("qk_norm", "whole", "Olmo2Attention: q_norm over heads * head_dim, k_norm over kv_heads * head_dim");
@@ -583,6 +1122,7 @@ class Importer {
         break;
       case Family::Qwen2:
       case Family::Qwen3:
+      case Family::Qwen3Moe:
       case Family::Qwen2Moe: {
         auto use = c_.boolean_or("use_sliding_window", false);
         auto size = read_size(4096);
@@ -596,9 +1136,9 @@ class Importer {
         if (!window) break;
         if (auto types = layer_types()) {
           kinds = *types;
-        } else if (f_ == Family::Qwen2Moe) {
+        } else if (f_ == Family::Qwen2Moe || f_ == Family::Qwen3Moe) {
           c_.error("use_sliding_window = true without layer_types: transformers versions disagree on which "
-                   "Qwen2-MoE layers are windowed; write layer_types");
+                   "MoE layers are windowed; write layer_types");
         } else {
           // Qwen2Attention: layers from max_window_layers on are windowed.
           for (int64_t i = 0; i < layers_; ++i) kinds.push_back(i >= max_window_layers.value);
@@ -955,31 +1495,44 @@ class Importer {
       m.set("experts", experts.value, experts.note);
       m.set("top_k", top_k.value, top_k.note);
       m.set("norm_topk_prob", true, "MixtralSparseMoeBlock always divides the top-k weights by their sum (no config key)");
-    } else if (f_ == Family::Qwen2Moe) {
-      auto experts = c_.integer_or("num_experts", 60, 1, kMaxHeads);
-      auto top_k = c_.integer_or("num_experts_per_tok", 4);
+    } else if (f_ == Family::Qwen2Moe || f_ == Family::Qwen3Moe) {
+      const bool qwen3 = f_ == Family::Qwen3Moe;
+      auto experts = c_.integer_or("num_experts", qwen3 ? 128 : 60, 1, kMaxHeads);
+      auto top_k = c_.integer_or("num_experts_per_tok", qwen3 ? 8 : 4);
       auto norm = c_.boolean_or("norm_topk_prob", false);
-      auto width = c_.integer_or("moe_intermediate_size", 1408);
-      auto shared = c_.integer_or("shared_expert_intermediate_size", 5632);
-      auto step = c_.integer_or("decoder_sparse_step", 1);
-      if (step.value != 1)
-        c_.error("decoder_sparse_step = " + std::to_string(step.value) +
-                 ": only every layer can be sparse in a spec (decoder_sparse_step = 1)");
+      auto width = c_.integer_or("moe_intermediate_size", qwen3 ? 768 : 1408);
+      auto shared = qwen3 ? Config::Field<int64_t>{} : c_.integer_or("shared_expert_intermediate_size", 5632);
+      auto step = c_.integer_or("decoder_sparse_step", 1, 1, 1024);
+      if (step.value != 1) m.set("sparse_step", step.value, step.note);
       c_.use("mlp_only_layers");
-      if (c_.has("mlp_only_layers") && !(c_.at("mlp_only_layers").is_array() && c_.at("mlp_only_layers").empty()))
-        c_.value_error("mlp_only_layers", c_.at("mlp_only_layers"),
-                       "the spec has no dense layers among MoE layers (every layer's MLP is the same)");
+      if (c_.has("mlp_only_layers")) {
+        const json& dense = c_.at("mlp_only_layers");
+        std::vector<int64_t> layers;
+        bool valid = dense.is_array();
+        if (valid)
+          for (const json& l : dense) {
+            if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() >= layers_) valid = false;
+            else layers.push_back(l.get<int64_t>());
+          }
+        if (!valid)
+          c_.value_error("mlp_only_layers", dense, "expected a list of layer numbers below num_hidden_layers");
+        else if (!layers.empty())
+          m.set("dense_layers", layers, "mlp_only_layers: these layers have the dense MLP");
+      }
       check_top_k(experts, top_k);
       m.set("experts", experts.value, experts.note);
       m.set("top_k", top_k.value, top_k.note);
       m.set("norm_topk_prob", norm.value, norm.note);
       m.set("expert_intermediate", width.value, width.note);
-      m.set("shared_experts", 1, "Qwen2MoeSparseMoeBlock: one shared expert");
-      m.set("shared_intermediate", shared.value, shared.note);
-      m.set("shared_expert_gate", true, "shared_expert_gate: sigmoid(Linear(hidden, 1)) on the shared expert");
+      if (!qwen3) {
+        m.set("shared_experts", 1, "Qwen2MoeSparseMoeBlock: one shared expert");
+        m.set("shared_intermediate", shared.value, shared.note);
+        m.set("shared_expert_gate", true, "shared_expert_gate: sigmoid(Linear(hidden, 1)) on the shared expert");
+      }
       const std::string L = "model.layers.{layer}.mlp.";
       t("weights.names")
-          .note("Qwen2-MoE's router and experts (the hf-llama preset names Mixtral's).")
+          .note(std::string(qwen3 ? "Qwen3-MoE" : "Qwen2-MoE") +
+                "'s router and experts (the hf-llama preset names Mixtral's).")
           .set("router", L + "gate")
           .set("expert_gate", L + "experts.{expert}.gate_proj")
           .set("expert_up", L + "experts.{expert}.up_proj")

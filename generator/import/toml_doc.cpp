@@ -103,6 +103,11 @@ std::string TomlValue::text() const {
       for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + toml_string(items[i]);
       return out + "]";
     }
+    std::string operator()(const std::vector<int64_t>& items) const {
+      std::string out = "[";
+      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + std::to_string(items[i]);
+      return out + "]";
+    }
   };
   return std::visit(Visitor{}, v_);
 }

@@ -23,7 +23,8 @@ namespace lathe::importer {
 // never becomes a bool and an int never becomes a double.
 class TomlValue {
  public:
-  using Variant = std::variant<std::string, int64_t, double, bool, std::vector<bool>, std::vector<std::string>>;
+  using Variant =
+      std::variant<std::string, int64_t, double, bool, std::vector<bool>, std::vector<std::string>, std::vector<int64_t>>;
 
   TomlValue(const char* s) : v_(std::string(s)) {}
   TomlValue(std::string s) : v_(std::move(s)) {}
@@ -33,6 +34,7 @@ class TomlValue {
   TomlValue(bool v) : v_(v) {}
   TomlValue(std::vector<bool> v) : v_(std::move(v)) {}
   TomlValue(std::vector<std::string> v) : v_(std::move(v)) {}
+  TomlValue(std::vector<int64_t> v) : v_(std::move(v)) {}
 
   const Variant& get() const { return v_; }
   // The value as TOML writes it: "576", "1e-05", "10000.0", "\"pre\"", "[true, false]".

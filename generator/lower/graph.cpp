@@ -20,16 +20,25 @@ class Builder {
   Builder(const Spec& s, const Manifest& m) : s_(s), m_(m) {
     for (size_t i = 0; i < m.tensors.size(); ++i) {
       const TensorSpec& t = m.tensors[i];
-      index_[{t.role, t.bias, t.layer}] = static_cast<int32_t>(i);
+      index_[{t.role, t.bias, t.layer, t.expert}] = static_cast<int32_t>(i);
     }
   }
 
   Graph take() { return std::move(g_); }
 
   // The manifest index of a tensor, -1 when the model has none.
-  int32_t find(Role role, bool bias, int64_t layer) const {
-    auto it = index_.find({role, bias, layer});
+  int32_t find(Role role, bool bias, int64_t layer, int64_t expert = -1) const {
+    auto it = index_.find({role, bias, layer, expert});
     return it == index_.end() ? -1 : it->second;
+  }
+  // Expert 0's tensor of `role` in the layer, and the manifest distance to expert 1's.
+  std::pair<int32_t, int32_t> experts(Role role, int64_t layer) const {
+    const int32_t first = find(role, false, layer, 0);
+    if (first < 0)
+      throw std::logic_error(std::string("graph: the manifest has no ") + spec::name(role) + " of layer " +
+                             std::to_string(layer));
+    const int32_t second = find(role, false, layer, 1);
+    return {first, second < 0 ? 0 : second - first};
   }
   int32_t need(Role role, int64_t layer) const {
     const int32_t i = find(role, false, layer);
@@ -92,7 +101,7 @@ class Builder {
  private:
   const Spec& s_;
   const Manifest& m_;
-  std::map<std::tuple<Role, bool, int64_t>, int32_t> index_;
+  std::map<std::tuple<Role, bool, int64_t, int64_t>, int32_t> index_;  // role, bias, layer, expert
   Graph g_;
 };
 
@@ -171,6 +180,33 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
     if (norm_after) x = b.norm("norm.placement", x, Role::AttnNorm, layer);
     if (!parallel) m = norm_in ? b.norm("norm.placement", x, Role::MlpNorm, layer) : x;
     const uint8_t act = static_cast<uint8_t>(s.mlp.activation);
+    if (s.moe.sparse(layer)) {
+      // A mixture of experts: the router's logits, their routing (top k per
+      // token), the chosen experts' gated projections and down projections,
+      // and their weighted sum added to the stream.
+      const Moe& moe = s.moe;
+      const int64_t E = moe.experts, K = moe.top_k, I = moe.expert_intermediate;
+      const std::string l = "[" + std::to_string(layer) + "]";
+      const uint32_t logits = b.matmul("moe.experts", Role::Router, layer, m);
+      const uint32_t routing = b.add("moe.top_k", Op{OpKind::Route, 0, {logits}, {-1, -1}, {E, K}, 0, -1,
+                                                     static_cast<uint8_t>(moe.norm_topk_prob)},
+                                     K + 3 * E + 1);
+      const auto [gate, stride] = b.experts(Role::ExpertGate, layer);
+      const auto [up, up_stride] = b.experts(Role::ExpertUp, layer);
+      const auto [down, down_stride] = b.experts(Role::ExpertDown, layer);
+      if (up_stride != stride || down_stride != stride)
+        throw std::logic_error("graph: the experts' gate, up and down tensors are listed at different strides");
+      const uint32_t hidden_slots = b.add("moe.expert_intermediate",
+                               Op{OpKind::Experts, 0, {m, routing}, {gate, up}, {E, I, d.hidden, K},
+                                  static_cast<double>(stride), -1, act},
+                               K * I, {"weights.expert_gate" + l, "weights.expert_up" + l});
+      const uint32_t y = b.add("moe.experts",
+                               Op{OpKind::Experts, 0, {hidden_slots, routing}, {down, -1}, {E, d.hidden, I, K},
+                                  static_cast<double>(stride)},
+                               K * d.hidden, {"weights.expert_down" + l, ""});
+      x = b.add("moe.experts", Op{OpKind::MoeCombine, 0, {x, y, routing}, {-1, -1}, {E, K, d.hidden}}, d.hidden);
+      continue;
+    }
     uint32_t f;
     if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
       const bool gate_first = s.mlp.fused_gate_up == FusedGateUp::GateUp;

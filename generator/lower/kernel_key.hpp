@@ -23,6 +23,9 @@ struct Epilogue {
   Activation act = Activation::SiLU;  // φ, when gated or activation
   bool norm = false;      // the model's norm applied to x as it is read
   bool softcap = false;   // c · tanh(y / c), the spec's output.softcap (the LM head)
+  // Expert matmuls (grid z: the experts): the token rows routed to each, read
+  // through moe_route's lists: 1 x by token (gate/up), 2 x by slot (down).
+  uint8_t experts = 0;
   bool operator==(const Epilogue&) const = default;
 };
 
@@ -56,6 +59,7 @@ struct KernelKey {
         if (epilogue.residual) n += "_residual";
         if (epilogue.norm) n += "_norm";
         if (epilogue.softcap) n += "_softcap";
+        if (epilogue.experts) n += epilogue.experts == 1 ? "_experts" : "_experts_slot";
         return n;
       }
       case kernels::Family::RopeKv:

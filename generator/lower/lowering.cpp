@@ -46,8 +46,9 @@ class Lowering {
   static std::vector<uint32_t> inputs(const Op& op) {
     switch (op.kind) {
       case OpKind::Embed: return {};
-      case OpKind::QKNorm: case OpKind::Rope: case OpKind::GatedAct: case OpKind::Add: return {op.in[0], op.in[1]};
-      case OpKind::Attention: return {op.in[0], op.in[1], op.in[2]};
+      case OpKind::QKNorm: case OpKind::Rope: case OpKind::GatedAct: case OpKind::Add: case OpKind::Experts:
+        return {op.in[0], op.in[1]};
+      case OpKind::Attention: case OpKind::MoeCombine: return {op.in[0], op.in[1], op.in[2]};
       default: return {op.in[0]};
     }
   }
@@ -211,6 +212,18 @@ class Lowering {
       }
       case OpKind::RMSNorm:
       case OpKind::LayerNorm: {
+        // A mixture of experts' input norm: folded into the router and into
+        // the gated experts, which read it through moe_route's lists.
+        if (next && next->kind == OpKind::MatMul && next->in[0] == op.out && at(i + 2) &&
+            at(i + 2)->kind == OpKind::Route && at(i + 3) && at(i + 3)->kind == OpKind::Experts &&
+            at(i + 3)->in[0] == op.out && last_use_[op.out] == static_cast<int32_t>(i + 3)) {
+          norm_ = &op;
+          lower_matmul(i + 1);
+          lower_at(i + 2);
+          lower_at(i + 3);
+          norm_ = nullptr;
+          return 4;
+        }
         // Folded into the projections that read it, when they come next and
         // nothing after them reads it (a parallel block's shared norm, a
         // post-norm block's output: materialized).
@@ -272,6 +285,54 @@ class Lowering {
             .last_row = true;
         return 1;
       }
+      case OpKind::Route: {
+        const Loc logits = loc(i, op.in[0]);
+        const Loc out = materialize(op.out);
+        emit(i, KernelKey{.family = Family::MoeRoute}, plan::Grid::Single,
+             {{"logits", plan::activation(logits.slot)}, {"route", plan::activation(out.slot)}});
+        return 1;
+      }
+      case OpKind::Experts: {
+        // One matmul over the experts' matrices stacked in a pack (grid z:
+        // the expert), each reading the rows routed to it.
+        const bool gated = op.tensor[1] >= 0;
+        const int32_t stride = static_cast<int32_t>(op.param);
+        const bool fold = norm_ && norm_->out == op.in[0];  // the MLP's norm, applied as x is read
+        const Loc x = loc(i, fold ? norm_->in[0] : op.in[0]), routing = loc(i, op.in[1]);
+        const Loc out = materialize(op.out);
+        const Epilogue e{.gated = gated, .act = static_cast<Activation>(op.variant), .norm = fold,
+                         .experts = static_cast<uint8_t>(gated ? 1 : 2)};
+        std::map<std::string, Binding> b = {{"w", plan::pack(expert_pack(op.tensor[0], stride, op.dims[0]))},
+                                            {"x", plan::activation(x.slot)},
+                                            {"y", plan::activation(out.slot)},
+                                            {"route", plan::activation(routing.slot)}};
+        if (fold) {
+          b["norm_scale"] = plan::weight(norm_->tensor[0]);
+          b["norm_shift"] = vector_or_none(norm_->tensor[1]);
+        }
+        if (gated) b["w2"] = plan::pack(expert_pack(op.tensor[1], stride, op.dims[0]));
+        const uint32_t rows = static_cast<uint32_t>(op.dims[1]);
+        Dispatch& d = emit(i, matmul_key(op.dims[2], dtype(op.tensor[0]), e), plan::Grid::Experts, std::move(b),
+                           {{"n", rows}, {"gate_row0", 0}, {"up_row0", 0}});
+        d.groups_x = rows;
+        d.groups_z = static_cast<uint32_t>(op.dims[0]);
+        d.groups_z_per_row = static_cast<uint32_t>(op.dims[3]);  // a chunk of T rows uses at most T · top_k experts
+        return 1;
+      }
+      case OpKind::MoeCombine: {
+        // x += the weighted experts' outputs, in place: x ends here.
+        const uint32_t x = op.in[0];
+        const Loc xl = loc(i, x);
+        if (last_use_[x] != static_cast<int32_t>(i) || xl.offset != 0)
+          unsupported(i, "the residual stream is read after the experts' sum; it must end there");
+        emit(i, KernelKey{.family = Family::MoeCombine}, plan::Grid::Rows,
+             {{"route", plan::activation(loc(i, op.in[2]).slot)},
+              {"y", plan::activation(loc(i, op.in[1]).slot)},
+              {"x", plan::activation(xl.slot)}});
+        locs_[op.out] = xl;
+        locs_.erase(x);
+        return 1;
+      }
       case OpKind::PosEmbed: unsupported(i, "add_positions must follow the embedding");
       case OpKind::Act: unsupported(i, "an activation must follow the matmul it applies to");
       case OpKind::GatedAct: unsupported(i, "a gated activation must follow its gate and up matmuls");
@@ -294,6 +355,18 @@ class Lowering {
     if (after && (after->kind == OpKind::Add || after->kind == OpKind::Act || after->kind == OpKind::GatedAct))
       return 1;  // the last one belongs to an epilogue pattern
     return n;
+  }
+
+  // The pack of one role's matrices of `experts` experts, the first at
+  // `first` and the others `stride` apart in the manifest (made once).
+  int32_t expert_pack(int32_t first, int32_t stride, int64_t experts) {
+    Pack pack;
+    for (int64_t e = 0; e < experts; ++e) pack.weights.push_back(first + static_cast<int32_t>(e) * stride);
+    pack.stride = stride;
+    for (size_t p = 0; p < plan_.packs.size(); ++p)
+      if (plan_.packs[p].weights == pack.weights) return static_cast<int32_t>(p);
+    plan_.packs.push_back(pack);
+    return static_cast<int32_t>(plan_.packs.size() - 1);
   }
 
   size_t lower_pack(size_t i, size_t count) {

@@ -35,7 +35,9 @@ struct Dispatch {
   plan::Grid grid = plan::Grid::Rows;
   bool last_row = false;    // the last row only, unless the session keeps every row's logits
   bool split_only = false;  // only when attention is split into key ranges
-  uint32_t groups_x = 1;    // Heads, Split: heads; Tiles: output rows
+  uint32_t groups_x = 1;    // Heads, Split: heads; Tiles, Experts: output rows
+  uint32_t groups_z = 1;    // Experts: the experts
+  uint32_t groups_z_per_row = 0;  // Experts: at most this many per token row (top_k)
   // By the names of the family's interface (core/kernels.hpp); a binding not
   // named is unused, a push field not named is 0 (`rows` is the runtime's).
   std::map<std::string, plan::Binding> bindings;
@@ -56,6 +58,7 @@ struct Dispatch {
 struct Pack {
   std::vector<int32_t> weights;  // manifest tensors, in row order
   std::vector<int32_t> biases;   // their biases (all or none)
+  int32_t stride = 0;            // an expert pack: weights are weights[0] + e · stride, e < weights.size()
 };
 
 struct Plan {

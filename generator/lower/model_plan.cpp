@@ -87,6 +87,7 @@ std::string describe(const ModelPlan& m) {
     const kernels::FamilyInfo& f = kernels::family(p.kernel(d).family);
     out << i << ": " << p.kernel_name(d) << (d.layer >= 0 ? " [layer " + std::to_string(d.layer) + "]" : "")
         << (d.last_row ? " [last row]" : "") << (d.split_only ? " [split only]" : "") << " groups_x=" << d.groups_x;
+    if (d.groups_z != 1) out << " groups_z=" << d.groups_z;
     for (const kernels::BindingInfo& b : f.bindings)
       if (const plan::Binding x = d.binding(std::string(b.name)); x.resource != plan::Resource::None)
         out << " " << b.name << "=" << binding_text(x);

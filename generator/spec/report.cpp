@@ -95,6 +95,10 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     const bool expert = t.expert >= 0;
     if (!expert || t.expert < s.moe.top_k) r.active_params += n;
     if (!t.bias && is_linear(t.role) && (!expert || t.expert < s.moe.top_k)) linear_active += static_cast<double>(n);
+    const double read = t.role == Role::Embed && !s.embedding.tied ? static_cast<double>(s.dims.hidden)
+                        : expert ? static_cast<double>(n) * static_cast<double>(s.moe.top_k) / static_cast<double>(s.moe.experts)
+                                 : static_cast<double>(n);
+    r.decode_weight_bytes += read * bytes_per_element(t.dtype);
   }
   for (auto& [c, n] : per_component) r.components.emplace_back(name(c), n);
 
@@ -124,6 +128,8 @@ std::string format_report(const Report& r) {
   for (const auto& [c, n] : r.components) out << "| " << c << " | " << grouped(n) << " |\n";
   out << "| **total** | **" << grouped(r.total_params) << "** |\n";
   if (r.active_params != r.total_params) out << "| active per token | " << grouped(r.active_params) << " |\n";
+  out << "\nA decode token reads " << human_bytes(r.decode_weight_bytes) << " of the checkpoint's weights ("
+      << name(r.dtype) << ")" << (r.active_params != r.total_params ? ", its routed experts' only" : "") << ".\n";
   out << "\n| weights stored as | bytes |\n|---|---:|\n";
   for (const auto& [dt, b] : r.weight_bytes)
     out << "| " << name(dt) << (dt == r.dtype ? " (checkpoint)" : "") << " | " << human_bytes(static_cast<double>(b))
@@ -143,6 +149,7 @@ nlohmann::json report_json(const Report& r) {
   for (const auto& [c, n] : r.components) j["params"][c] = n;
   j["params"]["total"] = r.total_params;
   j["params"]["active_per_token"] = r.active_params;
+  j["decode_weight_bytes"] = r.decode_weight_bytes;
   j["checkpoint_dtype"] = name(r.dtype);
   for (const auto& [dt, b] : r.weight_bytes) j["weight_bytes"][name(dt)] = b;
   for (const auto& [T, f] : r.prefill_flops_per_token) j["flops_per_token"]["prefill"][std::to_string(T)] = f;

@@ -17,6 +17,10 @@ struct Report {
   std::vector<std::pair<std::string, int64_t>> components;  // parameters per component
   int64_t total_params = 0;
   int64_t active_params = 0;  // per token: top-k experts only under MoE
+  // The checkpoint bytes one decode token reads: every tensor but the
+  // embedding table (one row; all of it when it is the tied LM head) and the
+  // experts the token is not routed to.
+  double decode_weight_bytes = 0;
   DType dtype = DType::F32;
   std::vector<std::pair<DType, int64_t>> weight_bytes;  // the whole checkpoint stored as each dtype
   // Matmul and attention FLOPs (2 per multiply-add; elementwise ops excluded).

@@ -42,7 +42,8 @@ void Session::Impl::allocate() {
       return total;
     };
     const plan::Pack& pk = plan.packs[p];
-    const VkDeviceSize bytes = stack(std::span(pk.weights).first(pk.count), packs[p].weights);
+    const std::vector<int32_t> members = plan::weight_members(pk);
+    const VkDeviceSize bytes = stack(members, packs[p].weights);
     stack(std::span(pk.biases).first(pk.bias_count), packs[p].biases);
     packs[p].view.emplace(device, packs[p].weights->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
   }

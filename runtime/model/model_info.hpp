@@ -24,6 +24,7 @@ struct ModelInfo {
   std::string_view name;
   std::string_view spec_file;
   int64_t hidden, layers, heads, kv_heads, head_dim, intermediate, vocab, max_context;
+  int64_t experts, top_k;  // a mixture of experts' routed experts and experts per token (0, 0: dense)
   int64_t total_params;
   Layout layout;
   QkvLayout qkv_layout;  // the fused q/k/v tensor's rows as stored (the upload reorders them)

@@ -349,3 +349,73 @@ TEST_CASE("import_gguf reads llama3 scaling from rope_freqs.weight and ignores t
   CHECK(result.text.find("ignore = [\"rope_freqs.weight\"]") != std::string::npos);
   CHECK(result.text.find("recovered from rope_freqs.weight") != std::string::npos);
 }
+
+// The LayerNorm families llama.cpp converts: gptneox, phi2, falcon (both
+// forms), bloom and mpt. Each twin's metadata and tensors import back to it;
+// the fused q/k/v is q | k | v in the file whatever the checkpoint's rows.
+TEST_CASE("GPT-NeoX, Phi-2, Falcon, BLOOM and MPT twins round-trip through GGUF metadata") {
+  const auto round_trip = [](const spec::Spec& original, const std::string& arch) {
+    const spec::Spec twin = gguf_twin(original);
+    const Metadata m = metadata_of(twin);
+    CHECK(std::get<std::string>(m.at("general.architecture").value) == arch);
+    const importer::TomlDoc doc = import_gguf_metadata(m, tensors_of(twin), file_named("t.gguf"));
+    const spec::Spec imported = parse_text(doc.render());
+    std::string differences;
+    for (const std::string& d : spec::spec_differences(twin, imported)) differences += d + "\n";
+    CHECK_MESSAGE(differences.empty(), differences << doc.render());
+    CHECK(twin.weights.qkv_layout == spec::QkvLayout::Blocks);
+    return twin;
+  };
+  const std::filesystem::path models = std::filesystem::path(LATHE_SOURCE_DIR) / "models";
+  {
+    const spec::Spec twin = round_trip(parse_file(models / "pythia-160m.toml"), "gptneox");
+    CHECK(twin.weights.names.at(spec::Role::MlpNorm) == "blk.{layer}.ffn_norm");
+    CHECK(twin.position.rotary_dim == 16);
+  }
+  {
+    const spec::Spec twin = round_trip(parse_file(models / "phi-2.toml"), "phi2");
+    CHECK(twin.output.bias);
+    CHECK(spec::build_manifest(twin).total_elements() == 2'779'683'840);
+  }
+  {
+    const spec::Spec twin = round_trip(parse_file(models / "bloom-560m.toml"), "bloom");
+    CHECK(twin.embedding.norm);
+    CHECK(twin.weights.names.at(spec::Role::EmbedNorm) == "token_embd_norm");
+  }
+  round_trip(tiny("neox.toml"), "gptneox");
+  round_trip(tiny("phi2.toml"), "phi2");
+  round_trip(tiny("bloom.toml"), "bloom");
+  {
+    const spec::Spec twin = round_trip(tiny("falcon.toml"), "falcon");  // grouped, one shared norm
+    CHECK(twin.norm.parallel_shared);
+    spec::Spec two_norms = tiny("falcon.toml");
+    two_norms.norm.parallel_shared = false;
+    two_norms.weights.names[spec::Role::MlpNorm] = "transformer.h.{layer}.ln_mlp";
+    CHECK(round_trip(two_norms, "falcon").weights.names.at(spec::Role::MlpNorm) == "blk.{layer}.attn_norm_2");
+  }
+  {
+    spec::Spec mpt = tiny("bloom.toml");  // ALiBi without the embedding norm, no biases: MPT's shape
+    mpt.embedding.norm = false;
+    mpt.norm.bias = false;
+    mpt.attention = spec::Attention{};
+    mpt.mlp.bias = false;
+    mpt.mlp.activation = spec::Activation::GeluErf;
+    const spec::Spec twin = round_trip(mpt, "mpt");
+    CHECK(std::get<float>(metadata_of(twin).at("mpt.attention.max_alibi_bias").value) == 8.0f);
+  }
+  // llama.cpp converts no GPT-J.
+  CHECK_THROWS_WITH_AS(gguf_twin(tiny("gptj.toml")), doctest::Contains("llama.cpp converts no GPT-J"), Error);
+}
+
+TEST_CASE("MPT and BLOOM GGUF files: what the spec's ALiBi cannot say is named") {
+  spec::Spec mpt = tiny("bloom.toml");
+  mpt.embedding.norm = false;
+  mpt.mlp.activation = spec::Activation::GeluErf;
+  const spec::Spec twin = gguf_twin(mpt);
+  Metadata m = metadata_of(twin);
+  m["mpt.attention.max_alibi_bias"] = weights::GgufValue(16.0f);
+  m["mpt.attention.clamp_kqv"] = weights::GgufValue(8.0f);
+  const std::string e = import_errors(m, tensors_of(twin));
+  CHECK(e.find("mpt.attention.max_alibi_bias") != std::string::npos);
+  CHECK(e.find("mpt.attention.clamp_kqv") != std::string::npos);
+}

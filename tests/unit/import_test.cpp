@@ -203,6 +203,81 @@ const char* kGpt2 = R"({
   "summary_proj_to_labels": true, "summary_type": "cls_index", "summary_use_proj": true,
   "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}}, "vocab_size": 50257})";
 
+// EleutherAI/pythia-160m's config.json as the Hub serves it (GPTNeoXConfig
+// keys of transformers 4.24; reconstructed from the Pythia model card's
+// dimensions and the other Pythia sizes' files).
+const char* kPythia160M = R"({
+  "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
+  "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-05,
+  "max_position_embeddings": 2048, "model_type": "gpt_neox", "num_attention_heads": 12, "num_hidden_layers": 12,
+  "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": false, "torch_dtype": "float16",
+  "transformers_version": "4.24.0", "use_cache": true, "use_parallel_residual": true, "vocab_size": 50304})";
+
+// microsoft/phi-2's config.json (transformers 4.37), as quoted verbatim by
+// several public projects.
+const char* kPhi2 = R"({
+  "_name_or_path": "microsoft/phi-2", "architectures": ["PhiForCausalLM"], "attention_dropout": 0.0,
+  "bos_token_id": 50256, "embd_pdrop": 0.0, "eos_token_id": 50256, "hidden_act": "gelu_new", "hidden_size": 2560,
+  "initializer_range": 0.02, "intermediate_size": 10240, "layer_norm_eps": 1e-05, "max_position_embeddings": 2048,
+  "model_type": "phi", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+  "partial_rotary_factor": 0.4, "qk_layernorm": false, "resid_pdrop": 0.1, "rope_scaling": null,
+  "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float16", "transformers_version": "4.37.0",
+  "use_cache": true, "vocab_size": 51200})";
+
+// bigscience/bloom-560m's config.json (transformers 4.26), as quoted
+// verbatim by public projects: no torch_dtype, no context length.
+const char* kBloom560M = R"({
+  "_name_or_path": "bigscience/bloom-560m", "apply_residual_connection_post_layernorm": false,
+  "architectures": ["BloomForCausalLM"], "attention_dropout": 0.0, "attention_softmax_in_fp32": true,
+  "bias_dropout_fusion": true, "bos_token_id": 1, "eos_token_id": 2, "hidden_dropout": 0.0, "hidden_size": 1024,
+  "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "masked_softmax_fusion": true, "model_type": "bloom",
+  "n_head": 16, "n_inner": null, "n_layer": 24, "offset_alibi": 100, "pad_token_id": 3, "pretraining_tp": 1,
+  "skip_bias_add": true, "skip_bias_add_qkv": false, "slow_but_exact": false, "transformers_version": "4.26.0",
+  "unk_token_id": 0, "use_cache": true, "vocab_size": 250880})";
+
+// tiiuae/falcon-7b's config.json (multi-query, one shared norm) and the
+// new-decoder-architecture form of Falcon-40B (8 KV groups, ln_attn/ln_mlp).
+const char* kFalcon7B = R"({
+  "alibi": false, "apply_residual_connection_post_layernorm": false, "architectures": ["FalconForCausalLM"],
+  "attention_dropout": 0.0, "bias": false, "bos_token_id": 11, "eos_token_id": 11, "hidden_dropout": 0.0,
+  "hidden_size": 4544, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "falcon",
+  "multi_query": true, "new_decoder_architecture": false, "num_attention_heads": 71, "num_hidden_layers": 32,
+  "parallel_attn": true, "torch_dtype": "bfloat16", "transformers_version": "4.27.4", "use_cache": true,
+  "vocab_size": 65024})";
+const char* kFalcon40B = R"({
+  "alibi": false, "architectures": ["FalconForCausalLM"], "bias": false, "hidden_size": 8192,
+  "layer_norm_epsilon": 1e-05, "model_type": "falcon", "new_decoder_architecture": true, "num_attention_heads": 128,
+  "num_hidden_layers": 60, "num_kv_heads": 8, "parallel_attn": true, "torch_dtype": "bfloat16", "vocab_size": 65024})";
+
+// EleutherAI/gpt-j-6b's config.json (the architecture keys).
+const char* kGptJ6B = R"({
+  "activation_function": "gelu_new", "architectures": ["GPTJForCausalLM"], "bos_token_id": 50256,
+  "embd_pdrop": 0.0, "eos_token_id": 50256, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+  "model_type": "gptj", "n_embd": 4096, "n_head": 16, "n_inner": null, "n_layer": 28, "n_positions": 2048,
+  "resid_pdrop": 0.0, "rotary": true, "rotary_dim": 64, "tie_word_embeddings": false, "torch_dtype": "float32",
+  "vocab_size": 50400})";
+
+// mosaicml/mpt-7b's config.json (the architecture keys).
+const char* kMpt7B = R"({
+  "architectures": ["MPTForCausalLM"], "attn_config": {"alibi": true, "alibi_bias_max": 8, "attn_impl": "torch",
+  "attn_pdrop": 0, "attn_type": "multihead_attention", "attn_uses_sequence_id": false, "clip_qkv": null,
+  "prefix_lm": false, "qk_ln": false, "softmax_scale": null}, "d_model": 4096, "emb_pdrop": 0,
+  "embedding_fraction": 1.0, "expansion_ratio": 4, "init_device": "cpu", "learned_pos_emb": true,
+  "logit_scale": null, "max_seq_len": 2048, "model_type": "mpt", "n_heads": 32, "n_layers": 32, "no_bias": true,
+  "norm_type": "low_precision_layernorm", "resid_pdrop": 0, "torch_dtype": "bfloat16", "use_cache": false,
+  "verbose": 0, "vocab_size": 50432})";
+
+// Qwen/Qwen3-30B-A3B's config.json (transformers 4.51).
+const char* kQwen3_30B_A3B = R"({"architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+ "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048,
+ "initializer_range": 0.02, "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48,
+ "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": true,
+ "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48,
+ "num_key_value_heads": 4, "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+ "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+ "vocab_size": 151936})";
+
 struct Published {
   const char* model_type;
   const char* config;
@@ -228,6 +303,19 @@ const Published kPublishedConfigs[] = {
     {"phi3", kPhi3Mini4k, 3'821'079'552, "phi-3-mini-4k.toml"},
     {"olmo2", kOlmo2_1B, 1'484'916'736, "olmo-2-1b.toml"},
     {"gpt2", kGpt2, 124'439'808, "gpt2.toml"},
+    // The model cards' totals: Pythia-160M 162,322,944 (untied embed_out);
+    // Phi-2 2,779,683,840 (its safetensors, the LM head's bias included);
+    // BLOOM-560M 559,214,592 (tied: no lm_head). The others are the
+    // manifest's (Falcon-7B 6,921,720,704, its model card's 7B; Falcon-40B
+    // 41,303,293,952; GPT-J 6,050,882,784; MPT-7B 6,649,286,656).
+    {"gpt_neox", kPythia160M, 162'322'944, "pythia-160m.toml"},
+    {"phi", kPhi2, 2'779'683'840, "phi-2.toml"},
+    {"bloom", kBloom560M, 559'214'592, "bloom-560m.toml"},
+    {"falcon", kFalcon7B, 6'921'720'704, nullptr},
+    {"falcon", kFalcon40B, 41'303'293'952, nullptr},
+    {"gptj", kGptJ6B, 6'050'882'784, nullptr},
+    {"mpt", kMpt7B, 6'649'286'656, nullptr},
+    {"qwen3_moe", kQwen3_30B_A3B, 30'532'122'624, nullptr},  // the model card's 30.5B
 };
 
 // A value of the rendered TOML, by "table.key".
@@ -325,7 +413,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 14);  // every file of models/, gemma-3-1b the latest
+  CHECK(count == 17);  // every file of models/, pythia-160m, phi-2 and bloom-560m the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -422,9 +510,19 @@ TEST_CASE("imported keys: each model type's family-defining fields and comments"
     CHECK(q.spec.weights.names.at(Role::Router) == "model.layers.{layer}.mlp.gate");
     CHECK(q.spec.weights.names.at(Role::ExpertGate) == "model.layers.{layer}.mlp.experts.{expert}.gate_proj");
     CHECK(q.warnings.empty());
+    // Dense layers among the sparse ones: mlp_only_layers and decoder_sparse_step.
     json sparse = json::parse(kQwen15MoE);
     sparse["mlp_only_layers"] = {0, 1};
-    CHECK(contains(import_error(sparse), "mlp_only_layers = [0,1]"));
+    sparse["decoder_sparse_step"] = 2;
+    const Imported d = import_config(sparse);
+    CHECK(d.spec.moe.dense_layers == std::vector<int64_t>{0, 1});
+    CHECK(d.spec.moe.sparse_step == 2);
+    CHECK(!d.spec.moe.sparse(0));
+    CHECK(!d.spec.moe.sparse(2));
+    CHECK(d.spec.moe.sparse(3));
+    CHECK(spec_differences(d.spec, import_config(hf_config_from_spec(d.spec), d.spec.name).spec).empty());
+    sparse["mlp_only_layers"] = {0, 99};
+    CHECK(contains(import_error(sparse), "mlp_only_layers = [0,99]"));
   }
   SUBCASE("qwen3: per-head qk-norm, explicit head_dim") {
     const Imported q = import_config(json::parse(kQwen3_06B));
@@ -524,6 +622,92 @@ TEST_CASE("imported keys: each model type's family-defining fields and comments"
   }
 }
 
+TEST_CASE("imported keys: GPT-NeoX, Phi, GPT-J, Falcon, BLOOM and MPT") {
+  SUBCASE("gpt_neox: two norms in parallel, per-head fused q/k/v, a quarter of each head rotated") {
+    const Spec s = import_config(json::parse(kPythia160M)).spec;
+    CHECK(s.norm.placement == NormPlacement::Parallel);
+    CHECK_FALSE(s.norm.parallel_shared);
+    CHECK(s.weights.qkv_layout == QkvLayout::PerHead);
+    CHECK(s.position.rotary_dim == 16);
+    CHECK(s.mlp.activation == Activation::GeluErf);
+    CHECK(s.weights.names.at(Role::LmHead) == "embed_out");
+    json sequential = json::parse(kPythia160M);
+    sequential["use_parallel_residual"] = false;
+    CHECK(import_config(sequential).spec.norm.placement == NormPlacement::Pre);
+    json v5 = json::parse(kPythia160M);  // transformers 5 moves rotary_pct and the base into rope_parameters
+    v5.erase("rotary_pct");
+    v5.erase("rotary_emb_base");
+    v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}};
+    CHECK(spec_differences(import_config(json::parse(kPythia160M)).spec, import_config(v5).spec).empty());
+  }
+  SUBCASE("phi: one shared norm, a biased LM head") {
+    const Spec s = import_config(json::parse(kPhi2)).spec;
+    CHECK(s.norm.parallel_shared);
+    CHECK(s.output.bias);
+    CHECK(s.position.rotary_dim == 32);
+    CHECK(s.mlp.activation == Activation::GeluTanh);
+  }
+  SUBCASE("gptj: interleaved pairs on rotary_dim dims, no q/k/v biases") {
+    const Spec s = import_config(json::parse(kGptJ6B)).spec;
+    CHECK(s.position.pairing == RopePairing::Interleaved);
+    CHECK(s.position.rotary_dim == 64);
+    CHECK(s.dims.intermediate == 4 * 4096);
+    CHECK_FALSE(s.attention.q_bias);
+    CHECK(s.output.bias);
+    CHECK(s.weights.ignore.size() == 2);
+  }
+  SUBCASE("falcon: multi-query q | k | v blocks, or grouped per KV head with two norms") {
+    const Spec seven = import_config(json::parse(kFalcon7B)).spec;
+    CHECK(seven.dims.kv_heads == 1);
+    CHECK(seven.weights.qkv_layout == QkvLayout::Blocks);
+    CHECK(seven.norm.parallel_shared);
+    CHECK(seven.embedding.tied);
+    CHECK(seven.weights.names.at(Role::AttnNorm) == "transformer.h.{layer}.input_layernorm");
+    const Spec forty = import_config(json::parse(kFalcon40B)).spec;
+    CHECK(forty.dims.kv_heads == 8);
+    CHECK(forty.weights.qkv_layout == QkvLayout::Grouped);
+    CHECK_FALSE(forty.norm.parallel_shared);
+    CHECK(forty.weights.names.at(Role::MlpNorm) == "transformer.h.{layer}.ln_mlp");
+    json sequential = json::parse(kFalcon7B);
+    sequential["parallel_attn"] = false;
+    const Spec pre = import_config(sequential).spec;
+    CHECK(pre.norm.placement == NormPlacement::Pre);
+    CHECK(pre.weights.names.at(Role::MlpNorm) == "transformer.h.{layer}.post_attention_layernorm");
+  }
+  SUBCASE("bloom: ALiBi, the embedding LayerNorm, 2048 positions when no key says") {
+    const Imported b = import_config(json::parse(kBloom560M));
+    CHECK(b.spec.position.kind == PositionKind::Alibi);
+    CHECK(b.spec.embedding.norm);
+    CHECK(b.spec.dims.max_context == 2048);
+    CHECK(b.warnings.empty());
+    json aliases = json::parse(kBloom560M);  // BloomConfig's other spellings
+    aliases.erase("hidden_size");
+    aliases["n_embed"] = 1024;
+    aliases.erase("n_head");
+    aliases["num_attention_heads"] = 16;
+    CHECK(spec_differences(b.spec, import_config(aliases).spec).empty());
+  }
+  SUBCASE("qwen3_moe: per-head q/k norms, 128 experts, no shared expert") {
+    const Spec s = import_config(json::parse(kQwen3_30B_A3B)).spec;
+    CHECK(s.moe.experts == 128);
+    CHECK(s.moe.top_k == 8);
+    CHECK(s.moe.norm_topk_prob);
+    CHECK(s.moe.shared_experts == 0);
+    CHECK(s.attention.qk_norm == QKNorm::PerHead);
+    CHECK(s.dims.head_dim == 128);
+    CHECK(s.weights.names.at(Role::ExpertUp) == "model.layers.{layer}.mlp.experts.{expert}.up_proj");
+  }
+  SUBCASE("mpt: ALiBi, no biases, norms without biases") {
+    const Spec s = import_config(json::parse(kMpt7B)).spec;
+    CHECK(s.position.kind == PositionKind::Alibi);
+    CHECK_FALSE(s.norm.bias);
+    CHECK_FALSE(s.attention.q_bias);
+    CHECK_FALSE(s.mlp.bias);
+    CHECK(s.mlp.activation == Activation::GeluErf);
+    CHECK(s.dims.intermediate == 4 * 4096);
+  }
+}
+
 TEST_CASE("rope_scaling variants and transformers 5's rope_parameters") {
   json config = json::parse(kSmolLM2);
   config["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
@@ -562,7 +746,42 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
   SUBCASE("an unknown model_type names it and the supported ones") {
     const std::string e = import_error(json::parse(R"({"model_type": "bert", "hidden_size": 768})"));
     CHECK(e == "config.json: model_type \"bert\" is not supported; supported model types: llama, mistral, mixtral, "
-               "qwen2, qwen2_moe, qwen3, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2");
+               "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
+               "falcon, bloom, mpt");
+  }
+  SUBCASE("MPT: q/k LayerNorms, clamping, other ALiBi slopes, biases, logit scale") {
+    json config = json::parse(kMpt7B);
+    config["attn_config"]["qk_ln"] = true;
+    CHECK(contains(import_error(config), "config.json: attn_config.qk_ln = true"));
+    config = json::parse(kMpt7B);
+    config["attn_config"]["clip_qkv"] = 8;
+    CHECK(contains(import_error(config), "config.json: attn_config.clip_qkv = 8"));
+    config = json::parse(kMpt7B);
+    config["attn_config"]["alibi_bias_max"] = 16;
+    CHECK(contains(import_error(config), "config.json: attn_config.alibi_bias_max = 16"));
+    config = json::parse(kMpt7B);
+    config["attn_config"]["alibi"] = false;
+    CHECK(contains(import_error(config), "config.json: attn_config.alibi = false"));
+    config = json::parse(kMpt7B);
+    config["no_bias"] = false;
+    CHECK(contains(import_error(config), "config.json: no_bias = false"));
+    config = json::parse(kMpt7B);
+    config["logit_scale"] = 0.5;
+    CHECK(contains(import_error(config), "config.json: logit_scale = 0.5"));
+  }
+  SUBCASE("Falcon's ALiBi, BLOOM's post-norm residual, Phi's q/k LayerNorms") {
+    json falcon = json::parse(kFalcon7B);
+    falcon["alibi"] = true;
+    CHECK(contains(import_error(falcon), "config.json: alibi = true"));
+    json bloom = json::parse(kBloom560M);
+    bloom["apply_residual_connection_post_layernorm"] = true;
+    CHECK(contains(import_error(bloom), "config.json: apply_residual_connection_post_layernorm = true"));
+    json phi = json::parse(kPhi2);
+    phi["qk_layernorm"] = true;
+    CHECK(contains(import_error(phi), "config.json: qk_layernorm = true"));
+    json neox = json::parse(kPythia160M);
+    neox["rotary_pct"] = 0.3;  // 19.2 of 64 dims: 19, odd
+    CHECK(contains(import_error(neox), "config.json: rotary_pct = 0.3: rotates 19 of head_dim 64"));
   }
   SUBCASE("longrope (Phi-3-mini-128k)") {
     json config = json::parse(kPhi3Mini4k);
@@ -671,6 +890,15 @@ TEST_CASE("hf_config_from_spec: the model type follows from the spec, and what n
   CHECK(type_of("qwen2.5-0.5b.toml") == "qwen2");
   CHECK(type_of("mistral-7b-v0.1.toml") == "mistral");
   CHECK(type_of("llama-3-8b.toml") == "llama");
+  CHECK(type_of("pythia-160m.toml") == "gpt_neox");
+  CHECK(type_of("phi-2.toml") == "phi");
+  CHECK(type_of("bloom-560m.toml") == "bloom");
+  // The other new families survive spec → config → spec too.
+  for (const char* config : {kFalcon7B, kFalcon40B, kGptJ6B, kMpt7B, kQwen3_30B_A3B}) {
+    const Spec s = import_config(json::parse(config)).spec;
+    const json back = hf_config_from_spec(s);
+    CHECK(back["model_type"] == json::parse(config)["model_type"]);
+  }
 
   const auto refusal = [](const std::string& edit) {
     Spec s = parse_text(edit);

@@ -41,6 +41,9 @@ constexpr Published kPublished[] = {
     {"mixtral-8x7b.toml", 46'702'792'704},
     {"qwen3-0.6b.toml", 596'049'920},  // the model card's 0.6B (0.44B non-embedding); lm_head.weight, a tied copy, left out
     {"gemma-3-1b.toml", 999'885'952},  // the released model.safetensors' tensors (the model card's "1B")
+    {"pythia-160m.toml", 162'322'944},  // the model card's total; embed_in and the untied embed_out both count
+    {"phi-2.toml", 2'779'683'840},  // the released safetensors' tensors, lm_head.bias (51,200) among them
+    {"bloom-560m.toml", 559'214'592},  // the model card's count; the tied LM head stores no tensor
     {"demo.toml", 5'508'352},  // models/demo/model.safetensors, the shipped checkpoint
 };
 

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -356,7 +357,7 @@ class Gpu {
   // push constants by name.
   template <typename Named, typename Push>
   void run(const Model& m, const emit::KernelInstance& k, const Named& named, const Push& push, uint32_t groups_x,
-           uint32_t groups_y = 1, std::vector<uint32_t> extra = {}) {
+           uint32_t groups_y = 1, std::vector<uint32_t> extra = {}, uint32_t groups_z = 1) {
     const auto bindings = named.array();
     REQUIRE(sizeof(Push) == k.push->size());
     // Instances of two specs share names ("argmax", "norm_64"): the pipeline key holds the spec.
@@ -382,7 +383,7 @@ class Gpu {
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
     vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(Push), &push);
-    vkCmdDispatch(cb, groups_x, groups_y, 1);
+    vkCmdDispatch(cb, groups_x, groups_y, groups_z);
     VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
@@ -465,7 +466,8 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
                                "tiny-llama-gqa", "tiny-qwen2-mqa", "tiny-fused-interleaved", "tiny-llama-gqa-gguf",
                                "tiny-llama-q8", "tiny-gpt2-gguf", "gemma-2-2b", "olmo-2-1b", "phi-3-mini-4k", "gemma-3-1b",
                                "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3", "tiny-neox", "tiny-phi2",
-                               "tiny-gptj", "tiny-bloom", "tiny-falcon", "tiny-post-norm"}) {
+                               "tiny-gptj", "tiny-bloom", "tiny-falcon", "tiny-post-norm", "tiny-mixtral",
+                               "tiny-moe-dense-layers", "mixtral-8x7b"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
@@ -607,6 +609,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     const spec::Dims& d = s.dims;
     const uint32_t K = c.u("K");
     const DType dtype = weight_dtype(c.u("WDTYPE"));
+    if (c.flag("EXPERT_MODE")) return;  // the expert matmuls: the MoE test case
     const bool bias = c.flag("HAS_BIAS"), gated = c.flag("GATED"), residual = c.flag("RESIDUAL");
     const uint32_t act = c.u("ACT");
     const uint32_t norm = c.u("NORM");  // the model's norm folded into the read of x: 0 none, 1 RMS, 2 Layer
@@ -692,7 +695,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                   .bias2 = bias && gated ? whole(second_bias) : gpu.no_buffer(),
                   .y = whole(y),
                   .norm_scale = norm != 0 ? whole(gb) : gpu.no_buffer(),
-                  .norm_shift = norm_bias ? whole(nbb) : gpu.no_buffer()},
+                  .norm_shift = norm_bias ? whole(nbb) : gpu.no_buffer(),
+                  .route = gpu.no_buffer()},
               push::MatmulPush{
                   .rows = cs.rows, .n = n, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0, .up_row0 = cs.up_row0}, (n + cs.tile_rows - 1) / cs.tile_rows,
               (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens});
@@ -1006,6 +1010,191 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
 
 // The index of the largest logit of the last row, the lowest among equals,
 // written to io.tokens[0].
+// A mixture of experts on the device, kernel by kernel: moe_route's top-k
+// (a row of equal logits and a row with two equal top logits: the lowest
+// experts win, as torch.topk), weights and per-expert slot lists; the gated
+// expert matmul (x read at each slot's token) and the down one (at the slot
+// itself), each over the experts' matrices stacked, grid z the expert;
+// moe_combine's weighted sum into the stream. 13 rows (prefill tiles) and 1
+// (decode).
+TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted sum") {
+  Gpu gpu(device);
+  size_t models_with_experts = 0;
+  for (const Model& m : models()) {
+    const spec::Spec& s = m.spec;
+    if (!s.moe.enabled()) continue;
+    ++models_with_experts;
+    CAPTURE(s.name);
+    const emit::KernelInstance *route_k = nullptr, *gated_k = nullptr, *down_k = nullptr, *combine_k = nullptr;
+    for (const emit::KernelInstance& k : m.kernels) {
+      const Constants c(k);
+      if (k.source.file == "moe_route.comp") route_k = &k;
+      if (k.source.file == "moe_combine.comp") combine_k = &k;
+      if (k.source.file == "matmul.comp" && c.flag("EXPERT_MODE")) (c.flag("X_OF_SLOT") ? down_k : gated_k) = &k;
+    }
+    REQUIRE(route_k);
+    REQUIRE(gated_k);
+    REQUIRE(down_k);
+    REQUIRE(combine_k);
+    const uint32_t E = static_cast<uint32_t>(s.moe.experts), K = static_cast<uint32_t>(s.moe.top_k);
+    const uint32_t D = static_cast<uint32_t>(s.dims.hidden), I = static_cast<uint32_t>(s.moe.expert_intermediate);
+    // The kernels' input widths are the model's (D, I); the rows each expert
+    // computes are MatmulPush::n, at most 45 here (not a multiple of a tile),
+    // so that Mixtral-sized experts stay small on the host.
+    const uint32_t NI = std::min(I, 45u), ND = std::min(D, 45u);
+    CHECK(Constants(*route_k).u("E") == E);
+    CHECK(Constants(*route_k).u("TOPK") == K);
+    CHECK(Constants(*route_k).flag("NORM_TOPK") == s.moe.norm_topk_prob);
+    const DType dtype = weight_dtype(Constants(*gated_k).u("WDTYPE"));
+    Weights gate(device, dtype, int64_t{E} * NI, D), up(device, dtype, int64_t{E} * NI, D), down(device, dtype, int64_t{E} * ND, I);
+    gate.fill(0, int64_t{E} * NI);
+    up.fill(0, int64_t{E} * NI);
+    down.fill(0, int64_t{E} * ND);
+    Worst worst;
+    for (const uint32_t R : {13u, 1u}) {
+      CAPTURE(R);
+      // Router logits: row 0 all equal, row 1 two equal top ones (experts 1 and E − 1).
+      std::vector<float> logits = random_floats(size_t{R} * E, -2.0f, 2.0f);
+      for (uint32_t e = 0; e < E; ++e) logits[e] = 0.5f;
+      if (R > 1) logits[E + 1] = logits[E + E - 1] = 3.0f;
+      const size_t route_words = size_t{R} * (K + 3 * E + 1);
+      vk::Buffer lb = buffer_of(device, logits);
+      vk::Buffer rb = buffer_of(device, std::vector<uint32_t>(route_words, 0xdeadbeefu));
+      gpu.run(m, *route_k, kernels::MoeRouteBindings<vk::Binding>{.logits = whole(lb), .route = whole(rb)},
+              push::RowsPush{.rows = R}, 1);
+      const std::vector<uint32_t> route = read_back<uint32_t>(device, rb, route_words);
+
+      // The CPU's routing: softmax, a stable sort (lowest index first among equals), the top K.
+      std::vector<uint32_t> ids(size_t{R} * K);
+      std::vector<double> weights(size_t{R} * K);
+      std::vector<std::vector<uint32_t>> lists(E);
+      for (uint32_t t = 0; t < R; ++t) {
+        const float* row = &logits[size_t{t} * E];
+        const double top = *std::max_element(row, row + E);
+        std::vector<double> p(E);
+        double sum = 0;
+        for (uint32_t e = 0; e < E; ++e) sum += (p[e] = std::exp(double{row[e]} - top));
+        std::vector<uint32_t> order(E);
+        std::iota(order.begin(), order.end(), 0u);
+        std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return p[a] > p[b]; });
+        double chosen = 0;
+        for (uint32_t j = 0; j < K; ++j) chosen += p[order[j]] / sum;
+        for (uint32_t j = 0; j < K; ++j) {
+          ids[t * K + j] = order[j];
+          weights[t * K + j] = p[order[j]] / sum / (s.moe.norm_topk_prob ? chosen : 1.0);
+          lists[order[j]].push_back(t * K + j);
+        }
+      }
+      CHECK(ids[0] == 0);  // equal logits: experts 0, 1, … in order
+      if (K > 1) CHECK(ids[1] == 1);
+      if (R > 1) CHECK((ids[K] == 1 && (K < 2 || ids[K + 1] == E - 1)));
+      NormalizedError ew;
+      for (uint32_t e = 0; e < E; ++e) {
+        CAPTURE(e);
+        CHECK(route[e] == lists[e].size());
+        for (size_t n = 0; n < lists[e].size() && n < route[e]; ++n)
+          CHECK(route[2 * E + 1 + size_t{R} * K + size_t{e} * R + n] == lists[e][n]);
+      }
+      // The experts with tokens, ascending: the expert matmuls' grid z.
+      std::vector<uint32_t> active;
+      for (uint32_t e = 0; e < E; ++e)
+        if (!lists[e].empty()) active.push_back(e);
+      REQUIRE(route[E] == active.size());
+      CHECK(std::equal(active.begin(), active.end(), route.begin() + E + 1));
+      for (size_t i = 0; i < weights.size(); ++i) ew.add(std::bit_cast<float>(route[2 * E + 1 + i]), weights[i]);
+      CHECK(ew.value() < 1e-6);
+
+      // The gated experts: slot t·K + j of h is expert ids[t·K + j] applied to
+      // x[t], normalized first when the MLP's norm is folded in.
+      const std::vector<float> x = random_floats(size_t{R} * D);
+      vk::Buffer xb = buffer_of(device, x);
+      const bool norm = Constants(*gated_k).u("NORM") != 0;
+      const std::vector<float> norm_g = random_floats(D, 0.5f, 1.5f);
+      vk::Buffer gb = buffer_of(device, norm_g);
+      std::vector<double> xn(x.begin(), x.end());
+      if (norm) {
+        CHECK(s.norm.kind == spec::NormKind::RMSNorm);
+        for (uint32_t t = 0; t < R; ++t) {
+          double squares = 0;
+          for (uint32_t i = 0; i < D; ++i) squares += xn[size_t{t} * D + i] * xn[size_t{t} * D + i];
+          const double inv = 1 / std::sqrt(squares / D + s.norm.eps);
+          for (uint32_t i = 0; i < D; ++i)
+            xn[size_t{t} * D + i] *= inv * (s.norm.unit_offset ? 1.0 + norm_g[i] : double(norm_g[i]));
+        }
+      }
+      vk::Buffer hb = buffer_of(device, guarded(std::vector<float>(size_t{R} * K * NI, kGuard)));
+      const bool decode = R == 1;
+      const uint32_t tile_rows = decode ? 16 : 8, tokens = decode ? 1 : 8;
+      gpu.run(m, *gated_k,
+              kernels::MatmulBindings<vk::Binding>{.w = gate.binding(), .w2 = up.binding(), .x = whole(xb),
+                                                   .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(hb),
+                                                   .norm_scale = norm ? whole(gb) : gpu.no_buffer(),
+                                                   .norm_shift = gpu.no_buffer(),
+                                                   .route = whole(rb)},
+              push::MatmulPush{.rows = R, .n = NI, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0},
+              (NI + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
+      const std::vector<float> h = read_back<float>(device, hb, size_t{R} * K * NI + kGuardWords);
+      NormalizedError eh;
+      for (uint32_t slot = 0; slot < R * K; ++slot) {
+        const uint32_t e = ids[slot], t = slot / K;
+        for (uint32_t r = 0; r < NI; ++r) {
+          double g = 0, u = 0;
+          for (uint32_t i = 0; i < D; ++i) {
+            g += gate.row(int64_t{e} * NI + r)[i] * xn[size_t{t} * D + i];
+            u += up.row(int64_t{e} * NI + r)[i] * xn[size_t{t} * D + i];
+          }
+          eh.add(h[size_t{slot} * NI + r], activate(s.mlp.activation, g) * u);
+        }
+      }
+      check_guard(h, size_t{R} * K * NI);
+      worst.add(eh.value(), s.name + " experts gated, " + std::to_string(R) + " rows");
+      CHECK(eh.value() < kMatmulTolerance);
+
+      // The down projections: slot s of y is expert ids[s] applied to slot s of its input.
+      const std::vector<float> hin = random_floats(size_t{R} * K * I);
+      vk::Buffer hinb = buffer_of(device, hin);
+      vk::Buffer yb = buffer_of(device, guarded(std::vector<float>(size_t{R} * K * ND, kGuard)));
+      gpu.run(m, *down_k,
+              kernels::MatmulBindings<vk::Binding>{.w = down.binding(), .w2 = gpu.no_texels(), .x = whole(hinb),
+                                                   .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(yb),
+                                                   .norm_scale = gpu.no_buffer(), .norm_shift = gpu.no_buffer(),
+                                                   .route = whole(rb)},
+              push::MatmulPush{.rows = R, .n = ND, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0},
+              (ND + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
+      const std::vector<float> y = read_back<float>(device, yb, size_t{R} * K * ND + kGuardWords);
+      NormalizedError ey;
+      for (uint32_t slot = 0; slot < R * K; ++slot) {
+        const uint32_t e = ids[slot];
+        for (uint32_t r = 0; r < ND; ++r) {
+          double v = 0;
+          for (uint32_t i = 0; i < I; ++i) v += down.row(int64_t{e} * ND + r)[i] * hin[size_t{slot} * I + i];
+          ey.add(y[size_t{slot} * ND + r], v);
+        }
+      }
+      check_guard(y, size_t{R} * K * ND);
+      worst.add(ey.value(), s.name + " experts down, " + std::to_string(R) + " rows");
+      CHECK(ey.value() < kMatmulTolerance);
+
+      // The weighted sum into the stream.
+      const std::vector<float> x0 = random_floats(size_t{R} * D), ys = random_floats(size_t{R} * K * D);
+      vk::Buffer x0b = buffer_of(device, x0), ysb = buffer_of(device, ys);
+      gpu.run(m, *combine_k, kernels::MoeCombineBindings<vk::Binding>{.route = whole(rb), .y = whole(ysb), .x = whole(x0b)},
+              push::RowsPush{.rows = R}, R);
+      const std::vector<float> sum = read_back<float>(device, x0b, size_t{R} * D);
+      NormalizedError es;
+      for (uint32_t t = 0; t < R; ++t)
+        for (uint32_t i = 0; i < D; ++i) {
+          double v = x0[size_t{t} * D + i];
+          for (uint32_t j = 0; j < K; ++j) v += weights[t * K + j] * ys[(size_t{t} * K + j) * D + i];
+          es.add(sum[size_t{t} * D + i], v);
+        }
+      CHECK(es.value() < 1e-6);
+    }
+    report_worst("moe " + s.name, worst);
+  }
+  CHECK(models_with_experts >= 2);
+}
+
 TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
   Gpu gpu(device);
   for_each_instance("argmax.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
