@@ -58,6 +58,22 @@ constexpr bool is_linear(Role r) {
   }
 }
 
+// Where row `row` of a fused q/k/v tensor stored in `layout` goes in the
+// q | k | v order the kernels read (heads query heads and kv_heads KV heads
+// of head_dim rows each).
+constexpr int64_t qkv_blocks_row(QkvLayout layout, int64_t row, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  const int64_t i = row % head_dim, unit = row / head_dim;  // dim i of the unit-th head-sized block
+  switch (layout) {
+    case QkvLayout::Blocks: return row;
+    case QkvLayout::PerHead: return ((unit % 3) * heads + unit / 3) * head_dim + i;  // [q k v] of each head
+    case QkvLayout::Grouped: {  // per KV head g: its heads / kv_heads query heads, then k, then v
+      const int64_t group = heads / kv_heads, g = unit / (group + 2), slot = unit % (group + 2);
+      return (slot < group ? g * group + slot : slot == group ? heads + g : heads + kv_heads + g) * head_dim + i;
+    }
+  }
+  return row;
+}
+
 // A norm's scale (or shift, with a bias): of a block, of q/k, or the final one.
 constexpr bool is_norm(Role r) {
   switch (r) {

@@ -61,21 +61,11 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
     // A fused q/k/v weight (or its bias) stored per head or per KV group:
     // each row to its place in q | k | v, which the kernels read.
     const ModelInfo& m = s.model;
-    const size_t dh = static_cast<size_t>(m.head_dim), heads = static_cast<size_t>(m.heads);
-    const size_t kv_heads = static_cast<size_t>(m.kv_heads), group = heads / kv_heads;
     const size_t row_bytes = (e.rank == 2 ? static_cast<size_t>(e.shape[1]) : 1) * size;
     std::vector<std::byte> reordered(converted.size());
-    for (size_t row = 0; row < static_cast<size_t>(e.shape[0]); ++row) {
-      const size_t i = row % dh, unit = row / dh;  // dim i of the unit-th head-sized block
-      size_t to = 0;
-      if (m.qkv_layout == QkvLayout::PerHead) {  // [q k v] of head 0, then of head 1, …
-        const size_t head = unit / 3, part = unit % 3;
-        to = (part * heads + head) * dh + i;
-      } else {  // per KV head g: its G query heads, then k, then v
-        const size_t g = unit / (group + 2), slot = unit % (group + 2);
-        to = (slot < group ? g * group + slot : slot == group ? heads + g : heads + kv_heads + g) * dh + i;
-      }
-      std::memcpy(&reordered[to * row_bytes], &converted[row * row_bytes], row_bytes);
+    for (int64_t row = 0; row < e.shape[0]; ++row) {
+      const size_t to = static_cast<size_t>(qkv_blocks_row(m.qkv_layout, row, m.heads, m.kv_heads, m.head_dim));
+      std::memcpy(&reordered[to * row_bytes], &converted[static_cast<size_t>(row) * row_bytes], row_bytes);
     }
     converted.swap(reordered);
   }

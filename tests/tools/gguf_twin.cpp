@@ -12,7 +12,8 @@
 //     transposed to [out, in], and an LM head GGUF_SPEC has and a tied
 //     HF_SPEC does not is a copy of the embedding (llama.cpp's GPT-2
 //     files). Norm scales of a (1 + w) HF_SPEC that GGUF_SPEC reads plainly
-//     are stored as 1 + w (llama.cpp's Gemma files). Tensors are stored in GGUF_SPEC's
+//     are stored as 1 + w (llama.cpp's Gemma files), fused q/k/v rows per head
+//     or per KV group as q | k | v. Tensors are stored in GGUF_SPEC's
 //     dtypes (Q8_0 blocks quantized here) with GGUF_SPEC's metadata. Under
 //     llama3 RoPE scaling the file also holds rope_freqs.weight, head_dim / 2
 //     f32 factors computed as llama.cpp's converter does (its only record of
@@ -96,6 +97,16 @@ int convert(const std::string& hf_spec_path, const std::string& gguf_spec_path, 
       values.swap(transposed);
     }
     if (permute && (t.role == Role::Q || t.role == Role::K)) values = interleave_rows(values, rows, cols, hf.dims.head_dim);
+    // GPT-NeoX's and BLOOM's per-head, Falcon's grouped q/k/v rows: llama.cpp's
+    // converter stores them q | k | v.
+    if (t.role == Role::Qkv && hf.weights.qkv_layout != gg.weights.qkv_layout) {
+      std::vector<float> blocks(values.size());
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy_n(&values[static_cast<size_t>(r * cols)], cols,
+                    &blocks[static_cast<size_t>(qkv_blocks_row(hf.weights.qkv_layout, r, hf.dims.heads, hf.dims.kv_heads,
+                                                               hf.dims.head_dim) * cols)]);
+      values.swap(blocks);
+    }
     // Gemma's (1 + w) norm scales: llama.cpp's converter stores 1 + w.
     if (hf.norm.unit_offset && !gg.norm.unit_offset && is_norm(t.role) && !t.bias)
       for (float& v : values) v += 1.0f;

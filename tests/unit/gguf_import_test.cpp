@@ -164,7 +164,8 @@ TEST_CASE("the GGUF twin of a Llama spec pairs RoPE interleaved and names tensor
 // hand-written GGUF twin is what gguf_twin derives, and the metadata of that
 // twin imports back to it.
 TEST_CASE("the hand-written GGUF twins of the tiny models are their GGUF twins, and import back") {
-  for (const std::string name : {"llama-gqa", "gpt2", "gemma2", "gemma3", "olmo2", "qwen3", "phi3", "llama3-rope"}) {
+  for (const std::string name : {"llama-gqa", "gpt2", "gemma2", "gemma3", "olmo2", "qwen3", "phi3", "neox", "bloom",
+                                 "phi2", "falcon", "llama3-rope"}) {
     CAPTURE(name);
     const spec::Spec twin = gguf_twin(tiny(name + ".toml"));
     const spec::Spec written = tiny(name + "-gguf.toml");
