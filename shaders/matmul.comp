@@ -195,6 +195,10 @@ void decode() {
     stats[t] = partial_stats(x_row(min(t0 + t, rows - 1)), lane, LANES, true);
 #endif
 
+  // Each token's input row, found once (an expert's through moe_route's list).
+  uint xbase[TOKENS];
+  [[unroll]] for (uint t = 0; t < TOKENS; ++t) xbase[t] = x_row(min(t0 + t, rows - 1)) * K;
+
   // A chunk is LANES × XT texels; lane l holds texels l, l + LANES, … of it.
   for (uint c = 0; c < TPR; c += LANES * XT) {
     float xs[XT * TOKENS * VPT];
@@ -205,7 +209,7 @@ void decode() {
       js[e] = min(j, TPR - 1);  // a texel past the row reads a valid one times x = 0
       [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
         const bool live = inside && t0 + t < rows;
-        const uint at = (x_row(min(t0 + t, rows - 1)) * K + js[e] * VPT) / 4;
+        const uint at = (xbase[t] + js[e] * VPT) / 4;
         [[unroll]] for (uint h = 0; h < VPT / 4; ++h) {
 #if NORM
           const vec4 v = live ? normalized(x[at + h], (js[e] * VPT) / 4 + h, stats[t]) : vec4(0.0);

@@ -149,6 +149,12 @@ class Reader {
   std::vector<std::string> problems_;
 };
 
+// Gemma's embedding scale as Hugging Face computes it: sqrt(hidden) in the
+// checkpoint's dtype, bf16 for every released Gemma (llama.cpp: the exact root).
+double gemma_embedding_scale(int64_t hidden) {
+  return static_cast<double>(weights::bf16_to_f32(weights::f32_to_bf16(std::sqrt(static_cast<float>(hidden)))));
+}
+
 // llama.cpp's converter writes Llama 3.1/3.2's llama3 RoPE scaling as this
 // tensor, one factor per rotary pair, and no metadata for it.
 const std::string kRopeFreqs = "rope_freqs.weight";
@@ -460,9 +466,7 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   // Hugging Face (the contract) scales by sqrt(hidden) in the checkpoint's
   // dtype, bf16 for every Gemma; llama.cpp by the exact root.
   if (arch->gemma)
-    embedding.set("scale",
-                  static_cast<double>(weights::bf16_to_f32(weights::f32_to_bf16(std::sqrt(static_cast<float>(hidden))))),
-                  "sqrt(hidden) in bf16, as Hugging Face's Gemma computes it");
+    embedding.set("scale", gemma_embedding_scale(hidden), "sqrt(hidden) in bf16, as Hugging Face's Gemma computes it");
 
   if (auto cap = r.number(a + "final_logit_softcapping"); cap && *cap > 0)
     doc.table("output").set("softcap", *cap, a + "final_logit_softcapping");
@@ -583,8 +587,7 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
   if (arch.gemma) s.norm.unit_offset = false;
   if (arch.gemma && s.embedding.scale_sqrt_hidden) {  // what import_gguf writes: the bf16 root, as a number
     s.embedding.scale_sqrt_hidden = false;
-    s.embedding.scale =
-        static_cast<double>(weights::bf16_to_f32(weights::f32_to_bf16(std::sqrt(static_cast<float>(s.dims.hidden)))));
+    s.embedding.scale = gemma_embedding_scale(s.dims.hidden);
   }
   // The scale llama.cpp implies: written only where it is not 1/sqrt(head_dim).
   const double implied = 1.0 / std::sqrt(static_cast<double>(

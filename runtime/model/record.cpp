@@ -124,15 +124,13 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
       case plan::Grid::Heads: vkCmdDispatch(cb, d.groups_x, used_rows, 1); break;
       case plan::Grid::Split: vkCmdDispatch(cb, d.groups_x, used_rows, splits); break;
       case plan::Grid::Tiles:
-        vkCmdDispatch(cb, ceil_div(d.groups_x, tile.rows_per_group(lanes)), ceil_div(used_rows, tile.tokens), 1);
-        break;
-      case plan::Grid::Single: vkCmdDispatch(cb, 1, 1, 1); break;
       case plan::Grid::Experts:
-        // One column of workgroups per expert with tokens (moe_route lists
-        // them): a chunk of T rows has at most T · top_k.
+        // Experts: a column of tiles per expert with tokens (moe_route lists
+        // them); a chunk of T rows has at most T · top_k.
         vkCmdDispatch(cb, ceil_div(d.groups_x, tile.rows_per_group(lanes)), ceil_div(used_rows, tile.tokens),
                       d.groups_z_per_row ? std::min(d.groups_z, used_rows * d.groups_z_per_row) : d.groups_z);
         break;
+      case plan::Grid::Single: vkCmdDispatch(cb, 1, 1, 1); break;
     }
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between,
                          0, nullptr, 0, nullptr);

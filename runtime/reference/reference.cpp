@@ -218,30 +218,25 @@ Reference::MlpW Reference::mlp_weights(Role gate, Role up, Role down, int64_t la
   return w;
 }
 
-const Reference::Tensor& Reference::tensor(Role role, bool bias, int64_t layer) const {
-  auto it = tensors_.find({role, bias, layer, int64_t{-1}});
+const Reference::Tensor& Reference::tensor(Role role, bool bias, int64_t layer, int64_t expert) const {
+  auto it = tensors_.find({role, bias, layer, expert});
   if (it == tensors_.end())
     throw std::invalid_argument(std::string("reference: the manifest has no ") + spec::name(role) +
                                 (bias ? " bias" : " weight") +
-                                (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()));
+                                (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()) +
+                                (expert >= 0 ? " of expert " + std::to_string(expert) : std::string()));
   return it->second;
 }
 
-const float* Reference::optional(Role role, bool bias, int64_t layer) const {
-  auto it = tensors_.find({role, bias, layer, int64_t{-1}});
+const float* Reference::optional(Role role, bool bias, int64_t layer, int64_t expert) const {
+  auto it = tensors_.find({role, bias, layer, expert});
   return it == tensors_.end() ? nullptr : it->second.data;
 }
 
 Reference::Linear Reference::linear(Role role, int64_t layer, int64_t expert) const {
   Linear l;
-  auto weight = tensors_.find({role, false, layer, expert});
-  if (weight == tensors_.end())
-    throw std::invalid_argument(std::string("reference: the manifest has no ") + spec::name(role) + " weight" +
-                                (layer >= 0 ? " in layer " + std::to_string(layer) : std::string()) +
-                                (expert >= 0 ? " of expert " + std::to_string(expert) : std::string()));
-  l.weight = weight->second;
-  auto bias = tensors_.find({role, true, layer, expert});
-  l.bias = bias == tensors_.end() ? nullptr : bias->second.data;
+  l.weight = tensor(role, false, layer, expert);
+  l.bias = optional(role, true, layer, expert);
   l.transposed = spec_.weights.layout == spec::Layout::InOut && spec::is_linear(role);
   l.out = l.weight.shape.at(l.transposed ? 1 : 0);
   l.in = l.weight.shape.at(l.transposed ? 0 : 1);

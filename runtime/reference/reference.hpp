@@ -92,8 +92,8 @@ class Reference {
     std::vector<double> k_cache, v_cache;  // [position][kv_heads * head_dim]
   };
 
-  const Tensor& tensor(spec::Role role, bool bias, int64_t layer) const;
-  const float* optional(spec::Role role, bool bias, int64_t layer) const;
+  const Tensor& tensor(spec::Role role, bool bias, int64_t layer, int64_t expert = -1) const;
+  const float* optional(spec::Role role, bool bias, int64_t layer, int64_t expert = -1) const;
   Linear linear(spec::Role role, int64_t layer, int64_t expert = -1) const;
   MlpW mlp_weights(spec::Role gate, spec::Role up, spec::Role down, int64_t layer, int64_t expert) const;
   std::vector<double> mlp(const MlpW& w, const std::vector<double>& x) const;

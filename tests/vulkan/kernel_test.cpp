@@ -1123,16 +1123,19 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
         }
       }
       vk::Buffer hb = buffer_of(device, guarded(std::vector<float>(size_t{R} * K * NI, kGuard)));
-      const bool decode = R == 1;
-      const uint32_t tile_rows = decode ? 16 : 8, tokens = decode ? 1 : 8;
-      gpu.run(m, *gated_k,
-              kernels::MatmulBindings<vk::Binding>{.w = gate.binding(), .w2 = up.binding(), .x = whole(xb),
-                                                   .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(hb),
-                                                   .norm_scale = norm ? whole(gb) : gpu.no_buffer(),
-                                                   .norm_shift = gpu.no_buffer(),
-                                                   .route = whole(rb)},
-              push::MatmulPush{.rows = R, .n = NI, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0},
-              (NI + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
+      // An expert matmul as the session dispatches it: decode or prefill
+      // tiles, grid z the experts with tokens (at most R · K).
+      const auto run_experts = [&](const emit::KernelInstance& k, vk::Binding w, vk::Binding w2, const vk::Buffer& in,
+                                   const vk::Buffer& out, vk::Binding norm_scale, uint32_t n) {
+        const uint32_t tile_rows = R == 1 ? 16 : 8, tokens = R == 1 ? 1 : 8;
+        gpu.run(m, k,
+                kernels::MatmulBindings<vk::Binding>{.w = w, .w2 = w2, .x = whole(in), .bias = gpu.no_buffer(),
+                                                     .bias2 = gpu.no_buffer(), .y = whole(out), .norm_scale = norm_scale,
+                                                     .norm_shift = gpu.no_buffer(), .route = whole(rb)},
+                push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0},
+                (n + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
+      };
+      run_experts(*gated_k, gate.binding(), up.binding(), xb, hb, norm ? vk::Binding(whole(gb)) : gpu.no_buffer(), NI);
       const std::vector<float> h = read_back<float>(device, hb, size_t{R} * K * NI + kGuardWords);
       NormalizedError eh;
       for (uint32_t slot = 0; slot < R * K; ++slot) {
@@ -1154,13 +1157,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       const std::vector<float> hin = random_floats(size_t{R} * K * I);
       vk::Buffer hinb = buffer_of(device, hin);
       vk::Buffer yb = buffer_of(device, guarded(std::vector<float>(size_t{R} * K * ND, kGuard)));
-      gpu.run(m, *down_k,
-              kernels::MatmulBindings<vk::Binding>{.w = down.binding(), .w2 = gpu.no_texels(), .x = whole(hinb),
-                                                   .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(yb),
-                                                   .norm_scale = gpu.no_buffer(), .norm_shift = gpu.no_buffer(),
-                                                   .route = whole(rb)},
-              push::MatmulPush{.rows = R, .n = ND, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0},
-              (ND + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
+      run_experts(*down_k, down.binding(), gpu.no_texels(), hinb, yb, gpu.no_buffer(), ND);
       const std::vector<float> y = read_back<float>(device, yb, size_t{R} * K * ND + kGuardWords);
       NormalizedError ey;
       for (uint32_t slot = 0; slot < R * K; ++slot) {
