@@ -159,13 +159,15 @@ struct BindingInfo {
   X(logits, Storage, "[rows][V] f32")
 
 #define LATHE_BIND_MOE_ROUTE(X)                                                     \
-  X(logits, Storage, "[rows][E] f32: the router's")                                 \
+  X(logits, Storage, "[rows][LOGITS_STRIDE] f32: the router's E first")             \
   X(route, Storage, "counts[E], weights[rows·TOPK], per expert its slots t·TOPK + j")
 
 #define LATHE_BIND_MOE_COMBINE(X)                         \
   X(route, Storage, "moe_route's routing")                \
   X(y, Storage, "[rows][TOPK·D] f32: the experts' outputs") \
-  X(x, Storage, "[rows][D] f32, added to")
+  X(x, Storage, "[rows][D] f32, added to")                \
+  X(shared, Storage, "[rows][D] f32: the shared expert's output") \
+  X(gate, Storage, "[rows][GATE_STRIDE] f32: its gate logit at GATE_OFFSET")
 
 #define LATHE_BIND_INFO(name, kind, comment) BindingInfo{#name, BindingKind::kind, comment},
 #define LATHE_BIND_MEMBER(name, kind, comment) B name{};

@@ -60,7 +60,8 @@ enum class OpKind : uint8_t {
   Logits,       // out = W · in for the last token (or every token); param c > 0: c · tanh(out / c)
   Route,        // out = the routing of router logits in: top dims[1] of dims[0] experts (variant 1: renormalized)
   Experts,      // out[t][j] = expert e(t, j)'s projection of in[0] (its token, or its slot [j]), in[1] the routing
-  MoeCombine,   // out = in[0] + Σ_j weight(t, j) · in[1][t][j] (in[2] the routing)
+  MoeCombine,   // out = in[0] + Σ_j weight(t, j) · in[1][t][j] (in[2] the routing); dims[3] 1: + in[3],
+                //   the shared expert's output; 2: + sigmoid(in[4]) · in[3], gated (Qwen2-MoE)
 };
 
 using lathe::Activation;
@@ -69,7 +70,7 @@ using lathe::RopePairing;
 struct Op {
   OpKind kind;
   uint32_t out = 0;
-  uint32_t in[3] = {0, 0, 0};
+  uint32_t in[5] = {0, 0, 0, 0, 0};
   int32_t tensor[2] = {-1, -1};  // manifest indices: weight/scale, bias/shift
   int64_t dims[4] = {0, 0, 0, 0};
   double param = 0;     // eps, scale, offset, theta, softcap
@@ -228,6 +229,21 @@ class Recorder {
     static_assert(M == K * N, "moe_combine: y is not K slots of the residual width");
     static_assert(RW == K + 3 * E + 1, "moe_combine: the routing is not of E experts, top K");
     return emit<N>(Op{OpKind::MoeCombine, 0, {x.id, y.id, routing.id}, {-1, -1}, {E, K, N}});
+  }
+  // … plus the shared expert's output, added to every token (ungated).
+  template <int64_t E, int64_t K, int64_t N, int64_t M, int64_t RW>
+  Act<N> moe_combine(Act<N> x, Act<M> y, Act<RW> routing, Act<N> shared) {
+    static_assert(M == K * N, "moe_combine: y is not K slots of the residual width");
+    static_assert(RW == K + 3 * E + 1, "moe_combine: the routing is not of E experts, top K");
+    return emit<N>(Op{OpKind::MoeCombine, 0, {x.id, y.id, routing.id, shared.id}, {-1, -1}, {E, K, N, 1}});
+  }
+  // … plus sigmoid(gate) · the shared expert's output, gate one logit per token.
+  template <int64_t E, int64_t K, int64_t N, int64_t M, int64_t RW, int64_t G>
+  Act<N> moe_combine(Act<N> x, Act<M> y, Act<RW> routing, Act<N> shared, Act<G> gate) {
+    static_assert(M == K * N, "moe_combine: y is not K slots of the residual width");
+    static_assert(RW == K + 3 * E + 1, "moe_combine: the routing is not of E experts, top K");
+    static_assert(G == 1, "moe_combine: the shared expert's gate is not one logit per token");
+    return emit<N>(Op{OpKind::MoeCombine, 0, {x.id, y.id, routing.id, shared.id, gate.id}, {-1, -1}, {E, K, N, 2}});
   }
 
   // `softcap` c > 0: the logits are c · tanh(logit / c) (Gemma 2).

@@ -5,9 +5,10 @@
 // token order, so that the expert matmuls read each expert's weights once
 // per chunk for all of its tokens. One subgroup; tokens in turn.
 //
-// Generated constants: E (experts), TOPK, NORM_TOPK.
+// Generated constants: E (experts), TOPK, NORM_TOPK, LOGITS_STRIDE (E, or
+// more when the logits share their matmul with other rows).
 // Push constants (RowsPush): rows.
-// Buffers: logits [rows][E] f32; route (words): counts[E]; A, the number of
+// Buffers: logits [rows][LOGITS_STRIDE] f32, the router's first; route (words): counts[E]; A, the number of
 //          experts with tokens, and those experts ascending (E words);
 //          weights[rows·TOPK] (f32 bits) at 2E + 1; per expert e its rows
 //          slots at 2E + 1 + rows·TOPK + e·rows.
@@ -34,7 +35,7 @@ void main() {
     float top = -1.0 / 0.0;
     for (uint i = 0; i < PER_LANE; ++i) {
       const uint e = lane + i * LANES;
-      p[i] = e < E ? logits[t * E + e] : -1.0 / 0.0;
+      p[i] = e < E ? logits[t * LOGITS_STRIDE + e] : -1.0 / 0.0;
       top = max(top, p[i]);
     }
     top = subgroupMax(top);

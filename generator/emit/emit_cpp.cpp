@@ -91,7 +91,8 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         break;
       case typed::OpKind::MoeCombine:
         code = out_var + "r.template moe_combine<moe_experts, moe_top_k>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
-               v(op.in[2]) + ");";
+               v(op.in[2]) + (op.dims[3] > 0 ? ", " + v(op.in[3]) : "") + (op.dims[3] > 1 ? ", " + v(op.in[4]) : "") +
+               ");";
         break;
       case typed::OpKind::Logits:
         code = "r.logits(" + w + ", " + v(op.in[0]) + (b.empty() ? "" : ", " + b) +
@@ -190,7 +191,6 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
     refuse("position.local_theta", "a base of the windowed layers' own is a rope setting");
   // Mixtures of experts run routed gated experts of a pre-norm block.
   if (s.moe.enabled()) {
-    if (s.moe.shared_experts > 0) refuse("moe.shared_experts", "shared experts do not run yet");
     if (!s.mlp.gated) refuse("mlp.gated", "experts run as gated MLPs only");
     if (s.mlp.bias) refuse("mlp.bias", "experts run without biases");
     if (s.norm.placement != NormPlacement::Pre) refuse("norm.placement", "experts run in pre-norm blocks only");

@@ -184,9 +184,11 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);
     case kernels::Family::MoeRoute:
-      return define("E", s.moe.experts) + define("TOPK", s.moe.top_k) + flag("NORM_TOPK", s.moe.norm_topk_prob);
+      return define("E", s.moe.experts) + define("TOPK", s.moe.top_k) + flag("NORM_TOPK", s.moe.norm_topk_prob) +
+             define("LOGITS_STRIDE", k.stride);
     case kernels::Family::MoeCombine:
-      return define("D", s.dims.hidden) + define("E", s.moe.experts) + define("TOPK", s.moe.top_k);
+      return define("D", s.dims.hidden) + define("E", s.moe.experts) + define("TOPK", s.moe.top_k) +
+             flag("SHARED", k.shared > 0) + flag("SHARED_GATED", k.shared > 1) + define("GATE_STRIDE", k.stride) + define("GATE_OFFSET", k.offset);
   }
   throw std::logic_error("kernels: unknown family");
 }

@@ -188,6 +188,10 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
       const int64_t E = moe.experts, K = moe.top_k, I = moe.expert_intermediate;
       const std::string l = "[" + std::to_string(layer) + "]";
       const uint32_t logits = b.matmul("moe.experts", Role::Router, layer, m);
+      // Qwen2-MoE's shared-expert gate reads the same x: next to the router,
+      // so that one matmul makes both.
+      const uint32_t shared_gate =
+          moe.shared_expert_gate ? b.matmul("moe.shared_expert_gate", Role::SharedExpertGate, layer, m) : 0;
       const uint32_t routing = b.add("moe.top_k", Op{OpKind::Route, 0, {logits}, {-1, -1}, {E, K}, 0, -1,
                                                      static_cast<uint8_t>(moe.norm_topk_prob)},
                                      K + 3 * E + 1);
@@ -204,7 +208,21 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
                                Op{OpKind::Experts, 0, {hidden_slots, routing}, {down, -1}, {E, d.hidden, I, K},
                                   static_cast<double>(stride)},
                                K * d.hidden, {"weights.expert_down" + l, ""});
-      x = b.add("moe.experts", Op{OpKind::MoeCombine, 0, {x, y, routing}, {-1, -1}, {E, K, d.hidden}}, d.hidden);
+      // A shared expert (Qwen2-MoE) is a dense gated MLP that every token
+      // passes through, added by the combine (scaled by sigmoid of its gate).
+      int64_t shared = 0;
+      uint32_t shared_out = 0;
+      if (moe.shared_experts > 0) {
+        const uint32_t g = b.matmul("moe.shared_intermediate", Role::SharedGate, layer, m);
+        const uint32_t u = b.matmul("moe.shared_intermediate", Role::SharedUp, layer, m);
+        const uint32_t f = b.add("mlp.activation", Op{OpKind::GatedAct, 0, {g, u}, {-1, -1}, {b.width(g)}, 0, -1, act},
+                                 b.width(g));
+        shared_out = b.matmul("moe.shared_experts", Role::SharedDown, layer, f);
+        shared = moe.shared_expert_gate ? 2 : 1;
+      }
+      x = b.add("moe.experts",
+                Op{OpKind::MoeCombine, 0, {x, y, routing, shared_out, shared_gate}, {-1, -1}, {E, K, d.hidden, shared}},
+                d.hidden);
       continue;
     }
     uint32_t f;

@@ -40,6 +40,11 @@ struct KernelKey {
   bool qk_norm = false;         // rope_kv: RMSNorm q and k first (the spec's attention.qk_norm says how)
   bool local = false;           // rope_kv: position.local_theta's table, unscaled (windowed layers)
   int64_t window = 0;           // attention: W, the keys a query sees (0: every key)
+  // moe_route: the router logits' row stride (E, or E + 1 beside a shared
+  // expert's gate); moe_combine: that gate logit's stride and offset.
+  uint32_t stride = 0;
+  uint32_t offset = 0;
+  uint8_t shared = 0;           // moe_combine: 1 a shared expert added, 2 gated by sigmoid(gate)
 
   bool operator==(const KernelKey&) const = default;
 
@@ -67,6 +72,8 @@ struct KernelKey {
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (local ? "_local" : "") +
                (qk_norm ? "_qk_norm" : "");
       case kernels::Family::Attention: return window > 0 ? "attention_w" + std::to_string(window) : family_key;
+      case kernels::Family::MoeCombine:
+        return family_key + (shared == 0 ? "" : shared == 1 ? "_shared" : "_shared_gated");
       default: return family_key;
     }
   }

@@ -48,7 +48,11 @@ class Lowering {
       case OpKind::Embed: return {};
       case OpKind::QKNorm: case OpKind::Rope: case OpKind::GatedAct: case OpKind::Add: case OpKind::Experts:
         return {op.in[0], op.in[1]};
-      case OpKind::Attention: case OpKind::MoeCombine: return {op.in[0], op.in[1], op.in[2]};
+      case OpKind::Attention: return {op.in[0], op.in[1], op.in[2]};
+      case OpKind::MoeCombine: {
+        std::vector<uint32_t> in(op.in, op.in + 3 + (op.dims[3] > 0) + (op.dims[3] > 1));  // + shared, + its gate
+        return in;
+      }
       default: return {op.in[0]};
     }
   }
@@ -286,9 +290,11 @@ class Lowering {
         return 1;
       }
       case OpKind::Route: {
+        // The logits are a column view when the shared expert's gate shares their matmul.
         const Loc logits = loc(i, op.in[0]);
+        if (logits.offset != 0) unsupported(i, "the router's logits must open their rows");
         const Loc out = materialize(op.out);
-        emit(i, KernelKey{.family = Family::MoeRoute}, plan::Grid::Single,
+        emit(i, KernelKey{.family = Family::MoeRoute, .stride = logits.stride}, plan::Grid::Single,
              {{"logits", plan::activation(logits.slot)}, {"route", plan::activation(out.slot)}});
         return 1;
       }
@@ -325,10 +331,29 @@ class Lowering {
         const Loc xl = loc(i, x);
         if (last_use_[x] != static_cast<int32_t>(i) || xl.offset != 0)
           unsupported(i, "the residual stream is read after the experts' sum; it must end there");
-        emit(i, KernelKey{.family = Family::MoeCombine}, plan::Grid::Rows,
+        // A shared expert's output (a whole activation) and its gate's logit
+        // (a column of the router's matmul, or an activation of its own).
+        const int64_t shared = op.dims[3];
+        Binding shared_out, gate;
+        KernelKey key{.family = Family::MoeCombine, .shared = static_cast<uint8_t>(shared)};
+        if (shared > 0) {
+          const Loc s = loc(i, op.in[3]);
+          if (s.offset != 0 || s.stride != static_cast<uint32_t>(op.dims[2]))
+            unsupported(i, "the shared expert's output must be rows of its own");
+          shared_out = plan::activation(s.slot);
+        }
+        if (shared > 1) {
+          const Loc g = loc(i, op.in[4]);
+          gate = plan::activation(g.slot);
+          key.stride = g.stride;
+          key.offset = g.offset;
+        }
+        emit(i, key, plan::Grid::Rows,
              {{"route", plan::activation(loc(i, op.in[2]).slot)},
               {"y", plan::activation(loc(i, op.in[1]).slot)},
-              {"x", plan::activation(xl.slot)}});
+              {"x", plan::activation(xl.slot)},
+              {"shared", shared_out},
+              {"gate", gate}});
         locs_[op.out] = xl;
         locs_.erase(x);
         return 1;

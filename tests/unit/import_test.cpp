@@ -295,7 +295,7 @@ const Published kPublishedConfigs[] = {
     {"mistral", kMistral7B, 7'241'732'096, "mistral-7b-v0.1.toml"},
     {"mixtral", kMixtral8x7B, 46'702'792'704, "mixtral-8x7b.toml"},
     {"qwen2", kQwen25_05B, 494'032'768, "qwen2.5-0.5b.toml"},
-    {"qwen2_moe", kQwen15MoE, 14'315'784'192, nullptr},
+    {"qwen2_moe", kQwen15MoE, 14'315'784'192, "qwen1.5-moe-a2.7b.toml"},  // the model card's 14.3B
     {"qwen3", kQwen3_06B, 596'049'920, "qwen3-0.6b.toml"},
     {"gemma", kGemma2B, 2'506'172'416, nullptr},
     {"gemma2", kGemma2_2B, 2'614'341'888, "gemma-2-2b.toml"},
@@ -413,7 +413,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 18);  // every file of models/, qwen3-30b-a3b the latest
+  CHECK(count == 19);  // every file of models/, qwen1.5-moe-a2.7b the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {

@@ -230,6 +230,19 @@ TEST_CASE("sandwich and branch-output norms, local RoPE bases, soft-capped logit
   const Names local = layer0(
       "[attention]\nsliding_window = 8\nwindow_pattern = [true, false]\n[position]\ntheta = 1e6\nlocal_theta = 1e4");
   CHECK(std::count(local.begin(), local.end(), "rope_kv_16_neox_local") == 1);
+  // A mixture of experts: the MLP's norm folded into the router and the
+  // gated experts. With Qwen2-MoE's gated shared expert the norm is a
+  // dispatch of its own (four matmuls read it), the gate's logit is a 7th
+  // row of the router's matmul, and the combine adds the shared expert.
+  CHECK(layer0("[moe]\nexperts = 6\ntop_k = 2\nexpert_intermediate = 32") ==
+        Names{"matmul_64_f16_norm", "rope_kv_16_neox", "attention", "attention_combine", "matmul_64_f16_residual",
+              "matmul_64_f16_norm", "moe_route", "matmul_64_f16_gated_silu_norm_experts", "matmul_32_f16_experts_slot",
+              "moe_combine", "matmul_64_f16_norm"});
+  CHECK(layer0("[moe]\nexperts = 6\ntop_k = 2\nexpert_intermediate = 32\nshared_experts = 1\n"
+               "shared_intermediate = 80\nshared_expert_gate = true") ==
+        Names{"matmul_64_f16_norm", "rope_kv_16_neox", "attention", "attention_combine", "matmul_64_f16_residual",
+              "norm_64", "matmul_64_f16", "moe_route", "matmul_64_f16_gated_silu_experts", "matmul_32_f16_experts_slot",
+              "matmul_64_f16_gated_silu", "matmul_80_f16", "moe_combine_shared_gated", "matmul_64_f16_norm"});
 }
 
 TEST_CASE("a graph the kernels cannot run is an error of lathe gen at the spec line of the op at fault") {

@@ -45,6 +45,7 @@ constexpr Published kPublished[] = {
     {"phi-2.toml", 2'779'683'840},  // the released safetensors' tensors, lm_head.bias (51,200) among them
     {"bloom-560m.toml", 559'214'592},  // the model card's count; the tied LM head stores no tensor
     {"qwen3-30b-a3b.toml", 30'532'122'624},  // the model card's 30.5B (3.3B activated)
+    {"qwen1.5-moe-a2.7b.toml", 14'315'784'192},  // the model card's 14.3B (2.7B activated)
     {"demo.toml", 5'508'352},  // models/demo/model.safetensors, the shipped checkpoint
 };
 

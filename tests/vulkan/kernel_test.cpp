@@ -1015,8 +1015,9 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
 // experts win, as torch.topk), weights and per-expert slot lists; the gated
 // expert matmul (x read at each slot's token) and the down one (at the slot
 // itself), each over the experts' matrices stacked, grid z the expert;
-// moe_combine's weighted sum into the stream. 13 rows (prefill tiles) and 1
-// (decode).
+// moe_combine's weighted sum into the stream, with a shared expert's output
+// (scaled by sigmoid of its gate's logit, read beside the router's) where
+// the model has one. 13 rows (prefill tiles) and 1 (decode).
 TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted sum") {
   Gpu gpu(device);
   size_t models_with_experts = 0;
@@ -1045,6 +1046,13 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
     CHECK(Constants(*route_k).u("E") == E);
     CHECK(Constants(*route_k).u("TOPK") == K);
     CHECK(Constants(*route_k).flag("NORM_TOPK") == s.moe.norm_topk_prob);
+    // The router's logits open rows of LS: a shared expert's gate logit may follow them.
+    const uint32_t LS = Constants(*route_k).u("LOGITS_STRIDE");
+    CHECK(LS == E + (s.moe.shared_expert_gate ? 1u : 0u));
+    const Constants combine(*combine_k);
+    CHECK(combine.flag("SHARED") == (s.moe.shared_experts > 0));
+    CHECK(combine.flag("SHARED_GATED") == s.moe.shared_expert_gate);
+    if (combine.flag("SHARED_GATED")) CHECK((combine.u("GATE_STRIDE") == LS && combine.u("GATE_OFFSET") == E));
     const DType dtype = weight_dtype(Constants(*gated_k).u("WDTYPE"));
     Weights gate(device, dtype, int64_t{E} * NI, D), up(device, dtype, int64_t{E} * NI, D), down(device, dtype, int64_t{E} * ND, I);
     gate.fill(0, int64_t{E} * NI);
@@ -1054,9 +1062,9 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
     for (const uint32_t R : {13u, 1u}) {
       CAPTURE(R);
       // Router logits: row 0 all equal, row 1 two equal top ones (experts 1 and E − 1).
-      std::vector<float> logits = random_floats(size_t{R} * E, -2.0f, 2.0f);
+      std::vector<float> logits = random_floats(size_t{R} * LS, -2.0f, 2.0f);
       for (uint32_t e = 0; e < E; ++e) logits[e] = 0.5f;
-      if (R > 1) logits[E + 1] = logits[E + E - 1] = 3.0f;
+      if (R > 1) logits[LS + 1] = logits[LS + E - 1] = 3.0f;
       const size_t route_words = size_t{R} * (K + 3 * E + 1);
       vk::Buffer lb = buffer_of(device, logits);
       vk::Buffer rb = buffer_of(device, std::vector<uint32_t>(route_words, 0xdeadbeefu));
@@ -1069,7 +1077,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       std::vector<double> weights(size_t{R} * K);
       std::vector<std::vector<uint32_t>> lists(E);
       for (uint32_t t = 0; t < R; ++t) {
-        const float* row = &logits[size_t{t} * E];
+        const float* row = &logits[size_t{t} * LS];
         const double top = *std::max_element(row, row + E);
         std::vector<double> p(E);
         double sum = 0;
@@ -1172,10 +1180,15 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       worst.add(ey.value(), s.name + " experts down, " + std::to_string(R) + " rows");
       CHECK(ey.value() < kMatmulTolerance);
 
-      // The weighted sum into the stream.
+      // The weighted sum into the stream (+ the shared expert's output).
       const std::vector<float> x0 = random_floats(size_t{R} * D), ys = random_floats(size_t{R} * K * D);
-      vk::Buffer x0b = buffer_of(device, x0), ysb = buffer_of(device, ys);
-      gpu.run(m, *combine_k, kernels::MoeCombineBindings<vk::Binding>{.route = whole(rb), .y = whole(ysb), .x = whole(x0b)},
+      const std::vector<float> shared = random_floats(size_t{R} * D);
+      vk::Buffer x0b = buffer_of(device, x0), ysb = buffer_of(device, ys), sb = buffer_of(device, shared);
+      const bool has_shared = combine.flag("SHARED"), gated = combine.flag("SHARED_GATED");
+      gpu.run(m, *combine_k,
+              kernels::MoeCombineBindings<vk::Binding>{.route = whole(rb), .y = whole(ysb), .x = whole(x0b),
+                                                       .shared = has_shared ? vk::Binding(whole(sb)) : gpu.no_buffer(),
+                                                       .gate = gated ? vk::Binding(whole(lb)) : gpu.no_buffer()},
               push::RowsPush{.rows = R}, R);
       const std::vector<float> sum = read_back<float>(device, x0b, size_t{R} * D);
       NormalizedError es;
@@ -1183,6 +1196,8 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
         for (uint32_t i = 0; i < D; ++i) {
           double v = x0[size_t{t} * D + i];
           for (uint32_t j = 0; j < K; ++j) v += weights[t * K + j] * ys[(size_t{t} * K + j) * D + i];
+          const double g = gated ? 1 / (1 + std::exp(-double{logits[size_t{t} * LS + E]})) : 1.0;
+          if (has_shared) v += g * shared[size_t{t} * D + i];
           es.add(sum[size_t{t} * D + i], v);
         }
       CHECK(es.value() < 1e-6);
