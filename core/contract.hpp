@@ -95,6 +95,9 @@ struct ManifestEntry {
   uint8_t rank;
   std::array<int64_t, 2> shape;  // as stored; shape[1] is 1 for rank 1
   DType dtype;
+  // ≥ 0: this entry is index `slice` of dim 0 of the stacked tensor `name`
+  // ([experts][shape…]: llama.cpp's ffn_*_exps); -1: the tensor is `name`.
+  int32_t slice = -1;
 
   constexpr int64_t elements() const { return shape[0] * shape[1]; }
 };

@@ -116,6 +116,7 @@ class Builder {
     auto it = s_.weights.names.find(role);
     const std::string pattern = it != s_.weights.names.end() ? it->second : "<unnamed " + std::string(name(role)) + ">";
     t.name = expand_name(pattern, layer, expert) + (bias ? ".bias" : ".weight");
+    if (expert >= 0 && pattern.find("{expert}") == std::string::npos) t.slice = expert;
     t.shape = std::move(shape);
     t.dtype = t.shape.size() == 1 ? s_.weights.vector_dtype : s_.weights.dtype;
     m_.tensors.push_back(std::move(t));

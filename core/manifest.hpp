@@ -17,6 +17,9 @@ struct TensorSpec {
   int64_t layer = -1;   // -1: not per layer
   int64_t expert = -1;  // -1: not per expert
   std::string name;     // the checkpoint's tensor name
+  // ≥ 0: index `slice` of dim 0 of the stacked tensor `name`, when the
+  // expert role's name has no {expert} (llama.cpp's ffn_*_exps).
+  int64_t slice = -1;
   std::vector<int64_t> shape;  // as stored: [out, in] for out_in, [in, out] for in_out
   DType dtype = DType::F32;
   int64_t elements() const;

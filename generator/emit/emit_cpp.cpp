@@ -322,6 +322,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     e.set("rank", i(static_cast<int64_t>(ts.shape.size())));
     e.set("shape", "{" + i(ts.shape[0]) + ", " + i(ts.shape.size() > 1 ? ts.shape[1] : 1) + "}");
     e.set("dtype", std::string(spelling(ts.dtype).enumerator));
+    e.set("slice", ts.slice >= 0 ? ", " + i(ts.slice) : "");
     entries.push_back(e);
 
     const std::string member = lower::member_name(ts);

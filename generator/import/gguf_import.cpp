@@ -35,6 +35,7 @@ constexpr Arch kArchs[] = {
     {"phi3", false, false},         {"gpt2", false, false, true},  {"olmo2", false, false},
     {"gptneox", false, false, true}, {"phi2", false, false, true}, {"falcon", false, false, true},
     {"bloom", false, false, true, true}, {"mpt", false, false, true, true},
+    {"qwen3moe", false, false},
 };
 
 // The MLP activation each LayerNorm family's model computes (GGUF metadata
@@ -326,10 +327,25 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   dims.set("vocab", vocab, "token_embd rows");
   dims.set("max_context", context, a + "context_length");
 
+  // Mixtures of experts (Mixtral as llama, Qwen3-MoE): each layer's experts
+  // stacked in one tensor per role (ffn_*_exps), the preset's names.
+  if (const int64_t experts = r.integer(a + "expert_count").value_or(0); experts > 0) {
+    TomlTable& moe = doc.table("moe");
+    moe.set("experts", experts, a + "expert_count");
+    moe.set("top_k", r.required(a + "expert_used_count"), a + "expert_used_count");
+    moe.set("norm_topk_prob", true, "llama.cpp's " + arch_name + ": the top-k weights renormalized");
+    if (const auto width = r.integer(a + "expert_feed_forward_length"))
+      moe.set("expert_intermediate", *width, a + "expert_feed_forward_length");
+    if (r.has("blk.0.ffn_gate_inp_shexp.weight") || r.has("blk.0.ffn_up_shexp.weight"))
+      r.problem("blk.0.ffn_up_shexp.weight: shared experts in GGUF files do not import yet");
+    if (!r.has("blk.0.ffn_gate_exps.weight"))
+      r.problem(a + "expert_count: " + std::to_string(experts) +
+                " experts but no blk.0.ffn_gate_exps.weight (experts stored one tensor each do not import)");
+  } else if (r.has("blk.0.ffn_gate_exps.weight")) {
+    r.problem("blk.0.ffn_gate_exps.weight: experts without " + a + "expert_count");
+  }
+
   // What the metadata cannot say, llama.cpp's loader would refuse too.
-  if (r.integer(a + "expert_count").value_or(0) > 0 || r.has("blk.0.ffn_gate_exps.weight"))
-    r.problem(a + "expert_count: MoE files stack each layer's experts in one tensor (ffn_*_exps), which the "
-              "spec's per-expert manifest cannot name");
   if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none" && *type != "linear" && *type != "yarn")
     r.problem(a + "rope.scaling.type \"" + *type + "\" is not representable");
 
@@ -476,8 +492,8 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   std::optional<DType> matrices, vectors;
   std::string first_matrix, first_vector;
   for (const auto& [name, t] : r.tensors()) {
-    std::optional<DType>& kind = t->shape.size() == 2 ? matrices : vectors;
-    std::string& first = t->shape.size() == 2 ? first_matrix : first_vector;
+    std::optional<DType>& kind = t->shape.size() >= 2 ? matrices : vectors;  // stacked experts: rank 3
+    std::string& first = t->shape.size() >= 2 ? first_matrix : first_vector;
     if (!kind) {
       kind = t->dtype;
       first = name;
@@ -531,8 +547,10 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
     expected.insert(t.name);
     check.spec_params += t.elements();
     const weights::TensorInfo* found = file.find(t.name);
+    std::vector<int64_t> shape = t.shape;
+    if (t.slice >= 0) shape.insert(shape.begin(), result.spec.moe.experts);  // the layer's experts stacked
     if (found == nullptr) problems.push_back(path + ": " + t.name + ": the imported spec has it, the file does not");
-    else if (found->shape != t.shape)
+    else if (found->shape != shape)
       problems.push_back(path + ": " + t.name + ": the imported spec's shape differs from the file's");
   }
   for (const weights::TensorInfo& t : file.tensors()) {
@@ -559,7 +577,14 @@ const Arch& arch_of(const Spec& s) {
   auto pick = [](std::string_view name) -> const Arch& { return *find_arch(name); };
   using spec::NormPlacement;
   using spec::QKNorm;
-  if (s.moe.enabled()) throw Error(ErrorKind::Unsupported, "moe: llama.cpp stacks experts in one tensor per layer");
+  if (s.moe.enabled()) {
+    if (s.moe.shared_experts > 0) throw Error(ErrorKind::Unsupported, "moe.shared_experts: not written to GGUF yet");
+    if (s.moe.sparse_step != 1 || !s.moe.dense_layers.empty())
+      throw Error(ErrorKind::Unsupported, "moe.dense_layers: llama.cpp's MoE architectures have no dense layers");
+    if (s.attention.qk_norm == QKNorm::PerHead) return pick("qwen3moe");
+    if (!s.moe.norm_topk_prob || s.attention.q_bias)
+      throw Error(ErrorKind::Unsupported, "moe: llama.cpp runs Mixtral-style experts (renormalized, no biases) as llama");
+  }
   if (s.position.kind == spec::PositionKind::Learned) return pick("gpt2");
   if (s.position.kind == spec::PositionKind::Alibi) return pick(s.embedding.norm ? "bloom" : "mpt");
   if (s.norm.kind == spec::NormKind::LayerNorm && s.position.kind == spec::PositionKind::Rope) {
@@ -671,6 +696,11 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   if (arch.name == "mpt") m[a + "attention.max_alibi_bias"] = f32(8.0);
   if (s.attention.softcap > 0) m[a + "attn_logit_softcapping"] = f32(s.attention.softcap);
   if (s.output.softcap > 0) m[a + "final_logit_softcapping"] = f32(s.output.softcap);
+  if (s.moe.enabled()) {
+    m[a + "expert_count"] = u32(s.moe.experts);
+    m[a + "expert_used_count"] = u32(s.moe.top_k);
+    if (arch.name != "llama") m[a + "expert_feed_forward_length"] = u32(s.moe.expert_intermediate);
+  }
   return m;
 }
 

@@ -71,6 +71,11 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::KNorm] = L + "attn_k_norm";
     n[Role::Gate] = L + "ffn_gate";
     n[Role::Up] = L + "ffn_up";
+    // Experts: each layer's stacked in one tensor per role (no {expert}).
+    n[Role::Router] = L + "ffn_gate_inp";
+    n[Role::ExpertGate] = L + "ffn_gate_exps";
+    n[Role::ExpertUp] = L + "ffn_up_exps";
+    n[Role::ExpertDown] = L + "ffn_down_exps";
     n[Role::GateUp] = L + "ffn_up";  // Phi-3: gate and up in one tensor
     n[Role::Down] = L + "ffn_down";
     n[Role::Router] = L + "ffn_gate_inp";

@@ -1,6 +1,7 @@
 // The architecture contract. Each rule reports at the key that breaks it.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -135,8 +136,11 @@ void validate(const Spec& s, Diagnostics& diag) {
     at("dims", "the model has " + sci(params) + " parameters; lathe handles at most 2^48 (" + sci(kMaxParams) + ")");
 
   // Weights: every tensor the architecture has must have a name, with a
-  // {layer} exactly when the tensor is per layer, an {expert} when per expert.
+  // {layer} exactly when the tensor is per layer. An expert role's name has
+  // an {expert} (a tensor per expert) or not (the layer's experts stacked in
+  // one tensor, as llama.cpp stores them), the same for the three roles.
   std::set<Role> seen;
+  std::optional<std::pair<Role, bool>> expert_naming;  // the first expert role's, and whether it stacks
   for (const TensorSpec& t : sample.tensors) {
     const Role role = t.role;
     if (!seen.insert(role).second) continue;
@@ -156,8 +160,15 @@ void validate(const Spec& s, Diagnostics& diag) {
       at(key, key + " (\"" + it->second + "\") names one tensor of the model but has a {layer}");
     if (!per_expert && it->second.find("{expert}") != std::string::npos)
       at(key, key + " (\"" + it->second + "\") is not per expert but has an {expert}");
-    if (per_expert && it->second.find("{expert}") == std::string::npos)
-      at(key, key + " (\"" + it->second + "\") names a tensor of every expert but has no {expert}");
+    if (per_expert) {
+      const bool stacked = it->second.find("{expert}") == std::string::npos;
+      if (!expert_naming) expert_naming = {role, stacked};
+      else if (expert_naming->second != stacked)
+        at(key, key + " (\"" + it->second + "\") " +
+                    (stacked ? "has no {expert} (the experts stacked in one tensor)" : "has an {expert}") +
+                    " but weights.names." + std::string(name(expert_naming->first)) +
+                    (stacked ? " has one" : " has none") + ": name the experts' tensors alike");
+    }
   }
 }
 

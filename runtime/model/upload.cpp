@@ -92,12 +92,12 @@ void Session::load(const std::string& path) {
   const bool terminal = isatty(STDERR_FILENO) != 0;
   const Clock::time_point start = Clock::now();
   uint64_t done = 0, total = 0;
-  for (const ManifestEntry& e : m.manifest) total += checkpoint.find(e.name)->info->bytes;
+  for (const ManifestEntry& e : m.manifest) total += checkpoint.data(e).size();
   bool shown = false;
   for (size_t i = 0; i < m.manifest.size(); ++i) {
-    const weights::Checkpoint::Tensor* t = checkpoint.find(m.manifest[i].name);
-    upload(i, t->info->dtype, t->file->data(*t->info));
-    done += t->info->bytes;
+    const std::span<const std::byte> data = checkpoint.data(m.manifest[i]);
+    upload(i, checkpoint.find(m.manifest[i].name)->info->dtype, data);
+    done += data.size();
     if (terminal && (shown || Clock::now() - start > std::chrono::seconds(1))) {
       std::fprintf(stderr, "\rloading %s: %zu/%zu tensors, %llu/%llu MiB", checkpoint.path().c_str(), i + 1,
                    m.manifest.size(), static_cast<unsigned long long>(done >> 20),

@@ -48,9 +48,24 @@ Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale) {
     std::vector<float> values(static_cast<size_t>(t.elements()));
     const bool near_one = is_norm(t.role) && !t.bias && !spec.norm.unit_offset;
     for (float& v : values) v = static_cast<float>((near_one ? 1.0 : 0.0) + scale * uniform(state));
-    w.tensors[t.name] = std::move(values);
+    std::vector<float>& stored = w.tensors[t.name];
+    if (t.slice > 0) stored.insert(stored.end(), values.begin(), values.end());  // the next slice of a stack
+    else stored = std::move(values);
   }
   return w;
+}
+
+std::span<const float> Weights::of(const std::string& name, int64_t slice, int64_t elements) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) throw std::invalid_argument("reference: missing tensor " + name);
+  const size_t first = static_cast<size_t>(std::max<int64_t>(slice, 0) * elements);
+  const bool fits = slice >= 0 ? it->second.size() >= first + static_cast<size_t>(elements)
+                               : it->second.size() == static_cast<size_t>(elements);
+  if (!fits)
+    throw std::invalid_argument("reference: tensor " + name + " has " + std::to_string(it->second.size()) +
+                                " elements, the manifest says " + std::to_string(elements) +
+                                (slice >= 0 ? " in slice " + std::to_string(slice) : ""));
+  return std::span<const float>(it->second).subspan(first, static_cast<size_t>(elements));
 }
 
 Rope rope_of(const spec::Spec& spec) {
@@ -142,12 +157,7 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
                                                 -2.0 * static_cast<double>(i) / static_cast<double>(spec_.position.rotary_dim)));
   }
   for (const spec::TensorSpec& t : spec::build_manifest(spec_).tensors) {
-    auto it = weights.tensors.find(t.name);
-    if (it == weights.tensors.end()) throw std::invalid_argument("reference: missing tensor " + t.name);
-    if (static_cast<int64_t>(it->second.size()) != t.elements())
-      throw std::invalid_argument("reference: tensor " + t.name + " has " + std::to_string(it->second.size()) +
-                                  " elements, the manifest says " + std::to_string(t.elements()));
-    tensors_[{t.role, t.bias, t.layer, t.expert}] = Tensor{it->second.data(), t.shape};
+    tensors_[{t.role, t.bias, t.layer, t.expert}] = Tensor{weights.of(t.name, t.slice, t.elements()).data(), t.shape};
   }
 
   const spec::Dims& d = spec_.dims;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,9 +18,13 @@
 namespace lathe::reference {
 
 // Tensors by manifest name, each in its stored layout (the manifest's shape,
-// row-major): [out, in] for out_in linears, [in, out] for in_out ones.
+// row-major): [out, in] for out_in linears, [in, out] for in_out ones; a
+// stacked tensor (manifest entries with a slice) holds its slices in turn.
 struct Weights {
   std::map<std::string, std::vector<float>> tensors;
+  // A manifest entry's values: the tensor, or its slice of a stacked one.
+  // Throws std::invalid_argument when the tensor is absent or too small.
+  std::span<const float> of(const std::string& name, int64_t slice, int64_t elements) const;
 };
 
 // Every manifest tensor of `spec`, deterministic in `seed`: values uniform in

@@ -236,6 +236,19 @@ std::string Checkpoint::misfit(std::string_view build, int64_t hidden, int64_t l
          std::to_string(layers) + " layers): " + looks + "; " + import + " writes a spec that fits it";
 }
 
+std::span<const std::byte> Checkpoint::data(const ManifestEntry& e) const {
+  const Tensor* t = find(e.name);
+  if (t == nullptr) throw Error(ErrorKind::BadFile, path_ + ": " + std::string(e.name) + ": missing");
+  const std::span<const std::byte> bytes = t->file->data(*t->info);
+  if (e.slice < 0) return bytes;
+  const std::vector<int64_t>& shape = t->info->shape;
+  if (shape.empty() || shape[0] <= e.slice || bytes.size() % static_cast<size_t>(shape[0]) != 0)
+    throw Error(ErrorKind::BadFile, path_ + ": " + std::string(e.name) + ": no slice " + std::to_string(e.slice) +
+                                        " of dim 0 in shape " + shape_string(shape));
+  const size_t part = bytes.size() / static_cast<size_t>(shape[0]);
+  return bytes.subspan(static_cast<size_t>(e.slice) * part, part);
+}
+
 uint64_t Checkpoint::total_bytes() const {
   uint64_t n = 0;
   for (const Tensor& t : tensors_) n += t.info->bytes;

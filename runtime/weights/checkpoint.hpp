@@ -35,6 +35,10 @@ class Checkpoint {
   // Every tensor of every file, in file order (a name held by two shards appears twice).
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const Tensor* find(std::string_view name) const;  // by its manifest name; the first holder; null when absent
+  // The bytes of a manifest entry: its tensor's, or for a slice of a stacked
+  // tensor ([n][…]) the slice's n-th part. Throws Error(BadFile) when the
+  // tensor is absent or has no such slice (audit() reports both first).
+  std::span<const std::byte> data(const ManifestEntry& entry) const;
 
   // Matches the tensor names to `manifest` when they differ from it by one
   // prefix: every name carries one more than the manifest's

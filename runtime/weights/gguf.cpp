@@ -73,12 +73,6 @@ std::optional<uint64_t> byte_size(DType dtype, uint64_t elements) {
   return elements * size;
 }
 
-std::string shape_string(std::span<const int64_t> shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // Smallest size in the file of one value of `type` (arrays and strings: their
 // headers), so that a count can be checked against the bytes left.
 uint64_t min_value_bytes(GgufType type) {

@@ -19,6 +19,12 @@ namespace lathe::weights {
 
 static_assert(std::endian::native == std::endian::little, "safetensors stores lengths and data little-endian");
 
+std::string shape_string(std::span<const int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 namespace {
 
 // The upstream reader's limit: a larger header is corruption or an attack.
@@ -27,12 +33,6 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 // growing one shape vector to gigabytes.
 constexpr size_t kMaxRank = 64;
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-
-std::string shape_string(std::span<const int64_t> shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 std::string range_string(uint64_t begin, uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
@@ -318,8 +318,11 @@ std::vector<std::string> audit(std::span<const TensorInfo* const> tensors, std::
   for (const TensorInfo* t : tensors) by_name.emplace(t->name, t);
   std::vector<std::string> problems;
   std::set<std::string_view> expected;
+  std::map<std::string_view, int64_t> stacked;  // a stacked tensor's name → the entries it holds
+  for (const ManifestEntry& e : manifest)
+    if (e.slice >= 0) stacked[e.name] = std::max<int64_t>(stacked[e.name], int64_t{e.slice} + 1);
   for (const ManifestEntry& e : manifest) {
-    expected.insert(e.name);
+    if (!expected.insert(e.name).second) continue;  // a stacked tensor is checked once
     const std::string name(e.name);
     const auto found = by_name.find(e.name);
     if (found == by_name.end()) {
@@ -327,7 +330,8 @@ std::vector<std::string> audit(std::span<const TensorInfo* const> tensors, std::
       continue;
     }
     const TensorInfo* t = found->second;
-    const std::vector<int64_t> shape(e.shape.begin(), e.shape.begin() + std::min<size_t>(e.rank, e.shape.size()));
+    std::vector<int64_t> shape(e.shape.begin(), e.shape.begin() + std::min<size_t>(e.rank, e.shape.size()));
+    if (e.slice >= 0) shape.insert(shape.begin(), stacked[e.name]);  // [entries][shape…]
     if (t->shape != shape)
       problems.push_back(name + ": shape " + shape_string(shape) + " expected, " + shape_string(t->shape) + " found");
     if (t->dtype != e.dtype)

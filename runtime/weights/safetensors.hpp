@@ -62,6 +62,9 @@ class SafetensorsFile final : public TensorFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// "[2, 3]": a shape in messages.
+std::string shape_string(std::span<const int64_t> shape);
+
 // Audits the file against a generated manifest: every problem, one string
 // each, naming the tensor with what was expected and what was found, e.g.
 //   "model.layers.3.self_attn.q_proj.weight: shape [576, 576] expected, [576, 192] found"

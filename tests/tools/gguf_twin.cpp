@@ -13,7 +13,8 @@
 //     HF_SPEC does not is a copy of the embedding (llama.cpp's GPT-2
 //     files). Norm scales of a (1 + w) HF_SPEC that GGUF_SPEC reads plainly
 //     are stored as 1 + w (llama.cpp's Gemma files), fused q/k/v rows per head
-//     or per KV group as q | k | v. Tensors are stored in GGUF_SPEC's
+//     or per KV group as q | k | v; the experts of a layer stacked in one
+//     tensor per role, [experts][rows][cols]. Tensors are stored in GGUF_SPEC's
 //     dtypes (Q8_0 blocks quantized here) with GGUF_SPEC's metadata. Under
 //     llama3 RoPE scaling the file also holds rope_freqs.weight, head_dim / 2
 //     f32 factors computed as llama.cpp's converter does (its only record of
@@ -110,7 +111,22 @@ int convert(const std::string& hf_spec_path, const std::string& gguf_spec_path, 
     // Gemma's (1 + w) norm scales: llama.cpp's converter stores 1 + w.
     if (hf.norm.unit_offset && !gg.norm.unit_offset && is_norm(t.role) && !t.bias)
       for (float& v : values) v += 1.0f;
-    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
+    std::vector<std::byte> data = weights::encode_values(t.dtype, values);
+    if (t.slice > 0) {  // the next expert of a stacked tensor ([experts][rows][cols], llama.cpp's ffn_*_exps)
+      auto stack_of = [&] {
+        for (weights::GgufTensorToWrite& w : tensors)
+          if (w.name == t.name) return &w;
+        throw Error(ErrorKind::InvalidArgument, t.name + ": slice " + std::to_string(t.slice) + " before slice 0");
+      };
+      weights::GgufTensorToWrite& stack = *stack_of();
+      if (stack.shape[0] != t.slice) throw Error(ErrorKind::InvalidArgument, t.name + ": slices out of order");
+      stack.data.insert(stack.data.end(), data.begin(), data.end());
+      ++stack.shape[0];
+      continue;
+    }
+    std::vector<int64_t> shape = t.shape;
+    if (t.slice == 0) shape.insert(shape.begin(), 1);
+    tensors.push_back({t.name, t.dtype, shape, std::move(data)});
   }
   if (gg.position.kind == spec::PositionKind::Rope && gg.position.scaling.kind == spec::RopeScaling::Llama3) {
     // The converter's dim is head_dim (not rope.dimension_count).

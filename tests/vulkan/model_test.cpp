@@ -52,6 +52,7 @@ const reference::Weights& test_weights() {
     reference::Weights r = reference::random_weights(test_spec(), 1234, 0.25f);
     for (const spec::TensorSpec& t : spec::build_manifest(test_spec()).tensors) {
       if (t.shape.size() != 2) continue;  // vectors go to the device as f32
+      if (t.slice > 0) continue;            // a stacked tensor is rounded whole, at its first slice
       std::vector<float>& values = r.tensors.at(t.name);
       if (t.dtype == DType::Q8_0) {  // blocks of 32 int8 with an f16 scale, then f16 on the device
         const std::vector<std::byte>& blocks = q8_blocks()[t.name] = weights::quantize_q8_0(values);
@@ -68,11 +69,15 @@ const reference::Weights& test_weights() {
   return w;
 }
 
+// A manifest entry's test weights: its tensor, or its slice of a stacked one.
+std::span<const float> entry_values(const ManifestEntry& e) {
+  return test_weights().of(std::string(e.name), e.slice, e.elements());
+}
+
 void upload_all(Session& session) {
   const ModelInfo& m = session.model();
   for (size_t i = 0; i < m.manifest.size(); ++i) {
-    const std::vector<float>& values = test_weights().tensors.at(std::string(m.manifest[i].name));
-    session.upload(i, DType::F32, std::as_bytes(std::span(values)));
+    session.upload(i, DType::F32, std::as_bytes(entry_values(m.manifest[i])));
   }
 }
 
@@ -104,9 +109,11 @@ size_t argmax(const float* row, size_t n) { return static_cast<size_t>(std::max_
 std::vector<weights::TensorToWrite> checkpoint_tensors() {
   std::vector<weights::TensorToWrite> tensors;
   for (const ManifestEntry& e : model_info().manifest) {
+    if (e.slice > 0) continue;  // a stacked tensor is written whole, at its first slice: [n][rows][cols]
     const std::vector<float>& values = test_weights().tensors.at(std::string(e.name));
     weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
     if (e.rank == 2) t.shape.push_back(e.shape[1]);
+    if (e.slice == 0) t.shape.insert(t.shape.begin(), static_cast<int64_t>(values.size()) / e.elements());
     t.data = e.dtype == DType::Q8_0 ? q8_blocks().at(t.name) : weights::encode_values(e.dtype, values);
     tensors.push_back(std::move(t));
   }
@@ -425,11 +432,11 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a GGUF checkpoint of the same tensors loads
   Session quantized(device, model_info());
   const ModelInfo& m = model_info();
   for (size_t i = 0; i < m.manifest.size(); ++i) {
-    const std::vector<float>& values = test_weights().tensors.at(std::string(m.manifest[i].name));
+    const std::span<const float> values = entry_values(m.manifest[i]);
     if (m.manifest[i].rank == 2 && values.size() % 32 == 0)
       quantized.upload(i, DType::Q8_0, weights::quantize_q8_0(values));
     else
-      quantized.upload(i, DType::F32, std::as_bytes(std::span(values)));
+      quantized.upload(i, DType::F32, std::as_bytes(values));
   }
   const std::vector<float> q = quantized.prefill(tokens);
   const double e = normalized_error(q.data(), b.data(), q.size());
