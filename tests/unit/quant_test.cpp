@@ -285,7 +285,7 @@ TEST_SUITE("quant") {
     }
   }
 
-  TEST_CASE("K-quants: the scale search's invariants; representable blocks round-trip exactly") {
+  TEST_CASE("K-quants: the scale search's invariants, and representable blocks round-trip exactly") {
     const std::vector<float> x = random_values(4 * 256, 7);
     SUBCASE("q4_k / q5_k: the largest sub-block scale and min map to 63") {
       for (const DType t : {DType::Q4_K, DType::Q5_K}) {
@@ -337,7 +337,7 @@ TEST_SUITE("quant") {
     }
   }
 
-  TEST_CASE("quantize → dequantize: error bounds on uniform [−1, 1) data") {
+  TEST_CASE("quantize → dequantize: error bounds on uniform data in −1 to 1") {
     // Normalized RMS error ‖x − x̂‖ / ‖x‖ and the largest |x − x̂|, about
     // half a step of each format for the RMS (q8_0: absmax / 127; q4_1,
     // q5_1: range / 15, / 31; q4_0, q5_0: absmax / 8, / 16), and up to a
