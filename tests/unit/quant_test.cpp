@@ -3,10 +3,11 @@
 //     it chose, checked against x = d·(q − offset) (+ m) computed here (the
 //     test's own packing, by element index, not the library's);
 //   - quantization of inputs whose reference bytes follow by hand (the
-//     32-value formats), and for the K-quants the invariants of the
-//     reference's scale search: the largest sub-block scale (and min) maps
-//     to 63 (q6_k: −128), and a block of exactly representable values
-//     round-trips exactly;
+//     32-value formats), of a fixed input against hashes of the bytes ggml's
+//     reference quantizers write (every type), and for the K-quants the
+//     invariants of the reference's scale search: the largest sub-block
+//     scale (and min) maps to 63 (q6_k: −128), and a block of exactly
+//     representable values round-trips exactly;
 //   - quantize → dequantize error on random data within stated bounds;
 //   - sizes checked (Error(InvalidArgument)), GGUF write / read of every type.
 #include "runtime/weights/quant.hpp"
@@ -282,6 +283,35 @@ TEST_SUITE("quant") {
         CHECK(bytes_of(quantize(t, zeros)) == expected);
         CHECK(decode(t, expected) == zeros);
       }
+    }
+  }
+
+  TEST_CASE("quantize: ggml's reference bytes for a fixed input") {
+    // 16 super-blocks from a 32-bit LCG, scaled per block (1/64 to 1000), one
+    // block with all-zero sub-blocks between others, one all non-negative.
+    // The hashes are FNV-1a 64 of the bytes that ggml's quantize_row_*_ref
+    // (ggml-quants.c, built without FMA contraction, as ggml-base is on
+    // x86-64) writes for this input.
+    const float scales[16] = {1, 0.015625f, 64, 0.5f, 3, 1, 0.001f, 1000, 1, 1, 0.25f, 7, 1, 2, 0.125f, 1};
+    std::vector<float> x;
+    uint32_t h = 12345;
+    for (int b = 0; b < 16; ++b)
+      for (int i = 0; i < 256; ++i) {
+        h = h * 1664525u + 1013904223u;
+        float v = static_cast<float>(static_cast<int>((h >> 8) % 20001) - 10000) / 10000.0f * scales[b];
+        if (b == 5 && (i / 32) % 2 == 0) v = 0;
+        if (b == 9 && v < 0) v = -v;
+        x.push_back(v);
+      }
+    const std::pair<DType, uint64_t> expected[] = {
+        {DType::Q8_0, 0x9bf2cef0417509c8}, {DType::Q4_0, 0x7459b1d2a1b0aca8}, {DType::Q4_1, 0xbaa3c62ea9d85c88},
+        {DType::Q5_0, 0x883fda6c054c0866}, {DType::Q5_1, 0x3ca0f438db3b7425}, {DType::Q4_K, 0x49b873d28039ccb5},
+        {DType::Q5_K, 0x969f3e6c8e137580}, {DType::Q6_K, 0xc1ae102cd37d1cfd}};
+    for (const auto& [t, hash] : expected) {
+      CAPTURE(dtype_name(t));
+      uint64_t fnv = 0xcbf29ce484222325;
+      for (const std::byte b : quantize(t, x)) fnv = (fnv ^ static_cast<uint8_t>(b)) * 0x100000001b3;
+      CHECK(fnv == hash);
     }
   }
 
