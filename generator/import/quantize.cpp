@@ -84,10 +84,11 @@ DType mixture_type(Mixture mixture, const QuantizeModel& model, const TensorShap
   const DType base = mixture_info(mixture).base;
   const bool falcon = model.arch == "falcon", k_m = mixture == Mixture::Q4_K_M || mixture == Mixture::Q5_K_M;
   const int64_t row = t.shape.back();
-  switch (category_of(t.name)) {
+  const Category category = category_of(t.name);
+  switch (category) {
     case Category::Output:
     case Category::TokenEmbd: {
-      if (category_of(t.name) == Category::TokenEmbd && !c.tied) return base;
+      if (category == Category::TokenEmbd && !c.tied) return base;
       if (falcon || row % dtype_layout(base).elements != 0) return DType::Q8_0;
       return base == DType::Q8_0 ? base : DType::Q6_K;
     }
@@ -197,8 +198,9 @@ struct Source {
   std::function<void(const std::function<void(importer::GgufTensorValues&)>&)> for_each;
 };
 
-Source gguf_source(const std::string& path, std::shared_ptr<const weights::GgufFile>& file) {
-  file = std::make_shared<const weights::GgufFile>(path);
+Source gguf_source(const std::string& path) {
+  // Shared with the reader below, which outlives this function.
+  const auto file = std::make_shared<const weights::GgufFile>(path);
   Source s;
   for (const auto& [key, value] : file->metadata())
     if (key != "general.alignment") s.metadata[key] = value;  // written at 32
@@ -221,9 +223,7 @@ Source gguf_source(const std::string& path, std::shared_ptr<const weights::GgufF
 // A Hugging Face checkpoint as llama.cpp's converter writes it (gguf_twin,
 // gguf_metadata_from_spec, for_each_gguf_tensor).
 Source hf_source(const std::string& path) {
-  ImportOptions options;
-  options.warn = [](const std::string&) {};  // keys the spec ignores change no tensor
-  const ImportResult imported = import_model_config(path, options);
+  const ImportResult imported = import_model_config(path);  // its warnings go to stderr
   if (!imported.checkpoint)
     throw Error(ErrorKind::NotFound, path + ": no checkpoint (model.safetensors or its index) beside the config");
   const spec::Spec gg = gguf_twin(imported.spec);
@@ -241,9 +241,7 @@ Source hf_source(const std::string& path) {
 }  // namespace
 
 QuantizeResult quantize_model(const std::string& in, const std::string& out, Mixture mixture) {
-  std::shared_ptr<const weights::GgufFile> file;
-  const bool gguf = std::filesystem::path(in).extension() == ".gguf";
-  Source source = gguf ? gguf_source(in, file) : hf_source(in);
+  Source source = std::filesystem::path(in).extension() == ".gguf" ? gguf_source(in) : hf_source(in);
   const std::map<std::string, DType> chosen = choose_dtypes(mixture, model_of(source.metadata), source.tensors);
   source.metadata["general.file_type"] = mixture_info(mixture).file_type;
   source.metadata["general.quantization_version"] = uint32_t{2};  // GGML_QNT_VERSION

@@ -97,8 +97,11 @@ void encode_q8_0(const float* x, std::byte* out) {
   const float d = amax / 127.0f;
   const float id = d != 0 ? 1.0f / d : 0.0f;
   store_f16(out, d);  // q is computed from the f32 d, not the f16 one
-  for (int i = 0; i < kQ; ++i)
-    out[2 + i] = static_cast<std::byte>(static_cast<int8_t>(std::clamp(std::round(x[i] * id), -128.0f, 127.0f)));
+  for (int i = 0; i < kQ; ++i) {
+    const float q = std::round(x[i] * id);  // within ±127, but for a NaN input (stored as −128)
+    const int level = q >= -128 && q <= 127 ? static_cast<int>(q) : q > 0 ? 127 : -128;
+    out[2 + i] = static_cast<std::byte>(static_cast<int8_t>(level));
+  }
 }
 
 void decode_q8_0(const std::byte* in, float* y) {
