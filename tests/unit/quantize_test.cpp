@@ -17,6 +17,7 @@
 #include "generator/import/hf_export.hpp"
 #include "generator/import/import.hpp"
 #include "generator/spec/parse.hpp"
+#include "generator/spec/report.hpp"
 #include "runtime/error.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
@@ -335,5 +336,15 @@ preset = "hf-llama"
     CHECK(!emit::check_supported(*s, diag));
     CHECK(diag.format().find("x.toml:12:9: not supported yet: weights.dtype (\"q4_k\" is read and written (lathe "
                              "import, lathe quantize) but has no device kernels yet") != std::string::npos);
+    // lathe report counts block bytes: 144 per 256 values of Q4_K, 210 of Q6_K.
+    const spec::Report r = spec::make_report(*s);
+    const auto bytes_as = [&](DType d) {
+      for (const auto& [dt, b] : r.weight_bytes)
+        if (dt == d) return b;
+      return int64_t{-1};
+    };
+    CHECK(bytes_as(DType::Q4_K) == (r.total_params * 144 + 255) / 256);
+    CHECK(bytes_as(DType::Q6_K) == (r.total_params * 210 + 255) / 256);
+    CHECK(bytes_as(DType::Q4_0) == (r.total_params * 18 + 31) / 32);
   }
 }
