@@ -242,7 +242,12 @@ Source hf_source(const std::string& path) {
 
 QuantizeResult quantize_model(const std::string& in, const std::string& out, Mixture mixture) {
   Source source = std::filesystem::path(in).extension() == ".gguf" ? gguf_source(in) : hf_source(in);
-  const std::map<std::string, DType> chosen = choose_dtypes(mixture, model_of(source.metadata), source.tensors);
+  const QuantizeModel model = model_of(source.metadata);
+  if (model.layers <= 0 && (mixture == Mixture::Q4_K_M || mixture == Mixture::Q5_K_M))
+    throw Error(ErrorKind::InvalidArgument, in + ": no general.architecture / <arch>.block_count: the " +
+                                                std::string(mixture_info(mixture).key) +
+                                                " mixture picks its Q6_K layers by the layer count");
+  const std::map<std::string, DType> chosen = choose_dtypes(mixture, model, source.tensors);
   source.metadata["general.file_type"] = mixture_info(mixture).file_type;
   source.metadata["general.quantization_version"] = uint32_t{2};  // GGML_QNT_VERSION
 

@@ -300,6 +300,12 @@ preset = "hf-llama"
     weights::convert(DType::F16, f16, DType::F32, std::as_writable_bytes(std::span(widened)));
     const std::span<const std::byte> got = file.data(*q);
     CHECK(std::vector<std::byte>(got.begin(), got.end()) == weights::quantize(DType::Q4_0, widened));
+
+    // The _M mixtures need the layer count.
+    weights::write_gguf(tmp.file("bare.gguf"), {},
+                        {{"blk.0.attn_q.weight", DType::F16, {64, 256}, weights::encode_values(DType::F16, matrix)}});
+    CHECK_THROWS_WITH(quantize_model(tmp.file("bare.gguf"), tmp.file("q4km.gguf"), Mixture::Q4_K_M),
+                      doctest::Contains("no general.architecture / <arch>.block_count"));
   }
 
   TEST_CASE("inputs it cannot read: clear errors") {
