@@ -65,12 +65,8 @@ void upload_random(Session& session) {
 // Bytes of n elements as the device stores them (vectors are kept in f32).
 double stored_bytes(const ManifestEntry& e, int64_t n) {
   if (e.rank != 2) return 4.0 * static_cast<double>(n);
-  switch (e.dtype) {
-    case DType::F32: return 4.0 * static_cast<double>(n);
-    case DType::F16: case DType::BF16: return 2.0 * static_cast<double>(n);
-    case DType::Q8_0: return 34.0 / 32.0 * static_cast<double>(n);  // blocks of 32 int8 + an f16 scale
-  }
-  return 0;
+  const DTypeLayout layout = dtype_layout(e.dtype);  // block types: their blocks' bytes
+  return static_cast<double>(layout.bytes) / static_cast<double>(layout.elements) * static_cast<double>(n);
 }
 
 // The weights' dtype: that of the matrices (vectors are stored in f32).

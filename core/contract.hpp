@@ -13,7 +13,9 @@
 
 namespace lathe {
 
-enum class DType : uint8_t { F32, F16, BF16, Q8_0 };
+// Q* are ggml's block formats (runtime/weights/quant.hpp): a row is stored as
+// blocks of `block_elements` values in `block_bytes` bytes each.
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
 // out_in: torch.nn.Linear's [out, in]; in_out: GPT-2's Conv1D [in, out].
 enum class Layout : uint8_t { OutIn, InOut };
 enum class Activation : uint8_t { SiLU, GeluErf, GeluTanh, ReLU };
@@ -42,6 +44,41 @@ enum class Role : uint8_t {
 // blocks are dequantized to f16 at upload, every other dtype is kept.
 // (Vectors, norm scales and biases, are f32 on the device whatever stored.)
 constexpr DType device_dtype(DType stored) { return stored == DType::Q8_0 ? DType::F16 : stored; }
+
+// ggml's K-quants group 256 values into a super-block (QK_K), split into
+// sub-blocks of 16 or 32 with their own 6- or 8-bit scales.
+inline constexpr int64_t kSuperBlock = 256;
+
+// How a dtype lays out its values in a GGUF file: `elements` values per block
+// of `bytes` bytes (1 and the element size for f32/f16/bf16), and the ggml
+// type id the file names it by (ggml.h's enum ggml_type).
+struct DTypeLayout {
+  int64_t elements;
+  int64_t bytes;
+  uint32_t ggml_type;
+};
+constexpr DTypeLayout dtype_layout(DType d) {
+  switch (d) {
+    case DType::F32: return {1, 4, 0};
+    case DType::F16: return {1, 2, 1};
+    case DType::BF16: return {1, 2, 30};
+    case DType::Q8_0: return {32, 34, 8};    // f16 d, 32 × int8
+    case DType::Q4_0: return {32, 18, 2};    // f16 d, 32 × 4 bits
+    case DType::Q4_1: return {32, 20, 3};    // f16 d, f16 m, 32 × 4 bits
+    case DType::Q5_0: return {32, 22, 6};    // f16 d, 32 high bits, 32 × 4 bits
+    case DType::Q5_1: return {32, 24, 7};    // f16 d, f16 m, 32 high bits, 32 × 4 bits
+    case DType::Q4_K: return {kSuperBlock, 144, 12};  // f16 d, dmin, 12 scale bytes, 256 × 4 bits
+    case DType::Q5_K: return {kSuperBlock, 176, 13};  // as Q4_K, then 256 high bits
+    case DType::Q6_K: return {kSuperBlock, 210, 14};  // 256 × 4 + 256 × 2 bits, 16 int8 scales, f16 d
+  }
+  return {1, 4, 0};
+}
+// Stored in blocks of several values (not one value per element).
+constexpr bool is_block_dtype(DType d) { return dtype_layout(d).elements > 1; }
+// Whether a build can run weights of this dtype: the kernels read f32, f16
+// and bf16, and Q8_0 is expanded to f16 at upload. The other block formats
+// are read and written (lathe import, lathe quantize) but have no device path.
+constexpr bool has_device_path(DType d) { return !is_block_dtype(d) || d == DType::Q8_0; }
 
 // A matrix multiplied with activations: the projections of attention, MLP
 // and experts (an in_out layout stores these transposed). Norms, the
@@ -143,7 +180,10 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::LmHead, "lm_head", "LmHead"},
 };
 inline constexpr Spelling<DType> kDTypeSpellings[] = {
-    {DType::F32, "f32", "F32"}, {DType::F16, "f16", "F16"}, {DType::BF16, "bf16", "BF16"}, {DType::Q8_0, "q8_0", "Q8_0"}};
+    {DType::F32, "f32", "F32"},    {DType::F16, "f16", "F16"},    {DType::BF16, "bf16", "BF16"},
+    {DType::Q8_0, "q8_0", "Q8_0"}, {DType::Q4_0, "q4_0", "Q4_0"}, {DType::Q4_1, "q4_1", "Q4_1"},
+    {DType::Q5_0, "q5_0", "Q5_0"}, {DType::Q5_1, "q5_1", "Q5_1"}, {DType::Q4_K, "q4_k", "Q4_K"},
+    {DType::Q5_K, "q5_k", "Q5_K"}, {DType::Q6_K, "q6_k", "Q6_K"}};
 inline constexpr Spelling<Layout> kLayoutSpellings[] = {{Layout::OutIn, "out_in", "OutIn"}, {Layout::InOut, "in_out", "InOut"}};
 // The kernels' ACT constant is an activation's index here plus one (0: none);
 // the generator writes the ACT_* names of common.glsl from this table.
@@ -195,5 +235,12 @@ constexpr uint32_t index_of(E v) {
 }
 
 constexpr std::string_view dtype_name(DType v) { return spelling(v).key; }
+
+// The dtype of a ggml type id, nullopt for the types lathe does not read.
+constexpr std::optional<DType> dtype_of_ggml_type(uint32_t id) {
+  for (const Spelling<DType>& s : kDTypeSpellings)
+    if (dtype_layout(s.value).ggml_type == id) return s.value;
+  return std::nullopt;
+}
 
 }  // namespace lathe

@@ -17,13 +17,8 @@ const char* name(Layout v) { return spelling(v).key.data(); }
 const char* name(QkvLayout v) { return spelling(v).key.data(); }
 
 double bytes_per_element(DType v) {
-  switch (v) {
-    case DType::F32: return 4;
-    case DType::F16:
-    case DType::BF16: return 2;
-    case DType::Q8_0: return 34.0 / 32.0;  // an f16 scale and 32 int8 per block
-  }
-  return 4;
+  const DTypeLayout layout = dtype_layout(v);  // block types: the block's bytes spread over its values
+  return static_cast<double>(layout.bytes) / static_cast<double>(layout.elements);
 }
 
 const char* name(Role r) { return spelling(r).key.data(); }

@@ -70,7 +70,7 @@ const char* name(FusedGateUp);
 const char* name(DType);
 const char* name(Layout);
 const char* name(QkvLayout);
-double bytes_per_element(DType);  // Q8_0: 34 bytes per block of 32
+double bytes_per_element(DType);  // block types: bytes per block / values per block (Q8_0: 34 / 32)
 
 struct Dims {
   int64_t hidden = 0;        // d

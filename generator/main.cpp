@@ -16,6 +16,7 @@
 #include "generator/emit/emit_cpp.hpp"
 #include "generator/emit/emit_kernels.hpp"
 #include "generator/import/import.hpp"
+#include "generator/import/quantize.hpp"
 #include "generator/lower/model_plan.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
@@ -167,6 +168,21 @@ int cmd_import(const std::string& path, const std::string& out, const std::strin
     return 1;
   }
   std::cerr << out << " (written)\n";
+  return 0;
+}
+
+// `lathe quantize`: a GGUF file or Hugging Face checkpoint → a GGUF file of
+// llama.cpp's mixture `type` (generator/import/quantize.hpp has the rules).
+int cmd_quantize(const std::string& in, const std::string& out, const std::string& type) {
+  const lathe::importer::Mixture mixture = *lathe::importer::mixture_from_key(type);  // checked by the option
+  const lathe::importer::QuantizeResult result = lathe::importer::quantize_model(in, out, mixture);
+  std::cerr << out << " (written): ";
+  bool first = true;
+  for (const auto& [dtype, count] : result.tensors) {
+    std::cerr << (first ? "" : ", ") << count << " " << lathe::spelling(dtype).enumerator;
+    first = false;
+  }
+  std::cerr << " tensors, " << result.bytes << " bytes of data\n";
   return 0;
 }
 
@@ -333,6 +349,18 @@ int main(int argc, char** argv) {
   import->add_option("-o,--out", import_out, "The spec file to write (default: stdout)");
   import->add_option("--name", import_name, "[model] name (default: the directory's name, else _name_or_path)");
 
+  std::string quantize_in, quantize_out, quantize_type;
+  std::vector<std::string> mixture_keys;
+  for (const auto& m : lathe::importer::kMixtures) mixture_keys.emplace_back(m.key);
+  auto* quantize = app.add_subcommand(
+      "quantize", "Write a GGUF file of ggml's block formats from a GGUF file (f32, f16, bf16) or a Hugging Face "
+                  "checkpoint, with the per-tensor types and bytes llama.cpp's quantizer (no imatrix) writes");
+  quantize->add_option("in", quantize_in, "A .gguf file, or a Hugging Face model directory (or its config.json)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  quantize->add_option("out", quantize_out, "The .gguf file to write")->required();
+  quantize->add_option("--type", quantize_type, "The llama.cpp mixture")->required()->check(CLI::IsMember(mixture_keys));
+
   std::string build_out = ".";
   bool verbose = false;
   auto* build = app.add_subcommand(
@@ -359,6 +387,7 @@ int main(int argc, char** argv) {
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);
     if (*import) return cmd_import(import_path, import_out, import_name);
+    if (*quantize) return cmd_quantize(quantize_in, quantize_out, quantize_type);
     if (*build) return cmd_build(spec_path, build_out, verbose);
     if (*run) return cmd_run(run_model, run->remaining(), verbose);
   } catch (const lathe::importer::ImportError& e) {

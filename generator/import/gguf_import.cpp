@@ -56,26 +56,27 @@ bool scale_by_hidden(std::string_view arch, int64_t layers) {
   return (arch == "gemma2" && layers == 46) || (arch == "gemma3" && layers == 62);
 }
 
-// llama.cpp's general.file_type of a checkpoint whose matrices are `d`.
+// llama.cpp's general.file_type (include/llama.h's llama_ftype) of a
+// checkpoint whose matrices are all `d`: the K-quants alone are its _S
+// mixtures' numbers (Q4_K_S, Q5_K_S), the nearest it names.
 uint32_t file_type(DType d) {
   switch (d) {
     case DType::F32: return 0;
     case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
     case DType::Q8_0: return 7;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::Q4_K: return 14;
+    case DType::Q5_K: return 16;
+    case DType::Q6_K: return 18;
     case DType::BF16: return 32;
   }
   return 0;
 }
 
-const char* dtype_key(DType d) {
-  switch (d) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::Q8_0: return "q8_0";
-  }
-  return "?";
-}
+const char* dtype_key(DType d) { return dtype_name(d).data(); }
 
 // f32 metadata back to the decimal it was written from: 1e-05, not 9.99999975e-06.
 double from_f32(double v) {
@@ -488,20 +489,25 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
     doc.table("output").set("softcap", *cap, a + "final_logit_softcapping");
   if (r.has("output.bias")) doc.table("output").set("bias", true, "output.bias");
 
-  // Dtypes: every matrix one dtype, every vector one dtype.
-  std::optional<DType> matrices, vectors;
-  std::string first_matrix, first_vector;
-  for (const auto& [name, t] : r.tensors()) {
-    std::optional<DType>& kind = t->shape.size() >= 2 ? matrices : vectors;  // stacked experts: rank 3
-    std::string& first = t->shape.size() >= 2 ? first_matrix : first_vector;
-    if (!kind) {
-      kind = t->dtype;
-      first = name;
-    } else if (*kind != t->dtype) {
-      r.problem(name + ": " + dtype_key(t->dtype) + ", but " + first + " is " + dtype_key(*kind) +
-                " (a spec has one dtype for matrices and one for vectors)");
+  // Dtypes: every matrix one dtype, every vector one dtype. (A llama.cpp
+  // _M mixture, Q4_K with some Q6_K matrices, needs per-role dtypes, which
+  // specs do not have yet.)
+  std::map<DType, std::vector<std::string>> matrix_dtypes, vector_dtypes;
+  for (const auto& [name, t] : r.tensors()) (t->shape.size() >= 2 ? matrix_dtypes : vector_dtypes)  // stacked experts: rank 3
+       [t->dtype].push_back(name);
+  auto one_dtype = [&](const std::map<DType, std::vector<std::string>>& found, const char* what) -> std::optional<DType> {
+    if (found.empty()) return std::nullopt;
+    if (found.size() > 1) {
+      std::string list;
+      for (const auto& [d, names] : found)
+        list += (list.empty() ? "" : ", ") + std::string(dtype_key(d)) + " (" + std::to_string(names.size()) +
+                (names.size() == 1 ? " tensor, " : " tensors, e.g. ") + names.front() + ")";
+      r.problem(std::string("the ") + what + " hold several dtypes: " + list + "; a spec has one dtype for " + what);
     }
-  }
+    return found.begin()->first;
+  };
+  const std::optional<DType> matrices = one_dtype(matrix_dtypes, "matrices");
+  const std::optional<DType> vectors = one_dtype(vector_dtypes, "vectors");
   TomlTable& w = doc.table("weights");
   w.set("dtype", dtype_key(matrices.value_or(DType::F32)), "the file's matrices");
   if (vectors && *vectors != DType::F32) w.set("vector_dtype", dtype_key(*vectors), "the file's vectors");

@@ -129,7 +129,9 @@ json torch_dtype(const Spec& s) {
     case DType::F32: return "float32";
     case DType::F16: return "float16";
     case DType::BF16: return "bfloat16";
-    case DType::Q8_0: refuse(s, "weights.dtype: \"q8_0\": a config.json's torch_dtype has no Q8_0 blocks");
+    default:
+      refuse(s, "weights.dtype: \"" + std::string(dtype_name(s.weights.dtype)) + "\": a config.json's torch_dtype has no " +
+                    std::string(spelling(s.weights.dtype).enumerator) + " blocks");
   }
   return "float32";
 }
@@ -383,7 +385,7 @@ json hf_config_from_spec(const Spec& s) {
     refuse(s, std::string("norm.placement: \"") + name(s.norm.placement) +
                   "\": no supported model type places its norms so (parallel: GPT-NeoX, Phi, GPT-J and Falcon, "
                   "under their tensor names)");
-  if (s.weights.dtype == DType::Q8_0) torch_dtype(s);
+  if (is_block_dtype(s.weights.dtype)) torch_dtype(s);
 
   const std::string type = model_type_of(s);
   json config;

@@ -334,8 +334,8 @@ class Importer {
       const std::string method =
           q.is_object() && q.contains("quant_method") ? shown(q["quant_method"]) : std::string("(no quant_method)");
       c_.error("quantization_config (quant_method " + method +
-               "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or q8_0 "
-               "(GGUF)");
+               "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or one of "
+               "ggml's block formats (GGUF files)");
     }
     if (c_.boolean("is_encoder_decoder").value_or(false))
       c_.error("is_encoder_decoder = true: the spec describes decoder-only models");

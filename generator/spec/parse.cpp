@@ -360,7 +360,9 @@ void read_weights(Table t, Spec& s) {
   // Unless written, the vector dtype follows the preset and the dtype (resolve_defaults).
   if (const toml::node* v = t.raw("vector_dtype")) {
     auto vd = t.choice<DType>("vector_dtype", false);
-    if (vd == DType::Q8_0) t.error(*v, "weights.vector_dtype: q8_0 blocks hold matrices only; vectors are f32, f16 or bf16");
+    if (vd && is_block_dtype(*vd))
+      t.error(*v, "weights.vector_dtype: " + std::string(dtype_name(*vd)) +
+                      " blocks hold matrices only; vectors are f32, f16 or bf16");
     else set(w.vector_dtype, vd);
   }
   set(w.layout, t.choice<Layout>("layout", false));
@@ -422,7 +424,7 @@ void resolve_defaults(Spec& s) {
   if (s.moe.expert_intermediate == 0) s.moe.expert_intermediate = s.dims.intermediate;
   if (s.moe.shared_intermediate == 0) s.moe.shared_intermediate = s.moe.expert_intermediate;
   if (!s.locations.count("weights.vector_dtype"))
-    s.weights.vector_dtype = s.weights.preset == "gguf" || s.weights.dtype == DType::Q8_0 ? DType::F32 : s.weights.dtype;
+    s.weights.vector_dtype = s.weights.preset == "gguf" || is_block_dtype(s.weights.dtype) ? DType::F32 : s.weights.dtype;
   // Hugging Face's Gemma multiplies by sqrt(hidden) as a tensor of the
   // embeddings' dtype: rounded to bf16 or f16 when the checkpoint is (sqrt(1152)
   // = 33.94 is 34.0 in bf16).

@@ -109,8 +109,10 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     r.prefill_flops_per_token.emplace_back(T, matmul + prefill_attention_flops(s, T) / static_cast<double>(T));
   for (int64_t L : decode_contexts) r.decode_flops_per_token.emplace_back(L, matmul + attention_flops(s, L));
 
-  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
-    r.weight_bytes.emplace_back(dt, static_cast<int64_t>(std::ceil(static_cast<double>(r.total_params) * bytes_per_element(dt))));
+  // Block dtypes: the blocks' bytes (a Q4_K value costs 144 / 256 bytes).
+  for (const Spelling<DType>& dt : kDTypeSpellings)
+    r.weight_bytes.emplace_back(dt.value, static_cast<int64_t>(std::ceil(static_cast<double>(r.total_params) *
+                                                                          bytes_per_element(dt.value))));
 
   const int64_t per_layer = 2 * cache_row_bytes(s);  // K and V
   r.kv_bytes_per_token = per_layer * s.dims.layers;

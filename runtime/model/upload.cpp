@@ -1,5 +1,5 @@
 // Weights into the session's buffers: each checkpoint tensor converted to its
-// device dtype (Q8_0 blocks dequantized), GPT-2's in_out matrices transposed,
+// device dtype (Q8_0 blocks dequantized; the other block dtypes refused), GPT-2's in_out matrices transposed,
 // straight into mapped memory where the device allows it.
 #include <unistd.h>
 
@@ -12,6 +12,7 @@
 #include "runtime/weights/checkpoint.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
+#include "runtime/weights/quant.hpp"
 
 namespace lathe {
 
@@ -22,14 +23,20 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   const ManifestEntry& e = s.model.manifest[index];
   DeviceTensor& t = s.tensors[index];
   const size_t elements = static_cast<size_t>(e.elements());
-  if (dtype == DType::Q8_0) {
+  if (is_block_dtype(dtype)) {
+    if (!has_device_path(dtype))
+      throw Error(ErrorKind::Unsupported, std::string(e.name) + ": " + std::string(dtype_name(dtype)) +
+                                              " blocks have no device kernels yet (the kernels read f32, f16, bf16 "
+                                              "and q8_0)");
     // GGUF's Q8_0 blocks (34 bytes per 32 values), dequantized at load.
-    if (elements % 32 != 0 || data.size() != elements / 32 * 34)
+    const weights::BlockFormat f = weights::block_format(dtype);
+    if (elements % static_cast<size_t>(f.elements) != 0 ||
+        data.size() != elements / static_cast<size_t>(f.elements) * static_cast<size_t>(f.bytes))
       throw Error(ErrorKind::InvalidArgument, std::string(e.name) + ": " + std::to_string(data.size()) +
-                                                  " bytes are not the Q8_0 blocks of " + std::to_string(elements) +
-                                                  " values");
+                                                  " bytes are not the " + std::string(spelling(dtype).enumerator) +
+                                                  " blocks of " + std::to_string(elements) + " values");
     std::vector<float> values(elements);
-    weights::dequantize_q8_0(data, values);
+    weights::dequantize(dtype, data, values);
     return upload(index, DType::F32, std::as_bytes(std::span(values)));
   }
   if (data.size() != elements * weights::dtype_size(dtype))

@@ -71,7 +71,7 @@ size_t dtype_size(DType dtype) {
     case DType::F16:
     case DType::BF16:
       return 2;
-    case DType::Q8_0:
+    default:  // the block dtypes (quant.hpp)
       break;
   }
   throw Error(ErrorKind::InvalidArgument, std::string("dtype ") + std::string(dtype_name(dtype)) +

@@ -20,7 +20,7 @@ uint16_t f32_to_bf16(float x);
 float bf16_to_f32(uint16_t h);
 
 // Bytes per element of F32, F16 and BF16. Throws Error(InvalidArgument) for
-// Q8_0, which is stored in blocks, not elements.
+// the block dtypes (Q8_0, Q4_K, …), stored in blocks, not elements.
 size_t dtype_size(DType dtype);
 
 // One element of an f32/f16/bf16 array (unaligned, little-endian bytes).

@@ -28,9 +28,6 @@ constexpr int kMaxNesting = 4;  // arrays inside arrays
 constexpr uint64_t kMaxArrayItems = uint64_t{1} << 24;
 constexpr uint32_t kMaxDims = 4;
 constexpr uint32_t kDefaultAlignment = 32;
-constexpr uint64_t kQ8Block = 32, kQ8BlockBytes = 34;
-
-constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ8_0 = 8, kGgmlBF16 = 30;
 
 std::string ggml_type_name(uint32_t type) {
   static const std::map<uint32_t, std::string_view> names = {
@@ -44,33 +41,22 @@ std::string ggml_type_name(uint32_t type) {
   return it != names.end() ? std::string(it->second) : "type " + std::to_string(type);
 }
 
-std::optional<DType> ggml_dtype(uint32_t type) {
-  switch (type) {
-    case kGgmlF32: return DType::F32;
-    case kGgmlF16: return DType::F16;
-    case kGgmlBF16: return DType::BF16;
-    case kGgmlQ8_0: return DType::Q8_0;
-    default: return std::nullopt;
-  }
-}
-
-uint32_t ggml_type(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return kGgmlF32;
-    case DType::F16: return kGgmlF16;
-    case DType::BF16: return kGgmlBF16;
-    case DType::Q8_0: return kGgmlQ8_0;
-  }
-  return kGgmlF32;
-}
-
-// Bytes of `elements` values of `dtype` (innermost dim already checked for
-// Q8_0); nullopt when the count does not fit in 64 bits.
+// Bytes of `elements` values of `dtype` (for a block dtype, the innermost
+// dim already checked to be whole blocks); nullopt when the count does not
+// fit in 64 bits.
 std::optional<uint64_t> byte_size(DType dtype, uint64_t elements) {
-  if (dtype == DType::Q8_0) return elements / kQ8Block * kQ8BlockBytes;  // < 2^63 / 32 * 34: fits
-  const uint64_t size = dtype_size(dtype);
-  if (elements > std::numeric_limits<uint64_t>::max() / size) return std::nullopt;
-  return elements * size;
+  const DTypeLayout layout = dtype_layout(dtype);
+  const auto per_block = static_cast<uint64_t>(layout.elements), block = static_cast<uint64_t>(layout.bytes);
+  const uint64_t blocks = elements / per_block;
+  if (blocks > std::numeric_limits<uint64_t>::max() / block) return std::nullopt;
+  return blocks * block;
+}
+
+// The dtypes lathe reads, as a message lists them.
+std::string readable_types() {
+  std::string out;
+  for (const Spelling<DType>& s : kDTypeSpellings) out += (out.empty() ? "" : ", ") + std::string(s.enumerator);
+  return out;
 }
 
 // Smallest size in the file of one value of `type` (arrays and strings: their
@@ -249,11 +235,12 @@ GgufFile::GgufFile(const std::string& path) : TensorFile(path) {
       elements *= d;
       shape.push_back(static_cast<int64_t>(d));
     }
-    const std::optional<DType> dtype = ggml_dtype(type);
-    if (!dtype) r.fail(ctx + ": ggml type " + ggml_type_name(type) + " is not supported (F32, F16, BF16, Q8_0)");
-    if (*dtype == DType::Q8_0 && dims[0] % kQ8Block != 0)
-      r.fail(ctx + ": Q8_0 needs the innermost dimension a multiple of 32, shape " + shape_string(shape) + " has " +
-             std::to_string(dims[0]));
+    const std::optional<DType> dtype = dtype_of_ggml_type(type);
+    if (!dtype) r.fail(ctx + ": ggml type " + ggml_type_name(type) + " is not supported (" + readable_types() + ")");
+    const auto per_block = static_cast<uint64_t>(dtype_layout(*dtype).elements);
+    if (dims[0] % per_block != 0)
+      r.fail(ctx + ": " + std::string(spelling(*dtype).enumerator) + " needs the innermost dimension a multiple of " +
+             std::to_string(per_block) + ", shape " + shape_string(shape) + " has " + std::to_string(dims[0]));
     const std::optional<uint64_t> size = byte_size(*dtype, elements);
     if (!size || *size > bytes.size())
       r.fail(ctx + ": shape " + shape_string(shape) + " of " + std::string(dtype_name(*dtype)) +
@@ -352,45 +339,6 @@ std::optional<std::vector<std::string>> GgufFile::string_array(std::string_view 
   return out;
 }
 
-void dequantize_q8_0(std::span<const std::byte> src, std::span<float> dst) {
-  if (dst.size() % kQ8Block != 0)
-    throw Error(ErrorKind::InvalidArgument,
-                "dequantize_q8_0: " + std::to_string(dst.size()) + " values are not whole blocks of 32");
-  const size_t blocks = dst.size() / kQ8Block;
-  if (src.size() != blocks * kQ8BlockBytes)
-    throw Error(ErrorKind::InvalidArgument, "dequantize_q8_0: " + std::to_string(src.size()) + " bytes for " +
-                                                std::to_string(blocks) + " blocks of 34 bytes");
-  for (size_t b = 0; b < blocks; ++b) {
-    const std::byte* block = src.data() + b * kQ8BlockBytes;
-    uint16_t h;
-    std::memcpy(&h, block, 2);
-    const float d = f16_to_f32(h);
-    for (size_t i = 0; i < kQ8Block; ++i)
-      dst[b * kQ8Block + i] = d * static_cast<float>(static_cast<int8_t>(block[2 + i]));
-  }
-}
-
-std::vector<std::byte> quantize_q8_0(std::span<const float> src) {
-  if (src.size() % kQ8Block != 0)
-    throw Error(ErrorKind::InvalidArgument,
-                "quantize_q8_0: " + std::to_string(src.size()) + " values are not whole blocks of 32");
-  std::vector<std::byte> out(src.size() / kQ8Block * kQ8BlockBytes);
-  for (size_t b = 0; b < src.size() / kQ8Block; ++b) {
-    const float* x = src.data() + b * kQ8Block;
-    std::byte* block = out.data() + b * kQ8BlockBytes;
-    float amax = 0;
-    for (size_t i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(x[i]));
-    // As llama.cpp's quantize_row_q8_0_ref: q from the f32 scale, d stored as f16.
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    const uint16_t h = f32_to_f16(d);
-    std::memcpy(block, &h, 2);
-    for (size_t i = 0; i < kQ8Block; ++i)
-      block[2 + i] = static_cast<std::byte>(static_cast<int8_t>(std::lround(x[i] * id)));
-  }
-  return out;
-}
-
 namespace {
 
 class Writer {
@@ -442,7 +390,7 @@ class Writer {
 }  // namespace
 
 std::vector<std::byte> encode_values(DType dtype, std::span<const float> values) {
-  if (dtype == DType::Q8_0) return quantize_q8_0(values);
+  if (is_block_dtype(dtype)) return quantize(dtype, values);
   std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
   convert(DType::F32, std::as_bytes(values), dtype, bytes);
   return bytes;
@@ -500,8 +448,10 @@ void write_gguf(const std::string& path, const std::map<std::string, GgufValue>&
         fail("shape " + shape_string(t.shape) + " has a dimension below 1 or too many elements");
       elements *= static_cast<uint64_t>(d);
     }
-    if (t.dtype == DType::Q8_0 && t.shape.back() % static_cast<int64_t>(kQ8Block) != 0)
-      fail("Q8_0 needs the last dimension a multiple of 32, shape " + shape_string(t.shape));
+    const int64_t per_block = dtype_layout(t.dtype).elements;
+    if (t.shape.back() % per_block != 0)
+      fail(std::string(spelling(t.dtype).enumerator) + " needs the last dimension a multiple of " +
+           std::to_string(per_block) + ", shape " + shape_string(t.shape));
     const std::optional<uint64_t> size = byte_size(t.dtype, elements);
     if (!size || *size != t.data.size())
       fail("shape " + shape_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) + " does not match the " +
@@ -509,7 +459,7 @@ void write_gguf(const std::string& path, const std::map<std::string, GgufValue>&
     w.put_string(t.name);
     w.put<uint32_t>(static_cast<uint32_t>(t.shape.size()));
     for (size_t k = t.shape.size(); k-- > 0;) w.put<uint64_t>(static_cast<uint64_t>(t.shape[k]));
-    w.put<uint32_t>(ggml_type(t.dtype));
+    w.put<uint32_t>(dtype_layout(t.dtype).ggml_type);
     w.put<uint64_t>(offset);
     offset += (t.data.size() + alignment - 1) / alignment * alignment;
   }

@@ -23,6 +23,7 @@
 
 #include "core/contract.hpp"
 #include "runtime/weights/mapped_file.hpp"
+#include "runtime/weights/quant.hpp"
 #include "runtime/weights/safetensors.hpp"
 
 namespace lathe::weights {
@@ -60,15 +61,16 @@ class GgufFile final : public TensorFile {
  public:
   // Maps, parses and validates the whole header. Throws Error(BadFile,
   // "<path>: …", naming the key or tensor at fault) for anything malformed
-  // (version other than 3, a ggml type other than F32/F16/BF16/Q8_0, counts,
+  // (version other than 3, a ggml type lathe does not read (DType lists those
+  // it does), a block type whose innermost dim is not whole blocks, counts,
   // lengths or offsets that do not fit the file, overlapping tensors,
   // duplicate names), and MappedFile's NotFound / Io errors.
   explicit GgufFile(const std::string& path);
 
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
-  // tensors(): shape is row-major (ggml dims reversed); a Q8_0 tensor's
-  // bytes are elements / 32 blocks of 34.
+  // tensors(): shape is row-major (ggml dims reversed); a block dtype's
+  // bytes are its blocks (quant.hpp: elements / block elements × block bytes).
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
 
   // Metadata of one kind, or nullopt when the key is absent or holds another
@@ -98,24 +100,16 @@ struct ArchitectureNumbers {
 // none (nor is a file without general.architecture).
 std::vector<std::string> metadata_problems(const GgufFile& file, const ArchitectureNumbers& build);
 
-// Q8_0 → f32: `src` holds dst.size() / 32 blocks of 34 bytes (an f16 scale d,
-// then 32 int8 q; value = d·q). Throws Error(InvalidArgument) when dst.size()
-// is not a multiple of 32 or src is not exactly its blocks.
-void dequantize_q8_0(std::span<const std::byte> src, std::span<float> dst);
-// f32 → Q8_0 blocks with llama.cpp's rounding (d = max|x| / 127 stored as
-// f16, q = round(x / d)). Throws Error(InvalidArgument) unless src.size() is
-// a multiple of 32.
-std::vector<std::byte> quantize_q8_0(std::span<const float> src);
-
 // f32 values as a tensor of `dtype` stores them: converted little-endian
-// elements, or Q8_0 blocks. For writers (tests, tools).
+// elements, or blocks as ggml's reference quantizer writes them. For writers
+// (tests, tools, lathe quantize).
 std::vector<std::byte> encode_values(DType dtype, std::span<const float> values);
 
 struct GgufTensorToWrite {
   std::string name;
   DType dtype;
-  std::vector<int64_t> shape;   // row-major; Q8_0 needs the last dim a multiple of 32
-  std::vector<std::byte> data;  // little-endian elements, or Q8_0 blocks
+  std::vector<int64_t> shape;   // row-major; a block dtype needs the last dim whole blocks
+  std::vector<std::byte> data;  // little-endian elements, or blocks (quant.hpp)
 };
 
 // Writes a valid GGUF v3 file: the metadata in key order (every GgufValue

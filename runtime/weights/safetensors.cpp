@@ -379,7 +379,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     };
     if (t.name == "__metadata__") fail("the name is reserved for metadata");
     if (header.contains(t.name)) fail("two tensors have this name");
-    if (t.dtype == DType::Q8_0) fail("dtype q8_0 cannot be written (safetensors has no block dtypes)");
+    if (is_block_dtype(t.dtype))
+      fail("dtype " + std::string(dtype_name(t.dtype)) + " cannot be written (safetensors has no block dtypes)");
     const std::optional<int64_t> elements = element_count(t.shape);
     if (!elements) fail("shape " + shape_string(t.shape) + " has a negative dimension or too many elements");
     const uint64_t size = dtype_size(t.dtype);

@@ -3,7 +3,8 @@
 //
 //   lathe_gguf_twin convert HF_SPEC GGUF_SPEC IN OUT.gguf [--no-permute]
 //     Every tensor of GGUF_SPEC's manifest is read from IN (a checkpoint of
-//     HF_SPEC) under the HF name of the same role, layer and expert. When
+//     HF_SPEC) under the HF name of the same role, layer and expert
+//     (importer::for_each_gguf_tensor, as `lathe quantize` reads one). When
 //     HF_SPEC pairs RoPE dims neox-style (i, i + d/2) and GGUF_SPEC
 //     interleaved (2i, 2i+1), the rows of q and k (and their biases) are
 //     permuted head by head, row 2i ← row i and row 2i+1 ← row i + d/2, as
@@ -13,8 +14,7 @@
 //     HF_SPEC does not is a copy of the embedding (llama.cpp's GPT-2
 //     files). Norm scales of a (1 + w) HF_SPEC that GGUF_SPEC reads plainly
 //     are stored as 1 + w (llama.cpp's Gemma files), fused q/k/v rows per head
-//     or per KV group as q | k | v; the experts of a layer stacked in one
-//     tensor per role, [experts][rows][cols]. Tensors are stored in GGUF_SPEC's
+//     or per KV group as q | k | v. Tensors are stored in GGUF_SPEC's
 //     dtypes (Q8_0 blocks quantized here) with GGUF_SPEC's metadata. Under
 //     llama3 RoPE scaling the file also holds rope_freqs.weight, head_dim / 2
 //     f32 factors computed as llama.cpp's converter does (its only record of
@@ -23,6 +23,11 @@
 //   lathe_gguf_twin config SPEC OUT.json
 //     The Hugging Face config.json of SPEC: beside a checkpoint of SPEC, a
 //     model directory as transformers writes one (for `lathe run DIR`).
+//   lathe_gguf_twin random SPEC OUT.safetensors SEED
+//     A checkpoint of SPEC's manifest in its dtypes, values uniform in
+//     [-0.05, 0.05) (norm scales 1 + that), deterministic in SEED.
+//   lathe_gguf_twin types FILE.gguf
+//     general.file_type, then one line "<tensor> <dtype>" per tensor.
 //   lathe_gguf_twin compare A.f32 B.f32 VOCAB TOLERANCE
 //     The worst row's ‖a − b‖ / ‖b‖ over two logits files; exit 1 above
 //     TOLERANCE.
@@ -30,17 +35,16 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <tuple>
 
+#include "generator/import/gguf_convert.hpp"
 #include "generator/import/gguf_import.hpp"
 #include "generator/import/hf_export.hpp"
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
-#include "runtime/weights/checkpoint.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
+#include "runtime/weights/safetensors.hpp"
 
 using namespace lathe;
 
@@ -53,90 +57,39 @@ spec::Spec load(const std::string& path) {
   return *s;
 }
 
-// Rows [h·d + 2i + j] ← [h·d + j·d/2 + i] for every head h, i < d/2, j < 2.
-std::vector<float> interleave_rows(const std::vector<float>& v, int64_t rows, int64_t cols, int64_t head_dim) {
-  std::vector<float> out(v.size());
-  const int64_t half = head_dim / 2;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t h = r / head_dim, within = r % head_dim;
-    const int64_t from = h * head_dim + (within % 2) * half + within / 2;
-    std::copy_n(&v[static_cast<size_t>(from * cols)], cols, &out[static_cast<size_t>(r * cols)]);
-  }
-  return out;
-}
-
 int convert(const std::string& hf_spec_path, const std::string& gguf_spec_path, const std::string& in,
             const std::string& out, bool allow_permute) {
   const spec::Spec hf = load(hf_spec_path), gg = load(gguf_spec_path);
-  const bool permute = allow_permute && hf.position.pairing == spec::RopePairing::Neox &&
-                       gg.position.pairing == spec::RopePairing::Interleaved;
-  if (permute && hf.position.rotary_dim != hf.dims.head_dim)
-    throw Error(ErrorKind::InvalidArgument, "the q/k permutation covers whole heads: rotary_dim must be head_dim");
-  using Key = std::tuple<Role, bool, int64_t, int64_t>;
-  std::map<Key, spec::TensorSpec> hf_tensors;
-  for (const spec::TensorSpec& t : spec::build_manifest(hf).tensors) hf_tensors[{t.role, t.bias, t.layer, t.expert}] = t;
-
-  const weights::Checkpoint checkpoint(in);
   std::vector<weights::GgufTensorToWrite> tensors;
-  for (const spec::TensorSpec& t : spec::build_manifest(gg).tensors) {
-    auto it = hf_tensors.find({t.role, t.bias, t.layer, t.expert});
-    if (it == hf_tensors.end() && t.role == Role::LmHead && hf.embedding.tied) it = hf_tensors.find({Role::Embed, false, -1, -1});
-    if (it == hf_tensors.end()) throw Error(ErrorKind::InvalidArgument, t.name + ": the HF spec has no such tensor");
-    const weights::Checkpoint::Tensor* source = checkpoint.find(it->second.name);
-    if (source == nullptr) throw Error(ErrorKind::NotFound, in + ": no tensor " + it->second.name);
-    std::vector<float> values(static_cast<size_t>(t.elements()));
-    weights::convert(source->info->dtype, source->file->data(*source->info), DType::F32,
-                     std::as_writable_bytes(std::span(values)));
-    const int64_t rows = t.shape[0], cols = t.shape.size() == 2 ? t.shape[1] : 1;
-    if (is_linear(t.role) && t.shape.size() == 2 && hf.weights.layout != gg.weights.layout) {
-      // [in, out] → [out, in] (square ones too)
-      if (it->second.shape != std::vector<int64_t>{cols, rows})
-        throw Error(ErrorKind::InvalidArgument, t.name + ": the HF shape is not this one transposed");
-      std::vector<float> transposed(values.size());
-      for (int64_t i = 0; i < cols; ++i)
-        for (int64_t o = 0; o < rows; ++o) transposed[static_cast<size_t>(o * cols + i)] = values[static_cast<size_t>(i * rows + o)];
-      values.swap(transposed);
-    }
-    if (permute && (t.role == Role::Q || t.role == Role::K)) values = interleave_rows(values, rows, cols, hf.dims.head_dim);
-    // GPT-NeoX's and BLOOM's per-head, Falcon's grouped q/k/v rows: llama.cpp's
-    // converter stores them q | k | v.
-    if (t.role == Role::Qkv && hf.weights.qkv_layout != gg.weights.qkv_layout) {
-      std::vector<float> blocks(values.size());
-      for (int64_t r = 0; r < rows; ++r)
-        std::copy_n(&values[static_cast<size_t>(r * cols)], cols,
-                    &blocks[static_cast<size_t>(qkv_blocks_row(hf.weights.qkv_layout, r, hf.dims.heads, hf.dims.kv_heads,
-                                                               hf.dims.head_dim) * cols)]);
-      values.swap(blocks);
-    }
-    // Gemma's (1 + w) norm scales: llama.cpp's converter stores 1 + w.
-    if (hf.norm.unit_offset && !gg.norm.unit_offset && is_norm(t.role) && !t.bias)
-      for (float& v : values) v += 1.0f;
-    std::vector<std::byte> data = weights::encode_values(t.dtype, values);
-    if (t.slice > 0) {  // the next expert of a stacked tensor ([experts][rows][cols], llama.cpp's ffn_*_exps)
-      auto stack_of = [&] {
-        for (weights::GgufTensorToWrite& w : tensors)
-          if (w.name == t.name) return &w;
-        throw Error(ErrorKind::InvalidArgument, t.name + ": slice " + std::to_string(t.slice) + " before slice 0");
-      };
-      weights::GgufTensorToWrite& stack = *stack_of();
-      if (stack.shape[0] != t.slice) throw Error(ErrorKind::InvalidArgument, t.name + ": slices out of order");
-      stack.data.insert(stack.data.end(), data.begin(), data.end());
-      ++stack.shape[0];
-      continue;
-    }
-    std::vector<int64_t> shape = t.shape;
-    if (t.slice == 0) shape.insert(shape.begin(), 1);
-    tensors.push_back({t.name, t.dtype, shape, std::move(data)});
-  }
-  if (gg.position.kind == spec::PositionKind::Rope && gg.position.scaling.kind == spec::RopeScaling::Llama3) {
-    // The converter's dim is head_dim (not rope.dimension_count).
-    const std::vector<float> factors =
-        importer::llama3_rope_freqs(gg.position.scaling, gg.position.theta, gg.dims.head_dim);
-    const std::vector<int64_t> shape{static_cast<int64_t>(factors.size())};
-    tensors.push_back({"rope_freqs.weight", DType::F32, shape, weights::encode_values(DType::F32, factors)});
-  }
+  importer::for_each_gguf_tensor(hf, gg, in, allow_permute, [&](importer::GgufTensorValues& t) {
+    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, t.values)});
+  });
   weights::write_gguf(out, importer::gguf_metadata_from_spec(gg), tensors);
-  std::cout << out << ": " << tensors.size() << " tensors" << (permute ? ", q/k rows interleaved" : "") << "\n";
+  const bool permuted = allow_permute && hf.position.pairing == spec::RopePairing::Neox &&
+                        gg.position.pairing == spec::RopePairing::Interleaved;
+  std::cout << out << ": " << tensors.size() << " tensors" << (permuted ? ", q/k rows interleaved" : "") << "\n";
+  return 0;
+}
+
+int random(const std::string& spec_path, const std::string& out, uint64_t seed) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  std::vector<weights::TensorToWrite> tensors;
+  for (const spec::TensorSpec& t : spec::build_manifest(load(spec_path)).tensors) {
+    std::vector<float> values(static_cast<size_t>(t.elements()));
+    for (float& v : values) {
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
+      v = (is_norm(t.role) && !t.bias ? 1.0f : 0.0f) + 0.05f * (static_cast<float>(state >> 40) / (1 << 23) - 1.0f);
+    }
+    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
+  }
+  weights::write_safetensors(out, tensors);
+  return 0;
+}
+
+int types(const std::string& path) {
+  const weights::GgufFile file(path);
+  std::cout << "general.file_type " << file.integer("general.file_type").value_or(-1) << "\n";
+  for (const weights::TensorInfo& t : file.tensors()) std::cout << t.name << " " << dtype_name(t.dtype) << "\n";
   return 0;
 }
 
@@ -183,12 +136,15 @@ int main(int argc, char** argv) {
     if ((args.size() == 5 || (args.size() == 6 && args[5] == "--no-permute")) && args[0] == "convert")
       return convert(args[1], args[2], args[3], args[4], args.size() == 5);
     if (args.size() == 3 && args[0] == "config") return config(args[1], args[2]);
+    if (args.size() == 4 && args[0] == "random") return random(args[1], args[2], std::stoull(args[3]));
+    if (args.size() == 2 && args[0] == "types") return types(args[1]);
     if (args.size() == 5 && args[0] == "compare")
       return compare(args[1], args[2], std::stoul(args[3]), std::stod(args[4]));
   } catch (const std::exception& e) {
     std::cerr << "lathe_gguf_twin: " << e.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: lathe_gguf_twin convert HF_SPEC GGUF_SPEC IN OUT.gguf [--no-permute] | config SPEC OUT.json | compare A.f32 B.f32 VOCAB TOLERANCE\n";
+  std::cerr << "usage: lathe_gguf_twin convert HF_SPEC GGUF_SPEC IN OUT.gguf [--no-permute] | config SPEC OUT.json | "
+               "random SPEC OUT.safetensors SEED | types FILE.gguf | compare A.f32 B.f32 VOCAB TOLERANCE\n";
   return 2;
 }

@@ -230,7 +230,9 @@ TEST_CASE("what a spec cannot say is an error naming the key or tensor, all at o
   std::vector<weights::TensorInfo> mixed = tensors;
   for (weights::TensorInfo& t : mixed)
     if (t.name == "blk.1.ffn_down.weight") t.dtype = DType::Q8_0;
-  CHECK(import_errors(good, mixed).find("blk.1.ffn_down.weight: q8_0, but") != std::string::npos);
+  CHECK(import_errors(good, mixed).find("the matrices hold several dtypes: f16 (") != std::string::npos);
+  CHECK(import_errors(good, mixed).find(", q8_0 (1 tensor, blk.1.ffn_down.weight); a spec has one dtype for matrices") !=
+        std::string::npos);
 
   Metadata wrong_type = good;
   wrong_type["llama.embedding_length"] = std::string("sixty-four");

@@ -329,9 +329,11 @@ TEST_SUITE("gguf") {
       bad(head(1, 0).tensor("w", {uint64_t{1} << 32, uint64_t{1} << 32}, 0, 0).pad().s, {"w:", "2^63 - 1"});
       bad(head(1, 0).tensor("w", {~uint64_t{0}}, 0, 0).pad().s, {"w:", "2^63 - 1"});
       bad(head(1, 0).tensor("w", {uint64_t{1} << 62}, 0, 0).pad().s, {"w:", "larger than the file"});
-      bad(head(1, 0).tensor("w", {64}, 12, 0).pad().zeros(256).s, {"w: ggml type Q4_K is not supported"});
-      bad(head(1, 0).tensor("w", {64}, 2, 0).pad().zeros(256).s, {"w:", "Q4_0"});
-      bad(head(1, 0).tensor("w", {64}, 14, 0).pad().zeros(256).s, {"w:", "Q6_K"});
+      bad(head(1, 0).tensor("w", {64}, 10, 0).pad().zeros(256).s, {"w: ggml type Q2_K is not supported"});
+      bad(head(1, 0).tensor("w", {64}, 11, 0).pad().zeros(256).s, {"w:", "Q3_K", "(F32, F16, BF16, Q8_0, Q4_0"});
+      bad(head(1, 0).tensor("w", {64}, 12, 0).pad().zeros(256).s, {"w: Q4_K needs the innermost dimension a multiple of 256"});
+      bad(head(1, 0).tensor("w", {16, 2}, 2, 0).pad().zeros(256).s, {"w: Q4_0", "multiple of 32"});
+      bad(head(1, 0).tensor("w", {256, 2}, 14, 0).pad().zeros(256).s, {"w:", "q6_k", "larger than the file"});
       bad(head(1, 0).tensor("w", {64}, 99, 0).pad().zeros(256).s, {"w:", "type 99"});
       bad(head(1, 0).tensor("w", {48, 2}, 8, 0).pad().zeros(256).s, {"w:", "multiple of 32"});
       bad(head(1, 0).tensor("w", {4}, 0, 8).pad().zeros(64).s, {"w: offset 8", "multiple of the alignment 32"});
