@@ -731,7 +731,7 @@ class Parser {
     return left;
   }
 
-  // As in jinja2, `-x | f` is -(x | f): filters bind tighter than unary minus.
+  // As in jinja2, `-x | f` is (-x) | f, while `a + b | f` is a + (b | f).
   ExprPtr unary(bool with_filter) {
     if (at_op("-") || at_op("+")) {
       const Token& op = next();
