@@ -259,7 +259,7 @@ Value filter_tojson(const Value& v, CallArgs& args) {
   Args a("tojson", args, {"indent", "ensure_ascii", "separators", "sort_keys"});
   JsonOptions o;
   if (const Value* indent = a.get(0); indent && !indent->is_none()) {
-    if (indent->is_string()) throw RenderError("tojson: a string indent is not supported");
+    if (!indent->is_int()) throw RenderError("tojson: indent must be an integer, not " + indent->type_name());
     o.indent = static_cast<int>(std::clamp<int64_t>(indent->as_int(), 0, 64));
   }
   o.ensure_ascii = a.flag(1, false);
@@ -338,6 +338,8 @@ Value filter_float(const Value& v, CallArgs& args) {
 Value filter_indent(const Value& v, CallArgs& args) {
   Args a("indent", args, {"width", "first", "blank"});
   std::string pad = "    ";
+  if (const Value* w = a.get(0); w && !w->is_string() && !w->is_int())
+    throw RenderError("indent: width must be an integer or a string, not " + w->type_name());
   if (const Value* w = a.get(0)) pad = w->is_string() ? w->as_string() : std::string(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, 256)), ' ');
   const std::vector<std::string> lines = split_lines(text_of(v) + "\n");
   std::string out;

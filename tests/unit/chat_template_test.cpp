@@ -223,6 +223,9 @@ TEST_CASE("hostile templates stop with an error instead of hanging or crashing")
   CHECK(contains(error_of("{{ 'x' * 10 ** 12 }}").what(), "too long"));
   CHECK(contains(error_of("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}").what(), "nests deeper"));
   CHECK(contains(error_of("{{ 2 ** 64 }}").what(), "integer overflow"));
+  // An argument of the wrong type is an error, not a crash (found by mutating the real templates).
+  CHECK(contains(error_of("{{ x | tojson(ind4) }}", R"({"x": 1})").what(), "indent must be an integer, not undefined"));
+  CHECK(contains(error_of("{{ 'a' | indent(1.5) }}").what(), "width must be an integer or a string"));
   CHECK(render("{{ strftime_now('%Y') | length }}") == "4");
 }
 
