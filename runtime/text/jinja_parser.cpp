@@ -5,6 +5,7 @@
 // precedence, for the statements chat templates use.
 #include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -304,6 +305,18 @@ class Lexer {
       while (end < src_.size() && end < i + 4 && src_[end] >= '0' && src_[end] <= '7') code = code * 8 + (src_[end++] - '0');
       utf8_append(value, static_cast<char32_t>(code));
       return end;
+    }
+    if (static_cast<unsigned char>(e) >= 0x80) {
+      // jinja2 escapes non-ASCII text as \xhh / \uhhhh / \Uhhhhhhhh before
+      // decoding, so a backslash and such a character come out as the text
+      // of that escape ("\é" reads "\xe9").
+      const size_t len = utf8_unit_length(src_, i + 1);
+      const size_t n = utf8_sequence_length(src_, i + 1);
+      const char32_t cp = n ? utf8_decode(src_, i + 1, n) : 0xFFFD;
+      char spelled[16];
+      std::snprintf(spelled, sizeof spelled, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", static_cast<unsigned>(cp));
+      value += spelled;
+      return i + 1 + len;
     }
     const size_t width = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
     if (width == 0) {

@@ -134,6 +134,7 @@ TEST_CASE("literals, printing and operators follow Python") {
                "{{ -7 % 3 }} {{ 2 ** 10 }} {{ 1_000 }} {{ None }} {{ True }}") ==
         "(1, 2)[1, 'a', None, True, 1.5, {'k': \"v'\"}]1e+20 0.30000000000000004 1.5 3 2 1024 1000 None True");
   CHECK(render("{{ 'a\\tb\\n\\u00e9\\x41' }}|{{ \"it's\" 'adjacent' }}") == "a\tb\né\x41|it'sadjacent");
+  CHECK(render("{{ 'x\\é\\😀' }}") == "x\\xe9\\U0001f600");  // jinja2's unicode-escape decoding
   CHECK(render("{{ 'a' ~ 1 ~ none ~ x }}|{{ 'ab' * 2 }}|{{ [1] + [2] }}") == "a1None|abab|[1, 2]");
   CHECK(render("{{ 1 < 2 < 3 }} {{ 'b' in 'abc' }} {{ 'x' not in ['x'] }} {{ 1 == 1.0 }} {{ 'k' in {'k': 1} }}") ==
         "True True False True True");
