@@ -766,6 +766,12 @@ bool apply_test(const std::string& name, const Value& subject, CallArgs& args) {
   const auto& table = tests();
   const auto it = table.find(name);
   if (it == table.end()) throw RenderError("unknown test '" + name + "'");
+  static const std::vector<std::string_view> kWithArgument = {"divisibleby", "eq", "equalto", "==", "ne", "!=", "lt",
+                                                              "lessthan", "<", "gt", "greaterthan", ">", "le", "<=",
+                                                              "ge", ">=", "in", "sameas"};
+  const bool takes_argument = std::find(kWithArgument.begin(), kWithArgument.end(), name) != kWithArgument.end();
+  if (args.positional.size() + args.keyword.size() > (takes_argument ? 1u : 0u))
+    throw RenderError("test '" + name + "' takes " + (takes_argument ? "one argument" : "no arguments"));
   return it->second(subject, args);
 }
 

@@ -318,6 +318,7 @@ class Lexer {
       value += spelled;
       return i + 1 + len;
     }
+    if (e == 'N') fail(name_, t.line, t.column, "\\N{…} escapes are not supported");
     const size_t width = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
     if (width == 0) {
       value += '\\';

@@ -210,6 +210,7 @@ TEST_CASE("runtime errors name the line; raise_exception names the template's me
   CHECK(std::string(e.what()) == "chat template:3: unknown filter 'frobnicate'");
   CHECK(std::string(error_of("\n{{ 'a' + 1 }}").what()) == "chat template:2: unsupported operand types for +: 'str' and 'int'");
   CHECK(std::string(error_of("{{ x is frobnicated }}").what()) == "chat template:1: unknown test 'frobnicated'");
+  CHECK(std::string(error_of("{{ x is defined 'x' }}").what()) == "chat template:1: test 'defined' takes no arguments");
   CHECK(std::string(error_of("{{ 1 // 0 }}").what()) == "chat template:1: integer division or modulo by zero");
   e = error_of("\n\n{% if true %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}");
   CHECK(e.kind() == ErrorKind::InvalidArgument);
