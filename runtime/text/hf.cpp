@@ -3,12 +3,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.hpp"
 #include "runtime/text/byte_level.hpp"
+#include "runtime/text/json_file.hpp"
 #include "runtime/text/pipeline.hpp"
 #include "runtime/text/tokenizer.hpp"
 #include "runtime/text/tokenizer_data.hpp"
@@ -20,22 +19,6 @@ namespace {
 using detail::Token;
 using detail::TokenKind;
 using nlohmann::json;
-
-std::string read_whole(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Io, path.string() + ": cannot be read");
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw Error(ErrorKind::Io, path.string() + ": read failed");
-  return text;
-}
-
-json parse_json(const std::filesystem::path& path) {
-  try {
-    return json::parse(read_whole(path));
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::BadFile, path.string() + ": not valid JSON: " + e.what());
-  }
-}
 
 std::string quote(std::string_view s) {
   std::string out;
@@ -551,7 +534,7 @@ void Loader::apply_config(const std::filesystem::path& config_path) {
   std::optional<bool> add_bos, add_eos;
   if (std::filesystem::exists(config_path)) {
     const std::string cf = config_path.string();
-    const json config = parse_json(config_path);
+    const json config = detail::parse_json_file(config_path);
     if (!config.is_object()) throw Error(ErrorKind::BadFile, cf + ": must be a JSON object");
     bos = config_token(config, "bos_token", cf);
     eos = config_token(config, "eos_token", cf);
@@ -588,7 +571,7 @@ Tokenizer Tokenizer::from_hf(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) file /= "tokenizer.json";
   if (!std::filesystem::exists(file, ec)) throw Error(ErrorKind::NotFound, file.string() + ": no such file");
-  const json root = parse_json(file);
+  const json root = detail::parse_json_file(file);
   Loader loader(file.string());
   loader.load(root);
   loader.apply_config(file.parent_path() / "tokenizer_config.json");
