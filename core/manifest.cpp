@@ -197,7 +197,9 @@ Manifest build_manifest(const Spec& s) {
       if (m.shared_experts > 0) {
         mlp(b, s, Role::SharedGate, Role::SharedUp, Role::SharedDown, m.shared_experts * m.shared_intermediate,
             s.mlp.bias, l, -1);
-        if (m.shared_expert_gate) b.linear(Role::SharedExpertGate, 1, d.hidden, false, l);
+        // A [1, hidden] linear; llama.cpp stores it as a vector (ffn_gate_inp_shexp).
+        if (m.shared_expert_gate && s.weights.preset == "gguf") b.norm(Role::SharedExpertGate, d.hidden, l, false);
+        else if (m.shared_expert_gate) b.linear(Role::SharedExpertGate, 1, d.hidden, false, l);
       }
     } else if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
       b.linear(Role::GateUp, 2 * d.intermediate, d.hidden, s.mlp.bias, l);

@@ -173,7 +173,11 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
           if (!in(x.index, p.slot_widths.size()) || texel) return bad;
           break;
         case Resource::Weight:
-          if (!in(x.index, manifest.size()) || texel != (manifest[x.index].rank == 2)) return bad;
+          if (!in(x.index, manifest.size())) return bad;
+          // Texels: a matrix, or a one-row linear stored as a vector (GGUF's shared-expert gate).
+          if (texel ? manifest[x.index].rank != 2 && (manifest[x.index].bias || !is_linear(manifest[x.index].role))
+                    : manifest[x.index].rank == 2)
+            return bad;
           break;
         case Resource::Pack:
         case Resource::PackBias:

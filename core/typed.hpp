@@ -291,6 +291,7 @@ template <size_t M, int64_t Rows, int64_t Cols>
 constexpr bool matches(const ManifestEntry (&manifest)[M], Weight<Rows, Cols> w, bool transposed) {
   if (w.tensor < 0 || static_cast<size_t>(w.tensor) >= M) return false;
   const ManifestEntry& e = manifest[w.tensor];
+  if (e.rank == 1) return Rows == 1 && e.shape[0] == Cols;  // a one-row linear stored as a vector
   return e.rank == 2 && e.shape[0] == (transposed ? Cols : Rows) && e.shape[1] == (transposed ? Rows : Cols);
 }
 

@@ -35,7 +35,7 @@ constexpr Arch kArchs[] = {
     {"phi3", false, false},         {"gpt2", false, false, true},  {"olmo2", false, false},
     {"gptneox", false, false, true}, {"phi2", false, false, true}, {"falcon", false, false, true},
     {"bloom", false, false, true, true}, {"mpt", false, false, true, true},
-    {"qwen3moe", false, false},
+    {"qwen3moe", false, false},     {"qwen2moe", false, false},
 };
 
 // The MLP activation each LayerNorm family's model computes (GGUF metadata
@@ -334,11 +334,18 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
     TomlTable& moe = doc.table("moe");
     moe.set("experts", experts, a + "expert_count");
     moe.set("top_k", r.required(a + "expert_used_count"), a + "expert_used_count");
-    moe.set("norm_topk_prob", true, "llama.cpp's " + arch_name + ": the top-k weights renormalized");
+    const bool renormalize = an != "qwen2moe";
+    moe.set("norm_topk_prob", renormalize,
+            "llama.cpp's " + arch_name + (renormalize ? ": the top-k weights renormalized" : ": the top-k weights as they are"));
     if (const auto width = r.integer(a + "expert_feed_forward_length"))
       moe.set("expert_intermediate", *width, a + "expert_feed_forward_length");
-    if (r.has("blk.0.ffn_gate_inp_shexp.weight") || r.has("blk.0.ffn_up_shexp.weight"))
-      r.problem("blk.0.ffn_up_shexp.weight: shared experts in GGUF files do not import yet");
+    // Qwen2-MoE's shared expert, and its sigmoid gate (a vector in the file).
+    if (const weights::TensorInfo* shared = r.tensor("blk.0.ffn_up_shexp.weight")) {
+      moe.set("shared_experts", 1, "ffn_up_shexp: one shared expert");
+      moe.set("shared_intermediate", r.integer(a + "expert_shared_feed_forward_length").value_or(shared->shape[0]),
+              a + "expert_shared_feed_forward_length");
+      if (r.has("blk.0.ffn_gate_inp_shexp.weight")) moe.set("shared_expert_gate", true, "ffn_gate_inp_shexp");
+    }
     if (!r.has("blk.0.ffn_gate_exps.weight"))
       r.problem(a + "expert_count: " + std::to_string(experts) +
                 " experts but no blk.0.ffn_gate_exps.weight (experts stored one tensor each do not import)");
@@ -584,7 +591,12 @@ const Arch& arch_of(const Spec& s) {
   using spec::NormPlacement;
   using spec::QKNorm;
   if (s.moe.enabled()) {
-    if (s.moe.shared_experts > 0) throw Error(ErrorKind::Unsupported, "moe.shared_experts: not written to GGUF yet");
+    if (s.moe.shared_experts > 1)
+      throw Error(ErrorKind::Unsupported, "moe.shared_experts: llama.cpp's qwen2moe has one shared expert");
+    if (s.moe.shared_experts > 0) {
+      if (s.moe.norm_topk_prob) throw Error(ErrorKind::Unsupported, "moe.norm_topk_prob: llama.cpp's qwen2moe does not renormalize");
+      return pick("qwen2moe");
+    }
     if (s.moe.sparse_step != 1 || !s.moe.dense_layers.empty())
       throw Error(ErrorKind::Unsupported, "moe.dense_layers: llama.cpp's MoE architectures have no dense layers");
     if (s.attention.qk_norm == QKNorm::PerHead) return pick("qwen3moe");
@@ -706,6 +718,7 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
     m[a + "expert_count"] = u32(s.moe.experts);
     m[a + "expert_used_count"] = u32(s.moe.top_k);
     if (arch.name != "llama") m[a + "expert_feed_forward_length"] = u32(s.moe.expert_intermediate);
+    if (s.moe.shared_experts > 0) m[a + "expert_shared_feed_forward_length"] = u32(s.moe.shared_intermediate);
   }
   return m;
 }

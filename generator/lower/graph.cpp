@@ -51,6 +51,7 @@ class Builder {
   // A weight in math orientation: rows (outputs) × cols (inputs).
   std::pair<int64_t, int64_t> math_shape(int32_t tensor) const {
     const TensorSpec& t = m_.tensors[static_cast<size_t>(tensor)];
+    if (t.shape.size() == 1) return {1, t.shape[0]};  // a one-row linear stored as a vector (GGUF's shared-expert gate)
     const bool transposed = s_.weights.layout == Layout::InOut && is_linear(t.role);
     return transposed ? std::pair{t.shape[1], t.shape[0]} : std::pair{t.shape[0], t.shape[1]};
   }

@@ -76,6 +76,10 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::ExpertGate] = L + "ffn_gate_exps";
     n[Role::ExpertUp] = L + "ffn_up_exps";
     n[Role::ExpertDown] = L + "ffn_down_exps";
+    n[Role::SharedGate] = L + "ffn_gate_shexp";
+    n[Role::SharedUp] = L + "ffn_up_shexp";
+    n[Role::SharedDown] = L + "ffn_down_shexp";
+    n[Role::SharedExpertGate] = L + "ffn_gate_inp_shexp";  // a vector [hidden] (core/manifest.cpp)
     n[Role::GateUp] = L + "ffn_up";  // Phi-3: gate and up in one tensor
     n[Role::Down] = L + "ffn_down";
     n[Role::Router] = L + "ffn_gate_inp";

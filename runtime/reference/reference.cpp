@@ -157,7 +157,10 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
                                                 -2.0 * static_cast<double>(i) / static_cast<double>(spec_.position.rotary_dim)));
   }
   for (const spec::TensorSpec& t : spec::build_manifest(spec_).tensors) {
-    tensors_[{t.role, t.bias, t.layer, t.expert}] = Tensor{weights.of(t.name, t.slice, t.elements()).data(), t.shape};
+    // A one-row linear stored as a vector (GGUF's shared-expert gate) is [1, N].
+    const bool one_row = t.shape.size() == 1 && is_linear(t.role) && !t.bias;
+    tensors_[{t.role, t.bias, t.layer, t.expert}] =
+        Tensor{weights.of(t.name, t.slice, t.elements()).data(), one_row ? std::vector<int64_t>{1, t.shape[0]} : t.shape};
   }
 
   const spec::Dims& d = spec_.dims;

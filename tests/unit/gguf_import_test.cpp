@@ -225,7 +225,8 @@ TEST_CASE("what a spec cannot say is an error naming the key or tensor, all at o
 
   std::vector<weights::TensorInfo> experts = tensors;
   experts.push_back({"blk.0.ffn_gate_exps.weight", DType::F16, {8, 96, 64}, 0, 0});
-  CHECK(import_errors(good, experts).find("MoE files stack each layer's experts") != std::string::npos);
+  CHECK(import_errors(good, experts).find("blk.0.ffn_gate_exps.weight: experts without llama.expert_count") !=
+        std::string::npos);
 
   std::vector<weights::TensorInfo> mixed = tensors;
   for (weights::TensorInfo& t : mixed)

@@ -618,8 +618,11 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       CHECK(norm == (s.norm.kind == spec::NormKind::RMSNorm ? 1u : 2u));
       CHECK(norm_bias == s.norm.bias);
     }
-    CHECK(dtype == device_dtype(s.weights.dtype));
-    CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate));
+    // f32: a one-row linear stored as a vector (GGUF's shared-expert gate, vectors in f32).
+    const bool vector_gate = s.moe.shared_expert_gate && s.weights.preset == "gguf" && dtype == DType::F32;
+    CHECK((dtype == device_dtype(s.weights.dtype) || vector_gate));
+    CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate ||
+           K == s.moe.shared_experts * s.moe.shared_intermediate));
     CHECK(c.u("ACT_NONE") == 0);
     if (gated || act != 0) CHECK(act == act_constant(c, s.mlp.activation));
     CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));
@@ -1047,12 +1050,15 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
     CHECK(Constants(*route_k).u("TOPK") == K);
     CHECK(Constants(*route_k).flag("NORM_TOPK") == s.moe.norm_topk_prob);
     // The router's logits open rows of LS: a shared expert's gate logit may follow them.
+    // (Beside it when they share a dtype; GGUF's vector gate, f32, is a matmul of its own.)
     const uint32_t LS = Constants(*route_k).u("LOGITS_STRIDE");
-    CHECK(LS == E + (s.moe.shared_expert_gate ? 1u : 0u));
     const Constants combine(*combine_k);
     CHECK(combine.flag("SHARED") == (s.moe.shared_experts > 0));
     CHECK(combine.flag("SHARED_GATED") == s.moe.shared_expert_gate);
-    if (combine.flag("SHARED_GATED")) CHECK((combine.u("GATE_STRIDE") == LS && combine.u("GATE_OFFSET") == E));
+    const uint32_t GS = combine.u("GATE_STRIDE"), GO = combine.u("GATE_OFFSET");
+    if (LS == E + 1) CHECK((combine.flag("SHARED_GATED") && GS == LS && GO == E));
+    else CHECK(LS == E);
+    if (combine.flag("SHARED_GATED")) CHECK(GO < GS);
     const DType dtype = weight_dtype(Constants(*gated_k).u("WDTYPE"));
     Weights gate(device, dtype, int64_t{E} * NI, D), up(device, dtype, int64_t{E} * NI, D), down(device, dtype, int64_t{E} * ND, I);
     gate.fill(0, int64_t{E} * NI);
@@ -1183,12 +1189,15 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       // The weighted sum into the stream (+ the shared expert's output).
       const std::vector<float> x0 = random_floats(size_t{R} * D), ys = random_floats(size_t{R} * K * D);
       const std::vector<float> shared = random_floats(size_t{R} * D);
+      // The gate's logits where the combine reads them: the router's buffer, or one of their own.
+      const std::vector<float> gates = GS == LS ? logits : random_floats(size_t{R} * std::max(GS, 1u), -2.0f, 2.0f);
       vk::Buffer x0b = buffer_of(device, x0), ysb = buffer_of(device, ys), sb = buffer_of(device, shared);
+      vk::Buffer gtb = buffer_of(device, gates);
       const bool has_shared = combine.flag("SHARED"), gated = combine.flag("SHARED_GATED");
       gpu.run(m, *combine_k,
               kernels::MoeCombineBindings<vk::Binding>{.route = whole(rb), .y = whole(ysb), .x = whole(x0b),
                                                        .shared = has_shared ? vk::Binding(whole(sb)) : gpu.no_buffer(),
-                                                       .gate = gated ? vk::Binding(whole(lb)) : gpu.no_buffer()},
+                                                       .gate = gated ? vk::Binding(whole(gtb)) : gpu.no_buffer()},
               push::RowsPush{.rows = R}, R);
       const std::vector<float> sum = read_back<float>(device, x0b, size_t{R} * D);
       NormalizedError es;
@@ -1196,7 +1205,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
         for (uint32_t i = 0; i < D; ++i) {
           double v = x0[size_t{t} * D + i];
           for (uint32_t j = 0; j < K; ++j) v += weights[t * K + j] * ys[(size_t{t} * K + j) * D + i];
-          const double g = gated ? 1 / (1 + std::exp(-double{logits[size_t{t} * LS + E]})) : 1.0;
+          const double g = gated ? 1 / (1 + std::exp(-double{gates[size_t{t} * GS + GO]})) : 1.0;
           if (has_shared) v += g * shared[size_t{t} * D + i];
           es.add(sum[size_t{t} * D + i], v);
         }
