@@ -95,6 +95,13 @@ constexpr bool is_linear(Role r) {
   }
 }
 
+// Whether the kernels read a tensor as a matrix (a texel buffer, [rows][cols]):
+// rank 2, or a one-row linear stored as a vector, [1, N] (llama.cpp's
+// Qwen2-MoE shared-expert gate, ffn_gate_inp_shexp [hidden]).
+constexpr bool read_as_matrix(Role role, bool bias, size_t rank) {
+  return rank == 2 || (rank == 1 && is_linear(role) && !bias);
+}
+
 // Where row `row` of a fused q/k/v tensor stored in `layout` goes in the
 // q | k | v order the kernels read (heads query heads and kv_heads KV heads
 // of head_dim rows each).

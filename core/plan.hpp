@@ -174,10 +174,7 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
           break;
         case Resource::Weight:
           if (!in(x.index, manifest.size())) return bad;
-          // Texels: a matrix, or a one-row linear stored as a vector (GGUF's shared-expert gate).
-          if (texel ? manifest[x.index].rank != 2 && (manifest[x.index].bias || !is_linear(manifest[x.index].role))
-                    : manifest[x.index].rank == 2)
-            return bad;
+          if (texel != read_as_matrix(manifest[x.index].role, manifest[x.index].bias, manifest[x.index].rank)) return bad;
           break;
         case Resource::Pack:
         case Resource::PackBias:

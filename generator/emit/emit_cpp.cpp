@@ -25,8 +25,8 @@ using namespace lathe::spec;
 
 // The handle type of a manifest tensor, in math orientation.
 std::string handle_type(const TensorSpec& t, Layout layout) {
-  // A one-row linear stored as a vector (GGUF's shared-expert gate) is still a [1, N] weight.
-  if (t.shape.size() == 1 && is_linear(t.role) && !t.bias) return "typed::Weight<1, " + std::to_string(t.shape[0]) + ">";
+  // A one-row linear stored as a vector (core/contract.hpp) is still a [1, N] weight.
+  if (t.shape.size() == 1 && read_as_matrix(t.role, t.bias, 1)) return "typed::Weight<1, " + std::to_string(t.shape[0]) + ">";
   if (t.shape.size() == 1) return "typed::Vector<" + std::to_string(t.shape[0]) + ">";
   const bool transposed = layout == Layout::InOut && is_linear(t.role);
   const int64_t rows = transposed ? t.shape[1] : t.shape[0];

@@ -56,7 +56,7 @@ void Session::Impl::allocate() {
     try {
       t.buffer.emplace(device, bytes, kTexels, vk::MemoryUse::Device);
       t.home = &*t.buffer;
-      if (e.rank == 2 || (is_linear(e.role) && !e.bias)) {  // matrices, and a one-row linear stored as a vector
+      if (read_as_matrix(e.role, e.bias, e.rank)) {
         if (bytes % kTexel != 0)
           throw Error(ErrorKind::Unsupported, std::to_string(bytes) + " bytes are not a whole number of 16-byte texels");
         t.view.emplace(device, t.buffer->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);

@@ -157,8 +157,7 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
                                                 -2.0 * static_cast<double>(i) / static_cast<double>(spec_.position.rotary_dim)));
   }
   for (const spec::TensorSpec& t : spec::build_manifest(spec_).tensors) {
-    // A one-row linear stored as a vector (GGUF's shared-expert gate) is [1, N].
-    const bool one_row = t.shape.size() == 1 && is_linear(t.role) && !t.bias;
+    const bool one_row = t.shape.size() == 1 && read_as_matrix(t.role, t.bias, 1);  // [1, N]
     tensors_[{t.role, t.bias, t.layer, t.expert}] =
         Tensor{weights.of(t.name, t.slice, t.elements()).data(), one_row ? std::vector<int64_t>{1, t.shape[0]} : t.shape};
   }
