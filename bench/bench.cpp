@@ -146,6 +146,7 @@ struct Options {
   std::string device;
   bool quick = false;
   int64_t steps = 0;  // 0: the defaults per context
+  std::vector<int64_t> streams;  // --streams: batched decode of this many sequences each, instead of the table
 };
 
 // Best tokens/s of a prefill of T tokens from position 0, after one untimed
@@ -303,6 +304,47 @@ int run(const Options& opt) {
   return 0;
 }
 
+// Continuous batching's engine: aggregate decode tokens/s of B sequences
+// stepped together (Session::decode of B steps), each after a prompt of 128
+// tokens, for each B of --streams, in one session of max(B) sequences. A
+// serving loop adds sampling and HTTP on top; this is the device's part.
+int run_streams(const Options& opt) {
+  const ModelInfo& m = model_info();
+  vk::ContextOptions context_options;
+  context_options.validation = false;
+  context_options.device = opt.device;
+  vk::Context context(context_options);
+  vk::Device& device = context.device();
+  const int64_t most = *std::max_element(opt.streams.begin(), opt.streams.end());
+  const int64_t prompt = opt.quick ? 16 : 128;
+  const int64_t steps = opt.steps ? opt.steps : opt.quick ? 4 : 32;
+  SessionOptions so;
+  so.sequences = most;
+  so.context = std::min<int64_t>(m.max_context, prompt + steps + 1);
+  Session session(device, m, so);
+  upload_random(session);
+  session.warm_up(prompt);
+  std::printf("device: %s (driver %s)\n", device.info().name.c_str(), device.info().driver_name.c_str());
+  std::printf("\n| model | streams | aggregate decode tok/s | per stream tok/s | vs 1 stream |\n|---|---:|---:|---:|---:|\n");
+  double single = 0;
+  for (int64_t streams : opt.streams) {
+    session.reset();
+    std::vector<Session::Step> batch;
+    for (int64_t s = 0; s < streams; ++s) {
+      session.prefill(s, random_tokens(static_cast<size_t>(prompt), m.vocab, 29 + static_cast<uint32_t>(s)));
+      batch.push_back({s, 1});
+    }
+    session.decode(batch);  // records this batch size's command buffer
+    const Clock::time_point start = Clock::now();
+    for (int64_t i = 1; i < steps; ++i) session.decode(batch);
+    const double tps = static_cast<double>(streams * (steps - 1)) / seconds_since(start);
+    if (streams == 1) single = tps;
+    std::printf("| %s | %lld | %.1f | %.2f | %s |\n", std::string(m.name).c_str(), static_cast<long long>(streams), tps,
+                tps / static_cast<double>(streams), single > 0 ? (std::to_string(tps / single).substr(0, 4) + "×").c_str() : "–");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,9 +356,12 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", opt.quick, "A short smoke run: small STREAM buffers, single timings, few decode steps");
   app.add_option("--steps", opt.steps, "Decode steps timed at each context (default: 32 @128, 16 @2048)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--streams", opt.streams,
+                 "Instead of the table: aggregate tok/s of batched decode steps of each of these many sequences")
+      ->check(CLI::Range(1, 128));
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(opt);
+    return opt.streams.empty() ? run(opt) : run_streams(opt);
   } catch (const Error& e) {
     std::cerr << "lathe_bench: " << to_string(e.kind()) << ": " << e.what() << "\n";
   } catch (const std::exception& e) {

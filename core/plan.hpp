@@ -7,13 +7,17 @@
 //
 // Run-time values and how a dispatch depends on them:
 //   rows (T)       the chunk's token rows: every push layout's `rows`, set when recorded
-//   position       the cache position: kernels read it from the IO buffer
+//   rows' tokens   each row's token, sequence and cache position: kernels read them from the
+//                  IO buffer (IoRow); a chunk is one sequence's consecutive positions, a batched
+//                  decode step one position of each of several sequences
 //   all_logits     a session option: `last_row` dispatches serve row T − 1 only unless set
 //   splits         key ranges of attention (a device choice; `split_only` dispatches run when > 1)
 //   ring           per layer, the positions its K and V caches hold: the context on a layer
 //                  that sees every key; min(context, W + max_chunk − 1) on a layer of window W
 //                  (rope_kv appends a chunk's T keys before attention reads any). Position p
-//                  lives at slot p mod ring; rope_kv and attention take it as a spec constant.
+//                  of sequence s lives at slot s · ring + p mod ring; rope_kv and attention
+//                  take it as a spec constant.
+//   sequences      the KV caches a session holds (each layer's cache is [sequences][ring][…])
 //   tile           matmul's rows and tokens per workgroup (a device choice)
 // Workgroup counts, per grid:
 //   Rows       (R, 1, 1)                  R = rows (1 for a last_row dispatch)
@@ -37,7 +41,7 @@ namespace lathe::plan {
 
 enum class Resource : uint8_t {
   None,        // nothing: an unused binding of the kernel (bound to a dummy)
-  Io,          // the session's host-visible IO buffer: position, tokens[rows]
+  Io,          // the session's host-visible IO buffer: IoRow[rows]
   Activation,  // activation slot `index`: [rows][slot_widths[index]] f32
   Logits,      // [rows, or 1][vocab] f32
   Weight,      // manifest tensor `index`: a matrix in its device dtype (texels) or a vector in f32 (storage)
@@ -47,6 +51,16 @@ enum class Resource : uint8_t {
   VCache,      // layer `index`'s V cache
   Partials,    // the attention partials of split key ranges: [rows][heads][splits][head_dim + 2] f32
 };
+
+// One token row of a pass, as the kernels read it from the IO buffer
+// (common.glsl's IoRow, std430: three words, no padding); argmax writes the
+// next token into row 0's token.
+struct IoRow {
+  uint32_t token = 0;
+  uint32_t sequence = 0;  // whose cache the row extends and attends to
+  uint32_t position = 0;  // its position in that sequence
+};
+static_assert(sizeof(IoRow) == 12, "common.glsl's IoRow is three 32-bit words");
 
 struct Binding {
   Resource resource = Resource::None;

@@ -1,5 +1,5 @@
 // Greedy sampling on the device: the index of the largest logit of the
-// chunk's last row (the lowest index among equals), written to io.tokens[0]
+// chunk's last row (the lowest index among equals), written to io.rows[0].token
 // where the next decode step's embedding reads it. One subgroup.
 //
 // Generated constants: V (vocabulary).
@@ -26,5 +26,5 @@ void main() {
   }
   const float top = subgroupMax(best);
   const uint first = subgroupMin(best == top ? index : 0xffffffffu);
-  if (gl_LocalInvocationID.x == 0) io.tokens[0] = first;
+  if (gl_LocalInvocationID.x == 0) io.rows[0].token = first;
 }

@@ -46,11 +46,11 @@ const uint TPL = (CTPR + LANES - 1) / LANES;  // cache texels per lane: lane l o
 const uint W = TPL * CVPT;                     // dims per lane
 
 // The lane's dims of (position, kv_head): texel index j of each of its TPL texels.
-void load(usamplerBuffer cache, uint position, uint kv_head, uint lane, out float v[W]) {
+void load(usamplerBuffer cache, uint sequence, uint position, uint kv_head, uint lane, out float v[W]) {
   [[unroll]] for (uint i = 0; i < TPL; ++i) {
     const uint j = min(lane + i * LANES, CTPR - 1);  // lanes past the head repeat a texel; their q is 0
     float part[CVPT];
-    unpack_cache(texelFetch(cache, int((cache_slot(position) * HKV + kv_head) * CTPR + j)), part);
+    unpack_cache(texelFetch(cache, int((cache_slot(sequence, position) * HKV + kv_head) * CTPR + j)), part);
     [[unroll]] for (uint e = 0; e < CVPT; ++e) v[i * CVPT + e] = part[e];
   }
 }
@@ -61,9 +61,10 @@ void main() {
   const uint kv_head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= pc.rows) return;
   const uint lane = gl_LocalInvocationID.x;
-  // Causal: positions lowest … position + t (lowest = 0, or the window's
-  // first key i − WINDOW + 1), this workgroup's range of them.
-  const uint all_keys = io.position + t + 1;
+  // Causal: the row's sequence's positions lowest … the row's own (lowest =
+  // 0, or the window's first key i − WINDOW + 1), this workgroup's range of them.
+  const uint sequence = io.rows[t].sequence;
+  const uint all_keys = io.rows[t].position + 1;
   const uint lowest = WINDOW > 0u && all_keys > WINDOW ? all_keys - WINDOW : 0u;
   const uint chunk = (all_keys - lowest + SPLITS - 1) / SPLITS;
   const uint first = min(lowest + gl_WorkGroupID.z * chunk, all_keys);
@@ -86,14 +87,14 @@ void main() {
   uint pos = first;
   for (; pos + 4 <= keys; pos += 4) {
     float k0[W], k1[W], k2[W], k3[W], v0[W], v1[W], v2[W], v3[W];
-    load(KT, pos, kv_head, lane, k0);
-    load(KT, pos + 1, kv_head, lane, k1);
-    load(KT, pos + 2, kv_head, lane, k2);
-    load(KT, pos + 3, kv_head, lane, k3);
-    load(VT, pos, kv_head, lane, v0);
-    load(VT, pos + 1, kv_head, lane, v1);
-    load(VT, pos + 2, kv_head, lane, v2);
-    load(VT, pos + 3, kv_head, lane, v3);
+    load(KT, sequence, pos, kv_head, lane, k0);
+    load(KT, sequence, pos + 1, kv_head, lane, k1);
+    load(KT, sequence, pos + 2, kv_head, lane, k2);
+    load(KT, sequence, pos + 3, kv_head, lane, k3);
+    load(VT, sequence, pos, kv_head, lane, v0);
+    load(VT, sequence, pos + 1, kv_head, lane, v1);
+    load(VT, sequence, pos + 2, kv_head, lane, v2);
+    load(VT, sequence, pos + 3, kv_head, lane, v3);
     [[unroll]] for (uint g = 0; g < G; ++g) {
       vec4 partial = vec4(0.0);
       [[unroll]] for (uint d = 0; d < W; ++d)
@@ -117,8 +118,8 @@ void main() {
   }
   for (; pos < keys; ++pos) {  // the last 0–3 keys
     float k0[W], v0[W];
-    load(KT, pos, kv_head, lane, k0);
-    load(VT, pos, kv_head, lane, v0);
+    load(KT, sequence, pos, kv_head, lane, k0);
+    load(VT, sequence, pos, kv_head, lane, v0);
     [[unroll]] for (uint g = 0; g < G; ++g) {
       float partial = 0.0;
       [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * k0[d];

@@ -54,8 +54,16 @@ float activate(float x, int kind) {
 // argument is clamped as in activate(): tanh(±15) is ±1 in f32 already.
 float softcap(float x, float c) { return c * tanh(clamp(x / c, -15.0, 15.0)); }
 
-// The session's host-visible IO buffer: the cache position of the chunk's
-// first row and its token ids. Decode steps read them here rather than from
-// push constants, so one recorded command buffer serves every step; argmax
-// writes the next token into tokens[0].
-#define IO_BLOCK(b) layout(std430, binding = b) buffer IO { uint position; uint tokens[]; } io;
+// The session's host-visible IO buffer: for each token row of the pass, its
+// token id, the sequence whose cache it extends and its position there
+// (core/plan.hpp, plan::IoRow). A prefill chunk's rows are one sequence's
+// consecutive positions; a batched decode step's rows are one token of each of
+// several sequences. Kernels read them here rather than from push constants,
+// so one recorded command buffer serves every step; argmax writes the next
+// token into rows[0].token.
+struct IoRow {
+  uint token;
+  uint sequence;
+  uint position;
+};
+#define IO_BLOCK(b) layout(std430, binding = b) buffer IO { IoRow rows[]; } io;

@@ -1,4 +1,4 @@
-// Embedding gather: y[t] = SCALE · E[token[t]] (+ P[position + t + POS_OFFSET]).
+// Embedding gather: y[t] = SCALE · E[token[t]] (+ P[position[t] + POS_OFFSET]).
 // One subgroup-sized workgroup per token row; lanes walk the row's texels.
 //
 // Generated constants:
@@ -8,7 +8,7 @@
 //   POSITIONS   1: add the learned position table P (GPT-2)
 //   POS_OFFSET  row of position p is p + POS_OFFSET (OPT: 2)
 // Push constants (RowsPush): rows.
-// Buffers: io (tokens, position), E [vocab][D] texels, P [table][D] texels, y [rows][D] f32.
+// Buffers: io (each row's token and position), E [vocab][D] texels, P [table][D] texels, y [rows][D] f32.
 
 #include "common.glsl"
 
@@ -24,8 +24,8 @@ const uint TPR = D / VPT;  // texels per row
 void main() {
   const uint t = gl_WorkGroupID.x;
   if (t >= pc.rows) return;
-  const uint token = io.tokens[t];
-  const uint position = io.position + t + POS_OFFSET;
+  const uint token = io.rows[t].token;
+  const uint position = io.rows[t].position + POS_OFFSET;
   for (uint j = gl_LocalInvocationID.x; j < TPR; j += gl_WorkGroupSize.x) {
     float e[VPT];
     unpack_texel(texelFetch(E, int(token * TPR + j)), e);

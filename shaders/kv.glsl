@@ -1,6 +1,6 @@
 // The KV cache of one layer: [ring][HKV][DH] values, f16 packed in pairs
 // into uints (no 16-bit storage feature needed) or f32 pairs. Pair p of
-// position pos and KV head h is at (pos * HKV + h) * DH / 2 + p.
+// position pos and KV head h is at (slot * HKV + h) * DH / 2 + p.
 #if CACHE_F16
 #define CACHE_PAIR uint
 vec2 from_cache(uint v) { return unpackHalf2x16(v); }
@@ -15,14 +15,17 @@ vec2 to_cache(vec2 v) { return v; }
 // rope_kv, 2 of attention; the runtime sets it per layer): position p lives
 // at slot p mod RING. RING is the context on a layer that sees every key, so
 // nothing wraps there; a windowed layer's ring holds W + max_chunk − 1
-// positions (docs/runtime.md). 0 (unset): no ring.
-uint cache_slot(uint position) { return RING == 0u ? position : position % RING; }
+// positions (docs/runtime.md). 0 (unset): no ring, one sequence. Each
+// sequence of a session has a ring of its own, sequence s's after s − 1's.
+uint cache_slot(uint sequence, uint position) { return RING == 0u ? position : sequence * RING + position % RING; }
 
-uint cache_pair(uint position, uint kv_head, uint pair) { return (cache_slot(position) * HKV + kv_head) * (DH / 2) + pair; }
+uint cache_pair(uint sequence, uint position, uint kv_head, uint pair) {
+  return (cache_slot(sequence, position) * HKV + kv_head) * (DH / 2) + pair;
+}
 
 // Attention reads the same memory through RGBA32UI texel views: one fetch
 // is 16 bytes (8 f16 or 4 f32 values), several times fewer loads than pairs
-// on lavapipe. Texel j of (position, kv_head) is at (cache_slot(position) * HKV + kv_head) * CTPR + j.
+// on lavapipe. Texel j of (position, kv_head) is at (cache_slot(sequence, position) * HKV + kv_head) * CTPR + j.
 #if CACHE_F16
 #define CVPT 8u
 void unpack_cache(uvec4 t, out float v[CVPT]) {

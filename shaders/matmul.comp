@@ -5,9 +5,13 @@
 // specialization constant; neither uses shared memory or barriers
 // (notes/lavapipe.md: both are expensive there), and weights come through
 // texel buffers.
-//   TOKENS = 1 (decode): the workgroup owns ROWS weight rows; lanes split K in
-//     chunks of LANES × XT texels, each lane keeping its slice of x in
-//     registers for all ROWS rows; subgroupAdd reduces at the end.
+//   TOKENS < 8 (decode): the workgroup owns ROWS weight rows for TOKENS
+//     tokens; lanes split K in chunks of LANES × XT texels, each lane keeping
+//     its slice of x in registers for all ROWS rows; subgroupAdd reduces at
+//     the end. Each token's sums are taken in the same order whatever TOKENS
+//     is, so a batched decode step (one row per sequence, TOKENS > 1: each
+//     weight texel read once for TOKENS sequences) gives every sequence the
+//     bits a decode of it alone (TOKENS = 1) gives.
 //   TOKENS = 8 (prefill): each lane owns ROWS rows and computes them for 8
 //     tokens; lane t loads token t's slice of x and subgroupBroadcast hands
 //     it to every lane, so x costs one load per subgroup, not one per lane.
@@ -372,6 +376,6 @@ void prefill() {
 }
 
 void main() {
-  if (TOKENS == 1) decode();
+  if (TOKENS < 8) decode();
   else prefill();
 }

@@ -1,7 +1,7 @@
 // Rotary position embedding and the KV-cache append, in one pass per token
 // row: q is rotated in place; k is rotated and written to the K cache, v
-// copied to the V cache, at position io.position + t (its slot in the
-// layer's ring, kv.glsl; the rotation uses the position itself).
+// copied to the V cache, at the row's position in its sequence's cache (its
+// slot in that sequence's ring, kv.glsl; the rotation uses the position itself).
 //
 // Generated constants:
 //   HQ, HKV, DH   query heads, KV heads, head width
@@ -81,7 +81,7 @@ void pairing(uint d, out uint partner, out uint freq, out float sign_) {
 void main() {
   const uint t = gl_WorkGroupID.x;
   if (t >= pc.rows) return;
-  const uint position = io.position + t;
+  const uint position = io.rows[t].position, sequence = io.rows[t].sequence;
   const uint lane = gl_LocalInvocationID.x;
 
 #if QK_NORM
@@ -149,7 +149,7 @@ void main() {
     }
 #endif
     const uint vbase = pc.v_offset + t * pc.v_stride + head * DH;
-    const uint at = cache_pair(position, head, p);
+    const uint at = cache_pair(sequence, position, head, p);
     kc[at] = to_cache(kv);
     vc[at] = to_cache(vec2(v[vbase + 2 * p], v[vbase + 2 * p + 1]));
   }

@@ -71,18 +71,28 @@ void Session::Impl::allocate() {
     slots.emplace_back(device, rows * static_cast<VkDeviceSize>(width) * 4, kStorage, vk::MemoryUse::Device);
   // A windowed layer keeps W + max_chunk − 1 positions, a ring: rope_kv
   // appends a chunk's keys before attention reads the first row's window.
+  // Each sequence has its ring, sequence s's after s − 1's; rope_kv binds the
+  // whole cache as a storage buffer.
+  const uint64_t range = device.info().max_storage_buffer_range;
   for (int64_t l = 0; l < model.layers; ++l) {
     const int64_t window = plan.windows[static_cast<size_t>(l)];
     ring.push_back(static_cast<uint32_t>(window > 0 ? std::min(context, window + options.max_chunk - 1) : context));
-    const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(ring.back()) * static_cast<VkDeviceSize>(plan.cache_row_bytes);
+    const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(options.sequences) * ring.back() *
+                                     static_cast<VkDeviceSize>(plan.cache_row_bytes);
+    if (range > 0 && cache_bytes > range)
+      throw Error(ErrorKind::Unsupported,
+                  "layer " + std::to_string(l) + "'s K cache of " + std::to_string(options.sequences) + " sequences × " +
+                      std::to_string(ring.back()) + " positions × " + std::to_string(plan.cache_row_bytes) + " bytes = " +
+                      std::to_string(cache_bytes) + " bytes exceeds maxStorageBufferRange (" + std::to_string(range) +
+                      " bytes) of " + device.info().name + ": lower the context or the sequences");
     k_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
     v_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
     k_views.emplace_back(device, k_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
     v_views.emplace_back(device, v_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
   }
-  io.emplace(device, (1 + rows) * 4, kStorage, vk::MemoryUse::Staging);
-  logits.emplace(device, (options.all_logits ? rows : 1) * static_cast<VkDeviceSize>(model.vocab) * 4, kStorage,
-                 vk::MemoryUse::Device);
+  io.emplace(device, rows * sizeof(plan::IoRow), kStorage, vk::MemoryUse::Staging);
+  const VkDeviceSize logit_rows = options.all_logits ? rows : static_cast<VkDeviceSize>(options.sequences);
+  logits.emplace(device, logit_rows * static_cast<VkDeviceSize>(model.vocab) * 4, kStorage, vk::MemoryUse::Device);
   if (splits > 1)
     partials.emplace(device, rows * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4, kStorage,
                      vk::MemoryUse::Device);

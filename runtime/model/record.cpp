@@ -34,7 +34,11 @@ void Session::Impl::choose_tiles() {
   // The prefill layout broadcasts 8 tokens from 8 lanes: narrower subgroups
   // run the decode layout for every row.
   const bool cpu = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  prefill = lanes < 8 ? decode : tile_from_env("LATHE_TILE_PREFILL", {cpu ? 32u : 4u, 8, 1});
+  prefill = lanes < Tile::kPrefillTokens ? decode : tile_from_env("LATHE_TILE_PREFILL", {cpu ? 32u : 4u, Tile::kPrefillTokens, 1});
+  // A batched decode step: the decode layout for up to 4 sequences a workgroup
+  // (each weight texel read once for them; each sequence's sums as alone).
+  batch = tile_from_env("LATHE_TILE_BATCH", {decode.rows / 2, 4, decode.texels});
+  batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, options.sequences));
 }
 
 const vk::Pipeline& Session::Impl::pipeline(const plan::Dispatch& d, const Tile& tile) {
@@ -65,7 +69,10 @@ const vk::Pipeline& Session::Impl::pipeline(const plan::Dispatch& d, const Tile&
 void Session::Impl::build_sets() {
   for (size_t i : active) {
     const plan::Dispatch& d = plan.dispatches[i];
-    if (family(d).spec_constants == kernels::SpecConstants::Tile) pipeline(d, prefill);
+    if (family(d).spec_constants == kernels::SpecConstants::Tile) {
+      pipeline(d, prefill);
+      if (options.sequences > 1) pipeline(d, batch);
+    }
     const vk::Pipeline& p = pipeline(d, decode);
     const VkDescriptorSet set = arena.allocate(p);
     const kernels::FamilyInfo& f = family(d);
@@ -86,14 +93,17 @@ void Session::Impl::create_commands() {
   allocate.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   allocate.commandBufferCount = 1;
   vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, &prefill_commands), "vkAllocateCommandBuffers");
-  vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, &decode_commands), "vkAllocateCommandBuffers");
+  decode_commands.resize(static_cast<size_t>(options.sequences));
+  decode_recorded.assign(decode_commands.size(), false);
+  allocate.commandBufferCount = static_cast<uint32_t>(decode_commands.size());
+  vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, decode_commands.data()), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   vk::check(vkCreateFence(device.handle(), &fence_info, nullptr, &fence), "vkCreateFence");
 }
 
 // Records the whole plan for a chunk of `rows` tokens; with a query pool,
 // a timestamp before the first dispatch and after each one.
-void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, VkQueryPool timestamps) {
+void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row, VkQueryPool timestamps) {
   vk::check(vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   vk::check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
@@ -112,7 +122,7 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
     // The run-time push fields, by name: every layout's rows, and the first
     // input row of a matmul that serves the last row alone.
     std::array<uint32_t, push::kMaxWords> push = d.push;
-    const bool last_only = d.last_row && !options.all_logits;
+    const bool last_only = d.last_row && !every_row;
     const uint32_t used_rows = last_only ? 1 : rows;
     push[push::word(offsetof(push::RowsPush, rows))] = used_rows;
     if (last_only && family(d).family == kernels::Family::Matmul)
@@ -156,7 +166,7 @@ void Session::Impl::submit(VkCommandBuffer cb) {
 
 std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   Impl& s = *impl_;
-  s.check_ready(rows);
+  s.check_ready(0, rows);
   if (rows < 1 || rows > s.options.max_chunk) throw Error(ErrorKind::InvalidArgument, "profile: rows must be in [1, max_chunk]");
   const uint32_t count = static_cast<uint32_t>(s.active.size() + 1);
   VkQueryPoolCreateInfo create{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
@@ -166,8 +176,8 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   vk::check(vkCreateQueryPool(s.device.handle(), &create, nullptr, &pool), "vkCreateQueryPool");
   std::vector<uint64_t> ticks(count);
   try {
-    s.io_words()[0] = static_cast<uint32_t>(s.position);
-    s.record(s.prefill_commands, rows, s.tile_for(rows), pool);
+    for (uint32_t r = 0; r < rows; ++r) s.io_rows()[r] = {0, 0, static_cast<uint32_t>(s.positions[0] + r)};
+    s.record(s.prefill_commands, rows, s.tile_for(rows), s.options.all_logits, pool);
     s.submit(s.prefill_commands);
     vk::check(vkGetQueryPoolResults(s.device.handle(), pool, 0, count, ticks.size() * 8, ticks.data(), 8,
                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),

@@ -20,15 +20,24 @@ Session::Impl::~Impl() {
   if (pool != VK_NULL_HANDLE) vkDestroyCommandPool(device.handle(), pool, nullptr);
 }
 
-void Session::Impl::check_ready(size_t count) const {
+void Session::Impl::check_sequence(int64_t sequence) const {
+  if (sequence < 0 || sequence >= static_cast<int64_t>(positions.size()))
+    throw Error(ErrorKind::InvalidArgument, "sequence " + std::to_string(sequence) + " is outside [0, " +
+                                                std::to_string(positions.size()) + "), the session's sequences");
+}
+
+void Session::Impl::check_ready(int64_t sequence, size_t count) const {
   for (size_t i = 0; i < tensors.size(); ++i)
     if (!tensors[i].uploaded)
       throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[i].name) + ": not loaded before the first forward pass");
+  check_sequence(sequence);
+  const int64_t position = positions[static_cast<size_t>(sequence)];
   if (position + static_cast<int64_t>(count) > context)
     throw Error(ErrorKind::InvalidArgument,
                 "the context of " + std::to_string(context) + " positions is full: " + std::to_string(position) +
-                    " cached + " + std::to_string(count) + " new tokens (raise the context, up to " +
-                    std::to_string(model.max_context) + ")");
+                    " cached + " + std::to_string(count) + " new tokens" +
+                    (positions.size() > 1 ? " in sequence " + std::to_string(sequence) : std::string()) +
+                    " (raise the context, up to " + std::to_string(model.max_context) + ")");
 }
 
 void Session::Impl::check_token(int32_t token) const {
@@ -37,20 +46,23 @@ void Session::Impl::check_token(int32_t token) const {
                 "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(model.vocab) + ")");
 }
 
-// Runs one chunk (rows ≤ max_chunk) already written to io; advances the position.
-void Session::Impl::run_chunk(uint32_t rows) {
-  io_words()[0] = static_cast<uint32_t>(position);
+void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
   if (rows == 1) {
-    if (!decode_recorded) {
-      record(decode_commands, 1, decode);
-      decode_recorded = true;
-    }
-    submit(decode_commands);
+    run_decode(1);
   } else {
-    record(prefill_commands, rows, tile_for(rows));
+    record(prefill_commands, rows, tile_for(rows), options.all_logits);
     submit(prefill_commands);
   }
-  position += rows;
+  positions[static_cast<size_t>(sequence)] += rows;
+}
+
+void Session::Impl::run_decode(uint32_t count) {
+  const size_t at = count - 1;
+  if (!decode_recorded[at]) {
+    record(decode_commands[at], count, count == 1 ? decode : batch, count > 1 || options.all_logits);
+    decode_recorded[at] = true;
+  }
+  submit(decode_commands[at]);
 }
 
 std::vector<float> Session::Impl::read_logits(uint32_t rows) {
@@ -74,6 +86,11 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
                                                 std::string(model.name));
   if (options.max_chunk < 1)
     throw Error(ErrorKind::InvalidArgument, "max_chunk must be at least 1, not " + std::to_string(options.max_chunk));
+  if (options.sequences < 1 || options.sequences > options.max_chunk)
+    throw Error(ErrorKind::InvalidArgument, "sequences " + std::to_string(options.sequences) + " is outside [1, " +
+                                                std::to_string(options.max_chunk) +
+                                                "]: a batched decode step is one pass of a row per sequence");
+  s.positions.assign(static_cast<size_t>(options.sequences), 0);
   s.lanes = device.info().subgroup_size;
   s.choose_tiles();
   // A CPU device has a few threads and many workgroups already; a GPU needs
@@ -85,7 +102,7 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
   // Every activation (and the logits of every row) is bound whole as a
   // storage buffer: a chunk may hold no more rows than maxStorageBufferRange
   // allows (128 MiB on lavapipe: 261 rows of a 128256-token vocabulary).
-  const int64_t widest = std::max(s.plan.widest_row_floats, options.all_logits ? model.vocab : 0);
+  const int64_t widest = std::max(s.plan.widest_row_floats, options.all_logits || options.sequences > 1 ? model.vocab : 0);
   const uint64_t range = device.info().max_storage_buffer_range;
   if (range > 0 && widest > 0) {
     const int64_t fit = static_cast<int64_t>(range / (static_cast<uint64_t>(widest) * 4));
@@ -93,6 +110,11 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
       throw Error(ErrorKind::Unsupported, "a row of " + std::to_string(widest) + " values exceeds maxStorageBufferRange (" +
                                               std::to_string(range) + " bytes) of " + device.info().name);
     s.options.max_chunk = std::min(s.options.max_chunk, fit);
+    if (options.sequences > fit)
+      throw Error(ErrorKind::Unsupported, std::to_string(options.sequences) + " sequences: a batched step's rows of " +
+                                              std::to_string(widest) + " values exceed maxStorageBufferRange (" +
+                                              std::to_string(range) + " bytes) of " + device.info().name +
+                                              " beyond " + std::to_string(fit) + " sequences");
   }
   s.allocate();
   s.build_sets();
@@ -103,8 +125,17 @@ Session::~Session() = default;
 
 const ModelInfo& Session::model() const { return impl_->model; }
 int64_t Session::context() const { return impl_->context; }
-int64_t Session::position() const { return impl_->position; }
-void Session::reset() { impl_->position = 0; }
+int64_t Session::sequences() const { return static_cast<int64_t>(impl_->positions.size()); }
+int64_t Session::position() const { return impl_->positions[0]; }
+int64_t Session::position(int64_t sequence) const {
+  impl_->check_sequence(sequence);
+  return impl_->positions[static_cast<size_t>(sequence)];
+}
+void Session::reset() { std::fill(impl_->positions.begin(), impl_->positions.end(), 0); }
+void Session::reset(int64_t sequence) {
+  impl_->check_sequence(sequence);
+  impl_->positions[static_cast<size_t>(sequence)] = 0;
+}
 size_t Session::dispatches_per_token() const { return impl_->active.size(); }
 bool Session::pipelines_cached() const { return impl_->pipelines.from_disk(); }
 
@@ -114,20 +145,30 @@ void Session::warm_up(int64_t rows) {
   const int64_t n = std::clamp<int64_t>(std::min({rows, s.context - 1, s.options.max_chunk}), 1, s.context);
   prefill(std::vector<int32_t>(static_cast<size_t>(n), 0));
   if (position() < s.context) decode(0);
+  if (s.positions.size() > 1) {
+    std::vector<Step> steps;
+    for (size_t i = 0; i < s.positions.size(); ++i) steps.push_back({static_cast<int64_t>(i), 0});
+    decode(steps);
+  }
   reset();
 }
 
-std::vector<float> Session::prefill(std::span<const int32_t> tokens) {
+std::vector<float> Session::prefill(std::span<const int32_t> tokens) { return prefill(0, tokens); }
+
+std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> tokens) {
   Impl& s = *impl_;
   if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "prefill of no tokens");
   for (int32_t t : tokens) s.check_token(t);
-  s.check_ready(tokens.size());
+  s.check_ready(sequence, tokens.size());
   std::vector<float> all;
   std::vector<float> last;
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(s.options.max_chunk)) {
     const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(tokens.size() - at, static_cast<size_t>(s.options.max_chunk)));
-    for (uint32_t r = 0; r < rows; ++r) s.io_words()[1 + r] = static_cast<uint32_t>(tokens[at + r]);
-    s.run_chunk(rows);
+    const int64_t position = s.positions[static_cast<size_t>(sequence)];
+    for (uint32_t r = 0; r < rows; ++r)
+      s.io_rows()[r] = {static_cast<uint32_t>(tokens[at + r]), static_cast<uint32_t>(sequence),
+                        static_cast<uint32_t>(position + r)};
+    s.run_chunk(sequence, rows);
     if (s.options.all_logits) {
       const std::vector<float> chunk = s.read_logits(rows);
       all.insert(all.end(), chunk.begin(), chunk.end());
@@ -139,28 +180,44 @@ std::vector<float> Session::prefill(std::span<const int32_t> tokens) {
 }
 
 std::vector<float> Session::decode(int32_t token) {
+  const Step step{0, token};
+  return decode(std::span(&step, 1));
+}
+
+std::vector<float> Session::decode(std::span<const Step> steps) {
   Impl& s = *impl_;
-  s.check_token(token);
-  s.check_ready(1);
-  s.io_words()[1] = static_cast<uint32_t>(token);
-  s.run_chunk(1);
-  return s.read_logits(1);
+  if (steps.empty()) throw Error(ErrorKind::InvalidArgument, "decode of no sequences");
+  std::vector<bool> named(s.positions.size(), false);
+  for (const Step& step : steps) {
+    s.check_token(step.token);
+    s.check_ready(step.sequence, 1);
+    if (named[static_cast<size_t>(step.sequence)])
+      throw Error(ErrorKind::InvalidArgument, "sequence " + std::to_string(step.sequence) + " is named twice in one decode step");
+    named[static_cast<size_t>(step.sequence)] = true;
+  }
+  for (size_t i = 0; i < steps.size(); ++i)
+    s.io_rows()[i] = {static_cast<uint32_t>(steps[i].token), static_cast<uint32_t>(steps[i].sequence),
+                      static_cast<uint32_t>(s.positions[static_cast<size_t>(steps[i].sequence)])};
+  s.run_decode(static_cast<uint32_t>(steps.size()));
+  for (const Step& step : steps) ++s.positions[static_cast<size_t>(step.sequence)];
+  return s.read_logits(static_cast<uint32_t>(steps.size()));
 }
 
 std::vector<int32_t> Session::generate_greedy(int32_t token, int64_t steps) {
   Impl& s = *impl_;
   s.check_token(token);
-  s.check_ready(static_cast<size_t>(std::max<int64_t>(steps, 0)));
+  s.check_ready(0, static_cast<size_t>(std::max<int64_t>(steps, 0)));
   std::vector<int32_t> out;
-  s.io_words()[1] = static_cast<uint32_t>(token);
+  s.io_rows()[0] = {static_cast<uint32_t>(token), 0, 0};
   for (int64_t i = 0; i < steps; ++i) {
-    s.run_chunk(1);  // argmax leaves its pick in tokens[0], where the next step's embedding reads it
+    // argmax leaves its pick in row 0's token, where the next step's embedding reads it
+    s.io_rows()[0].position = static_cast<uint32_t>(s.positions[0]);
+    s.run_chunk(0, 1);
     out.push_back(argmax());
-    s.io_words()[1] = static_cast<uint32_t>(out.back());
   }
   return out;
 }
 
-int32_t Session::argmax() const { return static_cast<int32_t>(impl_->io_words()[1]); }
+int32_t Session::argmax() const { return static_cast<int32_t>(impl_->io_rows()[0].token); }
 
 }  // namespace lathe

@@ -2,8 +2,16 @@
 // the forward pass of the plan its build carries (core/plan.hpp).
 //
 // Prefill records a command buffer for its chunk of T tokens; decode submits
-// one command buffer recorded once, again and again: the cache position and
-// the token travel in a small host-visible IO buffer, never in the recording.
+// one command buffer recorded once, again and again: each row's token,
+// sequence and cache position travel in a small host-visible IO buffer, never
+// in the recording.
+//
+// A session holds `sequences` independent KV caches (continuous batching: a
+// server's requests each own one). A prefill chunk extends one sequence; a
+// batched decode step runs one token of each of several sequences in one pass,
+// every matrix read once for all of them. A sequence's logits do not depend
+// on what else runs: a batched step's row for sequence s has the bits of the
+// same token decoded with s alone.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +33,7 @@ struct SessionOptions {
   bool all_logits = false;  // prefill returns the logits of every row, not only the last
   std::string pipeline_cache;  // vk::Pipelines cache_dir ("-": none)
   int64_t attention_splits = 0;  // key ranges per attention row; 0: 1 on CPU devices, 16 on GPUs
+  int64_t sequences = 1;  // independent KV caches of `context` positions each (at most max_chunk)
 };
 
 class Session {
@@ -39,7 +48,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const ModelInfo& model() const;
-  int64_t context() const;
+  int64_t context() const;  // positions of each sequence's cache
+  int64_t sequences() const;
 
   // One manifest tensor as the checkpoint stores it (its manifest shape and
   // layout, row-major), in any of f32/f16/bf16: converted to the manifest
@@ -59,16 +69,30 @@ class Session {
   // Error(InvalidArgument) for a token outside the vocabulary or a context
   // overflow, naming the numbers, before anything runs.
   std::vector<float> prefill(std::span<const int32_t> tokens);
+  // The same for one sequence's cache.
+  std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens);
   // One token through the recorded decode step; its logits [vocab].
   std::vector<float> decode(int32_t token);
+  // One token of each of several distinct sequences in one pass: the logits
+  // [steps.size()][vocab], row i for steps[i], each with the bits of that
+  // token decoded with its sequence alone. Throws Error(InvalidArgument) for a
+  // sequence out of range or named twice, a bad token or a full cache, before
+  // anything runs.
+  struct Step {
+    int64_t sequence = 0;
+    int32_t token = 0;
+  };
+  std::vector<float> decode(std::span<const Step> steps);
   // Greedy decoding on the device: feeds `token`, then each step's argmax,
   // `steps` times; returns the picks. No logits are read back.
   std::vector<int32_t> generate_greedy(int32_t token, int64_t steps);
   // The device's argmax of the last row of the last forward pass.
   int32_t argmax() const;
 
-  int64_t position() const;
-  void reset();  // empties the cache (the weights stay)
+  int64_t position() const;  // of sequence 0
+  int64_t position(int64_t sequence) const;
+  void reset();                  // empties every sequence's cache (the weights stay)
+  void reset(int64_t sequence);  // empties one
 
   size_t dispatches_per_token() const;  // of a decode step
 
@@ -78,7 +102,8 @@ class Session {
   // its first dispatch (llvmpipe's JIT) does it here, so the first timed
   // pass is not a compile; once its caches are warm this costs a pass.
   // Chunks under 8 rows run the decode layout, so a short prompt's warm-up
-  // compiles no prefill kernel. Call it after the weights are in.
+  // compiles no prefill kernel. With several sequences a batched decode step
+  // of all of them runs too. Call it after the weights are in.
   void warm_up(int64_t rows);
   // Whether the pipeline cache on disk already held this device's
   // pipelines: false on a first run, whose warm_up() compiles the kernels.

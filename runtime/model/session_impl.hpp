@@ -17,12 +17,14 @@
 
 namespace lathe {
 
-// matmul.comp's layouts: decode (tokens 1) gives a workgroup `rows` weight
-// rows; prefill (tokens 8) gives each lane `rows` rows for 8 tokens. A device
-// choice, passed as specialization constants.
+// matmul.comp's layouts: decode (tokens < 8) gives a workgroup `rows` weight
+// rows for `tokens` tokens (1, or a batched decode step's sequences); prefill
+// (tokens 8) gives each lane `rows` rows for 8 tokens. A device choice, passed
+// as specialization constants.
 struct Tile {
   uint32_t rows, tokens, texels;  // texels: per lane per chunk of K (decode)
-  uint32_t rows_per_group(uint32_t lanes) const { return tokens == 1 ? rows : rows * lanes; }
+  static constexpr uint32_t kPrefillTokens = 8;
+  uint32_t rows_per_group(uint32_t lanes) const { return tokens < kPrefillTokens ? rows : rows * lanes; }
 };
 
 // A manifest tensor on the device: matrices keep their device dtype and are
@@ -49,11 +51,11 @@ struct Session::Impl {
   const ModelInfo& model;
   const plan::Plan& plan;
   SessionOptions options;
-  int64_t context = 0;
-  int64_t position = 0;
+  int64_t context = 0;                  // positions of each sequence's cache
+  std::vector<int64_t> positions;       // per sequence: the positions its cache holds
   uint32_t lanes = 0;
   uint32_t splits = 1;  // key ranges of attention
-  Tile decode{}, prefill{};
+  Tile decode{}, prefill{}, batch{};    // batch: a decode step of several sequences
   // Chunks of fewer rows run the decode layout: for a few tokens it is about
   // as fast, and a short prompt then needs none of the prefill layout's
   // kernels, which llvmpipe takes about three times longer to compile than
@@ -69,19 +71,22 @@ struct Session::Impl {
   std::vector<DevicePack> packs;
   std::vector<vk::Buffer> slots;                // [max_chunk][width] f32 each
   std::vector<uint32_t> ring;                   // per layer: the positions its caches hold (core/plan.hpp)
-  std::vector<vk::Buffer> k_cache, v_cache;     // per layer [ring][cache_row_bytes]
+  std::vector<vk::Buffer> k_cache, v_cache;     // per layer [sequences][ring][cache_row_bytes]
   std::vector<vk::TexelView> k_views, v_views;  // the same, as RGBA32UI texels
-  std::optional<vk::Buffer> io;                 // host-visible: position, tokens[max_chunk]
-  std::optional<vk::Buffer> logits;             // [max_chunk or 1][vocab] f32
+  std::optional<vk::Buffer> io;                 // host-visible: plan::IoRow[max_chunk]
+  std::optional<vk::Buffer> logits;             // [max_chunk with all_logits, else sequences][vocab] f32
   std::optional<vk::Buffer> partials;           // [max_chunk][splits][partials_row_floats] f32, when split
   std::optional<vk::Buffer> dummy;              // unused bindings
   std::optional<vk::TexelView> dummy_view;
   std::vector<VkDescriptorSet> sets;  // one per active dispatch
 
   VkCommandPool pool = VK_NULL_HANDLE;
-  VkCommandBuffer prefill_commands = VK_NULL_HANDLE, decode_commands = VK_NULL_HANDLE;
+  VkCommandBuffer prefill_commands = VK_NULL_HANDLE;
+  // Recorded once each: [0] a decode step of one sequence, [B − 1] a batched
+  // step of B sequences (recorded at its first use).
+  std::vector<VkCommandBuffer> decode_commands;
+  std::vector<bool> decode_recorded;
   VkFence fence = VK_NULL_HANDLE;
-  bool decode_recorded = false;
 
   Impl(vk::Device& d, const ModelInfo& m, const SessionOptions& o);
   ~Impl();
@@ -97,7 +102,10 @@ struct Session::Impl {
   void choose_tiles();
   void build_sets();
   void create_commands();
-  void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, VkQueryPool timestamps = VK_NULL_HANDLE);
+  // every_row: last_row dispatches serve every row (all_logits, or a batched
+  // decode step, whose rows are each a sequence's last).
+  void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row,
+              VkQueryPool timestamps = VK_NULL_HANDLE);
   void submit(VkCommandBuffer cb);
   const KernelBinary& kernel(const plan::Dispatch& d) const { return model.kernels[d.kernel]; }
   const kernels::FamilyInfo& family(const plan::Dispatch& d) const {
@@ -106,10 +114,15 @@ struct Session::Impl {
   const vk::Pipeline& pipeline(const plan::Dispatch& d, const Tile& tile);
 
   // session.cpp
-  uint32_t* io_words() const { return static_cast<uint32_t*>(io->mapped()); }
-  void check_ready(size_t count) const;
+  plan::IoRow* io_rows() const { return static_cast<plan::IoRow*>(io->mapped()); }
+  void check_sequence(int64_t sequence) const;
+  void check_ready(int64_t sequence, size_t count) const;
   void check_token(int32_t token) const;
-  void run_chunk(uint32_t rows);
+  // Runs a pass over `rows` rows already written to io (a chunk of one
+  // sequence); advances that sequence.
+  void run_chunk(int64_t sequence, uint32_t rows);
+  // A decode step of `count` rows already in io, one sequence each.
+  void run_decode(uint32_t count);
   std::vector<float> read_logits(uint32_t rows);
 };
 

@@ -405,10 +405,10 @@ class Gpu {
   vk::TexelView dummy_view_;
 };
 
-// The session's IO block: the position of the chunk's first row, then token ids.
+// The session's IO block (plan::IoRow): a chunk of sequence 0 from `position`.
 std::vector<uint32_t> io_words(uint32_t position, const std::vector<uint32_t>& tokens) {
-  std::vector<uint32_t> io = {position};
-  io.insert(io.end(), tokens.begin(), tokens.end());
+  std::vector<uint32_t> io;
+  for (size_t t = 0; t < tokens.size(); ++t) io.insert(io.end(), {tokens[t], 0u, position + static_cast<uint32_t>(t)});
   return io;
 }
 
@@ -598,7 +598,8 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
 // y[t][r] = epilogue(W[r] · x[t]), each epilogue the specs use: plain, bias,
 // residual (y += …, y starting nonzero), activation, gated φ(W·x + b) ⊙
 // (W2·x + b2), and a fused gate_up tensor (W2 = W, halves at gate_row0 and
-// up_row0). Tiles as the session dispatches them: 16 × 1 for decode, 8 × 8
+// up_row0). Tiles as the session dispatches them: 16 × 1 for decode (16 × 4
+// for a batched decode step, whose rows must hold the bits of each alone), 8 × 8
 // for prefill, over 13 token rows (not a multiple of 8) and n weight rows
 // (not a multiple of 8 either).
 TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles") {
@@ -673,19 +674,20 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       bool fused;  // W2 = W, bias2 = bias
       uint32_t gate_row0, up_row0;
     };
+    const Case batched = {"batched decode of 13 rows (16 × 4)", 16, 4, kRows, 0, false, 0, 0};
     std::vector<Case> cases = {{"decode", 16, 1, 1, 0, false, 0, 0},
                                {"prefill 13 rows", 8, 8, kRows, 0, false, 0, 0},
-                               {"decode of row 12 (x_row0)", 16, 1, 1, kRows - 1, false, 0, 0}};
+                               {"decode of row 12 (x_row0)", 16, 1, 1, kRows - 1, false, 0, 0},
+                               batched};
     if (gated) {
       cases.push_back({"fused gate_up prefill", 8, 8, kRows, 0, true, 0, n});
       cases.push_back({"fused up_gate decode of row 5", 16, 1, 1, 5, true, n, 0});
     }
 
-    Report report(m, k, worst, " (n = " + std::to_string(n) + " of " + std::to_string(full) + " rows)");
-    for (const Case& cs : cases) {
-      CAPTURE(cs.what);
+    // Runs a case on y's initial rows (the residual stream, else guards); y's words after.
+    auto run = [&](const Case& cs, const float* residual_rows) {
       std::vector<float> initial(size_t{cs.rows} * n, kGuard);
-      if (residual) std::copy_n(y0.begin(), initial.size(), initial.begin());
+      if (residual) std::copy_n(residual_rows, initial.size(), initial.begin());
       vk::Buffer y = buffer_of(device, guarded(initial));
       const Weights& second = cs.fused ? w : w2;
       const vk::Buffer& second_bias = cs.fused ? bb : bb2;
@@ -703,7 +705,16 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
               push::MatmulPush{
                   .rows = cs.rows, .n = n, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0, .up_row0 = cs.up_row0}, (n + cs.tile_rows - 1) / cs.tile_rows,
               (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens});
-      const std::vector<float> out = read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
+      return read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
+    };
+
+    Report report(m, k, worst, " (n = " + std::to_string(n) + " of " + std::to_string(full) + " rows)");
+    std::vector<float> batched_out;
+    for (const Case& cs : cases) {
+      CAPTURE(cs.what);
+      const std::vector<float> out = run(cs, y0.data());
+      if (cs.what == batched.what) batched_out = out;
+      const Weights& second = cs.fused ? w : w2;
 
       const std::vector<float>& b2 = cs.fused ? bias_values : bias2_values;
       NormalizedError e;
@@ -730,6 +741,13 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       check_guard(out, size_t{cs.rows} * n);
       report.check(cs.what, e.value(), kMatmulTolerance);
     }
+    // A batched decode step's rows hold the bits of each row decoded alone
+    // (a sequence's output does not depend on what else runs).
+    for (uint32_t t : {0u, 5u, kRows - 1}) {
+      CAPTURE(t);
+      const std::vector<float> alone = run({"decode alone", 16, 1, 1, t, false, 0, 0}, &y0[size_t{t} * n]);
+      CHECK(std::memcmp(alone.data(), &batched_out[size_t{t} * n], n * sizeof(float)) == 0);
+    }
   });
   report_worst("matmul", worst);
 }
@@ -737,7 +755,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
 // RoPE as HF applies it (q·cos + rotate_half(q)·sin on the first ROT dims of
 // each head for neox pairs (i, i + ROT/2); GPT-J's (2i, 2i + 1) for
 // interleaved), q rotated in place, k rotated into the K cache and v copied
-// into the V cache at io.position + t; GPT-2's kv_append only copies.
+// into the V cache at each row's position; GPT-2's kv_append only copies.
 TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to the caches") {
   Gpu gpu(device);
   Worst worst;
@@ -832,7 +850,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       const uint32_t positions = cs.ring ? cs.ring : cs.position + cs.rows + 2;
       const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
       vk::Buffer kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
-      vk::Buffer io = buffer_of(device, io_words(cs.position, {}));
+      vk::Buffer io = buffer_of(device, io_words(cs.position, std::vector<uint32_t>(cs.rows, 0)));
       gpu.run(m, k,
               kernels::RopeKvBindings<vk::Binding>{.io = whole(io),
                                                    .q = whole(qb),
@@ -956,7 +974,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       const uint32_t positions = ring ? ring : cs.position + cs.rows;
       const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
       vk::Buffer qb = buffer_of(device, q), kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
-      vk::Buffer io = buffer_of(device, io_words(cs.position, {}));
+      vk::Buffer io = buffer_of(device, io_words(cs.position, std::vector<uint32_t>(cs.rows, 0)));
       const size_t width = size_t{hq} * dh;
       vk::Buffer o = buffer_of(device, guarded(std::vector<float>(cs.rows * width, kGuard)));
       // attention reads the caches through RGBA32UI texel views.
@@ -1251,15 +1269,17 @@ TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
       uint32_t expected = 0;  // the CPU: the first index of the largest value
       for (uint32_t i = 1; i < vocab; ++i)
         if (last[i] > last[expected]) expected = i;
-      vk::Buffer io = buffer_of(device, std::vector<uint32_t>{7, 0xdeadbeefu, 0xdeadbeefu});
+      // Row 0 (token, sequence, position), then a guard word.
+      vk::Buffer io = buffer_of(device, std::vector<uint32_t>{0xdeadbeefu, 5, 7, 0xdeadbeefu});
       vk::Buffer lb = buffer_of(device, logits);
       gpu.run(m, k, kernels::ArgmaxBindings<vk::Binding>{.io = whole(io), .logits = whole(lb)},
               push::RowsPush{.rows = rows}, 1);
-      const std::vector<uint32_t> words = read_back<uint32_t>(device, io, 3);
-      CHECK(words[1] == expected);
-      CHECK(words[0] == 7);  // the position stays
-      CHECK(words[2] == 0xdeadbeefu);
-      found += " " + std::to_string(words[1]);
+      const std::vector<uint32_t> words = read_back<uint32_t>(device, io, 4);
+      CHECK(words[0] == expected);
+      CHECK(words[1] == 5);  // the sequence and the position stay
+      CHECK(words[2] == 7);
+      CHECK(words[3] == 0xdeadbeefu);
+      found += " " + std::to_string(words[0]);
     }
     MESSAGE(m.spec.name << " " << k.name << " (V = " << vocab << "): picked" << found);
   });

@@ -257,6 +257,78 @@ TEST_CASE_FIXTURE(test::VulkanTest, "bad calls are refused with the numbers, bef
   CHECK_THROWS_AS(session.upload(0, DType::F32, std::as_bytes(std::span(one))), Error);
 }
 
+TEST_CASE_FIXTURE(test::VulkanTest, "batched decode steps of several sequences give each the bits it gets alone") {
+  // Four sequences with prompts of different lengths (one a single token,
+  // one over two chunks), then decode steps of changing sets of them, in
+  // changing order: each row must equal, bit for bit, the same token decoded
+  // in a session that runs that sequence alone.
+  SessionOptions options;
+  options.max_chunk = 16;
+  options.sequences = 4;
+  Session batched(device, model_info(), options);
+  upload_all(batched);
+  options.sequences = 1;
+  Session alone(device, model_info(), options);
+  upload_all(alone);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(13, 21), random_tokens(1, 22), random_tokens(30, 23),
+                                                     random_tokens(6, 24)};
+  // Each sequence's token stream after its prompt, and the logits alone gives it.
+  constexpr size_t kSteps = 10;
+  std::vector<std::vector<int32_t>> streams;
+  std::vector<std::vector<std::vector<float>>> expected(prompts.size());
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    streams.push_back(random_tokens(kSteps, 31 + static_cast<uint32_t>(s)));
+    alone.reset();
+    expected[s].push_back(alone.prefill(prompts[s]));
+    for (int32_t token : streams[s]) expected[s].push_back(alone.decode(token));
+  }
+  std::vector<size_t> done(prompts.size(), 0);  // tokens of each stream fed
+  auto same = [&](const float* row, size_t s, size_t step) {
+    CAPTURE(s);
+    CAPTURE(step);
+    CHECK(std::memcmp(row, expected[s][step].data(), V * sizeof(float)) == 0);
+  };
+  auto step = [&](const std::vector<size_t>& which) {
+    std::vector<Session::Step> steps;
+    for (size_t s : which) steps.push_back({static_cast<int64_t>(s), streams[s][done[s]]});
+    const std::vector<float> logits = batched.decode(steps);
+    REQUIRE(logits.size() == which.size() * V);
+    for (size_t i = 0; i < which.size(); ++i) same(&logits[i * V], which[i], ++done[which[i]]);
+  };
+  // Prompts go in out of order, between decode steps of the others.
+  same(batched.prefill(0, prompts[0]).data(), 0, 0);
+  same(batched.prefill(3, prompts[3]).data(), 3, 0);
+  step({0, 3});
+  same(batched.prefill(2, prompts[2]).data(), 2, 0);
+  step({3, 2, 0});
+  same(batched.prefill(1, prompts[1]).data(), 1, 0);
+  for (int i = 0; i < 4; ++i) step({0, 1, 2, 3});
+  step({1});
+  step({2, 1});
+  batched.reset(3);  // sequence 3 leaves; the same prompt again takes its cache
+  CHECK(batched.position(3) == 0);
+  same(batched.prefill(3, prompts[3]).data(), 3, 0);
+  done[3] = 0;
+  step({3, 0, 1, 2});
+  for (size_t s = 0; s < prompts.size(); ++s)
+    CHECK(batched.position(static_cast<int64_t>(s)) == static_cast<int64_t>(prompts[s].size() + done[s]));
+
+  // What alone gives is the reference's (other tests check it in depth; here sequence 2's last step).
+  reference::Reference ref(test_spec(), test_weights());
+  std::vector<int32_t> fed = prompts[2];
+  fed.insert(fed.end(), streams[2].begin(), streams[2].begin() + static_cast<std::ptrdiff_t>(done[2]));
+  const std::vector<float> all = ref.forward(fed);
+  CHECK(normalized_error(expected[2][done[2]].data(), &all[(fed.size() - 1) * V], V) < tolerance());
+
+  // Bad steps are refused before anything runs.
+  const std::vector<Session::Step> twice = {{1, 0}, {1, 0}};
+  CHECK_THROWS_WITH_AS(batched.decode(twice), doctest::Contains("sequence 1 is named twice"), Error);
+  const std::vector<Session::Step> outside = {{4, 0}};
+  CHECK_THROWS_WITH_AS(batched.decode(outside), doctest::Contains("sequence 4 is outside [0, 4)"), Error);
+  CHECK(batched.position(1) == static_cast<int64_t>(prompts[1].size() + done[1]));
+}
+
 }  // TEST_SUITE
 
 TEST_SUITE("model") {
