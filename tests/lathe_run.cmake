@@ -9,6 +9,7 @@
 #          imported, built, run with -w DIR: the ids of `spec`
 #   gguf   lathe run FILE.gguf: the same weights as llama.cpp would write
 #          them, imported, built, run
+#   serve  lathe run DIR --serve --help: --serve means the serve command
 #   error  lathe run on a file that is no model names it
 # -DSTEP -DLATHE -DTWIN (lathe_gguf_twin) -DSPEC -DGGUF_SPEC -DWORK_DIR
 cmake_policy(SET CMP0054 NEW)
@@ -66,6 +67,11 @@ elseif(STEP STREQUAL "gguf")
   expect_ids("${out}")
   if(NOT out_err MATCHES "model.gguf imported to")
     message(FATAL_ERROR "lathe run did not import model.gguf: ${out_err}")
+  endif()
+elseif(STEP STREQUAL "serve")
+  run(out ${LATHE} run hf --serve --help)
+  if(NOT out MATCHES "OpenAI-compatible HTTP server" OR NOT out MATCHES "--parallel")
+    message(FATAL_ERROR "lathe run --serve did not run the serve command: ${out}")
   endif()
 elseif(STEP STREQUAL "error")
   file(WRITE ${WORK_DIR}/notes.txt "not a model\n")
