@@ -99,7 +99,8 @@ def main():
                 break
         if port is None:
             sys.exit("the server did not start")
-        stream_completion(port, "warm up", 8)
+        for _ in range(2):  # the first requests after start-up run slower (first dispatches at new positions)
+            stream_completion(port, PROMPTS[0], args.tokens)
         print(f"\n| streams | sequences | requests | tokens | seconds | aggregate tok/s | per stream tok/s | median TTFT s |")
         print("|---|---|---|---|---|---|---|---|")
         for n in streams:
