@@ -13,11 +13,16 @@
 #include <optional>
 #include <type_traits>
 #include <sstream>
+#include <csignal>
+#include <pthread.h>
+#include <thread>
 #include <unistd.h>
 
 #include "runtime/error.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
+#include "runtime/serve/server.hpp"
+#include "runtime/text/chat_template.hpp"
 #include "runtime/text/generate.hpp"
 #include "runtime/vk/device.hpp"
 #include "runtime/weights/gguf.hpp"
@@ -510,6 +515,78 @@ int cmd_perplexity(const PerplexityOptions& o) {
   return 0;
 }
 
+// The OpenAI-compatible server: the checkpoint's tokenizer and chat
+// template, a session of `parallel` sequences, the scheduler and the HTTP
+// server (runtime/serve/), until SIGINT or SIGTERM.
+struct ServeOptions {
+  std::string weights, tokenizer, device, host = "127.0.0.1";
+  int port = 8080;
+  int64_t parallel = 1, context = 0, queue = 64, max_body = 1 << 20;
+};
+
+std::optional<lathe::text::ChatTemplateSource> find_chat_template(const std::string& weights) {
+  namespace fs = std::filesystem;
+  if (fs::path(weights).extension() == ".gguf")
+    return lathe::text::find_chat_template(lathe::weights::GgufFile(weights));
+  return lathe::text::find_chat_template(weights);
+}
+
+int cmd_serve(const ServeOptions& o) {
+  const lathe::ModelInfo& m = lathe::model_info();
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights, "serve");
+  const std::optional<lathe::text::ChatTemplateSource> source = find_chat_template(o.weights);
+  std::optional<lathe::text::ChatTemplate> chat_template;
+  if (source) chat_template = lathe::text::ChatTemplate::parse(source->text, source->origin);
+  // The handlers and the engine thread inherit this mask: the signals reach
+  // only the thread that waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  lathe::vk::Context vk(device_options(o.device));
+  lathe::SessionOptions options;
+  options.context = o.context;
+  options.max_chunk = 64;  // the scheduler's prompt chunk
+  if (o.parallel > 1)
+    throw Error(ErrorKind::InvalidArgument, "--parallel " + std::to_string(o.parallel) +
+                                                ": this build's Session holds one sequence (--parallel 1)");
+  lathe::Session session(vk.device(), m, options);
+  load_weights(session, o.weights);
+  warm_up(session, options.max_chunk);
+  lathe::serve::SessionEngine engine(session);
+  lathe::serve::SchedulerOptions scheduling;
+  scheduling.chunk = options.max_chunk;
+  scheduling.queue_limit = o.queue;
+  lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);
+  lathe::serve::Model model{std::string(m.name), &tokenizer, chat_template ? &*chat_template : nullptr,
+                            source ? source->bos_token : "", source ? source->eos_token : "", session.context()};
+  lathe::serve::ServerOptions server_options;
+  server_options.host = o.host;
+  server_options.port = o.port;
+  server_options.max_body_bytes = static_cast<size_t>(o.max_body);
+  lathe::serve::Server server(scheduler, model, server_options);
+  const int port = server.bind();
+  std::thread stopper([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    server.stop();
+  });
+  std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; chat template: %s)\n",
+              std::string(m.name).c_str(), vk.device().info().name.c_str(), o.host.c_str(), port,
+              static_cast<long long>(engine.sequences()), static_cast<long long>(session.context()),
+              source ? source->origin.c_str() : "none");
+  std::fflush(stdout);
+  server.listen();
+  if (stopper.joinable()) {
+    pthread_kill(stopper.native_handle(), SIGTERM);  // listen() ended otherwise: wake the waiter
+    stopper.join();
+  }
+  std::cerr << "lathe serve: stopped\n";
+  return 0;
+}
+
 // Speed on the build's own terms: a prefill of `prompt` tokens and `steps`
 // greedy decode steps on the device, `repeat` times; the best of each.
 int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int repeat, const std::string& device) {
@@ -648,6 +725,33 @@ int main(int argc, char** argv) {
       ->check(at_least(1));
   bench->add_option("-d,--device", text.device, "Vulkan device: index or name part");
 
+  auto* serve = app.add_subcommand(
+      "serve", "An OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
+               "/metrics) with continuous batching");
+  ServeOptions srv;
+  serve->add_option("-w,--weights", srv.weights, "Checkpoint: .safetensors, .index.json, .gguf or a directory")
+      ->required()
+      ->check(CLI::ExistingPath);
+  serve->add_option("--tokenizer", srv.tokenizer, "tokenizer.json, a SentencePiece .model or a .gguf (default: the "
+                                                  "one beside the weights)")
+      ->check(CLI::ExistingPath);
+  serve->add_option("--host", srv.host, "Address to listen on")->capture_default_str();
+  serve->add_option("--port", srv.port, "Port to listen on; 0: any free one (the line on stdout names it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve->add_option("-P,--parallel", srv.parallel, "Sequences decoded together (each with its own KV cache)")
+      ->capture_default_str()
+      ->check(at_least(1));
+  serve->add_option("-c,--context", srv.context, "KV-cache positions of each sequence (default: the spec's max_context)")
+      ->check(at_least(1));
+  serve->add_option("--queue", srv.queue, "Requests waiting for a sequence at most; more are refused with 503")
+      ->capture_default_str()
+      ->check(at_least(0));
+  serve->add_option("--max-body", srv.max_body, "Largest request body in bytes; larger ones are refused with 413")
+      ->capture_default_str()
+      ->check(at_least(1));
+  serve->add_option("-d,--device", srv.device, "Vulkan device: index or name part");
+
   // tokenize / detokenize: llama.cpp's llama-tokenize, both ways.
   auto* tokenize = app.add_subcommand("tokenize", "Print the token ids of a text (--prompt or --file), one a line or as a list");
   TokenizeOptions tok;
@@ -711,6 +815,7 @@ int main(int argc, char** argv) {
     if (*tokenize) return cmd_tokenize(tok);
     if (*detokenize) return cmd_detokenize(detok_weights, detok_tokenizer, detok_tokens, detok_skip);
     if (*perplexity) return cmd_perplexity(ppl);
+    if (*serve) return cmd_serve(srv);
   } catch (const Error& e) {
     std::cerr << argv[0] << ": " << e.what() << "\n";
     return 1;

@@ -13,3 +13,6 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(LATHE_PCRE2 REQUIRED IMPORTED_TARGET GLOBAL libpcre2-8)
 pkg_check_modules(LATHE_UTF8PROC REQUIRED IMPORTED_TARGET GLOBAL libutf8proc)
 pkg_check_modules(LATHE_SENTENCEPIECE REQUIRED IMPORTED_TARGET GLOBAL sentencepiece)
+# The server's HTTP (Debian's libcpp-httplib-dev: a compiled library, whose
+# .pc file carries the defines its header must be read with).
+pkg_check_modules(LATHE_HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)

@@ -281,6 +281,11 @@ int cmd_run(const std::string& model, std::vector<std::string> args, bool verbos
   const std::optional<Built> built = build_model(spec_path, verbose);
   if (!built) return 1;
   lathe::driver::Command command = {built->exe.string()};
+  // --serve anywhere after MODEL means the serve command: `lathe run M --serve --port 8081`.
+  if (const auto flag = std::find(args.begin(), args.end(), "--serve"); flag != args.end()) {
+    args.erase(flag);
+    args.insert(args.begin(), "serve");
+  }
   if (args.empty() || args.front().starts_with("-")) {
     command.push_back("generate");
   } else {
@@ -372,8 +377,8 @@ int main(int argc, char** argv) {
   std::string run_model;
   auto* run = app.add_subcommand(
       "run", "Build (or reuse) the model executable of a spec, a Hugging Face directory or a GGUF file and run it: "
-             "lathe run MODEL [COMMAND] [OPTIONS]; COMMAND defaults to generate, OPTIONS are the model executable's "
-             "(a checkpoint is passed as -w)");
+             "lathe run MODEL [COMMAND] [OPTIONS]; COMMAND defaults to generate (--serve: the serve command, an "
+             "OpenAI-compatible server), OPTIONS are the model executable's (a checkpoint is passed as -w)");
   run->add_option("model", run_model, "A spec (.toml), a Hugging Face model directory or a .gguf file")
       ->required()
       ->check(CLI::ExistingPath);

@@ -9,6 +9,8 @@
 #          imported, built, run with -w DIR: the ids of `spec`
 #   gguf   lathe run FILE.gguf: the same weights as llama.cpp would write
 #          them, imported, built, run
+#   serve  lathe run DIR --serve --port 99999: --serve means the serve
+#          command, whose own option check refuses the port (nothing listens)
 #   error  lathe run on a file that is no model names it
 # -DSTEP -DLATHE -DTWIN (lathe_gguf_twin) -DSPEC -DGGUF_SPEC -DWORK_DIR
 cmake_policy(SET CMP0054 NEW)
@@ -66,6 +68,12 @@ elseif(STEP STREQUAL "gguf")
   expect_ids("${out}")
   if(NOT out_err MATCHES "model.gguf imported to")
     message(FATAL_ERROR "lathe run did not import model.gguf: ${out_err}")
+  endif()
+elseif(STEP STREQUAL "serve")
+  execute_process(COMMAND ${LATHE} run hf --serve --port 99999 WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "--port: Value 99999 not in range" OR NOT "${out}${err}" MATCHES "serve")
+    message(FATAL_ERROR "lathe run --serve did not run the serve command: exit ${rc}, ${out}${err}")
   endif()
 elseif(STEP STREQUAL "error")
   file(WRITE ${WORK_DIR}/notes.txt "not a model\n")

@@ -47,6 +47,10 @@ void validate(const SamplingOptions& o) {
     invalid("--repeat-penalty " + number(o.repetition_penalty) + ": must be finite");
   }
   if (!(o.repetition_penalty > 0)) invalid("--repeat-penalty " + number(o.repetition_penalty) + ": must be > 0");
+  for (const auto& [name, v] : {std::pair{"--presence-penalty", o.presence_penalty},
+                                 std::pair{"--frequency-penalty", o.frequency_penalty}}) {
+    if (!(v >= -2 && v <= 2)) invalid(std::string(name) + " " + number(v) + ": must be in [-2, 2]");
+  }
   if (o.repetition_window < 0) {
     invalid("--repeat-last-n " + std::to_string(o.repetition_window) + ": must be >= 0 (0: every token seen)");
   }
@@ -69,6 +73,7 @@ void Sampler::reset() {
   recent_.clear();
   recent_next_ = 0;
   seen_.clear();
+  generated_.clear();
   rng_.seed(options_.seed);
 }
 
@@ -100,6 +105,15 @@ void Sampler::apply_repetition_penalty() {
     if (static_cast<size_t>(id) >= candidates_.size()) continue;
     float& l = candidates_[static_cast<size_t>(id)].value;
     l = l > 0 ? l / penalty : l * penalty;
+  }
+}
+
+void Sampler::apply_presence_frequency_penalties() {
+  if (options_.presence_penalty == 0 && options_.frequency_penalty == 0) return;
+  for (const auto& [id, count] : generated_) {
+    if (static_cast<size_t>(id) >= candidates_.size()) continue;
+    candidates_[static_cast<size_t>(id)].value -=
+        options_.presence_penalty + options_.frequency_penalty * static_cast<float>(count);
   }
 }
 
@@ -157,6 +171,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     candidates_[i] = {logits[i], static_cast<int32_t>(i)};
   }
   apply_repetition_penalty();
+  apply_presence_frequency_penalties();
 
   // 2. Greedy: the first maximum is the lowest id among ties.
   if (options_.temperature == 0) {
@@ -168,6 +183,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
       invalid("Sampler::sample: every logit is -inf");
     }
     accept(static_cast<int32_t>(best));
+    ++generated_[static_cast<int32_t>(best)];
     return static_cast<int32_t>(best);
   }
 
@@ -262,6 +278,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
   }
   const int32_t token = candidates_[pick].id;
   accept(token);
+  ++generated_[token];
   return token;
 }
 

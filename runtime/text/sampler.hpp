@@ -7,6 +7,11 @@
 //                          l > 0 ? l / penalty : l · penalty (CTRL, HF's
 //                          RepetitionPenaltyLogitsProcessor); a token counts
 //                          once however often it occurs in the window
+//   1b. presence and       OpenAI's: l −= presence · [count > 0] +
+//       frequency          frequency · count, where count is how often
+//       penalties          sample() returned the token since the last
+//                          reset() (the generated tokens only: accept()ed
+//                          prompt tokens do not count)
 //   2. temperature         l / T; T = 0 is greedy: the argmax (ties: the
 //                          lowest id), without steps 3–8 and without
 //                          drawing from the RNG
@@ -37,6 +42,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -49,6 +55,8 @@ struct SamplingOptions {
   float min_p = 0;                 // --min-p; 0: off (drop tokens with p < min_p · p_max)
   float repetition_penalty = 1;    // --repeat-penalty; 1: off
   int32_t repetition_window = 64;  // --repeat-last-n; how many recent tokens count (0: every token seen)
+  float presence_penalty = 0;      // --presence-penalty; in [-2, 2], 0: off
+  float frequency_penalty = 0;     // --frequency-penalty; in [-2, 2], 0: off
   uint64_t seed = 0;
 };
 
@@ -76,6 +84,7 @@ class Sampler {
   };
 
   void apply_repetition_penalty();
+  void apply_presence_frequency_penalties();
   void sort_prefix(size_t sorted, size_t target, size_t end);
   size_t sort_nucleus_candidates(size_t end, double threshold);
 
@@ -89,6 +98,8 @@ class Sampler {
   std::vector<int32_t> recent_;
   size_t recent_next_ = 0;
   std::unordered_set<int32_t> seen_;
+  // How often sample() returned each token: the presence and frequency penalties.
+  std::unordered_map<int32_t, int32_t> generated_;
   // Scratch kept between calls so that sampling does not allocate:
   std::vector<Candidate> candidates_;  // [vocab_size]
   std::vector<int32_t> window_ids_;    // [≤ repetition_window] distinct ids of the window

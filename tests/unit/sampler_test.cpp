@@ -443,6 +443,47 @@ TEST_SUITE("sampler") {
     }
   }
 
+  TEST_CASE("sampler: presence and frequency penalties (OpenAI's, over the generated tokens)") {
+    SamplingOptions o;
+    SUBCASE("presence: l - presence once a token was generated, however often") {
+      o.presence_penalty = 0.5f;
+      Sampler s(o);
+      const std::vector<float> logits{2.0f, 1.6f, 0.0f};
+      CHECK(s.sample(logits) == 0);  // 2.0 - 0.5 = 1.5 < 1.6
+      CHECK(s.sample(logits) == 1);  // both generated: 1.5 > 1.1
+      CHECK(s.sample(logits) == 0);  // still 1.5, not 1.0: presence counts once
+    }
+    SUBCASE("frequency: l - frequency · count") {
+      o.frequency_penalty = 0.3f;
+      Sampler s(o);
+      const std::vector<float> logits{2.0f, 1.0f};
+      CHECK(s.sample(logits) == 0);  // 2.0
+      CHECK(s.sample(logits) == 0);  // 1.7
+      CHECK(s.sample(logits) == 0);  // 1.4
+      CHECK(s.sample(logits) == 0);  // 1.1
+      CHECK(s.sample(logits) == 1);  // 0.8 < 1.0
+    }
+    SUBCASE("both: presence + frequency · count; prompt tokens do not count; reset forgets") {
+      o.presence_penalty = 1;
+      o.frequency_penalty = 1;
+      Sampler s(o);
+      for (int i = 0; i < 10; ++i) s.accept(0);
+      const std::vector<float> logits{2.5f, 0.0f};
+      CHECK(s.sample(logits) == 0);  // the prompt's tokens leave 2.5 as it is
+      CHECK(s.sample(logits) == 0);  // 2.5 - 1 - 1 = 0.5 > 0
+      CHECK(s.sample(logits) == 1);  // 2.5 - 1 - 2 = -0.5 < 0
+      s.reset();
+      CHECK(s.sample(logits) == 0);
+    }
+    SUBCASE("negative penalties encourage repeats; ids beyond the vocabulary are ignored") {
+      o.presence_penalty = -1;
+      Sampler s(o);
+      CHECK(s.sample(std::vector<float>{1.0f, 1.5f}) == 1);
+      CHECK(s.sample(std::vector<float>{1.0f, 0.6f, 1.55f}) == 1);  // 0.6 + 1 = 1.6 > 1.55
+      CHECK(s.sample(std::vector<float>{0.5f}) == 0);               // token 1 is beyond this vocabulary
+    }
+  }
+
   TEST_CASE("sampler: options are validated, naming the option") {
     auto message = [](SamplingOptions o) {
       const Error e = error_of([&] { Sampler s(o); });
@@ -477,6 +518,12 @@ TEST_SUITE("sampler") {
     o = {};
     o.repetition_window = -1;
     CHECK(message(o) == "--repeat-last-n -1: must be >= 0 (0: every token seen)");
+    o = {};
+    o.presence_penalty = 2.5f;
+    CHECK(message(o) == "--presence-penalty 2.5: must be in [-2, 2]");
+    o = {};
+    o.frequency_penalty = std::numeric_limits<float>::quiet_NaN();
+    CHECK(message(o) == "--frequency-penalty nan: must be in [-2, 2]");
     // The edges that are allowed.
     o = {};
     o.top_p = 1;

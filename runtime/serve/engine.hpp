@@ -1,0 +1,53 @@
+// What the server's scheduler needs of a model on a device: independent
+// sequences, each with a KV-cache region of its own, a chunk of one
+// sequence's prompt at a time, and one decode pass over several sequences.
+// SessionEngine puts a Session behind it; the scheduler's unit tests put a
+// fake one.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/model/session.hpp"
+
+namespace lathe::serve {
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  virtual int64_t sequences() const = 0;  // KV-cache regions
+  virtual int64_t context() const = 0;    // positions of each
+  virtual int64_t vocab() const = 0;
+
+  // Empties one sequence's cache.
+  virtual void reset(int64_t sequence) = 0;
+  // Appends `tokens` to one sequence; the logits of the last row [vocab].
+  virtual std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens) = 0;
+  struct Step {
+    int64_t sequence;
+    int32_t token;
+  };
+  // One token for each of several distinct sequences: logits
+  // [steps.size()][vocab], row i for steps[i]. A row must not depend on the
+  // other rows (the same token decoded alone gives the same logits).
+  virtual std::vector<float> decode(std::span<const Step> steps) = 0;
+};
+
+// A Session as an Engine.
+class SessionEngine final : public Engine {
+ public:
+  explicit SessionEngine(Session& session) : session_(session) {}
+  int64_t sequences() const override;
+  int64_t context() const override;
+  int64_t vocab() const override;
+  void reset(int64_t sequence) override;
+  std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens) override;
+  std::vector<float> decode(std::span<const Step> steps) override;
+
+ private:
+  Session& session_;
+};
+
+}  // namespace lathe::serve

@@ -1,0 +1,71 @@
+// The OpenAI API's JSON: request bodies of /v1/completions and
+// /v1/chat/completions read into a CompletionParams (every bad field an
+// ApiError with the HTTP status and the `param` OpenAI names), and the
+// response objects, whole or as stream chunks, written from the tokens.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/serve/scheduler.hpp"
+#include "runtime/text/chat_template.hpp"
+#include "runtime/text/sampler.hpp"
+#include "runtime/text/tokenizer.hpp"
+
+namespace lathe::serve {
+
+// An OpenAI error object: {"error": {"message", "type", "param", "code"}}.
+struct ApiError : std::runtime_error {
+  ApiError(int http_status, const std::string& message, std::string parameter = "", std::string error_code = "")
+      : std::runtime_error(message), status(http_status), param(std::move(parameter)), code(std::move(error_code)) {}
+  int status;
+  std::string param, code;
+  nlohmann::json body() const;
+};
+
+// The body of an error response; `type` follows from the status
+// (invalid_request_error, not_found_error, …).
+nlohmann::json error_body(int status, const std::string& message, const std::string& param = "",
+                          const std::string& code = "");
+
+struct Model {
+  std::string name;  // what `model` must say (or leave out)
+  const text::Tokenizer* tokenizer = nullptr;
+  const text::ChatTemplate* chat_template = nullptr;  // null: the checkpoint has none
+  std::string bos_token, eos_token;                   // as the template spells them
+  int64_t context = 0;                                // positions per sequence
+};
+
+struct CompletionParams {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  GenerationRequest request;   // the prompt's ids, sampling, max_tokens, stop, top_logprobs
+};
+
+// Reads and checks a request body (already parsed JSON). Throws ApiError.
+CompletionParams parse_completion(const nlohmann::json& body, bool chat, const Model& model);
+
+// Response objects. `id` and `created` are the same for every chunk of a stream.
+struct ResponseHeader {
+  std::string id, model;
+  int64_t created = 0;
+};
+nlohmann::json usage_json(const Finish& finish);
+// Non-streaming: the whole text and the events' tokens (for logprobs).
+nlohmann::json completion_response(const CompletionParams& p, const ResponseHeader& h, const text::Tokenizer& tokenizer,
+                                   const std::string& text, const std::vector<TokenEvent>& events, const Finish& finish);
+// Streaming: one chunk for some events (their text, their logprobs), or the
+// chunk carrying the finish reason (events empty, finish set), or the first
+// chat chunk (the assistant role; events empty, no finish).
+nlohmann::json stream_chunk(const CompletionParams& p, const ResponseHeader& h, const text::Tokenizer& tokenizer,
+                            const std::vector<TokenEvent>& events, const Finish* finish, bool role = false);
+
+// JSON text as a response carries it: invalid UTF-8 (a token cut inside a
+// character) replaced by U+FFFD.
+std::string dump(const nlohmann::json& j);
+
+}  // namespace lathe::serve

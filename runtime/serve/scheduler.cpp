@@ -1,0 +1,276 @@
+#include "runtime/serve/scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/error.hpp"
+
+namespace lathe::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// log softmax(logits)[token] and the `top` most likely tokens' (ties: the lower id).
+void fill_logprobs(std::span<const float> logits, TokenEvent& event, int32_t top) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
+  const double log_total = max + std::log(sum);
+  event.logprob = static_cast<float>(logits[static_cast<size_t>(event.token)] - log_total);
+  if (top <= 0) return;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  const size_t n = std::min(ids.size(), static_cast<size_t>(top));
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+  });
+  for (size_t i = 0; i < n; ++i)
+    event.top.push_back({ids[i], static_cast<float>(logits[static_cast<size_t>(ids[i])] - log_total)});
+}
+
+}  // namespace
+
+std::optional<Finish> Generation::wait(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return !events_.empty() || finish_; });
+  for (TokenEvent& e : events_) out.push_back(std::move(e));
+  events_.clear();
+  return finish_;
+}
+
+void Generation::push(TokenEvent event) {
+  {
+    std::lock_guard lock(mutex_);
+    events_.push_back(std::move(event));
+  }
+  changed_.notify_all();
+}
+
+void Generation::finish(Finish finish) {
+  {
+    std::lock_guard lock(mutex_);
+    finish_ = std::move(finish);
+  }
+  changed_.notify_all();
+}
+
+// A request holding a sequence.
+struct Scheduler::Slot {
+  Slot(GenerationRequest r, std::shared_ptr<Generation> g, const text::Tokenizer& tokenizer, uint64_t order)
+      : request(std::move(r)),
+        generation(std::move(g)),
+        sampler(request.sampling),
+        stop(tokenizer.eos() ? std::vector<int32_t>{*tokenizer.eos()} : std::vector<int32_t>{}, request.stop,
+             request.max_tokens),
+        decoder(tokenizer, /*skip_special=*/true, /*start_of_text=*/false),
+        admitted(order) {
+    for (int32_t id : request.prompt) sampler.accept(id);
+  }
+  GenerationRequest request;
+  std::shared_ptr<Generation> generation;
+  text::Sampler sampler;
+  text::StopChecker stop;
+  text::StreamDecoder decoder;
+  uint64_t admitted;
+  size_t prefilled = 0;     // prompt tokens in the cache
+  int64_t position = 0;     // tokens in the cache
+  int32_t next = -1;        // the sampled token still to feed; -1: none yet
+  int64_t generated = 0;
+};
+
+Scheduler::Scheduler(Engine& engine, const text::Tokenizer& tokenizer, SchedulerOptions options)
+    : engine_(engine), tokenizer_(tokenizer), options_(options) {
+  if (options_.chunk < 1) throw Error(ErrorKind::InvalidArgument, "scheduler chunk must be at least 1");
+  slots_.resize(static_cast<size_t>(engine_.sequences()));
+  thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  for (auto& [request, generation] : queue_) generation->finish({"cancelled", "", 0, 0});
+  for (auto& slot : slots_)
+    if (slot) slot->generation->finish({"cancelled", "", static_cast<int64_t>(slot->request.prompt.size()), slot->generated});
+}
+
+std::shared_ptr<Generation> Scheduler::submit(GenerationRequest request) {
+  const int64_t prompt = static_cast<int64_t>(request.prompt.size());
+  if (prompt == 0) throw Error(ErrorKind::InvalidArgument, "the prompt is empty");
+  if (request.max_tokens < 1) throw Error(ErrorKind::InvalidArgument, "max_tokens must be at least 1");
+  if (prompt + request.max_tokens > engine_.context())
+    throw Error(ErrorKind::InvalidArgument, "the prompt's " + std::to_string(prompt) + " tokens and max_tokens " +
+                                                std::to_string(request.max_tokens) + " exceed the context of " +
+                                                std::to_string(engine_.context()) + " tokens");
+  for (int32_t id : request.prompt)
+    if (id < 0 || id >= engine_.vocab())
+      throw Error(ErrorKind::InvalidArgument, "token " + std::to_string(id) + " is outside the vocabulary of " +
+                                                  std::to_string(engine_.vocab()));
+  text::Sampler check(request.sampling);  // throws for bad options, here rather than on the engine thread
+  (void)check;
+  auto generation = std::make_shared<Generation>();
+  {
+    std::lock_guard lock(mutex_);
+    if (static_cast<int64_t>(queue_.size()) >= options_.queue_limit) return nullptr;
+    queue_.emplace_back(std::move(request), generation);
+    ++stats_.queued;
+  }
+  wake_.notify_all();
+  return generation;
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Scheduler::run() {
+  while (step()) {
+  }
+}
+
+// Empties the sequence, then says the request is over: by the time its
+// handler (or a test) sees the finish, the sequence and the counts are free.
+void Scheduler::release(size_t index, Finish finish) {
+  const std::unique_ptr<Slot> slot = std::move(slots_[index]);
+  finish.prompt_tokens = static_cast<int64_t>(slot->request.prompt.size());
+  finish.completion_tokens = slot->generated;
+  std::exception_ptr failure;
+  try {
+    engine_.reset(static_cast<int64_t>(index));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.requests;
+    --stats_.active;
+  }
+  slot->generation->finish(std::move(finish));
+  if (failure) std::rethrow_exception(failure);
+}
+
+std::string Scheduler::sample(Slot& slot, std::span<const float> logits) {
+  TokenEvent event;
+  event.token = slot.sampler.sample(logits);
+  ++slot.generated;
+  if (slot.request.top_logprobs >= 0) fill_logprobs(logits, event, slot.request.top_logprobs);
+  const text::StopChecker::Step step = slot.stop.push(event.token, slot.decoder.push(event.token));
+  event.text = step.text;
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.completion_tokens;
+  }
+  std::string reason;
+  if (step.stop) reason = step.reason == "max tokens" ? "length" : "stop";
+  else if (slot.position >= engine_.context()) reason = "length";  // nothing more fits
+  if (!reason.empty()) {
+    // Held back: a possible stop string's start and an unfinished
+    // character (dropped after a stop string, as generate() does).
+    const bool stop_string = step.reason.rfind("stop string", 0) == 0;
+    event.text += slot.stop.flush() + (stop_string ? std::string() : slot.decoder.flush());
+    slot.generation->push(std::move(event));
+    slot.next = -1;
+    return reason;
+  }
+  slot.next = event.token;
+  slot.generation->push(std::move(event));
+  return "";
+}
+
+bool Scheduler::step() {
+  // 1. Admit, waiting while there is nothing to do.
+  {
+    std::unique_lock lock(mutex_);
+    auto has_free = [&] { return std::any_of(slots_.begin(), slots_.end(), [](auto& s) { return !s; }); };
+    auto has_active = [&] { return std::any_of(slots_.begin(), slots_.end(), [](auto& s) { return s != nullptr; }); };
+    wake_.wait(lock, [&] { return stopping_ || has_active() || (!queue_.empty() && has_free()); });
+    if (stopping_) return false;
+    for (auto& slot : slots_) {
+      if (slot || queue_.empty()) continue;
+      auto [request, generation] = std::move(queue_.front());
+      queue_.pop_front();
+      --stats_.queued;
+      if (generation->cancelled()) {  // gone before it began
+        generation->finish({"cancelled", "", static_cast<int64_t>(request.prompt.size()), 0});
+        ++stats_.requests;
+        continue;
+      }
+      ++stats_.active;
+      stats_.prompt_tokens += static_cast<int64_t>(request.prompt.size());
+      slot = std::make_unique<Slot>(std::move(request), std::move(generation), tokenizer_, admitted_++);
+    }
+  }
+  const Clock::time_point start = Clock::now();
+  try {
+    // 2. Clients gone.
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i] && slots_[i]->generation->cancelled()) release(i, {"cancelled", "", 0, 0});
+
+    // 3. One prompt chunk, of the request admitted first.
+    Slot* prefilling = nullptr;
+    size_t prefilling_index = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot* s = slots_[i].get();
+      if (s && s->prefilled < s->request.prompt.size() && (!prefilling || s->admitted < prefilling->admitted)) {
+        prefilling = s;
+        prefilling_index = i;
+      }
+    }
+    if (prefilling) {
+      Slot& s = *prefilling;
+      const size_t n = std::min(s.request.prompt.size() - s.prefilled, static_cast<size_t>(options_.chunk));
+      const std::vector<float> logits = engine_.prefill(
+          static_cast<int64_t>(prefilling_index), std::span(s.request.prompt).subspan(s.prefilled, n));
+      s.prefilled += n;
+      s.position += static_cast<int64_t>(n);
+      if (s.prefilled == s.request.prompt.size()) {
+        const std::string reason = sample(s, logits);
+        if (!reason.empty()) release(prefilling_index, {reason, "", 0, 0});
+      }
+    }
+
+    // 4. One decode pass over every request with a token to feed.
+    std::vector<Engine::Step> steps;
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i] && slots_[i]->next >= 0) {
+        steps.push_back({static_cast<int64_t>(i), slots_[i]->next});
+        rows.push_back(i);
+      }
+    if (!steps.empty()) {
+      const std::vector<float> logits = engine_.decode(steps);
+      const size_t vocab = logits.size() / steps.size();
+      for (size_t r = 0; r < rows.size(); ++r) {
+        Slot& s = *slots_[rows[r]];
+        ++s.position;
+        const std::string reason = sample(s, std::span(logits).subspan(r * vocab, vocab));
+        if (!reason.empty()) release(rows[r], {reason, "", 0, 0});
+      }
+      std::lock_guard lock(mutex_);
+      ++stats_.decode_steps;
+    }
+  } catch (const std::exception& e) {
+    // The engine failed: every running request ends with the error; the
+    // server goes on with fresh sequences.
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i]) {
+        try {
+          release(i, {"error", e.what(), 0, 0});
+        } catch (const std::exception&) {
+          // The reset failed too; the slot is free all the same.
+        }
+      }
+  }
+  std::lock_guard lock(mutex_);
+  stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  return true;
+}
+
+}  // namespace lathe::serve

@@ -1,0 +1,144 @@
+// Continuous batching: requests share an Engine's sequences. One engine
+// thread owns the Engine; HTTP handler threads submit requests and read
+// their tokens back through a Generation each.
+//
+// Each step of the engine thread:
+//   1. admits queued requests (oldest first) into free sequences;
+//   2. releases the sequences of requests whose client went away
+//      (Generation::cancel) and of finished ones;
+//   3. runs one chunk (SchedulerOptions::chunk tokens) of the prompt of the
+//      oldest request still prefilling; after its last chunk, samples the
+//      request's first token;
+//   4. runs one decode pass over every request that has a token to feed,
+//      and samples each row with the request's own Sampler.
+// A prompt is always cut into the same chunks, whatever else runs, and a
+// decode row does not depend on the others (Engine::decode): a request's
+// tokens are the same alone or beside others, for a given seed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/serve/engine.hpp"
+#include "runtime/text/sampler.hpp"
+#include "runtime/text/tokenizer.hpp"
+
+namespace lathe::serve {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // token ids; 1 ≤ size, size + max_tokens ≤ the engine's context
+  text::SamplingOptions sampling;
+  int32_t max_tokens = 16;  // ≥ 1
+  std::vector<std::string> stop;
+  int32_t top_logprobs = -1;  // < 0: no log-probabilities; else the sampled token's and that many alternatives'
+};
+
+struct TokenLogprob {
+  int32_t token;
+  float logprob;  // log softmax of the model's logits (before penalties, temperature, truncation)
+};
+
+// One sampled token, and the text that became printable with it (empty
+// while a character is incomplete or text may start a stop string; more
+// than the token's when held-back text is released).
+struct TokenEvent {
+  int32_t token = -1;  // -1: no token, only text released when generation ended
+  std::string text;
+  float logprob = 0;
+  std::vector<TokenLogprob> top;  // the top_logprobs most likely, most likely first
+};
+
+struct Finish {
+  std::string reason;  // "stop" (EOS or a stop string), "length" (max_tokens or a full context), "cancelled", "error"
+  std::string error;   // reason "error": what the engine threw
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // tokens sampled
+};
+
+// The handler's end of one request.
+class Generation {
+ public:
+  // Moves the events produced since the last call into `out`, waiting up to
+  // `timeout` for one. Returns the finish once generation is over and every
+  // event has been taken.
+  std::optional<Finish> wait(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout);
+  // The client went away: the engine thread frees the sequence at its next step.
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  friend class Scheduler;
+  void push(TokenEvent event);
+  void finish(Finish finish);
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<TokenEvent> events_;
+  std::optional<Finish> finish_;
+  std::atomic<bool> cancelled_ = false;
+};
+
+struct SchedulerOptions {
+  int64_t chunk = 64;         // prompt tokens per prefill pass
+  int64_t queue_limit = 64;   // requests waiting for a sequence; beyond it submit() refuses
+};
+
+struct SchedulerStats {
+  int64_t queued = 0, active = 0;                   // now
+  int64_t requests = 0;                             // finished, every reason
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // of finished and running requests
+  int64_t decode_steps = 0;                          // decode passes
+  double busy_seconds = 0;                           // engine time (prefill and decode)
+};
+
+class Scheduler {
+ public:
+  // `tokenizer` decodes the text and names the EOS; both must outlive the scheduler.
+  Scheduler(Engine& engine, const text::Tokenizer& tokenizer, SchedulerOptions options = {});
+  ~Scheduler();  // cancels everything and joins the engine thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request; nullptr when the queue is full. Throws
+  // Error(InvalidArgument) for a request the engine cannot run (empty
+  // prompt, prompt + max_tokens beyond the context, bad sampling options).
+  std::shared_ptr<Generation> submit(GenerationRequest request);
+
+  SchedulerStats stats() const;
+  int64_t sequences() const { return engine_.sequences(); }
+  int64_t context() const { return engine_.context(); }
+  int64_t queue_limit() const { return options_.queue_limit; }
+
+ private:
+  struct Slot;
+  void run();
+  bool step();  // one iteration; false when stopping
+  // Samples the slot's next token; the finish reason when it was the last, else "".
+  std::string sample(Slot& slot, std::span<const float> logits);
+  void release(size_t index, Finish finish);
+
+  Engine& engine_;
+  const text::Tokenizer& tokenizer_;
+  SchedulerOptions options_;
+
+  mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
+  std::condition_variable wake_;
+  std::deque<std::pair<GenerationRequest, std::shared_ptr<Generation>>> queue_;
+  bool stopping_ = false;
+  SchedulerStats stats_;
+
+  std::vector<std::unique_ptr<Slot>> slots_;  // [sequences]; engine thread only
+  uint64_t admitted_ = 0;                     // admission order, for prefill fairness
+  std::thread thread_;
+};
+
+}  // namespace lathe::serve

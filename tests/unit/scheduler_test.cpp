@@ -1,0 +1,244 @@
+// The server's scheduler (runtime/serve/scheduler.hpp) over a fake engine
+// whose logits are a hash of a sequence's whole history: a request's tokens
+// alone and beside others, prompts cut into fixed chunks, the queue limit,
+// a cancelled request freeing its sequence, max_tokens and usage counts.
+#include "runtime/serve/scheduler.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "runtime/error.hpp"
+
+using namespace lathe;
+using namespace lathe::serve;
+
+namespace {
+
+const text::Tokenizer& demo_tokenizer() {
+  static const text::Tokenizer t = text::Tokenizer::from_sentencepiece(LATHE_SOURCE_DIR "/models/demo/tokenizer.model");
+  return t;
+}
+
+// Logits of a history: a hash of every token so far, so any mix-up between
+// sequences (a wrong cache, a wrong row) changes the tokens that follow.
+class FakeEngine final : public Engine {
+ public:
+  FakeEngine(int64_t sequences, int64_t context, int32_t vocab, int32_t eos)
+      : histories_(static_cast<size_t>(sequences)), context_(context), vocab_(vocab), eos_(eos) {}
+  int64_t sequences() const override { return static_cast<int64_t>(histories_.size()); }
+  int64_t context() const override { return context_; }
+  int64_t vocab() const override { return vocab_; }
+  void reset(int64_t s) override {
+    std::lock_guard lock(mutex_);
+    histories_.at(static_cast<size_t>(s)).clear();
+    ++resets;
+  }
+  std::vector<float> prefill(int64_t s, std::span<const int32_t> tokens) override {
+    std::lock_guard lock(mutex_);
+    auto& h = histories_.at(static_cast<size_t>(s));
+    h.insert(h.end(), tokens.begin(), tokens.end());
+    REQUIRE(static_cast<int64_t>(h.size()) <= context_);
+    chunks.push_back(tokens.size());
+    return logits(h);
+  }
+  std::vector<float> decode(std::span<const Step> steps) override {
+    {
+      std::unique_lock lock(mutex_);
+      gate_.wait(lock, [&] { return open_; });
+    }
+    std::lock_guard lock(mutex_);
+    std::vector<float> out;
+    std::vector<int64_t> seen;
+    for (const Step& st : steps) {
+      REQUIRE(std::find(seen.begin(), seen.end(), st.sequence) == seen.end());  // distinct sequences
+      seen.push_back(st.sequence);
+      auto& h = histories_.at(static_cast<size_t>(st.sequence));
+      h.push_back(st.token);
+      REQUIRE(static_cast<int64_t>(h.size()) <= context_);
+      const std::vector<float> row = logits(h);
+      out.insert(out.end(), row.begin(), row.end());
+    }
+    widest = std::max(widest, steps.size());
+    return out;
+  }
+  void hold(bool closed) {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = !closed;
+    }
+    gate_.notify_all();
+  }
+
+  std::vector<size_t> chunks;  // sizes of every prefill call
+  size_t widest = 0;           // most rows of one decode
+  int resets = 0;
+
+ private:
+  std::vector<float> logits(const std::vector<int32_t>& h) const {
+    uint64_t state = 1469598103934665603ull;
+    for (int32_t t : h) state = (state ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+    std::vector<float> out(static_cast<size_t>(vocab_));
+    for (size_t v = 0; v < out.size(); ++v) {
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+      out[v] = static_cast<float>(state % 10000) / 1000.0f;
+    }
+    out[static_cast<size_t>(eos_)] = -std::numeric_limits<float>::infinity();  // every request runs to max_tokens
+    return out;
+  }
+  std::mutex mutex_;
+  std::condition_variable gate_;
+  bool open_ = true;
+  std::vector<std::vector<int32_t>> histories_;
+  int64_t context_;
+  int32_t vocab_, eos_;
+};
+
+FakeEngine make_engine(int64_t sequences, int64_t context = 512) {
+  const text::Tokenizer& t = demo_tokenizer();
+  return FakeEngine(sequences, context, t.vocab_size(), *t.eos());
+}
+
+GenerationRequest request(std::vector<int32_t> prompt, int32_t max_tokens, float temperature = 0, uint64_t seed = 0) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  return r;
+}
+
+std::vector<int32_t> prompt_of(int32_t first, size_t n) {
+  std::vector<int32_t> p;
+  for (size_t i = 0; i < n; ++i) p.push_back(static_cast<int32_t>((static_cast<size_t>(first) * 31 + i * 7) % 3000 + 10));
+  return p;
+}
+
+struct Result {
+  std::vector<int32_t> tokens;
+  std::string text;
+  Finish finish;
+};
+
+Result collect(Generation& g) {
+  Result r;
+  std::vector<TokenEvent> events;
+  while (true) {
+    const std::optional<Finish> f = g.wait(events, std::chrono::milliseconds(100));
+    for (const TokenEvent& e : events) {
+      if (e.token >= 0) r.tokens.push_back(e.token);
+      r.text += e.text;
+    }
+    events.clear();
+    if (f) {
+      r.finish = *f;
+      return r;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("scheduler: a request's tokens are the same alone and beside others") {
+  for (float temperature : {0.0f, 0.9f}) {
+    CAPTURE(temperature);
+    std::vector<Result> alone;
+    {
+      FakeEngine engine = make_engine(1);
+      Scheduler s(engine, demo_tokenizer());
+      for (int i = 0; i < 6; ++i) {
+        auto g = s.submit(request(prompt_of(i, 20 + 37 * static_cast<size_t>(i)), 12 + i, temperature, 100 + i));
+        alone.push_back(collect(*g));
+      }
+    }
+    FakeEngine engine = make_engine(4);
+    Scheduler s(engine, demo_tokenizer());
+    std::vector<std::shared_ptr<Generation>> running;
+    for (int i = 0; i < 6; ++i)
+      running.push_back(s.submit(request(prompt_of(i, 20 + 37 * static_cast<size_t>(i)), 12 + i, temperature, 100 + i)));
+    for (int i = 0; i < 6; ++i) {
+      CAPTURE(i);
+      const Result r = collect(*running[static_cast<size_t>(i)]);
+      CHECK(r.tokens == alone[static_cast<size_t>(i)].tokens);
+      CHECK(r.text == alone[static_cast<size_t>(i)].text);
+      CHECK(r.finish.reason == "length");
+      CHECK(r.finish.completion_tokens == 12 + i);
+      CHECK(r.finish.prompt_tokens == 20 + 37 * i);
+    }
+    CHECK(engine.widest > 1);  // they did share decode passes
+    CHECK(engine.widest <= 4);
+  }
+}
+
+TEST_CASE("scheduler: a prompt is prefilled in chunks of the same size, one chunk a step") {
+  FakeEngine engine = make_engine(2);
+  SchedulerOptions o;
+  o.chunk = 64;
+  Scheduler s(engine, demo_tokenizer(), o);
+  const Result r = collect(*s.submit(request(prompt_of(1, 150), 3)));
+  CHECK(engine.chunks == std::vector<size_t>{64, 64, 22});
+  CHECK(r.tokens.size() == 3);
+  const SchedulerStats stats = s.stats();
+  CHECK(stats.requests == 1);
+  CHECK(stats.prompt_tokens == 150);
+  CHECK(stats.completion_tokens == 3);
+  CHECK(stats.active == 0);
+  CHECK(stats.queued == 0);
+}
+
+TEST_CASE("scheduler: beyond the queue limit submit refuses; a cancelled request frees its sequence") {
+  FakeEngine engine = make_engine(1);
+  SchedulerOptions o;
+  o.queue_limit = 1;
+  Scheduler s(engine, demo_tokenizer(), o);
+  engine.hold(true);  // decode passes wait: the first request keeps the only sequence
+  auto first = s.submit(request(prompt_of(1, 8), 400));
+  REQUIRE(first);
+  while (s.stats().active != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto second = s.submit(request(prompt_of(2, 8), 4));
+  REQUIRE(second);
+  CHECK(s.stats().queued == 1);
+  CHECK(s.submit(request(prompt_of(3, 8), 4)) == nullptr);  // the queue is full
+  first->cancel();
+  engine.hold(false);
+  const Result a = collect(*first);
+  CHECK(a.finish.reason == "cancelled");
+  CHECK(a.finish.completion_tokens < 400);
+  const Result b = collect(*second);
+  CHECK(b.finish.reason == "length");
+  CHECK(b.tokens.size() == 4);
+  CHECK(engine.resets >= 2);  // the cancelled request's sequence, then the second's
+}
+
+TEST_CASE("scheduler: stop strings end the text; requests that cannot run are refused") {
+  FakeEngine engine = make_engine(1, 64);
+  Scheduler s(engine, demo_tokenizer());
+  const Result whole = collect(*s.submit(request(prompt_of(5, 10), 20)));
+  REQUIRE(whole.text.size() > 4);
+  GenerationRequest r = request(prompt_of(5, 10), 20);
+  r.stop = {whole.text.substr(2, 3)};
+  const Result cut = collect(*s.submit(r));
+  CHECK(cut.finish.reason == "stop");
+  CHECK(cut.text == whole.text.substr(0, whole.text.find(r.stop[0])));
+  CHECK(cut.finish.completion_tokens < 20);
+
+  auto refused = [&](GenerationRequest bad) {
+    try {
+      s.submit(std::move(bad));
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::InvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refused(request(prompt_of(1, 60), 5)) == "the prompt's 60 tokens and max_tokens 5 exceed the context of 64 tokens");
+  CHECK(refused(request({}, 5)) == "the prompt is empty");
+  GenerationRequest bad_sampling = request(prompt_of(1, 4), 5, 0.5f);
+  bad_sampling.sampling.presence_penalty = 3;
+  CHECK(refused(bad_sampling) == "--presence-penalty 3: must be in [-2, 2]");
+}
