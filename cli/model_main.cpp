@@ -549,9 +549,7 @@ int cmd_serve(const ServeOptions& o) {
   lathe::SessionOptions options;
   options.context = o.context;
   options.max_chunk = 64;  // the scheduler's prompt chunk
-  if (o.parallel > 1)
-    throw Error(ErrorKind::InvalidArgument, "--parallel " + std::to_string(o.parallel) +
-                                                ": this build's Session holds one sequence (--parallel 1)");
+  options.sequences = o.parallel;
   lathe::Session session(vk.device(), m, options);
   load_weights(session, o.weights);
   warm_up(session, options.max_chunk);
@@ -739,9 +737,10 @@ int main(int argc, char** argv) {
   serve->add_option("--port", srv.port, "Port to listen on; 0: any free one (the line on stdout names it)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  serve->add_option("-P,--parallel", srv.parallel, "Sequences decoded together (each with its own KV cache)")
+  serve->add_option("-P,--parallel", srv.parallel,
+                    "Sequences decoded together (each with its own KV cache; at most 64, the prompt chunk)")
       ->capture_default_str()
-      ->check(at_least(1));
+      ->check(CLI::Range(1, 64));
   serve->add_option("-c,--context", srv.context, "KV-cache positions of each sequence (default: the spec's max_context)")
       ->check(at_least(1));
   serve->add_option("--queue", srv.queue, "Requests waiting for a sequence at most; more are refused with 503")

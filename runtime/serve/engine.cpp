@@ -1,32 +1,19 @@
 #include "runtime/serve/engine.hpp"
 
-#include <cassert>
-
 namespace lathe::serve {
 
-// Today's Session holds one sequence; the batched one (several KV-cache
-// regions, decode over several) replaces these bodies.
-int64_t SessionEngine::sequences() const { return 1; }
+int64_t SessionEngine::sequences() const { return session_.sequences(); }
 
 int64_t SessionEngine::context() const { return session_.context(); }
 
 int64_t SessionEngine::vocab() const { return session_.model().vocab; }
 
-void SessionEngine::reset(int64_t sequence) {
-  assert(sequence == 0);
-  (void)sequence;
-  session_.reset();
-}
+void SessionEngine::reset(int64_t sequence) { session_.reset(sequence); }
 
 std::vector<float> SessionEngine::prefill(int64_t sequence, std::span<const int32_t> tokens) {
-  assert(sequence == 0);
-  (void)sequence;
-  return session_.prefill(tokens);
+  return session_.prefill(sequence, tokens);
 }
 
-std::vector<float> SessionEngine::decode(std::span<const Step> steps) {
-  assert(steps.size() == 1 && steps[0].sequence == 0);
-  return session_.decode(steps[0].token);
-}
+std::vector<float> SessionEngine::decode(std::span<const Step> steps) { return session_.decode(steps); }
 
 }  // namespace lathe::serve

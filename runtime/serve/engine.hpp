@@ -25,10 +25,7 @@ class Engine {
   virtual void reset(int64_t sequence) = 0;
   // Appends `tokens` to one sequence; the logits of the last row [vocab].
   virtual std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens) = 0;
-  struct Step {
-    int64_t sequence;
-    int32_t token;
-  };
+  using Step = Session::Step;  // {sequence, token}
   // One token for each of several distinct sequences: logits
   // [steps.size()][vocab], row i for steps[i]. A row must not depend on the
   // other rows (the same token decoded alone gives the same logits).

@@ -9,7 +9,7 @@ const prompts = [
   'The LORD is my shepherd', 'And it came to pass', 'Now these are the generations', 'Hear, O Israel',
 ];
 
-main(() => withServer([], 420000, async ({ client, baseURL }) => {
+main(() => withServer(['--parallel', '16'], 420000, async ({ client, baseURL }) => {
   const model = (await client.models.list()).data[0].id;
   const greedy = (prompt, max_tokens) => client.completions.create({ model, prompt, max_tokens, temperature: 0 });
 

@@ -4,7 +4,7 @@
 'use strict';
 const { withServer, main, step, assert } = require('./harness.cjs');
 
-main(() => withServer([], 240000, async ({ client, baseURL }) => {
+main(() => withServer(['--parallel', '4'], 240000, async ({ client, baseURL }) => {
   let model;
   await step('GET /v1/models lists the model', async () => {
     const list = await client.models.list();
