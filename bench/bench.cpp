@@ -358,6 +358,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--streams", opt.streams,
                  "Instead of the table: aggregate tok/s of batched decode steps of each of these many sequences")
+      ->delimiter(',')
       ->check(CLI::Range(1, 128));
   CLI11_PARSE(app, argc, argv);
   try {

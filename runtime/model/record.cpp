@@ -19,11 +19,15 @@ uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b 
 // tokens × 32 rows of accumulators: fine on a CPU, where they are vectors in
 // cache, far too many registers for a GPU, which gets 4). LATHE_TILE_DECODE /
 // LATHE_TILE_PREFILL = "rows,tokens,texels" override them for such measurements.
+// The layout is not the variable's to choose: tokens stay, except within the
+// decode layout (1–7) for a batched step.
 Tile tile_from_env(const char* name, Tile t) {
   Tile e = t;
   if (const char* v = std::getenv(name); v && std::sscanf(v, "%u,%u,%u", &e.rows, &e.tokens, &e.texels) == 3 &&
-                                         e.rows >= 1 && e.rows <= 64 && e.texels >= 1 && e.texels <= 8)
-    return Tile{e.rows, t.tokens, e.texels};  // the layout (tokens) is not the variable's to choose
+                                         e.rows >= 1 && e.rows <= 64 && e.texels >= 1 && e.texels <= 8) {
+    const bool batch_tokens = t.tokens > 1 && t.tokens < Tile::kPrefillTokens && e.tokens >= 1 && e.tokens < Tile::kPrefillTokens;
+    return Tile{e.rows, batch_tokens ? e.tokens : t.tokens, e.texels};
+  }
   return t;
 }
 
