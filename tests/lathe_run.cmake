@@ -70,9 +70,11 @@ elseif(STEP STREQUAL "gguf")
     message(FATAL_ERROR "lathe run did not import model.gguf: ${out_err}")
   endif()
 elseif(STEP STREQUAL "serve")
+  # --port is an option of the serve command alone: its range check answering
+  # shows that --serve reached it (whether or not the build was cached).
   execute_process(COMMAND ${LATHE} run hf --serve --port 99999 WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc
                   OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "--port: Value 99999 not in range" OR NOT "${out}${err}" MATCHES "serve")
+  if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "--port: Value 99999 not in range")
     message(FATAL_ERROR "lathe run --serve did not run the serve command: exit ${rc}, ${out}${err}")
   endif()
 elseif(STEP STREQUAL "error")
