@@ -204,7 +204,7 @@ void decode() {
 
 #if QUANT
   // Block weights: lane l takes units l, l + LANES, …; its unit's 32 values
-  // of x (both halves), scaled for dot_half (quant.glsl), and their sums
+  // of x (both halves), scaled for dot_unit (quant.glsl), and their sums
   // stay in registers for all ROWS rows.
   for (uint c = 0; c < UNITS; c += LANES) {
     const uint u = min(c + lane, UNITS - 1);
@@ -232,19 +232,18 @@ void decode() {
         sx[t * 2u + h] = sum;
       }
     }
-    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-      [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
-        [[unroll]] for (uint h = 0; h < 2u; ++h) {
-          float a[16], b[16];
-          [[unroll]] for (uint i = 0; i < 16u; ++i) {
-            a[i] = xq[(t * 2u + h) * 16u + i];
-            b[i] = xh[(t * 2u + h) * 16u + i];
-          }
-          acc[r * TOKENS + t] += dot_half(W, base[r], u, h, a, b, sx[t * 2u + h]);
+    [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
+      float a[32], b[32];
+      [[unroll]] for (uint i = 0; i < 32u; ++i) {
+        a[i] = xq[t * 32u + i];
+        b[i] = xh[t * 32u + i];
+      }
+      const vec2 sums = vec2(sx[t * 2u], sx[t * 2u + 1u]);
+      [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+        acc[r * TOKENS + t] += dot_unit(W, base[r], u, a, b, sums);
 #if GATED
-          acc2[r * TOKENS + t] += dot_half(W2, base2[r], u, h, a, b, sx[t * 2u + h]);
+        acc2[r * TOKENS + t] += dot_unit(W2, base2[r], u, a, b, sums);
 #endif
-        }
       }
     }
   }

@@ -148,7 +148,7 @@ void dequant_half(usamplerBuffer W, uint row, uint u, uint h, out float w[16]) {
 }
 
 // Decode's inner product, without dequantizing each weight: Σᵢ wᵢ·xᵢ over
-// half h of unit u is scale · Σᵢ qᵢ·xᵢ + offset · Σᵢ xᵢ, and each qᵢ is read
+// a half unit is scale · Σᵢ qᵢ·xᵢ + offset · Σᵢ xᵢ, and each qᵢ is read
 // in place, masked but not shifted: (word & (0xf << p)) is qᵢ · 2^p exactly,
 // so the lane's x values come pre-multiplied by 2^-p (xq, from x_for_quant)
 // and a quant costs an and, a conversion and a multiply-add. The high bits
@@ -159,71 +159,91 @@ void dequant_half(usamplerBuffer W, uint row, uint u, uint h, out float w[16]) {
 // its high bits (the fifth bit of q5_*, the two top bits of q6_k: worth 16).
 float x_for_quant(uint i, uint h) {
 #if WDTYPE == Q8_0
-  return exp2(-float(8u * (i % 4u)));
+  const uint p = 8u * (i % 4u), width = 8u;
 #else
-  return exp2(-float(8u * (i % 4u) + 4u * h));
+  const uint p = 8u * (i % 4u) + 4u * h, width = 4u;
 #endif
+  return exp2(-float(p + width > 31u ? 31u - width : p));  // quant_sum's shifted-down top field
 }
 float x_for_high(uint i) {
 #if WDTYPE == Q5_0 || WDTYPE == Q5_1
-  return 16.0 * exp2(-float(i));
+  return 16.0 * exp2(-float(i % 16u));  // qh bit i of half 0, bit 16 + i of half 1, shifted down 16
 #else
   return 16.0 * exp2(-float(8u * (i % 4u)));
 #endif
 }
 
-// Σ over the 16 quants of texel q (half h's nibbles, or bytes for q8_0).
-float quant_sum(uvec4 q, uint h, float xq[16]) {
+// Σ over the 16 quants of texel q (half h's nibbles, or bytes for q8_0),
+// against xq[at …]. A field that reaches bit 31 is shifted down first so
+// that the masked word stays a non-negative int (signed conversion is one
+// instruction on a CPU, unsigned several); x_for_quant knows.
+float quant_sum(uvec4 q, uint h, float xq[32], uint at) {
   float s = 0.0;
+  [[unroll]] for (uint i = 0; i < 16u; ++i) {
 #if WDTYPE == Q8_0
-  q ^= uvec4(0x80808080u);  // int8 → offset binary: q + 128
-  [[unroll]] for (uint i = 0; i < 16u; ++i) s += float(q[i / 4u] & (0xffu << (8u * (i % 4u)))) * xq[i];
+    const uint p = 8u * (i % 4u), width = 8u;
 #else
-  [[unroll]] for (uint i = 0; i < 16u; ++i) s += float(q[i / 4u] & (0xfu << (8u * (i % 4u) + 4u * h))) * xq[i];
+    const uint p = 8u * (i % 4u) + 4u * h, width = 4u;
 #endif
+    const uint down = p + width > 31u ? p + width - 31u : 0u;
+    s += float(int((q[i / 4u] >> down) & (((1u << width) - 1u) << (p - down)))) * xq[at + i];
+  }
   return s;
 }
 
 // Σ over 16 two-bit (q6_k) or one-bit (q5_k) fields, already shifted to
-// bit 0 of each byte of t.
-float high_sum(uvec4 t, uint mask, float xh[16]) {
+// bit 0 of each byte of t, against xh[at …].
+float high_sum(uvec4 t, uint mask, float xh[32], uint at) {
   float s = 0.0;
-  [[unroll]] for (uint i = 0; i < 16u; ++i) s += float(t[i / 4u] & (mask << (8u * (i % 4u)))) * xh[i];
+  [[unroll]] for (uint i = 0; i < 16u; ++i) s += float(int(t[i / 4u] & (mask << (8u * (i % 4u))))) * xh[at + i];
   return s;
 }
 
-float dot_half(usamplerBuffer W, uint row, uint u, uint h, float xq[16], float xh[16], float sx) {
+// Σᵢ wᵢ·xᵢ over unit u (both halves: one read of each texel they share),
+// xq and xh as x_for_quant and x_for_high scale them, sx the halves' Σ x.
+float dot_unit(usamplerBuffer W, uint row, uint u, float xq[32], float xh[32], vec2 sx) {
 #if WDTYPE == Q8_0
   const float d = half_at(W, row + W_SCALE_AT, u);
-  return d * (quant_sum(texelFetch(W, int(row + u * W_BODY + h)), h, xq) - 128.0 * sx);
+  const uvec4 offset = uvec4(0x80808080u);  // int8 → offset binary: q + 128
+  const float s = quant_sum(texelFetch(W, int(row + u * W_BODY)) ^ offset, 0u, xq, 0u) +
+                  quant_sum(texelFetch(W, int(row + u * W_BODY + 1u)) ^ offset, 1u, xq, 16u);
+  return d * (s - 128.0 * (sx.x + sx.y));
 #elif WDTYPE <= Q5_1
-  float s = quant_sum(texelFetch(W, int(row + u)), h, xq);
+  const uvec4 q = texelFetch(W, int(row + u));
+  float s = quant_sum(q, 0u, xq, 0u) + quant_sum(q, 1u, xq, 16u);
 #if WDTYPE == Q5_0 || WDTYPE == Q5_1
-  const uint qh = word_at(W, row + W_QH_AT, u) >> (16u * h);
-  [[unroll]] for (uint i = 0; i < 16u; ++i) s += float(qh & (1u << i)) * xh[i];
+  const uint qh = word_at(W, row + W_QH_AT, u);
+  [[unroll]] for (uint i = 0; i < 32u; ++i) s += float(int((qh >> (i & 16u)) & (1u << (i % 16u)))) * xh[i];
 #endif
 #if WDTYPE == Q4_1 || WDTYPE == Q5_1
   const vec2 dm = unpackHalf2x16(word_at(W, row + W_SCALE_AT, u));
-  return dm.x * s + dm.y * sx;
+  return dm.x * s + dm.y * (sx.x + sx.y);
 #else
   const float d = half_at(W, row + W_SCALE_AT, u);
-  return d * (s - (WDTYPE == Q4_0 ? 8.0 : 16.0) * sx);
+  return d * (s - (WDTYPE == Q4_0 ? 8.0 : 16.0) * (sx.x + sx.y));
 #endif
 #elif WDTYPE == Q4_K || WDTYPE == Q5_K
-  const KUnit k = k_unit(row, u, h);
-  const vec2 sm = k_scale_min(texelFetch(W, int(k.block)), k.sb);
-  float s = quant_sum(texelFetch(W, int(k.qs)), h, xq);
+  const KUnit k = k_unit(row, u, 0u);  // half 1: sub-block k.sb + 1, the same texels
+  const uvec4 head = texelFetch(W, int(k.block));
+  const vec2 lo = k_scale_min(head, k.sb), hi = k_scale_min(head, k.sb + 1u);
+  const uvec4 q = texelFetch(W, int(k.qs));
+  float s0 = quant_sum(q, 0u, xq, 0u), s1 = quant_sum(q, 1u, xq, 16u);
 #if WDTYPE == Q5_K
-  s += high_sum(texelFetch(W, int(k.qh)) >> k.sb, 1u, xh);
+  const uvec4 qh = texelFetch(W, int(k.qh));
+  s0 += high_sum(qh >> k.sb, 1u, xh, 0u);
+  s1 += high_sum(qh >> (k.sb + 1u), 1u, xh, 16u);
 #endif
-  return sm.x * s - sm.y * sx;
+  return lo.x * s0 - lo.y * sx.x + (hi.x * s1 - hi.y * sx.y);
 #elif WDTYPE == Q6_K
   const uint v = u % 8u, n = v / 4u, m = v % 4u;
   const uint block = row + (u / 8u) * W_BODY;
   const float d = half_at(W, row + W_SCALE_AT, u / 8u);
-  const float dsc = q6_scale(texelFetch(W, int(block + 12u)), d, 8u * n + m + 4u * h);
-  float s = quant_sum(texelFetch(W, int(block + 4u * n + m)), h, xq);
-  s += high_sum(texelFetch(W, int(block + 8u + 2u * n + m % 2u)) >> (2u * (m / 2u) + 4u * h), 3u, xh);
-  return dsc * (s - 32.0 * sx);
+  const uvec4 scales = texelFetch(W, int(block + 12u));
+  const uvec4 ql = texelFetch(W, int(block + 4u * n + m));
+  const uvec4 qh = texelFetch(W, int(block + 8u + 2u * n + m % 2u));
+  const uint shift = 2u * (m / 2u);  // half 1: 4 more
+  const float s0 = quant_sum(ql, 0u, xq, 0u) + high_sum(qh >> shift, 3u, xh, 0u);
+  const float s1 = quant_sum(ql, 1u, xq, 16u) + high_sum(qh >> (shift + 4u), 3u, xh, 16u);
+  return q6_scale(scales, d, 8u * n + m) * (s0 - 32.0 * sx.x) + q6_scale(scales, d, 8u * n + m + 4u) * (s1 - 32.0 * sx.y);
 #endif
 }
