@@ -40,10 +40,10 @@ enum class Role : uint8_t {
   FinalNorm, LmHead,
 };
 
-// The dtype a stored matrix has on the device, as the kernels read it: Q8_0
-// blocks are dequantized to f16 at upload, every other dtype is kept.
-// (Vectors, norm scales and biases, are f32 on the device whatever stored.)
-constexpr DType device_dtype(DType stored) { return stored == DType::Q8_0 ? DType::F16 : stored; }
+// The dtype a stored matrix has on the device, as the kernels read it: every
+// dtype is kept, block formats as blocks (device_row below). (Vectors, norm
+// scales and biases, are f32 on the device whatever stored.)
+constexpr DType device_dtype(DType stored) { return stored; }
 
 // ggml's K-quants group 256 values into a super-block (QK_K), split into
 // sub-blocks of 16 or 32 with their own 6- or 8-bit scales.
@@ -75,10 +75,58 @@ constexpr DTypeLayout dtype_layout(DType d) {
 }
 // Stored in blocks of several values (not one value per element).
 constexpr bool is_block_dtype(DType d) { return dtype_layout(d).elements > 1; }
-// Whether a build can run weights of this dtype: the kernels read f32, f16
-// and bf16, and Q8_0 is expanded to f16 at upload. The other block formats
-// are read and written (lathe import, lathe quantize) but have no device path.
-constexpr bool has_device_path(DType d) { return !is_block_dtype(d) || d == DType::Q8_0; }
+
+// How a block dtype's matrix rows lie on the device, one plan for the kernel
+// constants (the generator) and the repacking (the upload). ggml's blocks
+// (18 to 210 bytes) are mostly not whole 16-byte texels, the unit the kernels
+// read, so each row is split in planes: the blocks' bodies (quants, and a
+// K-quant's sub-block scales) end to end, whole texels each; then, per side
+// field, that field of every block end to end, padded to a texel: Q5_0/Q5_1's
+// 32 high bits, then the f16 scale d (with the f16 offset m: Q4_1, Q5_1).
+// Q4_K and Q5_K blocks are whole texels already and have no side planes.
+// Only 32-bit loads and bit arithmetic read them: no 8/16-bit storage or
+// integer dot products needed, one path for every device.
+struct BlockField {
+  int32_t offset = 0, bytes = 0;  // in ggml's block; bytes 0: none
+};
+struct DeviceBlocks {
+  BlockField body, qh, scale;
+};
+constexpr DeviceBlocks device_blocks(DType d) {
+  switch (d) {
+    case DType::Q8_0: return {{2, 32}, {}, {0, 2}};
+    case DType::Q4_0: return {{2, 16}, {}, {0, 2}};
+    case DType::Q4_1: return {{4, 16}, {}, {0, 4}};
+    case DType::Q5_0: return {{6, 16}, {2, 4}, {0, 2}};
+    case DType::Q5_1: return {{8, 16}, {4, 4}, {0, 4}};
+    case DType::Q4_K: return {{0, 144}, {}, {}};
+    case DType::Q5_K: return {{0, 176}, {}, {}};
+    case DType::Q6_K: return {{0, 208}, {}, {208, 2}};  // ql, qh, scales; then d
+    default: return {};
+  }
+}
+// One matrix row of `cols` values on the device, in 16-byte texels: the
+// whole row, and where its qh and scale planes start.
+struct DeviceRow {
+  int64_t texels, qh_at, scale_at;
+};
+constexpr DeviceRow device_row(DType d, int64_t cols) {
+  const DTypeLayout l = dtype_layout(d);
+  if (!is_block_dtype(d)) return {(cols * l.bytes + 15) / 16, 0, 0};
+  const int64_t blocks = cols / l.elements;
+  const DeviceBlocks b = device_blocks(d);
+  const int64_t body = blocks * b.body.bytes / 16, qh = (blocks * b.qh.bytes + 15) / 16;
+  return {body + qh + (blocks * b.scale.bytes + 15) / 16, body, body + qh};
+}
+
+// The bytes a checkpoint tensor of `rows` × `cols` (rank 2; rank 1: `rows`
+// values) takes on the device: a matrix in its dtype, block rows as
+// device_row lays them out; a vector in f32.
+constexpr int64_t device_tensor_bytes(DType d, size_t rank, int64_t rows, int64_t cols) {
+  if (rank != 2) return rows * 4;
+  if (is_block_dtype(d)) return rows * device_row(d, cols).texels * 16;
+  return rows * cols * dtype_layout(d).bytes;
+}
 
 // A matrix multiplied with activations: the projections of attention, MLP
 // and experts (an in_out layout stores these transposed). Norms, the

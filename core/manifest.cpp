@@ -118,7 +118,7 @@ class Builder {
     t.name = expand_name(pattern, layer, expert) + (bias ? ".bias" : ".weight");
     if (expert >= 0 && pattern.find("{expert}") == std::string::npos) t.slice = expert;
     t.shape = std::move(shape);
-    t.dtype = t.shape.size() == 1 ? s_.weights.vector_dtype : s_.weights.dtype;
+    t.dtype = t.shape.size() == 1 ? s_.weights.vector_dtype : s_.weights.matrix_dtype(role, layer);
     m_.tensors.push_back(std::move(t));
   }
 

@@ -178,6 +178,16 @@ std::vector<std::string> role_names();
 
 struct Weights {
   DType dtype = DType::F32;  // of the matrices (embeddings, projections, LM head)
+  // Exceptions by role ([weights.dtypes], llama.cpp's mixed _M files): one
+  // dtype for the role's matrices in every layer, or one per layer.
+  std::map<Role, std::vector<DType>> role_dtypes;
+  // The dtype of role's matrix in `layer` (-1: not per layer).
+  DType matrix_dtype(Role role, int64_t layer) const {
+    auto it = role_dtypes.find(role);
+    if (it == role_dtypes.end() || it->second.empty()) return dtype;
+    const auto i = static_cast<size_t>(layer);
+    return layer >= 0 && i < it->second.size() ? it->second[i] : it->second.front();
+  }
   // Of the vectors (norm scales, biases): dtype by default, f32 under the
   // gguf preset or a q8_0 dtype (llama.cpp keeps vectors in f32).
   DType vector_dtype = DType::F32;

@@ -2,10 +2,15 @@
 //
 // Weights are read through uniform texel buffers of RGBA32UI texels (about
 // twice as fast as storage buffers on lavapipe, notes/lavapipe.md); one texel
-// holds VPT values of the weight dtype WDTYPE (0: f32, 1: f16, 2: bf16).
+// holds VPT values of the weight dtype WDTYPE (0: f32, 1: f16, 2: bf16), or
+// (WDTYPE ≥ 3, QUANT) ggml's blocks as quant.glsl reads them.
 
 #ifdef WDTYPE
-#if WDTYPE == 0
+#define QUANT (WDTYPE >= 3)
+#if QUANT
+#include "quant.glsl"
+#define VPT 8u
+#elif WDTYPE == 0
 #define VPT 4u
 #else
 #define VPT 8u
@@ -13,7 +18,9 @@
 
 // The VPT values of one texel, in order.
 void unpack_texel(uvec4 t, out float v[VPT]) {
-#if WDTYPE == 0
+#if QUANT
+  for (uint i = 0; i < VPT; ++i) v[i] = 0.0;  // unused: block weights go through dequant_half
+#elif WDTYPE == 0
   v[0] = uintBitsToFloat(t.x); v[1] = uintBitsToFloat(t.y); v[2] = uintBitsToFloat(t.z); v[3] = uintBitsToFloat(t.w);
 #elif WDTYPE == 1
   vec2 a = unpackHalf2x16(t.x), b = unpackHalf2x16(t.y), c = unpackHalf2x16(t.z), d = unpackHalf2x16(t.w);

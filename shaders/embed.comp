@@ -19,13 +19,36 @@ layout(binding = BINDING_table) uniform usamplerBuffer E;
 layout(binding = BINDING_positions) uniform usamplerBuffer P;
 layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
 
-const uint TPR = D / VPT;  // texels per row
+const uint TPR = W_TPR;  // texels per row (D / VPT, or a block dtype's planes)
 
 void main() {
   const uint t = gl_WorkGroupID.x;
   if (t >= pc.rows) return;
   const uint token = io.rows[t].token;
   const uint position = io.rows[t].position + POS_OFFSET;
+#if QUANT
+  // Block tables (the position table, when there is one, has the same dtype):
+  // lanes walk the row's units of 32 values (quant.glsl).
+  for (uint u = gl_LocalInvocationID.x; u < D / 32u; u += gl_WorkGroupSize.x) {
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {
+      float e[16];
+      dequant_half(E, token * TPR, u, h, e);
+#if POSITIONS
+      float p[16];
+      dequant_half(P, position * TPR, u, h, p);
+#endif
+      const uint at = t * D + unit_lo(u) + h * HI_OFFSET;
+      [[unroll]] for (uint i = 0; i < 16u; ++i) {
+        float value = SCALE * e[i];
+#if POSITIONS
+        value += p[i];
+#endif
+        y[at + i] = value;
+      }
+    }
+  }
+  return;
+#endif
   for (uint j = gl_LocalInvocationID.x; j < TPR; j += gl_WorkGroupSize.x) {
     float e[VPT];
     unpack_texel(texelFetch(E, int(token * TPR + j)), e);

@@ -17,8 +17,10 @@
 //     it to every lane, so x costs one load per subgroup, not one per lane.
 //
 // Generated constants:
-//   K          input width (a multiple of VPT)
-//   WDTYPE     weight dtype (common.glsl)
+//   K          input width (a multiple of VPT; of 32 or 256 for a block dtype)
+//   WDTYPE     weight dtype (common.glsl); W_TPR texels per weight row, and
+//              a block dtype's plane offsets (quant.glsl): dequantized as read,
+//              f32 accumulation, in units of 32 values instead of texels
 //   HAS_BIAS   add bias[r] (bias2[r] to the up half of a gated MLP)
 //   GATED      y = φ(W·x + b) ⊙ (W2·x + b2): the gate and up projections in one pass
 //   ACT        φ (common.glsl ACT_*); ACT_NONE for a plain projection
@@ -57,7 +59,8 @@ layout(std430, binding = BINDING_norm_shift) readonly buffer NormB { vec4 norm_b
 layout(std430, binding = BINDING_route) readonly buffer Route { uint route[]; };
 #endif
 
-const uint TPR = K / VPT;  // texels per weight row
+const uint TPR = W_TPR;  // texels per weight row (K / VPT, or a block dtype's planes)
+const uint UNITS = K / 32u;  // block dtypes: units of 32 values (quant.glsl)
 
 // The token rows of this workgroup: the chunk's, or (EXPERTS) the slots
 // routed to its expert, the z-th of the experts with tokens (none past
@@ -203,6 +206,52 @@ void decode() {
   uint xbase[TOKENS];
   [[unroll]] for (uint t = 0; t < TOKENS; ++t) xbase[t] = x_row(min(t0 + t, rows - 1)) * K;
 
+#if QUANT
+  // Block weights: lane l takes units l, l + LANES, …; its unit's 32 values
+  // of x (both halves), scaled for dot_unit (quant.glsl), and their sums
+  // stay in registers for all ROWS rows.
+  for (uint c = 0; c < UNITS; c += LANES) {
+    const uint u = min(c + lane, UNITS - 1);
+    const bool inside = c + lane < UNITS;
+    const uint lo = unit_lo(u);
+    float xq[TOKENS * 32], xh[TOKENS * 32], sx[TOKENS * 2];
+    [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
+      const bool live = inside && t0 + t < rows;
+      [[unroll]] for (uint h = 0; h < 2u; ++h) {
+        float sum = 0.0;
+        [[unroll]] for (uint q = 0; q < 4u; ++q) {
+          const uint k4 = (lo + h * HI_OFFSET) / 4u + q;
+#if NORM
+          const vec4 v = live ? normalized(x[xbase[t] / 4u + k4], k4, stats[t]) : vec4(0.0);
+#else
+          const vec4 v = live ? x[xbase[t] / 4u + k4] : vec4(0.0);
+#endif
+          sum += (v.x + v.y) + (v.z + v.w);
+          [[unroll]] for (uint e = 0; e < 4u; ++e) {
+            const uint i = q * 4u + e, o = (t * 2u + h) * 16u + i;
+            xq[o] = v[e] * x_for_quant(i, h);
+            xh[o] = v[e] * x_for_high(i);
+          }
+        }
+        sx[t * 2u + h] = sum;
+      }
+    }
+    [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
+      float a[32], b[32];
+      [[unroll]] for (uint i = 0; i < 32u; ++i) {
+        a[i] = xq[t * 32u + i];
+        b[i] = xh[t * 32u + i];
+      }
+      const vec2 sums = vec2(sx[t * 2u], sx[t * 2u + 1u]);
+      [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+        acc[r * TOKENS + t] += dot_unit(W, base[r], u, a, b, sums);
+#if GATED
+        acc2[r * TOKENS + t] += dot_unit(W2, base2[r], u, a, b, sums);
+#endif
+      }
+    }
+  }
+#else
   // A chunk is LANES × XT texels; lane l holds texels l, l + LANES, … of it.
   for (uint c = 0; c < TPR; c += LANES * XT) {
     float xs[XT * TOKENS * VPT];
@@ -256,6 +305,8 @@ void decode() {
     }
   }
 
+#endif
+
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     [[unroll]] for (uint t = 0; t < TOKENS; ++t) {
       const uint i = r * TOKENS + t;
@@ -282,6 +333,14 @@ void decode() {
     xs[t * 8 + 0] = a.x; xs[t * 8 + 1] = a.y; xs[t * 8 + 2] = a.z; \
     xs[t * 8 + 3] = a.w; xs[t * 8 + 4] = b.x; xs[t * 8 + 5] = b.y; \
     xs[t * 8 + 6] = b.z; xs[t * 8 + 7] = b.w;                     \
+  }
+
+// Block weights: the 16 values of token t's half unit, broadcast from lane t.
+#define TAKE_X16(t)                                            \
+  [[unroll]] for (uint q = 0; q < 4u; ++q) {                   \
+    const vec4 a = subgroupBroadcast(mine[q], t);              \
+    xs[t * 16 + q * 4 + 0] = a.x; xs[t * 16 + q * 4 + 1] = a.y; \
+    xs[t * 16 + q * 4 + 2] = a.z; xs[t * 16 + q * 4 + 3] = a.w; \
   }
 
 void prefill() {
@@ -318,6 +377,48 @@ void prefill() {
   // Lane t < 8 normalizes token t's values, so it alone needs their statistics.
   const vec2 stats = partial_stats(x_row(min(t0 + min(lane, 7u), rows - 1)), 0, 1, false);
 #endif
+#if QUANT
+  // Block weights: a unit's two halves of 16 values in turn; lane t < 8
+  // loads token t's 16 values of x, every lane takes them by broadcast.
+  for (uint u = 0; u < UNITS; ++u) {
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {
+      const uint k4 = (unit_lo(u) + h * HI_OFFSET) / 4u;
+      vec4 mine[4];
+      [[unroll]] for (uint q = 0; q < 4u; ++q) {
+        mine[q] = loads ? x[xrow + k4 + q] : vec4(0.0);
+#if NORM
+        if (loads) mine[q] = normalized(mine[q], k4 + q, stats);
+#endif
+      }
+      float xs[128];
+      TAKE_X16(0) TAKE_X16(1) TAKE_X16(2) TAKE_X16(3) TAKE_X16(4) TAKE_X16(5) TAKE_X16(6) TAKE_X16(7)
+      [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+        float w[16];
+        dequant_half(W, base[r], u, h, w);
+#if GATED
+        float w2[16];
+        dequant_half(W2, base2[r], u, h, w2);
+#endif
+        [[unroll]] for (uint t = 0; t < 8u; ++t) {
+          float s = 0.0;
+#if GATED
+          float s2 = 0.0;
+#endif
+          [[unroll]] for (uint i = 0; i < 16u; ++i) {
+            s += w[i] * xs[t * 16u + i];
+#if GATED
+            s2 += w2[i] * xs[t * 16u + i];
+#endif
+          }
+          acc[r * 8 + t] += s;
+#if GATED
+          acc2[r * 8 + t] += s2;
+#endif
+        }
+      }
+    }
+  }
+#else
   for (uint j = 0; j < TPR; ++j) {
     // Lane t < 8 loads token t's VPT values (8 for 16-bit weights; f32
     // weights take the first 4 of two texels' worth, see below).
@@ -362,6 +463,7 @@ void prefill() {
       }
     }
   }
+#endif
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     const uint row = row0 + r * LANES + lane;
     [[unroll]] for (uint t = 0; t < 8; ++t) {

@@ -3,8 +3,8 @@
 #   q4_k_m: general.file_type 15 and the per-tensor types of llama.cpp's
 #   rules (output Q6_K, attn_v / ffn_down Q6_K in layers 0, 3, 6, 7 of 8,
 #   ffn_down rows of 320 falling back to Q8_0 / Q5_0, vectors f32); that
-#   file quantized again refused (already quantized) and imported refused
-#   with its types listed; a q8_0 file imported as dtype q8_0; garbage, a truncated file and an unknown --type each a
+#   file quantized again refused (already quantized) and imported with its
+#   types as [weights.dtypes] exceptions; a q8_0 file imported as dtype q8_0; garbage, a truncated file and an unknown --type each a
 #   clear error.
 # -DLATHE -DTWIN (lathe_gguf_twin) -DSPEC -DWORK_DIR
 cmake_policy(SET CMP0054 NEW)
@@ -50,11 +50,19 @@ endforeach()
 
 expect_failure("q4km.gguf: [a-z_.0-9]+ is q[0-9]_[0-9k] already; lathe quantize reads f32, f16 and bf16"
                ${LATHE} quantize q4km.gguf again.gguf --type q8_0)
-# A mixture does not import yet (one dtype per spec); the error lists the types.
-# 45 q4_k: token_embd, attn_q/k/output and ffn_gate/up of 8 layers, 4 attn_v;
-# 5 q6_k: output and 4 attn_v.
-expect_failure("the matrices hold several dtypes: q8_0 \\(4 tensors, e.g. blk.0.ffn_down.weight\\), q5_0 \\(4 tensors, e.g. blk.1.ffn_down.weight\\), q4_k \\(45 tensors, e.g. blk.0.attn_k.weight\\), q6_k \\(5 tensors, e.g. blk.0.attn_v.weight\\); a spec has one dtype for matrices"
-               ${LATHE} import q4km.gguf)
+# A mixture imports as what it holds: the most common type (45 q4_k:
+# token_embd, attn_q/k/output and ffn_gate/up of 8 layers, 4 attn_v) as
+# weights.dtype, the others as [weights.dtypes] exceptions, per layer where
+# the layers differ.
+run(mixed ${LATHE} import q4km.gguf)
+set(v_types "[\"q6_k\", \"q4_k\", \"q4_k\", \"q6_k\", \"q4_k\", \"q4_k\", \"q6_k\", \"q6_k\"]")
+set(down_types "[\"q8_0\", \"q5_0\", \"q5_0\", \"q8_0\", \"q5_0\", \"q5_0\", \"q8_0\", \"q8_0\"]")
+foreach(line "dtype = \"q4_k\"" "[weights.dtypes]" "lm_head = \"q6_k\"" "v = ${v_types}" "down = ${down_types}")
+  string(FIND "${mixed}" "${line}" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "the q4_k_m file's imported spec lacks '${line}':\n${mixed}")
+  endif()
+endforeach()
 # One type throughout: imported as that dtype.
 run(out ${LATHE} quantize hf q8.gguf --type q8_0)
 run(out ${LATHE} import q8.gguf)

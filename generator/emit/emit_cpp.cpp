@@ -215,20 +215,25 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   // Attention reads the cache in 16-byte texels of a head row.
   multiple(s.dims.head_dim_explicit ? "dims.head_dim" : "dims.heads", s.dims.head_dim,
            s.cache.dtype == DType::F16 ? 8 : 4);
-  const std::string dtype_key(dtype_name(s.weights.dtype));
-  if (!has_device_path(s.weights.dtype)) {
-    // Not expanded to f16 as Q8_0 is: a 4-bit model would cost four times
-    // its file on the device, and the kernels that read the blocks come later.
-    refuse("weights.dtype", "\"" + dtype_key + "\" is read and written (lathe import, lathe quantize) but has no "
-                            "device kernels yet; the kernels read f32, f16, bf16 and q8_0");
-  } else if (is_block_dtype(s.weights.dtype)) {
-    // The blocks run along each stored row.
-    const int64_t block = dtype_layout(s.weights.dtype).elements;
-    for (const TensorSpec& t : build_sample_manifest(s).tensors) {
-      if (t.shape.size() == 2 && t.dtype == s.weights.dtype && t.shape[1] % block != 0)
-        refuse("weights.dtype", "\"" + dtype_key + "\": " + t.name + " has rows of " + std::to_string(t.shape[1]) +
-                                   " values, not a multiple of the " + std::to_string(block) + " of a " +
-                                   std::string(spelling(s.weights.dtype).enumerator) + " block");
+  // Block dtypes run along each stored row: whole blocks per row, rows as
+  // stored (no transposing an in_out layout's blocks).
+  for (const TensorSpec& t : build_sample_manifest(s).tensors) {
+    if (t.shape.size() != 2) continue;
+    const auto listed = s.weights.role_dtypes.find(t.role);
+    const bool by_role = listed != s.weights.role_dtypes.end();
+    const std::vector<DType> dtypes = by_role ? listed->second : std::vector<DType>{s.weights.dtype};
+    const std::string key = by_role ? "weights.dtypes." + std::string(name(t.role)) : "weights.dtype";
+    for (DType d : dtypes) {
+      if (!is_block_dtype(d)) continue;
+      const int64_t block = dtype_layout(d).elements;
+      const std::string what = "\"" + std::string(dtype_name(d)) + "\": " + t.name;
+      if (s.weights.layout == Layout::InOut && is_linear(t.role))
+        refuse(key, what + " is stored in_out; block dtypes run along stored rows of out_in matrices");
+      else if (t.shape[1] % block != 0)
+        refuse(key, what + " has rows of " + std::to_string(t.shape[1]) + " values, not a multiple of the " +
+                        std::to_string(block) + " of a " + std::string(spelling(d).enumerator) + " block");
+      else continue;
+      break;
     }
   }
   return diag.size() == before;

@@ -28,14 +28,17 @@ std::string upper(std::string_view word) {
   return out;
 }
 
-int wdtype(DType d) {
-  switch (d) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::BF16: return 2;
-    default: break;  // block dtypes: Q8_0 is f16 on the device, the others have no kernels yet
-  }
-  throw std::runtime_error(std::string("kernels: no kernel reads weights of dtype ") + name(d));
+// common.glsl's WDTYPE: the DType's number (0 f32, 1 f16, 2 bf16, 3 q8_0 …
+// 10 q6_k), and for a block dtype where a row's planes lie (core/contract.hpp's
+// device_row, which the upload follows): W_TPR texels per row, W_QH_AT and
+// W_SCALE_AT the planes' first texels within it, W_BODY texels per block body.
+std::string weight_constants(DType d, int64_t cols) {
+  const DeviceRow row = device_row(d, cols);
+  if (is_block_dtype(d) && cols % dtype_layout(d).elements != 0)
+    throw std::runtime_error("kernels: rows of " + std::to_string(cols) + " values are not whole " + name(d) + " blocks");
+  return define("WDTYPE", std::to_string(static_cast<int>(d))) + define("W_TPR", row.texels) +
+         define("W_QH_AT", row.qh_at) + define("W_SCALE_AT", row.scale_at) +
+         define("W_BODY", device_blocks(d).body.bytes / 16);
 }
 
 // common.glsl's ACT_* names: an activation's index in its table plus one.
@@ -143,7 +146,7 @@ std::string head_constants(const Spec& s) {
 std::string family_constants(const Spec& s, const KernelKey& k) {
   switch (k.family) {
     case kernels::Family::Embed:
-      return define("D", k.width) + define("WDTYPE", std::to_string(wdtype(k.dtype))) +
+      return define("D", k.width) + weight_constants(k.dtype, k.width) +
              define("SCALE", number_literal(s.embedding.scale, 9)) + flag("POSITIONS", k.positions) +
              define("POS_OFFSET", s.position.offset);
     case kernels::Family::Norm:
@@ -153,7 +156,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Matmul: {
       const lower::Epilogue& e = k.epilogue;
       const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
-      return define("K", k.width) + define("WDTYPE", std::to_string(wdtype(k.dtype))) + flag("HAS_BIAS", e.bias) +
+      return define("K", k.width) + weight_constants(k.dtype, k.width) + flag("HAS_BIAS", e.bias) +
              flag("GATED", e.gated) + define("ACT", std::to_string(act_constant(e))) + flag("RESIDUAL", e.residual) +
              define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
              flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset) +

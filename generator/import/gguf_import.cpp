@@ -496,9 +496,7 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
     doc.table("output").set("softcap", *cap, a + "final_logit_softcapping");
   if (r.has("output.bias")) doc.table("output").set("bias", true, "output.bias");
 
-  // Dtypes: every matrix one dtype, every vector one dtype. (A llama.cpp
-  // _M mixture, Q4_K with some Q6_K matrices, needs per-role dtypes, which
-  // specs do not have yet.)
+  // Dtypes: every vector one dtype; the matrices' most common dtype.
   std::map<DType, std::vector<std::string>> matrix_dtypes, vector_dtypes;
   for (const auto& [name, t] : r.tensors()) (t->shape.size() >= 2 ? matrix_dtypes : vector_dtypes)  // stacked experts: rank 3
        [t->dtype].push_back(name);
@@ -513,7 +511,11 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
     }
     return found.begin()->first;
   };
-  const std::optional<DType> matrices = one_dtype(matrix_dtypes, "matrices");
+  // The matrices' dtype is the most common one; import_gguf writes the
+  // others as [weights.dtypes] exceptions by role (a llama.cpp _M mixture).
+  std::optional<DType> matrices;
+  for (const auto& [d, names] : matrix_dtypes)
+    if (!matrices || names.size() > matrix_dtypes[*matrices].size()) matrices = d;
   const std::optional<DType> vectors = one_dtype(vector_dtypes, "vectors");
   TomlTable& w = doc.table("weights");
   w.set("dtype", dtype_key(matrices.value_or(DType::F32)), "the file's matrices");
@@ -529,6 +531,41 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   if (!r.problems().empty()) throw ImportError(r.problems());
   return doc;
 }
+
+namespace {
+
+// The file's matrices whose dtype is not weights.dtype, as [weights.dtypes]
+// exceptions: per role one dtype, or one per layer where the layers differ
+// (llama.cpp's Q4_K_M keeps attn_v and ffn_down of some layers in Q6_K).
+// False when there are none.
+bool write_role_dtypes(TomlDoc& doc, const Spec& s, const weights::GgufFile& file) {
+  std::map<Role, std::vector<DType>> found;  // per role, per layer (one entry when not per layer)
+  for (const spec::TensorSpec& t : spec::build_manifest(s).tensors) {
+    const weights::TensorInfo* info = file.find(t.name);
+    if (info == nullptr || t.shape.size() != 2 || t.bias) continue;
+    std::vector<DType>& per = found[t.role];
+    const size_t at = t.layer < 0 ? 0 : static_cast<size_t>(t.layer);
+    if (per.size() <= at) per.resize(at + 1, info->dtype);
+    per[at] = info->dtype;
+  }
+  TomlTable* table = nullptr;
+  for (const auto& [role, per] : found) {
+    const bool uniform = std::all_of(per.begin(), per.end(), [&](DType d) { return d == per.front(); });
+    if (uniform && per.front() == s.weights.dtype) continue;
+    if (table == nullptr) table = &doc.table("weights.dtypes");
+    if (uniform) {
+      table->set(spec::name(role), std::string(dtype_key(per.front())));
+    } else {
+      std::vector<std::string> keys;
+      for (DType d : per) keys.emplace_back(dtype_key(d));
+      table->set(spec::name(role), keys, "one per layer");
+    }
+  }
+  if (table != nullptr) table->note("the file's other matrices are weights.dtype");
+  return table != nullptr;
+}
+
+}  // namespace
 
 ImportResult import_gguf(const std::string& path, ImportOptions options) {
   const weights::GgufFile file(path);
@@ -549,6 +586,14 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
     throw Error(ErrorKind::InvalidArgument, "internal error: the spec imported from " + path + " does not parse:\n" +
                                                 diag.format() + result.text);
   result.spec = std::move(*parsed);
+  if (write_role_dtypes(result.doc, result.spec, file)) {  // a mixture: parsed again with its exceptions
+    result.text = result.doc.render();
+    auto mixed = spec::parse_spec_string(result.text, path + " (imported)", diag);
+    if (!mixed)
+      throw Error(ErrorKind::InvalidArgument, "internal error: the spec imported from " + path + " does not parse:\n" +
+                                                  diag.format() + result.text);
+    result.spec = std::move(*mixed);
+  }
 
   // The manifest must be the file's tensors, shape for shape, less those
   // weights.ignore names (exact names: the importer writes no patterns).

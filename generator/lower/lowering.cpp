@@ -234,7 +234,14 @@ class Lowering {
         if (next && (next->kind == OpKind::MatMul || next->kind == OpKind::Logits) && next->in[0] == op.out &&
             last_use_[op.out] <= static_cast<int32_t>(i + readers_next(i, op.out))) {
           norm_ = &op;
-          const size_t consumed = next->kind == OpKind::Logits ? lower_at(i + 1) : lower_matmul(i + 1);
+          size_t consumed = next->kind == OpKind::Logits ? lower_at(i + 1) : lower_matmul(i + 1);
+          // Readers left out of the pack (a v of another dtype than q and k,
+          // as llama.cpp's _M mixtures give): each folds the norm too.
+          for (const Op* more = at(i + 1 + consumed);
+               last_use_[op.out] > static_cast<int32_t>(i + consumed) && more && more->kind == OpKind::MatMul &&
+               more->in[0] == op.out;
+               more = at(i + 1 + consumed))
+            consumed += lower_matmul(i + 1 + consumed);
           norm_ = nullptr;
           if (last_use_[op.out] > static_cast<int32_t>(i + consumed))
             unsupported(i, "a norm folded into the projections after it is read again later");
@@ -302,6 +309,7 @@ class Lowering {
         // One matmul over the experts' matrices stacked in a pack (grid z:
         // the expert), each reading the rows routed to it.
         const bool gated = op.tensor[1] >= 0;
+        if (gated && dtype(op.tensor[1]) != dtype(op.tensor[0])) unsupported(i, "expert gate and up differ in dtype");
         const int32_t stride = static_cast<int32_t>(op.param);
         const bool fold = norm_ && norm_->out == op.in[0];  // the MLP's norm, applied as x is read
         const Loc x = loc(i, fold ? norm_->in[0] : op.in[0]), routing = loc(i, op.in[1]);
@@ -439,6 +447,8 @@ class Lowering {
         b->in[0] == op.out && b->in[1] == a->out) {
       const Epilogue e{.bias = bias, .gated = true, .act = static_cast<Activation>(b->variant)};
       if ((a->tensor[1] >= 0) != bias) unsupported(i, "gate and up differ in having a bias");
+      // One kernel reads both with one WDTYPE (llama.cpp's _M mixtures keep them alike).
+      if (dtype(a->tensor[0]) != dtype(op.tensor[0])) unsupported(i, "gate and up differ in dtype");
       const Loc out = materialize(b->out);
       matmul(i, op, a, e, op.in[0], plan::activation(out.slot));
       return 3;

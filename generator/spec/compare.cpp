@@ -162,6 +162,19 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
     const std::string nb = ib == bw.names.end() ? "(none)" : text(ib->second);
     if (na != nb) d.line("weights.names." + std::string(name(role)) + ": " + na + " vs " + nb);
   }
+  std::set<Role> typed;
+  for (const auto& [role, dtypes] : aw.role_dtypes) typed.insert(role);
+  for (const auto& [role, dtypes] : bw.role_dtypes) typed.insert(role);
+  for (const Role role : typed) {
+    auto list = [&](const Weights& w) {
+      const auto it = w.role_dtypes.find(role);
+      if (it == w.role_dtypes.end()) return std::string("(none)");
+      std::string out;
+      for (DType dt : it->second) out += (out.empty() ? "" : ", ") + std::string(dtype_name(dt));
+      return it->second.size() > 1 ? "[" + out + "]" : out;
+    };
+    if (list(aw) != list(bw)) d.line("weights.dtypes." + std::string(name(role)) + ": " + list(aw) + " vs " + list(bw));
+  }
 
   d.field("cache.dtype", a.cache.dtype, b.cache.dtype);
   return d.take();

@@ -354,6 +354,48 @@ void read_output(Table t, Spec& s) {
   t.finish();
 }
 
+// [weights.dtypes]: role = "q6_k" (every layer) or role = ["q6_k", "q4_k", …]
+// (one per layer; validate() checks the count). Matrices only: a block dtype
+// is refused for nothing here, the kernels' widths are checked by lathe gen.
+void read_role_dtypes(Table t, Weights& w) {
+  if (!t.present()) return;
+  const std::vector<std::string> words = [] {
+    std::vector<std::string> out;
+    for (const auto& c : spellings(DType{})) out.emplace_back(c.key);
+    return out;
+  }();
+  auto one = [&](const toml::node& node, const std::string& key) -> std::optional<DType> {
+    const std::optional<std::string> text = node.value<std::string>();
+    if (!node.is_string() || !text) {
+      t.error(node, t.full(key) + ": expected a dtype or an array of dtypes (one per layer), found " + type_word(node));
+      return std::nullopt;
+    }
+    if (auto d = from_key<DType>(*text)) return d;
+    std::string message = t.full(key) + ": unknown dtype \"" + *text + "\"";
+    const std::string near = closest_match(*text, words);
+    if (!near.empty()) message += " (did you mean \"" + near + "\"?)";
+    t.error(node, message);
+    return std::nullopt;
+  };
+  for (const std::string& role : role_names()) {
+    const toml::node* node = t.raw(role);
+    if (node == nullptr) continue;
+    std::vector<DType> dtypes;
+    if (const toml::array* list = node->as_array()) {
+      if (list->empty()) t.error(*node, t.full(role) + ": an empty array; give one dtype per layer");
+      for (const toml::node& item : *list)
+        if (auto d = one(item, role)) dtypes.push_back(*d);
+      if (dtypes.size() != list->size()) continue;
+    } else if (auto d = one(*node, role)) {
+      dtypes.push_back(*d);
+    } else {
+      continue;
+    }
+    w.role_dtypes[*role_from_name(role)] = std::move(dtypes);
+  }
+  t.finish();
+}
+
 void read_weights(Table t, Spec& s) {
   Weights& w = s.weights;
   set(w.dtype, t.choice<DType>("dtype", false));
@@ -384,6 +426,7 @@ void read_weights(Table t, Spec& s) {
       else w.ignore.push_back(*item.value<std::string>());
     }
   }
+  read_role_dtypes(t.sub("dtypes"), w);
   Table names = t.sub("names");
   if (names.present()) {
     const std::vector<std::string> roles = role_names();

@@ -88,6 +88,7 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   std::map<Component, int64_t> per_component;
   double linear_active = 0;  // weights multiplied per token
   const Manifest manifest = build_manifest(s);
+  for (const Spelling<DType>& dt : kDTypeSpellings) r.decode_bytes.emplace_back(dt.value, 0.0);
   for (const TensorSpec& t : manifest.tensors) {
     const int64_t n = t.elements();
     per_component[component_of(t.role)] += n;
@@ -99,6 +100,9 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
                         : expert ? static_cast<double>(n) * static_cast<double>(s.moe.top_k) / static_cast<double>(s.moe.experts)
                                  : static_cast<double>(n);
     r.decode_weight_bytes += read * bytes_per_element(t.dtype);
+    r.checkpoint_bytes += static_cast<int64_t>(std::ceil(static_cast<double>(n) * bytes_per_element(t.dtype)));
+    r.device_weight_bytes += device_tensor_bytes(t.dtype, t.shape.size(), t.shape[0], t.shape.size() == 2 ? t.shape[1] : 1);
+    for (auto& [dt, bytes] : r.decode_bytes) bytes += read * bytes_per_element(t.shape.size() == 2 ? dt : t.dtype);
   }
   for (auto& [c, n] : per_component) r.components.emplace_back(name(c), n);
 
@@ -120,6 +124,16 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     const int64_t rows = s.attention.windowed(l) ? std::min(s.dims.max_context, s.attention.sliding_window) : s.dims.max_context;
     r.kv_bytes_max_context += per_layer * rows;
   }
+  std::vector<int64_t> contexts = decode_contexts;
+  contexts.push_back(s.dims.max_context);
+  for (int64_t L : contexts) {
+    if (L > s.dims.max_context) continue;
+    int64_t kv = 0;
+    for (int64_t l = 0; l < s.dims.layers; ++l)
+      kv += per_layer * (s.attention.windowed(l) ? std::min(L, s.attention.sliding_window) : L);
+    if (r.device_bytes_at_context.empty() || r.device_bytes_at_context.back().first != L)
+      r.device_bytes_at_context.emplace_back(L, r.device_weight_bytes + kv);
+  }
   return r;
 }
 
@@ -132,10 +146,19 @@ std::string format_report(const Report& r) {
   if (r.active_params != r.total_params) out << "| active per token | " << grouped(r.active_params) << " |\n";
   out << "\nA decode token reads " << human_bytes(r.decode_weight_bytes) << " of the checkpoint's weights ("
       << name(r.dtype) << ")" << (r.active_params != r.total_params ? ", its routed experts' only" : "") << ".\n";
-  out << "\n| weights stored as | bytes |\n|---|---:|\n";
-  for (const auto& [dt, b] : r.weight_bytes)
-    out << "| " << name(dt) << (dt == r.dtype ? " (checkpoint)" : "") << " | " << human_bytes(static_cast<double>(b))
-        << " |\n";
+  out << "\n| weights stored as | bytes | bytes per decode token |\n|---|---:|---:|\n";
+  for (size_t i = 0; i < r.weight_bytes.size(); ++i) {
+    const auto& [dt, b] = r.weight_bytes[i];
+    out << "| " << name(dt) << " | " << human_bytes(static_cast<double>(b)) << " | "
+        << human_bytes(i < r.decode_bytes.size() ? r.decode_bytes[i].second : 0.0) << " |\n";
+  }
+  out << "| **the spec's dtypes** (" << name(r.dtype) << ") | " << human_bytes(static_cast<double>(r.checkpoint_bytes))
+      << " | " << human_bytes(r.decode_weight_bytes) << " |\n";
+  out << "\n| on the device | bytes |\n|---|---:|\n";
+  out << "| weights (block rows repacked, vectors f32) | " << human_bytes(static_cast<double>(r.device_weight_bytes))
+      << " |\n";
+  for (const auto& [L, b] : r.device_bytes_at_context)
+    out << "| weights + KV cache at context " << L << " | " << human_bytes(static_cast<double>(b)) << " |\n";
   out << "\n| work per token | FLOPs |\n|---|---:|\n";
   for (const auto& [T, f] : r.prefill_flops_per_token) out << "| prefill, T = " << T << " | " << human(f, "FLOP") << " |\n";
   for (const auto& [L, f] : r.decode_flops_per_token) out << "| decode, context " << L << " | " << human(f, "FLOP") << " |\n";
@@ -154,6 +177,10 @@ nlohmann::json report_json(const Report& r) {
   j["decode_weight_bytes"] = r.decode_weight_bytes;
   j["checkpoint_dtype"] = name(r.dtype);
   for (const auto& [dt, b] : r.weight_bytes) j["weight_bytes"][name(dt)] = b;
+  for (const auto& [dt, b] : r.decode_bytes) j["decode_bytes"][name(dt)] = b;
+  j["checkpoint_bytes"] = r.checkpoint_bytes;
+  j["device"]["weight_bytes"] = r.device_weight_bytes;
+  for (const auto& [L, b] : r.device_bytes_at_context) j["device"]["bytes_at_context"][std::to_string(L)] = b;
   for (const auto& [T, f] : r.prefill_flops_per_token) j["flops_per_token"]["prefill"][std::to_string(T)] = f;
   for (const auto& [L, f] : r.decode_flops_per_token) j["flops_per_token"]["decode"][std::to_string(L)] = f;
   j["kv_cache"]["dtype"] = name(r.kv_dtype);

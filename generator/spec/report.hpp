@@ -23,6 +23,12 @@ struct Report {
   double decode_weight_bytes = 0;
   DType dtype = DType::F32;
   std::vector<std::pair<DType, int64_t>> weight_bytes;  // the whole checkpoint stored as each dtype
+  std::vector<std::pair<DType, double>> decode_bytes;   // a decode token's reads, the matrices stored as each dtype
+  int64_t checkpoint_bytes = 0;  // the manifest's tensors in their dtypes (weights.dtypes' exceptions too)
+  // On the device: matrices in their dtype (block rows as device_row lays
+  // them out), vectors in f32; and with the KV cache at each context.
+  int64_t device_weight_bytes = 0;
+  std::vector<std::pair<int64_t, int64_t>> device_bytes_at_context;
   // Matmul and attention FLOPs (2 per multiply-add; elementwise ops excluded).
   std::vector<std::pair<int64_t, double>> prefill_flops_per_token;  // (T, FLOPs/token) from an empty cache
   std::vector<std::pair<int64_t, double>> decode_flops_per_token;   // (L, FLOPs) for one token at context L

@@ -74,6 +74,19 @@ void validate(const Spec& s, Diagnostics& diag) {
     at("weights.qkv_layout", "a per_head layout holds q, k and v of each head: heads (" + num(d.heads) +
                                  ") must equal kv_heads (" + num(d.kv_heads) + "); use \"grouped\"");
 
+  // Per-role dtypes: matrices of the model, an array one dtype per layer.
+  for (const auto& [role, dtypes] : s.weights.role_dtypes) {
+    const std::string key = "weights.dtypes." + std::string(name(role));
+    const bool per_layer = role != Role::Embed && role != Role::PosEmbed && role != Role::LmHead && !is_norm(role);
+    if (is_norm(role))
+      at(key, "a norm's scale is a vector: its dtype is weights.vector_dtype");
+    else if (dtypes.size() > 1 && !per_layer)
+      at(key, std::string(name(role)) + " is not per layer: give one dtype, not an array");
+    else if (dtypes.size() > 1 && static_cast<int64_t>(dtypes.size()) != d.layers)
+      at(key, "an array of " + num(static_cast<int64_t>(dtypes.size())) + " dtypes; dims.layers is " + num(d.layers) +
+                  " (one per layer, or one string for all)");
+  }
+
   // Positions.
   const Position& p = s.position;
   if (p.kind == PositionKind::Rope) {

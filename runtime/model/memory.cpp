@@ -17,13 +17,43 @@ constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
 }  // namespace
 
 VkDeviceSize Session::Impl::device_bytes(size_t tensor) const {
-  return static_cast<VkDeviceSize>(model.manifest[tensor].elements()) * weights::dtype_size(tensors[tensor].dtype);
+  const ManifestEntry& e = model.manifest[tensor];  // block rows repacked as device_row plans them
+  return static_cast<VkDeviceSize>(device_tensor_bytes(tensors[tensor].dtype, e.rank == 2 ? 2 : 1, e.shape[0], e.shape[1]));
+}
+
+// Before anything is allocated or uploaded: the weights as the device holds
+// them, the KV cache at the session's context and the activations, against
+// the device's largest device-local heap.
+void Session::Impl::check_memory() const {
+  VkDeviceSize weights = 0, cache = 0;
+  for (size_t i = 0; i < model.manifest.size(); ++i) weights += device_bytes(i);
+  for (int64_t l = 0; l < model.layers; ++l) {
+    const int64_t window = plan.windows[static_cast<size_t>(l)];
+    const int64_t rows = window > 0 ? std::min(context, window + options.max_chunk - 1) : context;
+    cache += 2 * static_cast<VkDeviceSize>(rows) * static_cast<VkDeviceSize>(plan.cache_row_bytes);
+  }
+  VkDeviceSize activations = static_cast<VkDeviceSize>(options.max_chunk) *
+                             static_cast<VkDeviceSize>(model.vocab) * 4;  // the logits
+  for (int64_t width : plan.slot_widths)
+    activations += static_cast<VkDeviceSize>(options.max_chunk) * static_cast<VkDeviceSize>(width) * 4;
+  VkDeviceSize heap = 0;
+  for (const vk::MemoryHeap& h : device.info().heaps)
+    if (h.device_local) heap = std::max<VkDeviceSize>(heap, h.size);
+  const VkDeviceSize total = weights + cache + activations;
+  auto mib = [](VkDeviceSize b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
+  if (heap > 0 && total > heap)
+    throw Error(ErrorKind::Unsupported, std::string(model.name) + " needs " + mib(total) + " of device memory (weights " +
+                                            mib(weights) + ", KV cache at context " + std::to_string(context) + " " +
+                                            mib(cache) + ", activations " + mib(activations) + "); the largest " +
+                                            "device-local heap of " + device.info().name + " holds " + mib(heap));
 }
 
 void Session::Impl::allocate() {
   tensors.resize(model.manifest.size());
   for (size_t i = 0; i < model.manifest.size(); ++i)
     tensors[i].dtype = model.manifest[i].rank == 2 ? device_dtype(model.manifest[i].dtype) : DType::F32;
+
+  check_memory();
 
   // Each pack's members are laid end to end in one buffer.
   packs.resize(plan.packs.size());

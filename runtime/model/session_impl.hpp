@@ -92,6 +92,7 @@ struct Session::Impl {
   ~Impl();
 
   // memory.cpp
+  void check_memory() const;  // throws when the session cannot fit the device's heap
   void allocate();
   vk::Binding resolve(const plan::Binding& b, kernels::BindingKind kind) const;
   VkDeviceSize device_bytes(size_t tensor) const;

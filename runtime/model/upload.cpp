@@ -1,5 +1,5 @@
 // Weights into the session's buffers: each checkpoint tensor converted to its
-// device dtype (Q8_0 blocks dequantized; the other block dtypes refused), GPT-2's in_out matrices transposed,
+// device dtype (block dtypes kept as blocks, repacked), GPT-2's in_out matrices transposed,
 // straight into mapped memory where the device allows it.
 #include <unistd.h>
 
@@ -15,6 +15,23 @@
 #include "runtime/weights/quant.hpp"
 
 namespace lathe {
+namespace {
+
+// A fused q/k/v weight (or its bias) stored per head or per KV group: each
+// row (of whatever bytes) to its place in q | k | v, which the kernels read.
+void reorder_qkv(const ModelInfo& m, const ManifestEntry& e, std::vector<std::byte>& data) {
+  const size_t row_bytes = data.size() / static_cast<size_t>(e.shape[0]);
+  std::vector<std::byte> reordered(data.size());
+  for (int64_t row = 0; row < e.shape[0]; ++row) {
+    const size_t to = static_cast<size_t>(qkv_blocks_row(m.qkv_layout, row, m.heads, m.kv_heads, m.head_dim));
+    std::memcpy(&reordered[to * row_bytes], &data[static_cast<size_t>(row) * row_bytes], row_bytes);
+  }
+  data.swap(reordered);
+}
+
+}  // namespace
+
+
 
 void Session::upload(size_t index, DType dtype, std::span<const std::byte> data) {
   Impl& s = *impl_;
@@ -24,20 +41,29 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   DeviceTensor& t = s.tensors[index];
   const size_t elements = static_cast<size_t>(e.elements());
   if (is_block_dtype(dtype)) {
-    if (!has_device_path(dtype))
-      throw Error(ErrorKind::Unsupported, std::string(e.name) + ": " + std::string(dtype_name(dtype)) +
-                                              " blocks have no device kernels yet (the kernels read f32, f16, bf16 "
-                                              "and q8_0)");
-    // GGUF's Q8_0 blocks (34 bytes per 32 values), dequantized at load.
     const weights::BlockFormat f = weights::block_format(dtype);
     if (elements % static_cast<size_t>(f.elements) != 0 ||
         data.size() != elements / static_cast<size_t>(f.elements) * static_cast<size_t>(f.bytes))
       throw Error(ErrorKind::InvalidArgument, std::string(e.name) + ": " + std::to_string(data.size()) +
                                                   " bytes are not the " + std::string(spelling(dtype).enumerator) +
                                                   " blocks of " + std::to_string(elements) + " values");
+    if (t.dtype != dtype) {  // a build of another dtype: the values, dequantized (and quantized again)
+      std::vector<float> values(elements);
+      weights::dequantize(dtype, data, values);
+      return upload(index, DType::F32, std::as_bytes(std::span(values)));
+    }
+    // Kept as blocks: each row's planes as the plan's device_row lays them
+    // out (the generator checked the rows are whole blocks of out_in matrices).
+    std::vector<std::byte> rows = weights::repack_blocks(dtype, e.shape[0], e.shape[1], data);
+    if (e.role == Role::Qkv && s.model.qkv_layout != QkvLayout::Blocks) reorder_qkv(s.model, e, rows);
+    vk::upload(s.device, *t.home, rows.data(), rows.size(), t.offset);
+    t.uploaded = true;
+    return;
+  }
+  if (is_block_dtype(t.dtype)) {  // values for a block tensor: quantized as ggml's reference quantizer does
     std::vector<float> values(elements);
-    weights::dequantize(dtype, data, values);
-    return upload(index, DType::F32, std::as_bytes(std::span(values)));
+    weights::convert(dtype, data, DType::F32, std::as_writable_bytes(std::span(values)));
+    return upload(index, t.dtype, weights::quantize(t.dtype, values));
   }
   if (data.size() != elements * weights::dtype_size(dtype))
     throw Error(ErrorKind::InvalidArgument, std::string(e.name) + ": " + std::to_string(data.size()) + " bytes given, " +
@@ -64,18 +90,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
         std::memcpy(&transposed[(o * in + i) * size], &converted[(i * out + o) * size], size);
     converted.swap(transposed);
   }
-  if (reorder) {
-    // A fused q/k/v weight (or its bias) stored per head or per KV group:
-    // each row to its place in q | k | v, which the kernels read.
-    const ModelInfo& m = s.model;
-    const size_t row_bytes = (e.rank == 2 ? static_cast<size_t>(e.shape[1]) : 1) * size;
-    std::vector<std::byte> reordered(converted.size());
-    for (int64_t row = 0; row < e.shape[0]; ++row) {
-      const size_t to = static_cast<size_t>(qkv_blocks_row(m.qkv_layout, row, m.heads, m.kv_heads, m.head_dim));
-      std::memcpy(&reordered[to * row_bytes], &converted[static_cast<size_t>(row) * row_bytes], row_bytes);
-    }
-    converted.swap(reordered);
-  }
+  if (reorder) reorder_qkv(s.model, e, converted);
   vk::upload(s.device, *t.home, converted.data(), converted.size(), t.offset);
   t.uploaded = true;
 }

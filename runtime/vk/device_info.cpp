@@ -201,6 +201,11 @@ std::string format_device_list(const std::vector<DeviceInfo>& devices) {
     out << "    int8 arithmetic       " << yes_no(d.shader_int8) << "\n";
     out << "    16-bit storage        " << yes_no(d.storage_buffer_16bit) << "\n";
     out << "    8-bit storage         " << yes_no(d.storage_buffer_8bit) << "\n";
+    // The kernels read ggml's blocks with 32-bit texel loads and bit
+    // arithmetic, so they need neither of the two above nor integer dot
+    // products: the same path, and the same results, on every device.
+    out << "    block weights         q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (32-bit loads, no 8/16-bit storage "
+           "or integer dot products needed)\n";
     out << "    compute queue         " << (d.has_compute_queue ? "family " + std::to_string(d.compute_queue_family) : "none")
         << "\n";
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "runtime/error.hpp"
 #include "runtime/weights/dtype.hpp"
@@ -508,5 +509,27 @@ std::vector<std::byte> quantize(DType dtype, std::span<const float> src) {
 void dequantize_q8_0(std::span<const std::byte> src, std::span<float> dst) { dequantize(DType::Q8_0, src, dst); }
 
 std::vector<std::byte> quantize_q8_0(std::span<const float> src) { return quantize(DType::Q8_0, src); }
+
+// Rows of ggml blocks into device_row's planes: per row, every block's body,
+// then every block's qh field, then every block's scale field, each plane
+// padded to a 16-byte texel.
+std::vector<std::byte> repack_blocks(DType d, int64_t rows, int64_t cols, std::span<const std::byte> data) {
+  const DTypeLayout l = dtype_layout(d);
+  const DeviceBlocks b = device_blocks(d);
+  const DeviceRow r = device_row(d, cols);
+  const size_t blocks = static_cast<size_t>(cols / l.elements), row_bytes = static_cast<size_t>(r.texels) * 16;
+  std::vector<std::byte> out(static_cast<size_t>(rows) * row_bytes);
+  const std::pair<BlockField, int64_t> planes[] = {{b.body, 0}, {b.qh, r.qh_at}, {b.scale, r.scale_at}};
+  for (size_t row = 0; row < static_cast<size_t>(rows); ++row) {
+    const std::byte* in = data.data() + row * blocks * static_cast<size_t>(l.bytes);
+    std::byte* to = out.data() + row * row_bytes;
+    for (const auto& [field, at] : planes) {
+      const size_t n = static_cast<size_t>(field.bytes);
+      for (size_t k = 0; k < blocks && n > 0; ++k)
+        std::memcpy(to + static_cast<size_t>(at) * 16 + k * n, in + k * static_cast<size_t>(l.bytes) + static_cast<size_t>(field.offset), n);
+    }
+  }
+  return out;
+}
 
 }  // namespace lathe::weights

@@ -59,4 +59,10 @@ std::vector<std::byte> quantize(DType dtype, std::span<const float> src);
 void dequantize_q8_0(std::span<const std::byte> src, std::span<float> dst);
 std::vector<std::byte> quantize_q8_0(std::span<const float> src);
 
+// `rows` rows of `cols` values in ggml blocks, repacked into the planes of
+// core/contract.hpp's device_row (what the kernels read): per row, every
+// block's body, then its q5 high bits, then its scales, each plane padded to
+// a 16-byte texel.
+std::vector<std::byte> repack_blocks(DType dtype, int64_t rows, int64_t cols, std::span<const std::byte> src);
+
 }  // namespace lathe::weights

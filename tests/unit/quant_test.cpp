@@ -117,8 +117,17 @@ TEST_SUITE("quant") {
       CHECK(is_block_dtype(e.d) == (e.elements > 1));
     }
     CHECK(!dtype_of_ggml_type(10).has_value());  // Q2_K: not read
-    CHECK(has_device_path(DType::Q8_0));
-    CHECK(!has_device_path(DType::Q4_K));
+    // On the device: texel-aligned planes per row (bodies, q5 high bits, scales).
+    CHECK(device_row(DType::Q4_K, 512).texels == 2 * 9);  // 144-byte blocks, whole texels
+    CHECK(device_row(DType::Q5_K, 256).texels == 11);
+    const DeviceRow q6 = device_row(DType::Q6_K, 768);  // 3 × 208 body bytes, then 3 f16 d in one texel
+    CHECK(q6.texels == 3 * 13 + 1);
+    CHECK(q6.scale_at == 3 * 13);
+    const DeviceRow q5 = device_row(DType::Q5_0, 320);  // 10 blocks: 10 qs texels, 40 qh bytes, 20 d bytes
+    CHECK(q5.qh_at == 10);
+    CHECK(q5.scale_at == 13);
+    CHECK(q5.texels == 15);
+    CHECK(device_row(DType::F16, 64).texels == 8);
     CHECK(from_key<DType>("q4_k") == DType::Q4_K);
     CHECK(spelling(DType::Q6_K).enumerator == "Q6_K");
   }

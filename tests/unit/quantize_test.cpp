@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "core/manifest.hpp"
@@ -258,16 +259,16 @@ preset = "hf-llama"
       CHECK(e.kind() == ErrorKind::Unsupported);
       CHECK(std::string(e.what()).find("already; lathe quantize reads f32, f16 and bf16") != std::string::npos);
     }
-    // The quantized file imports as long as its matrices are one dtype:
-    // this one mixes q4_k and q6_k, and the importer names both.
-    try {
-      import_model_config(out);
-      FAIL_CHECK("no error");
-    } catch (const ImportError& e) {
-      const std::string m = e.what();
-      CHECK(m.find("the matrices hold several dtypes: q4_k (") != std::string::npos);
-      CHECK(m.find("q6_k (9 tensors, e.g. blk.0.attn_v.weight)") != std::string::npos);
-    }
+    // The quantized file imports as what it holds: q4_k, with q6_k exceptions by role.
+    const ImportResult mixed = import_model_config(out);
+    CHECK(mixed.spec.weights.dtype == DType::Q4_K);
+    CHECK(mixed.spec.weights.matrix_dtype(Role::LmHead, -1) == DType::Q6_K);
+    CHECK(mixed.text.find("[weights.dtypes]") != std::string::npos);
+    for (const spec::TensorSpec& t : spec::build_manifest(mixed.spec).tensors)
+      if (const weights::TensorInfo* info = file.find(t.name); info && t.shape.size() == 2) {
+        CAPTURE(t.name);
+        CHECK(t.dtype == info->dtype);
+      }
     // A q6_k file is one dtype: imported as such.
     quantize_model(tmp.file("hf"), tmp.file("q6.gguf"), Mixture::Q6_K);
     const ImportResult q6 = import_model_config(tmp.file("q6.gguf"));
@@ -333,15 +334,29 @@ preset = "hf-llama"
     CHECK(!std::filesystem::exists(tmp.file("out.gguf")));
   }
 
-  TEST_CASE("specs: block types without kernels are refused at their line") {
-    const std::string text = "[model]\nname = \"x\"\n[dims]\nhidden = 256\nlayers = 1\nheads = 4\nintermediate = 256\n"
+  TEST_CASE("specs: block dtypes, exceptions by role, rows of whole blocks, and what lathe report counts") {
+    const std::string head = "[model]\nname = \"x\"\n[dims]\nhidden = 256\nlayers = 2\nheads = 4\nintermediate = 320\n"
                              "vocab = 64\nmax_context = 64\n[weights]\npreset = \"gguf\"\ndtype = \"q4_k\"\n";
     spec::Diagnostics diag("x.toml");
-    const std::optional<spec::Spec> s = spec::parse_spec_string(text, "x.toml", diag);
-    REQUIRE_MESSAGE(s, diag.format());  // the spec itself is valid: lathe import writes such specs
+    // ffn_down's rows are 320 values: not whole Q4_K super-blocks.
+    std::optional<spec::Spec> s = spec::parse_spec_string(head, "x.toml", diag);
+    REQUIRE_MESSAGE(s, diag.format());
     CHECK(!emit::check_supported(*s, diag));
-    CHECK(diag.format().find("x.toml:12:9: not supported yet: weights.dtype (\"q4_k\" is read and written (lathe "
-                             "import, lathe quantize) but has no device kernels yet") != std::string::npos);
+    CHECK(diag.format().find("x.toml:12:9: not supported yet: weights.dtype (\"q4_k\": blk.0.ffn_down.weight has rows "
+                             "of 320 values, not a multiple of the 256 of a Q4_K block)") != std::string::npos);
+    // llama.cpp's fallback for such rows, as an exception by role, one dtype per layer.
+    const std::string mixed = head + "[weights.dtypes]\ndown = [\"q5_0\", \"q8_0\"]\nlm_head = \"q6_k\"\n";
+    spec::Diagnostics diag2("x.toml");
+    s = spec::parse_spec_string(mixed, "x.toml", diag2);
+    REQUIRE_MESSAGE(s, diag2.format());
+    CHECK_MESSAGE(emit::check_supported(*s, diag2), diag2.format());
+    std::map<std::string, DType> dtypes;
+    for (const spec::TensorSpec& t : spec::build_manifest(*s).tensors) dtypes[t.name] = t.dtype;
+    CHECK(dtypes.at("blk.0.ffn_down.weight") == DType::Q5_0);
+    CHECK(dtypes.at("blk.1.ffn_down.weight") == DType::Q8_0);
+    CHECK(dtypes.at("blk.1.ffn_up.weight") == DType::Q4_K);
+    CHECK(dtypes.at("output.weight") == DType::Q6_K);
+    CHECK(dtypes.at("blk.0.attn_norm.weight") == DType::F32);
     // lathe report counts block bytes: 144 per 256 values of Q4_K, 210 of Q6_K.
     const spec::Report r = spec::make_report(*s);
     const auto bytes_as = [&](DType d) {
@@ -352,5 +367,13 @@ preset = "hf-llama"
     CHECK(bytes_as(DType::Q4_K) == (r.total_params * 144 + 255) / 256);
     CHECK(bytes_as(DType::Q6_K) == (r.total_params * 210 + 255) / 256);
     CHECK(bytes_as(DType::Q4_0) == (r.total_params * 18 + 31) / 32);
+    // The spec's own dtypes: between all-Q4_K and all-Q8_0; on the device a little more (row planes, f32 vectors).
+    CHECK(r.checkpoint_bytes > bytes_as(DType::Q4_K));
+    CHECK(r.checkpoint_bytes < bytes_as(DType::Q8_0));
+    CHECK(r.device_weight_bytes >= r.checkpoint_bytes);
+    CHECK(r.device_weight_bytes < r.checkpoint_bytes * 103 / 100);
+    REQUIRE(!r.device_bytes_at_context.empty());
+    CHECK(r.device_bytes_at_context.back().first == 64);
+    CHECK(r.device_bytes_at_context.back().second == r.device_weight_bytes + r.kv_bytes_max_context);
   }
 }

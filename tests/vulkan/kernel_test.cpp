@@ -42,6 +42,7 @@
 #include "runtime/vk/descriptors.hpp"
 #include "runtime/vk/pipeline.hpp"
 #include "runtime/weights/dtype.hpp"
+#include "runtime/weights/quant.hpp"
 #include "tests/harness/vulkan_harness.hpp"
 
 using namespace lathe;
@@ -214,14 +215,18 @@ std::vector<float> random_floats(size_t n, float lo = -1.0f, float hi = 1.0f) {
 
 uint32_t random_below(uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng()); }
 
-DType weight_dtype(uint32_t wdtype) {  // common.glsl's WDTYPE
-  switch (wdtype) {
-    case 0: return DType::F32;
-    case 1: return DType::F16;
-    case 2: return DType::BF16;
-  }
-  FAIL("WDTYPE " << wdtype << " is none of f32, f16, bf16");
-  return DType::F32;
+DType weight_dtype(uint32_t wdtype) {  // common.glsl's WDTYPE: the DType's number
+  if (wdtype > static_cast<uint32_t>(DType::Q6_K)) FAIL("WDTYPE " << wdtype << " is no dtype");
+  return static_cast<DType>(wdtype);
+}
+
+// Whether `d` is a dtype the spec's matrices have: weights.dtype or one of
+// [weights.dtypes].
+bool spec_matrix_dtype(const spec::Spec& s, DType d) {
+  if (d == s.weights.dtype) return true;
+  for (const auto& [role, dtypes] : s.weights.role_dtypes)
+    if (std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end()) return true;
+  return false;
 }
 
 size_t dtype_bytes(DType d) { return weights::dtype_size(d); }
@@ -305,18 +310,33 @@ vk::BufferBinding whole(const vk::Buffer& b) { return {b.handle(), 0, b.size()};
 // the tokens used, and llama-3-8b's is a gigabyte).
 class Weights {
  public:
+  // Rows as the device holds them (core/contract.hpp's device_row: a block
+  // dtype's rows repacked into planes).
   Weights(vk::Device& device, DType dtype, int64_t rows, int64_t cols)
       : device_(device),
         dtype_(dtype),
         cols_(cols),
-        buffer_(make_buffer(device, static_cast<size_t>(rows * cols) * dtype_bytes(dtype), kTexels)),
+        row_bytes_(static_cast<size_t>(device_row(dtype, cols).texels) * 16),
+        buffer_(make_buffer(device, static_cast<size_t>(rows) * row_bytes_, kTexels)),
         view_(device, buffer_.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, buffer_.size()) {
-    REQUIRE((rows * cols * static_cast<int64_t>(dtype_bytes(dtype))) % 16 == 0);
+    REQUIRE((is_block_dtype(dtype) || (rows * cols * static_cast<int64_t>(dtype_bytes(dtype))) % 16 == 0));
   }
 
-  // Fills rows [first, first + count) with random values.
+  // Fills rows [first, first + count) with random values (a block dtype:
+  // ggml's reference quantization of them, and the CPU side its values).
   void fill(int64_t first, int64_t count) {
     const size_t width = static_cast<size_t>(cols_);
+    if (is_block_dtype(dtype_)) {
+      std::vector<float> v = random_floats(static_cast<size_t>(count) * width);
+      const std::vector<std::byte> blocks = weights::quantize(dtype_, v);
+      weights::dequantize(dtype_, blocks, v);
+      for (int64_t r = 0; r < count; ++r)
+        rows_[first + r].assign(v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * width),
+                                v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r + 1) * width));
+      const std::vector<std::byte> planes = weights::repack_blocks(dtype_, count, cols_, blocks);
+      vk::upload(device_, buffer_, planes.data(), planes.size(), static_cast<VkDeviceSize>(first) * row_bytes_);
+      return;
+    }
     std::vector<std::byte> bytes(static_cast<size_t>(count) * width * dtype_bytes(dtype_));
     const std::vector<float> v = random_floats(static_cast<size_t>(count) * width);
     for (int64_t r = 0; r < count; ++r) {
@@ -338,6 +358,7 @@ class Weights {
   vk::Device& device_;
   DType dtype_;
   int64_t cols_;
+  size_t row_bytes_;
   vk::Buffer buffer_;
   vk::TexelView view_;
   std::map<int64_t, std::vector<double>> rows_;
@@ -487,7 +508,7 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned
     const DType dtype = weight_dtype(c.u("WDTYPE"));
     const bool positions = c.flag("POSITIONS");
     CHECK(d == s.dims.hidden);
-    CHECK(dtype == device_dtype(s.weights.dtype));
+    CHECK(spec_matrix_dtype(s, dtype));
     CHECK(positions == (s.position.kind == spec::PositionKind::Learned));
     CHECK(c.f("SCALE") == s.embedding.scale);
     CHECK(c.u("POS_OFFSET") == s.position.offset);
@@ -621,7 +642,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     }
     // f32: a one-row linear stored as a vector (GGUF's shared-expert gate, vectors in f32).
     const bool vector_gate = s.moe.shared_expert_gate && s.weights.preset == "gguf" && dtype == DType::F32;
-    CHECK((dtype == device_dtype(s.weights.dtype) || vector_gate));
+    CHECK((spec_matrix_dtype(s, dtype) || vector_gate));
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate ||
            K == s.moe.shared_experts * s.moe.shared_intermediate));
     CHECK(c.u("ACT_NONE") == 0);

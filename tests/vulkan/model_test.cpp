@@ -38,9 +38,9 @@ const spec::Spec& test_spec() {
   return s;
 }
 
-// The Q8_0 blocks of each Q8_0 tensor, quantized from the random weights
+// The blocks of each block-dtype tensor, quantized from the random weights
 // (test_weights() fills it).
-std::map<std::string, std::vector<std::byte>>& q8_blocks() {
+std::map<std::string, std::vector<std::byte>>& quantized_blocks() {
   static std::map<std::string, std::vector<std::byte>> blocks;
   return blocks;
 }
@@ -54,10 +54,9 @@ const reference::Weights& test_weights() {
       if (t.shape.size() != 2) continue;  // vectors go to the device as f32
       if (t.slice > 0) continue;            // a stacked tensor is rounded whole, at its first slice
       std::vector<float>& values = r.tensors.at(t.name);
-      if (t.dtype == DType::Q8_0) {  // blocks of 32 int8 with an f16 scale, then f16 on the device
-        const std::vector<std::byte>& blocks = q8_blocks()[t.name] = weights::quantize_q8_0(values);
-        weights::dequantize_q8_0(blocks, values);
-        for (float& v : values) v = weights::f16_to_f32(weights::f32_to_f16(v));
+      if (is_block_dtype(t.dtype)) {  // ggml's blocks, kept on the device: the reference reads their values
+        const std::vector<std::byte>& blocks = quantized_blocks()[t.name] = weights::quantize(t.dtype, values);
+        weights::dequantize(t.dtype, blocks, values);
       }
       for (float& v : values) {
         if (t.dtype == DType::F16) v = weights::f16_to_f32(weights::f32_to_f16(v));
@@ -76,8 +75,16 @@ std::span<const float> entry_values(const ManifestEntry& e) {
 
 void upload_all(Session& session) {
   const ModelInfo& m = session.model();
+  test_weights();  // quantizes the block tensors
   for (size_t i = 0; i < m.manifest.size(); ++i) {
-    session.upload(i, DType::F32, std::as_bytes(entry_values(m.manifest[i])));
+    const ManifestEntry& e = m.manifest[i];
+    if (is_block_dtype(e.dtype)) {  // the blocks the reference's values came from (a stacked tensor's slice)
+      const std::vector<std::byte>& blocks = quantized_blocks().at(std::string(e.name));
+      const size_t bytes = weights::block_bytes(e.dtype, static_cast<size_t>(e.elements()));
+      session.upload(i, e.dtype, std::span(blocks).subspan(static_cast<size_t>(std::max(e.slice, 0)) * bytes, bytes));
+    } else {
+      session.upload(i, DType::F32, std::as_bytes(entry_values(e)));
+    }
   }
 }
 
@@ -114,7 +121,7 @@ std::vector<weights::TensorToWrite> checkpoint_tensors() {
     weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
     if (e.rank == 2) t.shape.push_back(e.shape[1]);
     if (e.slice == 0) t.shape.insert(t.shape.begin(), static_cast<int64_t>(values.size()) / e.elements());
-    t.data = e.dtype == DType::Q8_0 ? q8_blocks().at(t.name) : weights::encode_values(e.dtype, values);
+    t.data = is_block_dtype(e.dtype) ? quantized_blocks().at(t.name) : weights::encode_values(e.dtype, values);
     tensors.push_back(std::move(t));
   }
   return tensors;
@@ -123,7 +130,7 @@ std::vector<weights::TensorToWrite> checkpoint_tensors() {
 // Safetensors has no block dtypes: a model with Q8_0 tensors has GGUF checkpoints only.
 bool has_block_dtypes() {
   for (const ManifestEntry& e : model_info().manifest)
-    if (e.dtype == DType::Q8_0) return true;
+    if (is_block_dtype(e.dtype)) return true;
   return false;
 }
 
@@ -498,9 +505,9 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a GGUF checkpoint of the same tensors loads
   Session contradicted(device, model_info());
   CHECK_THROWS_WITH_AS(contradicted.load(path), doctest::Contains("llama.attention.head_count is"), Error);
   std::filesystem::remove(path);
-  if (has_block_dtypes()) return;  // the checkpoint was Q8_0 already
+  if (has_block_dtypes()) return;  // the checkpoint was quantized already
 
-  // Q8_0 blocks, dequantized at upload: the logits move by the quantization only.
+  // Q8_0 blocks into an f16 build, dequantized at upload: the logits move by the quantization only.
   Session quantized(device, model_info());
   const ModelInfo& m = model_info();
   for (size_t i = 0; i < m.manifest.size(); ++i) {
