@@ -24,15 +24,20 @@ VkDeviceSize Session::Impl::device_bytes(size_t tensor) const {
 // Before anything is allocated or uploaded: the weights as the device holds
 // them, the KV cache at the session's context and the activations, against
 // the device's largest device-local heap.
+// A windowed layer keeps W + max_chunk − 1 positions, a ring: rope_kv
+// appends a chunk's keys before attention reads the first row's window.
+int64_t Session::Impl::ring_positions(int64_t layer) const {
+  const int64_t window = plan.windows[static_cast<size_t>(layer)];
+  return window > 0 ? std::min(context, window + options.max_chunk - 1) : context;
+}
+
 void Session::Impl::check_memory() const {
   VkDeviceSize weights = 0, cache = 0;
   for (size_t i = 0; i < model.manifest.size(); ++i) weights += device_bytes(i);
-  for (int64_t l = 0; l < model.layers; ++l) {
-    const int64_t window = plan.windows[static_cast<size_t>(l)];
-    const int64_t rows = window > 0 ? std::min(context, window + options.max_chunk - 1) : context;
-    cache += 2 * static_cast<VkDeviceSize>(rows) * static_cast<VkDeviceSize>(plan.cache_row_bytes);
-  }
-  VkDeviceSize activations = static_cast<VkDeviceSize>(options.max_chunk) *
+  for (int64_t l = 0; l < model.layers; ++l)
+    cache += 2 * static_cast<VkDeviceSize>(options.sequences) * ring_positions(l) *
+             static_cast<VkDeviceSize>(plan.cache_row_bytes);
+  VkDeviceSize activations = static_cast<VkDeviceSize>(std::max(options.max_chunk, options.sequences)) *
                              static_cast<VkDeviceSize>(model.vocab) * 4;  // the logits
   for (int64_t width : plan.slot_widths)
     activations += static_cast<VkDeviceSize>(options.max_chunk) * static_cast<VkDeviceSize>(width) * 4;
@@ -43,7 +48,8 @@ void Session::Impl::check_memory() const {
   auto mib = [](VkDeviceSize b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
   if (heap > 0 && total > heap)
     throw Error(ErrorKind::Unsupported, std::string(model.name) + " needs " + mib(total) + " of device memory (weights " +
-                                            mib(weights) + ", KV cache at context " + std::to_string(context) + " " +
+                                            mib(weights) + ", KV cache of " + std::to_string(options.sequences) +
+                                            " sequence(s) at context " + std::to_string(context) + " " +
                                             mib(cache) + ", activations " + mib(activations) + "); the largest " +
                                             "device-local heap of " + device.info().name + " holds " + mib(heap));
 }
@@ -99,14 +105,11 @@ void Session::Impl::allocate() {
   const VkDeviceSize rows = static_cast<VkDeviceSize>(options.max_chunk);
   for (int64_t width : plan.slot_widths)
     slots.emplace_back(device, rows * static_cast<VkDeviceSize>(width) * 4, kStorage, vk::MemoryUse::Device);
-  // A windowed layer keeps W + max_chunk − 1 positions, a ring: rope_kv
-  // appends a chunk's keys before attention reads the first row's window.
   // Each sequence has its ring, sequence s's after s − 1's; rope_kv binds the
   // whole cache as a storage buffer.
   const uint64_t range = device.info().max_storage_buffer_range;
   for (int64_t l = 0; l < model.layers; ++l) {
-    const int64_t window = plan.windows[static_cast<size_t>(l)];
-    ring.push_back(static_cast<uint32_t>(window > 0 ? std::min(context, window + options.max_chunk - 1) : context));
+    ring.push_back(static_cast<uint32_t>(ring_positions(l)));
     const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(options.sequences) * ring.back() *
                                      static_cast<VkDeviceSize>(plan.cache_row_bytes);
     if (range > 0 && cache_bytes > range)

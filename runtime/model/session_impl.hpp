@@ -93,6 +93,7 @@ struct Session::Impl {
 
   // memory.cpp
   void check_memory() const;  // throws when the session cannot fit the device's heap
+  int64_t ring_positions(int64_t layer) const;  // the positions each sequence's cache of `layer` holds
   void allocate();
   vk::Binding resolve(const plan::Binding& b, kernels::BindingKind kind) const;
   VkDeviceSize device_bytes(size_t tensor) const;
