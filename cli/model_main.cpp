@@ -149,6 +149,15 @@ void load_weights(lathe::Session& session, const std::string& weights) {
   }
 }
 
+// "weights 3.29 MiB, KV cache 1.50 MiB": what the session holds on the device.
+std::string memory_text(const lathe::Session& session) {
+  const lathe::Session::Memory m = session.memory();
+  char text[96];
+  std::snprintf(text, sizeof text, "weights %.2f MiB, KV cache %.2f MiB", static_cast<double>(m.weights) / (1 << 20),
+                static_cast<double>(m.cache) / (1 << 20));
+  return text;
+}
+
 // A checkpoint of random weights in the manifest's dtypes: for trying a
 // build without one (tests, benchmarks).
 int cmd_random_weights(const std::string& out, uint64_t seed, float scale) {
@@ -276,11 +285,11 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   steps = static_cast<int64_t>(picks.size());
   const double prefill_s = std::chrono::duration<double>(prefilled - start).count();
   const double decode_s = std::chrono::duration<double>(done - prefilled).count();
-  std::fprintf(stderr, "%s on %s: prefill %zu tokens %.1f tok/s, decode %lld tokens %.1f tok/s, %zu dispatches/token\n",
+  std::fprintf(stderr, "%s on %s: prefill %zu tokens %.1f tok/s, decode %lld tokens %.1f tok/s, %zu dispatches/token; %s\n",
                std::string(m.name).c_str(), vk.device().info().name.c_str(), prompt.size(),
                static_cast<double>(prompt.size()) / prefill_s, static_cast<long long>(steps),
                steps > 1 ? static_cast<double>(steps - 1) / std::max(decode_s, 1e-9) : 0.0,
-               session.dispatches_per_token());
+               session.dispatches_per_token(), memory_text(session).c_str());
   return 0;
 }
 
@@ -314,12 +323,12 @@ struct TextOptions {
   lathe::text::GenerateOptions generate;
 };
 
-void print_stats(const lathe::text::GenerateStats& s, const std::string& device) {
-  std::fprintf(stderr, "\n[%s on %s: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s; stop: %s]\n",
+void print_stats(const lathe::text::GenerateStats& s, const std::string& device, const lathe::Session& session) {
+  std::fprintf(stderr, "\n[%s on %s: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s; %s; stop: %s]\n",
                std::string(lathe::model_info().name).c_str(), device.c_str(), s.prompt_tokens,
                static_cast<double>(s.prompt_tokens) / std::max(s.prefill_seconds, 1e-9), s.new_tokens,
                s.new_tokens > 1 ? static_cast<double>(s.new_tokens - 1) / std::max(s.decode_seconds, 1e-9) : 0.0,
-               s.stop_reason.c_str());
+               memory_text(session).c_str(), s.stop_reason.c_str());
 }
 
 // What generate --prompt and chat share, in the order that lets bad input
@@ -356,7 +365,7 @@ int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
         std::cout << text << std::flush;
       });
   std::cout << "\n" << std::flush;  // before the stats on stderr, where both go to one pipe
-  print_stats(stats, run.vk.device().info().name);
+  print_stats(stats, run.vk.device().info().name, run.session);
   return 0;
 }
 
@@ -395,7 +404,7 @@ int cmd_chat(const TextOptions& o) {
     const lathe::text::GenerateStats stats = lathe::text::generate(
         session, run.tokenizer, run.sampler, ids, options, [](std::string_view t) { std::cout << t << std::flush; });
     std::cout << "\n";
-    if (terminal) print_stats(stats, run.vk.device().info().name);
+    if (terminal) print_stats(stats, run.vk.device().info().name, run.session);
   }
   return 0;
 }
@@ -571,10 +580,10 @@ int cmd_serve(const ServeOptions& o) {
     sigwait(&signals, &signal);
     server.stop();
   });
-  std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; chat template: %s)\n",
+  std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; %s; chat template: %s)\n",
               std::string(m.name).c_str(), vk.device().info().name.c_str(), o.host.c_str(), port,
               static_cast<long long>(engine.sequences()), static_cast<long long>(session.context()),
-              source ? source->origin.c_str() : "none");
+              memory_text(session).c_str(), source ? source->origin.c_str() : "none");
   std::fflush(stdout);
   server.listen();
   if (stopper.joinable()) {

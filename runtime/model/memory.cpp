@@ -31,16 +31,22 @@ int64_t Session::Impl::ring_positions(int64_t layer) const {
   return window > 0 ? std::min(context, window + options.max_chunk - 1) : context;
 }
 
-void Session::Impl::check_memory() const {
-  VkDeviceSize weights = 0, cache = 0;
-  for (size_t i = 0; i < model.manifest.size(); ++i) weights += device_bytes(i);
+Session::Memory Session::Impl::memory() const {
+  Session::Memory m;
+  for (size_t i = 0; i < model.manifest.size(); ++i) m.weights += device_bytes(i);
   for (int64_t l = 0; l < model.layers; ++l)
-    cache += 2 * static_cast<VkDeviceSize>(options.sequences) * ring_positions(l) *
-             static_cast<VkDeviceSize>(plan.cache_row_bytes);
-  VkDeviceSize activations = static_cast<VkDeviceSize>(std::max(options.max_chunk, options.sequences)) *
-                             static_cast<VkDeviceSize>(model.vocab) * 4;  // the logits
+    m.cache += 2 * static_cast<uint64_t>(options.sequences) * static_cast<uint64_t>(ring_positions(l)) *
+               static_cast<uint64_t>(plan.cache_row_bytes);
+  m.activations = static_cast<uint64_t>(std::max(options.max_chunk, options.sequences)) *
+                  static_cast<uint64_t>(model.vocab) * 4;  // the logits
   for (int64_t width : plan.slot_widths)
-    activations += static_cast<VkDeviceSize>(options.max_chunk) * static_cast<VkDeviceSize>(width) * 4;
+    m.activations += static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(width) * 4;
+  return m;
+}
+
+void Session::Impl::check_memory() const {
+  const Session::Memory m = memory();
+  const VkDeviceSize weights = m.weights, cache = m.cache, activations = m.activations;
   VkDeviceSize heap = 0;
   for (const vk::MemoryHeap& h : device.info().heaps)
     if (h.device_local) heap = std::max<VkDeviceSize>(heap, h.size);

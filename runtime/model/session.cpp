@@ -137,6 +137,7 @@ void Session::reset(int64_t sequence) {
   impl_->positions[static_cast<size_t>(sequence)] = 0;
 }
 size_t Session::dispatches_per_token() const { return impl_->active.size(); }
+Session::Memory Session::memory() const { return impl_->memory(); }
 bool Session::pipelines_cached() const { return impl_->pipelines.from_disk(); }
 
 void Session::warm_up(int64_t rows) {

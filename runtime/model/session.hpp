@@ -96,6 +96,16 @@ class Session {
 
   size_t dispatches_per_token() const;  // of a decode step
 
+  // The device memory the session's buffers take, in bytes (what the check
+  // before allocation counts): the weights as the device holds them (block
+  // types repacked, each plane padded to a 16-byte texel: within a row's
+  // padding of the file's bytes), every sequence's KV cache, the
+  // activations and logits.
+  struct Memory {
+    uint64_t weights = 0, cache = 0, activations = 0;
+  };
+  Memory memory() const;
+
   // Runs the pipelines a prefill of `rows` tokens and the decode steps after
   // it use — one pass of that many rows (at most a chunk) and a decode step,
   // on token 0 — then empties the cache. A driver that compiles a kernel at

@@ -92,7 +92,8 @@ struct Session::Impl {
   ~Impl();
 
   // memory.cpp
-  void check_memory() const;  // throws when the session cannot fit the device's heap
+  Session::Memory memory() const;  // what allocate() takes
+  void check_memory() const;       // throws when the session cannot fit the device's heap
   int64_t ring_positions(int64_t layer) const;  // the positions each sequence's cache of `layer` holds
   void allocate();
   vk::Binding resolve(const plan::Binding& b, kernels::BindingKind kind) const;
