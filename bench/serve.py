@@ -1,21 +1,28 @@
 #!/usr/bin/env python3
-"""Aggregate decode tokens/s of `serve` at several numbers of concurrent streams.
+"""Aggregate decode tokens/s of an OpenAI-compatible server at several numbers of concurrent streams.
 
-    bench/serve.py build/bin/demo -w models/demo                 # 1, 4 and 16 streams
-    bench/serve.py build/bin/demo -w models/demo --streams 1,4 --tokens 64 --parallel 4
+    bench/serve.py build/bin/demo -w models/demo                   # lathe's demo build, 1, 4 and 16 streams
+    bench/serve.py --gguf demo-f16.gguf                            # lathe run FILE --serve
+    bench/serve.py --gguf demo-f16.gguf --llama-server ../llama.cpp-peer/build/bin/llama-server
+                                                                   # the same file by lathe, then by llama-server
 
-Starts `<model> serve` on a free loopback port with --parallel = the most
-streams (unless given), warms it up, then for each number of streams N runs N
-clients at once, each streaming --requests completions of --tokens new tokens
-(greedy) from its own prompt. Aggregate tok/s = completion tokens of every
-request (usage) / wall time from the first request to the last token. The
-time to the first token of each request is reported too. Loopback only; the
-server is stopped at the end, however the run ends.
+Each server is started on a free loopback port with --parallel = the most
+streams (unless given) and warmed up; then for each number of streams N, N
+clients at once each stream --requests completions of --tokens new tokens
+(greedy) from prompts of their own. Aggregate tok/s = the completion tokens
+of every request (the usage a server reports; llama-server's timings, or its
+chunks, otherwise) / the wall time of the round; per-stream tok/s is that /
+N; TTFT is the median time to a request's first text. With --llama-server
+the same rounds run against llama.cpp's server on the same GGUF file, and
+both land in one table. Loopback only; every server is stopped at the end,
+however the run ends.
 """
 import argparse
 import http.client
 import json
+import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -36,18 +43,23 @@ def stream_completion(port, prompt, tokens):
     if res.status != 200:
         raise RuntimeError(f"HTTP {res.status}: {res.read()[:200]!r}")
     first = None
-    usage = None
+    counted = None
+    chunks = 0
     for line in res:
         line = line.strip()
         if not line.startswith(b"data: ") or line == b"data: [DONE]":
             continue
         chunk = json.loads(line[6:])
-        if first is None and chunk.get("choices") and chunk["choices"][0].get("text"):
-            first = time.monotonic() - start
+        if chunk.get("choices") and chunk["choices"][0].get("text"):
+            chunks += 1
+            if first is None:
+                first = time.monotonic() - start
         if chunk.get("usage"):
-            usage = chunk["usage"]
+            counted = chunk["usage"]["completion_tokens"]
+        elif counted is None and chunk.get("timings", {}).get("predicted_n") is not None:
+            counted = chunk["timings"]["predicted_n"]
     conn.close()
-    return usage["completion_tokens"], first or 0.0
+    return (counted if counted is not None else chunks), first or 0.0
 
 
 def run(port, streams, requests, tokens):
@@ -74,45 +86,107 @@ def run(port, streams, requests, tokens):
     return total, seconds, ttft
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", help="a model executable (build/bin/demo)")
-    ap.add_argument("-w", "--weights", required=True)
-    ap.add_argument("--streams", default="1,4,16")
-    ap.add_argument("--tokens", type=int, default=64, help="new tokens per request")
-    ap.add_argument("--requests", type=int, default=2, help="requests per client")
-    ap.add_argument("--parallel", type=int, default=0, help="server sequences (default: the most streams)")
-    ap.add_argument("-c", "--context", type=int, default=256)
-    args = ap.parse_args()
-    streams = [int(s) for s in args.streams.split(",")]
-    parallel = args.parallel or max(streams)
-    cmd = [args.model, "serve", "-w", args.weights, "--port", "0", "--parallel", str(parallel),
-           "-c", str(args.context), "--queue", str(4 * max(streams))]
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_lathe(cmd):
+    """A lathe server command (it prints the port it listens on); (process, port)."""
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    for line in server.stdout:
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+) \((\d+) sequences", line)
+        if m:
+            print(line.strip(), flush=True)
+            return server, int(m.group(1))
+    server.wait()
+    sys.exit(f"{' '.join(cmd)}: the server did not start")
+
+
+def start_llama_server(binary, gguf, parallel, context, threads):
+    """llama.cpp's server on the same file: every sequence its own `context` positions."""
+    port = free_port()
+    cmd = [binary, "-m", gguf, "--host", "127.0.0.1", "--port", str(port), "-np", str(parallel),
+           "-c", str(parallel * context), "-t", str(threads), "-tb", str(threads), "--no-webui"]
+    log = open(os.devnull, "w")
+    server = subprocess.Popen(cmd, stdout=log, stderr=log)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"{' '.join(cmd)}: exited with {server.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                print(f"llama-server: listening on http://127.0.0.1:{port} ({parallel} sequences of {context} positions)",
+                      flush=True)
+                return server, port
+        except OSError:
+            pass
+        time.sleep(0.5)
+    server.kill()
+    sys.exit(f"{' '.join(cmd)}: not answering after 300 s")
+
+
+def measure(name, server, port, args, streams, rows):
     try:
-        port = None
-        for line in server.stdout:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+) \((\d+) sequences", line)
-            if m:
-                port, sequences = int(m.group(1)), int(m.group(2))
-                print(line.strip())
-                break
-        if port is None:
-            sys.exit("the server did not start")
         for _ in range(2):  # the first requests after start-up run slower (first dispatches at new positions)
             stream_completion(port, PROMPTS[0], args.tokens)
-        print(f"\n| streams | sequences | requests | tokens | seconds | aggregate tok/s | per stream tok/s | median TTFT s |")
-        print("|---|---|---|---|---|---|---|---|")
+        single = None
         for n in streams:
             total, seconds, ttft = run(port, n, args.requests, args.tokens)
-            print(f"| {n} | {sequences} | {n * args.requests} | {total} | {seconds:.1f} | {total / seconds:.1f} | "
-                  f"{total / seconds / n:.1f} | {ttft:.2f} |", flush=True)
+            tps = total / seconds
+            single = tps if n == 1 else single
+            rows.append(f"| {name} | {n} | {n * args.requests} | {total} | {seconds:.1f} | {tps:.1f} | "
+                        f"{tps / n:.1f} | {f'{tps / single:.2f}×' if single else '–'} | {ttft:.2f} |")
+            print(rows[-1], flush=True)
     finally:
         server.terminate()
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", nargs="?", help="a model executable (build/bin/demo), with -w")
+    ap.add_argument("-w", "--weights", help="the model executable's checkpoint")
+    ap.add_argument("--gguf", help="a GGUF file, served by `lathe run FILE --serve` (and by --llama-server)")
+    ap.add_argument("--lathe", default="build/generator/lathe", help="the lathe command for --gguf")
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server: the same rounds on --gguf")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="llama-server's CPU threads")
+    ap.add_argument("--streams", default="1,4,16")
+    ap.add_argument("--tokens", type=int, default=64, help="new tokens per request")
+    ap.add_argument("--requests", type=int, default=2, help="requests per client")
+    ap.add_argument("--parallel", type=int, default=0, help="server sequences (default: the most streams)")
+    ap.add_argument("-c", "--context", type=int, default=256, help="positions of each sequence")
+    args = ap.parse_args()
+    if bool(args.model) == bool(args.gguf) or bool(args.model) != bool(args.weights):
+        ap.error("give a model executable with -w, or --gguf")
+    if args.llama_server and not args.gguf:
+        ap.error("--llama-server runs on --gguf")
+    streams = [int(s) for s in args.streams.split(",")]
+    parallel = args.parallel or max(streams)
+    options = ["--port", "0", "--parallel", str(parallel), "-c", str(args.context), "--queue", str(4 * max(streams))]
+    if args.model:
+        name = os.path.basename(args.model)
+        cmd = [args.model, "serve", "-w", args.weights] + options
+    else:
+        name = "lathe"
+        cmd = [args.lathe, "run", args.gguf, "--serve"] + options
+    rows = []
+    print("| server | streams | requests | tokens | seconds | aggregate tok/s | per stream tok/s | vs 1 stream | "
+          "median TTFT s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+    server, port = start_lathe(cmd)
+    measure(name, server, port, args, streams, rows)
+    if args.llama_server:
+        server, port = start_llama_server(args.llama_server, args.gguf, parallel, args.context, args.threads)
+        measure("llama-server", server, port, args, streams, rows)
+    print("\n| server | streams | requests | tokens | seconds | aggregate tok/s | per stream tok/s | vs 1 stream | "
+          "median TTFT s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -173,9 +173,9 @@ int cmd_import(const std::string& path, const std::string& out, const std::strin
 
 // `lathe quantize`: a GGUF file or Hugging Face checkpoint → a GGUF file of
 // llama.cpp's mixture `type` (generator/import/quantize.hpp has the rules).
-int cmd_quantize(const std::string& in, const std::string& out, const std::string& type) {
+int cmd_quantize(const std::string& in, const std::string& out, const std::string& type, const std::string& weights) {
   const lathe::importer::Mixture mixture = *lathe::importer::mixture_from_key(type);  // checked by the option
-  const lathe::importer::QuantizeResult result = lathe::importer::quantize_model(in, out, mixture);
+  const lathe::importer::QuantizeResult result = lathe::importer::quantize_model(in, out, mixture, weights);
   std::cerr << out << " (written): ";
   bool first = true;
   for (const auto& [dtype, count] : result.tensors) {
@@ -183,6 +183,7 @@ int cmd_quantize(const std::string& in, const std::string& out, const std::strin
     first = false;
   }
   std::cerr << " tensors, " << result.bytes << " bytes of data\n";
+  if (!result.vocabulary.empty()) std::cerr << out << ": " << result.vocabulary << "\n";
   return 0;
 }
 
@@ -354,14 +355,17 @@ int main(int argc, char** argv) {
   import->add_option("-o,--out", import_out, "The spec file to write (default: stdout)");
   import->add_option("--name", import_name, "[model] name (default: the directory's name, else _name_or_path)");
 
-  std::string quantize_in, quantize_out, quantize_type;
+  std::string quantize_in, quantize_out, quantize_type, quantize_weights;
   std::vector<std::string> mixture_keys;
   for (const auto& m : lathe::importer::kMixtures) mixture_keys.emplace_back(m.key);
   auto* quantize = app.add_subcommand(
-      "quantize", "Write a GGUF file of ggml's block formats from a GGUF file (f32, f16, bf16) or a Hugging Face "
-                  "checkpoint, with the per-tensor types and bytes llama.cpp's quantizer (no imatrix) writes");
-  quantize->add_option("in", quantize_in, "A .gguf file, or a Hugging Face model directory (or its config.json)")
+      "quantize", "Write a GGUF file of ggml's block formats (or f16) from a GGUF file (f32, f16, bf16), a Hugging "
+                  "Face checkpoint or a spec and its weights, with the per-tensor types and bytes llama.cpp's "
+                  "quantizer (no imatrix) writes and the checkpoint's tokenizer");
+  quantize->add_option("in", quantize_in, "A .gguf file, a Hugging Face model directory (or its config.json), or a spec (.toml)")
       ->required()
+      ->check(CLI::ExistingPath);
+  quantize->add_option("-w,--weights", quantize_weights, "With a spec: its checkpoint (a file or a directory)")
       ->check(CLI::ExistingPath);
   quantize->add_option("out", quantize_out, "The .gguf file to write")->required();
   quantize->add_option("--type", quantize_type, "The llama.cpp mixture")->required()->check(CLI::IsMember(mixture_keys));
@@ -392,7 +396,7 @@ int main(int argc, char** argv) {
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);
     if (*import) return cmd_import(import_path, import_out, import_name);
-    if (*quantize) return cmd_quantize(quantize_in, quantize_out, quantize_type);
+    if (*quantize) return cmd_quantize(quantize_in, quantize_out, quantize_type, quantize_weights);
     if (*build) return cmd_build(spec_path, build_out, verbose);
     if (*run) return cmd_run(run_model, run->remaining(), verbose);
   } catch (const lathe::importer::ImportError& e) {

@@ -10,7 +10,9 @@
 #include "generator/import/gguf_convert.hpp"
 #include "generator/import/gguf_import.hpp"
 #include "generator/import/import.hpp"
+#include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
+#include "runtime/text/vocab_export.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
 
@@ -82,6 +84,7 @@ struct Counters {
 // fallback for row lengths.
 DType mixture_type(Mixture mixture, const QuantizeModel& model, const TensorShape& t, Counters& c) {
   const DType base = mixture_info(mixture).base;
+  if (!is_block_dtype(base)) return base;
   const bool falcon = model.arch == "falcon", k_m = mixture == Mixture::Q4_K_M || mixture == Mixture::Q5_K_M;
   const int64_t row = t.shape.back();
   const Category category = category_of(t.name);
@@ -196,6 +199,7 @@ struct Source {
   Metadata metadata;
   std::vector<TensorShape> tensors;
   std::function<void(const std::function<void(importer::GgufTensorValues&)>&)> for_each;
+  std::string vocabulary;  // the tokenizer written into the metadata, or why none
 };
 
 Source gguf_source(const std::string& path) {
@@ -220,28 +224,53 @@ Source gguf_source(const std::string& path) {
   return s;
 }
 
-// A Hugging Face checkpoint as llama.cpp's converter writes it (gguf_twin,
-// gguf_metadata_from_spec, for_each_gguf_tensor).
-Source hf_source(const std::string& path) {
-  const ImportResult imported = import_model_config(path);  // its warnings go to stderr
-  if (!imported.checkpoint)
-    throw Error(ErrorKind::NotFound, path + ": no checkpoint (model.safetensors or its index) beside the config");
-  const spec::Spec gg = gguf_twin(imported.spec);
+// A checkpoint of `hf` as llama.cpp's converter writes it (gguf_twin,
+// gguf_metadata_from_spec, for_each_gguf_tensor), with the tokenizer of
+// the checkpoint's directory.
+Source checkpoint_source(const spec::Spec& hf, const std::string& checkpoint) {
+  const spec::Spec gg = gguf_twin(hf);
   Source s;
   s.metadata = gguf_metadata_from_spec(gg);
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::is_directory(checkpoint, ec)
+                                        ? std::filesystem::path(checkpoint)
+                                        : std::filesystem::path(checkpoint).parent_path();
+  text::GgufVocabulary vocabulary = text::gguf_vocabulary(dir.empty() ? "." : dir.string(), hf.dims.vocab);
+  s.metadata.merge(vocabulary.metadata);
+  s.vocabulary = std::move(vocabulary.summary);
   for (const spec::TensorSpec& t : spec::build_manifest(gg).tensors) s.tensors.push_back({t.name, t.shape, t.dtype});
-  const spec::Spec hf = imported.spec;
-  const std::string checkpoint = imported.checkpoint->path;
   s.for_each = [hf, gg, checkpoint](const std::function<void(importer::GgufTensorValues&)>& emit) {
     for_each_gguf_tensor(hf, gg, checkpoint, /*permute=*/true, emit);
   };
   return s;
 }
 
+// A Hugging Face directory (or its config.json): the spec lathe import
+// reads from the config, the checkpoint beside it.
+Source hf_source(const std::string& path) {
+  const ImportResult imported = import_model_config(path);  // its warnings go to stderr
+  if (!imported.checkpoint)
+    throw Error(ErrorKind::NotFound, path + ": no checkpoint (model.safetensors or its index) beside the config");
+  return checkpoint_source(imported.spec, imported.checkpoint->path);
+}
+
+// A spec of lathe's and a checkpoint of it.
+Source spec_source(const std::string& path, const std::string& weights) {
+  spec::Diagnostics diag(path);
+  const std::optional<spec::Spec> spec = spec::parse_spec_file(path, diag);
+  if (!spec) throw Error(ErrorKind::BadFile, diag.format());
+  return checkpoint_source(*spec, weights);
+}
+
 }  // namespace
 
-QuantizeResult quantize_model(const std::string& in, const std::string& out, Mixture mixture) {
-  Source source = std::filesystem::path(in).extension() == ".gguf" ? gguf_source(in) : hf_source(in);
+QuantizeResult quantize_model(const std::string& in, const std::string& out, Mixture mixture,
+                              const std::string& weights) {
+  const std::string extension = std::filesystem::path(in).extension().string();
+  if ((extension == ".toml") == weights.empty())
+    throw Error(ErrorKind::InvalidArgument, extension == ".toml" ? in + ": a spec needs its checkpoint (--weights)"
+                                                                 : "--weights goes with a spec (.toml), not " + in);
+  Source source = extension == ".gguf" ? gguf_source(in) : extension == ".toml" ? spec_source(in, weights) : hf_source(in);
   const QuantizeModel model = model_of(source.metadata);
   if (model.layers <= 0 && (mixture == Mixture::Q4_K_M || mixture == Mixture::Q5_K_M))
     throw Error(ErrorKind::InvalidArgument, in + ": no general.architecture / <arch>.block_count: the " +
@@ -252,6 +281,7 @@ QuantizeResult quantize_model(const std::string& in, const std::string& out, Mix
   source.metadata["general.quantization_version"] = uint32_t{2};  // GGML_QNT_VERSION
 
   QuantizeResult result;
+  result.vocabulary = source.vocabulary;
   std::vector<weights::GgufTensorToWrite> tensors;
   source.for_each([&](importer::GgufTensorValues& t) {
     const auto it = chosen.find(t.name);

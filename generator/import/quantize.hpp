@@ -6,7 +6,9 @@
 // ggml's reference quantizers).
 //
 // The per-tensor rules, for the mixtures offered (the default type D:
-// q4_0 → Q4_0, q8_0 → Q8_0, q6_k → Q6_K, q4_k_m → Q4_K, q5_k_m → Q5_K):
+// q4_0 → Q4_0, q8_0 → Q8_0, q6_k → Q6_K, q4_k_m → Q4_K, q5_k_m → Q5_K;
+// f16, llama.cpp's MOSTLY_F16, as its converter's --outtype f16 writes:
+// every quantizable matrix F16, the rules below not applying):
 //   - Quantized: tensors of 2 or more dims whose name ends in "weight",
 //     except norms ("_norm.weight"), MoE routers (ffn_gate_inp), learned
 //     position tables (position_embd) and token types (token_types); the
@@ -43,7 +45,7 @@
 
 namespace lathe::importer {
 
-enum class Mixture : uint8_t { Q4_0, Q8_0, Q6_K, Q4_K_M, Q5_K_M };
+enum class Mixture : uint8_t { F16, Q4_0, Q8_0, Q6_K, Q4_K_M, Q5_K_M };
 
 struct MixtureInfo {
   Mixture mixture;
@@ -52,6 +54,7 @@ struct MixtureInfo {
   uint32_t file_type;    // llama.cpp's llama_ftype (include/llama.h)
 };
 inline constexpr MixtureInfo kMixtures[] = {
+    {Mixture::F16, "f16", DType::F16, 1},
     {Mixture::Q4_0, "q4_0", DType::Q4_0, 2},       {Mixture::Q8_0, "q8_0", DType::Q8_0, 7},
     {Mixture::Q4_K_M, "q4_k_m", DType::Q4_K, 15},  {Mixture::Q5_K_M, "q5_k_m", DType::Q5_K, 17},
     {Mixture::Q6_K, "q6_k", DType::Q6_K, 18},
@@ -85,14 +88,19 @@ std::map<std::string, DType> choose_dtypes(Mixture mixture, const QuantizeModel&
 struct QuantizeResult {
   std::map<DType, int64_t> tensors;  // how many tensors of each dtype were written
   uint64_t bytes = 0;                // of the tensors' data
+  std::string vocabulary;            // the tokenizer written (text::gguf_vocabulary's summary); "" from a GGUF file
 };
 
-// Reads `in` (a .gguf file of f32, f16 or bf16 tensors, or a Hugging Face
-// directory / config.json with its checkpoint, converted as llama.cpp's
-// converter would: for_each_gguf_tensor), writes `out`. Throws Error (a
+// Reads `in` — a .gguf file of f32, f16 or bf16 tensors (its metadata
+// kept), a Hugging Face directory / config.json with its checkpoint, or a
+// spec (.toml) with the checkpoint `weights` (a file or a directory); the
+// latter two converted as llama.cpp's converter would (for_each_gguf_tensor)
+// with the tokenizer of the checkpoint's directory (text::gguf_vocabulary)
+// — and writes `out`. Throws Error (a
 // GGUF file's own errors name the file and tensor; an already quantized
 // input is Error(Unsupported)) or ImportError (a checkpoint whose config
 // the importer cannot read).
-QuantizeResult quantize_model(const std::string& in, const std::string& out, Mixture mixture);
+QuantizeResult quantize_model(const std::string& in, const std::string& out, Mixture mixture,
+                              const std::string& weights = {});
 
 }  // namespace lathe::importer

@@ -72,20 +72,40 @@ class ProtoReader {
   size_t pos_ = 0;
 };
 
+}  // namespace
+
+// ModelProto.pieces (1, repeated) → SentencePiece.type (3), NORMAL (1) when unset.
+std::vector<int32_t> detail::sentencepiece_piece_types(std::string_view model_proto) {
+  std::vector<int32_t> types;
+  ProtoReader model(model_proto);
+  for (ProtoField f; model.next(f);) {
+    if (f.number != 1 || f.wire != 2) continue;
+    int32_t type = 1;
+    ProtoReader piece(f.bytes);
+    for (ProtoField g; piece.next(g);)
+      if (g.number == 3 && g.wire == 0) type = static_cast<int32_t>(g.varint);
+    types.push_back(type);
+  }
+  return types;
+}
+
 // ModelProto.normalizer_spec (3) → NormalizerSpec.add_dummy_prefix (3),
-// true unless the model says otherwise.
-bool add_dummy_prefix(std::string_view model_proto) {
-  bool value = true;
+// remove_extra_whitespaces (4).
+detail::SentencePieceNormalizer detail::sentencepiece_normalizer(std::string_view model_proto) {
+  SentencePieceNormalizer n;
   ProtoReader model(model_proto);
   for (ProtoField f; model.next(f);) {
     if (f.number != 3 || f.wire != 2) continue;
     ProtoReader spec(f.bytes);
     for (ProtoField g; spec.next(g);) {
-      if (g.number == 3 && g.wire == 0) value = g.varint != 0;
+      if (g.number == 3 && g.wire == 0) n.add_dummy_prefix = g.varint != 0;
+      if (g.number == 4 && g.wire == 0) n.remove_extra_whitespaces = g.varint != 0;
     }
   }
-  return value;
+  return n;
 }
+
+namespace {
 
 class SentencePieceEncoder final : public detail::TextEncoder {
  public:
@@ -125,7 +145,7 @@ Tokenizer Tokenizer::from_sentencepiece(const std::string& path) {
     if (t.kind == TokenKind::Special && !t.text.empty()) added.push_back({t.text, id, true, false, false, false});
   }
   detail::spell_spm_bytes(data.tokens, "\xE2\x96\x81");
-  data.strip_leading_space = add_dummy_prefix(sp->serialized_model_proto());
+  data.strip_leading_space = detail::sentencepiece_normalizer(sp->serialized_model_proto()).add_dummy_prefix;
   if (sp->bos_id() >= 0 && sp->bos_id() < n) {
     data.bos = sp->bos_id();
     data.prefix = {*data.bos};

@@ -77,4 +77,16 @@ struct TokenizerData {
 // keep their text.
 void spell_spm_bytes(std::vector<Token>& tokens, std::string_view replacement);
 
+// A serialized SentencePiece ModelProto's normalizer_spec flags (each true
+// unless the model says otherwise).
+struct SentencePieceNormalizer {
+  bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = true;
+};
+SentencePieceNormalizer sentencepiece_normalizer(std::string_view model_proto);
+// Its pieces' types, in id order: SentencePiece's ModelProto numbering
+// (NORMAL 1, UNKNOWN 2, CONTROL 3, USER_DEFINED 4, UNUSED 5, BYTE 6), which
+// llama.cpp's token types share.
+std::vector<int32_t> sentencepiece_piece_types(std::string_view model_proto);
+
 }  // namespace lathe::text::detail

@@ -28,6 +28,10 @@
 //     [-0.05, 0.05) (norm scales 1 + that), deterministic in SEED.
 //   lathe_gguf_twin types FILE.gguf
 //     general.file_type, then one line "<tensor> <dtype>" per tensor.
+//   lathe_gguf_twin reference SPEC FILE.gguf TOKENS OUT.f32
+//     The CPU reference's logits of every position of TOKENS (ids, comma
+//     separated) for SPEC with the weights of FILE.gguf: each tensor's
+//     values, block types dequantized (weights::dequantize), as raw f32 rows.
 //   lathe_gguf_twin compare A.f32 B.f32 VOCAB TOLERANCE
 //     The worst row's ‖a − b‖ / ‖b‖ over two logits files; exit 1 above
 //     TOLERANCE.
@@ -42,8 +46,10 @@
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
+#include "runtime/reference/reference.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
+#include "runtime/weights/quant.hpp"
 #include "runtime/weights/safetensors.hpp"
 
 using namespace lathe;
@@ -102,6 +108,34 @@ std::vector<float> read_f32(const std::string& path) {
   return v;
 }
 
+int reference_logits(const std::string& spec_path, const std::string& path, const std::string& tokens_text,
+                     const std::string& out_path) {
+  const spec::Spec spec = load(spec_path);
+  const weights::GgufFile file(path);
+  reference::Weights w;
+  for (const weights::TensorInfo& t : file.tensors()) {
+    std::vector<float>& values = w.tensors[t.name];
+    int64_t elements = 1;
+    for (int64_t d : t.shape) elements *= d;
+    values.resize(static_cast<size_t>(elements));
+    if (is_block_dtype(t.dtype)) weights::dequantize(t.dtype, file.data(t), values);
+    else weights::convert(t.dtype, file.data(t), DType::F32, std::as_writable_bytes(std::span(values)));
+  }
+  std::vector<int32_t> tokens;
+  for (size_t at = 0; at < tokens_text.size();) {
+    const size_t comma = std::min(tokens_text.find(',', at), tokens_text.size());
+    tokens.push_back(std::stoi(tokens_text.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  reference::Reference ref(spec, w);
+  const std::vector<float> logits = ref.forward(tokens);
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
+  if (!out.flush()) throw Error(ErrorKind::Io, out_path + ": cannot write");
+  std::cout << out_path << ": " << tokens.size() << " rows of reference logits\n";
+  return 0;
+}
+
 int config(const std::string& spec_path, const std::string& out_path) {
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
   out << importer::hf_config_from_spec(load(spec_path)).dump(2) << "\n";
@@ -138,6 +172,7 @@ int main(int argc, char** argv) {
     if (args.size() == 3 && args[0] == "config") return config(args[1], args[2]);
     if (args.size() == 4 && args[0] == "random") return random(args[1], args[2], std::stoull(args[3]));
     if (args.size() == 2 && args[0] == "types") return types(args[1]);
+    if (args.size() == 5 && args[0] == "reference") return reference_logits(args[1], args[2], args[3], args[4]);
     if (args.size() == 5 && args[0] == "compare")
       return compare(args[1], args[2], std::stoul(args[3]), std::stod(args[4]));
   } catch (const std::exception& e) {
@@ -145,6 +180,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "usage: lathe_gguf_twin convert HF_SPEC GGUF_SPEC IN OUT.gguf [--no-permute] | config SPEC OUT.json | "
-               "random SPEC OUT.safetensors SEED | types FILE.gguf | compare A.f32 B.f32 VOCAB TOLERANCE\n";
+               "random SPEC OUT.safetensors SEED | types FILE.gguf | reference SPEC FILE.gguf TOKENS OUT.f32 | compare A.f32 B.f32 VOCAB TOLERANCE\n";
   return 2;
 }

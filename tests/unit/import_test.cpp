@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -436,6 +437,22 @@ TEST_CASE("published configs import to the shipped specs and to the published pa
       }
     }
   }
+}
+
+// models/demo/config.json makes the demo's directory a Hugging Face
+// checkpoint (lathe import, lathe quantize read it): it must say the model
+// models/demo.toml says.
+TEST_CASE("the demo model's config.json imports to models/demo.toml") {
+  std::ifstream f(source_dir() / "models" / "demo" / "config.json");
+  REQUIRE(f);
+  const Imported imported = import_config(json::parse(f), "demo");
+  INFO(imported.text);
+  const Spec shipped = load(source_dir() / "models" / "demo.toml");
+  Spec back = imported.spec;
+  back.cache = shipped.cache;  // f32 in the spec, so decoding follows the reference closely: a build choice
+  for (const std::string& d : spec_differences(shipped, back)) CHECK_MESSAGE(false, d);
+  CHECK(imported.warnings.empty());
+  CHECK(make_report(back).total_params == 5'508'352);
 }
 
 TEST_CASE("imported keys: each model type's family-defining fields and comments") {

@@ -26,6 +26,7 @@
 #include "runtime/text/byte_level.hpp"
 #include "runtime/text/pipeline.hpp"
 #include "runtime/text/utf8.hpp"
+#include "runtime/text/vocab_export.hpp"
 #include "runtime/weights/gguf.hpp"
 #include "tests/harness/temp_files.hpp"
 
@@ -823,6 +824,19 @@ TEST_SUITE("tokenizer") {
                                            {"tokenizer.ggml.eos_token_id", static_cast<uint32_t>(sp.eos_id())},
                                            {"tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(sp.unk_id())}});
 
+    // lathe quantize's export of the model file (vocab_export.hpp) writes
+    // this vocabulary, user-defined pieces included.
+    test::write_file(tmp.file("tokenizer.model"), proto);
+    const GgufVocabulary exported = gguf_vocabulary(tmp.dir.string(), sp.GetPieceSize());
+    CHECK(exported.metadata.at("tokenizer.ggml.model") == weights::GgufValue(std::string("llama")));
+    CHECK(exported.metadata.at("tokenizer.ggml.tokens") == weights::GgufValue::strings(tokens));
+    CHECK(exported.metadata.at("tokenizer.ggml.scores") == weights::GgufValue(scores));
+    CHECK(exported.metadata.at("tokenizer.ggml.token_type") == weights::GgufValue(types));
+    CHECK(exported.metadata.at("tokenizer.ggml.bos_token_id") == weights::GgufValue(static_cast<uint32_t>(sp.bos_id())));
+    CHECK(exported.metadata.at("tokenizer.ggml.eos_token_id") == weights::GgufValue(static_cast<uint32_t>(sp.eos_id())));
+    CHECK(exported.metadata.at("tokenizer.ggml.unknown_token_id") ==
+          weights::GgufValue(static_cast<uint32_t>(sp.unk_id())));
+
     std::vector<std::string> tests(corpus.begin(), corpus.begin() + 500);
     const std::vector<std::string> extra = {"",
                                             " ",
@@ -878,5 +892,78 @@ TEST_SUITE("tokenizer") {
     CHECK(error_of([&] { Tokenizer::from_sentencepiece(tmp.file("absent.model")); }).kind() == ErrorKind::NotFound);
     test::write_file(tmp.file("junk.model"), "not a model");
     CHECK(error_of([&] { Tokenizer::from_sentencepiece(tmp.file("junk.model")); }).kind() == ErrorKind::BadFile);
+  }
+
+  TEST_CASE("a checkpoint's SentencePiece tokenizer as GGUF metadata: padding rows, added tokens, special ids") {
+    TempDir tmp;
+    const std::string demo = std::string(LATHE_SOURCE_DIR) + "/models/demo/tokenizer.model";
+    test::write_file(tmp.file("tokenizer.model"), test::read_file(demo));
+    // 3072 pieces in a model of 3080 rows; two added tokens, one of which
+    // looks special to llama.cpp though not marked so; EOS moved by config.json.
+    test::write_file(tmp.file("tokenizer_config.json"), R"({"add_bos_token": false, "chat_template": "{{ x }}",
+      "added_tokens_decoder": {"3073": {"content": "<|im_start|>", "special": false},
+                               "3074": {"content": "▁hello", "special": false},
+                               "9999": {"content": "<beyond>", "special": true}}})");
+    test::write_file(tmp.file("config.json"), R"({"eos_token_id": 5})");
+    const GgufVocabulary v = gguf_vocabulary(tmp.dir.string(), 3080);
+    CHECK(v.summary == "sentencepiece vocabulary of 3080 tokens, chat template");
+    const auto& tokens = std::get<weights::GgufArray>(v.metadata.at("tokenizer.ggml.tokens").value).items;
+    const auto& types = std::get<weights::GgufArray>(v.metadata.at("tokenizer.ggml.token_type").value).items;
+    const auto& scores = std::get<weights::GgufArray>(v.metadata.at("tokenizer.ggml.scores").value).items;
+    REQUIRE(tokens.size() == 3080);
+    REQUIRE(types.size() == 3080);
+    REQUIRE(scores.size() == 3080);
+    const auto text = [&](size_t i) { return std::get<std::string>(tokens[i].value); };
+    const auto type = [&](size_t i) { return std::get<int32_t>(types[i].value); };
+    const auto score = [&](size_t i) { return std::get<float>(scores[i].value); };
+    CHECK(text(0) == "<unk>");
+    CHECK(type(0) == 2);
+    CHECK(text(1) == "<s>");
+    CHECK(type(1) == 3);
+    CHECK(text(3) == "<0x00>");
+    CHECK(type(3) == 6);
+    CHECK(text(3072) == "[PAD3072]");
+    CHECK(type(3072) == 5);
+    CHECK(score(3072) == -10000.0f);
+    CHECK(text(3073) == "<|im_start|>");
+    CHECK(type(3073) == 3);
+    CHECK(score(3073) == -1000.0f);
+    CHECK(text(3074) == " hello");  // a user-defined token's ▁ is a space, as the converter writes it
+    CHECK(type(3074) == 4);
+    CHECK(text(3079) == "[PAD3079]");
+    CHECK(v.metadata.at("tokenizer.ggml.bos_token_id") == weights::GgufValue(uint32_t{1}));
+    CHECK(v.metadata.at("tokenizer.ggml.eos_token_id") == weights::GgufValue(uint32_t{5}));
+    CHECK(v.metadata.at("tokenizer.ggml.unknown_token_id") == weights::GgufValue(uint32_t{0}));
+    CHECK(v.metadata.at("tokenizer.ggml.add_bos_token") == weights::GgufValue(false));
+    CHECK(v.metadata.at("tokenizer.ggml.add_space_prefix") == weights::GgufValue(true));
+    CHECK(v.metadata.at("tokenizer.ggml.remove_extra_whitespaces") == weights::GgufValue(true));
+    CHECK(v.metadata.at("tokenizer.chat_template") == weights::GgufValue(std::string("{{ x }}")));
+    CHECK_FALSE(v.metadata.contains("tokenizer.ggml.add_eos_token"));
+
+    // The file's vocabulary tokenizes as the model does, without the BOS it was told not to add.
+    const Tokenizer from_file = load_gguf(tmp, v.metadata);
+    const Tokenizer model = Tokenizer::from_sentencepiece(demo);
+    for (const std::string line :
+         {"In the beginning God created the heaven and the earth.", "Jesus wept.", "  x  y   z ", "\ta\n"}) {
+      CAPTURE(line);
+      CHECK(from_file.encode(line, true) == model.encode(line, false));
+    }
+
+    // Fewer rows than pieces: the rest are dropped, and the summary says so.
+    test::write_file(tmp.file("tokenizer_config.json"), "{}");
+    const GgufVocabulary small = gguf_vocabulary(tmp.dir.string(), 3000);
+    CHECK(std::get<weights::GgufArray>(small.metadata.at("tokenizer.ggml.tokens").value).items.size() == 3000);
+    CHECK(small.summary == "sentencepiece vocabulary of 3000 tokens (72 pieces beyond the embedding dropped)");
+    CHECK(small.metadata.at("tokenizer.ggml.eos_token_id") == weights::GgufValue(uint32_t{5}));
+
+    // No tokenizer.model: nothing, and why.
+    std::filesystem::remove(tmp.file("tokenizer.model"));
+    const GgufVocabulary none = gguf_vocabulary(tmp.dir.string(), 3000);
+    CHECK(none.metadata.empty());
+    CHECK(none.summary.find("has no tokenizer.model") != std::string::npos);
+    test::write_file(tmp.file("tokenizer.json"), "{}");
+    CHECK(gguf_vocabulary(tmp.dir.string(), 3000).summary.find("tokenizer.json only") != std::string::npos);
+    test::write_file(tmp.file("tokenizer.model"), "not a model");
+    CHECK(error_of([&] { gguf_vocabulary(tmp.dir.string(), 3000); }).kind() == ErrorKind::BadFile);
   }
 }
