@@ -171,7 +171,7 @@ int cmd_import(const std::string& path, const std::string& out, const std::strin
   return 0;
 }
 
-// `lathe quantize`: a GGUF file or Hugging Face checkpoint → a GGUF file of
+// `lathe quantize`: a GGUF file, a Hugging Face checkpoint or a spec and its weights → a GGUF file of
 // llama.cpp's mixture `type` (generator/import/quantize.hpp has the rules).
 int cmd_quantize(const std::string& in, const std::string& out, const std::string& type, const std::string& weights) {
   const lathe::importer::Mixture mixture = *lathe::importer::mixture_from_key(type);  // checked by the option
