@@ -3,12 +3,15 @@
 #include <sentencepiece_processor.h>
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
 #include "runtime/error.hpp"
 #include "runtime/text/chat_template.hpp"
 #include "runtime/text/json_file.hpp"
+#include "runtime/text/tokenizer.hpp"
 #include "runtime/text/tokenizer_data.hpp"
 
 namespace lathe::text {
@@ -45,19 +48,9 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
   return s;
 }
 
-}  // namespace
-
-GgufVocabulary gguf_vocabulary(const std::string& dir, int64_t vocab) {
+// A tokenizer.model: the pieces as the model file holds them.
+GgufVocabulary sentencepiece_vocabulary(const std::string& dir, const fs::path& model_path, int64_t vocab) {
   GgufVocabulary out;
-  const fs::path model_path = fs::path(dir) / "tokenizer.model";
-  std::error_code ec;
-  if (!fs::is_regular_file(model_path, ec)) {
-    out.summary = fs::exists(fs::path(dir) / "tokenizer.json", ec)
-                      ? "no vocabulary written: " + dir + " has a tokenizer.json only, and lathe writes "
-                                                          "SentencePiece (tokenizer.model) vocabularies alone"
-                      : "no vocabulary written: " + dir + " has no tokenizer.model";
-    return out;
-  }
   sentencepiece::SentencePieceProcessor sp;
   if (const auto status = sp.Load(model_path.string()); !status.ok())
     throw Error(ErrorKind::BadFile, model_path.string() + ": not a SentencePiece model: " + status.ToString());
@@ -145,8 +138,172 @@ GgufVocabulary gguf_vocabulary(const std::string& dir, int64_t vocab) {
   out.summary = "sentencepiece vocabulary of " + std::to_string(rows) + " tokens";
   if (static_cast<size_t>(pieces) > rows)
     out.summary += " (" + std::to_string(static_cast<size_t>(pieces) - rows) + " pieces beyond the embedding dropped)";
+  return out;
+}
+
+// The id of a special token that tokenizer_config.json names by its text
+// ("bos_token": "<|begin_of_text|>" or {"content": …}).
+std::optional<int64_t> config_token_id(const nlohmann::json& config, const char* key,
+                                       const std::map<std::string, int64_t>& ids) {
+  const auto it = config.find(key);
+  if (it == config.end()) return std::nullopt;
+  const nlohmann::json* text = &*it;
+  if (it->is_object() && it->contains("content")) text = &(*it)["content"];
+  if (!text->is_string()) return std::nullopt;
+  const auto id = ids.find(text->get<std::string>());
+  return id == ids.end() ? std::nullopt : std::optional<int64_t>(id->second);
+}
+
+// The pre-tokenizers lathe's GGUF reader and llama.cpp both know by name, in
+// the order they are tried.
+constexpr const char* kPreNames[] = {"llama-bpe", "qwen2", "smollm", "gpt-2"};
+
+// Text whose splits tell the named pre-tokenizers apart: contractions in
+// both cases, digit runs of every length, runs of spaces, newlines, tabs,
+// letters and symbols outside ASCII.
+constexpr const char* kProbe =
+    "Hello world's 123  test\n\nI'LL DO 4567 it's 89, 1.5e10 \t tab  x   y\r\n"
+    "\xC3\xA9t\xC3\xA9 \xE2\x82\xAC" "100 \xF0\x9F\x98\x80!! '' \xE4\xB8\xAD\xE6\x96\x87 a1b22c333d4444 \n ";
+
+// A byte-level BPE tokenizer.json as llama.cpp's converter writes it
+// (_set_vocab_gpt2): tokenizer.ggml.model "gpt2", the vocabulary by id with
+// added tokens CONTROL (special, or looking special) or USER_DEFINED,
+// "[PAD<id>]" UNUSED rows where no token has the id, the merges as
+// "left right"; tokenizer.ggml.pre the first of kPreNames whose GGUF
+// tokenizer encodes kProbe as the tokenizer.json does (llama.cpp names it
+// by a hash of such an encoding).
+GgufVocabulary bpe_vocabulary(const std::string& dir, const fs::path& json_path, int64_t vocab) {
+  GgufVocabulary out;
+  const nlohmann::json j = object_file(json_path);
+  const auto model = j.find("model");
+  if (model == j.end() || !model->is_object() || model->value("type", "") != "BPE" || !model->contains("vocab") ||
+      !(*model)["vocab"].is_object() || model->value("byte_fallback", false)) {
+    out.summary = "no vocabulary written: " + json_path.string() +
+                  " is not a byte-level BPE tokenizer (lathe writes those and SentencePiece models)";
+    return out;
+  }
+  const auto rows = static_cast<size_t>(vocab);
+  std::vector<std::string> tokens(rows);
+  std::vector<int32_t> types(rows, kUnused);
+  for (size_t id = 0; id < rows; ++id) tokens[id] = "[PAD" + std::to_string(id) + "]";
+  std::map<std::string, int64_t> ids;
+  for (const auto& [text, id] : (*model)["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0)
+      throw Error(ErrorKind::BadFile, json_path.string() + ": model.vocab[\"" + text + "\"] is not a token id");
+    ids[text] = id.get<int64_t>();
+    if (id.get<size_t>() < rows) {
+      tokens[id.get<size_t>()] = text;
+      types[id.get<size_t>()] = kNormal;
+    }
+  }
+  if (const auto it = j.find("added_tokens"); it != j.end() && it->is_array()) {
+    for (const nlohmann::json& t : *it) {
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+          !t["content"].is_string())
+        throw Error(ErrorKind::BadFile, json_path.string() + ": an added_tokens entry lacks its id or content");
+      const int64_t id = t["id"].get<int64_t>();
+      const std::string content = t["content"];
+      ids[content] = id;
+      if (id < 0 || static_cast<size_t>(id) >= rows) continue;
+      tokens[static_cast<size_t>(id)] = content;
+      types[static_cast<size_t>(id)] = t.value("special", false) || looks_special(content) ? kControl : kUserDefined;
+    }
+  }
+  std::vector<std::string> merges;
+  if (const auto it = model->find("merges"); it != model->end() && it->is_array()) {
+    for (const nlohmann::json& merge : *it) {
+      if (merge.is_string()) {
+        merges.push_back(merge.get<std::string>());
+      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+        // transformers ≥ 4.45 writes pairs, whose parts may hold spaces: the
+        // converter writes those as U+0120, as byte-level text spells a space.
+        const auto part = [](const nlohmann::json& p) { return replace_all(p.get<std::string>(), " ", "\xC4\xA0"); };
+        merges.push_back(part(merge[0]) + " " + part(merge[1]));
+      } else {
+        throw Error(ErrorKind::BadFile, json_path.string() + ": model.merges holds an entry that is no merge");
+      }
+    }
+  }
+
+  auto& m = out.metadata;
+  m["tokenizer.ggml.model"] = std::string("gpt2");
+  m["tokenizer.ggml.tokens"] = weights::GgufValue::strings(tokens);
+  weights::GgufArray type_array{weights::GgufType::I32, {}};
+  for (int32_t t : types) type_array.items.emplace_back(t);
+  m["tokenizer.ggml.token_type"] = std::move(type_array);
+  m["tokenizer.ggml.merges"] = weights::GgufValue::strings(merges);
+
+  // Special ids: tokenizer_config.json's texts, else config.json's ids.
+  const nlohmann::json tokenizer_config = object_file(fs::path(dir) / "tokenizer_config.json");
+  const nlohmann::json config = object_file(fs::path(dir) / "config.json");
+  const struct {
+    const char* text_key;
+    const char* config_key;
+    const char* gguf_key;
+  } specials[] = {{"bos_token", "bos_token_id", "bos_token_id"},
+                  {"eos_token", "eos_token_id", "eos_token_id"},
+                  {"unk_token", "unk_token_id", "unknown_token_id"},
+                  {"pad_token", "pad_token_id", "padding_token_id"}};
+  for (const auto& s : specials) {
+    std::optional<int64_t> id = config_token_id(tokenizer_config, s.text_key, ids);
+    if (const auto it = config.find(s.config_key); !id && it != config.end() && it->is_number_integer())
+      id = it->get<int64_t>();
+    if (id && *id >= 0 && static_cast<size_t>(*id) < rows)
+      m[std::string("tokenizer.ggml.") + s.gguf_key] = static_cast<uint32_t>(*id);
+  }
+  for (const char* name : {"add_bos_token", "add_eos_token"})
+    if (const auto it = tokenizer_config.find(name); it != tokenizer_config.end() && it->is_boolean())
+      m[std::string("tokenizer.ggml.") + name] = it->get<bool>();
+
+  // The pre-tokenizer's name: the first whose encoding of the probe is the tokenizer.json's.
+  const std::vector<int32_t> expected = Tokenizer::from_hf(json_path.string()).encode(kProbe, false, false);
+  const fs::path probe_path = fs::temp_directory_path() /
+                              ("lathe-vocab-" + std::to_string(std::hash<std::string>{}(json_path.string())) + ".gguf");
+  for (const char* pre : kPreNames) {
+    auto candidate = m;
+    candidate["tokenizer.ggml.pre"] = std::string(pre);
+    weights::write_gguf(probe_path.string(), candidate, {});
+    bool same = false;
+    try {
+      same = Tokenizer::from_gguf(weights::GgufFile(probe_path.string())).encode(kProbe, false, false) == expected;
+    } catch (const Error&) {
+      same = false;  // e.g. a vocabulary without every byte-level character
+    }
+    if (same) {
+      m["tokenizer.ggml.pre"] = std::string(pre);
+      break;
+    }
+  }
+  std::error_code ec;
+  fs::remove(probe_path, ec);
+  if (!m.contains("tokenizer.ggml.pre")) {
+    out.metadata.clear();
+    out.summary = "no vocabulary written: " + json_path.string() +
+                  " pre-tokenizes as none of the GGUF pre-tokenizers lathe knows (llama-bpe, qwen2, smollm, gpt-2)";
+    return out;
+  }
+  out.summary = "byte-level BPE vocabulary of " + std::to_string(rows) + " tokens, pre-tokenizer " +
+                std::get<std::string>(m["tokenizer.ggml.pre"].value);
+  return out;
+}
+
+}  // namespace
+
+GgufVocabulary gguf_vocabulary(const std::string& dir, int64_t vocab) {
+  const fs::path model_path = fs::path(dir) / "tokenizer.model", json_path = fs::path(dir) / "tokenizer.json";
+  std::error_code ec;
+  GgufVocabulary out;
+  if (fs::is_regular_file(model_path, ec)) {
+    out = sentencepiece_vocabulary(dir, model_path, vocab);
+  } else if (fs::is_regular_file(json_path, ec)) {
+    out = bpe_vocabulary(dir, json_path, vocab);
+  } else {
+    out.summary = "no vocabulary written: " + dir + " has no tokenizer.model or tokenizer.json";
+    return out;
+  }
+  if (out.metadata.empty()) return out;
   if (const std::optional<ChatTemplateSource> t = find_chat_template(dir)) {
-    m["tokenizer.chat_template"] = t->text;
+    out.metadata["tokenizer.chat_template"] = t->text;
     out.summary += ", chat template";
   }
   return out;

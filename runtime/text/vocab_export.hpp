@@ -34,9 +34,18 @@ struct GgufVocabulary {
 // tokenizer_config.json says; add_space_prefix and
 // remove_extra_whitespaces from the model's normalizer; the chat template
 // of find_chat_template(dir).
-// A directory with only a tokenizer.json (byte-level BPE) or no tokenizer
-// gets no metadata and a summary that says so. Throws Error(BadFile) for a
-// tokenizer.model that does not load, or a JSON file of the wrong shape.
+// Else a byte-level BPE tokenizer.json becomes tokenizer.ggml.model "gpt2"
+// (_set_vocab_gpt2): the vocabulary by id, added tokens CONTROL (special or
+// looking special) or USER_DEFINED, "[PAD<id>]" UNUSED rows where no token
+// has the id, the merges ("left right"; a pair's spaces as U+0120), special
+// ids from tokenizer_config.json's token texts (else config.json's ids);
+// tokenizer.ggml.pre is the first of llama-bpe, qwen2, smollm and gpt-2
+// whose GGUF tokenizer encodes a probe text as the tokenizer.json does
+// (llama.cpp's converter names it by a hash of such an encoding).
+// Another tokenizer.json (SentencePiece-style, WordPiece), a BPE none of
+// those names fits, or no tokenizer gets no metadata and a summary that
+// says so. Throws Error(BadFile) for a tokenizer.model that does not load,
+// or a JSON file of the wrong shape.
 GgufVocabulary gguf_vocabulary(const std::string& dir, int64_t vocab);
 
 }  // namespace lathe::text

@@ -960,10 +960,56 @@ TEST_SUITE("tokenizer") {
     std::filesystem::remove(tmp.file("tokenizer.model"));
     const GgufVocabulary none = gguf_vocabulary(tmp.dir.string(), 3000);
     CHECK(none.metadata.empty());
-    CHECK(none.summary.find("has no tokenizer.model") != std::string::npos);
+    CHECK(none.summary.find("has no tokenizer.model or tokenizer.json") != std::string::npos);
     test::write_file(tmp.file("tokenizer.json"), "{}");
-    CHECK(gguf_vocabulary(tmp.dir.string(), 3000).summary.find("tokenizer.json only") != std::string::npos);
+    CHECK(gguf_vocabulary(tmp.dir.string(), 3000).summary.find("is not a byte-level BPE tokenizer") != std::string::npos);
     test::write_file(tmp.file("tokenizer.model"), "not a model");
     CHECK(error_of([&] { gguf_vocabulary(tmp.dir.string(), 3000); }).kind() == ErrorKind::BadFile);
+  }
+
+  TEST_CASE("a checkpoint's byte-level BPE tokenizer.json as GGUF metadata: the pre-tokenizer found by what it encodes") {
+    TempDir tmp;
+    std::mt19937 rng(9);
+    const std::pair<Flavour, std::string> cases[] = {
+        {Flavour::Gpt2, "gpt-2"}, {Flavour::Llama3, "llama-bpe"}, {Flavour::Qwen2, "qwen2"}};
+    for (const auto& [flavour, pre] : cases) {
+      CAPTURE(pre);
+      const std::filesystem::path dir = tmp.dir / pre;
+      std::filesystem::create_directories(dir);
+      test::write_file((dir / "tokenizer.json").string(), byte_level_json(flavour, flavour == Flavour::Qwen2).dump());
+      test::write_file((dir / "tokenizer_config.json").string(),
+                       R"({"bos_token": "<|begin_of_text|>", "eos_token": {"content": "<|endoftext|>"}})");
+      const int64_t rows = static_cast<int64_t>(test_vocab().size()) + 2;  // two rows no token names
+      const GgufVocabulary v = gguf_vocabulary(dir.string(), rows);
+      CHECK(v.summary == "byte-level BPE vocabulary of 276 tokens, pre-tokenizer " + pre);
+      // What the hand-written GGUF of this vocabulary holds, and two [PAD] rows.
+      Metadata expected = gpt2_gguf(pre);
+      std::vector<std::string> tokens = test_vocab();
+      tokens.insert(tokens.end(), {"[PAD274]", "[PAD275]"});
+      auto types = std::get<weights::GgufArray>(expected.at("tokenizer.ggml.token_type").value);
+      types.items.emplace_back(int32_t{5});
+      types.items.emplace_back(int32_t{5});
+      CHECK(v.metadata.at("tokenizer.ggml.model") == expected.at("tokenizer.ggml.model"));
+      CHECK(v.metadata.at("tokenizer.ggml.pre") == expected.at("tokenizer.ggml.pre"));
+      CHECK(v.metadata.at("tokenizer.ggml.tokens") == weights::GgufValue::strings(tokens));
+      CHECK(v.metadata.at("tokenizer.ggml.token_type") == weights::GgufValue(types));
+      CHECK(v.metadata.at("tokenizer.ggml.merges") == expected.at("tokenizer.ggml.merges"));  // pairs too (Qwen2 here)
+      CHECK(v.metadata.at("tokenizer.ggml.bos_token_id") == expected.at("tokenizer.ggml.bos_token_id"));
+      CHECK(v.metadata.at("tokenizer.ggml.eos_token_id") == expected.at("tokenizer.ggml.eos_token_id"));
+      // The file's tokenizer encodes as the tokenizer.json.
+      const Tokenizer hf = load_json(tmp, byte_level_json(flavour), pre + ".json");
+      const Tokenizer gguf = load_gguf(tmp, v.metadata, pre + ".gguf");
+      for (int i = 0; i < 300; ++i) {
+        const std::string s = random_text(rng, 30);
+        REQUIRE_MESSAGE(gguf.encode(s, false) == hf.encode(s, false), "text: " << s);
+      }
+    }
+    // Not byte-level BPE: nothing, and why.
+    json wordpiece = byte_level_json(Flavour::Gpt2);
+    wordpiece["model"]["type"] = "WordPiece";
+    test::write_file(tmp.file("tokenizer.json"), wordpiece.dump());
+    const GgufVocabulary none = gguf_vocabulary(tmp.dir.string(), 274);
+    CHECK(none.metadata.empty());
+    CHECK(none.summary.find("is not a byte-level BPE tokenizer") != std::string::npos);
   }
 }
