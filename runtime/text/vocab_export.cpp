@@ -1,6 +1,7 @@
 #include "runtime/text/vocab_export.hpp"
 
 #include <sentencepiece_processor.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -257,8 +258,9 @@ GgufVocabulary bpe_vocabulary(const std::string& dir, const fs::path& json_path,
 
   // The pre-tokenizer's name: the first whose encoding of the probe is the tokenizer.json's.
   const std::vector<int32_t> expected = Tokenizer::from_hf(json_path.string()).encode(kProbe, false, false);
-  const fs::path probe_path = fs::temp_directory_path() /
-                              ("lathe-vocab-" + std::to_string(std::hash<std::string>{}(json_path.string())) + ".gguf");
+  // A file of this process's own: two quantizations at once must not read each other's.
+  const fs::path probe_path = fs::temp_directory_path() / ("lathe-vocab-" + std::to_string(::getpid()) + "-" +
+                                                           std::to_string(std::hash<std::string>{}(json_path.string())) + ".gguf");
   for (const char* pre : kPreNames) {
     auto candidate = m;
     candidate["tokenizer.ggml.pre"] = std::string(pre);
