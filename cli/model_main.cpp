@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -531,6 +532,9 @@ struct ServeOptions {
   std::string weights, tokenizer, device, host = "127.0.0.1";
   int port = 8080;
   int64_t parallel = 1, context = 0, queue = 64, max_body = 1 << 20;
+  double read_timeout = 30, write_timeout = 30, keep_alive = 5, grace = 15;
+  int keep_alive_max = 100, http_threads = 0;
+  std::vector<std::string> cors;
 };
 
 std::optional<lathe::text::ChatTemplateSource> find_chat_template(const std::string& weights) {
@@ -573,12 +577,34 @@ int cmd_serve(const ServeOptions& o) {
   server_options.host = o.host;
   server_options.port = o.port;
   server_options.max_body_bytes = static_cast<size_t>(o.max_body);
+  const auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
+  server_options.read_timeout = ms(o.read_timeout);
+  server_options.write_timeout = ms(o.write_timeout);
+  server_options.keep_alive_timeout = ms(o.keep_alive);
+  server_options.keep_alive_max = o.keep_alive_max;
+  server_options.threads = o.http_threads;
+  server_options.cors_origins = o.cors;
   lathe::serve::Server server(scheduler, model, server_options);
   const int port = server.bind();
+  // The first SIGINT or SIGTERM stops accepting and lets the requests in
+  // flight finish; a second one, or the end of --grace, cuts them off.
+  std::atomic<bool> listening_done = false;
   std::thread stopper([&] {
     int signal = 0;
-    sigwait(&signals, &signal);
+    if (sigwait(&signals, &signal) != 0 || listening_done) return;
+    std::cerr << "lathe serve: stopping: no new requests; those in flight may take " << o.grace << " s (--grace)\n";
     server.stop();
+    const auto until = std::chrono::steady_clock::now() + ms(o.grace);
+    const timespec slice{0, 100'000'000};
+    while (!server.wait_stopped(std::chrono::milliseconds(0))) {
+      const bool signalled = sigtimedwait(&signals, nullptr, &slice) > 0;
+      if (listening_done) return;  // the wake-up from the main thread
+      if (signalled || std::chrono::steady_clock::now() >= until) {
+        std::cerr << "lathe serve: cutting off the requests still in flight\n";
+        server.cut();
+        return;
+      }
+    }
   });
   std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; %s; chat template: %s)\n",
               std::string(m.name).c_str(), vk.device().info().name.c_str(), o.host.c_str(), port,
@@ -586,10 +612,9 @@ int cmd_serve(const ServeOptions& o) {
               memory_text(session).c_str(), source ? source->origin.c_str() : "none");
   std::fflush(stdout);
   server.listen();
-  if (stopper.joinable()) {
-    pthread_kill(stopper.native_handle(), SIGTERM);  // listen() ended otherwise: wake the waiter
-    stopper.join();
-  }
+  listening_done = true;
+  pthread_kill(stopper.native_handle(), SIGTERM);  // wakes the waiter if listen() ended otherwise
+  stopper.join();
   std::cerr << "lathe serve: stopped\n";
   return 0;
 }
@@ -758,6 +783,30 @@ int main(int argc, char** argv) {
   serve->add_option("--max-body", srv.max_body, "Largest request body in bytes; larger ones are refused with 413")
       ->capture_default_str()
       ->check(at_least(1));
+  serve->add_option("--read-timeout", srv.read_timeout,
+                    "Seconds a whole request (headers and body) may take to arrive; slower clients get 408")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  serve->add_option("--write-timeout", srv.write_timeout, "Seconds one write may wait for the client to read")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  serve->add_option("--keep-alive", srv.keep_alive, "Seconds a connection may stay idle between requests")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  serve->add_option("--keep-alive-max", srv.keep_alive_max, "Requests on one connection at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  serve->add_option("--http-threads", srv.http_threads,
+                    "HTTP worker threads at most (0: every sequence and queue place, and 64 more)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  serve->add_option("--grace", srv.grace,
+                    "Seconds the requests in flight may take to finish after SIGINT or SIGTERM (a second signal "
+                    "cuts them off at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  serve->add_option("--cors", srv.cors,
+                    "Origin whose browsers may call the API (repeatable; * for any); default: no CORS headers");
   serve->add_option("-d,--device", srv.device, "Vulkan device: index or name part");
 
   // tokenize / detokenize: llama.cpp's llama-tokenize, both ways.

@@ -1,6 +1,8 @@
 #include "runtime/serve/openai.hpp"
 
+#include <cctype>
 #include <random>
+#include <string_view>
 
 #include "runtime/error.hpp"
 
@@ -46,10 +48,12 @@ int64_t integer_in(const json& body, const char* key, int64_t low, int64_t high,
   const json* v = field(body, key);
   if (!v) return fallback;
   if (!v->is_number_integer()) bad(key, std::string(key) + " must be an integer");
-  const int64_t x = v->get<int64_t>();
-  if (x < low || x > high)
-    bad(key, std::string(key) + " " + std::to_string(x) + " is out of range: it must be in [" + std::to_string(low) +
-                 ", " + std::to_string(high) + "]");
+  // An unsigned beyond int64 is out of range as written, not wrapped to a negative.
+  const bool beyond = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+  const int64_t x = beyond ? 0 : v->get<int64_t>();
+  if (beyond || x < low || x > high)
+    bad(key, std::string(key) + " " + v->dump() + " is out of range: it must be in [" + std::to_string(low) + ", " +
+                 std::to_string(high) + "]");
   return x;
 }
 
@@ -75,6 +79,46 @@ std::string content_text(const json& content, size_t index) {
   return text;
 }
 
+// The prompt's ids, or none when it has more than `limit` tokens: a prompt
+// far over the context is not encoded whole (a body of megabytes would take
+// as many ids, and the tokenizer's working memory with them). Growing
+// prefixes, cut before a space, are encoded first; one that already has
+// more than the limit (with a margin for the tokens a cut may split) decides.
+// A prompt that fits is always encoded whole, so its ids are exact.
+std::optional<std::vector<int32_t>> encode_within(const text::Tokenizer& tokenizer, std::string_view text,
+                                                  int64_t limit, int64_t& at_least) {
+  constexpr int64_t kCutMargin = 16;
+  size_t prefix = static_cast<size_t>(std::max<int64_t>(limit, 512)) * 8;
+  while (prefix < text.size()) {
+    size_t cut = prefix;
+    while (cut > prefix / 2 && !(std::isspace(static_cast<unsigned char>(text[cut])) &&
+                                 !std::isspace(static_cast<unsigned char>(text[cut - 1]))))
+      --cut;
+    if (cut == prefix / 2) cut = prefix;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    const std::vector<int32_t> ids = tokenizer.encode(text.substr(0, cut), /*add_special=*/true);
+    if (static_cast<int64_t>(ids.size()) > limit + kCutMargin) {
+      at_least = static_cast<int64_t>(ids.size()) - kCutMargin;
+      return std::nullopt;
+    }
+    prefix *= 4;
+  }
+  std::vector<int32_t> ids = tokenizer.encode(text, /*add_special=*/true);
+  if (static_cast<int64_t>(ids.size()) > limit) {
+    at_least = static_cast<int64_t>(ids.size());
+    return std::nullopt;
+  }
+  return ids;
+}
+
+[[noreturn]] void prompt_too_long(bool chat, int64_t context, int64_t at_least) {
+  bad(chat ? "messages" : "prompt",
+      "This model's maximum context length is " + std::to_string(context) + " tokens. However, your " +
+          (chat ? "messages" : "prompt") + " resulted in " + (at_least > context ? "more than " : "") +
+          std::to_string(at_least > context ? context : at_least) + " tokens, which leaves no room for the completion.",
+      "context_length_exceeded");
+}
+
 std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
   const json* messages = field(body, "messages");
   if (!messages) bad("messages", "Missing required parameter: 'messages'", "missing_required_parameter");
@@ -97,11 +141,19 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
     prompt = model.chat_template->render_chat(nlohmann::ordered_json::parse(rendered.dump()), true, model.bos_token,
                                               model.eos_token);
   } catch (const Error& e) {
+    // The message starts with the template's origin, a file of the server's
+    // that is no business of the client's.
+    std::string message = e.what();
+    const std::string& name = model.chat_template->name();
+    if (!name.empty() && message.rfind(name, 0) == 0) message = "the chat template" + message.substr(name.size());
     // The template's raise_exception: the conversation is not one it takes.
-    if (e.kind() == ErrorKind::InvalidArgument) bad("messages", e.what());
-    throw ApiError(500, std::string("the chat template failed: ") + e.what());
+    if (e.kind() == ErrorKind::InvalidArgument) bad("messages", message);
+    throw ApiError(500, "the chat template failed: " + message);
   }
-  std::vector<int32_t> ids = model.tokenizer->encode(prompt, /*add_special=*/true);
+  int64_t at_least = 0;
+  std::optional<std::vector<int32_t>> encoded = encode_within(*model.tokenizer, prompt, model.context - 1, at_least);
+  if (!encoded) prompt_too_long(true, model.context, at_least);
+  std::vector<int32_t> ids = std::move(*encoded);
   // A template that writes the BOS itself, tokenized with the BOS the
   // vocabulary adds: one is enough (llama.cpp warns and keeps both).
   const std::optional<int32_t> bos = model.tokenizer->bos();
@@ -114,7 +166,13 @@ std::vector<int32_t> completion_prompt(const json& body, const Model& model) {
   if (!prompt) bad("prompt", "Missing required parameter: 'prompt'", "missing_required_parameter");
   const json* p = prompt;
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
-  if (p->is_string()) return model.tokenizer->encode(p->get<std::string>(), /*add_special=*/true);
+  if (p->is_string()) {
+    int64_t at_least = 0;
+    std::optional<std::vector<int32_t>> ids =
+        encode_within(*model.tokenizer, p->get_ref<const std::string&>(), model.context - 1, at_least);
+    if (!ids) prompt_too_long(false, model.context, at_least);
+    return std::move(*ids);
+  }
   if (p->is_array() && !p->empty() && std::all_of(p->begin(), p->end(), [](const json& x) { return x.is_number_integer(); })) {
     std::vector<int32_t> ids;
     for (const json& x : *p) {
@@ -193,7 +251,99 @@ json finish_reason(const Finish* f) {
   return f->reason == "length" ? "length" : "stop";
 }
 
+// The SAX pass of parse_json_body: counts the nesting depth and keeps the
+// path of keys and indices to the value being read, for the message.
+class DepthCheck final : public nlohmann::json_sax<json> {
+ public:
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool key(string_t& k) override {
+    path_.back().key = k;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    if (e.id == 406) {  // a number beyond a double: out_of_range.406
+      const std::string at = where();
+      bad(at, (at.empty() ? std::string("a number") : at) + " is out of range: it does not fit in a double");
+    }
+    throw ApiError(400, "We could not parse the JSON body of your request: " + std::string(e.what()) + " (byte " +
+                            std::to_string(position) + ")");
+  }
+
+ private:
+  struct Level {
+    bool array;
+    int64_t index = -1;
+    std::string key;
+  };
+  bool value() {
+    if (!path_.empty() && path_.back().array) ++path_.back().index;
+    return true;
+  }
+  bool open(bool array) {
+    value();
+    if (path_.size() >= static_cast<size_t>(kMaxJsonDepth))
+      throw ApiError(400, "the request body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
+                              " deep" + (where().empty() ? std::string() : " (at " + where() + ")"));
+    path_.push_back(Level{array, -1, {}});
+    return true;
+  }
+  bool close() {
+    path_.pop_back();
+    return true;
+  }
+  // messages[0].content[2], as OpenAI names a field in `param`.
+  std::string where() const {
+    std::string out;
+    for (const Level& l : path_) {
+      if (l.array) {
+        if (l.index >= 0) out += "[" + std::to_string(l.index) + "]";
+      } else if (!l.key.empty()) {
+        out += (out.empty() ? "" : ".") + printable(l.key, 64);
+      }
+    }
+    return out;
+  }
+  std::vector<Level> path_;
+};
+
 }  // namespace
+
+std::string printable(std::string_view value, size_t max_bytes) {
+  std::string out;
+  const size_t n = std::min(value.size(), max_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (value.size() > n) out += "…";
+  return out;
+}
+
+json parse_json_body(const std::string& body) {
+  DepthCheck check;
+  json::sax_parse(body, &check);
+  try {
+    return json::parse(body);
+  } catch (const json::exception& e) {  // not reached: the SAX pass read the same text
+    throw ApiError(400, std::string("We could not parse the JSON body of your request: ") + e.what());
+  }
+}
 
 json error_body(int status, const std::string& message, const std::string& param, const std::string& code) {
   return {{"error",
@@ -214,10 +364,25 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) bad("model", "model must be a string");
     if (m->get<std::string>() != model.name)
-      throw ApiError(404, "The model '" + m->get<std::string>() + "' does not exist; this server serves '" + model.name + "'",
+      throw ApiError(404, "The model '" + printable(m->get<std::string>()) + "' does not exist; this server serves '" +
+                              model.name + "'",
                      "model", "model_not_found");
   }
   if (integer_in(body, "n", 1, 1, 1) != 1) bad("n", "n must be 1");
+  // Fields that change what the answer must be, which this server cannot
+  // honour: refused rather than silently ignored. Their empty or default
+  // forms (which some clients always send) pass.
+  for (const char* key : {"tools", "functions"})
+    if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
+      bad(key, std::string(key) + " (function calling) is not supported by this server");
+  for (const char* key : {"tool_choice", "function_call"})
+    if (const json* v = field(body, key); v && !(v->is_string() && v->get<std::string>() == "none"))
+      bad(key, std::string(key) + " (function calling) is not supported by this server");
+  if (const json* v = field(body, "response_format")) {
+    if (!v->is_object() || v->value("type", json()) != "text")
+      bad("response_format", "response_format other than {\"type\": \"text\"} (JSON mode, JSON schemas) is not "
+                             "supported by this server");
+  }
   p.stream = boolean(body, "stream");
   if (const json* o = field(body, "stream_options")) {
     if (!o->is_object()) bad("stream_options", "stream_options must be an object");
@@ -236,7 +401,8 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
   s.repetition_penalty = 1;
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) bad("seed", "seed must be an integer");
-    s.seed = static_cast<uint64_t>(seed->get<int64_t>());
+    // Any 64-bit pattern is a seed: a negative one is taken as its two's complement.
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
   } else {
     s.seed = std::random_device{}();
   }
@@ -256,12 +422,7 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
   const int64_t prompt = static_cast<int64_t>(p.request.prompt.size());
   const char* prompt_param = chat ? "messages" : "prompt";
   if (prompt == 0) bad(prompt_param, "the prompt encodes to no tokens");
-  if (prompt >= model.context)
-    bad(prompt_param,
-        "This model's maximum context length is " + std::to_string(model.context) + " tokens. However, your " +
-            (chat ? "messages" : "prompt") + " resulted in " + std::to_string(prompt) +
-            " tokens, which leaves no room for the completion.",
-        "context_length_exceeded");
+  if (prompt >= model.context) prompt_too_long(chat, model.context, prompt);
   // OpenAI's defaults: 16 new tokens for completions, the rest of the context for chat.
   const char* max_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   const int64_t fallback = chat ? model.context - prompt : std::min<int64_t>(16, model.context - prompt);

@@ -46,8 +46,23 @@ struct CompletionParams {
   GenerationRequest request;   // the prompt's ids, sampling, max_tokens, stop, top_logprobs
 };
 
+// The deepest nesting of arrays and objects a request body may have. An
+// OpenAI request needs 4 (messages[i].content[j]); a body nested 100,000
+// deep once crashed the server by recursion while the document was copied.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses a request body: a SAX pass first, which refuses nesting deeper than
+// kMaxJsonDepth before any tree is built, then the tree. Throws ApiError 400
+// for malformed JSON, too deep a nesting, or a number no double holds
+// (naming the field it stood in), never anything else.
+nlohmann::json parse_json_body(const std::string& body);
+
 // Reads and checks a request body (already parsed JSON). Throws ApiError.
 CompletionParams parse_completion(const nlohmann::json& body, bool chat, const Model& model);
+
+// A value from a request, as an error message may quote it: control bytes
+// and backslashes escaped (\xNN), cut after `max_bytes` with "…".
+std::string printable(std::string_view value, size_t max_bytes = 200);
 
 // Response objects. `id` and `created` are the same for every chunk of a stream.
 struct ResponseHeader {

@@ -117,7 +117,11 @@ std::shared_ptr<Generation> Scheduler::submit(GenerationRequest request) {
   auto generation = std::make_shared<Generation>();
   {
     std::lock_guard lock(mutex_);
-    if (static_cast<int64_t>(queue_.size()) >= options_.queue_limit) return nullptr;
+    // The queue limit counts requests that must wait: those that a free
+    // sequence takes at the next step do not (with --queue 0, every free
+    // sequence still takes a request).
+    const int64_t free = std::max<int64_t>(engine_.sequences() - stats_.active, 0);
+    if (static_cast<int64_t>(queue_.size()) >= options_.queue_limit + free) return nullptr;
     queue_.emplace_back(std::move(request), generation);
     ++stats_.queued;
   }

@@ -2,12 +2,27 @@
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <strings.h>
 #include <ctime>
+#include <deque>
+#include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "runtime/error.hpp"
 
@@ -65,7 +80,8 @@ bool write_some(Reply& r, httplib::DataSink& sink) {
     if (!events.empty() && !write(sse(stream_chunk(p, r.header, *r.tokenizer, events, nullptr)))) return false;
     if (!finish) return true;
     if (finish->reason == "error") {
-      if (!write(sse(error_body(500, "generation failed: " + finish->error)))) return false;
+      std::cerr << "lathe serve: " << r.header.id << ": generation failed: " << finish->error << "\n";
+      if (!write(sse(error_body(500, "generation failed (the server's log says why)")))) return false;
     } else {
       if (!write(sse(stream_chunk(p, r.header, *r.tokenizer, {}, &*finish)))) return false;
       if (r.params.include_usage) {
@@ -82,8 +98,10 @@ bool write_some(Reply& r, httplib::DataSink& sink) {
       r.tokens.push_back(std::move(e));
     }
     if (!finish) return true;
+    if (finish->reason == "error")
+      std::cerr << "lathe serve: " << r.header.id << ": generation failed: " << finish->error << "\n";
     const json body = finish->reason == "error"
-                          ? error_body(500, "generation failed: " + finish->error)
+                          ? error_body(500, "generation failed (the server's log says why)")
                           : completion_response(p, r.header, *r.tokenizer, r.text, r.tokens, *finish);
     if (!write(dump(body))) return false;
   }
@@ -92,36 +110,373 @@ bool write_some(Reply& r, httplib::DataSink& sink) {
   return true;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// Flags every connection's stream reads; set by Server::stop() and cut().
+struct Shutdown {
+  std::atomic<bool> draining{false};  // no new requests: idle connections close
+  std::atomic<bool> cut{false};       // every connection ends now
+};
+
+// One client connection, as httplib's request parser reads it and its
+// responses are written. Unlike httplib's own stream it holds the limits of
+// ServerOptions: a deadline for the whole request (not a timeout per read,
+// which a client sending a byte a second never trips), a cap on the bytes one
+// request may take whatever its framing, and the shutdown flags. Bytes read
+// past one request (pipelining) wait in the buffer for the next.
+class Connection final : public httplib::Stream {
+ public:
+  Connection(int fd, const ServerOptions& options, const Shutdown& shutdown)
+      : fd_(fd), options_(options), shutdown_(shutdown) {}
+
+  // Waits for the first byte of the next request; false when the connection
+  // stays idle past the keep-alive timeout, is closed, or the server stops.
+  bool next_request() {
+    if (begin_ < end_) return !shutdown_.draining;
+    const Clock::time_point until = Clock::now() + options_.keep_alive_timeout;
+    if (!wait(POLLIN, until, /*stop_on_drain=*/true)) return false;
+    return fill() > 0;
+  }
+  // Starts the clocks and counts of one request.
+  void begin_request() {
+    deadline_ = Clock::now() + options_.read_timeout;
+    consumed_ = 0;
+    timed_out_ = over_limit_ = false;
+  }
+  // The request's line and headers may take this much more than its body.
+  static constexpr size_t kHeaderAllowance = 64 << 10;
+
+  bool timed_out() const { return timed_out_; }
+  bool over_limit() const { return over_limit_; }
+  // A handler that left the body unread (or half read) closes the connection.
+  void close_after_response(httplib::Response& res) {
+    close_ = true;
+    res.set_header("Connection", "close");
+  }
+  bool must_close() const { return close_; }
+
+  bool is_readable() const override {
+    return begin_ < end_ || wait(POLLIN, deadline_, false);
+  }
+  bool is_writable() const override {
+    if (shutdown_.cut) return false;
+    return wait(POLLOUT, Clock::now() + options_.write_timeout, false) && alive();
+  }
+  ssize_t read(char* ptr, size_t size) override {
+    if (begin_ == end_) {
+      if (!wait(POLLIN, deadline_, false)) {
+        timed_out_ = !shutdown_.cut;
+        return -1;
+      }
+      const ssize_t n = fill();
+      if (n <= 0) return n;
+    }
+    const size_t n = std::min(size, end_ - begin_);
+    if (consumed_ + n > options_.max_body_bytes + kHeaderAllowance) {
+      over_limit_ = true;
+      return -1;
+    }
+    std::memcpy(ptr, buffer_ + begin_, n);
+    begin_ += n;
+    consumed_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    size_t sent = 0;
+    while (sent < size) {
+      if (!wait(POLLOUT, Clock::now() + options_.write_timeout, false)) return -1;
+      const ssize_t n = ::send(fd_, ptr + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (n <= 0) return -1;
+      sent += static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(::getpeername, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address(::getsockname, ip, port); }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  // Polls in slices, so that a stop or a cut is noticed within one.
+  bool wait(short events, Clock::time_point until, bool stop_on_drain) const {
+    for (;;) {
+      if (shutdown_.cut || (stop_on_drain && shutdown_.draining)) return false;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{fd_, events, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+      if (r > 0) return true;  // ready, or an error the next recv or send reports
+      if (r < 0 && errno != EINTR) return false;
+    }
+  }
+  bool alive() const {
+    if (begin_ < end_) return true;
+    char byte;
+    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+  }
+  ssize_t fill() {
+    ssize_t n;
+    do n = ::recv(fd_, buffer_, sizeof buffer_, 0);
+    while (n < 0 && errno == EINTR);
+    begin_ = 0;
+    end_ = n > 0 ? static_cast<size_t>(n) : 0;
+    return n;
+  }
+  void address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    ip.clear();
+    port = -1;
+    if (get(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+      ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+      port = ntohs(v4->sin_port);
+    } else if (a.ss_family == AF_INET6) {
+      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+      ::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+      port = ntohs(v6->sin6_port);
+    }
+    ip = text;
+  }
+
+  int fd_;
+  const ServerOptions& options_;
+  const Shutdown& shutdown_;
+  char buffer_[16384];
+  size_t begin_ = 0, end_ = 0;
+  size_t consumed_ = 0;  // bytes of the current request taken
+  Clock::time_point deadline_ = Clock::now();
+  bool timed_out_ = false, over_limit_ = false, close_ = false;
+};
+
+// The connection the calling worker thread serves (handlers run on it).
+thread_local Connection* current_connection = nullptr;
+
+// HTTP worker threads, started as connections need them up to a limit; a
+// connection beyond it waits for a thread. httplib's own pool is of a fixed
+// size: slow clients holding every thread left /health unanswered.
+class WorkerPool final : public httplib::TaskQueue {
+ public:
+  explicit WorkerPool(size_t max_threads) : max_(std::max<size_t>(max_threads, 1)) {}
+  ~WorkerPool() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(fn));
+    if (jobs_.size() > idle_ && threads_.size() < max_) threads_.emplace_back([this] { work(); });
+    else ready_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_ && threads_.empty()) return;
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock lock(mutex_);
+        ++idle_;
+        ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        --idle_;
+        if (jobs_.empty()) return;  // stopping, and every connection taken
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  const size_t max_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+// httplib's server with the connections served by Connection: its request
+// parser and response writer (process_request), lathe's reading, limits,
+// keep-alive loop and shutdown.
+class HttpServer final : public httplib::Server {
+ public:
+  HttpServer(const ServerOptions& options) : options_(options) {}
+
+  // Stops accepting: accept() fails on the shut listening socket, httplib
+  // closes it and leaves its loop, then joins the workers. svr_sock_ keeps
+  // its value, so the responses in flight are not cut short (httplib ends a
+  // chunked response early once it reads INVALID_SOCKET there).
+  void drain() {
+    if (shutdown_.draining.exchange(true)) return;
+    const socket_t listening = svr_sock_;
+    if (listening != INVALID_SOCKET) ::shutdown(listening, SHUT_RDWR);
+  }
+  void cut() {
+    shutdown_.cut = true;
+    std::lock_guard lock(connections_mutex_);
+    for (const int fd : connections_) ::shutdown(fd, SHUT_RDWR);
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    {
+      std::lock_guard lock(connections_mutex_);
+      connections_.insert(sock);
+    }
+    {
+      Connection connection(sock, options_, shutdown_);
+      current_connection = &connection;
+      for (int n = 0; n < options_.keep_alive_max; ++n) {
+        if (shutdown_.draining || !connection.next_request()) break;
+        connection.begin_request();
+        const bool last = n + 1 == options_.keep_alive_max;
+        bool closed = false;
+        const bool ok = process_request(connection, last, closed, nullptr);
+        if (!ok || closed || connection.must_close()) break;
+      }
+      current_connection = nullptr;
+      // A response sent before the body was read (413, say): the client
+      // may still be sending. Closing now would answer it with a reset that
+      // can discard the response before the client reads it; so stop
+      // writing, and drop what arrives for a moment first (a lingering close).
+      if (connection.must_close() && !shutdown_.cut) linger(sock);
+    }
+    {
+      std::lock_guard lock(connections_mutex_);
+      connections_.erase(sock);
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return true;
+  }
+
+  static void linger(int fd) {
+    ::shutdown(fd, SHUT_WR);
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(2);
+    char sink[16384];
+    while (Clock::now() < until) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) < 0 && errno != EINTR) return;
+      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
+    }
+  }
+
+  const ServerOptions& options_;
+  Shutdown shutdown_;
+  std::mutex connections_mutex_;
+  std::set<int> connections_;
+};
+
 }  // namespace
 
 struct Server::Impl {
   Scheduler& scheduler;
   Model model;
   ServerOptions options;
-  httplib::Server http;
+  HttpServer http{options};
   std::atomic<uint64_t> next_id{1};
   std::mutex counts_mutex;
   std::map<int, int64_t> responses;  // HTTP status → count
+  std::mutex stopped_mutex;
+  std::condition_variable stopped_changed;
+  bool stopped = false;  // listen() has returned
 
   Impl(Scheduler& s, Model m, ServerOptions o) : scheduler(s), model(std::move(m)), options(std::move(o)) {}
 
-  void completions(const httplib::Request& req, httplib::Response& res, bool chat) {
-    json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const json::parse_error& e) {
-      return send_error(res, 400, error_body(400, std::string("We could not parse the JSON body of your request: ") + e.what()));
+  // Reads the body through `reader`, never more than --max-body bytes in
+  // any framing. False (with the response set, and the connection to be
+  // closed: the rest of the body is unread) when it is over the limit, late
+  // or cut off.
+  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                 std::string& body) {
+    const size_t limit = options.max_body_bytes;
+    const auto too_large = [&] {
+      current_connection->close_after_response(res);
+      send_error(res, 413, error_body(413, "the request body is over the limit of " + std::to_string(limit) + " bytes"));
+      return false;
+    };
+    const std::string coding = req.get_header_value("Transfer-Encoding");
+    const bool chunked = strcasecmp(coding.c_str(), "chunked") == 0;
+    if (!coding.empty() && !chunked) {
+      current_connection->close_after_response(res);
+      send_error(res, 400, error_body(400, "Transfer-Encoding '" + printable(coding, 40) + "' is not supported (chunked is)"));
+      return false;
     }
+    if (!chunked && !req.has_header("Content-Length")) return true;  // no body (RFC 9112 6.3)
+    if (!chunked) {
+      const std::string length = req.get_header_value("Content-Length");
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long n = std::strtoull(length.c_str(), &end, 10);
+      if (length.empty() || *end != '\0' || errno == ERANGE || length[0] == '-') {
+        current_connection->close_after_response(res);
+        send_error(res, 400, error_body(400, "Content-Length '" + printable(length, 40) + "' is not a byte count"));
+        return false;
+      }
+      if (n > limit) return too_large();
+      body.reserve(static_cast<size_t>(n));
+    }
+    bool over = false;
+    const bool ok = reader([&](const char* data, size_t size) {
+      if (body.size() + size > limit) {
+        over = true;
+        return false;
+      }
+      body.append(data, size);
+      return true;
+    });
+    if (over || current_connection->over_limit()) return too_large();
+    if (!ok) {
+      current_connection->close_after_response(res);
+      if (current_connection->timed_out()) {
+        send_error(res, 408, error_body(408, "the request did not arrive within " +
+                                                 std::to_string(options.read_timeout.count() / 1000.0).substr(0, 5) +
+                                                 " s (--read-timeout)"));
+      } else {
+        send_error(res, 400, error_body(400, "the request body could not be read (a malformed chunk, or the client "
+                                             "stopped sending)"));
+      }
+      return false;
+    }
+    return true;
+  }
+
+  void completions(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                   bool chat) {
+    std::string text;
+    if (!read_body(req, res, reader, text)) return;
     auto reply = std::make_shared<Reply>();
     reply->tokenizer = model.tokenizer;
     try {
+      const json body = parse_json_body(text);
       reply->params = parse_completion(body, chat, model);
       reply->generation = scheduler.submit(reply->params.request);
     } catch (const ApiError& e) {
       return send_error(res, e);
     } catch (const Error& e) {
-      return send_error(res, e.kind() == ErrorKind::InvalidArgument ? 400 : 500,
-                        error_body(e.kind() == ErrorKind::InvalidArgument ? 400 : 500, e.what()));
+      const int status = e.kind() == ErrorKind::InvalidArgument ? 400 : 500;
+      if (status == 500) std::cerr << "lathe serve: " << e.what() << "\n";
+      return send_error(res, status, error_body(status, status == 400 ? e.what() : "internal server error (the server's log says why)"));
+    }
+    // A large body's parse and tokenization took memory the allocator
+    // keeps unless asked: give it back, so that big prompts do not grow the
+    // process for good.
+    if (text.size() > (64u << 10)) {
+      std::string().swap(text);
+      ::malloc_trim(0);
     }
     if (!reply->generation) {
       res.set_header("Retry-After", "1");
@@ -179,42 +534,87 @@ struct Server::Impl {
     return out;
   }
 
+  json model_object() const {
+    return {{"id", model.name}, {"object", "model"}, {"created", 0}, {"owned_by", "lathe"},
+            {"meta", {{"context", model.context}, {"sequences", scheduler.sequences()}}}};
+  }
+
   void routes() {
-    http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { completions(q, r, false); });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { completions(q, r, true); });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      const json model_json = {{"id", model.name}, {"object", "model"}, {"created", 0}, {"owned_by", "lathe"},
-                               {"meta", {{"context", model.context}, {"sequences", scheduler.sequences()}}}};
-      res.set_content(dump({{"object", "list"}, {"data", json::array({model_json})}}), "application/json");
+    using httplib::ContentReader;
+    using httplib::Request;
+    using httplib::Response;
+    http.Post("/v1/completions",
+              [this](const Request& q, Response& r, const ContentReader& c) { completions(q, r, c, false); });
+    http.Post("/v1/chat/completions",
+              [this](const Request& q, Response& r, const ContentReader& c) { completions(q, r, c, true); });
+    // Any other POST: refused before its body is read (and the connection
+    // closed, the body unread), so that no route reads a body unbounded.
+    http.Post(".*", [](const Request& req, Response& res, const ContentReader&) {
+      current_connection->close_after_response(res);
+      send_error(res, 404, error_body(404, "no route POST " + printable(req.path)));
     });
-    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    http.Get("/v1/models", [this](const Request&, Response& res) {
+      res.set_content(dump({{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
+    });
+    http.Get("/v1/models/(.+)", [this](const Request& req, Response& res) {
+      const std::string id = httplib::detail::decode_url(req.matches[1].str(), false);
+      if (id != model.name)
+        return send_error(res, 404, error_body(404, "The model '" + printable(id) + "' does not exist; this server serves '" +
+                                                        model.name + "'", "model", "model_not_found"));
+      res.set_content(dump(model_object()), "application/json");
+    });
+    http.Get("/health", [](const Request&, Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
     });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    http.Get("/metrics", [this](const Request&, Response& res) {
       res.set_content(metrics(), "text/plain; version=0.0.4");
     });
-    // Statuses httplib sets itself (404 no such route, 413 body too large,
-    // 400 a malformed request line) get an OpenAI error object too.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!options.cors_origins.empty()) {
+      // Browsers ask first (a preflight OPTIONS) for a JSON POST.
+      http.Options(".*", [](const Request&, Response& res) { res.status = 204; });
+      http.set_post_routing_handler([this](const Request& req, Response& res) {
+        const std::string origin = req.get_header_value("Origin");
+        if (origin.empty()) return;
+        const auto& allowed = options.cors_origins;
+        const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+        if (!any && std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return;
+        res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+        if (!any) res.set_header("Vary", "Origin");
+        if (req.method == "OPTIONS") {
+          res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+          res.set_header("Access-Control-Allow-Headers", "Content-Type, Authorization");
+          res.set_header("Access-Control-Max-Age", "600");
+        }
+      });
+    }
+    // Statuses httplib sets itself (404 no such route, 400 a malformed
+    // request line or header, 414 a line too long) get an OpenAI error
+    // object too.
+    http.set_error_handler(httplib::Server::HandlerWithResponse([](const Request& req, Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       std::string message = "HTTP " + std::to_string(res.status);
-      if (res.status == 404) message = "no route " + req.method + " " + req.path;
-      if (res.status == 413)
-        message = "the request body is over the limit of " + std::to_string(options.max_body_bytes) + " bytes";
+      if (res.status == 404) message = "no route " + printable(req.method, 16) + " " + printable(req.path);
+      if (res.status == 400) message = "a malformed HTTP request (its request line or headers)";
+      if (res.status == 414) message = "the request line is too long";
+      // Where a request was malformed, where the next one starts is unknown.
+      if ((res.status == 400 || res.status == 414) && current_connection) current_connection->close_after_response(res);
       res.set_content(dump(error_body(res.status, message)), "application/json");
       return httplib::Server::HandlerResponse::Handled;
     }));
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string message = "internal error";
+    // What throws here is a defect of the server: the client gets no detail
+    // (a message could name the server's files), the log gets it.
+    http.set_exception_handler([](const Request& req, Response& res, std::exception_ptr ep) {
+      std::string message = "unknown exception";
       try {
         std::rethrow_exception(ep);
       } catch (const std::exception& e) {
         message = e.what();
       } catch (...) {
       }
-      send_error(res, 500, error_body(500, message));
+      std::cerr << "lathe serve: " << printable(req.method, 16) << " " << printable(req.path) << ": " << message << "\n";
+      send_error(res, 500, error_body(500, "internal server error (the server's log says why)"));
     });
-    http.set_logger([this](const httplib::Request&, const httplib::Response& res) {
+    http.set_logger([this](const Request&, const Response& res) {
       std::lock_guard lock(counts_mutex);
       ++responses[res.status];
     });
@@ -225,9 +625,13 @@ Server::Server(Scheduler& scheduler, Model model, ServerOptions options)
     : impl_(std::make_unique<Impl>(scheduler, std::move(model), std::move(options))) {
   const int threads = impl_->options.threads > 0
                           ? impl_->options.threads
-                          : static_cast<int>(scheduler.sequences() + scheduler.queue_limit() + 8);
-  impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+                          : static_cast<int>(scheduler.sequences() + scheduler.queue_limit() + 64);
+  impl_->http.new_task_queue = [threads] { return new WorkerPool(static_cast<size_t>(threads)); };
   impl_->http.set_payload_max_length(impl_->options.max_body_bytes);
+  // What httplib writes in the Keep-Alive header of each response.
+  impl_->http.set_keep_alive_max_count(static_cast<size_t>(impl_->options.keep_alive_max));
+  impl_->http.set_keep_alive_timeout(
+      std::max<time_t>(1, static_cast<time_t>(impl_->options.keep_alive_timeout.count() / 1000)));
   impl_->routes();
 }
 
@@ -243,8 +647,20 @@ int Server::bind() {
   return port;
 }
 
-void Server::listen() { impl_->http.listen_after_bind(); }
+void Server::listen() {
+  impl_->http.listen_after_bind();
+  std::lock_guard lock(impl_->stopped_mutex);
+  impl_->stopped = true;
+  impl_->stopped_changed.notify_all();
+}
 
-void Server::stop() { impl_->http.stop(); }
+void Server::stop() { impl_->http.drain(); }
+
+void Server::cut() { impl_->http.cut(); }
+
+bool Server::wait_stopped(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->stopped_mutex);
+  return impl_->stopped_changed.wait_for(lock, timeout, [&] { return impl_->stopped; });
+}
 
 }  // namespace lathe::serve

@@ -20,14 +20,17 @@ function openai() {
   return require(path.join(nodeModules, 'openai'));
 }
 
-// Runs `body({baseURL, port, client})` against a server started with
-// `extraArgs` after the common ones; the whole run is bounded by `limitMs`.
+// Runs `body({baseURL, port, client, server, serveArgs})` against a server
+// started with `extraArgs` after the common ones (`server`: the child
+// process); the whole run is bounded by `limitMs`. The server must exit 0,
+// whether the test or the harness stops it.
 async function withServer(extraArgs, limitMs, body) {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', ...serveArgs, ...extraArgs];
   console.log(`$ ${binary} ${args.join(' ')}`);
   const server = spawn(binary, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   let exited = null;
   server.on('exit', (code, signal) => { exited = { code, signal }; });
+  server.exited = () => exited;
   const stop = () => { if (exited === null) server.kill('SIGTERM'); };
   process.on('exit', () => { if (exited === null) server.kill('SIGKILL'); });
   const timer = setTimeout(() => {
@@ -49,7 +52,7 @@ async function withServer(extraArgs, limitMs, body) {
     const baseURL = `http://127.0.0.1:${port}`;
     const OpenAI = openai();
     const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120000 });
-    await body({ baseURL, port, client });
+    await body({ baseURL, port, client, server, serveArgs });
   } finally {
     stop();
     // The server ends on SIGTERM once its requests are answered.

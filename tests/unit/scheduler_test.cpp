@@ -215,6 +215,25 @@ TEST_CASE("scheduler: beyond the queue limit submit refuses; a cancelled request
   CHECK(engine.resets >= 2);  // the cancelled request's sequence, then the second's
 }
 
+TEST_CASE("scheduler: with a queue limit of 0 a free sequence still takes a request, a busy one refuses") {
+  FakeEngine engine = make_engine(1);
+  SchedulerOptions o;
+  o.queue_limit = 0;
+  Scheduler s(engine, demo_tokenizer(), o);
+  engine.hold(true);
+  auto first = s.submit(request(prompt_of(1, 8), 400));
+  REQUIRE(first);  // --queue 0 once refused every request
+  while (s.stats().active != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(s.submit(request(prompt_of(2, 8), 4)) == nullptr);
+  first->cancel();
+  engine.hold(false);
+  CHECK(collect(*first).finish.reason == "cancelled");
+  while (s.stats().active != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto again = s.submit(request(prompt_of(3, 8), 4));
+  REQUIRE(again);
+  CHECK(collect(*again).tokens.size() == 4);
+}
+
 TEST_CASE("scheduler: stop strings end the text; requests that cannot run are refused") {
   FakeEngine engine = make_engine(1, 64);
   Scheduler s(engine, demo_tokenizer());

@@ -1,0 +1,113 @@
+// The OpenAI request reader (runtime/serve/openai.hpp) on hostile bodies:
+// nesting depth, numbers beyond their field, echoed values, prompts far over
+// the context. The HTTP side of the same cases is tests/serve/hostile.cjs.
+#include "runtime/serve/openai.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace lathe;
+using namespace lathe::serve;
+using nlohmann::json;
+
+namespace {
+
+const text::Tokenizer& demo_tokenizer() {
+  static const text::Tokenizer t = text::Tokenizer::from_sentencepiece(LATHE_SOURCE_DIR "/models/demo/tokenizer.model");
+  return t;
+}
+
+Model demo_model(int64_t context = 256) { return Model{"demo", &demo_tokenizer(), nullptr, "<s>", "</s>", context}; }
+
+// The ApiError a call throws (status 0 when it throws none).
+template <class F>
+ApiError error_of(F f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    return e;
+  }
+  return ApiError(0, "no error");
+}
+
+}  // namespace
+
+TEST_CASE("openai: a body nested deeper than the limit is refused before a tree is built") {
+  const int depth = 100000;
+  const std::string deep = R"({"messages":[{"role":"user","content":)" + std::string(depth, '[') +
+                           std::string(depth, ']') + "}]}";
+  const ApiError e = error_of([&] { parse_json_body(deep); });
+  CHECK(e.status == 400);
+  CHECK(std::string(e.what()).find("more than 64 deep") != std::string::npos);
+  CHECK(std::string(e.what()).find("messages[0].content") != std::string::npos);
+  // At the limit it parses.
+  const std::string ok = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  CHECK(parse_json_body(ok).is_array());
+  CHECK(error_of([&] { parse_json_body("[" + ok + "]"); }).status == 400);
+}
+
+TEST_CASE("openai: malformed JSON and numbers beyond a double are 400s naming what they can") {
+  CHECK(error_of([] { parse_json_body(R"({"a": [1, 2)"); }).status == 400);
+  CHECK(error_of([] { parse_json_body(""); }).status == 400);
+  const ApiError big = error_of([] { parse_json_body(R"({"prompt": "a", "max_tokens": 1e400})"); });
+  CHECK(big.status == 400);
+  CHECK(big.param == "max_tokens");
+  const ApiError nested = error_of([] { parse_json_body(R"({"messages": [{"x": 1}, {"temperature": -1e999}]})"); });
+  CHECK(nested.param == "messages[1].temperature");
+}
+
+TEST_CASE("openai: an integer beyond int64 is out of range as written, not wrapped") {
+  const Model model = demo_model();
+  const json body = parse_json_body(R"({"prompt": "And", "max_tokens": 18446744073709551615})");
+  const ApiError e = error_of([&] { parse_completion(body, false, model); });
+  CHECK(e.status == 400);
+  CHECK(e.param == "max_tokens");
+  CHECK(std::string(e.what()).find("18446744073709551615") != std::string::npos);
+  CHECK(std::string(e.what()).find("-1") == std::string::npos);
+  // A seed takes any 64-bit pattern.
+  const json seeded = parse_json_body(R"({"prompt": "And", "seed": 18446744073709551615})");
+  CHECK(parse_completion(seeded, false, model).request.sampling.seed == UINT64_MAX);
+}
+
+TEST_CASE("openai: echoed values are printable and bounded") {
+  CHECK(printable("a\x01" "b\x1b[31m\\") == "a\\x01b\\x1b[31m\\x5c");
+  CHECK(printable(std::string(1000, 'x'), 10) == std::string(10, 'x') + "…");
+  const json body = {{"model", std::string("evil\x01") + std::string(5000, 'x')}, {"prompt", "a"}};
+  const ApiError e = error_of([&] { parse_completion(body, false, demo_model()); });
+  CHECK(e.status == 404);
+  CHECK(std::string(e.what()).find('\x01') == std::string::npos);
+  CHECK(std::string(e.what()).size() < 400);
+}
+
+TEST_CASE("openai: a prompt far over the context is refused from a prefix; one that fits is encoded exactly") {
+  const Model model = demo_model(256);
+  std::string words;
+  while (words.size() < 200000) words += "and the LORD said unto Moses ";
+  const ApiError e = error_of([&] { parse_completion(json{{"prompt", words}}, false, model); });
+  CHECK(e.status == 400);
+  CHECK(e.code == "context_length_exceeded");
+  CHECK(std::string(e.what()).find("more than 256 tokens") != std::string::npos);
+  // Just under the limit: the ids are those of encoding the whole text.
+  std::string fits;
+  while (demo_tokenizer().encode(fits + "and the LORD ", true).size() < 200) fits += "and the LORD ";
+  const CompletionParams p = parse_completion(json{{"prompt", fits}, {"max_tokens", 8}}, false, model);
+  CHECK(p.request.prompt == demo_tokenizer().encode(fits, true));
+  // A long prompt of many bytes that still fits (long words) is not cut by a prefix.
+  const Model wide = demo_model(100000);
+  const CompletionParams q = parse_completion(json{{"prompt", words.substr(0, 20000)}, {"max_tokens", 1}}, false, wide);
+  CHECK(q.request.prompt == demo_tokenizer().encode(words.substr(0, 20000), true));
+}
+
+TEST_CASE("openai: tools, tool_choice and response_format are refused by name, their empty forms pass") {
+  const Model model = demo_model();
+  const auto param_of = [&](const char* extra) {
+    return error_of([&] { parse_completion(parse_json_body(std::string(R"({"prompt": "a", )") + extra + "}"), false, model); })
+        .param;
+  };
+  CHECK(param_of(R"("tools": [{"type": "function", "function": {"name": "f"}}])") == "tools");
+  CHECK(param_of(R"("tool_choice": "auto")") == "tool_choice");
+  CHECK(param_of(R"("response_format": {"type": "json_object"})") == "response_format");
+  CHECK(param_of(R"("functions": [{"name": "f"}])") == "functions");
+  CHECK(param_of(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})").empty());
+}
