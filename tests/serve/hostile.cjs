@@ -50,7 +50,7 @@ function rssKiB(pid) {
 }
 
 main(() => withServer(['--parallel', '1', '--queue', '0', '--max-body', '262144', '--read-timeout', '2',
-                       '--keep-alive', '1', '--http-threads', '6'], 300000,
+                       '--keep-alive', '1', '--http-threads', '6', '--cors', 'https://app.example'], 300000,
                       async ({ baseURL, port, client, server, serveArgs }) => {
   const model = (await client.models.list()).data[0].id;
   const health = async () => (await fetch(`${baseURL}/health`)).status;
@@ -205,6 +205,20 @@ main(() => withServer(['--parallel', '1', '--queue', '0', '--max-body', '262144'
     const missing = await fetch(`${baseURL}/v1/models/gpt-4o`);
     assert.equal(missing.status, 404);
     assert.equal((await missing.json()).error.code, 'model_not_found');
+  });
+
+  await step('CORS: the allowed origin gets its headers and preflight, another none', async () => {
+    const pre = await fetch(`${baseURL}/v1/chat/completions`, { method: 'OPTIONS', headers: {
+      origin: 'https://app.example', 'access-control-request-method': 'POST',
+      'access-control-request-headers': 'content-type' } });
+    assert.equal(pre.status, 204);
+    assert.equal(pre.headers.get('access-control-allow-origin'), 'https://app.example');
+    assert.match(pre.headers.get('access-control-allow-methods'), /POST/);
+    const allowed = await fetch(`${baseURL}/health`, { headers: { origin: 'https://app.example' } });
+    assert.equal(allowed.headers.get('access-control-allow-origin'), 'https://app.example');
+    const other = await fetch(`${baseURL}/health`, { headers: { origin: 'https://evil.example' } });
+    assert.equal(other.status, 200);
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
   });
 
   await step('the server still serves', async () => {
