@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "generator/clang/check.hpp"
 #include "generator/clang/format.hpp"
+#include "generator/driver/cache.hpp"
 #include "generator/driver/model_build.hpp"
 #include "generator/driver/process.hpp"
 #include "generator/emit/emit_cpp.hpp"
@@ -207,9 +209,10 @@ std::optional<Built> build_model(const std::string& spec_path, bool verbose) {
   const lathe::driver::Toolchain toolchain = lathe::driver::find_toolchain();
   std::ifstream spec_file(spec_path, std::ios::binary);
   const std::string spec_text((std::istreambuf_iterator<char>(spec_file)), std::istreambuf_iterator<char>());
+  // The canonical path: ./m.toml, m.toml and a link to it are one entry.
   const std::string key = lathe::driver::Hash()
                               .add(lathe::driver::toolchain_key(toolchain))
-                              .add(fs::absolute(spec_path).string())
+                              .add(fs::weakly_canonical(spec_path).string())
                               .add(spec_text)
                               .hex();
   const std::string name = lathe::emit::model_namespace(spec->name);
@@ -217,6 +220,8 @@ std::optional<Built> build_model(const std::string& spec_path, bool verbose) {
   const fs::path exe = dir / name;
   if (fs::exists(exe)) {
     if (verbose) std::cerr << "lathe: " << exe.string() << " (cached)\n";
+    std::error_code error;
+    fs::last_write_time(dir, fs::file_time_type::clock::now(), error);  // used now: the last to be pruned
     return Built{exe, true};
   }
   auto planned = load_planned(spec_path);
@@ -237,6 +242,9 @@ std::optional<Built> build_model(const std::string& spec_path, bool verbose) {
   }
   std::fprintf(stderr, "lathe: built %s in %.1f s\n", exe.c_str(),
                std::chrono::duration<double>(Clock::now() - start).count());
+  // Keep the cache within its limit: the least recently used builds go.
+  for (const auto& gone : lathe::driver::prune_cache(cache, std::nullopt, lathe::driver::cache_limit(), dir))
+    if (verbose) std::cerr << "lathe: removed " << gone.path.string() << " from the cache (LATHE_CACHE_LIMIT)\n";
   return Built{exe, false};
 }
 
@@ -302,6 +310,52 @@ int cmd_run(const std::string& model, std::vector<std::string> args, bool verbos
   std::cout.flush();
   const std::string why = lathe::driver::exec(command);
   throw lathe::Error(lathe::ErrorKind::Io, built->exe.string() + ": cannot run: " + why);
+}
+
+// `lathe cache`: every entry with its size and the time since its last use;
+// `lathe cache clean`: all of them, or those unused for --older-than days.
+std::string cache_or_throw() {
+  const std::string cache = lathe::cache_dir();
+  if (cache.empty())
+    throw lathe::Error(lathe::ErrorKind::NotFound, "no cache directory: set LATHE_CACHE_DIR (or XDG_CACHE_HOME or HOME)");
+  return cache;
+}
+
+std::string age_text(std::filesystem::file_time_type used) {
+  const double s = std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - used).count();
+  char text[32];
+  if (s < 3600) std::snprintf(text, sizeof text, "%.0f min", s / 60);
+  else if (s < 86400 * 2) std::snprintf(text, sizeof text, "%.1f h", s / 3600);
+  else std::snprintf(text, sizeof text, "%.0f days", s / 86400);
+  return text;
+}
+
+int cmd_cache_list() {
+  const std::string cache = cache_or_throw();
+  const auto entries = lathe::driver::list_cache(cache);
+  uint64_t total = 0;
+  std::printf("%-10s %12s %10s  %s\n", "kind", "size", "last used", "path");
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    std::printf("%-10s %12s %10s  %s\n", it->kind.c_str(), lathe::driver::format_bytes(it->bytes).c_str(),
+                age_text(it->used).c_str(), it->path.c_str());
+    total += it->bytes;
+  }
+  std::printf("%zu entries, %s in %s (builds are pruned beyond %s: LATHE_CACHE_LIMIT)\n", entries.size(),
+              lathe::driver::format_bytes(total).c_str(), cache.c_str(),
+              lathe::driver::format_bytes(lathe::driver::cache_limit()).c_str());
+  return 0;
+}
+
+int cmd_cache_clean(std::optional<double> older_than_days) {
+  const std::string cache = cache_or_throw();
+  std::optional<std::chrono::seconds> older;
+  if (older_than_days) older = std::chrono::seconds(static_cast<int64_t>(*older_than_days * 86400));
+  else older = std::chrono::seconds(-1);  // every entry
+  const auto removed = lathe::driver::prune_cache(cache, older, std::nullopt);
+  uint64_t total = 0;
+  for (const auto& e : removed) total += e.bytes;
+  std::printf("removed %zu entries, %s\n", removed.size(), lathe::driver::format_bytes(total).c_str());
+  return 0;
 }
 
 }  // namespace
@@ -389,6 +443,12 @@ int main(int argc, char** argv) {
   run->add_flag("-v,--verbose", verbose, "Print what is imported, built and run");
   run->prefix_command();  // everything after MODEL is the model executable's
 
+  auto* cache = app.add_subcommand("cache", "List what lathe keeps in its cache (builds, imported specs, pipeline "
+                                           "caches) with sizes and last use; `lathe cache clean` prunes it");
+  auto* cache_clean = cache->add_subcommand("clean", "Remove every cache entry, or those unused for --older-than days");
+  std::optional<double> older_than;
+  cache_clean->add_option("--older-than", older_than, "Days since the entry's last use")->check(CLI::NonNegativeNumber);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices) return cmd_devices(validation);
@@ -399,6 +459,8 @@ int main(int argc, char** argv) {
     if (*quantize) return cmd_quantize(quantize_in, quantize_out, quantize_type, quantize_weights);
     if (*build) return cmd_build(spec_path, build_out, verbose);
     if (*run) return cmd_run(run_model, run->remaining(), verbose);
+    if (*cache_clean) return cmd_cache_clean(older_than);
+    if (*cache) return cmd_cache_list();
   } catch (const lathe::importer::ImportError& e) {
     std::cerr << e.what() << "\n";  // every line already names the config
     return 1;
