@@ -24,6 +24,7 @@
 #include "runtime/model/session.hpp"
 #include "runtime/serve/server.hpp"
 #include "runtime/text/chat_template.hpp"
+#include "runtime/version.hpp"
 #include "runtime/text/generate.hpp"
 #include "runtime/vk/device.hpp"
 #include "runtime/weights/gguf.hpp"
@@ -656,6 +657,7 @@ int main(int argc, char** argv) {
   const lathe::ModelInfo& m = lathe::model_info();
   CLI::App app{std::string("lathe build of ") + std::string(m.name)};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [&] { return lathe::version_text(std::string(m.name) + " (lathe)"); });
   auto* info = app.add_subcommand("info", "The model's configuration, manifest and dispatch plan");
 
   auto* random = app.add_subcommand("random-weights", "Write a safetensors file of random weights for this model");

@@ -22,10 +22,13 @@
 #include "generator/lower/model_plan.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
+#include "core/manifest.hpp"
 #include "runtime/cache_dir.hpp"
 #include "runtime/error.hpp"
+#include "runtime/version.hpp"
 #include "runtime/vk/device_info.hpp"
 #include "runtime/vk/instance.hpp"
+#include "runtime/weights/checkpoint.hpp"
 
 namespace {
 
@@ -248,10 +251,69 @@ std::optional<Built> build_model(const std::string& spec_path, bool verbose) {
   return Built{exe, false};
 }
 
-// `lathe build`: the model executable of a spec, copied to <out>/<name>.
-int cmd_build(const std::string& spec_path, const std::string& out_dir, bool verbose) {
+// What --help after the model of `lathe run` becomes (model_first()), so
+// that it reaches the model executable rather than run's own parser.
+constexpr const char* kModelHelp = "--lathe-model-help";
+
+// What `lathe build` and `lathe run` take: a spec (.toml), a Hugging Face
+// model directory, a GGUF file or a directory holding one. A checkpoint is
+// imported to a spec kept in the cache, and is the weights to run with.
+struct Resolved {
+  std::string spec_path;
+  std::string weights;  // empty for a spec
+};
+Resolved resolve_model(const std::string& model, bool verbose) {
   namespace fs = std::filesystem;
-  const std::optional<Built> built = build_model(spec_path, verbose);
+  if (fs::path(model).extension() == ".toml") return {model, ""};
+  if (!fs::is_directory(model) && fs::path(model).extension() != ".gguf")
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument,
+                       model + ": not a spec (.toml), a Hugging Face model directory or a .gguf file");
+  const lathe::importer::ImportResult imported = lathe::importer::import_model_config(model);
+  const std::string cache = lathe::cache_dir();
+  if (cache.empty())
+    throw lathe::Error(lathe::ErrorKind::NotFound,
+                       "no cache directory for imported specs: set LATHE_CACHE_DIR (or XDG_CACHE_HOME or HOME)");
+  const fs::path specs = fs::path(cache) / "specs";
+  fs::create_directories(specs);
+  Resolved r;
+  r.spec_path = (specs / (imported.spec.name + "-" + lathe::driver::Hash().add(imported.text).hex() + ".toml")).string();
+  if (!fs::exists(r.spec_path) && !lathe::emit::write_if_changed(r.spec_path, imported.text))
+    throw lathe::Error(lathe::ErrorKind::Io, r.spec_path + ": cannot write the imported spec");
+  if (verbose) std::cerr << "lathe: " << model << " imported to " << r.spec_path << "\n";
+  r.weights = model;
+  // A directory holding one GGUF file (and no config.json): the file itself,
+  // so that the model executable finds its vocabulary as the tokenizer.
+  if (fs::is_directory(model) && !fs::exists(fs::path(model) / "config.json"))
+    for (const auto& e : fs::directory_iterator(model))
+      if (e.path().extension() == ".gguf") r.weights = e.path().string();
+  return r;
+}
+
+// `lathe build`: the model executable of a model (resolve_model), copied to
+// <out>/<name>. Weights given with a spec are checked against its manifest
+// first: a checkpoint that does not fit is named before anything is built.
+int cmd_build(const std::string& model, const std::string& weights, const std::string& out_dir, bool verbose) {
+  namespace fs = std::filesystem;
+  const Resolved resolved = resolve_model(model, verbose);
+  const std::string checkpoint = weights.empty() ? resolved.weights : weights;
+  if (!checkpoint.empty()) {
+    const auto spec = load_spec(resolved.spec_path);
+    if (!spec) return 1;
+    // The spec's manifest as a build's constexpr one reads (names point into `manifest`).
+    const lathe::spec::Manifest manifest = lathe::spec::build_manifest(*spec);
+    std::vector<lathe::ManifestEntry> entries;
+    for (const lathe::spec::TensorSpec& t : manifest.tensors)
+      entries.push_back({t.role, t.bias, static_cast<int32_t>(t.layer), static_cast<int32_t>(t.expert), t.name,
+                         static_cast<uint8_t>(t.shape.size()), {t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1},
+                         t.dtype, static_cast<int32_t>(t.slice)});
+    lathe::weights::Checkpoint file(checkpoint);
+    file.match_names(entries);
+    const std::string misfit = file.misfit(spec->name, spec->dims.hidden, spec->dims.layers);
+    if (!misfit.empty()) throw lathe::Error(lathe::ErrorKind::BadFile, misfit);
+    file.require_matches(entries);
+    if (verbose) std::cerr << "lathe: " << checkpoint << " fits " << resolved.spec_path << "\n";
+  }
+  const std::optional<Built> built = build_model(resolved.spec_path, verbose);
   if (!built) return 1;
   fs::create_directories(out_dir);
   const fs::path target = fs::path(out_dir) / built->exe.filename();
@@ -266,27 +328,10 @@ int cmd_build(const std::string& spec_path, const std::string& out_dir, bool ver
 // executable (built or cached) → exec'd with `args`: a command of the model
 // executable first (default: generate), then its options. A checkpoint is
 // imported to a spec in the cache and passed on as -w, unless `args` give one.
-int cmd_run(const std::string& model, std::vector<std::string> args, bool verbose) {
-  namespace fs = std::filesystem;
-  std::string spec_path = model;
-  std::string weights;
-  if (fs::is_directory(model) || fs::path(model).extension() == ".gguf") {
-    const lathe::importer::ImportResult imported = lathe::importer::import_model_config(model);
-    const std::string cache = lathe::cache_dir();
-    if (cache.empty())
-      throw lathe::Error(lathe::ErrorKind::NotFound,
-                         "no cache directory for imported specs: set LATHE_CACHE_DIR (or XDG_CACHE_HOME or HOME)");
-    const fs::path specs = fs::path(cache) / "specs";
-    fs::create_directories(specs);
-    spec_path = (specs / (imported.spec.name + "-" + lathe::driver::Hash().add(imported.text).hex() + ".toml")).string();
-    if (!fs::exists(spec_path) && !lathe::emit::write_if_changed(spec_path, imported.text))
-      throw lathe::Error(lathe::ErrorKind::Io, spec_path + ": cannot write the imported spec");
-    if (verbose) std::cerr << "lathe: " << model << " imported to " << spec_path << "\n";
-    weights = model;
-  } else if (fs::path(model).extension() != ".toml") {
-    throw lathe::Error(lathe::ErrorKind::InvalidArgument,
-                       "run: " + model + ": not a spec (.toml), a Hugging Face model directory or a .gguf file");
-  }
+int cmd_run(const std::string& model, std::vector<std::string> args, bool verbose, const std::string& run_help) {
+  const Resolved resolved = resolve_model(model, verbose);
+  const std::string& spec_path = resolved.spec_path;
+  const std::string& weights = resolved.weights;
   const std::optional<Built> built = build_model(spec_path, verbose);
   if (!built) return 1;
   lathe::driver::Command command = {built->exe.string()};
@@ -295,7 +340,13 @@ int cmd_run(const std::string& model, std::vector<std::string> args, bool verbos
     args.erase(flag);
     args.insert(args.begin(), "serve");
   }
-  if (args.empty() || args.front().starts_with("-")) {
+  const bool help_only = args.size() == 1 && args[0] == kModelHelp;
+  std::replace(args.begin(), args.end(), std::string(kModelHelp), std::string("--help"));
+  if (help_only) {
+    // lathe run's options, then every command and option of the model's executable.
+    std::cout << run_help << "\nThe model executable " << built->exe.filename().string()
+              << " (its commands; `lathe run MODEL COMMAND --help` for a command's options):\n";
+  } else if (args.empty() || args.front().starts_with("-")) {
     command.push_back("generate");
   } else {
     command.push_back(args.front());
@@ -304,12 +355,47 @@ int cmd_run(const std::string& model, std::vector<std::string> args, bool verbos
   const bool has_weights = std::any_of(args.begin(), args.end(), [](const std::string& a) {
     return a == "-w" || a.starts_with("--weights") || (a.starts_with("-w") && a.size() > 2);
   });
-  if (!weights.empty() && !has_weights) command.insert(command.end(), {"-w", weights});
+  if (!weights.empty() && !has_weights && command.size() > 1) command.insert(command.end(), {"-w", weights});
   command.insert(command.end(), args.begin(), args.end());
   if (verbose) std::cerr << "lathe: " << lathe::driver::quote(command) << "\n";
   std::cout.flush();
   const std::string why = lathe::driver::exec(command);
   throw lathe::Error(lathe::ErrorKind::Io, built->exe.string() + ": cannot run: " + why);
+}
+
+// `lathe run` takes the model executable's options before the model too
+// (`lathe run -n 8 model.gguf -p Hi`): those are moved after it, where the
+// executable's command and options go; lathe's own -v stays. The model is
+// the first path argument that is a spec, a .gguf or a directory and is no
+// option's value.
+std::vector<std::string> model_first(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] != "run") return args;
+  // --help after the model is the model executable's (CLI11 would take it as run's).
+  auto model_help = [](std::vector<std::string> a, size_t model) {
+    for (size_t j = model + 1; j < a.size(); ++j)
+      if (a[j] == "-h" || a[j] == "--help") a[j] = kModelHelp;
+    return a;
+  };
+  static const std::vector<std::string> with_value = {"-w", "--weights", "--tokenizer", "-f", "--file", "-o", "--output"};
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool is_value = std::find(with_value.begin(), with_value.end(), args[i - 1]) != with_value.end();
+    if (a.starts_with("-") || is_value) continue;
+    std::error_code error;
+    if (!(fs::path(a).extension() == ".toml" || fs::path(a).extension() == ".gguf" || fs::is_directory(a, error)))
+      continue;
+    if (i == 1) return model_help(args, 1);
+    std::vector<std::string> before, own;
+    for (size_t j = 1; j < i; ++j) (args[j] == "-v" || args[j] == "--verbose" ? own : before).push_back(args[j]);
+    std::vector<std::string> out = {"run"};
+    out.insert(out.end(), own.begin(), own.end());
+    out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+    out.insert(out.end(), before.begin(), before.end());
+    return model_help(out, 1 + own.size());
+  }
+  return args;
 }
 
 // `lathe cache`: every entry with its size and the time since its last use;
@@ -363,6 +449,7 @@ int cmd_cache_clean(std::optional<double> older_than_days) {
 int main(int argc, char** argv) {
   CLI::App app{"lathe: a transformer spec in, a model-specific Vulkan inference build out"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] { return lathe::version_text("lathe"); });
 
   bool validation = false;
   auto* devices = app.add_subcommand("devices", "List the Vulkan devices, their memory and the limits that matter");
@@ -425,10 +512,17 @@ int main(int argc, char** argv) {
   quantize->add_option("--type", quantize_type, "The llama.cpp mixture")->required()->check(CLI::IsMember(mixture_keys));
 
   std::string build_out = ".";
+  std::string build_model_path, build_weights;
   bool verbose = false;
   auto* build = app.add_subcommand(
-      "build", "Generate and compile the model executable of a spec (cached: the same spec and lathe, no rebuild)");
-  build->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
+      "build", "Generate and compile the model executable of a spec, a Hugging Face directory or a GGUF file (cached: "
+               "the same spec and lathe, no rebuild)");
+  build->add_option("model", build_model_path,
+                    "A spec (.toml), a Hugging Face model directory, a .gguf file or a directory holding one")
+      ->required()
+      ->check(CLI::ExistingPath);
+  build->add_option("-w,--weights", build_weights, "A checkpoint the spec's build must fit: checked before building")
+      ->check(CLI::ExistingPath);
   build->add_option("-o,--out", build_out, "Directory to put the executable in")->capture_default_str();
   build->add_flag("-v,--verbose", verbose, "Print the compile and link commands");
 
@@ -437,7 +531,8 @@ int main(int argc, char** argv) {
       "run", "Build (or reuse) the model executable of a spec, a Hugging Face directory or a GGUF file and run it: "
              "lathe run MODEL [COMMAND] [OPTIONS]; COMMAND defaults to generate (--serve: the serve command, an "
              "OpenAI-compatible server), OPTIONS are the model executable's (a checkpoint is passed as -w)");
-  run->add_option("model", run_model, "A spec (.toml), a Hugging Face model directory or a .gguf file")
+  run->add_option("model", run_model,
+                  "A spec (.toml), a Hugging Face model directory, a .gguf file or a directory holding one")
       ->required()
       ->check(CLI::ExistingPath);
   run->add_flag("-v,--verbose", verbose, "Print what is imported, built and run");
@@ -449,7 +544,10 @@ int main(int argc, char** argv) {
   std::optional<double> older_than;
   cache_clean->add_option("--older-than", older_than, "Days since the entry's last use")->check(CLI::NonNegativeNumber);
 
-  CLI11_PARSE(app, argc, argv);
+  const std::vector<std::string> arguments = model_first(argc, argv);
+  std::vector<const char*> pointers = {argv[0]};
+  for (const std::string& a : arguments) pointers.push_back(a.c_str());
+  CLI11_PARSE(app, static_cast<int>(pointers.size()), const_cast<char**>(pointers.data()));
   try {
     if (*devices) return cmd_devices(validation);
     if (*report) return cmd_report(spec_path, json, prefill, decode);
@@ -457,8 +555,8 @@ int main(int argc, char** argv) {
     if (*check) return cmd_check(spec_path, root, inject);
     if (*import) return cmd_import(import_path, import_out, import_name);
     if (*quantize) return cmd_quantize(quantize_in, quantize_out, quantize_type, quantize_weights);
-    if (*build) return cmd_build(spec_path, build_out, verbose);
-    if (*run) return cmd_run(run_model, run->remaining(), verbose);
+    if (*build) return cmd_build(build_model_path, build_weights, build_out, verbose);
+    if (*run) return cmd_run(run_model, run->remaining(), verbose, run->help());
     if (*cache_clean) return cmd_cache_clean(older_than);
     if (*cache) return cmd_cache_list();
   } catch (const lathe::importer::ImportError& e) {

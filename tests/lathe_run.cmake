@@ -12,6 +12,9 @@
 #   serve  lathe run DIR --serve --port 99999: --serve means the serve
 #          command, whose own option check refuses the port (nothing listens)
 #   error  lathe run on a file that is no model names it
+#   forms  lathe build of a directory, a GGUF file and a directory holding
+#          one; options before the model; weights that do not fit refused
+#          before building; --help after the model; --version
 #   cache  the key is the canonical path, builds carry no debug information,
 #          lathe cache lists, LATHE_CACHE_LIMIT prunes, lathe cache clean
 #          empties (the last step: it removes the others' builds)
@@ -86,6 +89,42 @@ elseif(STEP STREQUAL "error")
                   ERROR_VARIABLE err OUTPUT_QUIET)
   if(rc EQUAL 0 OR NOT err MATCHES "notes.txt: not a spec")
     message(FATAL_ERROR "lathe run notes.txt: exit ${rc}, ${err}")
+  endif()
+elseif(STEP STREQUAL "forms")
+  # lathe build takes what lathe run takes; options may come before the model.
+  file(READ ${WORK_DIR}/spec.ids expected)
+  run(out ${LATHE} build hf -o out-forms)
+  run(out ${LATHE} build model.gguf -o out-forms)
+  file(MAKE_DIRECTORY ${WORK_DIR}/gguf-dir)
+  file(COPY_FILE ${WORK_DIR}/model.gguf ${WORK_DIR}/gguf-dir/model.gguf)
+  run(out ${LATHE} build gguf-dir -o out-forms)
+  run(out ${LATHE} run -t ${tokens} -n 4 gguf-dir)
+  if(NOT out STREQUAL expected)
+    message(FATAL_ERROR "lathe run -t … gguf-dir gave ${out}, the spec's build ${expected}")
+  endif()
+  run(out ${LATHE} run -n 4 -v hf -t ${tokens})
+  if(NOT out STREQUAL expected OR NOT out_err MATCHES "imported to")
+    message(FATAL_ERROR "lathe run -n 4 -v hf -t … gave ${out}${out_err}, the spec's build ${expected}")
+  endif()
+  # Weights that do not fit the spec are refused before anything is built.
+  execute_process(COMMAND ${LATHE} build ${GGUF_SPEC} -w hf/model.safetensors -o out-forms WORKING_DIRECTORY ${WORK_DIR}
+                  RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+  if(rc EQUAL 0 OR err MATCHES "building" OR NOT err MATCHES "model.safetensors")
+    message(FATAL_ERROR "lathe build with weights of another naming: exit ${rc}, ${err}")
+  endif()
+  run(out ${LATHE} build ${SPEC} -w hf/model.safetensors -o out-forms)
+  # --help after the model: run's options and the model executable's commands.
+  run(out ${LATHE} run ${SPEC} --help)
+  if(NOT out MATCHES "-v,--verbose" OR NOT out MATCHES "Subcommands:.*generate.*serve")
+    message(FATAL_ERROR "lathe run SPEC --help: ${out}")
+  endif()
+  run(out ${LATHE} --version)
+  if(NOT out MATCHES "^lathe [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit [^)]+\\)\nVulkan loader [0-9.]+\ndevice \\[0\\]")
+    message(FATAL_ERROR "lathe --version: ${out}")
+  endif()
+  run(out out-forms/tiny_llama_gqa --version)
+  if(NOT out MATCHES "^tiny-llama-gqa \\(lathe\\) [0-9.]+ \\(commit")
+    message(FATAL_ERROR "tiny_llama_gqa --version: ${out}")
   endif()
 elseif(STEP STREQUAL "cache")
   # The key is the spec's canonical path: m.toml and ./m.toml are one entry.
