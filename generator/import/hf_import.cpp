@@ -987,11 +987,20 @@ class Importer {
       c_.use("num_key_value_heads");
       d.set("kv_heads", heads.value, "num_key_value_heads = null: MHA");
     } else {
+      const bool given = c_.present("num_key_value_heads");
       auto kv = c_.integer_or("num_key_value_heads", kv_default, 1, kMaxHeads);
       d.set("kv_heads", kv.value, kv.note);
-      if (heads.value > 0 && kv.value > 0 && heads.value % kv.value != 0)
-        c_.error("num_attention_heads (" + std::to_string(heads.value) + ") is not a multiple of " + kv.note + " (" +
-                 std::to_string(kv.value) + ")");
+      if (heads.value > 0 && kv.value > 0 && heads.value % kv.value != 0) {
+        std::string message = "num_attention_heads (" + std::to_string(heads.value) + ") is not a multiple of " +
+                              kv.note + " (" + std::to_string(kv.value) + ")";
+        // A config that leaves the key out gets the class's default, which
+        // fits only the model the class was written for (Qwen2's 32).
+        if (!given)
+          message += ": the config has no num_key_value_heads, and transformers' config class for this model_type "
+                     "defaults it to " + std::to_string(kv_default) + "; add \"num_key_value_heads\" (" +
+                     std::to_string(heads.value) + " for multi-head attention) to config.json";
+        c_.error(message);
+      }
     }
     if (explicit_head_dim) d.set("head_dim", head_dim, head_note);
 
@@ -1773,8 +1782,12 @@ ImportResult import_hf(const std::string& path, ImportOptions options) {
   const fs::path config_path = is_dir ? fs::path(path) / "config.json" : fs::path(path);
   const std::string text = read_text(config_path.string());
   if (options.file == ImportOptions{}.file) options.file = config_path.string();
-  const json config = json::parse(text, nullptr, false);
-  if (config.is_discarded()) throw Error(ErrorKind::BadFile, config_path.string() + ": not valid JSON");
+  json config;
+  try {
+    config = json::parse(text);
+  } catch (const json::exception& e) {  // what() says the line and column
+    throw Error(ErrorKind::BadFile, config_path.string() + ": not valid JSON: " + e.what());
+  }
   if (!config.is_object()) throw Error(ErrorKind::BadFile, config_path.string() + ": expected a JSON object");
 
   if (options.name.empty()) {

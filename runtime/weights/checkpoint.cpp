@@ -114,8 +114,12 @@ void Checkpoint::open_index(const std::string& index) {
   if (!in) throw Error(fs::exists(index) ? ErrorKind::Io : ErrorKind::NotFound, index + ": cannot open");
   std::ostringstream text;
   text << in.rdbuf();
-  const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
-  if (json.is_discarded()) bad("not valid JSON");
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {  // what() says the line and column
+    bad(std::string("not valid JSON: ") + e.what());
+  }
   if (!json.is_object() || !json.contains("weight_map") || !json["weight_map"].is_object())
     bad("no \"weight_map\" object (a Hugging Face index maps every tensor name to its shard)");
   // Shards in order of first mention; each a plain file name beside the index.

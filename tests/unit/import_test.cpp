@@ -834,6 +834,12 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     json config = json::parse(kSmolLM2);
     config["num_key_value_heads"] = 4;
     CHECK(import_error(config) == "config.json: num_attention_heads (9) is not a multiple of num_key_value_heads (4)");
+    // Qwen2's class default of 32 key/value heads, when the key is left out, is explained.
+    json qwen = json::parse(kQwen25_05B);
+    qwen.erase("num_key_value_heads");
+    CHECK(contains(import_error(qwen), "the config has no num_key_value_heads, and transformers' config class for this "
+                                       "model_type defaults it to 32; add \"num_key_value_heads\" (14 for multi-head "
+                                       "attention) to config.json"));
     config = json::parse(kSmolLM2);
     config["rms_norm_eps"] = 2;
     CHECK(import_error(config) == "config.json: rms_norm_eps = 2: must be in (0, 1]");
@@ -1087,9 +1093,11 @@ TEST_CASE("import_hf: names and files") {
   CHECK(sanitize_model_name("") == "model");
 
   CHECK_THROWS_AS(import_hf(dir.file("absent.json"), quiet), Error);
-  test::write_file(dir.file("broken.json"), "{ not json");
+  test::write_file(dir.file("broken.json"), "{\n  \"hidden_size\": 64,\n  not json\n}");
   CHECK_THROWS_WITH_AS(import_hf(dir.file("broken.json"), quiet), doctest::Contains("broken.json: not valid JSON"),
                        Error);
+  // The line and column of the fault.
+  CHECK_THROWS_WITH_AS(import_hf(dir.file("broken.json"), quiet), doctest::Contains("line 3, column 4"), Error);
 }
 
 }  // TEST_SUITE
