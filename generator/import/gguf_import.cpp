@@ -565,6 +565,33 @@ bool write_role_dtypes(TomlDoc& doc, const Spec& s, const weights::GgufFile& fil
   return table != nullptr;
 }
 
+// The spec written from a file's metadata breaks a contract: each error said
+// of the GGUF key and value it came from (the comment of its line names the
+// key), not of the spec text, which is nowhere on disk.
+[[noreturn]] void metadata_error(const std::string& path, const std::string& text, const spec::Diagnostics& diag) {
+  std::vector<std::string> lines;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  std::string message = path + ": the GGUF metadata describes no model lathe can build:";
+  for (const spec::Diagnostic& d : diag.items()) {
+    std::string source;
+    if (d.loc.line >= 1 && static_cast<size_t>(d.loc.line) <= lines.size()) {
+      const std::string& line = lines[static_cast<size_t>(d.loc.line) - 1];
+      const size_t eq = line.find('='), hash = line.find('#');
+      std::string value = line.substr(eq == std::string::npos ? 0 : eq + 1,
+                                      hash == std::string::npos ? std::string::npos : hash - eq - 1);
+      value.erase(0, value.find_first_not_of(' '));
+      value.erase(value.find_last_not_of(' ') + 1);
+      if (hash != std::string::npos) source = line.substr(hash + 2) + " = " + value + ": ";
+    }
+    message += "\n  " + source + d.message;
+  }
+  throw Error(ErrorKind::BadFile, message);
+}
+
 }  // namespace
 
 ImportResult import_gguf(const std::string& path, ImportOptions options) {
@@ -582,16 +609,12 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
   result.text = result.doc.render();
   spec::Diagnostics diag(path + " (imported)");
   auto parsed = spec::parse_spec_string(result.text, path + " (imported)", diag);
-  if (!parsed)
-    throw Error(ErrorKind::InvalidArgument, "internal error: the spec imported from " + path + " does not parse:\n" +
-                                                diag.format() + result.text);
+  if (!parsed) metadata_error(path, result.text, diag);
   result.spec = std::move(*parsed);
   if (write_role_dtypes(result.doc, result.spec, file)) {  // a mixture: parsed again with its exceptions
     result.text = result.doc.render();
     auto mixed = spec::parse_spec_string(result.text, path + " (imported)", diag);
-    if (!mixed)
-      throw Error(ErrorKind::InvalidArgument, "internal error: the spec imported from " + path + " does not parse:\n" +
-                                                  diag.format() + result.text);
+    if (!mixed) metadata_error(path, result.text, diag);
     result.spec = std::move(*mixed);
   }
 

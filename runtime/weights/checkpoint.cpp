@@ -170,6 +170,23 @@ std::vector<std::string> Checkpoint::audit(std::span<const ManifestEntry> manife
 }
 
 void Checkpoint::require_matches(std::span<const ManifestEntry> manifest, std::span<const std::string> ignore) const {
+  // A file that names its tensors as llama.cpp does (blk.N.…) for a build
+  // that expects other names: one line that says so, not a line for each of
+  // its hundreds of tensors.
+  const auto llama_cpp = [](std::string_view name) { return name.starts_with("blk.") || name == "token_embd.weight"; };
+  size_t file_llama_cpp = 0, found = 0;
+  for (const Tensor& t : tensors_) file_llama_cpp += llama_cpp(t.name);
+  bool build_llama_cpp = false;
+  for (const ManifestEntry& e : manifest) {
+    build_llama_cpp = build_llama_cpp || llama_cpp(e.name);
+    found += find(e.name) != nullptr;
+  }
+  if (!build_llama_cpp && !tensors_.empty() && file_llama_cpp * 2 > tensors_.size() && found * 2 < manifest.size())
+    throw Error(ErrorKind::BadFile,
+                path_ + ": this file names its tensors as llama.cpp does (" + tensors_.front().name + ", …), and this "
+                "build expects other names (" + std::string(manifest.empty() ? "" : manifest.front().name) +
+                ", …): `lathe run " + path_ + "` runs it as it is, or `lathe import " + path_ +
+                " -o spec.toml` writes its spec (weights.preset = \"gguf\")");
   raise_problems(path_, audit(manifest, ignore));
 }
 

@@ -170,6 +170,15 @@ TEST_CASE("a GGUF file opens as a checkpoint, by path or directory, audited like
   const std::string message = error_of(d.file("model.gguf"));
   CHECK(message.find("embed: shape [4, 2] expected, [4, 32] found") != std::string::npos);
   CHECK(message.find("embed: dtype f32 expected, q8_0 found") != std::string::npos);
+
+  // llama.cpp's names where the build expects others: one line that says so.
+  write_gguf(d.file("model.gguf"), {},
+             {gguf_tensor("token_embd.weight", {4, 2}, DType::F32), gguf_tensor("blk.0.attn_q.weight", {2, 2}, DType::F32),
+              gguf_tensor("output_norm.weight", {2}, DType::F32)});
+  const std::string names = error_of(d.file("model.gguf"));
+  CHECK(names.find("this file names its tensors as llama.cpp does (token_embd.weight, …)") != std::string::npos);
+  CHECK(names.find("`lathe run " + d.file("model.gguf") + "` runs it as it is") != std::string::npos);
+  CHECK(names.find('\n') == std::string::npos);
 }
 
 // GPT2LMHeadModel.save_pretrained writes "transformer.h.0…" where the hub's

@@ -273,6 +273,30 @@ TEST_CASE("import_gguf reads a file and checks its tensors against the imported 
   }
 }
 
+TEST_CASE("GGUF metadata out of the spec's range is named by its key and value, not as an internal error") {
+  test::TempDir dir("lathe-gguf-import-range");
+  const spec::Spec twin = tiny("llama-q8.toml");
+  std::vector<weights::GgufTensorToWrite> tensors;
+  for (const spec::TensorSpec& t : spec::build_manifest(twin).tensors) {
+    std::vector<float> values(static_cast<size_t>(t.elements()), 0.5f);
+    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
+  }
+  auto metadata = gguf_metadata_from_spec(twin);
+  metadata["llama.attention.layer_norm_rms_epsilon"] = 5.0f;  // the spec allows (0, 1]
+  const std::string path = (dir.dir / "tiny-range.gguf").string();
+  weights::write_gguf(path, metadata, tensors);
+  try {
+    importer::import_gguf(path);
+    FAIL("an epsilon of 5 was accepted");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find(path + ": the GGUF metadata describes no model lathe can build") != std::string::npos);
+    CHECK(what.find("llama.attention.layer_norm_rms_epsilon = 5") != std::string::npos);
+    CHECK(what.find("internal error") == std::string::npos);
+    CHECK(what.find("(imported)") == std::string::npos);
+  }
+}
+
 TEST_CASE("llama3 RoPE parameters are recovered exactly from llama.cpp's rope_freqs factors") {
   struct Released {
     const char* name;
