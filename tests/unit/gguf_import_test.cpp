@@ -241,14 +241,20 @@ TEST_CASE("what a spec cannot say is an error naming the key or tensor, all at o
         std::string::npos);
 }
 
-TEST_CASE("import_gguf reads a file and checks its tensors against the imported spec") {
-  test::TempDir dir("lathe-gguf-import");
-  const spec::Spec twin = tiny("llama-q8.toml");
+// Every tensor of `s`'s manifest, each value 0.5, in its dtype.
+std::vector<weights::GgufTensorToWrite> constant_tensors(const spec::Spec& s) {
   std::vector<weights::GgufTensorToWrite> tensors;
-  for (const spec::TensorSpec& t : spec::build_manifest(twin).tensors) {
+  for (const spec::TensorSpec& t : spec::build_manifest(s).tensors) {
     std::vector<float> values(static_cast<size_t>(t.elements()), 0.5f);
     tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
   }
+  return tensors;
+}
+
+TEST_CASE("import_gguf reads a file and checks its tensors against the imported spec") {
+  test::TempDir dir("lathe-gguf-import");
+  const spec::Spec twin = tiny("llama-q8.toml");
+  std::vector<weights::GgufTensorToWrite> tensors = constant_tensors(twin);
   const auto metadata = gguf_metadata_from_spec(twin);
   const std::string path = (dir.dir / "tiny-q8.gguf").string();
   weights::write_gguf(path, metadata, tensors);
@@ -276,11 +282,7 @@ TEST_CASE("import_gguf reads a file and checks its tensors against the imported 
 TEST_CASE("GGUF metadata out of the spec's range is named by its key and value, not as an internal error") {
   test::TempDir dir("lathe-gguf-import-range");
   const spec::Spec twin = tiny("llama-q8.toml");
-  std::vector<weights::GgufTensorToWrite> tensors;
-  for (const spec::TensorSpec& t : spec::build_manifest(twin).tensors) {
-    std::vector<float> values(static_cast<size_t>(t.elements()), 0.5f);
-    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
-  }
+  std::vector<weights::GgufTensorToWrite> tensors = constant_tensors(twin);
   auto metadata = gguf_metadata_from_spec(twin);
   metadata["llama.attention.layer_norm_rms_epsilon"] = 5.0f;  // the spec allows (0, 1]
   const std::string path = (dir.dir / "tiny-range.gguf").string();
@@ -353,11 +355,7 @@ TEST_CASE("import_gguf reads llama3 scaling from rope_freqs.weight and ignores t
   const spec::Spec hf = tiny("llama3-rope.toml");
   const spec::Spec twin = gguf_twin(hf);
   REQUIRE(twin.weights.ignore == std::vector<std::string>{"rope_freqs.weight"});
-  std::vector<weights::GgufTensorToWrite> tensors;
-  for (const spec::TensorSpec& t : spec::build_manifest(twin).tensors) {
-    std::vector<float> values(static_cast<size_t>(t.elements()), 0.5f);
-    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
-  }
+  std::vector<weights::GgufTensorToWrite> tensors = constant_tensors(twin);
   const std::vector<float> factors = rope_freqs_of(twin);
   tensors.push_back({"rope_freqs.weight", DType::F32, {static_cast<int64_t>(factors.size())},
                      weights::encode_values(DType::F32, factors)});
