@@ -115,13 +115,30 @@ lathe::vk::ContextOptions device_options(const std::string& device) {
 // Before anything is timed. On a first run the kernels compile (llvmpipe
 // JITs each at its first dispatch): that is said, not reported as a speed.
 // `rows`: the prompt's tokens (the kernels of its chunk's layout compile).
+// The compile says what it does: on a terminal a line that is rewritten as
+// each pass's kernels compile ("compiling kernels, once …: decode (2/3),
+// 12.0 s"), elsewhere each pass named as it begins.
 void warm_up(lathe::Session& session, int64_t rows) {
   const bool cold = !session.pipelines_cached();
-  if (cold) std::cerr << "compiling kernels, once (they are cached for later runs) …" << std::flush;
   const auto start = std::chrono::steady_clock::now();
-  session.warm_up(rows);
+  const bool terminal = isatty(STDERR_FILENO);
+  const char* lead = "compiling kernels, once (they are cached for later runs)";
+  lathe::Session::WarmUpProgress progress;
   if (cold)
-    std::fprintf(stderr, " %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    progress = [&](const char* stage, int done, int stages) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (done == stages) {
+        std::fprintf(stderr, terminal ? "\r%s: %d passes, %.1f s\033[K\n" : " %.1f s\n", lead, stages, s);
+      } else if (terminal) {
+        std::fprintf(stderr, "\r%s: %s pass (%d/%d), %.1f s\033[K", lead, stage, done + 1, stages, s);
+      } else if (done == 0) {
+        std::fprintf(stderr, "%s: %s", lead, stage);
+      } else {
+        std::fprintf(stderr, ", %s", stage);
+      }
+      std::fflush(stderr);
+    };
+  session.warm_up(rows, progress);
 }
 
 // Random values for one manifest tensor, deterministic in `state`: uniform

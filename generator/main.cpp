@@ -180,7 +180,15 @@ int cmd_import(const std::string& path, const std::string& out, const std::strin
 // llama.cpp's mixture `type` (generator/import/quantize.hpp has the rules).
 int cmd_quantize(const std::string& in, const std::string& out, const std::string& type, const std::string& weights) {
   const lathe::importer::Mixture mixture = *lathe::importer::mixture_from_key(type);  // checked by the option
-  const lathe::importer::QuantizeResult result = lathe::importer::quantize_model(in, out, mixture, weights);
+  // On a terminal, a line rewritten as each tensor is converted.
+  lathe::importer::QuantizeProgress progress;
+  if (isatty(STDERR_FILENO))
+    progress = [](size_t done, size_t total, const std::string& name) {
+      std::fprintf(stderr, "\rquantizing tensor %zu/%zu: %s\033[K", done + 1, total, name.c_str());
+      std::fflush(stderr);
+    };
+  const lathe::importer::QuantizeResult result = lathe::importer::quantize_model(in, out, mixture, weights, progress);
+  if (progress) std::cerr << "\r\033[K";
   std::cerr << out << " (written): ";
   bool first = true;
   for (const auto& [dtype, count] : result.tensors) {

@@ -265,7 +265,7 @@ Source spec_source(const std::string& path, const std::string& weights) {
 }  // namespace
 
 QuantizeResult quantize_model(const std::string& in, const std::string& out, Mixture mixture,
-                              const std::string& weights) {
+                              const std::string& weights, const QuantizeProgress& progress) {
   const std::string extension = std::filesystem::path(in).extension().string();
   if ((extension == ".toml") == weights.empty())
     throw Error(ErrorKind::InvalidArgument, extension == ".toml" ? in + ": a spec needs its checkpoint (--weights)"
@@ -284,6 +284,7 @@ QuantizeResult quantize_model(const std::string& in, const std::string& out, Mix
   result.vocabulary = source.vocabulary;
   std::vector<weights::GgufTensorToWrite> tensors;
   source.for_each([&](importer::GgufTensorValues& t) {
+    if (progress) progress(tensors.size(), source.tensors.size(), t.name);
     const auto it = chosen.find(t.name);
     const DType dtype = it != chosen.end() ? it->second : DType::F32;  // rope_freqs.weight: 1-D, f32
     tensors.push_back({t.name, dtype, t.shape, weights::encode_values(dtype, t.values)});

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,7 +101,10 @@ struct QuantizeResult {
 // GGUF file's own errors name the file and tensor; an already quantized
 // input is Error(Unsupported)) or ImportError (a checkpoint whose config
 // the importer cannot read).
+// `progress(done, total, name)`, when given, is called before each tensor is
+// converted (for a progress line; a 7B model takes minutes).
+using QuantizeProgress = std::function<void(size_t done, size_t total, const std::string& name)>;
 QuantizeResult quantize_model(const std::string& in, const std::string& out, Mixture mixture,
-                              const std::string& weights = {});
+                              const std::string& weights = {}, const QuantizeProgress& progress = {});
 
 }  // namespace lathe::importer

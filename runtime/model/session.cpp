@@ -140,17 +140,31 @@ size_t Session::dispatches_per_token() const { return impl_->active.size(); }
 Session::Memory Session::memory() const { return impl_->memory(); }
 bool Session::pipelines_cached() const { return impl_->pipelines.from_disk(); }
 
-void Session::warm_up(int64_t rows) {
+void Session::warm_up(int64_t rows, const WarmUpProgress& progress) {
   const Impl& s = *impl_;
   reset();
   const int64_t n = std::clamp<int64_t>(std::min({rows, s.context - 1, s.options.max_chunk}), 1, s.context);
+  const bool decodes = n < s.context;
+  const bool batched = s.positions.size() > 1;
+  const int stages = 1 + decodes + batched;
+  int done = 0;
+  const auto stage = [&](const char* name) {
+    if (progress) progress(name, done, stages);
+    ++done;
+  };
+  stage(n < 8 ? "decode-layout prefill" : "prefill");
   prefill(std::vector<int32_t>(static_cast<size_t>(n), 0));
-  if (position() < s.context) decode(0);
-  if (s.positions.size() > 1) {
+  if (decodes) {
+    stage("decode");
+    decode(0);
+  }
+  if (batched) {
+    stage("batched decode");
     std::vector<Step> steps;
     for (size_t i = 0; i < s.positions.size(); ++i) steps.push_back({static_cast<int64_t>(i), 0});
     decode(steps);
   }
+  if (progress) progress("", stages, stages);
   reset();
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -114,7 +115,11 @@ class Session {
   // Chunks under 8 rows run the decode layout, so a short prompt's warm-up
   // compiles no prefill kernel. With several sequences a batched decode step
   // of all of them runs too. Call it after the weights are in.
-  void warm_up(int64_t rows);
+  // `progress(stage, done, stages)` is called before each pass ("prefill",
+  // "decode", "batched decode"; done counts those before it) and once at
+  // the end (stage "", done == stages), for a progress line.
+  using WarmUpProgress = std::function<void(const char* stage, int done, int stages)>;
+  void warm_up(int64_t rows, const WarmUpProgress& progress = {});
   // Whether the pipeline cache on disk already held this device's
   // pipelines: false on a first run, whose warm_up() compiles the kernels.
   bool pipelines_cached() const;
