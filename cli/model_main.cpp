@@ -128,7 +128,10 @@ void warm_up(lathe::Session& session, int64_t rows) {
     progress = [&](const char* stage, int done, int stages) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (done == stages) {
-        std::fprintf(stderr, terminal ? "\r%s: %d passes, %.1f s\033[K\n" : " %.1f s\n", lead, stages, s);
+        if (terminal)
+          std::fprintf(stderr, "\r%s: %d passes, %.1f s\033[K\n", lead, stages, s);
+        else
+          std::fprintf(stderr, " %.1f s\n", s);
       } else if (terminal) {
         std::fprintf(stderr, "\r%s: %s pass (%d/%d), %.1f s\033[K", lead, stage, done + 1, stages, s);
       } else if (done == 0) {
