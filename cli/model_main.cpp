@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <type_traits>
 #include <sstream>
 #include <csignal>
@@ -352,7 +353,7 @@ lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::s
 struct TextOptions {
   std::string weights, tokenizer, device;
   int64_t context = 0;
-  bool no_check = false;
+  bool no_check = false, verbose = false;
   lathe::text::GenerateOptions generate;
 };
 
@@ -378,6 +379,9 @@ struct TextRun {
         sampler(o.generate.sampling),
         vk(device_options(o.device)),
         session(vk.device(), lathe::model_info(), session_options(o.context)) {
+    if (o.verbose)
+      std::cerr << "seed " << o.generate.sampling.seed << " (--seed " << o.generate.sampling.seed
+                << " samples this text again)\n";
     load_weights(session, o.weights, !o.no_check);
   }
   lathe::text::Tokenizer tokenizer;
@@ -742,7 +746,9 @@ int main(int argc, char** argv) {
   sampling.top_k = 40;
   sampling.top_p = 0.95f;
   sampling.min_p = 0.05f;
-  sampling.repetition_penalty = 1.1f;
+  // The repetition penalty stays 1 (off), as in llama.cpp and the OpenAI
+  // API: --temp 0 is then greedy, the text demo.golden checks.
+  std::vector<CLI::Option*> seed_options;
   auto add_text_options = [&](CLI::App* c) {
     c->add_option("-w,--weights", text.weights,
                   "Checkpoint: .safetensors, .index.json, .gguf or a directory (default: random weights)")
@@ -763,7 +769,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     c->add_option("--repeat-penalty", sampling.repetition_penalty, "Penalty on the last 64 tokens' logits; 1: none")
         ->capture_default_str();
-    c->add_option("--seed", sampling.seed, "Sampling seed: the same seed, the same text")->capture_default_str();
+    seed_options.push_back(c->add_option("--seed", sampling.seed,
+                                         "Sampling seed: the same seed, the same text (default: a random one, "
+                                         "which -v prints)"));
+    c->add_flag("-v,--verbose", text.verbose, "Say more on stderr: the sampling seed");
     c->add_option("--stop", text.generate.stop, "Stop before this text (repeatable)");
     c->add_option("-c,--context", text.context, "KV-cache positions (default: the spec's max_context)")
         ->check(at_least(1));
@@ -902,6 +911,11 @@ int main(int argc, char** argv) {
   perplexity->add_flag("--no-check", ppl.no_check, kNoCheckHelp);
 
   CLI11_PARSE(app, argc, argv);
+  // Without --seed every run samples anew (it was seed 0 every time).
+  if (std::none_of(seed_options.begin(), seed_options.end(), [](CLI::Option* o) { return o->count() > 0; })) {
+    std::random_device device;
+    sampling.seed = (static_cast<uint64_t>(device()) << 32) | device();
+  }
   try {
     if (*info) return cmd_info();
     if (*random) return cmd_random_weights(random_out, seed, scale);
