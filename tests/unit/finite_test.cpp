@@ -62,15 +62,17 @@ TEST_SUITE("finite") {
 TEST_CASE("finite values pass; the first NaN or inf of f32, f16 and bf16 is found, in chunks and in the tail") {
   for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
     CAPTURE(dtype_name(dtype));
-    // 1000 values: three whole chunks of the vectorized scan and a tail.
-    CHECK_FALSE(first_non_finite(dtype, bytes_of(dtype, values(1000))).has_value());
-    for (size_t at : {size_t{0}, size_t{300}, size_t{767}, size_t{999}})
+    // 5000 values: whole chunks of the eight-byte scan (1024 f16/bf16 or
+    // 512 f32 values), every lane of a word, and a tail.
+    CHECK_FALSE(first_non_finite(dtype, bytes_of(dtype, values(5000))).has_value());
+    for (size_t at : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{1500}, size_t{2049}, size_t{4095},
+                      size_t{4999}})
       for (float bad : {kNaN, kInf, -kInf}) {
         CAPTURE(at);
         CAPTURE(bad);
-        std::vector<float> v = values(1000);
+        std::vector<float> v = values(5000);
         v[at] = bad;
-        if (at < 999) v[999] = kNaN;  // a later one: the first is named
+        if (at < 4999) v[4999] = kNaN;  // a later one: the first is named
         const std::optional<NonFinite> found = first_non_finite(dtype, bytes_of(dtype, v));
         REQUIRE(found.has_value());
         CHECK(found->index == at);
