@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
 #include <type_traits>
 #include <sstream>
 #include <csignal>
@@ -160,9 +162,15 @@ std::vector<float> random_values(const lathe::ManifestEntry& e, uint64_t& state,
   return values;
 }
 
-// Loads `weights`, or random weights when it is empty.
-void load_weights(lathe::Session& session, const std::string& weights) {
-  if (!weights.empty()) return session.load(weights);
+// --no-check, on every command that takes -w.
+constexpr const char* kNoCheckHelp =
+    "Load the weights without checking that every value is finite (a NaN or inf is refused by default; the logits "
+    "are checked all the same)";
+
+// Loads `weights`, or random weights when it is empty; `check`: refuse a
+// NaN or an infinity among them (--no-check turns it off).
+void load_weights(lathe::Session& session, const std::string& weights, bool check) {
+  if (!weights.empty()) return session.load(weights, {.check_finite = check});
   const lathe::ModelInfo& m = session.model();
   uint64_t state = 7;
   for (size_t i = 0; i < m.manifest.size(); ++i) {
@@ -207,7 +215,7 @@ int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
   lathe::SessionOptions options;
   options.max_chunk = std::max<int64_t>({rows, 1, std::min<int64_t>(position, 256)});
   lathe::Session session(vk.device(), m, options);
-  load_weights(session, {});
+  load_weights(session, {}, true);
   if (position > 0) session.prefill(std::vector<int32_t>(static_cast<size_t>(position), 1));
   session.profile(rows);  // warm-up: first dispatches compile pipelines
   std::map<std::string, std::pair<int, double>> by_kernel;
@@ -248,7 +256,7 @@ std::vector<int32_t> parse_tokens(const std::string& text, const std::string& op
 // as raw little-endian f32 rows of vocab values: for comparing lathe with any
 // other implementation.
 int cmd_logits(const std::string& weights, const std::string& tokens_text, int64_t steps, int64_t context,
-               const std::string& device, const std::string& out_path) {
+               const std::string& device, const std::string& out_path, bool check) {
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> tokens = parse_tokens(tokens_text);
   lathe::vk::Context vk(device_options(device));
@@ -256,14 +264,20 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
   options.all_logits = true;
   options.context = context;
   lathe::Session session(vk.device(), m, options);
-  session.load(weights);
+  session.load(weights, {.check_finite = check});
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(ErrorKind::Io, out_path + ": cannot write");
-  auto write = [&](const std::vector<float>& rows) {
+  // Every row checked before it is written: NaN rows are an error naming
+  // the row, not a file a comparison reads as a mismatch (or a match).
+  const size_t vocab = static_cast<size_t>(m.vocab);
+  auto write = [&](const std::vector<float>& rows, const std::function<std::string(size_t)>& where) {
+    for (size_t r = 0; r * vocab < rows.size(); ++r)
+      lathe::check_logits(std::span(rows).subspan(r * vocab, vocab), where(r));
     out.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(float)));
   };
-  write(session.prefill(tokens));
-  for (int64_t i = 0; i < steps; ++i) write(session.decode(session.argmax()));
+  write(session.prefill(tokens), [](size_t r) { return "prompt row " + std::to_string(r); });
+  for (int64_t i = 0; i < steps; ++i)
+    write(session.decode(session.argmax()), [i](size_t) { return "decode step " + std::to_string(i + 1); });
   if (!out.flush()) throw Error(ErrorKind::Io, out_path + ": write failed");
   std::cerr << "wrote " << tokens.size() + static_cast<size_t>(steps) << " rows × " << m.vocab << " f32 logits to "
             << out_path << " (" << vk.device().info().name << ")\n";
@@ -273,7 +287,7 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
 // Greedy generation from token ids (text in and out comes with the
 // tokenizers): the picks, then prefill and decode speed.
 int cmd_generate(const std::string& weights, const std::string& tokens_text, int64_t steps, int64_t context,
-                 const std::string& device) {
+                 const std::string& device, bool check) {
   using Clock = std::chrono::steady_clock;
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> prompt = parse_tokens(tokens_text);
@@ -282,7 +296,7 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   options.context = context;
   options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(prompt.size()), 512));
   lathe::Session session(vk.device(), m, options);
-  load_weights(session, weights);
+  load_weights(session, weights, check);
   if (weights.empty()) std::cerr << "(random weights: the tokens mean nothing; the speed does)\n";
   warm_up(session, static_cast<int64_t>(prompt.size()));
   const int64_t free = session.context() - static_cast<int64_t>(prompt.size());
@@ -342,6 +356,7 @@ lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::s
 struct TextOptions {
   std::string weights, tokenizer, device;
   int64_t context = 0;
+  bool no_check = false, verbose = false;
   lathe::text::GenerateOptions generate;
 };
 
@@ -367,7 +382,10 @@ struct TextRun {
         sampler(o.generate.sampling),
         vk(device_options(o.device)),
         session(vk.device(), lathe::model_info(), session_options(o.context)) {
-    load_weights(session, o.weights);
+    if (o.verbose)
+      std::cerr << "seed " << o.generate.sampling.seed << " (--seed " << o.generate.sampling.seed
+                << " samples this text again)\n";
+    load_weights(session, o.weights, !o.no_check);
   }
   lathe::text::Tokenizer tokenizer;
   lathe::text::Sampler sampler;
@@ -485,6 +503,7 @@ int cmd_detokenize(const std::string& weights, const std::string& tokenizer_path
 struct PerplexityOptions {
   std::string weights, tokenizer, file, device;
   int64_t context = 0, chunks = 0;
+  bool no_check = false;
 };
 
 int cmd_perplexity(const PerplexityOptions& o) {
@@ -508,7 +527,7 @@ int cmd_perplexity(const PerplexityOptions& o) {
   options.max_chunk = n_ctx;
   options.all_logits = true;
   lathe::Session session(vk.device(), m, options);
-  session.load(o.weights);
+  session.load(o.weights, {.check_finite = !o.no_check});
   warm_up(session, n_ctx);
   const bool terminal = isatty(STDERR_FILENO) != 0;
   const int64_t first = n_ctx / 2;
@@ -523,6 +542,7 @@ int cmd_perplexity(const PerplexityOptions& o) {
     const std::vector<float> logits = session.prefill(chunk);  // n_ctx rows × vocab
     for (int64_t j = first; j < n_ctx - 1; ++j) {
       const float* row = logits.data() + static_cast<size_t>(j) * vocab;
+      lathe::check_logits(std::span(row, vocab), "chunk " + std::to_string(c + 1) + ", row " + std::to_string(j));
       const double top = *std::max_element(row, row + vocab);
       double sum = 0;
       for (size_t k = 0; k < vocab; ++k) sum += std::exp(static_cast<double>(row[k]) - top);
@@ -556,6 +576,7 @@ struct ServeOptions {
   double read_timeout = 30, write_timeout = 30, keep_alive = 5, grace = 15;
   int keep_alive_max = 100, http_threads = 0;
   std::vector<std::string> cors;
+  bool no_check = false;
 };
 
 std::optional<lathe::text::ChatTemplateSource> find_chat_template(const std::string& weights) {
@@ -585,7 +606,7 @@ int cmd_serve(const ServeOptions& o) {
   options.max_chunk = 64;  // the scheduler's prompt chunk
   options.sequences = o.parallel;
   lathe::Session session(vk.device(), m, options);
-  load_weights(session, o.weights);
+  load_weights(session, o.weights, !o.no_check);
   warm_up(session, options.max_chunk);
   lathe::serve::SessionEngine engine(session);
   lathe::serve::SchedulerOptions scheduling;
@@ -642,7 +663,8 @@ int cmd_serve(const ServeOptions& o) {
 
 // Speed on the build's own terms: a prefill of `prompt` tokens and `steps`
 // greedy decode steps on the device, `repeat` times; the best of each.
-int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int repeat, const std::string& device) {
+int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int repeat, const std::string& device,
+              bool check) {
   using Clock = std::chrono::steady_clock;
   const lathe::ModelInfo& m = lathe::model_info();
   lathe::vk::Context vk(device_options(device));
@@ -650,7 +672,7 @@ int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int rep
   options.context = std::min<int64_t>(m.max_context, prompt + steps + 1);
   options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(prompt, 512));
   lathe::Session session(vk.device(), m, options);
-  load_weights(session, weights);
+  load_weights(session, weights, check);
   std::vector<int32_t> tokens(static_cast<size_t>(prompt));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 1) % static_cast<size_t>(m.vocab));
   double best_prefill = 0, best_decode = 0;
@@ -705,6 +727,8 @@ int main(int argc, char** argv) {
       ->check(at_least(1));
   logits->add_option("-d,--device", device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
   logits->add_option("-o,--output", out_path, "Output file: (prompt + steps) rows × vocab f32")->required();
+  bool logits_no_check = false;
+  logits->add_flag("--no-check", logits_no_check, kNoCheckHelp);
 
   auto* profile = app.add_subcommand("profile", "Device time per kernel of one pass, on random weights");
   uint32_t profile_rows = 1;
@@ -725,7 +749,9 @@ int main(int argc, char** argv) {
   sampling.top_k = 40;
   sampling.top_p = 0.95f;
   sampling.min_p = 0.05f;
-  sampling.repetition_penalty = 1.1f;
+  // The repetition penalty stays 1 (off), as in llama.cpp and the OpenAI
+  // API: --temp 0 is then greedy, the text demo.golden checks.
+  std::vector<CLI::Option*> seed_options;
   auto add_text_options = [&](CLI::App* c) {
     c->add_option("-w,--weights", text.weights,
                   "Checkpoint: .safetensors, .index.json, .gguf or a directory (default: random weights)")
@@ -746,11 +772,15 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     c->add_option("--repeat-penalty", sampling.repetition_penalty, "Penalty on the last 64 tokens' logits; 1: none")
         ->capture_default_str();
-    c->add_option("--seed", sampling.seed, "Sampling seed: the same seed, the same text")->capture_default_str();
+    seed_options.push_back(c->add_option("--seed", sampling.seed,
+                                         "Sampling seed: the same seed, the same text (default: a random one, "
+                                         "which -v prints)"));
+    c->add_flag("-v,--verbose", text.verbose, "Say more on stderr: the sampling seed");
     c->add_option("--stop", text.generate.stop, "Stop before this text (repeatable)");
     c->add_option("-c,--context", text.context, "KV-cache positions (default: the spec's max_context)")
         ->check(at_least(1));
     c->add_option("-d,--device", text.device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
+    c->add_flag("--no-check", text.no_check, kNoCheckHelp);
   };
 
   auto* generate = app.add_subcommand(
@@ -778,6 +808,7 @@ int main(int argc, char** argv) {
   bench->add_option("-r,--repeat", bench_repeat, "Rounds (after one warm-up)")->capture_default_str()
       ->check(at_least(1));
   bench->add_option("-d,--device", text.device, "Vulkan device: index or name part");
+  bench->add_flag("--no-check", text.no_check, kNoCheckHelp);
 
   auto* serve = app.add_subcommand(
       "serve", "An OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
@@ -830,6 +861,7 @@ int main(int argc, char** argv) {
   serve->add_option("--cors", srv.cors,
                     "Origin whose browsers may call the API (repeatable; * for any); default: no CORS headers");
   serve->add_option("-d,--device", srv.device, "Vulkan device: index or name part");
+  serve->add_flag("--no-check", srv.no_check, kNoCheckHelp);
 
   // tokenize / detokenize: llama.cpp's llama-tokenize, both ways.
   auto* tokenize = app.add_subcommand("tokenize", "Print the token ids of a text (--prompt or --file), one a line or as a list");
@@ -879,18 +911,25 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(at_least(0));
   perplexity->add_option("-d,--device", ppl.device, "Vulkan device: index or name part");
+  perplexity->add_flag("--no-check", ppl.no_check, kNoCheckHelp);
 
   CLI11_PARSE(app, argc, argv);
+  // Without --seed every run samples anew (it was seed 0 every time).
+  if (std::none_of(seed_options.begin(), seed_options.end(), [](CLI::Option* o) { return o->count() > 0; })) {
+    std::random_device device;
+    sampling.seed = (static_cast<uint64_t>(device()) << 32) | device();
+  }
   try {
     if (*info) return cmd_info();
     if (*random) return cmd_random_weights(random_out, seed, scale);
     if (*generate && prompt_option->count() > 0) return cmd_generate_text(text, prompt);
     if (*generate)
-      return cmd_generate(text.weights, gen_tokens, text.generate.max_new_tokens, text.context, text.device);
+      return cmd_generate(text.weights, gen_tokens, text.generate.max_new_tokens, text.context, text.device,
+                          !text.no_check);
     if (*chat) return cmd_chat(text);
-    if (*bench) return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device);
+    if (*bench) return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device, !text.no_check);
     if (*profile) return cmd_profile(profile_rows, profile_position, device);
-    if (*logits) return cmd_logits(weights, tokens, steps, context, device, out_path);
+    if (*logits) return cmd_logits(weights, tokens, steps, context, device, out_path, !logits_no_check);
     if (*tokenize) return cmd_tokenize(tok);
     if (*detokenize) return cmd_detokenize(detok_weights, detok_tokenizer, detok_tokens, detok_skip);
     if (*perplexity) return cmd_perplexity(ppl);

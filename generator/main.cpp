@@ -360,6 +360,8 @@ int cmd_run(const std::string& model, std::vector<std::string> args, bool verbos
     command.push_back(args.front());
     args.erase(args.begin());
   }
+  // lathe run -v: generate and chat say their sampling seed too.
+  if (verbose && command.size() > 1 && (command[1] == "generate" || command[1] == "chat")) command.push_back("-v");
   const bool has_weights = std::any_of(args.begin(), args.end(), [](const std::string& a) {
     return a == "-w" || a.starts_with("--weights") || (a.starts_with("-w") && a.size() > 2);
   });

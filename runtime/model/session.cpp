@@ -3,6 +3,8 @@
 #include "runtime/model/session.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "runtime/error.hpp"
 #include "runtime/model/session_impl.hpp"
@@ -226,13 +228,46 @@ std::vector<int32_t> Session::generate_greedy(int32_t token, int64_t steps) {
   s.io_rows()[0] = {static_cast<uint32_t>(token), 0, 0};
   for (int64_t i = 0; i < steps; ++i) {
     // argmax leaves its pick in row 0's token, where the next step's embedding reads it
-    s.io_rows()[0].position = static_cast<uint32_t>(s.positions[0]);
+    const int64_t position = s.positions[0];
+    s.io_rows()[0].position = static_cast<uint32_t>(position);
     s.run_chunk(0, 1);
-    out.push_back(argmax());
+    const uint32_t pick = s.io_rows()[0].token;
+    if (pick >= static_cast<uint32_t>(s.model.vocab))
+      throw Error(ErrorKind::BadFile, "decode step " + std::to_string(i + 1) + " (position " + std::to_string(position) +
+                                          "): the logits hold NaN (the device's argmax finds no largest value): a "
+                                          "non-finite weight or an overflow in the computation");
+    out.push_back(static_cast<int32_t>(pick));
   }
   return out;
 }
 
-int32_t Session::argmax() const { return static_cast<int32_t>(impl_->io_rows()[0].token); }
+int32_t Session::argmax() const {
+  const Impl& s = *impl_;
+  const uint32_t pick = s.io_rows()[0].token;
+  if (pick >= static_cast<uint32_t>(s.model.vocab))
+    throw Error(ErrorKind::BadFile, "the last pass (the prompt's, or the last decode step): the logits hold NaN (the device's argmax finds no largest value): a "
+                                        "non-finite weight or an overflow in the computation");
+  return static_cast<int32_t>(pick);
+}
+
+void check_logits(std::span<const float> row, std::string_view where) {
+  // -inf is a token ruled out (a mask, a bias), as long as one is left.
+  size_t bad = 0, first = row.size(), ruled_out = 0;
+  for (size_t i = 0; i < row.size(); ++i)
+    if (std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity()) {
+      if (bad++ == 0) first = i;
+    } else if (row[i] == -std::numeric_limits<float>::infinity()) {
+      ++ruled_out;
+    }
+  if (bad == 0 && ruled_out < row.size()) return;
+  if (bad == 0)
+    throw Error(ErrorKind::BadFile, std::string(where) + ": every logit is -inf: an overflow in the computation");
+  const float v = row[first];
+  throw Error(ErrorKind::BadFile, std::string(where) + ": the logits hold " +
+                                      (std::isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf") + " at token " +
+                                      std::to_string(first) + " (" + std::to_string(bad) + " of " +
+                                      std::to_string(row.size()) +
+                                      " values are NaN or inf): a non-finite weight or an overflow in the computation");
+}
 
 }  // namespace lathe

@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/model/model_info.hpp"
@@ -36,6 +37,16 @@ struct SessionOptions {
   int64_t attention_splits = 0;  // key ranges per attention row; 0: 1 on CPU devices, 16 on GPUs
   int64_t sequences = 1;  // independent KV caches of `context` positions each (at most max_chunk)
 };
+
+// Throws Error(BadFile, "<where>: the logits hold NaN at token 17 (2048 of
+// 2048 values are NaN or inf) …") when `row` holds a NaN or +inf, or is all
+// -inf (a -inf alone rules its token out, as a mask or a bias does).
+// Whatever reads a model's logits (generate, the server's scheduler, the
+// model executable's logits and perplexity) checks each row it uses, so that
+// a broken model or checkpoint fails naming the step rather than sampling
+// from garbage. (BadFile: a weight loaded with --no-check is the usual
+// cause; an overflow in the computation is the other.)
+void check_logits(std::span<const float> row, std::string_view where);
 
 class Session {
  public:
@@ -61,9 +72,16 @@ class Session {
   // Audits a checkpoint (a safetensors file, a sharded one's index.json, or
   // a directory holding either; weights::Checkpoint) against the manifest,
   // every problem listed at once, then uploads it tensor by tensor from the
-  // file mappings: the host holds one converted tensor at a time. On a
-  // terminal a progress line shows a load that takes over a second.
-  void load(const std::string& path);
+  // file mappings: the host holds one converted tensor at a time. Each
+  // tensor's values are checked first (weights/finite.hpp): a NaN or an
+  // infinity is Error(BadFile) naming the file, the tensor and the first bad
+  // value. On a terminal a progress line shows a load that takes over a
+  // second.
+  struct LoadOptions {
+    bool check_finite = true;  // false: --no-check, the values as they are
+  };
+  void load(const std::string& path, const LoadOptions& options);
+  void load(const std::string& path) { load(path, LoadOptions{}); }
 
   // Appends `tokens` to the cache at position() and returns the logits of the
   // last row [vocab], or of every row [T][vocab] with all_logits. Throws
@@ -85,9 +103,14 @@ class Session {
   };
   std::vector<float> decode(std::span<const Step> steps);
   // Greedy decoding on the device: feeds `token`, then each step's argmax,
-  // `steps` times; returns the picks. No logits are read back.
+  // `steps` times; returns the picks. No logits are read back: a row of NaN
+  // (the device's argmax finds no largest value) is Error(BadFile) naming
+  // the decode step (1 for the first of this call) and position, never a
+  // token -1 fed on. (A row with some NaN among finite values yields the
+  // largest finite one.)
   std::vector<int32_t> generate_greedy(int32_t token, int64_t steps);
-  // The device's argmax of the last row of the last forward pass.
+  // The device's argmax of the last row of the last forward pass; a row of
+  // NaN is Error(BadFile).
   int32_t argmax() const;
 
   int64_t position() const;  // of sequence 0

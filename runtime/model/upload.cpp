@@ -95,7 +95,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   t.uploaded = true;
 }
 
-void Session::load(const std::string& path) {
+void Session::load(const std::string& path, const LoadOptions& options) {
   using Clock = std::chrono::steady_clock;
   weights::Checkpoint checkpoint(path);
   const ModelInfo& m = impl_->model;
@@ -117,8 +117,10 @@ void Session::load(const std::string& path) {
   for (const ManifestEntry& e : m.manifest) total += checkpoint.data(e).size();
   bool shown = false;
   for (size_t i = 0; i < m.manifest.size(); ++i) {
-    const std::span<const std::byte> data = checkpoint.data(m.manifest[i]);
-    upload(i, checkpoint.find(m.manifest[i].name)->info->dtype, data);
+    const ManifestEntry& e = m.manifest[i];
+    const std::span<const std::byte> data = checkpoint.data(e);
+    if (options.check_finite) checkpoint.check_finite(e);  // one pass over the mapped bytes
+    upload(i, checkpoint.find(e.name)->info->dtype, data);
     done += data.size();
     if (terminal && (shown || Clock::now() - start > std::chrono::seconds(1))) {
       std::fprintf(stderr, "\rloading %s: %zu/%zu tensors, %llu/%llu MiB", checkpoint.path().c_str(), i + 1,

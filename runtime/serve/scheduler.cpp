@@ -162,6 +162,8 @@ void Scheduler::release(size_t index, Finish finish) {
 
 std::string Scheduler::sample(Slot& slot, std::span<const float> logits) {
   TokenEvent event;
+  check_logits(logits, slot.generated == 0 ? std::string("the prompt's pass")
+                                           : "decode step " + std::to_string(slot.generated));
   event.token = slot.sampler.sample(logits);
   ++slot.generated;
   if (slot.request.top_logprobs >= 0) fill_logprobs(logits, event, slot.request.top_logprobs);

@@ -43,6 +43,9 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   Clock::time_point prefilled{};
   int32_t token = -1;
   while (true) {
+    // A NaN row is the model's fault, not a token to sample: named by its step.
+    check_logits(logits, stats.new_tokens == 0 ? std::string("the prompt's pass")
+                                               : "decode step " + std::to_string(stats.new_tokens));
     token = sampler.sample(logits);
     if (stats.new_tokens == 0) prefilled = Clock::now();
     ++stats.new_tokens;

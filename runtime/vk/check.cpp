@@ -47,4 +47,9 @@ void check(VkResult result, std::string_view call) {
                   std::to_string(static_cast<int>(result)) + ")");
 }
 
+void no_driver() {
+  throw Error(ErrorKind::NotFound,
+              "no Vulkan driver found: install mesa-vulkan-drivers (lavapipe) or your GPU's driver");
+}
+
 }  // namespace lathe::vk

@@ -14,4 +14,9 @@ std::string_view result_name(VkResult result);
 // naming `call` when `result` is not VK_SUCCESS.
 void check(VkResult result, std::string_view call);
 
+// Throws lathe::Error(ErrorKind::NotFound) saying what to install: for a
+// machine without a Vulkan driver, where the loader answers vkCreateInstance
+// with VK_ERROR_INCOMPATIBLE_DRIVER or enumerates no physical device.
+[[noreturn]] void no_driver();
+
 }  // namespace lathe::vk

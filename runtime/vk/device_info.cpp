@@ -156,6 +156,7 @@ std::string api_version_string(uint32_t v) {
 std::vector<DeviceInfo> query_devices(VkInstance instance) {
   uint32_t count = 0;
   check(vkEnumeratePhysicalDevices(instance, &count, nullptr), "vkEnumeratePhysicalDevices");
+  if (count == 0) no_driver();  // loaders that create the instance without any driver
   std::vector<VkPhysicalDevice> physical(count);
   check(vkEnumeratePhysicalDevices(instance, &count, physical.data()), "vkEnumeratePhysicalDevices");
   std::vector<DeviceInfo> devices;

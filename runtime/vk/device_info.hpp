@@ -62,6 +62,9 @@ struct DeviceInfo {
 std::string_view type_name(VkPhysicalDeviceType type);
 std::string api_version_string(uint32_t version);
 
+// Every device of Vulkan 1.1 or later. Throws Error(NotFound) saying what to
+// install when the instance has no physical device at all (check.hpp's
+// no_driver()).
 std::vector<DeviceInfo> query_devices(VkInstance instance);
 
 // A table for people: one block per device.

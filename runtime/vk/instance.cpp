@@ -75,7 +75,11 @@ Instance::Instance(const InstanceOptions& options) {
   info.ppEnabledExtensionNames = extensions.data();
   // Chained so that instance creation and destruction are validated too.
   if (options.validation) info.pNext = &messenger_info;
-  check(vkCreateInstance(&info, nullptr, &instance_), "vkCreateInstance");
+  const VkResult created = vkCreateInstance(&info, nullptr, &instance_);
+  // The loader's answer when it finds no ICD (no driver installed, or
+  // VK_DRIVER_FILES naming none that loads).
+  if (created == VK_ERROR_INCOMPATIBLE_DRIVER) no_driver();
+  check(created, "vkCreateInstance");
 
   if (options.validation) {
     auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(

@@ -18,6 +18,8 @@ struct InstanceOptions {
 
 class Instance {
  public:
+  // Throws Error(NotFound) saying what to install when the loader finds no
+  // Vulkan driver (check.hpp's no_driver()).
   explicit Instance(const InstanceOptions& options = {});
   ~Instance();
   Instance(const Instance&) = delete;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "runtime/error.hpp"
+#include "runtime/weights/finite.hpp"
 #include "runtime/weights/gguf.hpp"
 
 namespace lathe::weights {
@@ -268,6 +269,15 @@ std::span<const std::byte> Checkpoint::data(const ManifestEntry& e) const {
                                         " of dim 0 in shape " + shape_string(shape));
   const size_t part = bytes.size() / static_cast<size_t>(shape[0]);
   return bytes.subspan(static_cast<size_t>(e.slice) * part, part);
+}
+
+void Checkpoint::check_finite(const ManifestEntry& entry) const {
+  const Tensor* tensor = find(entry.name);
+  if (tensor == nullptr) throw Error(ErrorKind::BadFile, path_ + ": " + std::string(entry.name) + ": missing");
+  const std::string name =
+      entry.slice < 0 ? tensor->info->name : tensor->info->name + "[" + std::to_string(entry.slice) + "]";
+  weights::check_finite(tensor->info->dtype, data(entry), std::span(entry.shape.data(), entry.rank),
+                        tensor->file->path(), name);
 }
 
 uint64_t Checkpoint::total_bytes() const {

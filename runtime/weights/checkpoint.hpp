@@ -39,6 +39,12 @@ class Checkpoint {
   // tensor ([n][…]) the slice's n-th part. Throws Error(BadFile) when the
   // tensor is absent or has no such slice (audit() reports both first).
   std::span<const std::byte> data(const ManifestEntry& entry) const;
+  // Throws Error(BadFile, "<file>: tensor '<name>' holds NaN at index 12345
+  // (row 16, column 57): refusing to load (--no-check skips this check)")
+  // when data(entry) holds a NaN or an infinity, or a block dtype's scale
+  // does (weights/finite.hpp). The file is the shard holding the tensor,
+  // the name the file's own; a stacked tensor's slice is "name[slice]".
+  void check_finite(const ManifestEntry& entry) const;
 
   // Matches the tensor names to `manifest` when they differ from it by one
   // prefix: every name carries one more than the manifest's

@@ -78,6 +78,7 @@ class FakeEngine final : public Engine {
   std::vector<size_t> chunks;  // sizes of every prefill call
   size_t widest = 0;           // most rows of one decode
   int resets = 0;
+  size_t nan_at = 0;           // > 0: the logits of a history this long are NaN (a broken model)
 
  private:
   std::vector<float> logits(const std::vector<int32_t>& h) const {
@@ -89,6 +90,7 @@ class FakeEngine final : public Engine {
       out[v] = static_cast<float>(state % 10000) / 1000.0f;
     }
     out[static_cast<size_t>(eos_)] = -std::numeric_limits<float>::infinity();  // every request runs to max_tokens
+    if (h.size() == nan_at) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
     return out;
   }
   std::mutex mutex_;
@@ -260,4 +262,14 @@ TEST_CASE("scheduler: stop strings end the text; requests that cannot run are re
   GenerationRequest bad_sampling = request(prompt_of(1, 4), 5, 0.5f);
   bad_sampling.sampling.presence_penalty = 3;
   CHECK(refused(bad_sampling) == "--presence-penalty 3: must be in [-2, 2]");
+}
+
+TEST_CASE("scheduler: NaN logits end the request with an error naming the decode step, never a token") {
+  FakeEngine engine = make_engine(1, 64);
+  engine.nan_at = 4 + 2;  // the prompt's 4 tokens, then two fed: the second decode step
+  Scheduler s(engine, demo_tokenizer());
+  const Result r = collect(*s.submit(request(prompt_of(2, 4), 10, 0.8f, 7)));
+  CHECK(r.finish.reason == "error");
+  CHECK(r.finish.error.rfind("decode step 2: the logits hold NaN at token 0 (", 0) == 0);
+  CHECK(r.tokens.size() == 2);  // the prompt's pick and decode step 1's
 }
