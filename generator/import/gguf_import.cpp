@@ -550,7 +550,8 @@ bool write_role_dtypes(TomlDoc& doc, const Spec& s, const weights::GgufFile& fil
   }
   TomlTable* table = nullptr;
   for (const auto& [role, per] : found) {
-    const bool uniform = std::all_of(per.begin(), per.end(), [&](DType d) { return d == per.front(); });
+    const DType first = per.front();  // a structured binding, which Clang 14 (the fuzz build's) cannot capture
+    const bool uniform = std::all_of(per.begin(), per.end(), [&](DType d) { return d == first; });
     if (uniform && per.front() == s.weights.dtype) continue;
     if (table == nullptr) table = &doc.table("weights.dtypes");
     if (uniform) {

@@ -731,7 +731,9 @@ DictData keyword_dict(const std::string& fn, CallArgs& args) {
     d = args.positional[0].as_dict();
   }
   for (auto& [k, v] : args.keyword) {
-    auto it = std::find_if(d.items.begin(), d.items.end(), [&](const auto& e) { return e.first == k; });
+    // Clang 14 (the fuzz build's) cannot capture a structured binding.
+    const auto& key = k;
+    auto it = std::find_if(d.items.begin(), d.items.end(), [&](const auto& e) { return e.first == key; });
     if (it != d.items.end()) {
       it->second = v;
     } else {

@@ -3,41 +3,41 @@
 // A crash, a sanitizer report, an uncaught exception, a rejection without a
 // diagnostic or an inconsistent report is a finding.
 //
-//   cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DLATHE_FUZZ=ON
-//   make -C build-fuzz lathe_spec_fuzz
-//   mkdir -p build-fuzz/corpus
-//   build-fuzz/tests/lathe_spec_fuzz -dict=tests/fuzz/spec.dict -max_total_time=30 \
-//       build-fuzz/corpus models tests/specs/bad
+// scripts/fuzz builds and runs it with the others; `scripts/fuzz -t 300 spec`
+// fuzzes it alone for five minutes.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "core/manifest.hpp"
+#include "fuzz.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 
 using namespace lathe::spec;
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+void lathe::fuzz::spec(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const std::string file = "fuzz.toml";
   Diagnostics diag(file);
   const auto spec = parse_spec_string(text, file, diag);
   if (!spec) {
-    if (diag.empty()) std::abort();  // rejected without saying why
+    if (diag.empty()) finding("a spec rejected without a diagnostic");
     (void)diag.format();
-    return 0;
+    return;
   }
-  if (!diag.empty()) std::abort();  // accepted with errors
+  if (!diag.empty()) finding("a spec accepted with errors");
   const Manifest manifest = build_manifest(*spec);
-  if (manifest.tensors.empty() || manifest.tensors.size() > (size_t{1} << 18)) std::abort();
+  if (manifest.tensors.empty() || manifest.tensors.size() > (size_t{1} << 18))
+    finding("an accepted spec with no tensors or too many");
   // Up to the full context, as `lathe report --prefill N --decode N` would ask.
   const int64_t n = spec->dims.max_context;
   const Report report = make_report(*spec, {1, 128, n}, {1, n});
-  if (report.total_params != manifest.total_elements() || report.total_params <= 0) std::abort();
+  if (report.total_params != manifest.total_elements() || report.total_params <= 0)
+    finding("the report's parameters are not the manifest's elements");
   (void)format_report(report);
   (void)report_json(report).dump();
-  return 0;
 }
+
+LATHE_FUZZ_TARGET(lathe::fuzz::spec)
