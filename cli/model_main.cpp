@@ -916,8 +916,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   // Without --seed every run samples anew (it was seed 0 every time).
   if (std::none_of(seed_options.begin(), seed_options.end(), [](CLI::Option* o) { return o->count() > 0; })) {
-    std::random_device device;
-    sampling.seed = (static_cast<uint64_t>(device()) << 32) | device();
+    std::random_device entropy;
+    sampling.seed = (static_cast<uint64_t>(entropy()) << 32) | entropy();
   }
   try {
     if (*info) return cmd_info();
