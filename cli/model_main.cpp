@@ -29,6 +29,7 @@
 #include "runtime/version.hpp"
 #include "runtime/text/generate.hpp"
 #include "runtime/vk/device.hpp"
+#include "runtime/weights/checkpoint.hpp"
 #include "runtime/weights/gguf.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/safetensors.hpp"
@@ -167,10 +168,18 @@ constexpr const char* kNoCheckHelp =
     "Load the weights without checking that every value is finite (a NaN or inf is refused by default; the logits "
     "are checked all the same)";
 
-// Loads `weights`, or random weights when it is empty; `check`: refuse a
-// NaN or an infinity among them (--no-check turns it off).
-void load_weights(lathe::Session& session, const std::string& weights, bool check) {
-  if (!weights.empty()) return session.load(weights, {.check_finite = check});
+// The checkpoint at `weights` opened and audited against the build's
+// manifest before the device starts (a file that does not fit is refused in
+// milliseconds, not after the device's start); null for random weights.
+std::unique_ptr<lathe::weights::Checkpoint> checked(const std::string& weights) {
+  if (weights.empty()) return nullptr;
+  return lathe::open_checkpoint(lathe::model_info(), weights);
+}
+
+// Loads `checkpoint` (checked()), or random weights when it is null;
+// `check`: refuse a NaN or an infinity among them (--no-check turns it off).
+void load_weights(lathe::Session& session, const lathe::weights::Checkpoint* checkpoint, bool check) {
+  if (checkpoint) return session.load(*checkpoint, {.check_finite = check});
   const lathe::ModelInfo& m = session.model();
   uint64_t state = 7;
   for (size_t i = 0; i < m.manifest.size(); ++i) {
@@ -215,7 +224,7 @@ int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
   lathe::SessionOptions options;
   options.max_chunk = std::max<int64_t>({rows, 1, std::min<int64_t>(position, 256)});
   lathe::Session session(vk.device(), m, options);
-  load_weights(session, {}, true);
+  load_weights(session, nullptr, true);
   if (position > 0) session.prefill(std::vector<int32_t>(static_cast<size_t>(position), 1));
   session.profile(rows);  // warm-up: first dispatches compile pipelines
   std::map<std::string, std::pair<int, double>> by_kernel;
@@ -259,12 +268,13 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
                const std::string& device, const std::string& out_path, bool check) {
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> tokens = parse_tokens(tokens_text);
+  const auto checkpoint = checked(weights);
   lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
   options.all_logits = true;
   options.context = context;
   lathe::Session session(vk.device(), m, options);
-  session.load(weights, {.check_finite = check});
+  session.load(*checkpoint, {.check_finite = check});
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(ErrorKind::Io, out_path + ": cannot write");
   // Every row checked before it is written: NaN rows are an error naming
@@ -291,12 +301,13 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   using Clock = std::chrono::steady_clock;
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> prompt = parse_tokens(tokens_text);
+  const auto checkpoint = checked(weights);
   lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
   options.context = context;
   options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(prompt.size()), 512));
   lathe::Session session(vk.device(), m, options);
-  load_weights(session, weights, check);
+  load_weights(session, checkpoint.get(), check);
   if (weights.empty()) std::cerr << "(random weights: the tokens mean nothing; the speed does)\n";
   warm_up(session, static_cast<int64_t>(prompt.size()));
   const int64_t free = session.context() - static_cast<int64_t>(prompt.size());
@@ -380,15 +391,17 @@ struct TextRun {
   explicit TextRun(const TextOptions& o)
       : tokenizer(load_tokenizer(o.tokenizer, o.weights)),
         sampler(o.generate.sampling),
+        checkpoint(checked(o.weights)),
         vk(device_options(o.device)),
         session(vk.device(), lathe::model_info(), session_options(o.context)) {
     if (o.verbose)
       std::cerr << "seed " << o.generate.sampling.seed << " (--seed " << o.generate.sampling.seed
                 << " samples this text again)\n";
-    load_weights(session, o.weights, !o.no_check);
+    load_weights(session, checkpoint.get(), !o.no_check);
   }
   lathe::text::Tokenizer tokenizer;
   lathe::text::Sampler sampler;
+  std::unique_ptr<lathe::weights::Checkpoint> checkpoint;  // opened and audited before the device starts
   lathe::vk::Context vk;
   lathe::Session session;
 };
@@ -521,13 +534,14 @@ int cmd_perplexity(const PerplexityOptions& o) {
                                                 " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
                                                 " (give a longer text or a smaller --context)");
   if (o.chunks > 0) chunks = std::min(chunks, o.chunks);
+  const auto checkpoint = checked(o.weights);
   lathe::vk::Context vk(device_options(o.device));
   lathe::SessionOptions options;
   options.context = n_ctx;
   options.max_chunk = n_ctx;
   options.all_logits = true;
   lathe::Session session(vk.device(), m, options);
-  session.load(o.weights, {.check_finite = !o.no_check});
+  session.load(*checkpoint, {.check_finite = !o.no_check});
   warm_up(session, n_ctx);
   const bool terminal = isatty(STDERR_FILENO) != 0;
   const int64_t first = n_ctx / 2;
@@ -600,13 +614,14 @@ int cmd_serve(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  const auto checkpoint = checked(o.weights);
   lathe::vk::Context vk(device_options(o.device));
   lathe::SessionOptions options;
   options.context = o.context;
   options.max_chunk = 64;  // the scheduler's prompt chunk
   options.sequences = o.parallel;
   lathe::Session session(vk.device(), m, options);
-  load_weights(session, o.weights, !o.no_check);
+  load_weights(session, checkpoint.get(), !o.no_check);
   warm_up(session, options.max_chunk);
   lathe::serve::SessionEngine engine(session);
   lathe::serve::SchedulerOptions scheduling;
@@ -667,12 +682,13 @@ int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int rep
               bool check) {
   using Clock = std::chrono::steady_clock;
   const lathe::ModelInfo& m = lathe::model_info();
+  const auto checkpoint = checked(weights);
   lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
   options.context = std::min<int64_t>(m.max_context, prompt + steps + 1);
   options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(prompt, 512));
   lathe::Session session(vk.device(), m, options);
-  load_weights(session, weights, check);
+  load_weights(session, checkpoint.get(), check);
   std::vector<int32_t> tokens(static_cast<size_t>(prompt));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 1) % static_cast<size_t>(m.vocab));
   double best_prefill = 0, best_decode = 0;

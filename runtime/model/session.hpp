@@ -27,6 +27,9 @@
 #include "runtime/vk/device.hpp"
 
 namespace lathe {
+namespace weights {
+class Checkpoint;
+}
 
 struct SessionOptions {
   int64_t context = 0;      // KV-cache positions; 0: the model's max_context
@@ -82,6 +85,8 @@ class Session {
   };
   void load(const std::string& path, const LoadOptions& options);
   void load(const std::string& path) { load(path, LoadOptions{}); }
+  // The same from a checkpoint open_checkpoint() has opened and audited.
+  void load(const weights::Checkpoint& checkpoint, const LoadOptions& options);
 
   // Appends `tokens` to the cache at position() and returns the logits of the
   // last row [vocab], or of every row [T][vocab] with all_logits. Throws
@@ -160,5 +165,12 @@ class Session {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Opens the checkpoint at `path` (weights::Checkpoint) and audits it against
+// `model`'s manifest without a device, every problem listed at once
+// (Error(BadFile)): a command calls it before it starts the device, so that
+// a file that does not fit is refused in milliseconds, and hands the result
+// to Session::load.
+std::unique_ptr<weights::Checkpoint> open_checkpoint(const ModelInfo& model, const std::string& path);
 
 }  // namespace lathe

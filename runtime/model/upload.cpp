@@ -95,10 +95,9 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   t.uploaded = true;
 }
 
-void Session::load(const std::string& path, const LoadOptions& options) {
-  using Clock = std::chrono::steady_clock;
-  weights::Checkpoint checkpoint(path);
-  const ModelInfo& m = impl_->model;
+std::unique_ptr<weights::Checkpoint> open_checkpoint(const ModelInfo& m, const std::string& path) {
+  auto opened = std::make_unique<weights::Checkpoint>(path);
+  weights::Checkpoint& checkpoint = *opened;
   const std::vector<std::string> ignore(m.ignored_tensors.begin(), m.ignored_tensors.end());
   checkpoint.match_names(m.manifest);
   std::vector<std::string> problems = checkpoint.audit(m.manifest, ignore);
@@ -111,6 +110,16 @@ void Session::load(const std::string& path, const LoadOptions& options) {
     weights::raise_problems(checkpoint.path(), problems, checkpoint.misfit(m.name, m.hidden, m.layers));
   if (!checkpoint.renaming().empty())  // the prefix that made the names match, said once
     std::fprintf(stderr, "%s: %s\n", checkpoint.path().c_str(), checkpoint.renaming().c_str());
+  return opened;
+}
+
+void Session::load(const std::string& path, const LoadOptions& options) {
+  load(*open_checkpoint(impl_->model, path), options);
+}
+
+void Session::load(const weights::Checkpoint& checkpoint, const LoadOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const ModelInfo& m = impl_->model;
   const bool terminal = isatty(STDERR_FILENO) != 0;
   const Clock::time_point start = Clock::now();
   uint64_t done = 0, total = 0;
