@@ -73,7 +73,7 @@ const vk::Pipeline& Session::Impl::pipeline(const plan::Dispatch& d, const Tile&
       break;
   }
   key.push_size = static_cast<uint32_t>(k.push_size);
-  return pipelines.get(vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, key);
+  return pipelines->get(vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, key);
 }
 
 // Creates every pipeline up front (both matmul layouts) and writes each

@@ -14,7 +14,7 @@
 namespace lathe {
 
 Session::Impl::Impl(vk::Device& d, const ModelInfo& m, const SessionOptions& o)
-    : device(d), model(m), plan(m.plan), options(o), pipelines(d, o.pipeline_cache), arena(d) {}
+    : device(d), model(m), plan(m.plan), options(o), pipelines(vk::Pipelines::shared(d, o.pipeline_cache)), arena(d) {}
 
 Session::Impl::~Impl() {
   if (device.handle() != VK_NULL_HANDLE) vkDeviceWaitIdle(device.handle());
@@ -140,7 +140,7 @@ void Session::reset(int64_t sequence) {
 }
 size_t Session::dispatches_per_token() const { return impl_->active.size(); }
 Session::Memory Session::memory() const { return impl_->memory(); }
-bool Session::pipelines_cached() const { return impl_->pipelines.from_disk(); }
+bool Session::pipelines_cached() const { return impl_->pipelines->from_disk(); }
 
 void Session::warm_up(int64_t rows, const WarmUpProgress& progress) {
   const Impl& s = *impl_;

@@ -6,6 +6,7 @@
 // Nothing here decides what runs: the plan (model.plan) says it all.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,7 +66,7 @@ struct Session::Impl {
   const Tile& tile_for(uint32_t rows) const { return rows >= kPrefillLayoutRows ? prefill : decode; }
   std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
 
-  vk::Pipelines pipelines;
+  std::shared_ptr<vk::Pipelines> pipelines;  // shared with the other sessions on this device (Pipelines::shared)
   vk::DescriptorArena arena;
   std::vector<DeviceTensor> tensors;
   std::vector<DevicePack> packs;

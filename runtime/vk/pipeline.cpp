@@ -116,16 +116,39 @@ Pipelines::~Pipelines() {
     }
   }
   const VkDevice device = device_.handle();
-  for (auto& [key, p] : pipelines_) {
-    vkDestroyPipeline(device, p.pipeline, nullptr);
-    vkDestroyPipelineLayout(device, p.layout, nullptr);
-    vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
-  }
+  for (auto& [code, of_code] : pipelines_)
+    for (auto& [key, p] : of_code) {
+      vkDestroyPipeline(device, p.pipeline, nullptr);
+      vkDestroyPipelineLayout(device, p.layout, nullptr);
+      vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
+    }
   vkDestroyPipelineCache(device, cache_, nullptr);
 }
 
+std::shared_ptr<Pipelines> Pipelines::shared(Device& device, const std::string& cache_dir) {
+  static std::mutex mutex;
+  // By device handle (unique while the device lives, and a holder keeps it alive) and directory.
+  static std::map<std::pair<VkDevice, std::string>, std::weak_ptr<Pipelines>> live;
+  const std::lock_guard lock(mutex);
+  std::erase_if(live, [](const auto& entry) { return entry.second.expired(); });
+  std::weak_ptr<Pipelines>& slot = live[{device.handle(), resolve_cache_dir(cache_dir)}];
+  if (std::shared_ptr<Pipelines> alive = slot.lock()) return alive;
+  auto made = std::make_shared<Pipelines>(device, cache_dir);
+  slot = made;
+  return made;
+}
+
+size_t Pipelines::size() const {
+  const std::lock_guard lock(mutex_);
+  size_t n = 0;
+  for (const auto& [code, of_code] : pipelines_) n += of_code.size();
+  return n;
+}
+
 const Pipeline& Pipelines::get(const KernelCode& code, const PipelineKey& key) {
-  if (auto found = pipelines_.find(key); found != pipelines_.end()) return found->second;
+  const std::lock_guard lock(mutex_);
+  std::map<PipelineKey, Pipeline>& of_code = pipelines_[code.spirv];
+  if (auto found = of_code.find(key); found != of_code.end()) return found->second;
   check_key(device_.info(), code, key);
 
   const VkDevice device = device_.handle();
@@ -173,7 +196,7 @@ const Pipeline& Pipelines::get(const KernelCode& code, const PipelineKey& key) {
   }
   vkDestroyShaderModule(device, module, nullptr);  // the pipeline keeps what it needs
 
-  const auto it = pipelines_.emplace(key, p).first;
+  const auto it = of_code.emplace(key, p).first;
   it->second.key = &it->first;
   dirty_ = true;
   return it->second;
@@ -181,6 +204,7 @@ const Pipeline& Pipelines::get(const KernelCode& code, const PipelineKey& key) {
 
 void Pipelines::save() {
   if (cache_path_.empty()) return;
+  const std::lock_guard lock(mutex_);  // vkGetPipelineCacheData while no get() adds to the cache
   size_t size = 0;
   check(vkGetPipelineCacheData(device_.handle(), cache_, &size, nullptr), "vkGetPipelineCacheData");
   std::vector<char> data(size);

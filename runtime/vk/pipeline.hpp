@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +52,11 @@ class Pipelines {
   // device's pipelineCacheUUID (hex) and vendor/device id, so another driver or device never reads it;
   // a corrupt, truncated or foreign file is ignored (see cache_header_matches), never fatal.
   Pipelines(Device& device, std::string cache_dir = {});
+  // The Pipelines that every holder on `device` with the same cache_dir shares while any of them
+  // lives: a second session beside the first (a batched one beside a single one, one reloaded from
+  // another file) creates only the kernels the first did not, rather than all of them again (on
+  // lavapipe a pipeline's creation is most of a small model's start).
+  static std::shared_ptr<Pipelines> shared(Device& device, const std::string& cache_dir = {});
   // Saves when pipelines were created since the last save (errors ignored: the cache is an
   // optimisation), then destroys everything.
   ~Pipelines();
@@ -58,10 +65,11 @@ class Pipelines {
 
   // Creates on first use (shader module, set layout, pipeline layout with one push-constant range of
   // push_size bytes when > 0, compute pipeline through the VkPipelineCache), then returns the same
-  // Pipeline for an equal key. Throws lathe::Error naming the kernel when the key does not fit the
+  // Pipeline for an equal key and the same code (two model libraries may both name a kernel
+  // "argmax": their code tells them apart). Safe to call from several threads. Throws lathe::Error naming the kernel when the key does not fit the
   // code (name, push size, binding types) or the device, or creation fails.
   const Pipeline& get(const KernelCode& code, const PipelineKey& key);
-  size_t size() const { return pipelines_.size(); }
+  size_t size() const;
   // Writes the cache file now (no-op for "-"): to a temporary file renamed over the old one, so a
   // concurrent run never reads half a file. Throws Error(Io) naming the path on failure.
   void save();
@@ -75,7 +83,9 @@ class Pipelines {
   Device& device_;
   std::string cache_path_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
-  std::map<PipelineKey, Pipeline> pipelines_;  // map nodes never move: Pipeline::key points into it
+  mutable std::mutex mutex_;                   // get() and save() from several sessions' threads
+  // By the code's address, then the key; map nodes never move: Pipeline::key points into them.
+  std::map<const uint32_t*, std::map<PipelineKey, Pipeline>> pipelines_;
   bool from_disk_ = false;
   bool dirty_ = false;                         // pipelines created since the cache was loaded or saved
 };

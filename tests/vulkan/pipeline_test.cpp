@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -126,6 +127,27 @@ TEST_CASE_FIXTURE(VulkanTest, "a pipeline is created once per key; another spec 
   CHECK(pipelines.size() == 3);
   CHECK(&pipelines.get(scale_add(), scale_add_key()) == &first);
   pipelines.save();  // a no-op without a disk cache
+}
+
+TEST_CASE_FIXTURE(VulkanTest, "holders on one device and cache directory share pipelines while any of them lives") {
+  std::shared_ptr<Pipelines> a = Pipelines::shared(device, "-");
+  std::shared_ptr<Pipelines> b = Pipelines::shared(device, "-");
+  CHECK(a == b);
+  const Pipeline& first = a->get(scale_add(), scale_add_key());
+  CHECK(&b->get(scale_add(), scale_add_key()) == &first);  // the second holder creates nothing
+  CHECK(b->size() == 1);
+  // The same name and key over other code (two model libraries' "argmax") is another pipeline.
+  static const std::vector<uint32_t> copy(scale_add().spirv, scale_add().spirv + scale_add().words);
+  const Pipeline& other = a->get(KernelCode{"scale_add", copy.data(), copy.size(), sizeof(Push)}, scale_add_key());
+  CHECK(&other != &first);
+  CHECK(a->size() == 2);
+  TempDir dir;
+  const std::shared_ptr<Pipelines> elsewhere = Pipelines::shared(device, dir.path.string());
+  CHECK(elsewhere != a);  // another disk cache, another set
+  CHECK(elsewhere->size() == 0);
+  a.reset();
+  b.reset();
+  CHECK(Pipelines::shared(device, "-")->size() == 0);  // the last holder gone, the next starts afresh
 }
 
 TEST_CASE_FIXTURE(VulkanTest, "a dispatch reads a storage buffer at an offset and a texel buffer, with push and spec constants") {
