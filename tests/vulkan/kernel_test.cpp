@@ -381,12 +381,16 @@ class Gpu {
            uint32_t groups_y = 1, std::vector<uint32_t> extra = {}, uint32_t groups_z = 1) {
     const auto bindings = named.array();
     REQUIRE(sizeof(Push) == k.push->size());
-    // Instances of two specs share names ("argmax", "norm_64"): the pipeline key holds the spec.
-    const std::string name = m.spec.name + "/" + k.name;
-    auto it = spirv_.find(name);
-    if (it == spirv_.end()) it = spirv_.emplace(name, emit::compile_kernel(k.source)).first;
+    // Instances of two specs may share a name ("argmax", "norm_64") with other constants, or be
+    // the same kernel under two names (the same file and constants: many tiny specs share their
+    // widths): keyed by the text, each kernel compiles and its pipelines are created once.
+    const std::string text = k.source.file + '\n' + k.source.constants;
+    auto it = compiled_.find(text);
+    if (it == compiled_.end())
+      it = compiled_.emplace(text, Compiled{m.spec.name + "/" + k.name, emit::compile_kernel(k.source)}).first;
+    const Compiled& code = it->second;
     vk::PipelineKey key;
-    key.kernel = name;
+    key.kernel = code.name;
     for (const vk::Binding& b : bindings)
       key.bindings.push_back(std::holds_alternative<vk::TexelBinding>(b) ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                                                                          : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
@@ -394,7 +398,7 @@ class Gpu {
     key.spec_constants.insert(key.spec_constants.end(), extra.begin(), extra.end());
     key.push_size = sizeof(Push);
     const vk::Pipeline& p =
-        pipelines_.get(vk::KernelCode{it->first, it->second.data(), it->second.size(), sizeof(Push)}, key);
+        pipelines_.get(vk::KernelCode{code.name, code.spirv.data(), code.spirv.size(), sizeof(Push)}, key);
     const VkDescriptorSet set = arena_.allocate(p);
     const std::vector<vk::Binding> list(bindings.begin(), bindings.end());
     vk::write_descriptors(device_, p, set, list);
@@ -421,7 +425,11 @@ class Gpu {
   vk::Device& device_;
   vk::Pipelines pipelines_;
   vk::DescriptorArena arena_;
-  std::map<std::string, std::vector<uint32_t>> spirv_;  // map nodes stay put: KernelCode::name points at a key
+  struct Compiled {
+    std::string name;  // the first spec's: "tiny-gemma3/matmul_64_..."
+    std::vector<uint32_t> spirv;
+  };
+  std::map<std::string, Compiled> compiled_;  // by kernel text; map nodes stay put: KernelCode::name points into one
   vk::Buffer dummy_;
   vk::TexelView dummy_view_;
 };
