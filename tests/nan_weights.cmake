@@ -2,6 +2,7 @@
 # the value's index; with --no-check loaded, and the logits it then computes
 # are an error naming the step, never NaN rows written out or a token -1.
 # -DMODEL=<demo executable> -DPLANT=<lathe_plant_value> -DDEMO_DIR=<models/demo> -DTEXT=<a text file> -DWORK_DIR=<dir>
+include(${CMAKE_CURRENT_LIST_DIR}/run_command.cmake)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(weights ${DEMO_DIR}/model.safetensors)
@@ -24,10 +25,7 @@ endfunction()
 # One NaN in a layer's up projection ([768, 256]: index 12345 is row 48,
 # column 57): every logit becomes NaN once it runs.
 set(layer ${WORK_DIR}/layer-nan.safetensors)
-execute_process(COMMAND ${PLANT} ${weights} ${layer} model.layers.3.mlp.up_proj.weight 12345 nan RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "lathe_plant_value failed (${rc})")
-endif()
+run(_ ${PLANT} ${weights} ${layer} model.layers.3.mlp.up_proj.weight 12345 nan)
 set(refused "layer-nan.safetensors: tensor 'model.layers.3.mlp.up_proj.weight' holds NaN at index 12345 (row 48, column 57): refusing to load (--no-check skips this check)")
 fails("${refused}" logits -w ${layer} -t 1,1043,261 -o logits.f32)
 fails("${refused}" generate -w ${layer} ${tokenizer} -p "And God said" -n 4)
@@ -47,10 +45,7 @@ fails("the logits hold NaN (the device's argmax finds no largest value)" generat
 # with tied embeddings only that token's logit is NaN, which the check
 # still finds.
 set(embed ${WORK_DIR}/embed-nan.safetensors)
-execute_process(COMMAND ${PLANT} ${weights} ${embed} model.embed_tokens.weight 768005 nan RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "lathe_plant_value failed (${rc})")
-endif()
+run(_ ${PLANT} ${weights} ${embed} model.embed_tokens.weight 768005 nan)
 fails("embed-nan.safetensors: tensor 'model.embed_tokens.weight' holds NaN at index 768005 (row 3000, column 5)"
       logits -w ${embed} -t 1,1043,261 -o logits.f32)
 fails("prompt row 0: the logits hold NaN at token 3000 (1 of 3072 values are NaN or inf)"

@@ -220,6 +220,17 @@ std::vector<float> Session::decode(std::span<const Step> steps) {
   return s.read_logits(static_cast<uint32_t>(steps.size()));
 }
 
+// The device argmax's pick in row 0 of the IO block; one past the vocabulary
+// when the row held only NaN (no largest value): an error naming `where()`.
+template <class Where>
+int32_t Session::Impl::device_pick(const Where& where) const {
+  const uint32_t pick = io_rows()[0].token;
+  if (pick >= static_cast<uint32_t>(model.vocab))
+    throw Error(ErrorKind::BadFile, where() + ": the logits hold NaN (the device's argmax finds no largest value): a "
+                                              "non-finite weight or an overflow in the computation");
+  return static_cast<int32_t>(pick);
+}
+
 std::vector<int32_t> Session::generate_greedy(int32_t token, int64_t steps) {
   Impl& s = *impl_;
   s.check_token(token);
@@ -231,23 +242,15 @@ std::vector<int32_t> Session::generate_greedy(int32_t token, int64_t steps) {
     const int64_t position = s.positions[0];
     s.io_rows()[0].position = static_cast<uint32_t>(position);
     s.run_chunk(0, 1);
-    const uint32_t pick = s.io_rows()[0].token;
-    if (pick >= static_cast<uint32_t>(s.model.vocab))
-      throw Error(ErrorKind::BadFile, "decode step " + std::to_string(i + 1) + " (position " + std::to_string(position) +
-                                          "): the logits hold NaN (the device's argmax finds no largest value): a "
-                                          "non-finite weight or an overflow in the computation");
-    out.push_back(static_cast<int32_t>(pick));
+    out.push_back(s.device_pick([&] {
+      return "decode step " + std::to_string(i + 1) + " (position " + std::to_string(position) + ")";
+    }));
   }
   return out;
 }
 
 int32_t Session::argmax() const {
-  const Impl& s = *impl_;
-  const uint32_t pick = s.io_rows()[0].token;
-  if (pick >= static_cast<uint32_t>(s.model.vocab))
-    throw Error(ErrorKind::BadFile, "the last pass (the prompt's, or the last decode step): the logits hold NaN (the device's argmax finds no largest value): a "
-                                        "non-finite weight or an overflow in the computation");
-  return static_cast<int32_t>(pick);
+  return impl_->device_pick([] { return std::string("the last pass (the prompt's, or the last decode step)"); });
 }
 
 void check_logits(std::span<const float> row, std::string_view where) {

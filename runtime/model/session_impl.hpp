@@ -119,6 +119,8 @@ struct Session::Impl {
 
   // session.cpp
   plan::IoRow* io_rows() const { return static_cast<plan::IoRow*>(io->mapped()); }
+  template <class Where>
+  int32_t device_pick(const Where& where) const;  // session.cpp: the argmax's pick, checked
   void check_sequence(int64_t sequence) const;
   void check_ready(int64_t sequence, size_t count) const;
   void check_token(int32_t token) const;
