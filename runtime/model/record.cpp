@@ -54,7 +54,7 @@ void Session::Impl::choose_tiles() {
   batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, options.sequences));
 }
 
-const vk::Pipeline& Session::Impl::pipeline(const plan::Dispatch& d, const Tile& tile) {
+vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, const Tile& tile) const {
   const KernelBinary& k = kernel(d);
   const kernels::FamilyInfo& f = family(d);
   vk::PipelineKey key;
@@ -73,25 +73,35 @@ const vk::Pipeline& Session::Impl::pipeline(const plan::Dispatch& d, const Tile&
       break;
   }
   key.push_size = static_cast<uint32_t>(k.push_size);
-  return pipelines->get(vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, key);
+  return {vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, std::move(key)};
 }
 
-// Creates every pipeline up front (both matmul layouts) and writes each
-// dispatch's descriptor set. (A driver may still compile a kernel at its
-// first dispatch, as llvmpipe does: Session::warm_up.)
+// A layout's pipelines are created when a pass first records it, all at
+// once on every hardware thread: a session that never runs a long prompt or
+// a batched step never builds the prefill or batch layout's kernels (on
+// lavapipe most of a quantized model's start).
+const std::vector<const vk::Pipeline*>& Session::Impl::pipelines_for(const Tile& tile) {
+  std::vector<const vk::Pipeline*>& out = layouts[{tile.rows, tile.tokens, tile.texels}];
+  if (out.empty()) {
+    std::vector<vk::Pipelines::Request> requests;
+    for (size_t i : active) requests.push_back(pipeline_request(plan.dispatches[i], tile));
+    out = pipelines->get(requests);
+  }
+  return out;
+}
+
+// Writes each dispatch's descriptor set, with the decode layout's set layout
+// (every layout of a kernel has the same bindings). A driver may still
+// compile a kernel at its first dispatch, as llvmpipe does: Session::warm_up.
 void Session::Impl::build_sets() {
-  for (size_t i : active) {
-    const plan::Dispatch& d = plan.dispatches[i];
-    if (family(d).spec_constants == kernels::SpecConstants::Tile) {
-      pipeline(d, prefill);
-      if (options.sequences > 1) pipeline(d, batch);
-    }
-    const vk::Pipeline& p = pipeline(d, decode);
-    const VkDescriptorSet set = arena.allocate(p);
+  const std::vector<const vk::Pipeline*>& ps = pipelines_for(decode);
+  for (size_t n = 0; n < active.size(); ++n) {
+    const plan::Dispatch& d = plan.dispatches[active[n]];
+    const VkDescriptorSet set = arena.allocate(*ps[n]);
     const kernels::FamilyInfo& f = family(d);
     std::vector<vk::Binding> bindings;
     for (size_t b = 0; b < f.bindings.size(); ++b) bindings.push_back(resolve(d.bindings[b], f.bindings[b].kind));
-    vk::write_descriptors(device, p, set, bindings);
+    vk::write_descriptors(device, *ps[n], set, bindings);
     sets.push_back(set);
   }
 }
@@ -127,9 +137,10 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
     vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(active.size() + 1));
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, 0);
   }
+  const std::vector<const vk::Pipeline*>& ps = pipelines_for(tile);
   for (size_t n = 0; n < active.size(); ++n) {
     const plan::Dispatch& d = plan.dispatches[active[n]];
-    const vk::Pipeline& p = pipeline(d, tile);
+    const vk::Pipeline& p = *ps[n];
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &sets[n], 0, nullptr);
     // The run-time push fields, by name: every layout's rows, and the first

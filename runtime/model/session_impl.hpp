@@ -6,6 +6,8 @@
 // Nothing here decides what runs: the plan (model.plan) says it all.
 #pragma once
 
+#include <array>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +69,7 @@ struct Session::Impl {
   std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
 
   std::shared_ptr<vk::Pipelines> pipelines;  // shared with the other sessions on this device (Pipelines::shared)
+  std::map<std::array<uint32_t, 3>, std::vector<const vk::Pipeline*>> layouts;  // pipelines_for, by rows, tokens, texels
   vk::DescriptorArena arena;
   std::vector<DeviceTensor> tensors;
   std::vector<DevicePack> packs;
@@ -115,7 +118,9 @@ struct Session::Impl {
   const kernels::FamilyInfo& family(const plan::Dispatch& d) const {
     return kernels::family(plan.kernels[d.kernel].family);
   }
-  const vk::Pipeline& pipeline(const plan::Dispatch& d, const Tile& tile);
+  vk::Pipelines::Request pipeline_request(const plan::Dispatch& d, const Tile& tile) const;
+  // Per active dispatch, its pipeline in `tile`'s layout; created at the first call.
+  const std::vector<const vk::Pipeline*>& pipelines_for(const Tile& tile);
 
   // session.cpp
   plan::IoRow* io_rows() const { return static_cast<plan::IoRow*>(io->mapped()); }

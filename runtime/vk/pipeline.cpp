@@ -1,9 +1,13 @@
 #include "runtime/vk/pipeline.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "runtime/cache_dir.hpp"
@@ -68,6 +72,13 @@ void check_key(const DeviceInfo& info, const KernelCode& code, const PipelineKey
   }
 }
 
+// Null handles are ignored by vkDestroy*.
+void destroy(VkDevice device, const Pipeline& p) {
+  vkDestroyPipeline(device, p.pipeline, nullptr);
+  vkDestroyPipelineLayout(device, p.layout, nullptr);
+  vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
+}
+
 }  // namespace
 
 bool cache_header_matches(const DeviceInfo& info, std::span<const std::byte> data) {
@@ -115,14 +126,9 @@ Pipelines::~Pipelines() {
       // A read-only or full cache directory costs the next run its compile time, nothing else.
     }
   }
-  const VkDevice device = device_.handle();
   for (auto& [code, of_code] : pipelines_)
-    for (auto& [key, p] : of_code) {
-      vkDestroyPipeline(device, p.pipeline, nullptr);
-      vkDestroyPipelineLayout(device, p.layout, nullptr);
-      vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
-    }
-  vkDestroyPipelineCache(device, cache_, nullptr);
+    for (auto& [key, p] : of_code) destroy(device_.handle(), p);
+  vkDestroyPipelineCache(device_.handle(), cache_, nullptr);
 }
 
 std::shared_ptr<Pipelines> Pipelines::shared(Device& device, const std::string& cache_dir) {
@@ -145,12 +151,80 @@ size_t Pipelines::size() const {
   return n;
 }
 
+const Pipeline* Pipelines::find(const KernelCode& code, const PipelineKey& key) const {
+  const auto of_code = pipelines_.find(code.spirv);
+  if (of_code == pipelines_.end()) return nullptr;
+  const auto found = of_code->second.find(key);
+  return found == of_code->second.end() ? nullptr : &found->second;
+}
+
 const Pipeline& Pipelines::get(const KernelCode& code, const PipelineKey& key) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (const Pipeline* p = find(code, key)) return *p;
+  }
+  return insert(code, key, create(code, key));
+}
+
+std::vector<const Pipeline*> Pipelines::get(std::span<const Request> requests, unsigned threads) {
+  std::vector<const Pipeline*> out(requests.size(), nullptr);
+  std::vector<size_t> missing;  // the first request of each missing key
+  {
+    const std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < requests.size(); ++i)
+      if (!(out[i] = find(requests[i].code, requests[i].key))) {
+        bool repeat = false;
+        for (size_t m : missing)
+          repeat = repeat || (requests[m].code.spirv == requests[i].code.spirv && requests[m].key == requests[i].key);
+        if (!repeat) missing.push_back(i);
+      }
+  }
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<size_t>(threads, missing.size()));
+  // Each thread takes the next missing request until none is left; the first
+  // error is rethrown once every thread has stopped.
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const auto work = [&] {
+    for (size_t n; (n = next.fetch_add(1)) < missing.size();) {
+      try {
+        const Request& r = requests[missing[n]];
+        insert(r.code, r.key, create(r.code, r.key));
+      } catch (...) {
+        const std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = missing.size();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  if (threads > 0) work();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  const std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (!out[i]) out[i] = find(requests[i].code, requests[i].key);
+  return out;
+}
+
+const Pipeline& Pipelines::insert(const KernelCode& code, const PipelineKey& key, const Pipeline& p) {
   const std::lock_guard lock(mutex_);
   std::map<PipelineKey, Pipeline>& of_code = pipelines_[code.spirv];
-  if (auto found = of_code.find(key); found != of_code.end()) return found->second;
-  check_key(device_.info(), code, key);
+  const auto [it, added] = of_code.emplace(key, p);
+  if (!added) {  // another thread created the same one meanwhile: keep the first
+    destroy(device_.handle(), p);
+    return it->second;
+  }
+  it->second.key = &it->first;
+  dirty_ = true;
+  return it->second;
+}
 
+Pipeline Pipelines::create(const KernelCode& code, const PipelineKey& key) {
+  check_key(device_.info(), code, key);
+  const std::shared_lock creating(creating_);
   const VkDevice device = device_.handle();
   Pipeline p{VK_NULL_HANDLE, VK_NULL_HANDLE, VK_NULL_HANDLE, nullptr};
   VkShaderModule module = VK_NULL_HANDLE;
@@ -190,21 +264,17 @@ const Pipeline& Pipelines::get(const KernelCode& code, const PipelineKey& key) {
     check(vkCreateComputePipelines(device, cache_, 1, &pipeline_info, nullptr, &p.pipeline), "vkCreateComputePipelines");
   } catch (const Error& e) {
     vkDestroyShaderModule(device, module, nullptr);
-    vkDestroyPipelineLayout(device, p.layout, nullptr);
-    vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
+    destroy(device, p);
     throw Error(e.kind(), kernel_error(key, e.what()));
   }
   vkDestroyShaderModule(device, module, nullptr);  // the pipeline keeps what it needs
-
-  const auto it = of_code.emplace(key, p).first;
-  it->second.key = &it->first;
-  dirty_ = true;
-  return it->second;
+  return p;
 }
 
 void Pipelines::save() {
   if (cache_path_.empty()) return;
-  const std::lock_guard lock(mutex_);  // vkGetPipelineCacheData while no get() adds to the cache
+  const std::unique_lock no_creation(creating_);  // vkGetPipelineCacheData while nothing adds to the cache
+  const std::lock_guard lock(mutex_);
   size_t size = 0;
   check(vkGetPipelineCacheData(device_.handle(), cache_, &size, nullptr), "vkGetPipelineCacheData");
   std::vector<char> data(size);

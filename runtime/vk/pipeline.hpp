@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,6 +70,15 @@ class Pipelines {
   // "argmax": their code tells them apart). Safe to call from several threads. Throws lathe::Error naming the kernel when the key does not fit the
   // code (name, push size, binding types) or the device, or creation fails.
   const Pipeline& get(const KernelCode& code, const PipelineKey& key);
+  // The same for many at once: those not yet created are created on up to
+  // `threads` threads (0: one per hardware thread), as a driver that builds
+  // each pipeline on the calling thread (lavapipe translates SPIR-V there)
+  // then starts in a fraction of the time. result[i] is requests[i]'s.
+  struct Request {
+    KernelCode code;
+    PipelineKey key;
+  };
+  std::vector<const Pipeline*> get(std::span<const Request> requests, unsigned threads = 0);
   size_t size() const;
   // Writes the cache file now (no-op for "-"): to a temporary file renamed over the old one, so a
   // concurrent run never reads half a file. Throws Error(Io) naming the path on failure.
@@ -83,7 +93,11 @@ class Pipelines {
   Device& device_;
   std::string cache_path_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
-  mutable std::mutex mutex_;                   // get() and save() from several sessions' threads
+  mutable std::mutex mutex_;                   // the map, from several sessions' threads
+  std::shared_mutex creating_;                 // held shared while a pipeline is created, whole by save()
+  const Pipeline* find(const KernelCode& code, const PipelineKey& key) const;  // under mutex_
+  Pipeline create(const KernelCode& code, const PipelineKey& key);           // no lock taken
+  const Pipeline& insert(const KernelCode& code, const PipelineKey& key, const Pipeline& p);
   // By the code's address, then the key; map nodes never move: Pipeline::key points into them.
   std::map<const uint32_t*, std::map<PipelineKey, Pipeline>> pipelines_;
   bool from_disk_ = false;

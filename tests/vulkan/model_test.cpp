@@ -18,6 +18,7 @@
 #include "runtime/error.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/reference/reference.hpp"
+#include "runtime/vk/pipeline.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
 #include "runtime/weights/safetensors.hpp"
@@ -211,6 +212,28 @@ TEST_CASE_FIXTURE(test::VulkanTest, "greedy decoding after a prompt picks the re
   }
   CHECK(ties <= 2);
   CHECK(session.position() == static_cast<int64_t>(prompt.size()) + 64);
+}
+
+// Model-independent; one quantized model shows it (a K-quant start was seconds
+// of pipelines the run never used).
+TEST_CASE_FIXTURE(test::VulkanTest, "a session creates a layout's pipelines when a pass first needs it" *
+                  doctest::skip(model_info().name != std::string_view("tiny-quant-q4-k-m"))) {
+  SessionOptions options;
+  options.pipeline_cache = "-";
+  options.sequences = 2;
+  const std::shared_ptr<vk::Pipelines> pipelines = vk::Pipelines::shared(device, "-");  // the session's
+  Session session(device, model_info(), options);
+  upload_all(session);
+  const size_t decode_layout = pipelines->size();
+  CHECK(decode_layout > 0);
+  session.prefill(random_tokens(3, 1));  // under 8 rows: the decode layout
+  session.decode(1);
+  CHECK(pipelines->size() == decode_layout);
+  session.prefill(random_tokens(9, 2));  // the prefill layout's matmuls
+  const size_t with_prefill = pipelines->size();
+  CHECK(with_prefill > decode_layout);
+  session.decode(std::vector<Session::Step>{{0, 1}, {1, 2}});  // the batch layout's
+  CHECK(pipelines->size() > with_prefill);
 }
 
 TEST_CASE_FIXTURE(test::VulkanTest, "decode continues from the cache position, not from 0") {

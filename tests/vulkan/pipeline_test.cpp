@@ -129,6 +129,34 @@ TEST_CASE_FIXTURE(VulkanTest, "a pipeline is created once per key; another spec 
   pipelines.save();  // a no-op without a disk cache
 }
 
+TEST_CASE_FIXTURE(VulkanTest, "many pipelines at once: the missing ones created on several threads, once per key") {
+  Pipelines pipelines(device, "-");
+  const Pipeline& existing = pipelines.get(scale_add(), scale_add_key(64, 0));
+  std::vector<Pipelines::Request> requests;
+  for (uint32_t add = 0; add < 12; ++add) requests.push_back({scale_add(), scale_add_key(64, add)});
+  requests.push_back({scale_add(), scale_add_key(64, 5)});  // a repeat within the batch
+  const std::vector<const Pipeline*> got = pipelines.get(requests, 4);
+  REQUIRE(got.size() == requests.size());
+  CHECK(got[0] == &existing);
+  CHECK(got[12] == got[5]);
+  CHECK(pipelines.size() == 12);
+  for (size_t i = 0; i < 12; ++i) {
+    CHECK(*got[i]->key == requests[i].key);
+    CHECK(got[i] == &pipelines.get(requests[i].code, requests[i].key));  // one at a time finds the same
+  }
+  // A request that does not fit its code fails the batch, naming its kernel;
+  // what the other threads created stays usable.
+  std::vector<Pipelines::Request> bad;
+  for (uint32_t add = 20; add < 24; ++add) bad.push_back({scale_add(), scale_add_key(64, add)});
+  bad.push_back({scale_add(), scale_add_key(64, 30)});
+  bad.back().key.push_size = 4;
+  const std::string message = error_of([&] { pipelines.get(bad, 3); }, ErrorKind::InvalidArgument);
+  CHECK(contains(message, "kernel 'scale_add'"));
+  CHECK(contains(message, "push constants"));
+  CHECK(pipelines.get(std::span(bad).first(4), 2).size() == 4);
+  CHECK(pipelines.size() == 16);
+}
+
 TEST_CASE_FIXTURE(VulkanTest, "holders on one device and cache directory share pipelines while any of them lives") {
   std::shared_ptr<Pipelines> a = Pipelines::shared(device, "-");
   std::shared_ptr<Pipelines> b = Pipelines::shared(device, "-");
