@@ -120,12 +120,16 @@ lathe::vk::ContextOptions device_options(const std::string& device) {
 // `rows`: the prompt's tokens (the kernels of its chunk's layout compile).
 // The compile says what it does: on a terminal a line that is rewritten as
 // each pass's kernels compile ("compiling kernels, once …: decode (2/3),
-// 12.0 s"), elsewhere each pass named as it begins.
+// 12.0 s"), elsewhere each pass named as it begins. A later run still builds
+// its pipelines (lavapipe translates every kernel at each start, seconds for
+// a K-quant model): past a second, a terminal shows that too, and the line
+// is wiped when done.
 void warm_up(lathe::Session& session, int64_t rows) {
   const bool cold = !session.pipelines_cached();
   const auto start = std::chrono::steady_clock::now();
   const bool terminal = isatty(STDERR_FILENO);
-  const char* lead = "compiling kernels, once (they are cached for later runs)";
+  const char* lead = cold ? "compiling kernels, once (they are cached for later runs)" : "preparing kernels";
+  bool shown = false;
   lathe::Session::WarmUpProgress progress;
   if (cold)
     progress = [&](const char* stage, int done, int stages) {
@@ -141,6 +145,17 @@ void warm_up(lathe::Session& session, int64_t rows) {
         std::fprintf(stderr, "%s: %s", lead, stage);
       } else {
         std::fprintf(stderr, ", %s", stage);
+      }
+      std::fflush(stderr);
+    };
+  else if (terminal)
+    progress = [&](const char* stage, int done, int stages) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (done == stages) {
+        if (shown) std::fprintf(stderr, "\r\033[K");
+      } else if (s >= 1.0) {
+        std::fprintf(stderr, "\r%s: %s pass (%d/%d), %.1f s\033[K", lead, stage, done + 1, stages, s);
+        shown = true;
       }
       std::fflush(stderr);
     };
