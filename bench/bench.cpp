@@ -274,12 +274,14 @@ int run(const Options& opt) {
   const DecodeSpeed decode_short = timed(decode_s, [&] { return decode_tps(*session, p.decode_short, p.steps_short); });
   const DecodeSpeed decode_long = timed(decode_s, [&] { return decode_tps(*session, p.decode_long, p.steps_long); });
   const size_t dispatches = session->dispatches_per_token();
+  const std::string device_class(session->device_class().name);
   session.reset();
 
   const double decode_gbs = decode_bytes(m, p.decode_short) * decode_short.mean_tps / 1e9;
   const auto ll = [](int64_t v) { return static_cast<long long>(v); };
 
-  std::printf("device: %s (driver %s)\n", device.info().name.c_str(), device.info().driver_name.c_str());
+  std::printf("device: %s (driver %s), class %s\n", device.info().name.c_str(), device.info().driver_name.c_str(),
+              device_class.c_str());
   std::printf("STREAM copy: %.1f GB/s (%u threads, 2 x %zu MiB, best of %d, bytes read + written)\n", stream,
               std::max(1u, std::thread::hardware_concurrency()), p.stream_bytes >> 20, p.stream_repeats);
   std::printf("decode @%lld: %lld steps, reads %.1f MiB/token, median step %.2f tok/s\n", ll(p.decode_short),
@@ -324,7 +326,8 @@ int run_streams(const Options& opt) {
   Session session(device, m, so);
   upload_random(session);
   session.warm_up(prompt);
-  std::printf("device: %s (driver %s)\n", device.info().name.c_str(), device.info().driver_name.c_str());
+  std::printf("device: %s (driver %s), class %s\n", device.info().name.c_str(), device.info().driver_name.c_str(),
+              std::string(session.device_class().name).c_str());
   std::printf("\n| model | streams | aggregate decode tok/s | per stream tok/s | vs 1 stream |\n|---|---:|---:|---:|---:|\n");
   double single = 0;
   for (int64_t streams : opt.streams) {

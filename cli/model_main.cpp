@@ -59,6 +59,9 @@ int cmd_info() {
             << " kernel instances, " << plan.slot_widths.size() << " activation buffers, " << plan.packs.size()
             << " packs\n";
   for (const auto& [name, n] : kernels) std::cout << "  " << n << " × " << name << "\n";
+  std::cout << "device classes (a device takes the first whose needs it meets; LATHE_DEVICE_CLASS forces one):\n";
+  for (const lathe::plan::DeviceClass& c : plan.classes)
+    std::cout << "  " << c.name << std::string(12 - std::min<size_t>(c.name.size(), 11), ' ') << lathe::plan::class_text(c) << "\n";
   std::map<int64_t, int> windows;  // window → layers
   for (int64_t w : plan.windows)
     if (w > 0) windows[w]++;
@@ -249,8 +252,8 @@ int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
     by_kernel[k.kernel].second += k.microseconds;
     total += k.microseconds;
   }
-  std::printf("%s on %s: %u rows after %lld cached, %zu dispatches, %.0f us\n", std::string(m.name).c_str(),
-              vk.device().info().name.c_str(), rows, static_cast<long long>(position), session.dispatches_per_token(),
+  std::printf("%s on %s (class %s): %u rows after %lld cached, %zu dispatches, %.0f us\n", std::string(m.name).c_str(),
+              vk.device().info().name.c_str(), std::string(session.device_class().name).c_str(), rows, static_cast<long long>(position), session.dispatches_per_token(),
               total);
   for (const auto& [name, v] : by_kernel)
     std::printf("  %-40s %4d x %9.1f us = %6.1f %%\n", name.c_str(), v.first, v.second / v.first, 100 * v.second / total);
@@ -718,8 +721,9 @@ int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int rep
     best_prefill = std::max(best_prefill, static_cast<double>(prompt) / std::chrono::duration<double>(prefilled - start).count());
     best_decode = std::max(best_decode, static_cast<double>(steps) / std::chrono::duration<double>(done - prefilled).count());
   }
-  std::printf("%s on %s: prefill %lld tokens %.1f tok/s, decode %lld tokens %.1f tok/s (best of %d; %zu dispatches/token)\n",
-              std::string(m.name).c_str(), vk.device().info().name.c_str(), static_cast<long long>(prompt), best_prefill,
+  std::printf("%s on %s (class %s): prefill %lld tokens %.1f tok/s, decode %lld tokens %.1f tok/s (best of %d; %zu dispatches/token)\n",
+              std::string(m.name).c_str(), vk.device().info().name.c_str(), std::string(session.device_class().name).c_str(),
+              static_cast<long long>(prompt), best_prefill,
               static_cast<long long>(steps), best_decode, repeat, session.dispatches_per_token());
   return 0;
 }

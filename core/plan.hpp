@@ -18,7 +18,8 @@
 //                  of sequence s lives at slot s · ring + p mod ring; rope_kv and attention
 //                  take it as a spec constant.
 //   sequences      the KV caches a session holds (each layer's cache is [sequences][ring][…])
-//   tile           matmul's rows and tokens per workgroup (a device choice)
+//   tile           matmul's rows and tokens per workgroup: the device class's (below)
+//   class          the plan's first device class whose needs the device meets
 // Workgroup counts, per grid:
 //   Rows       (R, 1, 1)                  R = rows (1 for a last_row dispatch)
 //   Heads      (groups_x, R, 1)
@@ -31,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -136,6 +138,56 @@ inline std::vector<int32_t> weight_members(const Pack& p) {
   return out;
 }
 
+// matmul.comp's layouts, its specialization constants 1–3: decode (tokens <
+// 8) gives a workgroup `rows` weight rows for `tokens` tokens (1, or a
+// batched decode step's sequences); prefill (tokens 8) gives each lane `rows`
+// rows for 8 tokens. texels: per lane per chunk of K (decode).
+struct Tile {
+  uint32_t rows = 0, tokens = 0, texels = 0;
+  static constexpr uint32_t kPrefillTokens = 8;
+  constexpr uint32_t rows_per_group(uint32_t lanes) const { return tokens < kPrefillTokens ? rows : rows * lanes; }
+  constexpr bool operator==(const Tile&) const = default;
+};
+
+// What a device reports that a class may need: nothing else decides (never
+// a vendor or a device name).
+struct DeviceFeatures {
+  bool cpu = false;       // VK_PHYSICAL_DEVICE_TYPE_CPU
+  uint32_t subgroup = 0;  // subgroupSize: the lanes of a workgroup
+};
+
+// A device class: how the plan runs on one kind of device, decided by the
+// generator for the model (its tiles depend on its dtypes). A session takes
+// the plan's first class whose needs its device meets, or the one
+// LATHE_DEVICE_CLASS (SessionOptions::device_class) names.
+struct DeviceClass {
+  std::string_view name;
+  // Needs:
+  bool cpu_only = false;      // a CPU device (lavapipe): instructions, not bytes, bound every kernel
+  uint32_t min_subgroup = 1;  // the prefill layout broadcasts 8 tokens from 8 lanes
+  // What it runs: matmul's layout of a prompt chunk (prefill), of one
+  // decode step (decode) and of a batched step of up to batch.tokens
+  // sequences a workgroup; attention's key ranges per (head, row).
+  Tile decode, prefill, batch;
+  uint32_t splits = 1;
+};
+
+constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
+  return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup;
+}
+
+// "a CPU device with subgroups of 8 lanes or more"; "nothing".
+std::string needs_text(const DeviceClass& c);
+// What a class needs and runs, in a line (`<model> info`, `lathe devices`).
+std::string class_text(const DeviceClass& c);
+
+// The first class `f` meets, or -1.
+constexpr int32_t first_met(std::span<const DeviceClass> classes, const DeviceFeatures& f) {
+  for (size_t i = 0; i < classes.size(); ++i)
+    if (meets(classes[i], f)) return static_cast<int32_t>(i);
+  return -1;
+}
+
 // Everything a session allocates for the plan.
 struct Plan {
   std::span<const Kernel> kernels;
@@ -146,6 +198,7 @@ struct Plan {
   int64_t cache_row_bytes = 0;      // one position of one layer's K (or V) cache: kv_heads × head_dim × dtype
   int64_t partials_row_floats = 0;  // Partials per token row and split: heads × (head_dim + 2)
   int64_t widest_row_floats = 0;    // the widest activation row (a chunk's rows must fit a storage buffer)
+  std::span<const DeviceClass> classes;  // in order of preference; the last needs nothing
 };
 
 // Whether a pass records `d`: split_only dispatches run only when attention
@@ -157,6 +210,22 @@ constexpr size_t dispatch_count(const Plan& p, bool split) {
   size_t n = 0;
   for (const Dispatch& d : p.dispatches) n += runs(d, split) ? 1 : 0;
   return n;
+}
+
+// Every device gets a class (the last needs nothing), and every tile is one
+// matmul.comp can run: rows in [1, 64], texels in [1, 8], the decode layout
+// 1 token, prefill 8 (or the decode layout itself, for narrow subgroups), a
+// batch 1–7; at least one key range.
+constexpr bool classes_valid(std::span<const DeviceClass> classes) {
+  if (classes.empty() || classes.back().cpu_only || classes.back().min_subgroup > 1) return false;
+  const auto fits = [](const Tile& t) { return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8; };
+  for (const DeviceClass& c : classes) {
+    if (c.name.empty() || !fits(c.decode) || !fits(c.prefill) || !fits(c.batch) || c.splits < 1) return false;
+    if (c.decode.tokens != 1 || c.batch.tokens < 1 || c.batch.tokens >= Tile::kPrefillTokens) return false;
+    if (c.prefill != c.decode && (c.prefill.tokens != Tile::kPrefillTokens || c.min_subgroup < Tile::kPrefillTokens))
+      return false;
+  }
+  return true;
 }
 
 // Compile-time checks of an emitted plan against its manifest: every binding

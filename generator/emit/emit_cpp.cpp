@@ -418,6 +418,18 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   for (int64_t w : p.windows) windows += (windows.empty() ? "" : ", ") + i(w);
   root.set("windows", windows);
   root.set("window_count", i(static_cast<int64_t>(p.windows.size())));
+  kainjow::mustache::list class_items;
+  for (const plan::DeviceClass& c : p.classes) {
+    const auto tile = [&](const plan::Tile& t) {
+      return "{" + i(t.rows) + ", " + i(t.tokens) + ", " + i(t.texels) + "}";
+    };
+    data item;
+    item.set("init", "{\"" + std::string(c.name) + "\", " + (c.cpu_only ? "true" : "false") + ", " + i(c.min_subgroup) +
+                         ", " + tile(c.decode) + ", " + tile(c.prefill) + ", " + tile(c.batch) + ", " + i(c.splits) + "}");
+    class_items.push_back(item);
+  }
+  root.set("device_classes", class_items);
+  root.set("class_count", i(static_cast<int64_t>(p.classes.size())));
   kainjow::mustache::list pack_items;
   for (const lower::Pack& pk : p.packs) {
     auto list = [&](const std::vector<int32_t>& v) {

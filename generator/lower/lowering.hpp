@@ -67,6 +67,7 @@ struct Plan {
   std::vector<Pack> packs;
   std::vector<int64_t> slot_widths;  // f32 values per token row of each activation slot
   std::vector<int64_t> windows;      // per layer: its attention's window (0: every key); a window makes its cache a ring
+  std::vector<plan::DeviceClass> classes;  // device_classes()
 
   const KernelKey& kernel(const Dispatch& d) const { return kernels[d.kernel]; }
   std::string kernel_name(const Dispatch& d) const { return kernels[d.kernel].name(); }
@@ -87,6 +88,10 @@ class LowerError : public std::runtime_error {
  private:
   size_t op_;
 };
+
+// The device classes of a model whose manifest tensors the device stores in
+// `dtypes`, in order of preference (core/plan.hpp's DeviceClass).
+std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes);
 
 // `dtypes`: each manifest tensor's dtype as the device stores it
 // (device_dtype). Throws LowerError for a pattern the kernels cannot run.

@@ -2,8 +2,10 @@
 // kinds, the device's specialization constants), a descriptor set per
 // dispatch written once, and a command buffer that records every dispatch
 // with its push constants and workgroup counts.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "runtime/error.hpp"
 #include "runtime/model/session_impl.hpp"
@@ -14,13 +16,10 @@ namespace {
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
-// Measured with `<model> profile` on the 125M bench model, lavapipe on 2
-// cores: decode 32 rows × 2 texels per lane; prefill 32 rows per lane (8
-// tokens × 32 rows of accumulators: fine on a CPU, where they are vectors in
-// cache, far too many registers for a GPU, which gets 4). LATHE_TILE_DECODE /
-// LATHE_TILE_PREFILL = "rows,tokens,texels" override them for such measurements.
-// The layout is not the variable's to choose: tokens stay, except within the
-// decode layout (1–7) for a batched step.
+// LATHE_TILE_DECODE / _PREFILL / _BATCH = "rows,tokens,texels" override the
+// class's tiles, for measurements (the generator's device_classes says what
+// was measured). The layout is not the variable's to choose: tokens stay,
+// except within the batch layout (1–7).
 Tile tile_from_env(const char* name, Tile t) {
   Tile e = t;
   if (const char* v = std::getenv(name); v && std::sscanf(v, "%u,%u,%u", &e.rows, &e.tokens, &e.texels) == 3 &&
@@ -33,25 +32,35 @@ Tile tile_from_env(const char* name, Tile t) {
 
 }  // namespace
 
-void Session::Impl::choose_tiles() {
-  decode = tile_from_env("LATHE_TILE_DECODE", {32, 1, 2});
-  // The prefill layout broadcasts 8 tokens from 8 lanes: narrower subgroups
-  // run the decode layout for every row.
-  const bool cpu = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  prefill = lanes < Tile::kPrefillTokens ? decode : tile_from_env("LATHE_TILE_PREFILL", {cpu ? 32u : 4u, Tile::kPrefillTokens, 1});
-  // A batched decode step: the decode layout for up to 4 sequences a workgroup
-  // (each weight texel read once for them; each sequence's sums as alone).
-  // On a CPU a lane's x slice (4 tokens of a texel, loaded lane by lane) costs
-  // more than its accumulators, which live in cache anyway: 64 rows a lane
-  // share each load. Measured with `bench --streams 16` on the 125M model,
-  // lavapipe on 2 cores: f16 102–108 tok/s against 64–66 with 16 rows of 2
-  // texels; block weights, whose lanes also hold 2 × 32 scaled x values per
-  // token, were slower with 64 rows (q4_k_m 46 against 58) and keep 16.
-  bool blocks = false;
-  for (const ManifestEntry& e : model.manifest) blocks = blocks || is_block_dtype(e.dtype);
-  const Tile batch_default = cpu && !blocks ? Tile{64, 4, 1} : Tile{decode.rows / 2, 4, decode.texels};
-  batch = tile_from_env("LATHE_TILE_BATCH", batch_default);
+void Session::Impl::choose_class() {
+  const vk::DeviceInfo& info = device.info();
+  const plan::DeviceFeatures features{info.type == VK_PHYSICAL_DEVICE_TYPE_CPU, info.subgroup_size};
+  std::string wanted = options.device_class;
+  if (wanted.empty())
+    if (const char* v = std::getenv("LATHE_DEVICE_CLASS")) wanted = v;
+  if (wanted.empty()) {
+    const int32_t i = plan::first_met(plan.classes, features);
+    if (i < 0) throw Error(ErrorKind::Unsupported, std::string(model.name) + ": " + info.name + " meets none of the plan's device classes");
+    device_class = &plan.classes[static_cast<size_t>(i)];
+  } else {
+    std::string names;
+    for (const plan::DeviceClass& c : plan.classes) {
+      names += (names.empty() ? "" : ", ") + std::string(c.name);
+      if (c.name == wanted) device_class = &c;
+    }
+    if (!device_class)
+      throw Error(ErrorKind::InvalidArgument, "device class '" + wanted + "' (LATHE_DEVICE_CLASS) is not one of " +
+                                                  std::string(model.name) + "'s: " + names);
+    if (!plan::meets(*device_class, features))
+      throw Error(ErrorKind::Unsupported, "device class '" + wanted + "' needs " + plan::needs_text(*device_class) + "; " +
+                                              info.name + " is " + (features.cpu ? "a CPU device" : "not a CPU device") +
+                                              " with subgroups of " + std::to_string(info.subgroup_size) + " lanes");
+  }
+  decode = tile_from_env("LATHE_TILE_DECODE", device_class->decode);
+  prefill = device_class->prefill == device_class->decode ? decode : tile_from_env("LATHE_TILE_PREFILL", device_class->prefill);
+  batch = tile_from_env("LATHE_TILE_BATCH", device_class->batch);
   batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, options.sequences));
+  splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits) : device_class->splits;
 }
 
 vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, const Tile& tile) const {

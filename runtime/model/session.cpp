@@ -94,11 +94,7 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
                                                 "]: a batched decode step is one pass of a row per sequence");
   s.positions.assign(static_cast<size_t>(options.sequences), 0);
   s.lanes = device.info().subgroup_size;
-  s.choose_tiles();
-  // A CPU device has a few threads and many workgroups already; a GPU needs
-  // more of them over a long cache than heads × rows gives in decode.
-  s.splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits)
-             : device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1u : 16u;
+  s.choose_class();
   for (size_t i = 0; i < s.plan.dispatches.size(); ++i)
     if (plan::runs(s.plan.dispatches[i], s.splits > 1)) s.active.push_back(i);
   // Every activation (and the logits of every row) is bound whole as a
@@ -139,6 +135,7 @@ void Session::reset(int64_t sequence) {
   impl_->positions[static_cast<size_t>(sequence)] = 0;
 }
 size_t Session::dispatches_per_token() const { return impl_->active.size(); }
+const plan::DeviceClass& Session::device_class() const { return *impl_->device_class; }
 Session::Memory Session::memory() const { return impl_->memory(); }
 bool Session::pipelines_cached() const { return impl_->pipelines->from_disk(); }
 

@@ -37,7 +37,11 @@ struct SessionOptions {
                             // each activation fits maxStorageBufferRange)
   bool all_logits = false;  // prefill returns the logits of every row, not only the last
   std::string pipeline_cache;  // vk::Pipelines cache_dir ("-": none)
-  int64_t attention_splits = 0;  // key ranges per attention row; 0: 1 on CPU devices, 16 on GPUs
+  int64_t attention_splits = 0;  // key ranges per attention row; 0: the device class's
+  // The plan's device class to run (its name: "cpu", "gpu", …); empty: the
+  // LATHE_DEVICE_CLASS variable, else the first class the device meets.
+  // Error(Unsupported) when the device does not meet the named class's needs.
+  std::string device_class;
   int64_t sequences = 1;  // independent KV caches of `context` positions each (at most max_chunk)
 };
 
@@ -124,6 +128,7 @@ class Session {
   void reset(int64_t sequence);  // empties one
 
   size_t dispatches_per_token() const;  // of a decode step
+  const plan::DeviceClass& device_class() const;  // the plan's class the session runs
 
   // The device memory the session's buffers take, in bytes (what the check
   // before allocation counts): the weights as the device holds them (block

@@ -20,15 +20,7 @@
 
 namespace lathe {
 
-// matmul.comp's layouts: decode (tokens < 8) gives a workgroup `rows` weight
-// rows for `tokens` tokens (1, or a batched decode step's sequences); prefill
-// (tokens 8) gives each lane `rows` rows for 8 tokens. A device choice, passed
-// as specialization constants.
-struct Tile {
-  uint32_t rows, tokens, texels;  // texels: per lane per chunk of K (decode)
-  static constexpr uint32_t kPrefillTokens = 8;
-  uint32_t rows_per_group(uint32_t lanes) const { return tokens < kPrefillTokens ? rows : rows * lanes; }
-};
+using plan::Tile;
 
 // A manifest tensor on the device: matrices keep their device dtype and are
 // read through a texel view; vectors (norm scales, biases) become f32.
@@ -58,6 +50,7 @@ struct Session::Impl {
   std::vector<int64_t> positions;       // per sequence: the positions its cache holds
   uint32_t lanes = 0;
   uint32_t splits = 1;  // key ranges of attention
+  const plan::DeviceClass* device_class = nullptr;  // choose_class()
   Tile decode{}, prefill{}, batch{};    // batch: a decode step of several sequences
   // Chunks of fewer rows run the decode layout: for a few tokens it is about
   // as fast, and a short prompt then needs none of the prefill layout's
@@ -106,7 +99,7 @@ struct Session::Impl {
   // upload.cpp: see Session::upload
 
   // record.cpp
-  void choose_tiles();
+  void choose_class();  // device_class, its tiles and key ranges
   void build_sets();
   void create_commands();
   // every_row: last_row dispatches serve every row (all_logits, or a batched

@@ -272,3 +272,46 @@ TEST_CASE("a graph the kernels cannot run is an error of lathe gen at the spec l
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("device classes: a class by what the device reports, one for every device, block weights batch narrower") {
+  using lathe::plan::DeviceClass;
+  using lathe::plan::DeviceFeatures;
+  const std::vector<DType> dense = {DType::F16, DType::F32};
+  const std::vector<DType> blocks = {DType::F16, DType::Q4_K};
+  const std::vector<DeviceClass> classes = lathe::lower::device_classes(dense);
+  CHECK(lathe::plan::classes_valid(classes));
+  CHECK(lathe::plan::classes_valid(lathe::lower::device_classes(blocks)));
+  const auto pick = [&](bool cpu, uint32_t subgroup) {
+    const int32_t i = lathe::plan::first_met(classes, DeviceFeatures{cpu, subgroup});
+    REQUIRE(i >= 0);
+    return std::string(classes[static_cast<size_t>(i)].name);
+  };
+  CHECK(pick(true, 8) == "cpu");          // lavapipe on 256-bit vectors
+  CHECK(pick(true, 16) == "cpu");         // on 512-bit
+  CHECK(pick(true, 4) == "cpu-narrow");   // on 128-bit: the decode layout for prompts too
+  CHECK(pick(false, 32) == "gpu");        // NVIDIA, Intel
+  CHECK(pick(false, 64) == "gpu");        // AMD
+  CHECK(pick(false, 4) == "gpu-narrow");  // e.g. a mobile GPU
+  for (const DeviceClass& c : classes) {
+    CAPTURE(c.name);
+    CHECK((c.prefill == c.decode) == (c.min_subgroup < lathe::plan::Tile::kPrefillTokens));
+    CHECK(c.splits == (c.cpu_only ? 1u : 16u));
+  }
+  CHECK(classes[0].batch == lathe::plan::Tile{64, 4, 1});
+  CHECK(lathe::lower::device_classes(blocks)[0].batch == lathe::plan::Tile{16, 4, 2});
+  CHECK(classes[2].prefill == lathe::plan::Tile{4, 8, 1});  // a GPU's registers hold 4 rows × 8 tokens
+  // What would leave a device without a class, or run a tile matmul cannot, is refused.
+  std::vector<DeviceClass> bad = classes;
+  bad.pop_back();
+  bad.pop_back();
+  CHECK_FALSE(lathe::plan::classes_valid(bad));  // a GPU with 4 lanes gets nothing
+  bad = classes;
+  bad[0].prefill.rows = 65;
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  bad = classes;
+  bad[1].min_subgroup = 1;
+  bad[1].prefill = {32, 8, 1};  // the prefill layout on 4 lanes
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  CHECK(lathe::plan::needs_text(classes[0]) == "a CPU device with subgroups of 8 lanes or more");
+  CHECK(lathe::plan::needs_text(classes.back()) == "nothing");
+}

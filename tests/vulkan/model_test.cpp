@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <span>
 
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
@@ -444,6 +446,68 @@ TEST_CASE_FIXTURE(test::VulkanTest, "attention split across key ranges (as on GP
 
 // With max_chunk = 1 a windowed layer's cache is a ring of exactly W
 // positions (W + max_chunk − 1): 32 positions wrap a window of 8 four times.
+// Every class of the plan whose needs the device meets runs here, forced
+// (lavapipe meets the GPU classes too): its tiles and key ranges give the
+// reference's logits in every layout (a prompt in chunks of the prefill
+// layout and a last one of the decode layout, a batched step). The class the
+// device gets anyway, which every other test runs, and a class that adds no
+// tile or key-range count to those already run (a narrow class: the decode
+// layout for prompts too) are not run again.
+TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced, gives the reference's logits") {
+  const plan::DeviceFeatures features{device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU, device.info().subgroup_size};
+  const std::span<const plan::DeviceClass> classes = model_info().plan.classes;
+  const int32_t chosen = plan::first_met(classes, features);
+  REQUIRE(chosen >= 0);
+  std::vector<std::array<uint32_t, 4>> run;  // tiles {rows, tokens, texels, 0} and key ranges {0, 0, 0, splits}
+  const auto adds = [&](const plan::DeviceClass& c) {  // records what is new
+    bool added = false;
+    for (const plan::Tile& t : {c.decode, c.prefill, c.batch})
+      for (const std::array<uint32_t, 4>& x : {std::array<uint32_t, 4>{t.rows, t.tokens, t.texels, 0},
+                                               std::array<uint32_t, 4>{0, 0, 0, c.splits}})
+        if (std::find(run.begin(), run.end(), x) == run.end()) {
+          added = true;
+          run.push_back(x);
+        }
+    return added;
+  };
+  adds(classes[static_cast<size_t>(chosen)]);
+  reference::Reference ref(test_spec(), test_weights());
+  const std::vector<int32_t> tokens = random_tokens(19, 17);
+  const std::vector<float> expected = ref.forward(tokens);
+  const std::vector<float> next = ref.forward({tokens[0]});
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  int ran = 0;
+  for (const plan::DeviceClass& c : classes) {
+    if (!plan::meets(c, features) || !adds(c)) continue;
+    CAPTURE(c.name);
+    SessionOptions options;
+    options.all_logits = true;
+    options.max_chunk = 8;
+    options.sequences = 2;
+    options.device_class = std::string(c.name);
+    Session session(device, model_info(), options);
+    CHECK(session.device_class().name == c.name);
+    upload_all(session);
+    const std::vector<float> logits = session.prefill(0, tokens);
+    double worst = 0;
+    for (size_t t = 0; t < tokens.size(); ++t)
+      worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+    session.prefill(1, std::span(tokens).first(9));
+    const std::vector<Session::Step> steps = {{0, tokens[0]}, {1, tokens[9]}};
+    const std::vector<float> batched = session.decode(steps);
+    worst = std::max(worst, normalized_error(batched.data(), next.data(), V));
+    worst = std::max(worst, normalized_error(&batched[V], &expected[9 * V], V));
+    MESSAGE("class " << c.name << ": worst normalized error " << worst);
+    CHECK(worst < tolerance());
+    ++ran;
+  }
+  if (features.cpu) CHECK(ran >= 1);  // lavapipe: a GPU class at least
+  SessionOptions unknown;
+  unknown.device_class = "tpu";
+  CHECK_THROWS_WITH_AS(Session(device, model_info(), unknown),
+                       doctest::Contains("device class 'tpu' (LATHE_DEVICE_CLASS) is not one of"), Error);
+}
+
 TEST_CASE_FIXTURE(test::VulkanTest, "one row a chunk (a ring of exactly the window) decodes past the window") {
   SessionOptions options;
   options.all_logits = true;
