@@ -21,6 +21,8 @@
 #include "runtime/error.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
+#include "runtime/vk/buffer.hpp"
+#include "runtime/vk/check.hpp"
 #include "runtime/vk/device.hpp"
 
 using namespace lathe;
@@ -142,11 +144,22 @@ std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint32_t seed) {
   return out;
 }
 
+// The device a bench runs on (validation off: it costs time).
+std::unique_ptr<vk::Context> open_device(const std::string& device) {
+  vk::ContextOptions options;
+  options.validation = false;
+  options.device = device;
+  return std::make_unique<vk::Context>(options);
+}
+
 struct Options {
   std::string device;
   bool quick = false;
   int64_t steps = 0;  // 0: the defaults per context
   std::vector<int64_t> streams;  // --streams: batched decode of this many sequences each, instead of the table
+  std::vector<int64_t> depths;   // --depths: llama-bench's rows (pp and tg after each depth), instead of the table
+  int64_t pp = 512, tg = 128;    // --pp, --tg: their sizes
+  int repeats = 3;               // --repeats
 };
 
 // Best tokens/s of a prefill of T tokens from position 0, after one untimed
@@ -227,11 +240,8 @@ int run(const Options& opt) {
   const ModelInfo& m = model_info();
   const Plan p = make_plan(opt, m);
 
-  vk::ContextOptions context_options;
-  context_options.validation = false;
-  context_options.device = opt.device;
-  vk::Context context(context_options);
-  vk::Device& device = context.device();
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
 
   // STREAM before the model's buffers exist (the device comes first so that a wrong --device fails at once).
   Clock::time_point phase = Clock::now();
@@ -312,11 +322,8 @@ int run(const Options& opt) {
 // serving loop adds sampling and HTTP on top; this is the device's part.
 int run_streams(const Options& opt) {
   const ModelInfo& m = model_info();
-  vk::ContextOptions context_options;
-  context_options.validation = false;
-  context_options.device = opt.device;
-  vk::Context context(context_options);
-  vk::Device& device = context.device();
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
   const int64_t most = *std::max_element(opt.streams.begin(), opt.streams.end());
   const int64_t prompt = opt.quick ? 16 : 128;
   const int64_t steps = opt.steps ? opt.steps : opt.quick ? 4 : 32;
@@ -348,6 +355,132 @@ int run_streams(const Options& opt) {
   return 0;
 }
 
+// The device's own copy bandwidth: vkCmdCopyBuffer between two device-local
+// buffers of `bytes` (or the largest allocation the device allows), timed by
+// timestamps around the copy, best of `repeats`, counting bytes read plus
+// written (as STREAM does). On a GPU this is the roofline decode reads
+// weights against; on lavapipe a memcpy by the driver.
+double device_copy_gbs(vk::Device& device, VkDeviceSize bytes, int repeats) {
+  const vk::DeviceInfo& info = device.info();
+  if (info.max_memory_allocation_size > 0) bytes = std::min<VkDeviceSize>(bytes, info.max_memory_allocation_size);
+  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  vk::Buffer a(device, bytes, usage, vk::MemoryUse::Device), b(device, bytes, usage, vk::MemoryUse::Device);
+  const VkDevice d = device.handle();
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.queueFamilyIndex = info.compute_queue_family;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  vk::check(vkCreateCommandPool(d, &pool_info, nullptr, &pool), "vkCreateCommandPool");
+  VkQueryPoolCreateInfo query_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  query_info.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  query_info.queryCount = 2;
+  VkQueryPool queries = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  double best = 1e30;
+  try {
+    vk::check(vkCreateQueryPool(d, &query_info, nullptr, &queries), "vkCreateQueryPool");
+    VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    vk::check(vkCreateFence(d, &fence_info, nullptr, &fence), "vkCreateFence");
+    VkCommandBufferAllocateInfo allocate{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    allocate.commandPool = pool;
+    allocate.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    allocate.commandBufferCount = 1;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    vk::check(vkAllocateCommandBuffers(d, &allocate, &cb), "vkAllocateCommandBuffers");
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vk::check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
+    vkCmdResetQueryPool(cb, queries, 0, 2);
+    vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, queries, 0);
+    const VkBufferCopy region{0, 0, bytes};
+    vkCmdCopyBuffer(cb, a.handle(), b.handle(), 1, &region);
+    vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, queries, 1);
+    vk::check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+    for (int r = -1; r < repeats; ++r) {  // one untimed run: first touch of the pages
+      VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+      submit.commandBufferCount = 1;
+      submit.pCommandBuffers = &cb;
+      vk::check(vkResetFences(d, 1, &fence), "vkResetFences");
+      vk::check(vkQueueSubmit(device.queue(), 1, &submit, fence), "vkQueueSubmit");
+      vk::check(vkWaitForFences(d, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+      uint64_t ticks[2] = {0, 0};
+      vk::check(vkGetQueryPoolResults(d, queries, 0, 2, sizeof ticks, ticks, 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+                "vkGetQueryPoolResults");
+      if (r >= 0) best = std::min(best, static_cast<double>(ticks[1] - ticks[0]) * info.timestamp_period * 1e-9);
+    }
+  } catch (...) {
+    vkDestroyFence(d, fence, nullptr);
+    vkDestroyQueryPool(d, queries, nullptr);
+    vkDestroyCommandPool(d, pool, nullptr);
+    throw;
+  }
+  vkDestroyFence(d, fence, nullptr);
+  vkDestroyQueryPool(d, queries, nullptr);
+  vkDestroyCommandPool(d, pool, nullptr);
+  return 2.0 * static_cast<double>(bytes) / best / 1e9;
+}
+
+// llama-bench's tests on this model: for each depth d, `pp` prompt tokens
+// after d cached tokens (best of `repeats`, the d tokens prefilled again
+// before each) and `tg` greedy decode steps after d cached tokens (their
+// total time, best of `repeats`). One Markdown row per test, with the bytes a
+// decode step reads × its tok/s ÷ the device's copy bandwidth measured in the
+// same run (bench/gpu/run merges these rows with llama.cpp's).
+int run_depths(const Options& opt) {
+  const ModelInfo& m = model_info();
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
+  const double copy = device_copy_gbs(device, opt.quick ? (64ull << 20) : (1ull << 30), opt.quick ? 2 : 5);
+  const int64_t deepest = *std::max_element(opt.depths.begin(), opt.depths.end());
+  SessionOptions so;
+  so.max_chunk = std::min<int64_t>(opt.pp, 512);
+  so.context = deepest + std::max(opt.pp, opt.tg + 1);
+  if (so.context > m.max_context)
+    throw Error(ErrorKind::InvalidArgument, "depth " + std::to_string(deepest) + " + the test's tokens exceed " +
+                                                std::string(m.name) + "'s max_context of " + std::to_string(m.max_context));
+  Session session(device, m, so);
+  upload_random(session);
+  session.warm_up(so.max_chunk);
+  std::printf("device: %s (driver %s), class %s\n", device.info().name.c_str(), device.info().driver_name.c_str(),
+              std::string(session.device_class().name).c_str());
+  std::printf("device copy: %.1f GB/s (vkCmdCopyBuffer, bytes read + written)\n", copy);
+  std::printf("\n| engine | model | dtype | weights MiB | test | tok/s | GB/s | roofline |\n|---|---|---|---:|---|---:|---:|---:|\n");
+  const std::string name(m.name), dtype(dtype_name(matrix_dtype(m)));
+  const auto row = [&](const std::string& test, double tps, double bytes_per_token) {
+    const double gbs = bytes_per_token * tps / 1e9;
+    char rates[64] = " | ";  // a prefill row has no roofline
+    if (bytes_per_token > 0) std::snprintf(rates, sizeof rates, "%.1f | %.3f", gbs, gbs / copy);
+    std::printf("| lathe | %s | %s | %.1f | %s | %.2f | %s |\n", name.c_str(), dtype.c_str(), weight_bytes(m) / (1 << 20),
+                test.c_str(), tps, rates);
+    std::fflush(stdout);
+  };
+  const std::vector<int32_t> depth_tokens = random_tokens(static_cast<size_t>(deepest), m.vocab, 23);
+  const std::vector<int32_t> prompt = random_tokens(static_cast<size_t>(opt.pp), m.vocab, 17);
+  for (int64_t d : opt.depths) {
+    const auto fill = [&] {
+      session.reset();
+      if (d > 0) session.prefill(std::span(depth_tokens).first(static_cast<size_t>(d)));
+    };
+    double best = 1e30;
+    for (int r = 0; r < opt.repeats; ++r) {
+      fill();
+      const Clock::time_point start = Clock::now();
+      session.prefill(prompt);
+      best = std::min(best, seconds_since(start));
+    }
+    row("pp" + std::to_string(opt.pp) + " @ d" + std::to_string(d), static_cast<double>(opt.pp) / best, 0);
+    best = 1e30;
+    for (int r = 0; r < opt.repeats; ++r) {
+      fill();
+      const Clock::time_point start = Clock::now();
+      session.generate_greedy(1, static_cast<int32_t>(opt.tg));
+      best = std::min(best, seconds_since(start));
+    }
+    // The mean step reads the cache at d + tg / 2 positions.
+    row("tg" + std::to_string(opt.tg) + " @ d" + std::to_string(d), static_cast<double>(opt.tg) / best,
+        decode_bytes(m, d + opt.tg / 2));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -363,8 +496,17 @@ int main(int argc, char** argv) {
                  "Instead of the table: aggregate tok/s of batched decode steps of each of these many sequences")
       ->delimiter(',')
       ->check(CLI::Range(1, 128));
+  app.add_option("--depths", opt.depths,
+                 "Instead of the table: llama-bench's tests (pp and tg tokens after each of these many cached tokens) "
+                 "with the device's copy bandwidth (bench/gpu/run)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--pp", opt.pp, "With --depths: prompt tokens of the prefill test (default 512)")->check(CLI::Range(1, 4096));
+  app.add_option("--tg", opt.tg, "With --depths: decode steps of the generation test (default 128)")->check(CLI::Range(1, 4096));
+  app.add_option("--repeats", opt.repeats, "With --depths: runs of each test, the best counts (default 3)")->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!opt.depths.empty()) return run_depths(opt);
     return opt.streams.empty() ? run(opt) : run_streams(opt);
   } catch (const Error& e) {
     std::cerr << "lathe_bench: " << to_string(e.kind()) << ": " << e.what() << "\n";

@@ -19,6 +19,7 @@
 #include "generator/emit/emit_kernels.hpp"
 #include "generator/import/import.hpp"
 #include "generator/import/quantize.hpp"
+#include "generator/lower/device_report.hpp"
 #include "generator/lower/model_plan.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
@@ -39,20 +40,7 @@ int cmd_devices(bool validation) {
   if (!devices.empty()) {
     const auto& chosen = lathe::vk::select_device(devices, lathe::vk::device_selector());
     std::cout << "selected: [" << chosen.index << "] " << chosen.name << "\n";
-    // Every plan has these classes (their tiles depend on the model's
-    // dtypes: `<model> info` lists them).
-    const std::vector<lathe::plan::DeviceClass> classes = lathe::lower::device_classes({});
-    std::cout << "device classes (the first each device meets; LATHE_DEVICE_CLASS forces another it meets):\n";
-    for (const auto& d : devices) {
-      const lathe::plan::DeviceFeatures f{d.type == VK_PHYSICAL_DEVICE_TYPE_CPU, d.subgroup_size};
-      std::string also;
-      for (const lathe::plan::DeviceClass& c : classes)
-        if (lathe::plan::meets(c, f) && &c != &classes[static_cast<size_t>(lathe::plan::first_met(classes, f))])
-          also += (also.empty() ? "" : ", ") + std::string(c.name);
-      const int32_t i = lathe::plan::first_met(classes, f);
-      std::cout << "  [" << d.index << "] " << (i < 0 ? std::string("none") : std::string(classes[static_cast<size_t>(i)].name))
-                << (also.empty() ? "" : " (also meets " + also + ")") << "\n";
-    }
+    std::cout << lathe::lower::device_class_report(devices);
   }
   return 0;
 }

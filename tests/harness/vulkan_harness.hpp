@@ -7,9 +7,20 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "runtime/vk/device.hpp"
 
 namespace lathe::test {
+
+// The source tree whose specs a test reads: the LATHE_SOURCE_DIR variable
+// (the GPU kit runs the binaries from another checkout), else `built`, the
+// tree they were built from.
+inline std::string source_dir(const char* built) {
+  const char* v = std::getenv("LATHE_SOURCE_DIR");
+  return v && *v ? v : built;
+}
 
 // The shared validated context, created on first use.
 vk::Context& vulkan();

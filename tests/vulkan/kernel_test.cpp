@@ -82,7 +82,7 @@ std::vector<fs::path> toml_files(const fs::path& dir) {
 const std::vector<Model>& models() {
   static const std::vector<Model> all = [] {
     std::vector<Model> out;
-    const fs::path root = LATHE_SOURCE_DIR;
+    const fs::path root = test::source_dir(LATHE_SOURCE_DIR);
     for (const fs::path& dir : {root / "models", root / "tests" / "specs" / "tiny"}) {
       for (const fs::path& file : toml_files(dir)) {
         spec::Diagnostics diag(file.string());
