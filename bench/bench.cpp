@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +26,7 @@
 #include "runtime/vk/buffer.hpp"
 #include "runtime/vk/check.hpp"
 #include "runtime/vk/device.hpp"
+#include "runtime/weights/gguf.hpp"
 
 using namespace lathe;
 
@@ -49,26 +52,45 @@ struct XorShift {
 
 bool is_norm_scale(const ManifestEntry& e) { return !e.bias && is_norm(e.role); }
 
-// Random f32 values for every manifest tensor (±0.02; norm scales about 1),
-// converted by the session to the manifest dtype.
-void upload_random(Session& session) {
-  const ModelInfo& m = session.model();
-  std::vector<float> values;
-  for (size_t i = 0; i < m.manifest.size(); ++i) {
-    const ManifestEntry& e = m.manifest[i];
-    XorShift rng{static_cast<uint32_t>(0x9e3779b9u * (i + 1)) | 1u};
-    values.resize(static_cast<size_t>(e.elements()));
-    const float center = is_norm_scale(e) ? 1.0f : 0.0f;
-    for (float& v : values) v = center + rng.uniform(-0.02f, 0.02f);
-    session.upload(i, DType::F32, std::as_bytes(std::span(values)));
-  }
-}
-
 // Bytes of n elements as the device stores them (vectors are kept in f32).
 double stored_bytes(const ManifestEntry& e, int64_t n) {
   if (e.rank != 2) return 4.0 * static_cast<double>(n);
   const DTypeLayout layout = dtype_layout(e.dtype);  // block types: their blocks' bytes
   return static_cast<double>(layout.bytes) / static_cast<double>(layout.elements) * static_cast<double>(n);
+}
+
+// Random weights for every manifest tensor: vectors as f32 values (±0.02;
+// norm scales about 1), converted by the session; each matrix the bytes of
+// 65,536 random values (±0.02) in its own dtype, encoded once per dtype
+// (blocks by ggml's reference quantizer) and repeated to the matrix's size:
+// an 8B model's upload then costs copies, not 8 billion quantized values.
+void upload_random(Session& session) {
+  const ModelInfo& m = session.model();
+  constexpr size_t kPool = 65536;  // a whole number of every block type's values
+  std::map<DType, std::vector<std::byte>> pools;
+  std::vector<float> values;
+  std::vector<std::byte> bytes;
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const ManifestEntry& e = m.manifest[i];
+    XorShift rng{static_cast<uint32_t>(0x9e3779b9u * (i + 1)) | 1u};
+    if (e.rank != 2) {
+      values.resize(static_cast<size_t>(e.elements()));
+      const float center = is_norm_scale(e) ? 1.0f : 0.0f;
+      for (float& v : values) v = center + rng.uniform(-0.02f, 0.02f);
+      session.upload(i, DType::F32, std::as_bytes(std::span(values)));
+      continue;
+    }
+    std::vector<std::byte>& pool = pools[e.dtype];
+    if (pool.empty()) {
+      values.resize(kPool);
+      for (float& v : values) v = rng.uniform(-0.02f, 0.02f);
+      pool = weights::encode_values(e.dtype, values);
+    }
+    bytes.resize(static_cast<size_t>(stored_bytes(e, e.elements())));
+    for (size_t at = 0; at < bytes.size(); at += pool.size())
+      std::memcpy(bytes.data() + at, pool.data(), std::min(pool.size(), bytes.size() - at));
+    session.upload(i, e.dtype, bytes);
+  }
 }
 
 // The weights' dtype: that of the matrices (vectors are stored in f32).
