@@ -36,13 +36,17 @@ def llama_rows(directory):
                     continue
                 r = json.loads(line)
                 test = (f"pp{r['n_prompt']}" if r["n_prompt"] > 0 else f"tg{r['n_gen']}") + f" @ d{r.get('n_depth', 0)}"
-                rows[(model, test)] = {"tps": float(r["avg_ts"]), "backend": r.get("backends", r.get("backend", ""))}
+                rows[(model, test)] = {"tps": float(r["avg_ts"]), "gpu": r.get("gpu_info", "")}
     return rows
 
 
 def main():
     directory = sys.argv[1] if len(sys.argv) > 1 else "."
     ours, theirs = lathe_rows(directory), llama_rows(directory)
+    gpus = sorted({r["gpu"] for r in theirs.values()})
+    if gpus:
+        print("llama.cpp on: " + ", ".join(g or "its CPU backend (no Vulkan device found: not a Vulkan number)" for g in gpus))
+        print()
     print("| model | dtype | weights MiB | test | lathe tok/s | llama.cpp tok/s | lathe ÷ llama.cpp | lathe decode GB/s | roofline fraction |")
     print("|---|---|---:|---|---:|---:|---:|---:|---:|")
     for key in sorted(set(ours) | set(theirs), key=lambda k: (k[0], k[1].split(" @ d")[0][:2], int(k[1].split(" @ d")[1]))):
