@@ -387,56 +387,32 @@ double device_copy_gbs(vk::Device& device, VkDeviceSize bytes, int repeats) {
   if (info.max_memory_allocation_size > 0) bytes = std::min<VkDeviceSize>(bytes, info.max_memory_allocation_size);
   const VkBufferUsageFlags usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   vk::Buffer a(device, bytes, usage, vk::MemoryUse::Device), b(device, bytes, usage, vk::MemoryUse::Device);
-  const VkDevice d = device.handle();
-  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pool_info.queueFamilyIndex = info.compute_queue_family;
-  VkCommandPool pool = VK_NULL_HANDLE;
-  vk::check(vkCreateCommandPool(d, &pool_info, nullptr, &pool), "vkCreateCommandPool");
   VkQueryPoolCreateInfo query_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
   query_info.queryType = VK_QUERY_TYPE_TIMESTAMP;
   query_info.queryCount = 2;
-  VkQueryPool queries = VK_NULL_HANDLE;
-  VkFence fence = VK_NULL_HANDLE;
+  struct Owned {  // destroyed on every way out
+    VkDevice device;
+    VkQueryPool pool = VK_NULL_HANDLE;
+    ~Owned() { vkDestroyQueryPool(device, pool, nullptr); }
+  } owned{device.handle()};
+  vk::check(vkCreateQueryPool(device.handle(), &query_info, nullptr, &owned.pool), "vkCreateQueryPool");
+  const VkQueryPool queries = owned.pool;
+  vk::OneShot once(device);
   double best = 1e30;
-  try {
-    vk::check(vkCreateQueryPool(d, &query_info, nullptr, &queries), "vkCreateQueryPool");
-    VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    vk::check(vkCreateFence(d, &fence_info, nullptr, &fence), "vkCreateFence");
-    VkCommandBufferAllocateInfo allocate{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    allocate.commandPool = pool;
-    allocate.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    allocate.commandBufferCount = 1;
-    VkCommandBuffer cb = VK_NULL_HANDLE;
-    vk::check(vkAllocateCommandBuffers(d, &allocate, &cb), "vkAllocateCommandBuffers");
-    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    vk::check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
+  for (int r = -1; r < repeats; ++r) {  // one untimed run: first touch of the pages
+    const VkCommandBuffer cb = once.begin();
     vkCmdResetQueryPool(cb, queries, 0, 2);
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, queries, 0);
     const VkBufferCopy region{0, 0, bytes};
     vkCmdCopyBuffer(cb, a.handle(), b.handle(), 1, &region);
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, queries, 1);
-    vk::check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
-    for (int r = -1; r < repeats; ++r) {  // one untimed run: first touch of the pages
-      VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-      submit.commandBufferCount = 1;
-      submit.pCommandBuffers = &cb;
-      vk::check(vkResetFences(d, 1, &fence), "vkResetFences");
-      vk::check(vkQueueSubmit(device.queue(), 1, &submit, fence), "vkQueueSubmit");
-      vk::check(vkWaitForFences(d, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-      uint64_t ticks[2] = {0, 0};
-      vk::check(vkGetQueryPoolResults(d, queries, 0, 2, sizeof ticks, ticks, 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
-                "vkGetQueryPoolResults");
-      if (r >= 0) best = std::min(best, static_cast<double>(ticks[1] - ticks[0]) * info.timestamp_period * 1e-9);
-    }
-  } catch (...) {
-    vkDestroyFence(d, fence, nullptr);
-    vkDestroyQueryPool(d, queries, nullptr);
-    vkDestroyCommandPool(d, pool, nullptr);
-    throw;
+    once.submit_and_wait();
+    uint64_t ticks[2] = {0, 0};
+    vk::check(vkGetQueryPoolResults(device.handle(), queries, 0, 2, sizeof ticks, ticks, 8,
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+              "vkGetQueryPoolResults");
+    if (r >= 0) best = std::min(best, static_cast<double>(ticks[1] - ticks[0]) * info.timestamp_period * 1e-9);
   }
-  vkDestroyFence(d, fence, nullptr);
-  vkDestroyQueryPool(d, queries, nullptr);
-  vkDestroyCommandPool(d, pool, nullptr);
   return 2.0 * static_cast<double>(bytes) / best / 1e9;
 }
 

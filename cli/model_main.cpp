@@ -134,31 +134,25 @@ void warm_up(lathe::Session& session, int64_t rows) {
   const char* lead = cold ? "compiling kernels, once (they are cached for later runs)" : "preparing kernels";
   bool shown = false;
   lathe::Session::WarmUpProgress progress;
-  if (cold)
+  if (cold || terminal)  // a warm start speaks only on a terminal, and only past a second
     progress = [&](const char* stage, int done, int stages) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (done == stages) {
-        if (terminal)
+        if (cold && terminal)
           std::fprintf(stderr, "\r%s: %d passes, %.1f s\033[K\n", lead, stages, s);
-        else
+        else if (cold)
           std::fprintf(stderr, " %.1f s\n", s);
+        else if (shown)
+          std::fprintf(stderr, "\r\033[K");
       } else if (terminal) {
-        std::fprintf(stderr, "\r%s: %s pass (%d/%d), %.1f s\033[K", lead, stage, done + 1, stages, s);
+        if (cold || s >= 1.0) {
+          std::fprintf(stderr, "\r%s: %s pass (%d/%d), %.1f s\033[K", lead, stage, done + 1, stages, s);
+          shown = true;
+        }
       } else if (done == 0) {
         std::fprintf(stderr, "%s: %s", lead, stage);
       } else {
         std::fprintf(stderr, ", %s", stage);
-      }
-      std::fflush(stderr);
-    };
-  else if (terminal)
-    progress = [&](const char* stage, int done, int stages) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (done == stages) {
-        if (shown) std::fprintf(stderr, "\r\033[K");
-      } else if (s >= 1.0) {
-        std::fprintf(stderr, "\r%s: %s pass (%d/%d), %.1f s\033[K", lead, stage, done + 1, stages, s);
-        shown = true;
       }
       std::fflush(stderr);
     };

@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -420,8 +419,6 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a safetensors checkpoint loads to the logit
 
 TEST_SUITE("model") {
 
-// With max_chunk = 1 a windowed layer's cache is a ring of exactly W
-// positions (W + max_chunk − 1): 32 positions wrap a window of 8 four times.
 // Every class of the plan whose needs the device meets runs here, forced
 // (lavapipe meets the GPU classes too): its tiles and key ranges give the
 // reference's logits in every layout (a prompt in chunks of the prefill
@@ -436,16 +433,16 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
   const std::span<const plan::DeviceClass> classes = model_info().plan.classes;
   const int32_t chosen = plan::first_met(classes, features);
   REQUIRE(chosen >= 0);
-  std::vector<std::array<uint32_t, 4>> run;  // tiles {rows, tokens, texels, 0} and key ranges {0, 0, 0, splits}
+  std::vector<plan::Tile> tiles_run;   // the tiles and key-range counts some session has run
+  std::vector<uint32_t> splits_run;
   const auto adds = [&](const plan::DeviceClass& c) {  // records what is new
-    bool added = false;
+    bool added = std::find(splits_run.begin(), splits_run.end(), c.splits) == splits_run.end();
+    if (added) splits_run.push_back(c.splits);
     for (const plan::Tile& t : {c.decode, c.prefill, c.batch})
-      for (const std::array<uint32_t, 4>& x : {std::array<uint32_t, 4>{t.rows, t.tokens, t.texels, 0},
-                                               std::array<uint32_t, 4>{0, 0, 0, c.splits}})
-        if (std::find(run.begin(), run.end(), x) == run.end()) {
-          added = true;
-          run.push_back(x);
-        }
+      if (std::find(tiles_run.begin(), tiles_run.end(), t) == tiles_run.end()) {
+        added = true;
+        tiles_run.push_back(t);
+      }
     return added;
   };
   adds(classes[static_cast<size_t>(chosen)]);
@@ -488,6 +485,8 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
                        doctest::Contains("device class 'tpu' (LATHE_DEVICE_CLASS) is not one of"), Error);
 }
 
+// With max_chunk = 1 a windowed layer's cache is a ring of exactly W
+// positions (W + max_chunk − 1): 32 positions wrap a window of 8 four times.
 TEST_CASE_FIXTURE(test::VulkanTest, "one row a chunk (a ring of exactly the window) decodes past the window") {
   SessionOptions options;
   options.all_logits = true;
