@@ -62,6 +62,14 @@ int cmd_info() {
   std::cout << "device classes (a device takes the first whose needs it meets; LATHE_DEVICE_CLASS forces one):\n";
   for (const lathe::plan::DeviceClass& c : plan.classes)
     std::cout << "  " << c.name << std::string(12 - std::min<size_t>(c.name.size(), 11), ' ') << lathe::plan::class_text(c) << "\n";
+  if (!plan.parts.empty()) {  // matrices over the spec's max_part_bytes, bound a row range at a time
+    std::map<int32_t, int> ranges;
+    for (const lathe::plan::Part& p : plan.parts) ranges[p.tensor]++;
+    const auto most = std::max_element(ranges.begin(), ranges.end(), [](auto& a, auto& b) { return a.second < b.second; });
+    std::cout << "row ranges   " << ranges.size() << " matrices over " << plan.max_part_bytes << " bytes, bound and run "
+              << "a row range at a time: " << plan.parts.size() << " ranges (most: "
+              << m.manifest[static_cast<size_t>(most->first)].name << ", " << most->second << ")\n";
+  }
   std::map<int64_t, int> windows;  // window → layers
   for (int64_t w : plan.windows)
     if (w > 0) windows[w]++;

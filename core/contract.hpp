@@ -128,6 +128,11 @@ constexpr int64_t device_tensor_bytes(DType d, size_t rank, int64_t rows, int64_
   return rows * cols * dtype_layout(d).bytes;
 }
 
+// The most bytes one binding of a matrix holds unless a spec says otherwise
+// ([weights] max_part_bytes): maxTexelBufferElements (2^27 on lavapipe, NVIDIA
+// and Intel) 16-byte texels. A larger matrix is split into row ranges.
+inline constexpr int64_t kDefaultMaxPartBytes = int64_t{1} << 31;
+
 // A matrix multiplied with activations: the projections of attention, MLP
 // and experts (an in_out layout stores these transposed). Norms, the
 // embedding tables and the router's peers are not.

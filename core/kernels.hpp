@@ -23,17 +23,30 @@
 
 namespace lathe::push {
 
-// Kernels over a chunk of token rows (embed, norm, argmax, attention_combine).
+// Kernels over a chunk of token rows (norm, argmax, attention_combine).
 // Every layout starts with `rows`: the runtime sets it when it records.
 #define LATHE_PUSH_ROWS(X) X(rows, "token rows in this chunk")
 
-// matmul.comp: y[t][r] = epilogue(W[r + *_row0] · x[t + x_row0]).
+// embed.comp: the rows whose token is in [token0, token0 + tokens) read the
+// table bound (a table over the binding limit is split into such ranges,
+// one dispatch each: plan::Part).
+#define LATHE_PUSH_EMBED(X)                                   \
+  X(rows, "token rows in this chunk")                         \
+  X(token0, "first token of the table bound")                 \
+  X(tokens, "tokens of the table bound")
+
+// matmul.comp: y[t][col0 + r] = epilogue(W[r + *_row0] · x[t + x_row0]),
+// the biases read at col0 + *_row0 + r. A matrix over the binding limit is
+// split into row ranges (plan::Part), one dispatch each: its W rows are the
+// part's, col0 its first row in the whole matrix.
 #define LATHE_PUSH_MATMUL(X)                                                \
   X(rows, "token rows in this chunk")                                       \
   X(n, "output width: the weight rows used")                                \
   X(x_row0, "first input row (the LM head of the last token reads T - 1)") \
   X(gate_row0, "first weight row of W (a fused gate_up tensor's half)")     \
-  X(up_row0, "first weight row of W2 (gated MLPs)")
+  X(up_row0, "first weight row of W2 (gated MLPs)")                         \
+  X(col0, "first output column (a row range of a split matrix)")           \
+  X(y_stride, "y's row width")
 
 // rope_kv.comp and attention.comp: q, k, v live in one buffer each or in one
 // fused qkv buffer; element (t, i) of q is at q_offset + t * q_stride + i.
@@ -57,6 +70,9 @@ struct FieldInfo {
 struct RowsPush {
   LATHE_PUSH_ROWS(LATHE_PUSH_MEMBER)
 };
+struct EmbedPush {
+  LATHE_PUSH_EMBED(LATHE_PUSH_MEMBER)
+};
 struct MatmulPush {
   LATHE_PUSH_MATMUL(LATHE_PUSH_MEMBER)
 };
@@ -65,6 +81,7 @@ struct AttentionPush {
 };
 
 inline constexpr FieldInfo kRowsPush[] = {LATHE_PUSH_ROWS(LATHE_PUSH_INFO)};
+inline constexpr FieldInfo kEmbedPush[] = {LATHE_PUSH_EMBED(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kMatmulPush[] = {LATHE_PUSH_MATMUL(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kAttentionPush[] = {LATHE_PUSH_ATTENTION(LATHE_PUSH_INFO)};
 
@@ -72,9 +89,10 @@ inline constexpr FieldInfo kAttentionPush[] = {LATHE_PUSH_ATTENTION(LATHE_PUSH_I
 #undef LATHE_PUSH_INFO
 
 static_assert(sizeof(RowsPush) == 4 * std::size(kRowsPush));
+static_assert(sizeof(EmbedPush) == 4 * std::size(kEmbedPush));
 static_assert(sizeof(MatmulPush) == 4 * std::size(kMatmulPush));
 static_assert(sizeof(AttentionPush) == 4 * std::size(kAttentionPush));
-static_assert(offsetof(MatmulPush, rows) == 0 && offsetof(AttentionPush, rows) == 0);
+static_assert(offsetof(EmbedPush, rows) == 0 && offsetof(MatmulPush, rows) == 0 && offsetof(AttentionPush, rows) == 0);
 
 // The most words of any layout: plans store push constants in arrays this long.
 inline constexpr size_t kMaxWords = 8;
@@ -236,7 +254,7 @@ struct FamilyInfo {
 };
 
 inline constexpr FamilyInfo kFamilies[] = {
-    {Family::Embed, "embed", "Embed", "embed.comp", "RowsPush", push::kRowsPush, "EmbedBindings", kEmbedBindings, SpecConstants::None},
+    {Family::Embed, "embed", "Embed", "embed.comp", "EmbedPush", push::kEmbedPush, "EmbedBindings", kEmbedBindings, SpecConstants::None},
     {Family::Norm, "norm", "Norm", "norm.comp", "RowsPush", push::kRowsPush, "NormBindings", kNormBindings, SpecConstants::None},
     {Family::Matmul, "matmul", "Matmul", "matmul.comp", "MatmulPush", push::kMatmulPush, "MatmulBindings", kMatmulBindings, SpecConstants::Tile},
     {Family::RopeKv, "rope_kv", "RopeKv", "rope_kv.comp", "AttentionPush", push::kAttentionPush, "RopeKvBindings", kRopeKvBindings,

@@ -52,6 +52,7 @@ enum class Resource : uint8_t {
   KCache,      // layer `index`'s K cache (storage, or texels as the kernel's binding says)
   VCache,      // layer `index`'s V cache
   Partials,    // the attention partials of split key ranges: [rows][heads][splits][head_dim + 2] f32
+  Part,        // part `index`: a row range of a matrix over the binding limit (texels)
 };
 
 // One token row of a pass, as the kernels read it from the IO buffer
@@ -78,6 +79,7 @@ constexpr Binding pack_bias(int32_t index) { return {Resource::PackBias, index};
 constexpr Binding k_cache(int32_t layer) { return {Resource::KCache, layer}; }
 constexpr Binding v_cache(int32_t layer) { return {Resource::VCache, layer}; }
 constexpr Binding partials() { return {Resource::Partials, 0}; }
+constexpr Binding part(int32_t index) { return {Resource::Part, index}; }
 
 // A family's named bindings as a plan's fixed-size array.
 template <class Named>
@@ -126,6 +128,19 @@ struct Pack {
   // manifest tensors weights[0] + e · stride, expert e's rows after e − 1's.
   int32_t stride = 0;
   uint16_t experts = 0;
+};
+
+// A row range of a matrix too large to bind whole: one texel view holds at
+// most maxTexelBufferElements texels (2^27, 2 GiB, on lavapipe and most
+// GPUs), so the plan splits a matrix over its part limit (the spec's
+// [weights] max_part_bytes) into ranges of whole rows, each in a buffer of its
+// own, and runs every kernel that reads it once per range (matmul: the
+// range's output columns; embed: the range's tokens). Nothing binds such a
+// matrix whole.
+struct Part {
+  int32_t tensor = 0;  // the manifest tensor
+  int64_t row0 = 0;    // its first row
+  int64_t rows = 0;
 };
 
 // The manifest tensors of a pack's weights, in row order.
@@ -199,6 +214,8 @@ struct Plan {
   int64_t partials_row_floats = 0;  // Partials per token row and split: heads × (head_dim + 2)
   int64_t widest_row_floats = 0;    // the widest activation row (a chunk's rows must fit a storage buffer)
   std::span<const DeviceClass> classes;  // in order of preference; the last needs nothing
+  std::span<const Part> parts;           // by tensor, each tensor's in row order
+  int64_t max_part_bytes = 0;            // the limit the parts were cut to (the spec's)
 };
 
 // Whether a pass records `d`: split_only dispatches run only when attention
@@ -267,6 +284,9 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
         case Resource::VCache:
           if (!in(x.index, static_cast<size_t>(layers))) return bad;
           break;
+        case Resource::Part:
+          if (!in(x.index, p.parts.size()) || !texel) return bad;
+          break;
         case Resource::Io:
         case Resource::Logits:
         case Resource::Partials:
@@ -289,8 +309,15 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
       const uint32_t row0[2] = {d.push[push::word(offsetof(push::MatmulPush, gate_row0))],
                                 d.push[push::word(offsetof(push::MatmulPush, up_row0))]};
       if (k <= 0 || n != d.groups_x || n == 0) return bad;
+      const uint32_t col0 = d.push[push::word(offsetof(push::MatmulPush, col0))];
+      const uint32_t stride = d.push[push::word(offsetof(push::MatmulPush, y_stride))];
+      if (col0 + n > stride) return bad;
       for (int w = 0; w < 2; ++w) {
         const Binding& x = d.bindings[static_cast<size_t>(w)];
+        if (x.resource == Resource::Part) {  // a row range: its rows, written at its place in y
+          const Part& part = p.parts[static_cast<size_t>(x.index)];
+          if (manifest[part.tensor].elements() % k != 0 || row0[w] + n > part.rows || part.row0 != col0) return bad;
+        }
         if (x.resource != Resource::Weight) continue;
         const ManifestEntry& e = manifest[x.index];
         if (e.elements() % k != 0 || row0[w] + n > e.elements() / k) return bad;

@@ -201,6 +201,9 @@ struct Weights {
   // Tensor-name patterns a checkpoint may hold beyond the model's weights
   // (GPT-2's causal-mask buffers "h.{layer}.attn.bias").
   std::vector<std::string> ignore;
+  // The most bytes one binding of a matrix may hold: a larger one is split
+  // into row ranges (plan::Part) for devices whose limits are lower.
+  int64_t max_part_bytes = kDefaultMaxPartBytes;
 };
 
 struct Cache {

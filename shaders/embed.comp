@@ -7,8 +7,10 @@
 //   SCALE       embedding scale (Gemma: sqrt(hidden))
 //   POSITIONS   1: add the learned position table P (GPT-2)
 //   POS_OFFSET  row of position p is p + POS_OFFSET (OPT: 2)
-// Push constants (RowsPush): rows.
-// Buffers: io (each row's token and position), E [vocab][D] texels, P [table][D] texels, y [rows][D] f32.
+// Push constants (EmbedPush): rows; token0, tokens: the rows of E bound (a
+// table over the binding limit is split into token ranges, a dispatch each;
+// a row whose token is outside is another dispatch's).
+// Buffers: io (each row's token and position), E [tokens][D] texels, P [table][D] texels, y [rows][D] f32.
 
 #include "common.glsl"
 
@@ -24,7 +26,8 @@ const uint TPR = W_TPR;  // texels per row (D / VPT, or a block dtype's planes)
 void main() {
   const uint t = gl_WorkGroupID.x;
   if (t >= pc.rows) return;
-  const uint token = io.rows[t].token;
+  const uint token = io.rows[t].token - pc.token0;  // its row of the range bound
+  if (token >= pc.tokens) return;
   const uint position = io.rows[t].position + POS_OFFSET;
 #if QUANT
   // Block tables (the position table, when there is one, has the same dtype):

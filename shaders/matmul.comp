@@ -33,7 +33,8 @@
 //              slots moe_route listed for e, x read at the slot's token
 //              (slot / TOPK) or, X_OF_SLOT, at the slot itself; y written at the slot
 // Specialization constants: 0 the workgroup (= subgroup) size, 1 ROWS, 2 TOKENS, 3 XT.
-// Push constants (MatmulPush): rows, n, x_row0, gate_row0, up_row0.
+// Push constants (MatmulPush): rows, n, x_row0, gate_row0, up_row0, col0, y_stride
+// (a split matrix's row range writes its columns from col0 of a wider y).
 // Buffers: W, W2 [N][K] texels; x [rows][K] f32; bias, bias2 [N] f32; y [rows][n] f32;
 //          norm_g, norm_b [K] f32.
 
@@ -141,12 +142,12 @@ vec4 normalized(vec4 v, uint k4, vec2 stats) {
 void store(uint row, uint t, float sum, float sum2) {
   float value = sum;
 #if HAS_BIAS
-  value += bias[pc.gate_row0 + row];
+  value += bias[pc.col0 + pc.gate_row0 + row];
 #endif
 #if GATED
   float up = sum2;
 #if HAS_BIAS
-  up += bias2[pc.up_row0 + row];
+  up += bias2[pc.col0 + pc.up_row0 + row];
 #endif
   value = activate(value, ACT) * up;
 #else
@@ -155,7 +156,7 @@ void store(uint row, uint t, float sum, float sum2) {
 #if SOFTCAPPED
   value = softcap(value, SOFTCAP);
 #endif
-  const uint at = t * pc.n + row;
+  const uint at = t * pc.y_stride + pc.col0 + row;
 #if RESIDUAL
   y[at] += value;
 #else

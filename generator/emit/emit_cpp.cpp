@@ -127,6 +127,7 @@ std::string binding_expr(const plan::Binding& b) {
     case plan::Resource::KCache: return "plan::k_cache(" + i + ")";
     case plan::Resource::VCache: return "plan::v_cache(" + i + ")";
     case plan::Resource::Partials: return "plan::partials()";
+    case plan::Resource::Part: return "plan::part(" + i + ")";
   }
   return "{}";
 }
@@ -450,6 +451,16 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   }
   root.set("packs", pack_items);
   root.set("pack_count", i(static_cast<int64_t>(p.packs.size())));
+  kainjow::mustache::list part_items;
+  for (const plan::Part& pt : p.parts) {
+    data item;
+    item.set("init", "{" + i(pt.tensor) + ", " + i(pt.row0) + ", " + i(pt.rows) + "}");
+    item.set("name", manifest.tensors[static_cast<size_t>(pt.tensor)].name);
+    part_items.push_back(item);
+  }
+  root.set("parts", part_items);
+  root.set("part_count", i(static_cast<int64_t>(p.parts.size())));
+  root.set("max_part_bytes", i(p.max_part_bytes));
   kainjow::mustache::list dispatch_items;
   for (size_t n = 0; n < p.dispatches.size(); ++n) {
     const lower::Dispatch& dispatch = p.dispatches[n];

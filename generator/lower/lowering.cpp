@@ -26,8 +26,8 @@ struct MatmulInput {
 
 class Lowering {
  public:
-  Lowering(const typed::Schedule& graph, std::span<const DType> dtypes)
-      : s_(graph), ops_(graph.ops), dtypes_(dtypes) {
+  Lowering(const typed::Schedule& graph, std::span<const DType> dtypes, int64_t max_part_bytes)
+      : s_(graph), ops_(graph.ops), dtypes_(dtypes), max_part_bytes_(max_part_bytes) {
     last_use_.assign(graph.values, -1);
     for (size_t i = 0; i < ops_.size(); ++i)
       for (uint32_t in : inputs(ops_[i])) last_use_[in] = static_cast<int32_t>(i);
@@ -39,6 +39,8 @@ class Lowering {
       i += consumed;
       release_dead(static_cast<int32_t>(i) - 1);
     }
+    split_parts();
+    plan_.max_part_bytes = max_part_bytes_;
     return std::move(plan_);
   }
 
@@ -162,8 +164,13 @@ class Lowering {
       b["bias2"] = vector_or_none(w2->tensor[1]);
     }
     const uint32_t rows = n ? n : static_cast<uint32_t>(w.dims[0]);
+    matrix(w.tensor[0], w.dims[0], w.dims[1]);
+    if (w2) matrix(w2->tensor[0], w2->dims[0], w2->dims[1]);
+    if (w2 == &w && bytes(w.tensor[0], w.dims[0], w.dims[1]) > max_part_bytes_)
+      unsupported(i, "a fused gate_up tensor over max_part_bytes (" + std::to_string(max_part_bytes_) +
+                         " bytes): only matrices read whole are split into row ranges");
     Dispatch& d = emit(i, matmul_key(w.dims[1], dtype(w.tensor[0]), e), plan::Grid::Tiles, std::move(b),
-                       {{"n", rows}, {"gate_row0", gate_row0}, {"up_row0", up_row0}});
+                       {{"n", rows}, {"gate_row0", gate_row0}, {"up_row0", up_row0}, {"y_stride", rows}});
     d.groups_x = rows;
     d.last_row = last_row;
   }
@@ -206,12 +213,16 @@ class Lowering {
       case OpKind::Embed: {
         const bool positions = next && next->kind == OpKind::PosEmbed && next->in[0] == op.out;
         const Loc out = materialize(positions ? next->out : op.out);
+        matrix(op.tensor[0], op.dims[0], op.dims[1]);
+        if (positions && bytes(next->tensor[0], next->dims[0], next->dims[1]) > max_part_bytes_)
+          unsupported(i + 1, "the position table is over max_part_bytes; only the token table is split into row ranges");
         emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = positions},
              plan::Grid::Rows,
              {{"io", plan::io()},
               {"table", plan::weight(op.tensor[0])},
               {"positions", positions ? plan::weight(next->tensor[0]) : Binding{}},
-              {"y", plan::activation(out.slot)}});
+              {"y", plan::activation(out.slot)}},
+             {{"token0", 0}, {"tokens", static_cast<uint32_t>(op.dims[0])}});
         return positions ? 2 : 1;
       }
       case OpKind::RMSNorm:
@@ -326,8 +337,13 @@ class Lowering {
         }
         if (gated) b["w2"] = plan::pack(expert_pack(op.tensor[1], stride, op.dims[0]));
         const uint32_t rows = static_cast<uint32_t>(op.dims[1]);
+        // Experts are not split into row ranges: the kernel finds expert e's
+        // rows at e · n of the one binding.
+        if (const int64_t all = op.dims[0] * bytes(op.tensor[0], op.dims[1], op.dims[2]); all > max_part_bytes_)
+          unsupported(i, "the experts' stacked matrices take " + std::to_string(all) + " bytes, over max_part_bytes (" +
+                             std::to_string(max_part_bytes_) + "); a smaller dtype fits them");
         Dispatch& d = emit(i, matmul_key(op.dims[2], dtype(op.tensor[0]), e), plan::Grid::Experts, std::move(b),
-                           {{"n", rows}, {"gate_row0", 0}, {"up_row0", 0}});
+                           {{"n", rows}, {"gate_row0", 0}, {"up_row0", 0}, {"y_stride", rows}});
         d.groups_x = rows;
         d.groups_z = static_cast<uint32_t>(op.dims[0]);
         d.groups_z_per_row = static_cast<uint32_t>(op.dims[3]);  // a chunk of T rows uses at most T · top_k experts
@@ -387,7 +403,10 @@ class Lowering {
     const Op* after = at(i + n);
     if (after && (after->kind == OpKind::Add || after->kind == OpKind::Act || after->kind == OpKind::GatedAct))
       return 1;  // the last one belongs to an epilogue pattern
-    return n;
+    // Stacked, they must fit one binding; apart, each may be split into row ranges.
+    int64_t stacked = 0;
+    for (size_t j = i; j < i + n; ++j) stacked += bytes(ops_[j].tensor[0], ops_[j].dims[0], ops_[j].dims[1]);
+    return stacked > max_part_bytes_ ? 1 : n;
   }
 
   // The pack of one role's matrices of `experts` experts, the first at
@@ -430,7 +449,7 @@ class Lowering {
                         {"y", plan::activation(slot)},
                         {"norm_scale", x.norm_scale},
                         {"norm_shift", x.norm_shift}},
-                       {{"n", static_cast<uint32_t>(rows)}});
+                       {{"n", static_cast<uint32_t>(rows)}, {"y_stride", static_cast<uint32_t>(rows)}});
     d.groups_x = static_cast<uint32_t>(rows);
     return count;
   }
@@ -530,9 +549,79 @@ class Lowering {
     c.split_only = true;
   }
 
+  // The device bytes of `rows` rows of a tensor `cols` wide, in its device dtype.
+  int64_t bytes(int32_t tensor, int64_t rows, int64_t cols) const {
+    return device_tensor_bytes(dtype(tensor), 2, rows, cols);
+  }
+  void matrix(int32_t tensor, int64_t rows, int64_t cols) { matrices_[tensor] = {rows, cols}; }
+
+  // The row ranges of `tensor`, cut once: as many rows as max_part_bytes
+  // holds (a multiple of 64 when it holds more), the last range the rest.
+  std::pair<size_t, size_t> parts_of(size_t i, int32_t tensor) {
+    size_t first = 0;
+    for (; first < plan_.parts.size(); ++first)
+      if (plan_.parts[first].tensor == tensor) break;
+    if (first == plan_.parts.size()) {
+      const auto [rows, cols] = matrices_.at(tensor);
+      const int64_t row = bytes(tensor, 1, cols);
+      if (row > max_part_bytes_)
+        unsupported(i, "a row of its matrix takes " + std::to_string(row) + " bytes, over max_part_bytes (" +
+                           std::to_string(max_part_bytes_) + ")");
+      int64_t per = max_part_bytes_ / row;
+      if (per > 64) per -= per % 64;
+      for (int64_t r = 0; r < rows; r += per)
+        plan_.parts.push_back(plan::Part{tensor, r, std::min(per, rows - r)});
+    }
+    size_t end = first;
+    while (end < plan_.parts.size() && plan_.parts[end].tensor == tensor) ++end;
+    return {first, end};
+  }
+
+  // A matrix over max_part_bytes is never bound whole: each dispatch that
+  // reads it (a matmul's W and W2, an embedding's table) becomes one per row
+  // range, over that range's output columns or tokens.
+  void split_parts() {
+    std::vector<Dispatch> out;
+    for (Dispatch& d : plan_.dispatches) {
+      const Family family = plan_.kernel(d).family;
+      const std::string w = family == Family::Embed ? "table" : "w";
+      const Binding b = d.binding(w);
+      if ((family != Family::Matmul && family != Family::Embed) || b.resource != plan::Resource::Weight ||
+          bytes(b.index, matrices_.at(b.index)[0], matrices_.at(b.index)[1]) <= max_part_bytes_) {
+        out.push_back(std::move(d));
+        continue;
+      }
+      const auto [first, end] = parts_of(d.op, b.index);
+      const Binding b2 = d.binding("w2");
+      std::pair<size_t, size_t> second{first, end};
+      if (b2.resource == plan::Resource::Weight) {
+        second = parts_of(d.op, b2.index);  // gate and up: one shape, one dtype, the same ranges
+        if (second.second - second.first != end - first) unsupported(d.op, "gate and up split into different row ranges");
+      }
+      for (size_t p = first; p < end; ++p) {
+        const plan::Part& part = plan_.parts[p];
+        Dispatch copy = d;
+        copy.bindings[w] = plan::part(static_cast<int32_t>(p));
+        if (family == Family::Embed) {
+          copy.push["token0"] = static_cast<uint32_t>(part.row0);
+          copy.push["tokens"] = static_cast<uint32_t>(part.rows);
+        } else {
+          if (b2.resource == plan::Resource::Weight) copy.bindings["w2"] = plan::part(static_cast<int32_t>(second.first + p - first));
+          copy.push["n"] = static_cast<uint32_t>(part.rows);
+          copy.push["col0"] = static_cast<uint32_t>(part.row0);
+          copy.groups_x = static_cast<uint32_t>(part.rows);
+        }
+        out.push_back(std::move(copy));
+      }
+    }
+    plan_.dispatches = std::move(out);
+  }
+
   const typed::Schedule& s_;
   const std::vector<Op>& ops_;
   std::span<const DType> dtypes_;
+  int64_t max_part_bytes_;
+  std::map<int32_t, std::array<int64_t, 2>> matrices_;  // tensor → rows, columns, as its kernels read it
   Plan plan_;
   std::vector<int32_t> last_use_;
   std::map<uint32_t, Loc> locs_;
@@ -574,8 +663,8 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   };
 }
 
-Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes) {
-  Plan p = Lowering(graph, dtypes).run();
+Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes, int64_t max_part_bytes) {
+  Plan p = Lowering(graph, dtypes, max_part_bytes).run();
   p.classes = device_classes(dtypes);
   return p;
 }

@@ -68,6 +68,8 @@ struct Plan {
   std::vector<int64_t> slot_widths;  // f32 values per token row of each activation slot
   std::vector<int64_t> windows;      // per layer: its attention's window (0: every key); a window makes its cache a ring
   std::vector<plan::DeviceClass> classes;  // device_classes()
+  std::vector<plan::Part> parts;           // row ranges of the matrices over max_part_bytes
+  int64_t max_part_bytes = 0;
 
   const KernelKey& kernel(const Dispatch& d) const { return kernels[d.kernel]; }
   std::string kernel_name(const Dispatch& d) const { return kernels[d.kernel].name(); }
@@ -95,6 +97,9 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes);
 
 // `dtypes`: each manifest tensor's dtype as the device stores it
 // (device_dtype). Throws LowerError for a pattern the kernels cannot run.
-Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes);
+// `max_part_bytes`: the most bytes one binding of a matrix holds (the spec's
+// [weights] max_part_bytes); a larger matrix is split into row ranges
+// (plan::Part).
+Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes, int64_t max_part_bytes = kDefaultMaxPartBytes);
 
 }  // namespace lathe::lower

@@ -20,7 +20,7 @@ std::optional<ModelPlan> plan_graph(const spec::Spec& s, spec::Manifest manifest
   std::vector<DType> dtypes;
   for (const spec::TensorSpec& t : m.manifest.tensors) dtypes.push_back(device_dtype(t.dtype));
   try {
-    m.plan = lower(m.graph.schedule, dtypes);
+    m.plan = lower(m.graph.schedule, dtypes, s.weights.max_part_bytes);
   } catch (const LowerError& e) {
     diagnostics.error(s.where(m.graph.keys[e.op()]), std::string("the kernels cannot run this model: ") + e.what());
     return std::nullopt;
@@ -46,6 +46,7 @@ std::string binding_text(const plan::Binding& b) {
     case plan::Resource::KCache: return "k_cache" + std::to_string(b.index);
     case plan::Resource::VCache: return "v_cache" + std::to_string(b.index);
     case plan::Resource::Partials: return "partials";
+    case plan::Resource::Part: return "part" + std::to_string(b.index);
   }
   return "?";
 }
@@ -82,6 +83,9 @@ std::string describe(const ModelPlan& m) {
     for (int32_t w : p.packs[i].weights) out << " " << m.manifest.tensors[static_cast<size_t>(w)].name;
     out << "\n";
   }
+  for (size_t i = 0; i < p.parts.size(); ++i)
+    out << "part" << i << ": " << m.manifest.tensors[static_cast<size_t>(p.parts[i].tensor)].name << " rows "
+        << p.parts[i].row0 << ".." << p.parts[i].row0 + p.parts[i].rows << " (max_part_bytes " << p.max_part_bytes << ")\n";
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
     const Dispatch& d = p.dispatches[i];
     const kernels::FamilyInfo& f = kernels::family(p.kernel(d).family);

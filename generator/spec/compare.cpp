@@ -151,6 +151,7 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("weights.fused_qkv", aw.fused_qkv, bw.fused_qkv);
   d.field("weights.qkv_layout", aw.qkv_layout, bw.qkv_layout);
   d.field("weights.preset", aw.preset, bw.preset);
+  d.field("weights.max_part_bytes", aw.max_part_bytes, bw.max_part_bytes);
   d.field("weights.ignore", aw.ignore, bw.ignore);
   std::set<Role> roles;
   for (const auto& [role, path] : aw.names) roles.insert(role);

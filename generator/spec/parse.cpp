@@ -407,6 +407,7 @@ void read_weights(Table t, Spec& s) {
                       " blocks hold matrices only; vectors are f32, f16 or bf16");
     else set(w.vector_dtype, vd);
   }
+  set(w.max_part_bytes, t.integer("max_part_bytes", false, 1024, int64_t{1} << 40));
   set(w.layout, t.choice<Layout>("layout", false));
   set(w.fused_qkv, t.boolean("fused_qkv"));
   set(w.qkv_layout, t.choice<QkvLayout>("qkv_layout", false));

@@ -1,6 +1,8 @@
 // Every buffer a session's plan binds: weights (alone or stacked in packs),
 // activation slots, the KV cache, the IO buffer, logits and attention
 // partials, each sized by the plan.
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "runtime/error.hpp"
@@ -13,6 +15,11 @@ namespace {
 constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
 constexpr VkBufferUsageFlags kTexels = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
 constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
+
+VkDeviceSize host_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<VkDeviceSize>(pages) * static_cast<VkDeviceSize>(page) : 0;
+}
 
 }  // namespace
 
@@ -50,6 +57,10 @@ void Session::Impl::check_memory() const {
   VkDeviceSize heap = 0;
   for (const vk::MemoryHeap& h : device.info().heaps)
     if (h.device_local) heap = std::max<VkDeviceSize>(heap, h.size);
+  // A CPU device's memory is the host's: lavapipe of Mesa 22 reports a heap
+  // of 2 GiB whatever the host holds, and allocates from host memory.
+  const bool cpu = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  if (cpu) heap = std::max(heap, host_memory());
   const VkDeviceSize total = weights + cache + activations;
   auto mib = [](VkDeviceSize b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
   if (heap > 0 && total > heap)
@@ -57,7 +68,7 @@ void Session::Impl::check_memory() const {
                                             mib(weights) + ", KV cache of " + std::to_string(options.sequences) +
                                             " sequence(s) at context " + std::to_string(context) + " " +
                                             mib(cache) + ", activations " + mib(activations) + "); the largest " +
-                                            "device-local heap of " + device.info().name + " holds " + mib(heap));
+                                            "device-local heap of " + device.info().name + (cpu ? " (the host's memory)" : "") + " holds " + mib(heap));
 }
 
 void Session::Impl::allocate() {
@@ -90,10 +101,31 @@ void Session::Impl::allocate() {
     packs[p].view.emplace(device, packs[p].weights->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
   }
 
+  // A matrix split into row ranges: a buffer and a view for each range.
+  std::vector<int64_t> split_rows(model.manifest.size(), 0);
+  for (const plan::Part& pt : plan.parts) split_rows[static_cast<size_t>(pt.tensor)] += pt.rows;
+  for (const plan::Part& pt : plan.parts) {
+    const size_t i = static_cast<size_t>(pt.tensor);
+    const VkDeviceSize row = device_bytes(i) / static_cast<VkDeviceSize>(split_rows[i]);
+    const VkDeviceSize bytes = row * static_cast<VkDeviceSize>(pt.rows);
+    try {
+      if (row * static_cast<VkDeviceSize>(split_rows[i]) != device_bytes(i) || bytes % kTexel != 0)
+        throw Error(ErrorKind::Unsupported, "rows " + std::to_string(pt.row0) + ".." + std::to_string(pt.row0 + pt.rows) +
+                                                " are not a whole number of 16-byte texels");
+      vk::Buffer buffer(device, bytes, kTexels, vk::MemoryUse::Device);
+      vk::TexelView view(device, buffer.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
+      parts.push_back(DevicePart{std::move(buffer), std::move(view), row * static_cast<VkDeviceSize>(pt.row0)});
+    } catch (const Error& error) {  // a device whose limits are below the spec's max_part_bytes
+      throw Error(error.kind(), std::string(model.manifest[i].name) + " rows " + std::to_string(pt.row0) + ".." +
+                                    std::to_string(pt.row0 + pt.rows) + " (the plan's parts of at most " +
+                                    std::to_string(plan.max_part_bytes) + " bytes): " + error.what() +
+                                    "; regenerate with a smaller [weights] max_part_bytes");
+    }
+  }
   for (size_t i = 0; i < model.manifest.size(); ++i) {
     const ManifestEntry& e = model.manifest[i];
     DeviceTensor& t = tensors[i];
-    if (t.home != nullptr) continue;
+    if (t.home != nullptr || split_rows[i] > 0) continue;
     const VkDeviceSize bytes = device_bytes(i);
     try {
       t.buffer.emplace(device, bytes, kTexels, vk::MemoryUse::Device);
@@ -150,8 +182,8 @@ vk::Binding Session::Impl::resolve(const plan::Binding& b, kernels::BindingKind 
     case plan::Resource::Logits: return whole(*logits);
     case plan::Resource::Weight: {
       const DeviceTensor& t = tensors[i];
-      if (!t.buffer)  // the plan stacked it in a pack: it is bound through the pack
-        throw Error(ErrorKind::Unsupported, std::string(model.manifest[i].name) + ": bound alone, but the plan packed it");
+      if (!t.buffer)  // the plan stacked it in a pack or split it: it is bound through those
+        throw Error(ErrorKind::Unsupported, std::string(model.manifest[i].name) + ": bound alone, but the plan packed or split it");
       if (texel) return vk::TexelBinding{t.view->handle()};
       return whole(*t.buffer);
     }
@@ -166,6 +198,7 @@ vk::Binding Session::Impl::resolve(const plan::Binding& b, kernels::BindingKind 
     case plan::Resource::Partials:
       if (partials) return whole(*partials);
       break;  // attention not split: the kernel writes no partials
+    case plan::Resource::Part: return vk::TexelBinding{parts[i].view.handle()};
   }
   if (texel) return vk::TexelBinding{dummy_view->handle()};
   return whole(*dummy);

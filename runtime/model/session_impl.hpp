@@ -29,9 +29,17 @@ struct DeviceTensor {
   std::optional<vk::TexelView> view;
   DType dtype = DType::F32;
   bool uploaded = false;
-  // Packed tensors live in their pack's buffer instead, at `offset` bytes.
+  // Packed tensors live in their pack's buffer instead, at `offset` bytes;
+  // a tensor split into row ranges has no home, its bytes are in its parts.
   vk::Buffer* home = nullptr;
   VkDeviceSize offset = 0;
+};
+
+// A plan::Part on the device: a row range of a matrix in a buffer of its own.
+struct DevicePart {
+  vk::Buffer buffer;
+  vk::TexelView view;
+  VkDeviceSize begin = 0;  // its first byte in the whole matrix as the device lays it out
 };
 
 // A plan::Pack on the device: its weights stacked in one buffer (with a
@@ -66,6 +74,7 @@ struct Session::Impl {
   vk::DescriptorArena arena;
   std::vector<DeviceTensor> tensors;
   std::vector<DevicePack> packs;
+  std::vector<DevicePart> parts;                // the plan's, in its order
   std::vector<vk::Buffer> slots;                // [max_chunk][width] f32 each
   std::vector<uint32_t> ring;                   // per layer: the positions its caches hold (core/plan.hpp)
   std::vector<vk::Buffer> k_cache, v_cache;     // per layer [sequences][ring][cache_row_bytes]
@@ -76,6 +85,10 @@ struct Session::Impl {
   std::optional<vk::Buffer> dummy;              // unused bindings
   std::optional<vk::TexelView> dummy_view;
   std::vector<VkDescriptorSet> sets;  // one per active dispatch
+
+  // A tensor's bytes as the device lays them out, into its buffer, its
+  // pack's, or its row ranges'.
+  void write(size_t tensor, std::span<const std::byte> bytes);
 
   VkCommandPool pool = VK_NULL_HANDLE;
   VkCommandBuffer prefill_commands = VK_NULL_HANDLE;

@@ -31,7 +31,26 @@ void reorder_qkv(const ModelInfo& m, const ManifestEntry& e, std::vector<std::by
 
 }  // namespace
 
-
+void Session::Impl::write(size_t tensor, std::span<const std::byte> bytes) {
+  const DeviceTensor& t = tensors[tensor];
+  if (t.home != nullptr) {
+    vk::upload(device, *t.home, bytes.data(), bytes.size(), t.offset);
+    return;
+  }
+  VkDeviceSize written = 0;
+  for (size_t p = 0; p < plan.parts.size(); ++p) {
+    if (static_cast<size_t>(plan.parts[p].tensor) != tensor) continue;
+    DevicePart& part = parts[p];
+    if (part.begin + part.buffer.size() > bytes.size())
+      throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[tensor].name) + ": " +
+                                                  std::to_string(bytes.size()) + " bytes, short of its row ranges");
+    vk::upload(device, part.buffer, bytes.data() + part.begin, part.buffer.size(), 0);
+    written += part.buffer.size();
+  }
+  if (written != bytes.size())
+    throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[tensor].name) + ": " + std::to_string(bytes.size()) +
+                                                " bytes for a device layout of " + std::to_string(written));
+}
 
 void Session::upload(size_t index, DType dtype, std::span<const std::byte> data) {
   Impl& s = *impl_;
@@ -56,7 +75,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
     // out (the generator checked the rows are whole blocks of out_in matrices).
     std::vector<std::byte> rows = weights::repack_blocks(dtype, e.shape[0], e.shape[1], data);
     if (e.role == Role::Qkv && s.model.qkv_layout != QkvLayout::Blocks) reorder_qkv(s.model, e, rows);
-    vk::upload(s.device, *t.home, rows.data(), rows.size(), t.offset);
+    s.write(index, rows);
     t.uploaded = true;
     return;
   }
@@ -72,7 +91,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   const size_t size = weights::dtype_size(t.dtype);
   const bool transpose = e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role);
   const bool reorder = e.role == Role::Qkv && s.model.qkv_layout != QkvLayout::Blocks;
-  if (t.home->mapped() != nullptr && !transpose && !reorder) {
+  if (t.home != nullptr && t.home->mapped() != nullptr && !transpose && !reorder) {
     // Unified memory: convert straight into the mapping, no host copy.
     weights::convert(dtype, data, t.dtype,
                      std::span(static_cast<std::byte*>(t.home->mapped()) + t.offset, elements * size));
@@ -91,7 +110,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
     converted.swap(transposed);
   }
   if (reorder) reorder_qkv(s.model, e, converted);
-  vk::upload(s.device, *t.home, converted.data(), converted.size(), t.offset);
+  s.write(index, converted);
   t.uploaded = true;
 }
 

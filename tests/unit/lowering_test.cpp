@@ -5,7 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -243,6 +246,105 @@ TEST_CASE("sandwich and branch-output norms, local RoPE bases, soft-capped logit
         Names{"matmul_64_f16_norm", "rope_kv_16_neox", "attention", "attention_combine", "matmul_64_f16_residual",
               "norm_64", "matmul_64_f16", "moe_route", "matmul_64_f16_gated_silu_experts", "matmul_32_f16_experts_slot",
               "matmul_64_f16_gated_silu", "matmul_80_f16", "moe_combine_shared_gated", "matmul_64_f16_norm"});
+}
+
+TEST_CASE("a matrix over max_part_bytes is split into row ranges, each read by a dispatch of its own") {
+  // f16 rows 16 wide take 32 bytes: at 1024 bytes the 40-row embedding
+  // table (tied or not, the head's the same) splits 32 + 8; the stacked
+  // q/k/v (32 rows), gate, up (32 each) and down (16 rows of 64 bytes) fit.
+  const lower::Plan p = lower::lower(llama(), kDTypes, 1024);
+  CHECK(p.max_part_bytes == 1024);
+  REQUIRE(p.parts.size() == 4);
+  const auto part = [&](size_t i) { return std::array<int64_t, 3>{p.parts[i].tensor, p.parts[i].row0, p.parts[i].rows}; };
+  CHECK(part(0) == std::array<int64_t, 3>{0, 0, 32});
+  CHECK(part(1) == std::array<int64_t, 3>{0, 32, 8});
+  CHECK(part(2) == std::array<int64_t, 3>{11, 0, 32});
+  CHECK(part(3) == std::array<int64_t, 3>{11, 32, 8});
+  CHECK(names(p) == std::vector<std::string>{"embed_16_f16", "embed_16_f16", "matmul_16_f16_norm", "rope_kv_8_neox",
+                                             "attention", "attention_combine", "matmul_16_f16_residual",
+                                             "matmul_16_f16_gated_silu_norm", "matmul_32_f16_residual",
+                                             "matmul_16_f16_norm", "matmul_16_f16_norm", "argmax"});
+  // The gather: each range's tokens.
+  CHECK(p.dispatches[0].binding("table").resource == plan::Resource::Part);
+  CHECK(p.dispatches[0].binding("table").index == 0);
+  CHECK(p.dispatches[0].push_value("token0") == 0);
+  CHECK(p.dispatches[0].push_value("tokens") == 32);
+  CHECK(p.dispatches[1].binding("table").index == 1);
+  CHECK(p.dispatches[1].push_value("token0") == 32);
+  CHECK(p.dispatches[1].push_value("tokens") == 8);
+  // The head: each range's columns of the logits, 40 wide; both the last row's.
+  for (size_t i : {9u, 10u}) {
+    const lower::Dispatch& d = p.dispatches[i];
+    CHECK(d.last_row);
+    CHECK(d.binding("w").resource == plan::Resource::Part);
+    CHECK(d.binding("w").index == static_cast<int32_t>(i - 7));
+    CHECK(d.push_value("col0") == (i == 9 ? 0u : 32u));
+    CHECK(d.push_value("n") == (i == 9 ? 32u : 8u));
+    CHECK(d.groups_x == d.push_value("n"));
+    CHECK(d.push_value("y_stride") == 40);
+  }
+  // A matrix bound whole writes its own width.
+  CHECK(p.dispatches[2].binding("w").resource == plan::Resource::Pack);
+  CHECK(p.dispatches[2].push_value("y_stride") == 32);
+  CHECK(p.dispatches[2].push_value("col0") == 0);
+
+  // At 512 bytes q, k and v (1024 bytes together) do not stack, k and v
+  // (512) do; gate and up split alike, each gated dispatch reading one range
+  // of both.
+  const lower::Plan q = lower::lower(llama(), kDTypes, 512);
+  const std::vector<std::string> n = names(q);
+  CHECK(std::count(n.begin(), n.end(), "embed_16_f16") == 3);  // 16 + 16 + 8 rows
+  CHECK(std::count(n.begin(), n.end(), "matmul_16_f16_gated_silu_norm") == 2);
+  REQUIRE(q.packs.size() == 1);
+  CHECK(q.packs[0].weights == std::vector<int32_t>{3, 4});
+  for (const lower::Dispatch& d : q.dispatches) {
+    if (q.kernel_name(d) != "matmul_16_f16_gated_silu_norm") continue;
+    const plan::Part& gate = q.parts[static_cast<size_t>(d.binding("w").index)];
+    const plan::Part& up = q.parts[static_cast<size_t>(d.binding("w2").index)];
+    CHECK(gate.tensor == 7);
+    CHECK(up.tensor == 8);
+    CHECK(gate.row0 == up.row0);
+    CHECK(gate.rows == 16);
+    CHECK(d.push_value("col0") == gate.row0);
+    CHECK(d.push_value("y_stride") == 32);
+  }
+  // A row over the limit cannot be split.
+  CHECK_THROWS_WITH_AS(lower::lower(llama(), kDTypes, 16), doctest::Contains("over max_part_bytes (16)"),
+                       lower::LowerError);
+}
+
+TEST_CASE("max_part_bytes: read from the spec, range-checked, and refused where a matrix cannot be split") {
+  const auto plan = [](const std::string& sections, const std::string& weights) {
+    const std::string text = "[model]\nname = \"n\"\n[dims]\nhidden = 64\nlayers = 1\nheads = 4\nkv_heads = 2\n"
+                             "intermediate = 96\nvocab = 211\nmax_context = 160\n" + sections +
+                             "\n[weights]\ndtype = \"f16\"\npreset = \"hf-llama\"\n" + weights;
+    spec::Diagnostics diagnostics("n.toml");
+    const auto s = spec::parse_spec_string(text, "n.toml", diagnostics);
+    std::optional<lower::ModelPlan> model;
+    if (s) model = lower::plan_model(*s, diagnostics);
+    return std::make_pair(std::move(model), diagnostics.format());
+  };
+  // The 211-row tables (embedding, head) of 128-byte rows: 128 rows a
+  // range; the rest fit (q/k/v stacked: exactly 16384 bytes).
+  const auto [split, none] = plan("", "max_part_bytes = 16384");
+  REQUIRE_MESSAGE(split, none);
+  CHECK(split->plan.max_part_bytes == 16384);
+  CHECK(split->plan.parts.size() == 4);
+  CHECK(split->plan.packs.size() == 1);
+  CHECK(lower::describe(*split).find("part1: model.embed_tokens.weight rows 128..211 (max_part_bytes 16384)") !=
+        std::string::npos);
+  const auto [whole, message] = plan("", "");
+  REQUIRE_MESSAGE(whole, message);
+  CHECK(whole->plan.parts.empty());
+  CHECK(whole->plan.max_part_bytes == kDefaultMaxPartBytes);
+  const auto [small, too_small] = plan("", "max_part_bytes = 1000");
+  CHECK_FALSE(small);
+  CHECK_MESSAGE(too_small.find("n.toml:15") != std::string::npos, too_small);
+  CHECK(too_small.find("1024") != std::string::npos);
+  // The experts' matrices, stacked for one dispatch, are not split.
+  const auto [moe, experts] = plan("[moe]\nexperts = 6\ntop_k = 2\nexpert_intermediate = 32", "max_part_bytes = 16384");
+  CHECK_FALSE(moe);
+  CHECK(experts.find("the experts' stacked matrices take 24576 bytes, over max_part_bytes (16384)") != std::string::npos);
 }
 
 TEST_CASE("a graph the kernels cannot run is an error of lathe gen at the spec line of the op at fault") {

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <deque>
 #include <map>
 #include <numeric>
 #include <numbers>
@@ -353,6 +354,13 @@ class Weights {
 
   const std::vector<double>& row(int64_t r) const { return rows_.at(r); }  // throws for a row never filled
   vk::TexelBinding binding() const { return {view_.handle()}; }
+  // Rows [first, first + count) alone, as a plan::Part binds a row range of
+  // a matrix too large to bind whole.
+  vk::TexelBinding range(int64_t first, int64_t count) {
+    ranges_.emplace_back(device_, buffer_.handle(), VK_FORMAT_R32G32B32A32_UINT, static_cast<VkDeviceSize>(first) * row_bytes_,
+                         static_cast<VkDeviceSize>(count) * row_bytes_);
+    return {ranges_.back().handle()};
+  }
 
  private:
   vk::Device& device_;
@@ -361,6 +369,7 @@ class Weights {
   size_t row_bytes_;
   vk::Buffer buffer_;
   vk::TexelView view_;
+  std::deque<vk::TexelView> ranges_;
   std::map<int64_t, std::vector<double>> rows_;
 };
 
@@ -534,31 +543,42 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned
     // A small position, and the chunk that ends at the table's last row.
     std::vector<uint32_t> starts = {3};
     if (positions) starts.push_back(static_cast<uint32_t>(table_rows - s.position.offset - rows));
-    for (uint32_t position : starts) {
-      CAPTURE(position);
-      if (positions) position_table->fill(position + s.position.offset, rows);
-      vk::Buffer io = buffer_of(device, io_words(position, tokens));
-      vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * d, kGuard)));
-      gpu.run(m, k,
-              kernels::EmbedBindings<vk::Binding>{
-                  .io = whole(io),
-                  .table = table.binding(),
-                  .positions = positions ? vk::Binding(position_table->binding()) : gpu.no_texels(),
-                  .y = whole(y)},
-              push::RowsPush{.rows = rows}, rows);
-      const std::vector<float> out = read_back<float>(device, y, size_t{rows} * d + kGuardWords);
-      NormalizedError e;
-      for (uint32_t t = 0; t < rows; ++t) {
-        const std::vector<double>& row = table.row(tokens[t]);
-        for (uint32_t i = 0; i < d; ++i) {
-          double expected = s.embedding.scale * row[i];
-          if (positions) expected += position_table->row(position + t + s.position.offset)[i];
-          e.add(out[size_t{t} * d + i], expected);
+    // Token ranges: the whole table, and rows 16.. bound alone (a plan::Part
+    // of a table too large to bind whole), which leaves the rows of tokens
+    // below 16 to another dispatch.
+    for (uint32_t position : starts)
+      for (uint32_t token0 : {0u, 16u}) {
+        CAPTURE(position);
+        CAPTURE(token0);
+        if (positions) position_table->fill(position + s.position.offset, rows);
+        vk::Buffer io = buffer_of(device, io_words(position, tokens));
+        vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * d, kGuard)));
+        gpu.run(m, k,
+                kernels::EmbedBindings<vk::Binding>{
+                    .io = whole(io),
+                    .table = token0 > 0 ? table.range(token0, vocab - token0) : table.binding(),
+                    .positions = positions ? vk::Binding(position_table->binding()) : gpu.no_texels(),
+                    .y = whole(y)},
+                push::EmbedPush{.rows = rows, .token0 = token0, .tokens = vocab - token0}, rows);
+        const std::vector<float> out = read_back<float>(device, y, size_t{rows} * d + kGuardWords);
+        NormalizedError e;
+        for (uint32_t t = 0; t < rows; ++t) {
+          if (tokens[t] < token0) {  // another range's row: untouched
+            for (uint32_t i = 0; i < d; ++i)
+              if (std::memcmp(&out[size_t{t} * d + i], &kGuard, sizeof(float)) != 0) FAIL("row " << t << " written");
+            continue;
+          }
+          const std::vector<double>& row = table.row(tokens[t]);
+          for (uint32_t i = 0; i < d; ++i) {
+            double expected = s.embedding.scale * row[i];
+            if (positions) expected += position_table->row(position + t + s.position.offset)[i];
+            e.add(out[size_t{t} * d + i], expected);
+          }
         }
+        check_guard(out, size_t{rows} * d);
+        report.check("position " + std::to_string(position) + ", tokens from " + std::to_string(token0), e.value(),
+                     kEmbedTolerance);
       }
-      check_guard(out, size_t{rows} * d);
-      report.check("position " + std::to_string(position), e.value(), kEmbedTolerance);
-    }
   });
   report_worst("embed", worst);
 }
@@ -702,12 +722,15 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       uint32_t rows, x_row0;
       bool fused;  // W2 = W, bias2 = bias
       uint32_t gate_row0, up_row0;
+      uint32_t col0 = 0;  // > 0: W's (and W2's) rows from col0 bound alone, into y's columns from col0 (plan::Part)
     };
     const Case batched = {"batched decode of 13 rows (16 × 4)", 16, 4, kRows, 0, false, 0, 0};
     std::vector<Case> cases = {{"decode", 16, 1, 1, 0, false, 0, 0},
                                {"prefill 13 rows", 8, 8, kRows, 0, false, 0, 0},
                                {"decode of row 12 (x_row0)", 16, 1, 1, kRows - 1, false, 0, 0},
                                batched};
+    cases.push_back({"a row range: rows 16.. of W into columns 16.. of y, prefill", 8, 8, kRows, 0, false, 0, 0, 16});
+    cases.push_back({"a row range: rows 16.. of W into columns 16.. of y, decode", 16, 1, 1, 0, false, 0, 0, 16});
     if (gated) {
       cases.push_back({"fused gate_up prefill", 8, 8, kRows, 0, true, 0, n});
       cases.push_back({"fused up_gate decode of row 5", 16, 1, 1, 5, true, n, 0});
@@ -718,12 +741,13 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       std::vector<float> initial(size_t{cs.rows} * n, kGuard);
       if (residual) std::copy_n(residual_rows, initial.size(), initial.begin());
       vk::Buffer y = buffer_of(device, guarded(initial));
-      const Weights& second = cs.fused ? w : w2;
+      Weights& second = cs.fused ? w : w2;
       const vk::Buffer& second_bias = cs.fused ? bb : bb2;
+      const uint32_t computed = n - cs.col0;
       gpu.run(m, k,
               kernels::MatmulBindings<vk::Binding>{
-                  .w = w.binding(),
-                  .w2 = gated ? vk::Binding(second.binding()) : gpu.no_texels(),
+                  .w = cs.col0 > 0 ? w.range(cs.col0, computed) : w.binding(),
+                  .w2 = !gated ? gpu.no_texels() : cs.col0 > 0 ? vk::Binding(second.range(cs.col0, computed)) : vk::Binding(second.binding()),
                   .x = whole(xb),
                   .bias = bias ? whole(bb) : gpu.no_buffer(),
                   .bias2 = bias && gated ? whole(second_bias) : gpu.no_buffer(),
@@ -731,8 +755,9 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                   .norm_scale = norm != 0 ? whole(gb) : gpu.no_buffer(),
                   .norm_shift = norm_bias ? whole(nbb) : gpu.no_buffer(),
                   .route = gpu.no_buffer()},
-              push::MatmulPush{
-                  .rows = cs.rows, .n = n, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0, .up_row0 = cs.up_row0}, (n + cs.tile_rows - 1) / cs.tile_rows,
+              push::MatmulPush{.rows = cs.rows, .n = computed, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0,
+                               .up_row0 = cs.up_row0, .col0 = cs.col0, .y_stride = n},
+              (computed + cs.tile_rows - 1) / cs.tile_rows,
               (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens});
       return read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
     };
@@ -750,6 +775,11 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       for (uint32_t t = 0; t < cs.rows; ++t) {
         const double* xr = &xn[size_t{cs.x_row0 + t} * K];
         for (uint32_t r = 0; r < n; ++r) {
+          if (r < cs.col0) {  // another range's columns: as they were
+            const float before = residual ? y0[size_t{t} * n + r] : kGuard;
+            if (std::memcmp(&out[size_t{t} * n + r], &before, sizeof(float)) != 0) FAIL("column " << r << " of row " << t << " written");
+            continue;
+          }
           const std::vector<double>& wr = w.row(cs.gate_row0 + r);
           double value = 0;
           for (uint32_t i = 0; i < K; ++i) value += wr[i] * xr[i];
@@ -1193,7 +1223,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
                 kernels::MatmulBindings<vk::Binding>{.w = w, .w2 = w2, .x = whole(in), .bias = gpu.no_buffer(),
                                                      .bias2 = gpu.no_buffer(), .y = whole(out), .norm_scale = norm_scale,
                                                      .norm_shift = gpu.no_buffer(), .route = whole(rb)},
-                push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0},
+                push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0, .col0 = 0, .y_stride = n},
                 (n + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
       };
       run_experts(*gated_k, gate.binding(), up.binding(), xb, hb, norm ? vk::Binding(whole(gb)) : gpu.no_buffer(), NI);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -235,6 +236,51 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a session creates a layout's pipelines when
   CHECK(with_prefill > decode_layout);
   session.decode(std::vector<Session::Step>{{0, 1}, {1, 2}});  // the batch layout's
   CHECK(pipelines->size() > with_prefill);
+}
+
+// A matrix over the spec's max_part_bytes runs as row ranges (plan::Part):
+// the gather of tokens at both ends of every range of the embedding table,
+// the LM head's columns of each range (tiny-split-rows: every projection),
+// prompt and decode against the reference. LATHE_EXPECT_PART_OVER_DEVICE_LIMIT
+// (the large-head test) also requires a matrix that this device could not
+// bind whole: more texels than its maxTexelBufferElements.
+TEST_CASE_FIXTURE(test::VulkanTest, "matrices split into row ranges give the reference's logits" *
+                  doctest::skip(model_info().plan.parts.empty())) {
+  const ModelInfo& m = model_info();
+  const size_t V = static_cast<size_t>(m.vocab);
+  std::map<int32_t, int64_t> split_bytes;  // tensor → its bytes on the device
+  std::vector<int32_t> tokens = {0, static_cast<int32_t>(V - 1)};
+  for (const plan::Part& part : m.plan.parts) {
+    const ManifestEntry& e = m.manifest[static_cast<size_t>(part.tensor)];
+    split_bytes[part.tensor] += device_tensor_bytes(e.dtype, 2, part.rows, e.shape[1]);
+    if (e.role == Role::Embed)
+      for (int64_t t : {part.row0, part.row0 + part.rows - 1}) tokens.push_back(static_cast<int32_t>(t));
+  }
+  int64_t largest = 0;
+  for (const auto& [tensor, bytes] : split_bytes) largest = std::max(largest, bytes);
+  MESSAGE(m.plan.parts.size() << " row ranges of " << split_bytes.size() << " matrices, the largest " << largest
+                              << " bytes; this device's texel views hold " << device.info().max_texel_buffer_elements * 16);
+  if (std::getenv("LATHE_EXPECT_PART_OVER_DEVICE_LIMIT"))
+    CHECK(static_cast<uint64_t>(largest) > device.info().max_texel_buffer_elements * 16);
+
+  SessionOptions options;
+  options.all_logits = true;
+  options.max_chunk = 8;  // chunks carry positions across
+  Session session(device, m, options);
+  upload_all(session);
+  const std::vector<float> logits = session.prefill(tokens);
+  const std::vector<float> step = session.decode(tokens[2]);
+  reference::Reference ref(test_spec(), test_weights());
+  std::vector<float> expected = ref.forward(tokens);
+  const std::vector<float> expected_step = ref.forward({tokens[2]});
+  REQUIRE(logits.size() == expected.size());
+  double worst = 0;
+  for (size_t t = 0; t < tokens.size(); ++t)
+    worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+  worst = std::max(worst, normalized_error(step.data(), expected_step.data(), V));
+  MESSAGE(tokens.size() << " prompt rows and a decode step: worst normalized error " << worst);
+  CHECK(worst < tolerance());
+  CHECK(argmax(step.data(), V) == argmax(expected_step.data(), V));
 }
 
 TEST_CASE_FIXTURE(test::VulkanTest, "decode continues from the cache position, not from 0") {
