@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -182,7 +183,26 @@ struct Options {
   std::vector<int64_t> depths;   // --depths: llama-bench's rows (pp and tg after each depth), instead of the table
   int64_t pp = 512, tg = 128;    // --pp, --tg: their sizes
   int repeats = 3;               // --repeats
+  std::string decode_tiles, prefill_tiles;  // --decode-tiles, --prefill-tiles: a sweep instead of the class's tiles
 };
+
+// "rows,tokens,texels/…" as tiles; throws InvalidArgument naming the option.
+std::vector<plan::Tile> parse_tiles(const std::string& option, const std::string& text) {
+  std::vector<plan::Tile> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, '/');) {
+    plan::Tile t;
+    char end = 0;
+    if (std::sscanf(item.c_str(), "%u,%u,%u%c", &t.rows, &t.tokens, &t.texels, &end) != 3)
+      throw Error(ErrorKind::InvalidArgument, option + ": '" + item + "' is not rows,tokens,texels");
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::string tile_text(const plan::Tile& t) {
+  return std::to_string(t.rows) + "×" + std::to_string(t.tokens) + "×" + std::to_string(t.texels);
+}
 
 // Best tokens/s of a prefill of T tokens from position 0, after one untimed
 // warm-up run (the first prefill of a session creates its pipelines).
@@ -452,29 +472,56 @@ int run_depths(const Options& opt) {
   };
   const std::vector<int32_t> depth_tokens = random_tokens(static_cast<size_t>(deepest), m.vocab, 23);
   const std::vector<int32_t> prompt = random_tokens(static_cast<size_t>(opt.pp), m.vocab, 17);
-  for (int64_t d : opt.depths) {
-    const auto fill = [&] {
-      session.reset();
-      if (d > 0) session.prefill(std::span(depth_tokens).first(static_cast<size_t>(d)));
-    };
-    double best = 1e30;
-    for (int r = 0; r < opt.repeats; ++r) {
-      fill();
-      const Clock::time_point start = Clock::now();
-      session.prefill(prompt);
-      best = std::min(best, seconds_since(start));
+  // A sweep (--decode-tiles, --prefill-tiles): each tile in turn, the
+  // other layout at the class's; else the class's tiles for both tests.
+  const auto [class_decode, class_prefill] = session.tiles();
+  std::vector<std::pair<plan::Tile, plan::Tile>> runs;
+  std::vector<std::pair<bool, bool>> tests;  // pp, tg
+  for (const plan::Tile& t : parse_tiles("--decode-tiles", opt.decode_tiles)) {
+    runs.emplace_back(t, class_prefill == class_decode ? t : class_prefill);
+    tests.emplace_back(false, true);
+  }
+  for (const plan::Tile& t : parse_tiles("--prefill-tiles", opt.prefill_tiles)) {
+    runs.emplace_back(class_decode, t);
+    tests.emplace_back(true, false);
+  }
+  const bool sweep = !runs.empty();
+  if (!sweep) {
+    runs.emplace_back(class_decode, class_prefill);
+    tests.emplace_back(true, true);
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    session.set_tiles(runs[i].first, runs[i].second);
+    const std::string decode_tile = sweep ? " tile " + tile_text(runs[i].first) : "";
+    const std::string prefill_tile = sweep ? " tile " + tile_text(runs[i].second) : "";
+    for (int64_t d : opt.depths) {
+      const auto fill = [&] {
+        session.reset();
+        if (d > 0) session.prefill(std::span(depth_tokens).first(static_cast<size_t>(d)));
+      };
+      if (tests[i].first) {
+        double best = 1e30;
+        for (int r = sweep ? -1 : 0; r < opt.repeats; ++r) {  // a sweep's tile: its pipelines made untimed
+          fill();
+          const Clock::time_point start = Clock::now();
+          session.prefill(prompt);
+          if (r >= 0) best = std::min(best, seconds_since(start));
+        }
+        row("pp" + std::to_string(opt.pp) + " @ d" + std::to_string(d) + prefill_tile, static_cast<double>(opt.pp) / best, 0);
+      }
+      if (tests[i].second) {
+        double best = 1e30;
+        for (int r = sweep ? -1 : 0; r < opt.repeats; ++r) {
+          fill();
+          const Clock::time_point start = Clock::now();
+          session.generate_greedy(1, static_cast<int32_t>(opt.tg));
+          if (r >= 0) best = std::min(best, seconds_since(start));
+        }
+        // The mean step reads the cache at d + tg / 2 positions.
+        row("tg" + std::to_string(opt.tg) + " @ d" + std::to_string(d) + decode_tile, static_cast<double>(opt.tg) / best,
+            decode_bytes(m, d + opt.tg / 2));
+      }
     }
-    row("pp" + std::to_string(opt.pp) + " @ d" + std::to_string(d), static_cast<double>(opt.pp) / best, 0);
-    best = 1e30;
-    for (int r = 0; r < opt.repeats; ++r) {
-      fill();
-      const Clock::time_point start = Clock::now();
-      session.generate_greedy(1, static_cast<int32_t>(opt.tg));
-      best = std::min(best, seconds_since(start));
-    }
-    // The mean step reads the cache at d + tg / 2 positions.
-    row("tg" + std::to_string(opt.tg) + " @ d" + std::to_string(d), static_cast<double>(opt.tg) / best,
-        decode_bytes(m, d + opt.tg / 2));
   }
   return 0;
 }
@@ -502,6 +549,11 @@ int main(int argc, char** argv) {
   app.add_option("--pp", opt.pp, "With --depths: prompt tokens of the prefill test (default 512)")->check(CLI::Range(1, 4096));
   app.add_option("--tg", opt.tg, "With --depths: decode steps of the generation test (default 128)")->check(CLI::Range(1, 4096));
   app.add_option("--repeats", opt.repeats, "With --depths: runs of each test, the best counts (default 3)")->check(CLI::Range(1, 100));
+  app.add_option("--decode-tiles", opt.decode_tiles,
+                 "With --depths: a sweep of the decode test over these matmul tiles, rows,tokens,texels/… "
+                 "(tokens 1), instead of the device class's");
+  app.add_option("--prefill-tiles", opt.prefill_tiles,
+                 "With --depths: a sweep of the prefill test over these matmul tiles (tokens 8)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!opt.depths.empty()) return run_depths(opt);

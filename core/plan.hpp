@@ -301,6 +301,23 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
         (d.groups_x != kv_heads || d.layer < 0 || d.layer >= layers || p.kernels[d.kernel].width != p.windows[static_cast<size_t>(d.layer)]))
       return bad;
     if (f.family == kernels::Family::AttentionCombine && d.groups_x != heads) return bad;
+    // The gather reads the token rows of the table it binds: the whole
+    // table's, or its range's.
+    if (f.family == kernels::Family::Embed) {
+      const uint32_t token0 = d.push[push::word(offsetof(push::EmbedPush, token0))];
+      const uint32_t tokens = d.push[push::word(offsetof(push::EmbedPush, tokens))];
+      size_t at = 0;
+      while (at + 1 < f.bindings.size() && f.bindings[at].name != "table") ++at;
+      const Binding& table = d.bindings[at];
+      if (table.resource == Resource::Part) {
+        const Part& part = p.parts[static_cast<size_t>(table.index)];
+        if (token0 != part.row0 || tokens != part.rows) return bad;
+      } else if (table.resource == Resource::Weight) {
+        if (token0 != 0 || tokens != manifest[table.index].shape[0]) return bad;
+      } else {
+        return bad;
+      }
+    }
     // A matmul computes groups_x rows of weights K wide: each weight holds
     // them (a fused gate_up: both halves, from gate_row0 and up_row0).
     if (f.family == kernels::Family::Matmul) {

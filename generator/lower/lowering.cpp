@@ -646,20 +646,25 @@ class Lowering {
 // token, were slower with 64 rows (q4_k_m 46 against 58) and keep 16 × 2.
 // A GPU splits attention into 16 key ranges: it needs more workgroups over a
 // long cache than heads × rows give in decode; a CPU has a few threads and
-// enough already. Narrow subgroups (under 8 lanes) run the decode layout for
+// enough already. A GPU's decode and batch tiles are unmeasured (no GPU has
+// run lathe yet; bench/gpu/run --sweep measures them): a subgroup per row,
+// as on a CPU 32, would leave an H100's 132 multiprocessors 128 subgroups
+// for a 4096-row matrix, where a bandwidth-bound GEMV wants thousands in
+// flight; one row a subgroup gives 4096, each lane reading 2 texels (32
+// bytes) of a row per step, consecutive lanes consecutive texels. Narrow subgroups (under 8 lanes) run the decode layout for
 // prompts too. LATHE_TILE_DECODE, _PREFILL and _BATCH override a class's
 // tiles at run time, for such measurements.
 std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   const bool blocks = std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return is_block_dtype(d); });
   const plan::Tile decode{32, 1, 2};
   const plan::Tile cpu_batch = blocks ? plan::Tile{16, 4, 2} : plan::Tile{64, 4, 1};
-  const plan::Tile gpu_batch{16, 4, 2};
+  const plan::Tile gpu_decode{1, 1, 2}, gpu_batch{4, 4, 2};
   constexpr uint32_t wide = plan::Tile::kPrefillTokens;
   return {
       {"cpu", true, wide, decode, {32, wide, 1}, cpu_batch, 1},
       {"cpu-narrow", true, 1, decode, decode, cpu_batch, 1},
-      {"gpu", false, wide, decode, {4, wide, 1}, gpu_batch, 16},
-      {"gpu-narrow", false, 1, decode, decode, gpu_batch, 16},
+      {"gpu", false, wide, gpu_decode, {4, wide, 1}, gpu_batch, 16},
+      {"gpu-narrow", false, 1, gpu_decode, gpu_decode, gpu_batch, 16},
   };
 }
 

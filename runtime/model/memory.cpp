@@ -59,8 +59,8 @@ void Session::Impl::check_memory() const {
     if (h.device_local) heap = std::max<VkDeviceSize>(heap, h.size);
   // A CPU device's memory is the host's: lavapipe of Mesa 22 reports a heap
   // of 2 GiB whatever the host holds, and allocates from host memory.
-  const bool cpu = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  if (cpu) heap = std::max(heap, host_memory());
+  const bool host = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU && host_memory() > heap;
+  if (host) heap = host_memory();
   const VkDeviceSize total = weights + cache + activations;
   auto mib = [](VkDeviceSize b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
   if (heap > 0 && total > heap)
@@ -68,7 +68,8 @@ void Session::Impl::check_memory() const {
                                             mib(weights) + ", KV cache of " + std::to_string(options.sequences) +
                                             " sequence(s) at context " + std::to_string(context) + " " +
                                             mib(cache) + ", activations " + mib(activations) + "); the largest " +
-                                            "device-local heap of " + device.info().name + (cpu ? " (the host's memory)" : "") + " holds " + mib(heap));
+                                            "device-local heap of " + device.info().name +
+                                            (host ? " (the host's memory)" : "") + " holds " + mib(heap));
 }
 
 void Session::Impl::allocate() {

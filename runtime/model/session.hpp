@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/model/model_info.hpp"
@@ -129,6 +130,14 @@ class Session {
 
   size_t dispatches_per_token() const;  // of a decode step
   const plan::DeviceClass& device_class() const;  // the plan's class the session runs
+  // For measurements only (lathe_bench --decode-tiles, --prefill-tiles; the
+  // GPU kit's sweep): the matmul tiles of the decode and prefill layouts
+  // instead of the class's, as LATHE_TILE_DECODE and _PREFILL set them at
+  // start; later steps are recorded with them. Throws InvalidArgument for a
+  // tile matmul.comp cannot run (rows 1–64, texels 1–8, a decode tile of 1
+  // token, a prefill tile of 8 or the decode tile itself).
+  void set_tiles(const plan::Tile& decode, const plan::Tile& prefill);
+  std::pair<plan::Tile, plan::Tile> tiles() const;  // decode, prefill
 
   // The device memory the session's buffers take, in bytes (what the check
   // before allocation counts): the weights as the device holds them (block

@@ -89,6 +89,7 @@ struct Session::Impl {
   // A tensor's bytes as the device lays them out, into its buffer, its
   // pack's, or its row ranges'.
   void write(size_t tensor, std::span<const std::byte> bytes);
+  bool convert_mapped(size_t tensor, DType from, std::span<const std::byte> data);
 
   VkCommandPool pool = VK_NULL_HANDLE;
   VkCommandBuffer prefill_commands = VK_NULL_HANDLE;

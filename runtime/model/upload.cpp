@@ -52,6 +52,30 @@ void Session::Impl::write(size_t tensor, std::span<const std::byte> bytes) {
                                                 " bytes for a device layout of " + std::to_string(written));
 }
 
+// Unified memory: values converted straight into the mapping (each row
+// range's, for a split matrix: rows are whole values here), no host copy.
+// False where the device memory is not mapped.
+bool Session::Impl::convert_mapped(size_t tensor, DType from, std::span<const std::byte> data) {
+  const DeviceTensor& t = tensors[tensor];
+  const size_t size = weights::dtype_size(t.dtype), from_size = weights::dtype_size(from);
+  if (t.home != nullptr) {
+    if (t.home->mapped() == nullptr) return false;
+    weights::convert(from, data, t.dtype,
+                     std::span(static_cast<std::byte*>(t.home->mapped()) + t.offset, data.size() / from_size * size));
+    return true;
+  }
+  for (size_t p = 0; p < plan.parts.size(); ++p)
+    if (static_cast<size_t>(plan.parts[p].tensor) == tensor && parts[p].buffer.mapped() == nullptr) return false;
+  for (size_t p = 0; p < plan.parts.size(); ++p) {
+    if (static_cast<size_t>(plan.parts[p].tensor) != tensor) continue;
+    const DevicePart& part = parts[p];
+    const size_t values = part.buffer.size() / size, first = part.begin / size;
+    weights::convert(from, data.subspan(first * from_size, values * from_size), t.dtype,
+                     std::span(static_cast<std::byte*>(part.buffer.mapped()), values * size));
+  }
+  return true;
+}
+
 void Session::upload(size_t index, DType dtype, std::span<const std::byte> data) {
   Impl& s = *impl_;
   if (index >= s.tensors.size())
@@ -91,10 +115,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   const size_t size = weights::dtype_size(t.dtype);
   const bool transpose = e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role);
   const bool reorder = e.role == Role::Qkv && s.model.qkv_layout != QkvLayout::Blocks;
-  if (t.home != nullptr && t.home->mapped() != nullptr && !transpose && !reorder) {
-    // Unified memory: convert straight into the mapping, no host copy.
-    weights::convert(dtype, data, t.dtype,
-                     std::span(static_cast<std::byte*>(t.home->mapped()) + t.offset, elements * size));
+  if (!transpose && !reorder && s.convert_mapped(index, dtype, data)) {
     t.uploaded = true;
     return;
   }

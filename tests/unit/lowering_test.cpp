@@ -402,6 +402,7 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   CHECK(classes[0].batch == lathe::plan::Tile{64, 4, 1});
   CHECK(lathe::lower::device_classes(blocks)[0].batch == lathe::plan::Tile{16, 4, 2});
   CHECK(classes[2].prefill == lathe::plan::Tile{4, 8, 1});  // a GPU's registers hold 4 rows × 8 tokens
+  CHECK(classes[2].decode == lathe::plan::Tile{1, 1, 2});  // a subgroup a row: thousands in flight on a GPU
   // What would leave a device without a class, or run a tile matmul cannot, is refused.
   std::vector<DeviceClass> bad = classes;
   bad.pop_back();

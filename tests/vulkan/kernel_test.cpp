@@ -729,8 +729,9 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                                {"prefill 13 rows", 8, 8, kRows, 0, false, 0, 0},
                                {"decode of row 12 (x_row0)", 16, 1, 1, kRows - 1, false, 0, 0},
                                batched};
-    cases.push_back({"a row range: rows 16.. of W into columns 16.. of y, prefill", 8, 8, kRows, 0, false, 0, 0, 16});
-    cases.push_back({"a row range: rows 16.. of W into columns 16.. of y, decode", 16, 1, 1, 0, false, 0, 0, 16});
+    // One layout suffices here: both store through one epilogue (the model
+    // test of tiny-split-rows runs both layouts over row ranges).
+    cases.push_back({"a row range: rows 16.. of W into columns 16.. of y", 16, 1, 1, 0, false, 0, 0, 16});
     if (gated) {
       cases.push_back({"fused gate_up prefill", 8, 8, kRows, 0, true, 0, n});
       cases.push_back({"fused up_gate decode of row 5", 16, 1, 1, 5, true, n, 0});

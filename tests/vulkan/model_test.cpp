@@ -283,6 +283,32 @@ TEST_CASE_FIXTURE(test::VulkanTest, "matrices split into row ranges give the ref
   CHECK(argmax(step.data(), V) == argmax(expected_step.data(), V));
 }
 
+// Model-independent: one model shows it.
+TEST_CASE_FIXTURE(test::VulkanTest, "tiles set for a measurement give the reference's logits; others are refused" *
+                  doctest::skip(model_info().name != std::string_view("tiny-llama-gqa"))) {
+  Session session(device, model_info());
+  upload_all(session);
+  const plan::Tile decode{1, 1, 2}, prefill{2, 8, 1};
+  session.set_tiles(decode, prefill);
+  CHECK(session.tiles() == std::make_pair(decode, prefill));
+  const std::vector<int32_t> prompt = random_tokens(12, 9);  // over 8 rows: the prefill layout
+  const std::vector<float> last = session.prefill(prompt);
+  const std::vector<float> step = session.decode(prompt[0]);
+  reference::Reference ref(test_spec(), test_weights());
+  const std::vector<float> expected = ref.forward(prompt);
+  const std::vector<float> expected_step = ref.forward({prompt[0]});
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  CHECK(normalized_error(last.data(), &expected[(prompt.size() - 1) * V], V) < tolerance());
+  CHECK(normalized_error(step.data(), expected_step.data(), V) < tolerance());
+  for (const auto& [d, p] : {std::pair<plan::Tile, plan::Tile>{{1, 2, 2}, prefill}, {{65, 1, 1}, prefill},
+                             {decode, {4, 4, 1}}, {decode, {4, 8, 9}}}) {
+    CAPTURE(d.rows);
+    CAPTURE(p.tokens);
+    CHECK_THROWS_AS(session.set_tiles(d, p), Error);
+  }
+  CHECK(session.tiles() == std::make_pair(decode, prefill));  // as they were
+}
+
 TEST_CASE_FIXTURE(test::VulkanTest, "decode continues from the cache position, not from 0") {
   // The same token at position 0 and after a prompt gives different logits,
   // and the latter are the reference's.
