@@ -491,7 +491,11 @@ int run_depths(const Options& opt) {
     tests.emplace_back(true, true);
   }
   for (size_t i = 0; i < runs.size(); ++i) {
-    session.set_tiles(runs[i].first, runs[i].second);
+    try {
+      session.set_tiles(runs[i].first, runs[i].second);
+    } catch (const Error& e) {
+      throw Error(e.kind(), std::string(tests[i].first ? "--prefill-tiles: " : "--decode-tiles: ") + e.what());
+    }
     const std::string decode_tile = sweep ? " tile " + tile_text(runs[i].first) : "";
     const std::string prefill_tile = sweep ? " tile " + tile_text(runs[i].second) : "";
     for (int64_t d : opt.depths) {
