@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <utility>
@@ -345,6 +347,22 @@ TEST_CASE("max_part_bytes: read from the spec, range-checked, and refused where 
   const auto [moe, experts] = plan("[moe]\nexperts = 6\ntop_k = 2\nexpert_intermediate = 32", "max_part_bytes = 16384");
   CHECK_FALSE(moe);
   CHECK(experts.find("the experts' stacked matrices take 24576 bytes, over max_part_bytes (16384)") != std::string::npos);
+  // Phi-3's fused gate_up (192 rows of 128 bytes) and GPT-2's learned
+  // position table (f32) are not split either: refused, by name.
+  using Case = std::pair<std::string, std::string>;
+  for (const auto& [tiny, expected] : {Case{"phi3", "a fused gate_up tensor over max_part_bytes (16384 bytes)"},
+                                       Case{"gpt2", "the position table is over max_part_bytes"}}) {
+    CAPTURE(tiny);
+    const std::string path = LATHE_SOURCE_DIR "/tests/specs/tiny/" + tiny + ".toml";
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(text.find("[weights]") != std::string::npos);
+    spec::Diagnostics diagnostics(path);
+    const auto s = spec::parse_spec_string(text + "max_part_bytes = 16384\n", path, diagnostics);  // [weights] is last
+    REQUIRE_MESSAGE(s, diagnostics.format());
+    CHECK_FALSE(lower::plan_model(*s, diagnostics));
+    CHECK_MESSAGE(diagnostics.format().find(expected) != std::string::npos, diagnostics.format());
+  }
 }
 
 TEST_CASE("a graph the kernels cannot run is an error of lathe gen at the spec line of the op at fault") {
