@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -191,17 +192,11 @@ std::vector<plan::Tile> parse_tiles(const std::string& option, const std::string
   std::vector<plan::Tile> out;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, '/');) {
-    plan::Tile t;
-    char end = 0;
-    if (std::sscanf(item.c_str(), "%u,%u,%u%c", &t.rows, &t.tokens, &t.texels, &end) != 3)
-      throw Error(ErrorKind::InvalidArgument, option + ": '" + item + "' is not rows,tokens,texels");
-    out.push_back(t);
+    const std::optional<plan::Tile> t = plan::parse_tile(item);
+    if (!t) throw Error(ErrorKind::InvalidArgument, option + ": '" + item + "' is not rows,tokens,texels");
+    out.push_back(*t);
   }
   return out;
-}
-
-std::string tile_text(const plan::Tile& t) {
-  return std::to_string(t.rows) + "×" + std::to_string(t.tokens) + "×" + std::to_string(t.texels);
 }
 
 // Best tokens/s of a prefill of T tokens from position 0, after one untimed
@@ -474,57 +469,48 @@ int run_depths(const Options& opt) {
   const std::vector<int32_t> prompt = random_tokens(static_cast<size_t>(opt.pp), m.vocab, 17);
   // A sweep (--decode-tiles, --prefill-tiles): each tile in turn, the
   // other layout at the class's; else the class's tiles for both tests.
+  struct Run {
+    plan::Tile decode, prefill;
+    bool pp, tg;
+    const char* option;  // the sweep's, for an error
+  };
   const auto [class_decode, class_prefill] = session.tiles();
-  std::vector<std::pair<plan::Tile, plan::Tile>> runs;
-  std::vector<std::pair<bool, bool>> tests;  // pp, tg
-  for (const plan::Tile& t : parse_tiles("--decode-tiles", opt.decode_tiles)) {
-    runs.emplace_back(t, class_prefill == class_decode ? t : class_prefill);
-    tests.emplace_back(false, true);
-  }
-  for (const plan::Tile& t : parse_tiles("--prefill-tiles", opt.prefill_tiles)) {
-    runs.emplace_back(class_decode, t);
-    tests.emplace_back(true, false);
-  }
+  std::vector<Run> runs;
+  for (const plan::Tile& t : parse_tiles("--decode-tiles", opt.decode_tiles))
+    runs.push_back({t, class_prefill == class_decode ? t : class_prefill, false, true, "--decode-tiles"});
+  for (const plan::Tile& t : parse_tiles("--prefill-tiles", opt.prefill_tiles))
+    runs.push_back({class_decode, t, true, false, "--prefill-tiles"});
   const bool sweep = !runs.empty();
-  if (!sweep) {
-    runs.emplace_back(class_decode, class_prefill);
-    tests.emplace_back(true, true);
-  }
-  for (size_t i = 0; i < runs.size(); ++i) {
+  if (!sweep) runs.push_back({class_decode, class_prefill, true, true, ""});
+  for (const Run& run : runs) {
     try {
-      session.set_tiles(runs[i].first, runs[i].second);
+      session.set_tiles(run.decode, run.prefill);
     } catch (const Error& e) {
-      throw Error(e.kind(), std::string(tests[i].first ? "--prefill-tiles: " : "--decode-tiles: ") + e.what());
+      throw Error(e.kind(), std::string(run.option) + ": " + e.what());
     }
-    const std::string decode_tile = sweep ? " tile " + tile_text(runs[i].first) : "";
-    const std::string prefill_tile = sweep ? " tile " + tile_text(runs[i].second) : "";
     for (int64_t d : opt.depths) {
-      const auto fill = [&] {
-        session.reset();
-        if (d > 0) session.prefill(std::span(depth_tokens).first(static_cast<size_t>(d)));
-      };
-      if (tests[i].first) {
-        double best = 1e30;
-        for (int r = sweep ? -1 : 0; r < opt.repeats; ++r) {  // a sweep's tile: its pipelines made untimed
-          fill();
-          const Clock::time_point start = Clock::now();
-          session.prefill(prompt);
-          if (r >= 0) best = std::min(best, seconds_since(start));
-        }
-        row("pp" + std::to_string(opt.pp) + " @ d" + std::to_string(d) + prefill_tile, static_cast<double>(opt.pp) / best, 0);
-      }
-      if (tests[i].second) {
+      // The best time of `test` after the cache holds d tokens; a sweep's
+      // tile first runs untimed, which makes its pipelines.
+      const auto best_seconds = [&](const auto& test) {
         double best = 1e30;
         for (int r = sweep ? -1 : 0; r < opt.repeats; ++r) {
-          fill();
+          session.reset();
+          if (d > 0) session.prefill(std::span(depth_tokens).first(static_cast<size_t>(d)));
           const Clock::time_point start = Clock::now();
-          session.generate_greedy(1, static_cast<int32_t>(opt.tg));
+          test();
           if (r >= 0) best = std::min(best, seconds_since(start));
         }
-        // The mean step reads the cache at d + tg / 2 positions.
-        row("tg" + std::to_string(opt.tg) + " @ d" + std::to_string(d) + decode_tile, static_cast<double>(opt.tg) / best,
+        return best;
+      };
+      const std::string at = " @ d" + std::to_string(d);
+      if (run.pp)
+        row("pp" + std::to_string(opt.pp) + at + (sweep ? " tile " + plan::tile_text(run.prefill) : ""),
+            static_cast<double>(opt.pp) / best_seconds([&] { session.prefill(prompt); }), 0);
+      // The mean step reads the cache at d + tg / 2 positions.
+      if (run.tg)
+        row("tg" + std::to_string(opt.tg) + at + (sweep ? " tile " + plan::tile_text(run.decode) : ""),
+            static_cast<double>(opt.tg) / best_seconds([&] { session.generate_greedy(1, static_cast<int32_t>(opt.tg)); }),
             decode_bytes(m, d + opt.tg / 2));
-      }
     }
   }
   return 0;

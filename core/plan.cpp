@@ -1,5 +1,6 @@
 #include "core/plan.hpp"
 
+#include <cstdio>
 #include <string>
 
 namespace lathe::plan {
@@ -12,11 +13,17 @@ std::string needs_text(const DeviceClass& c) {
   return out.empty() ? "nothing" : out;
 }
 
-namespace {
 std::string tile_text(const Tile& t) {
   return std::to_string(t.rows) + "×" + std::to_string(t.tokens) + "×" + std::to_string(t.texels);
 }
-}  // namespace
+
+std::optional<Tile> parse_tile(std::string_view text) {
+  Tile t;
+  char end = 0;
+  const std::string s(text);
+  if (std::sscanf(s.c_str(), "%u,%u,%u%c", &t.rows, &t.tokens, &t.texels, &end) != 3) return std::nullopt;
+  return t;
+}
 
 std::string class_text(const DeviceClass& c) {
   return "needs " + needs_text(c) + "; matmul tiles (rows×tokens×texels) decode " + tile_text(c.decode) + ", prefill " +

@@ -31,6 +31,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -164,6 +165,15 @@ struct Tile {
   constexpr bool operator==(const Tile&) const = default;
 };
 
+// A tile matmul.comp can run: rows in [1, 64], texels in [1, 8].
+constexpr bool tile_fits(const Tile& t) { return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8; }
+// A decode tile takes 1 token; a prefill tile is the decode tile itself, or
+// 8 tokens broadcast from 8 lanes (subgroups of `lanes` or more).
+constexpr bool layouts_fit(const Tile& decode, const Tile& prefill, uint32_t lanes) {
+  return tile_fits(decode) && tile_fits(prefill) && decode.tokens == 1 &&
+         (prefill == decode || (prefill.tokens == Tile::kPrefillTokens && lanes >= Tile::kPrefillTokens));
+}
+
 // What a device reports that a class may need: nothing else decides (never
 // a vendor or a device name).
 struct DeviceFeatures {
@@ -195,6 +205,11 @@ constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
 std::string needs_text(const DeviceClass& c);
 // What a class needs and runs, in a line (`<model> info`, `lathe devices`).
 std::string class_text(const DeviceClass& c);
+// "32×1×2": rows × tokens × texels.
+std::string tile_text(const Tile& t);
+// "rows,tokens,texels" (LATHE_TILE_*, lathe_bench's tile lists) as a tile,
+// or nullopt; whether matmul can run it is the caller's to check.
+std::optional<Tile> parse_tile(std::string_view text);
 
 // The first class `f` meets, or -1.
 constexpr int32_t first_met(std::span<const DeviceClass> classes, const DeviceFeatures& f) {
@@ -235,12 +250,10 @@ constexpr size_t dispatch_count(const Plan& p, bool split) {
 // batch 1–7; at least one key range.
 constexpr bool classes_valid(std::span<const DeviceClass> classes) {
   if (classes.empty() || classes.back().cpu_only || classes.back().min_subgroup > 1) return false;
-  const auto fits = [](const Tile& t) { return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8; };
   for (const DeviceClass& c : classes) {
-    if (c.name.empty() || !fits(c.decode) || !fits(c.prefill) || !fits(c.batch) || c.splits < 1) return false;
-    if (c.decode.tokens != 1 || c.batch.tokens < 1 || c.batch.tokens >= Tile::kPrefillTokens) return false;
-    if (c.prefill != c.decode && (c.prefill.tokens != Tile::kPrefillTokens || c.min_subgroup < Tile::kPrefillTokens))
+    if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup) || !tile_fits(c.batch) || c.splits < 1)
       return false;
+    if (c.batch.tokens < 1 || c.batch.tokens >= Tile::kPrefillTokens) return false;
   }
   return true;
 }

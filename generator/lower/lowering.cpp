@@ -647,12 +647,12 @@ class Lowering {
 // A GPU splits attention into 16 key ranges: it needs more workgroups over a
 // long cache than heads × rows give in decode; a CPU has a few threads and
 // enough already. A GPU's decode and batch tiles are unmeasured (no GPU has
-// run lathe yet; bench/gpu/run --sweep measures them): a subgroup per row,
-// as on a CPU 32, would leave an H100's 132 multiprocessors 128 subgroups
-// for a 4096-row matrix, where a bandwidth-bound GEMV wants thousands in
-// flight; one row a subgroup gives 4096, each lane reading 2 texels (32
-// bytes) of a row per step, consecutive lanes consecutive texels. Narrow subgroups (under 8 lanes) run the decode layout for
-// prompts too. LATHE_TILE_DECODE, _PREFILL and _BATCH override a class's
+// run lathe yet; bench/gpu/run --sweep measures them): 32 rows a subgroup,
+// as on a CPU, would leave an H100's 132 multiprocessors 128 subgroups for
+// a 4096-row matrix, where a bandwidth-bound GEMV wants thousands in flight;
+// one row a subgroup gives 4096, each lane reading 2 texels (32 bytes) of a
+// row per step, consecutive lanes consecutive texels. Narrow subgroups
+// (under 8 lanes) run the decode layout for prompts too. LATHE_TILE_DECODE, _PREFILL and _BATCH override a class's
 // tiles at run time, for such measurements.
 std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   const bool blocks = std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return is_block_dtype(d); });

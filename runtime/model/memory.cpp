@@ -59,8 +59,9 @@ void Session::Impl::check_memory() const {
     if (h.device_local) heap = std::max<VkDeviceSize>(heap, h.size);
   // A CPU device's memory is the host's: lavapipe of Mesa 22 reports a heap
   // of 2 GiB whatever the host holds, and allocates from host memory.
-  const bool host = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU && host_memory() > heap;
-  if (host) heap = host_memory();
+  const VkDeviceSize host_bytes = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? host_memory() : 0;
+  const bool host = host_bytes > heap;
+  if (host) heap = host_bytes;
   const VkDeviceSize total = weights + cache + activations;
   auto mib = [](VkDeviceSize b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
   if (heap > 0 && total > heap)
@@ -102,31 +103,38 @@ void Session::Impl::allocate() {
     packs[p].view.emplace(device, packs[p].weights->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
   }
 
-  // A matrix split into row ranges: a buffer and a view for each range.
-  std::vector<int64_t> split_rows(model.manifest.size(), 0);
-  for (const plan::Part& pt : plan.parts) split_rows[static_cast<size_t>(pt.tensor)] += pt.rows;
-  for (const plan::Part& pt : plan.parts) {
-    const size_t i = static_cast<size_t>(pt.tensor);
-    const VkDeviceSize row = device_bytes(i) / static_cast<VkDeviceSize>(split_rows[i]);
-    const VkDeviceSize bytes = row * static_cast<VkDeviceSize>(pt.rows);
-    try {
-      if (row * static_cast<VkDeviceSize>(split_rows[i]) != device_bytes(i) || bytes % kTexel != 0)
-        throw Error(ErrorKind::Unsupported, "rows " + std::to_string(pt.row0) + ".." + std::to_string(pt.row0 + pt.rows) +
-                                                " are not a whole number of 16-byte texels");
-      vk::Buffer buffer(device, bytes, kTexels, vk::MemoryUse::Device);
-      vk::TexelView view(device, buffer.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
-      parts.push_back(DevicePart{std::move(buffer), std::move(view), row * static_cast<VkDeviceSize>(pt.row0)});
-    } catch (const Error& error) {  // a device whose limits are below the spec's max_part_bytes
-      throw Error(error.kind(), std::string(model.manifest[i].name) + " rows " + std::to_string(pt.row0) + ".." +
-                                    std::to_string(pt.row0 + pt.rows) + " (the plan's parts of at most " +
-                                    std::to_string(plan.max_part_bytes) + " bytes): " + error.what() +
-                                    "; regenerate with a smaller [weights] max_part_bytes");
+  // A matrix split into row ranges (the plan lists each tensor's together,
+  // in row order): a buffer and a view for each range.
+  for (size_t first = 0, end = 0; first < plan.parts.size(); first = end) {
+    const size_t i = static_cast<size_t>(plan.parts[first].tensor);
+    int64_t rows = 0;  // the whole matrix's
+    for (end = first; end < plan.parts.size() && plan.parts[end].tensor == plan.parts[first].tensor; ++end)
+      rows += plan.parts[end].rows;
+    tensors[i].first_part = first;
+    tensors[i].part_count = end - first;
+    const VkDeviceSize row = device_bytes(i) / static_cast<VkDeviceSize>(rows);
+    for (size_t p = first; p < end; ++p) {
+      const plan::Part& pt = plan.parts[p];
+      const VkDeviceSize bytes = row * static_cast<VkDeviceSize>(pt.rows);
+      try {
+        if (row * static_cast<VkDeviceSize>(rows) != device_bytes(i) || bytes % kTexel != 0)
+          throw Error(ErrorKind::Unsupported, "rows " + std::to_string(pt.row0) + ".." + std::to_string(pt.row0 + pt.rows) +
+                                                  " are not a whole number of 16-byte texels");
+        vk::Buffer buffer(device, bytes, kTexels, vk::MemoryUse::Device);
+        vk::TexelView view(device, buffer.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, bytes);
+        parts.push_back(DevicePart{std::move(buffer), std::move(view), row * static_cast<VkDeviceSize>(pt.row0)});
+      } catch (const Error& error) {  // a device whose limits are below the spec's max_part_bytes
+        throw Error(error.kind(), std::string(model.manifest[i].name) + " rows " + std::to_string(pt.row0) + ".." +
+                                      std::to_string(pt.row0 + pt.rows) + " (the plan's parts of at most " +
+                                      std::to_string(plan.max_part_bytes) + " bytes): " + error.what() +
+                                      "; regenerate with a smaller [weights] max_part_bytes");
+      }
     }
   }
   for (size_t i = 0; i < model.manifest.size(); ++i) {
     const ManifestEntry& e = model.manifest[i];
     DeviceTensor& t = tensors[i];
-    if (t.home != nullptr || split_rows[i] > 0) continue;
+    if (t.home != nullptr || t.part_count > 0) continue;
     const VkDeviceSize bytes = device_bytes(i);
     try {
       t.buffer.emplace(device, bytes, kTexels, vk::MemoryUse::Device);

@@ -3,8 +3,8 @@
 // dispatch written once, and a command buffer that records every dispatch
 // with its push constants and workgroup counts.
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "runtime/error.hpp"
@@ -16,15 +16,14 @@ namespace {
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
-bool runs(const Tile& t) { return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8; }
-
 // LATHE_TILE_DECODE / _PREFILL / _BATCH = "rows,tokens,texels" override the
 // class's tiles, for measurements (the generator's device_classes says what
 // was measured). The layout is not the variable's to choose: tokens stay,
 // except within the batch layout (1–7).
 Tile tile_from_env(const char* name, Tile t) {
-  Tile e = t;
-  if (const char* v = std::getenv(name); v && std::sscanf(v, "%u,%u,%u", &e.rows, &e.tokens, &e.texels) == 3 && runs(e)) {
+  const char* v = std::getenv(name);
+  if (const std::optional<Tile> parsed = v ? plan::parse_tile(v) : std::nullopt; parsed && plan::tile_fits(*parsed)) {
+    const Tile& e = *parsed;
     const bool batch_tokens = t.tokens > 1 && t.tokens < Tile::kPrefillTokens && e.tokens >= 1 && e.tokens < Tile::kPrefillTokens;
     return Tile{e.rows, batch_tokens ? e.tokens : t.tokens, e.texels};
   }
@@ -66,15 +65,11 @@ void Session::Impl::choose_class() {
 
 void Session::set_tiles(const Tile& decode, const Tile& prefill) {
   Impl& s = *impl_;
-  auto text = [](const Tile& t) {
-    return std::to_string(t.rows) + "×" + std::to_string(t.tokens) + "×" + std::to_string(t.texels);
-  };
-  if (!runs(decode) || decode.tokens != 1)
-    throw Error(ErrorKind::InvalidArgument, "decode tile " + text(decode) + ": rows 1–64, 1 token, texels 1–8");
-  if (!runs(prefill) || (prefill != decode && (prefill.tokens != Tile::kPrefillTokens || s.lanes < Tile::kPrefillTokens)))
-    throw Error(ErrorKind::InvalidArgument, "prefill tile " + text(prefill) + ": rows 1–64, " +
-                                                std::to_string(Tile::kPrefillTokens) + " tokens (on subgroups of as many " +
-                                                "lanes or more), texels 1–8; or the decode tile");
+  if (!plan::layouts_fit(decode, prefill, s.lanes))
+    throw Error(ErrorKind::InvalidArgument,
+                "tiles: decode " + plan::tile_text(decode) + ", prefill " + plan::tile_text(prefill) +
+                    ": rows 1–64 and texels 1–8 each, decode 1 token, prefill the decode tile or " +
+                    std::to_string(Tile::kPrefillTokens) + " tokens (on subgroups of as many lanes or more)");
   s.decode = decode;
   s.prefill = prefill;
   s.decode_recorded.assign(s.decode_recorded.size(), false);

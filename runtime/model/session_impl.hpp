@@ -30,9 +30,11 @@ struct DeviceTensor {
   DType dtype = DType::F32;
   bool uploaded = false;
   // Packed tensors live in their pack's buffer instead, at `offset` bytes;
-  // a tensor split into row ranges has no home, its bytes are in its parts.
+  // a tensor split into row ranges has no home: its bytes are in the
+  // session's parts [first_part, first_part + part_count), in row order.
   vk::Buffer* home = nullptr;
   VkDeviceSize offset = 0;
+  size_t first_part = 0, part_count = 0;
 };
 
 // A plan::Part on the device: a row range of a matrix in a buffer of its own.

@@ -3,6 +3,7 @@
 // straight into mapped memory where the device allows it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -37,19 +38,13 @@ void Session::Impl::write(size_t tensor, std::span<const std::byte> bytes) {
     vk::upload(device, *t.home, bytes.data(), bytes.size(), t.offset);
     return;
   }
-  VkDeviceSize written = 0;
-  for (size_t p = 0; p < plan.parts.size(); ++p) {
-    if (static_cast<size_t>(plan.parts[p].tensor) != tensor) continue;
-    DevicePart& part = parts[p];
-    if (part.begin + part.buffer.size() > bytes.size())
-      throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[tensor].name) + ": " +
-                                                  std::to_string(bytes.size()) + " bytes, short of its row ranges");
-    vk::upload(device, part.buffer, bytes.data() + part.begin, part.buffer.size(), 0);
-    written += part.buffer.size();
-  }
-  if (written != bytes.size())
+  const std::span<DevicePart> ranges = std::span(parts).subspan(t.first_part, t.part_count);
+  const DevicePart& last = ranges.back();
+  if (last.begin + last.buffer.size() != bytes.size())
     throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[tensor].name) + ": " + std::to_string(bytes.size()) +
-                                                " bytes for a device layout of " + std::to_string(written));
+                                                " bytes for a device layout of " +
+                                                std::to_string(last.begin + last.buffer.size()));
+  for (DevicePart& part : ranges) vk::upload(device, part.buffer, bytes.data() + part.begin, part.buffer.size(), 0);
 }
 
 // Unified memory: values converted straight into the mapping (each row
@@ -64,11 +59,10 @@ bool Session::Impl::convert_mapped(size_t tensor, DType from, std::span<const st
                      std::span(static_cast<std::byte*>(t.home->mapped()) + t.offset, data.size() / from_size * size));
     return true;
   }
-  for (size_t p = 0; p < plan.parts.size(); ++p)
-    if (static_cast<size_t>(plan.parts[p].tensor) == tensor && parts[p].buffer.mapped() == nullptr) return false;
-  for (size_t p = 0; p < plan.parts.size(); ++p) {
-    if (static_cast<size_t>(plan.parts[p].tensor) != tensor) continue;
-    const DevicePart& part = parts[p];
+  const std::span<const DevicePart> ranges = std::span(parts).subspan(t.first_part, t.part_count);
+  if (std::any_of(ranges.begin(), ranges.end(), [](const DevicePart& p) { return p.buffer.mapped() == nullptr; }))
+    return false;
+  for (const DevicePart& part : ranges) {
     const size_t values = part.buffer.size() / size, first = part.begin / size;
     weights::convert(from, data.subspan(first * from_size, values * from_size), t.dtype,
                      std::span(static_cast<std::byte*>(part.buffer.mapped()), values * size));

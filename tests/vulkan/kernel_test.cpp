@@ -17,10 +17,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
-#include <deque>
 #include <map>
 #include <numeric>
 #include <numbers>
@@ -748,7 +748,9 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       gpu.run(m, k,
               kernels::MatmulBindings<vk::Binding>{
                   .w = cs.col0 > 0 ? w.range(cs.col0, computed) : w.binding(),
-                  .w2 = !gated ? gpu.no_texels() : cs.col0 > 0 ? vk::Binding(second.range(cs.col0, computed)) : vk::Binding(second.binding()),
+                  .w2 = !gated      ? gpu.no_texels()
+                        : cs.col0 > 0 ? vk::Binding(second.range(cs.col0, computed))
+                                      : vk::Binding(second.binding()),
                   .x = whole(xb),
                   .bias = bias ? whole(bb) : gpu.no_buffer(),
                   .bias2 = bias && gated ? whole(second_bias) : gpu.no_buffer(),

@@ -109,6 +109,14 @@ double normalized_error(const float* a, const float* b, size_t n) {
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
+// The worst normalized_error over the rows of two [rows][V] logit arrays.
+double worst_row_error(const std::vector<float>& a, const std::vector<float>& b, size_t V) {
+  double worst = 0;
+  for (size_t t = 0; t * V < std::min(a.size(), b.size()); ++t)
+    worst = std::max(worst, normalized_error(&a[t * V], &b[t * V], V));
+  return worst;
+}
+
 // The tolerance of device logits against the double-precision reference:
 // f32 accumulation, and an f16 KV cache where the spec asks for one.
 double tolerance() { return model_info().cache_dtype == DType::F16 ? 5e-3 : 5e-4; }
@@ -153,9 +161,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "prefill logits of every row match the CPU r
   const std::vector<float> expected = ref.forward(tokens);
   const size_t V = static_cast<size_t>(model_info().vocab);
   REQUIRE(logits.size() == expected.size());
-  double worst = 0;
-  for (size_t t = 0; t < tokens.size(); ++t)
-    worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+  const double worst = worst_row_error(logits, expected, V);
   MESSAGE("worst row normalized error " << worst << " (tolerance " << tolerance() << ")");
   CHECK(worst < tolerance());
   CHECK(session.position() == 37);
@@ -271,12 +277,10 @@ TEST_CASE_FIXTURE(test::VulkanTest, "matrices split into row ranges give the ref
   const std::vector<float> logits = session.prefill(tokens);
   const std::vector<float> step = session.decode(tokens[2]);
   reference::Reference ref(test_spec(), test_weights());
-  std::vector<float> expected = ref.forward(tokens);
+  const std::vector<float> expected = ref.forward(tokens);
   const std::vector<float> expected_step = ref.forward({tokens[2]});
   REQUIRE(logits.size() == expected.size());
-  double worst = 0;
-  for (size_t t = 0; t < tokens.size(); ++t)
-    worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+  double worst = worst_row_error(logits, expected, V);
   worst = std::max(worst, normalized_error(step.data(), expected_step.data(), V));
   MESSAGE(tokens.size() << " prompt rows and a decode step: worst normalized error " << worst);
   CHECK(worst < tolerance());
@@ -537,9 +541,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
     CHECK(session.device_class().name == c.name);
     upload_all(session);
     const std::vector<float> logits = session.prefill(0, tokens);
-    double worst = 0;
-    for (size_t t = 0; t < tokens.size(); ++t)
-      worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+    double worst = worst_row_error(logits, expected, V);
     session.prefill(1, std::span(tokens).first(9));
     const std::vector<Session::Step> steps = {{0, tokens[0]}, {1, tokens[9]}};
     const std::vector<float> batched = session.decode(steps);
@@ -571,9 +573,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "one row a chunk (a ring of exactly the wind
   const std::vector<float> logits = session.prefill(prompt);  // 12 chunks of one row
   const std::vector<float> expected = ref.forward(prompt);
   const size_t V = static_cast<size_t>(model_info().vocab);
-  double worst = 0;
-  for (size_t t = 0; t < prompt.size(); ++t)
-    worst = std::max(worst, normalized_error(&logits[t * V], &expected[t * V], V));
+  double worst = worst_row_error(logits, expected, V);
   for (size_t t = prompt.size(); t < tokens.size(); ++t)
     worst = std::max(worst, normalized_error(session.decode(tokens[t]).data(), ref.forward({tokens[t]}).data(), V));
   MESSAGE("worst normalized error over 32 positions, one row a chunk: " << worst);
