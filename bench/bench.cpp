@@ -543,7 +543,7 @@ int main(int argc, char** argv) {
                  "With --depths: a sweep of the decode test over these matmul tiles, rows,tokens,texels/… "
                  "(tokens 1), instead of the device class's");
   app.add_option("--prefill-tiles", opt.prefill_tiles,
-                 "With --depths: a sweep of the prefill test over these matmul tiles (tokens 8)");
+                 "With --depths: a sweep of the prefill test over these matmul tiles (tokens 8, or tiled: 32 or 64)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!opt.depths.empty()) return run_depths(opt);

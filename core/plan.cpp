@@ -10,6 +10,8 @@ std::string needs_text(const DeviceClass& c) {
   if (c.cpu_only) out = "a CPU device";
   if (c.min_subgroup > 1)
     out += (out.empty() ? "" : " with ") + std::string("subgroups of ") + std::to_string(c.min_subgroup) + " lanes or more";
+  if (c.min_shared > 0)
+    out += (out.empty() ? "" : " and ") + std::to_string(c.min_shared) + " bytes of shared memory or more";
   return out.empty() ? "nothing" : out;
 }
 
@@ -27,7 +29,7 @@ std::optional<Tile> parse_tile(std::string_view text) {
 
 std::string class_text(const DeviceClass& c) {
   return "needs " + needs_text(c) + "; matmul tiles (rows×tokens×texels) decode " + tile_text(c.decode) + ", prefill " +
-         (c.prefill == c.decode ? "the decode layout" : tile_text(c.prefill)) + ", batch " + tile_text(c.batch) +
+         (c.prefill == c.decode ? "the decode layout" : tile_text(c.prefill) + (c.prefill.tiled() ? " tiled" : "")) + ", batch " + tile_text(c.batch) +
          "; attention in " + std::to_string(c.splits) + (c.splits == 1 ? " key range" : " key ranges");
 }
 

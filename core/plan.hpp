@@ -155,23 +155,43 @@ inline std::vector<int32_t> weight_members(const Pack& p) {
 }
 
 // matmul.comp's layouts, its specialization constants 1–3: decode (tokens <
-// 8) gives a workgroup `rows` weight rows for `tokens` tokens (1, or a
-// batched decode step's sequences); prefill (tokens 8) gives each lane `rows`
-// rows for 8 tokens. texels: per lane per chunk of K (decode).
+// 8) gives a subgroup-sized workgroup `rows` weight rows for `tokens` tokens
+// (1, or a batched decode step's sequences), texels per lane per chunk of K;
+// prefill (tokens 8) gives each lane `rows` rows for 8 tokens; tiled
+// (tokens 32 or 64: GPUs) gives a workgroup of kTiledThreads invocations
+// `rows` rows (64 or 128) × `tokens` tokens, staged in shared memory
+// 32 · texels values of K (texels 1–4) a step.
 struct Tile {
   uint32_t rows = 0, tokens = 0, texels = 0;
   static constexpr uint32_t kPrefillTokens = 8;
-  constexpr uint32_t rows_per_group(uint32_t lanes) const { return tokens < kPrefillTokens ? rows : rows * lanes; }
+  static constexpr uint32_t kTiledThreads = 128;
+  constexpr bool tiled() const { return tokens > kPrefillTokens; }
+  constexpr uint32_t rows_per_group(uint32_t lanes) const { return tokens == kPrefillTokens ? rows * lanes : rows; }
+  // The workgroup size (specialization constant 0).
+  constexpr uint32_t threads(uint32_t lanes) const { return tiled() ? kTiledThreads : lanes; }
+  // Shared memory the layout declares, in bytes, for a matmul with one weight
+  // matrix or two (gated): matmul.comp's ws, ws2, xs, tstats and partial.
+  constexpr uint32_t shared_bytes(bool gated) const {
+    if (!tiled()) return 0;
+    const uint32_t k = 32 * texels;
+    return 4 * (k * (rows + 4) * (gated ? 2 : 1) + k * (tokens + 4) + 2 * tokens + kTiledThreads);
+  }
   constexpr bool operator==(const Tile&) const = default;
 };
 
-// A tile matmul.comp can run: rows in [1, 64], texels in [1, 8].
-constexpr bool tile_fits(const Tile& t) { return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8; }
-// A decode tile takes 1 token; a prefill tile is the decode tile itself, or
-// 8 tokens broadcast from 8 lanes (subgroups of `lanes` or more).
-constexpr bool layouts_fit(const Tile& decode, const Tile& prefill, uint32_t lanes) {
+// A tile matmul.comp can run: rows in [1, 64], texels in [1, 8]; tiled as above.
+constexpr bool tile_fits(const Tile& t) {
+  if (t.tiled())
+    return (t.rows == 64 || t.rows == 128) && (t.tokens == 32 || t.tokens == 64) && t.texels >= 1 && t.texels <= 4;
+  return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8;
+}
+// A decode tile takes 1 token; a prefill tile is the decode tile itself, 8
+// tokens broadcast from 8 lanes (subgroups of `lanes` or more), or tiled
+// (within `shared` bytes of shared memory).
+constexpr bool layouts_fit(const Tile& decode, const Tile& prefill, uint32_t lanes, uint32_t shared) {
   return tile_fits(decode) && tile_fits(prefill) && decode.tokens == 1 &&
-         (prefill == decode || (prefill.tokens == Tile::kPrefillTokens && lanes >= Tile::kPrefillTokens));
+         (prefill == decode || (prefill.tokens == Tile::kPrefillTokens && lanes >= Tile::kPrefillTokens) ||
+          (prefill.tiled() && prefill.shared_bytes(true) <= shared));
 }
 
 // What a device reports that a class may need: nothing else decides (never
@@ -179,6 +199,7 @@ constexpr bool layouts_fit(const Tile& decode, const Tile& prefill, uint32_t lan
 struct DeviceFeatures {
   bool cpu = false;       // VK_PHYSICAL_DEVICE_TYPE_CPU
   uint32_t subgroup = 0;  // subgroupSize: the lanes of a workgroup
+  uint32_t shared = 0;    // maxComputeSharedMemorySize, bytes
 };
 
 // A device class: how the plan runs on one kind of device, decided by the
@@ -190,6 +211,7 @@ struct DeviceClass {
   // Needs:
   bool cpu_only = false;      // a CPU device (lavapipe): instructions, not bytes, bound every kernel
   uint32_t min_subgroup = 1;  // the prefill layout broadcasts 8 tokens from 8 lanes
+  uint32_t min_shared = 0;    // bytes of shared memory: the tiled prefill's (Tile::shared_bytes)
   // What it runs: matmul's layout of a prompt chunk (prefill), of one
   // decode step (decode) and of a batched step of up to batch.tokens
   // sequences a workgroup; attention's key ranges per (head, row).
@@ -198,10 +220,11 @@ struct DeviceClass {
 };
 
 constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
-  return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup;
+  return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup && f.shared >= c.min_shared;
 }
 
-// "a CPU device with subgroups of 8 lanes or more"; "nothing".
+// "a CPU device with subgroups of 8 lanes or more"; "22784 bytes of shared
+// memory"; "nothing".
 std::string needs_text(const DeviceClass& c);
 // What a class needs and runs, in a line (`<model> info`, `lathe devices`).
 std::string class_text(const DeviceClass& c);
@@ -245,13 +268,16 @@ constexpr size_t dispatch_count(const Plan& p, bool split) {
 }
 
 // Every device gets a class (the last needs nothing), and every tile is one
-// matmul.comp can run: rows in [1, 64], texels in [1, 8], the decode layout
-// 1 token, prefill 8 (or the decode layout itself, for narrow subgroups), a
-// batch 1–7; at least one key range.
+// matmul.comp can run on a device the class takes: rows in [1, 64], texels
+// in [1, 8], the decode layout 1 token, prefill 8 (or the decode layout
+// itself, for narrow subgroups, or tiled within the class's shared memory),
+// a batch 1–7; at least one key range.
 constexpr bool classes_valid(std::span<const DeviceClass> classes) {
-  if (classes.empty() || classes.back().cpu_only || classes.back().min_subgroup > 1) return false;
+  if (classes.empty() || classes.back().cpu_only || classes.back().min_subgroup > 1 || classes.back().min_shared > 0)
+    return false;
   for (const DeviceClass& c : classes) {
-    if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup) || !tile_fits(c.batch) || c.splits < 1)
+    if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup, c.min_shared) || !tile_fits(c.batch) ||
+        c.splits < 1)
       return false;
     if (c.batch.tokens < 1 || c.batch.tokens >= Tile::kPrefillTokens) return false;
   }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "generator/lower/lowering.hpp"
-#include "runtime/vk/device_info.hpp"
+#include "runtime/vk/device_features.hpp"
 
 namespace lathe::lower {
 
@@ -15,7 +15,7 @@ inline std::string device_class_report(const std::vector<vk::DeviceInfo>& device
   const std::vector<plan::DeviceClass> classes = device_classes({});
   std::string out = "device classes (the first each device meets; LATHE_DEVICE_CLASS forces another it meets):\n";
   for (const vk::DeviceInfo& d : devices) {
-    const plan::DeviceFeatures f{d.type == VK_PHYSICAL_DEVICE_TYPE_CPU, d.subgroup_size};
+    const plan::DeviceFeatures f = vk::device_features(d);
     const int32_t first = plan::first_met(classes, f);
     std::string also;
     for (size_t i = 0; i < classes.size(); ++i)

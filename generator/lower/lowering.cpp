@@ -637,34 +637,39 @@ class Lowering {
 // Measured with `<model> profile` and `bench` on the 125M bench model, lavapipe
 // on 2 cores (bench/README.md): decode 32 rows × 2 texels a lane; prefill 32
 // rows a lane (8 tokens × 32 rows of accumulators: fine on a CPU, where they
-// are vectors in cache, far too many registers for a GPU, which gets 4). A
-// batched step, up to 4 sequences a workgroup (each weight texel read once
-// for them): on a CPU a lane's x slice (4 tokens of a texel) costs more than
-// its accumulators, which live in cache anyway, so 64 rows a lane share each
-// load (f16 `bench --streams 16`: 102–108 tok/s against 64–66 with 16 rows of
-// 2 texels); block weights, whose lanes also hold 2 × 32 scaled x values a
-// token, were slower with 64 rows (q4_k_m 46 against 58) and keep 16 × 2.
+// are vectors in cache; shared memory and barriers cost a CPU device more
+// than they save, notes/lavapipe.md). A batched step, up to 4 sequences a
+// workgroup (each weight texel read once for them): on a CPU a lane's x
+// slice (4 tokens of a texel) costs more than its accumulators, which live
+// in cache anyway, so 64 rows a lane share each load (f16 `bench --streams
+// 16`: 102–108 tok/s against 64–66 with 16 rows of 2 texels); block weights,
+// whose lanes also hold 2 × 32 scaled x values a token, were slower with 64
+// rows (q4_k_m 46 against 58) and keep 16 × 2.
 // A GPU splits attention into 16 key ranges: it needs more workgroups over a
 // long cache than heads × rows give in decode; a CPU has a few threads and
-// enough already. A GPU's decode and batch tiles are unmeasured (no GPU has
-// run lathe yet; bench/gpu/run --sweep measures them): 32 rows a subgroup,
-// as on a CPU, would leave an H100's 132 multiprocessors 128 subgroups for
-// a 4096-row matrix, where a bandwidth-bound GEMV wants thousands in flight;
-// one row a subgroup gives 4096, each lane reading 2 texels (32 bytes) of a
-// row per step, consecutive lanes consecutive texels. Narrow subgroups
-// (under 8 lanes) run the decode layout for prompts too. LATHE_TILE_DECODE, _PREFILL and _BATCH override a class's
-// tiles at run time, for such measurements.
+// enough already. A GPU's tiles are unmeasured (no GPU has run lathe yet;
+// bench/gpu/run --sweep measures them): decode one row a subgroup, each lane
+// reading 2 texels (32 bytes) of a row per step, consecutive lanes
+// consecutive texels, so that a 4096-row matrix gives 4096 subgroups where
+// 32 rows a subgroup would leave an H100's 132 multiprocessors 128; a prompt
+// the tiled layout, 64 rows × 32 tokens a workgroup of 128 invocations (a
+// 4 × 4 block of sums each), whose shared memory (22,784 bytes gated) every
+// GPU past the Vulkan minimum of 16 KiB has, and lavapipe too, so the class
+// runs in the tests. Narrow subgroups (under 8 lanes) run the decode layout
+// for prompts on a CPU; a GPU without that shared memory does.
+// LATHE_TILE_DECODE, _PREFILL and _BATCH override a class's tiles at run
+// time, for such measurements.
 std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   const bool blocks = std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return is_block_dtype(d); });
   const plan::Tile decode{32, 1, 2};
   const plan::Tile cpu_batch = blocks ? plan::Tile{16, 4, 2} : plan::Tile{64, 4, 1};
-  const plan::Tile gpu_decode{1, 1, 2}, gpu_batch{4, 4, 2};
+  const plan::Tile gpu_decode{1, 1, 2}, gpu_prefill{64, 32, 1}, gpu_batch{4, 4, 2};
   constexpr uint32_t wide = plan::Tile::kPrefillTokens;
   return {
-      {"cpu", true, wide, decode, {32, wide, 1}, cpu_batch, 1},
-      {"cpu-narrow", true, 1, decode, decode, cpu_batch, 1},
-      {"gpu", false, wide, gpu_decode, {4, wide, 1}, gpu_batch, 16},
-      {"gpu-narrow", false, 1, gpu_decode, gpu_decode, gpu_batch, 16},
+      {"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1},
+      {"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1},
+      {"gpu", false, 1, gpu_prefill.shared_bytes(true), gpu_decode, gpu_prefill, gpu_batch, 16},
+      {"gpu-basic", false, 1, 0, gpu_decode, gpu_decode, gpu_batch, 16},
   };
 }
 

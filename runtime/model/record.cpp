@@ -10,6 +10,7 @@
 #include "runtime/error.hpp"
 #include "runtime/model/session_impl.hpp"
 #include "runtime/vk/check.hpp"
+#include "runtime/vk/device_features.hpp"
 
 namespace lathe {
 namespace {
@@ -19,13 +20,15 @@ uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b 
 // LATHE_TILE_DECODE / _PREFILL / _BATCH = "rows,tokens,texels" override the
 // class's tiles, for measurements (the generator's device_classes says what
 // was measured). The layout is not the variable's to choose: tokens stay,
-// except within the batch layout (1–7).
-Tile tile_from_env(const char* name, Tile t) {
+// except within the batch layout (1–7) and the tiled one (32 or 64, within
+// `shared` bytes).
+Tile tile_from_env(const char* name, Tile t, uint32_t shared) {
   const char* v = std::getenv(name);
   if (const std::optional<Tile> parsed = v ? plan::parse_tile(v) : std::nullopt; parsed && plan::tile_fits(*parsed)) {
     const Tile& e = *parsed;
     const bool batch_tokens = t.tokens > 1 && t.tokens < Tile::kPrefillTokens && e.tokens >= 1 && e.tokens < Tile::kPrefillTokens;
-    return Tile{e.rows, batch_tokens ? e.tokens : t.tokens, e.texels};
+    if (t.tiled() != e.tiled() || (e.tiled() && e.shared_bytes(true) > shared)) return t;
+    return Tile{e.rows, batch_tokens || e.tiled() ? e.tokens : t.tokens, e.texels};
   }
   return t;
 }
@@ -34,7 +37,7 @@ Tile tile_from_env(const char* name, Tile t) {
 
 void Session::Impl::choose_class() {
   const vk::DeviceInfo& info = device.info();
-  const plan::DeviceFeatures features{info.type == VK_PHYSICAL_DEVICE_TYPE_CPU, info.subgroup_size};
+  const plan::DeviceFeatures features = vk::device_features(info);
   std::string wanted = options.device_class;
   if (wanted.empty())
     if (const char* v = std::getenv("LATHE_DEVICE_CLASS")) wanted = v;
@@ -54,22 +57,27 @@ void Session::Impl::choose_class() {
     if (!plan::meets(*device_class, features))
       throw Error(ErrorKind::Unsupported, "device class '" + wanted + "' needs " + plan::needs_text(*device_class) + "; " +
                                               info.name + " is " + (features.cpu ? "a CPU device" : "not a CPU device") +
-                                              " with subgroups of " + std::to_string(info.subgroup_size) + " lanes");
+                                              " with subgroups of " + std::to_string(info.subgroup_size) + " lanes and " +
+                                              std::to_string(features.shared) + " bytes of shared memory");
   }
-  decode = tile_from_env("LATHE_TILE_DECODE", device_class->decode);
-  prefill = device_class->prefill == device_class->decode ? decode : tile_from_env("LATHE_TILE_PREFILL", device_class->prefill);
-  batch = tile_from_env("LATHE_TILE_BATCH", device_class->batch);
+  decode = tile_from_env("LATHE_TILE_DECODE", device_class->decode, features.shared);
+  prefill = device_class->prefill == device_class->decode ? decode
+                                                          : tile_from_env("LATHE_TILE_PREFILL", device_class->prefill, features.shared);
+  batch = tile_from_env("LATHE_TILE_BATCH", device_class->batch, features.shared);
   batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, options.sequences));
   splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits) : device_class->splits;
 }
 
 void Session::set_tiles(const Tile& decode, const Tile& prefill) {
   Impl& s = *impl_;
-  if (!plan::layouts_fit(decode, prefill, s.lanes))
+  if (!plan::layouts_fit(decode, prefill, s.lanes, s.device.info().max_compute_shared_memory))
     throw Error(ErrorKind::InvalidArgument,
                 "tiles: decode " + plan::tile_text(decode) + ", prefill " + plan::tile_text(prefill) +
-                    ": rows 1–64 and texels 1–8 each, decode 1 token, prefill the decode tile or " +
-                    std::to_string(Tile::kPrefillTokens) + " tokens (on subgroups of as many lanes or more)");
+                    ": rows 1–64 and texels 1–8 each, decode 1 token, prefill the decode tile, " +
+                    std::to_string(Tile::kPrefillTokens) + " tokens (on subgroups of as many lanes or more) or tiled " +
+                    "(32 or 64 tokens, 64 or 128 rows, texels 1–4, within the device's " +
+                    std::to_string(s.device.info().max_compute_shared_memory) + " bytes of shared memory" +
+                    (prefill.tiled() ? "; this tile needs " + std::to_string(prefill.shared_bytes(true)) : std::string()) + ")");
   s.decode = decode;
   s.prefill = prefill;
   s.decode_recorded.assign(s.decode_recorded.size(), false);
@@ -85,7 +93,7 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
   for (const kernels::BindingInfo& b : f.bindings)
     key.bindings.push_back(b.kind == kernels::BindingKind::Texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                                                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
-  key.spec_constants = {lanes};
+  key.spec_constants = {f.spec_constants == kernels::SpecConstants::Tile ? tile.threads(lanes) : lanes};
   switch (f.spec_constants) {
     case kernels::SpecConstants::None: break;
     case kernels::SpecConstants::Tile: key.spec_constants.insert(key.spec_constants.end(), {tile.rows, tile.tokens, tile.texels}); break;

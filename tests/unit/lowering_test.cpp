@@ -401,25 +401,30 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   const std::vector<DeviceClass> classes = lathe::lower::device_classes(dense);
   CHECK(lathe::plan::classes_valid(classes));
   CHECK(lathe::plan::classes_valid(lathe::lower::device_classes(blocks)));
-  const auto pick = [&](bool cpu, uint32_t subgroup) {
-    const int32_t i = lathe::plan::first_met(classes, DeviceFeatures{cpu, subgroup});
+  const auto pick = [&](bool cpu, uint32_t subgroup, uint32_t shared = 32768) {
+    const int32_t i = lathe::plan::first_met(classes, DeviceFeatures{cpu, subgroup, shared});
     REQUIRE(i >= 0);
     return std::string(classes[static_cast<size_t>(i)].name);
   };
   CHECK(pick(true, 8) == "cpu");          // lavapipe on 256-bit vectors
   CHECK(pick(true, 16) == "cpu");         // on 512-bit
   CHECK(pick(true, 4) == "cpu-narrow");   // on 128-bit: the decode layout for prompts too
-  CHECK(pick(false, 32) == "gpu");        // NVIDIA, Intel
-  CHECK(pick(false, 64) == "gpu");        // AMD
-  CHECK(pick(false, 4) == "gpu-narrow");  // e.g. a mobile GPU
+  CHECK(pick(false, 32, 49152) == "gpu");  // NVIDIA, Intel
+  CHECK(pick(false, 64, 65536) == "gpu");  // AMD
+  CHECK(pick(false, 4) == "gpu");          // the tiled layout needs no subgroup operations
+  CHECK(pick(false, 32, 16384) == "gpu-basic");  // the least shared memory Vulkan allows: under the tiled layout's
+  CHECK(pick(true, 8, 0) == "cpu");              // the CPU classes need none
   for (const DeviceClass& c : classes) {
     CAPTURE(c.name);
-    CHECK((c.prefill == c.decode) == (c.min_subgroup < lathe::plan::Tile::kPrefillTokens));
+    if (c.cpu_only) CHECK((c.prefill == c.decode) == (c.min_subgroup < lathe::plan::Tile::kPrefillTokens));
+    else CHECK((c.prefill == c.decode) == (c.min_shared == 0));
+    CHECK(c.min_shared == c.prefill.shared_bytes(true));
     CHECK(c.splits == (c.cpu_only ? 1u : 16u));
   }
   CHECK(classes[0].batch == lathe::plan::Tile{64, 4, 1});
   CHECK(lathe::lower::device_classes(blocks)[0].batch == lathe::plan::Tile{16, 4, 2});
-  CHECK(classes[2].prefill == lathe::plan::Tile{4, 8, 1});  // a GPU's registers hold 4 rows × 8 tokens
+  CHECK(classes[2].prefill == lathe::plan::Tile{64, 32, 1});  // tiled: 4 × 4 sums an invocation
+  CHECK(classes[2].min_shared == 22784);  // 64 and 64 gated rows, 32 tokens, 32 values of K: lavapipe's 32 KiB hold it
   CHECK(classes[2].decode == lathe::plan::Tile{1, 1, 2});  // a subgroup a row: thousands in flight on a GPU
   // What would leave a device without a class, or run a tile matmul cannot, is refused.
   std::vector<DeviceClass> bad = classes;
@@ -433,6 +438,18 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   bad[1].min_subgroup = 1;
   bad[1].prefill = {32, 8, 1};  // the prefill layout on 4 lanes
   CHECK_FALSE(lathe::plan::classes_valid(bad));
+  bad = classes;
+  bad[2].min_shared = 16384;  // a tiled prefill over the shared memory the class asks for
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  bad = classes;
+  bad[2].prefill = {32, 32, 1};  // tiled rows are 64 or 128, tokens 32 or 64
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  bad[2].prefill = {64, 16, 1};
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  bad = classes;
+  bad.back().min_shared = 1;  // the last class needs nothing
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
   CHECK(lathe::plan::needs_text(classes[0]) == "a CPU device with subgroups of 8 lanes or more");
+  CHECK(lathe::plan::needs_text(classes[2]) == "22784 bytes of shared memory or more");
   CHECK(lathe::plan::needs_text(classes.back()) == "nothing");
 }

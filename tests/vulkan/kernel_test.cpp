@@ -29,6 +29,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -381,13 +382,14 @@ class Gpu {
       : device_(device), pipelines_(device, "-"), arena_(device), dummy_(make_buffer(device, 16, kStorage | kTexels)),
         dummy_view_(device, dummy_.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, 16) {}
 
-  // Spec constants: 0 the subgroup size (the runtime's workgroup size), then `extra`
-  // (matmul.comp's ROWS and TOKENS).
+  // Spec constants: 0 the workgroup size (`workgroup`, or the subgroup size
+  // as the runtime sets it for every layout but matmul's tiled one), then
+  // `extra` (matmul.comp's ROWS, TOKENS and XT).
   // `named`: the family's bindings by name (core/kernels.hpp), `push` its
   // push constants by name.
   template <typename Named, typename Push>
   void run(const Model& m, const emit::KernelInstance& k, const Named& named, const Push& push, uint32_t groups_x,
-           uint32_t groups_y = 1, std::vector<uint32_t> extra = {}, uint32_t groups_z = 1) {
+           uint32_t groups_y = 1, std::vector<uint32_t> extra = {}, uint32_t groups_z = 1, uint32_t workgroup = 0) {
     const auto bindings = named.array();
     REQUIRE(sizeof(Push) == k.push->size());
     // Instances of two specs may share a name ("argmax", "norm_64") with other constants, or be
@@ -403,7 +405,7 @@ class Gpu {
     for (const vk::Binding& b : bindings)
       key.bindings.push_back(std::holds_alternative<vk::TexelBinding>(b) ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                                                                          : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
-    key.spec_constants = {device_.info().subgroup_size};
+    key.spec_constants = {workgroup > 0 ? workgroup : device_.info().subgroup_size};
     key.spec_constants.insert(key.spec_constants.end(), extra.begin(), extra.end());
     key.push_size = sizeof(Push);
     const vk::Pipeline& p =
@@ -649,11 +651,12 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
 // (W2·x + b2), and a fused gate_up tensor (W2 = W, halves at gate_row0 and
 // up_row0). Tiles as the session dispatches them: 16 × 1 for decode (16 × 4
 // for a batched decode step, whose rows must hold the bits of each alone), 8 × 8
-// for prefill, over 13 token rows (not a multiple of 8) and n weight rows
-// (not a multiple of 8 either).
+// for prefill, tiled 64 × 32 (the gpu class's) and wider, over 13 token rows
+// (not a multiple of 8) and n weight rows (not a multiple of 8 either).
 TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles") {
   Gpu gpu(device);
   Worst worst;
+  std::set<std::tuple<uint32_t, bool, uint32_t, bool>> wide_tiles_run;  // dtype, gated, norm, bias: the wider tiles ran
   for_each_instance("matmul.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
     const spec::Spec& s = m.spec;
     const spec::Dims& d = s.dims;
@@ -723,6 +726,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       bool fused;  // W2 = W, bias2 = bias
       uint32_t gate_row0, up_row0;
       uint32_t col0 = 0;  // > 0: W's (and W2's) rows from col0 bound alone, into y's columns from col0 (plan::Part)
+      uint32_t texels = 2;  // spec constant 3
     };
     const Case batched = {"batched decode of 13 rows (16 × 4)", 16, 4, kRows, 0, false, 0, 0};
     std::vector<Case> cases = {{"decode", 16, 1, 1, 0, false, 0, 0},
@@ -732,9 +736,21 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     // One layout suffices here: both store through one epilogue (the model
     // test of tiny-split-rows runs both layouts over row ranges).
     cases.push_back({"a row range: rows 16.. of W into columns 16.. of y", 16, 1, 1, 0, false, 0, 0, 16});
+    // The tiled layout (the gpu class's prompts): its tile; over a row
+    // range the widest lavapipe's 32 KiB of shared memory hold (8 × 8 sums
+    // an invocation; 4 × 8 gated); 64 values of K a step.
+    cases.push_back({"tiled prefill 13 rows (64 × 32, the gpu class's)", 64, 32, kRows, 0, false, 0, 0, 0, 1});
+    // The wider tiles cost lavapipe seconds each: once per weight dtype and
+    // epilogue kind (their loads and sums do not depend on the widths).
+    if (wide_tiles_run.insert({c.u("WDTYPE"), gated, norm, bias}).second) {
+      cases.push_back({"tiled prefill of a row range (" + std::string(gated ? "64" : "128") + " × 64)", gated ? 64u : 128u,
+                       64, kRows, 0, false, 0, 0, 16, 1});
+      if (!gated) cases.push_back({"tiled prefill, 64 values of K a step (64 × 32 × 2)", 64, 32, kRows, 0, false, 0, 0, 0, 2});
+    }
     if (gated) {
       cases.push_back({"fused gate_up prefill", 8, 8, kRows, 0, true, 0, n});
       cases.push_back({"fused up_gate decode of row 5", 16, 1, 1, 5, true, n, 0});
+      cases.push_back({"fused gate_up tiled prefill", 64, 32, kRows, 0, true, 0, n, 0, 1});
     }
 
     // Runs a case on y's initial rows (the residual stream, else guards); y's words after.
@@ -760,8 +776,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                   .route = gpu.no_buffer()},
               push::MatmulPush{.rows = cs.rows, .n = computed, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0,
                                .up_row0 = cs.up_row0, .col0 = cs.col0, .y_stride = n},
-              (computed + cs.tile_rows - 1) / cs.tile_rows,
-              (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens});
+              (computed + cs.tile_rows - 1) / cs.tile_rows, (cs.rows + cs.tokens - 1) / cs.tokens,
+              {cs.tile_rows, cs.tokens, cs.texels}, 1, plan::Tile{cs.tile_rows, cs.tokens, cs.texels}.threads(device.info().subgroup_size));
       return read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
     };
 
@@ -1145,8 +1161,10 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
     up.fill(0, int64_t{E} * NI);
     down.fill(0, int64_t{E} * ND);
     Worst worst;
-    for (const uint32_t R : {13u, 1u}) {
+    // Rows and the expert matmuls' tile: prefill, tiled prefill, decode.
+    for (const auto& [R, tile] : {std::pair{13u, plan::Tile{8, 8, 2}}, {13u, plan::Tile{64, 32, 1}}, {1u, plan::Tile{16, 1, 2}}}) {
       CAPTURE(R);
+      CAPTURE(plan::tile_text(tile));
       // Router logits: row 0 all equal, row 1 two equal top ones (experts 1 and E − 1).
       std::vector<float> logits = random_floats(size_t{R} * LS, -2.0f, 2.0f);
       for (uint32_t e = 0; e < E; ++e) logits[e] = 0.5f;
@@ -1217,17 +1235,18 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
         }
       }
       vk::Buffer hb = buffer_of(device, guarded(std::vector<float>(size_t{R} * K * NI, kGuard)));
-      // An expert matmul as the session dispatches it: decode or prefill
-      // tiles, grid z the experts with tokens (at most R · K).
+      // An expert matmul as the session dispatches it: decode, prefill or
+      // tiled, grid z the experts with tokens (at most R · K).
       const auto run_experts = [&](const emit::KernelInstance& k, vk::Binding w, vk::Binding w2, const vk::Buffer& in,
                                    const vk::Buffer& out, vk::Binding norm_scale, uint32_t n) {
-        const uint32_t tile_rows = R == 1 ? 16 : 8, tokens = R == 1 ? 1 : 8;
+        const uint32_t lanes = device.info().subgroup_size, per_group = tile.rows_per_group(lanes);
         gpu.run(m, k,
                 kernels::MatmulBindings<vk::Binding>{.w = w, .w2 = w2, .x = whole(in), .bias = gpu.no_buffer(),
                                                      .bias2 = gpu.no_buffer(), .y = whole(out), .norm_scale = norm_scale,
                                                      .norm_shift = gpu.no_buffer(), .route = whole(rb)},
                 push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0, .col0 = 0, .y_stride = n},
-                (n + tile_rows - 1) / tile_rows, (R + tokens - 1) / tokens, {tile_rows, tokens}, std::min(E, R * K));
+                (n + per_group - 1) / per_group, (R + tile.tokens - 1) / tile.tokens, {tile.rows, tile.tokens, tile.texels},
+                std::min(E, R * K), tile.threads(lanes));
       };
       run_experts(*gated_k, gate.binding(), up.binding(), xb, hb, norm ? vk::Binding(whole(gb)) : gpu.no_buffer(), NI);
       const std::vector<float> h = read_back<float>(device, hb, size_t{R} * K * NI + kGuardWords);

@@ -20,6 +20,7 @@
 #include "runtime/error.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/reference/reference.hpp"
+#include "runtime/vk/device_features.hpp"
 #include "runtime/vk/pipeline.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
@@ -498,14 +499,14 @@ TEST_SUITE("model") {
 // Every class of the plan whose needs the device meets runs here, forced
 // (lavapipe meets the GPU classes too): its tiles and key ranges give the
 // reference's logits in every layout (a prompt in chunks of the prefill
-// layout and a last one of the decode layout, a batched step, a decode
-// step). A GPU class splits attention into 16 key ranges, more than the
+// layout, a tiled one's over two tiles of tokens, and a last one of the
+// decode layout, a batched step, a decode step). A GPU class splits attention into 16 key ranges, more than the
 // first rows have keys: empty ranges too. The class the
 // device gets anyway, which every other test runs, and a class that adds no
 // tile or key-range count to those already run (a narrow class: the decode
 // layout for prompts too) are not run again.
 TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced, gives the reference's logits") {
-  const plan::DeviceFeatures features{device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU, device.info().subgroup_size};
+  const plan::DeviceFeatures features = vk::device_features(device.info());
   const std::span<const plan::DeviceClass> classes = model_info().plan.classes;
   const int32_t chosen = plan::first_met(classes, features);
   REQUIRE(chosen >= 0);
@@ -523,7 +524,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
   };
   adds(classes[static_cast<size_t>(chosen)]);
   reference::Reference ref(test_spec(), test_weights());
-  const std::vector<int32_t> tokens = random_tokens(19, 17);
+  const std::vector<int32_t> tokens = random_tokens(35, 17);
   const std::vector<float> expected = ref.forward(tokens);
   const std::vector<float> next = ref.forward({tokens[0]});
   const std::vector<float> after = ref.forward({tokens[1]});
@@ -534,7 +535,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
     CAPTURE(c.name);
     SessionOptions options;
     options.all_logits = true;
-    options.max_chunk = 8;
+    options.max_chunk = c.prefill.tiled() ? 33 : 8;  // 33 + 2: two tiles of tokens (32 and 1), then the decode layout
     options.sequences = 2;
     options.device_class = std::string(c.name);
     Session session(device, model_info(), options);
