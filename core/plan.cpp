@@ -12,6 +12,7 @@ std::string needs_text(const DeviceClass& c) {
     out += (out.empty() ? "" : " with ") + std::string("subgroups of ") + std::to_string(c.min_subgroup) + " lanes or more";
   if (c.min_shared > 0)
     out += (out.empty() ? "" : " and ") + std::to_string(c.min_shared) + " bytes of shared memory or more";
+  if (c.attention_rows > 1) out += ", workgroups of " + std::to_string(c.attention_rows) + " subgroups";
   return out.empty() ? "nothing" : out;
 }
 
@@ -30,7 +31,8 @@ std::optional<Tile> parse_tile(std::string_view text) {
 std::string class_text(const DeviceClass& c) {
   return "needs " + needs_text(c) + "; matmul tiles (rows×tokens×texels) decode " + tile_text(c.decode) + ", prefill " +
          (c.prefill == c.decode ? "the decode layout" : tile_text(c.prefill) + (c.prefill.tiled() ? " tiled" : "")) + ", batch " + tile_text(c.batch) +
-         "; attention in " + std::to_string(c.splits) + (c.splits == 1 ? " key range" : " key ranges");
+         "; attention in " + std::to_string(c.splits) + (c.splits == 1 ? " key range" : " key ranges") +
+         (c.attention_rows > 1 ? ", a prompt's " + std::to_string(c.attention_rows) + " rows a workgroup" : "");
 }
 
 }  // namespace lathe::plan

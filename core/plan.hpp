@@ -23,11 +23,12 @@
 // Workgroup counts, per grid:
 //   Rows       (R, 1, 1)                  R = rows (1 for a last_row dispatch)
 //   Heads      (groups_x, R, 1)
-//   Split      (groups_x, R, splits)
+//   Split      (groups_x, ceil(R / attention rows), splits): attention rows a workgroup
 //   Tiles      (ceil(groups_x / tile rows per workgroup), ceil(R / tile tokens), 1)
 //   Single     (1, 1, 1)
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -200,7 +201,12 @@ struct DeviceFeatures {
   bool cpu = false;       // VK_PHYSICAL_DEVICE_TYPE_CPU
   uint32_t subgroup = 0;  // subgroupSize: the lanes of a workgroup
   uint32_t shared = 0;    // maxComputeSharedMemorySize, bytes
+  uint32_t invocations = 0;  // maxComputeWorkGroupInvocations
 };
+
+// Shared memory attention stages its keys and values in when it takes
+// several rows a workgroup (attention.comp's kstage and vstage).
+inline constexpr uint32_t kAttentionStageBytes = 8192;
 
 // A device class: how the plan runs on one kind of device, decided by the
 // generator for the model (its tiles depend on its dtypes). A session takes
@@ -217,10 +223,14 @@ struct DeviceClass {
   // sequences a workgroup; attention's key ranges per (head, row).
   Tile decode, prefill, batch;
   uint32_t splits = 1;
+  // Rows of a prompt chunk an attention workgroup takes, a subgroup each,
+  // sharing staged keys and values (1: a workgroup a row, as decode).
+  uint32_t attention_rows = 1;
 };
 
 constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
-  return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup && f.shared >= c.min_shared;
+  return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup && f.shared >= c.min_shared &&
+         f.invocations >= std::max(f.subgroup * c.attention_rows, c.prefill.threads(f.subgroup));
 }
 
 // "a CPU device with subgroups of 8 lanes or more"; "22784 bytes of shared
@@ -277,7 +287,8 @@ constexpr bool classes_valid(std::span<const DeviceClass> classes) {
     return false;
   for (const DeviceClass& c : classes) {
     if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup, c.min_shared) || !tile_fits(c.batch) ||
-        c.splits < 1)
+        c.splits < 1 || c.attention_rows < 1 || c.attention_rows > 8 ||
+        (c.attention_rows > 1 && (c.min_shared < kAttentionStageBytes || c.prefill == c.decode)))
       return false;
     if (c.batch.tokens < 1 || c.batch.tokens >= Tile::kPrefillTokens) return false;
   }

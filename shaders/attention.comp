@@ -7,6 +7,12 @@
 // online-softmax update (running max m, sum l) of the lane's slice of the
 // output: nothing grows with the context but the loop.
 //
+// QROWS > 1 (a GPU's prompt chunk): a workgroup of QROWS subgroups takes
+// QROWS consecutive rows of the chunk (one sequence's consecutive
+// positions), a subgroup a row as above, and stages the keys and values of
+// their joint range in shared memory BC keys at a time, so each cached key
+// is read from memory once per QROWS rows, not once per row.
+//
 // Generated constants:
 //   HQ, HKV, DH   query heads, KV heads, head width; query head h reads KV head h / G
 //   G             HQ / HKV
@@ -16,12 +22,13 @@
 //   ALIBI         1: SLOPES[h] · (j − i) is added to head h's scaled score of key j (BLOOM, MPT;
 //                 the same softmax as HF's slope · j: the shift is one per row)
 //   CACHE_F16     cache dtype (kv.glsl)
-// Specialization constants: 0 the workgroup (= subgroup) size; 1 SPLITS: the
+// Specialization constants: 0 the workgroup size (the subgroup size × QROWS); 1 SPLITS: the
 //   keys of a row are cut into SPLITS ranges, one workgroup each (grid z), so
 //   that a long cache keeps many workgroups busy in decode; with SPLITS > 1
 //   each writes its partial softmax (m, l, unnormalized output) to `part` and
 //   attention_combine.comp merges them; 2 RING: the positions the layer's
-//   cache holds (kv.glsl), position p at slot p mod RING.
+//   cache holds (kv.glsl), position p at slot p mod RING; 3 QROWS: rows a
+//   workgroup (grid y: ceil(rows / QROWS)).
 // Push constants (AttentionPush): rows, q_offset, q_stride (k/v unused here).
 // Buffers: io; q [rows][…] f32; kc, vc the caches; o [rows][HQ·DH] f32;
 //          part [rows][HQ][SPLITS][DH + 2] f32.
@@ -35,15 +42,20 @@ layout(std430, binding = BINDING_q) readonly buffer Q { float q[]; };
 
 layout(constant_id = 1) const uint SPLITS = 1;
 layout(constant_id = 2) const uint RING = 0;
+layout(constant_id = 3) const uint QROWS = 1;
 #include "kv.glsl"
 layout(binding = BINDING_k_cache) uniform usamplerBuffer KT;  // [ring][HKV][CTPR] texels
 layout(binding = BINDING_v_cache) uniform usamplerBuffer VT;
 layout(std430, binding = BINDING_out) writeonly buffer O { float o[]; };
 layout(std430, binding = BINDING_partials) writeonly buffer Part { float part[]; };
 
-const uint LANES = gl_WorkGroupSize.x;
+const uint LANES = gl_WorkGroupSize.x / QROWS;
 const uint TPL = (CTPR + LANES - 1) / LANES;  // cache texels per lane: lane l owns texels l, l + LANES, …
 const uint W = TPL * CVPT;                     // dims per lane
+// Keys a staged block (QROWS > 1): 256 texels of keys and as many of values, 8 KiB.
+const uint BC = CTPR >= 256u ? 1u : min(256u / CTPR, 16u);
+shared uvec4 kstage[QROWS > 1u ? BC * CTPR : 1u];
+shared uvec4 vstage[QROWS > 1u ? BC * CTPR : 1u];
 
 // The lane's dims of (position, kv_head): texel index j of each of its TPL texels.
 void load(usamplerBuffer cache, uint sequence, uint position, uint kv_head, uint lane, out float v[W]) {
@@ -55,35 +67,168 @@ void load(usamplerBuffer cache, uint sequence, uint position, uint kv_head, uint
   }
 }
 
+// The same from a staged block: key `at` of it.
+void load_staged(bool values, uint at, uint lane, out float v[W]) {
+  [[unroll]] for (uint i = 0; i < TPL; ++i) {
+    const uint j = at * CTPR + min(lane + i * LANES, CTPR - 1);
+    float part[CVPT];
+    unpack_cache(values ? vstage[j] : kstage[j], part);
+    [[unroll]] for (uint e = 0; e < CVPT; ++e) v[i * CVPT + e] = part[e];
+  }
+}
+
 bool owns(uint lane, uint d) { return lane + (d / CVPT) * LANES < CTPR; }  // dim slot d of the lane is in the head
 
-void main() {
-  const uint kv_head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
-  if (t >= pc.rows) return;
-  const uint lane = gl_LocalInvocationID.x;
-  // Causal: the row's sequence's positions lowest … the row's own (lowest =
-  // 0, or the window's first key i − WINDOW + 1), this workgroup's range of them.
-  const uint sequence = io.rows[t].sequence;
+// Causal: row t's sequence's positions lowest … the row's own (lowest = 0,
+// or the window's first key i − WINDOW + 1), this workgroup's range of
+// them: [x, y). Both ends grow with the row's position.
+uvec2 key_range(uint t) {
   const uint all_keys = io.rows[t].position + 1;
   const uint lowest = WINDOW > 0u && all_keys > WINDOW ? all_keys - WINDOW : 0u;
   const uint chunk = (all_keys - lowest + SPLITS - 1) / SPLITS;
   const uint first = min(lowest + gl_WorkGroupID.z * chunk, all_keys);
-  const uint keys = min(first + chunk, all_keys);
+  return uvec2(first, min(first + chunk, all_keys));
+}
 
-  // Every loop over heads and dims is unrolled so that these stay in registers.
-  float qv[G * W], acc[G * W];
-  float m[G], l[G];
-  [[unroll]] for (uint g = 0; g < G; ++g) {
-    const uint qbase = pc.q_offset + t * pc.q_stride + (kv_head * G + g) * DH;
-    [[unroll]] for (uint d = 0; d < W; ++d) {
-      const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;
-      qv[g * W + d] = owns(lane, d) ? q[qbase + dim] * SCALE : 0.0;
-      acc[g * W + d] = 0.0;
-    }
-    m[g] = -1.0 / 0.0;
-    l[g] = 0.0;
+// Every loop over heads and dims is unrolled so that these stay in registers.
+#define STATE float qv[G * W], acc[G * W], m[G], l[G]
+// The online-softmax update of every head by 4 keys at pos … pos + 3, and by 1.
+#define UPDATE4(pos, k0, k1, k2, k3, v0, v1, v2, v3)                                                                 \
+  [[unroll]] for (uint g = 0; g < G; ++g) {                                                                      \
+    vec4 partial = vec4(0.0);                                                                                    \
+    [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * vec4(k0[d], k1[d], k2[d], k3[d]);         \
+    vec4 score = subgroupAdd(partial);                                                                           \
+    score = adjust4(score, kv_head * G + g, pos, all_keys);                                                      \
+    const float m_new = max(m[g], max(max(score.x, score.y), max(score.z, score.w)));                            \
+    const float correction = exp(m[g] - m_new);                                                                  \
+    const vec4 weight = exp(score - m_new);                                                                      \
+    l[g] = l[g] * correction + (weight.x + weight.y) + (weight.z + weight.w);                                     \
+    [[unroll]] for (uint d = 0; d < W; ++d)                                                                      \
+      acc[g * W + d] = acc[g * W + d] * correction + dot(weight, vec4(v0[d], v1[d], v2[d], v3[d]));              \
+    m[g] = m_new;                                                                                                \
+  }
+#define UPDATE1(pos, k0, v0)                                                                                     \
+  [[unroll]] for (uint g = 0; g < G; ++g) {                                                                      \
+    float partial = 0.0;                                                                                         \
+    [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * k0[d];                                    \
+    const float score = adjust4(vec4(subgroupAdd(partial)), kv_head * G + g, pos, all_keys).x;                   \
+    const float m_new = max(m[g], score);                                                                        \
+    const float correction = exp(m[g] - m_new), weight = exp(score - m_new);                                     \
+    l[g] = l[g] * correction + weight;                                                                           \
+    [[unroll]] for (uint d = 0; d < W; ++d) acc[g * W + d] = acc[g * W + d] * correction + weight * v0[d];       \
+    m[g] = m_new;                                                                                                \
   }
 
+// Scores of keys pos … pos + 3 for query head h of a row that sees all_keys
+// keys: soft-capped, ALiBi's slope · (j − i) added.
+vec4 adjust4(vec4 score, uint h, uint pos, uint all_keys) {
+#if SOFTCAPPED
+  score = vec4(softcap(score.x, SOFTCAP), softcap(score.y, SOFTCAP), softcap(score.z, SOFTCAP), softcap(score.w, SOFTCAP));
+#endif
+#if ALIBI
+  score += SLOPES[h] * (vec4(float(pos), float(pos + 1), float(pos + 2), float(pos + 3)) - float(all_keys - 1));
+#endif
+  return score;
+}
+
+// Row t's queries, scaled, and an empty softmax.
+#define START(t)                                                                         \
+  [[unroll]] for (uint g = 0; g < G; ++g) {                                              \
+    const uint qbase = pc.q_offset + (t) * pc.q_stride + (kv_head * G + g) * DH;         \
+    [[unroll]] for (uint d = 0; d < W; ++d) {                                            \
+      const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;                    \
+      qv[g * W + d] = owns(lane, d) ? q[qbase + dim] * SCALE : 0.0;                      \
+      acc[g * W + d] = 0.0;                                                              \
+    }                                                                                    \
+    m[g] = -1.0 / 0.0;                                                                   \
+    l[g] = 0.0;                                                                          \
+  }
+
+// Row t's output (SPLITS = 1), or its key range's partial softmax.
+#define FINISH(t)                                                                        \
+  [[unroll]] for (uint g = 0; g < G; ++g) {                                              \
+    const uint obase = (t) * (HQ * DH) + (kv_head * G + g) * DH;                         \
+    [[unroll]] for (uint d = 0; d < W; ++d) {                                            \
+      const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;                    \
+      if (!owns(lane, d)) continue;                                                      \
+      if (SPLITS == 1) {                                                                 \
+        o[obase + dim] = acc[g * W + d] / l[g];                                          \
+      } else {                                                                           \
+        const uint at = (((t) * HQ + kv_head * G + g) * SPLITS + gl_WorkGroupID.z) * (DH + 2); \
+        part[at + 2 + dim] = acc[g * W + d];                                             \
+        if (dim == 0) {                                                                  \
+          part[at] = m[g]; /* -inf for an empty range: weighs nothing when merged */     \
+          part[at + 1] = l[g];                                                           \
+        }                                                                                \
+      }                                                                                  \
+    }                                                                                    \
+  }
+
+// QROWS rows a workgroup, keys and values staged BC at a time.
+void staged() {
+  const uint kv_head = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * QROWS;
+  if (t0 >= pc.rows) return;  // the whole workgroup
+  const uint lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationIndex;
+  const bool live = t0 + gl_SubgroupID < pc.rows;
+  const uint t = min(t0 + gl_SubgroupID, pc.rows - 1u);
+  const uint sequence = io.rows[t].sequence;  // the chunk's one sequence
+  const uint all_keys = io.rows[t].position + 1;
+  const uvec2 mine = key_range(t);
+  // The workgroup's keys: from its first row's first to its last row's last.
+  const uint lo = key_range(t0).x, hi = key_range(min(t0 + QROWS, pc.rows) - 1u).y;
+  STATE;
+  START(t)
+  for (uint base = lo; base < hi; base += BC) {
+    for (uint i = tid; i < BC * CTPR; i += gl_WorkGroupSize.x) {
+      const uint pos = min(base + i / CTPR, hi - 1u);
+      const int at = int((cache_slot(sequence, pos) * HKV + kv_head) * CTPR + i % CTPR);
+      kstage[i] = texelFetch(KT, at);
+      vstage[i] = texelFetch(VT, at);
+    }
+    barrier();
+    // This row's keys of the block: [from, to).
+    const uint from = max(base, mine.x), to = live ? min(base + BC, mine.y) : from;
+    uint pos = from;
+    for (; pos + 4 <= to; pos += 4) {
+      float k0[W], k1[W], k2[W], k3[W], v0[W], v1[W], v2[W], v3[W];
+      load_staged(false, pos - base, lane, k0);
+      load_staged(false, pos + 1 - base, lane, k1);
+      load_staged(false, pos + 2 - base, lane, k2);
+      load_staged(false, pos + 3 - base, lane, k3);
+      load_staged(true, pos - base, lane, v0);
+      load_staged(true, pos + 1 - base, lane, v1);
+      load_staged(true, pos + 2 - base, lane, v2);
+      load_staged(true, pos + 3 - base, lane, v3);
+      UPDATE4(pos, k0, k1, k2, k3, v0, v1, v2, v3)
+    }
+    for (; pos < to; ++pos) {
+      float k0[W], v0[W];
+      load_staged(false, pos - base, lane, k0);
+      load_staged(true, pos - base, lane, v0);
+      UPDATE1(pos, k0, v0)
+    }
+    barrier();
+  }
+  if (live) {
+    FINISH(t)
+  }
+}
+
+void main() {
+  if (QROWS > 1u) {
+    staged();
+    return;
+  }
+  const uint kv_head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  if (t >= pc.rows) return;
+  const uint lane = gl_LocalInvocationID.x;
+  const uint sequence = io.rows[t].sequence;
+  const uint all_keys = io.rows[t].position + 1;
+  const uvec2 range = key_range(t);
+  const uint first = range.x, keys = range.y;
+
+  STATE;
+  START(t)
   uint pos = first;
   for (; pos + 4 <= keys; pos += 4) {
     float k0[W], k1[W], k2[W], k3[W], v0[W], v1[W], v2[W], v3[W];
@@ -95,64 +240,13 @@ void main() {
     load(VT, sequence, pos + 1, kv_head, lane, v1);
     load(VT, sequence, pos + 2, kv_head, lane, v2);
     load(VT, sequence, pos + 3, kv_head, lane, v3);
-    [[unroll]] for (uint g = 0; g < G; ++g) {
-      vec4 partial = vec4(0.0);
-      [[unroll]] for (uint d = 0; d < W; ++d)
-        partial += qv[g * W + d] * vec4(k0[d], k1[d], k2[d], k3[d]);
-      vec4 score = subgroupAdd(partial);
-#if SOFTCAPPED
-      score = vec4(softcap(score.x, SOFTCAP), softcap(score.y, SOFTCAP), softcap(score.z, SOFTCAP),
-                   softcap(score.w, SOFTCAP));
-#endif
-#if ALIBI
-      score += SLOPES[kv_head * G + g] * (vec4(float(pos), float(pos + 1), float(pos + 2), float(pos + 3)) - float(all_keys - 1));
-#endif
-      const float m_new = max(m[g], max(max(score.x, score.y), max(score.z, score.w)));
-      const float correction = exp(m[g] - m_new);
-      const vec4 weight = exp(score - m_new);
-      l[g] = l[g] * correction + (weight.x + weight.y) + (weight.z + weight.w);
-      [[unroll]] for (uint d = 0; d < W; ++d)
-        acc[g * W + d] = acc[g * W + d] * correction + dot(weight, vec4(v0[d], v1[d], v2[d], v3[d]));
-      m[g] = m_new;
-    }
+    UPDATE4(pos, k0, k1, k2, k3, v0, v1, v2, v3)
   }
   for (; pos < keys; ++pos) {  // the last 0–3 keys
     float k0[W], v0[W];
     load(KT, sequence, pos, kv_head, lane, k0);
     load(VT, sequence, pos, kv_head, lane, v0);
-    [[unroll]] for (uint g = 0; g < G; ++g) {
-      float partial = 0.0;
-      [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * k0[d];
-      float score = subgroupAdd(partial);
-#if SOFTCAPPED
-      score = softcap(score, SOFTCAP);
-#endif
-#if ALIBI
-      score += SLOPES[kv_head * G + g] * (float(pos) - float(all_keys - 1));
-#endif
-      const float m_new = max(m[g], score);
-      const float correction = exp(m[g] - m_new), weight = exp(score - m_new);
-      l[g] = l[g] * correction + weight;
-      [[unroll]] for (uint d = 0; d < W; ++d) acc[g * W + d] = acc[g * W + d] * correction + weight * v0[d];
-      m[g] = m_new;
-    }
+    UPDATE1(pos, k0, v0)
   }
-
-  [[unroll]] for (uint g = 0; g < G; ++g) {
-    const uint obase = t * (HQ * DH) + (kv_head * G + g) * DH;
-    [[unroll]] for (uint d = 0; d < W; ++d) {
-      const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;
-      if (!owns(lane, d)) continue;
-      if (SPLITS == 1) {
-        o[obase + dim] = acc[g * W + d] / l[g];
-      } else {
-        const uint at = ((t * HQ + kv_head * G + g) * SPLITS + gl_WorkGroupID.z) * (DH + 2);
-        part[at + 2 + dim] = acc[g * W + d];
-        if (dim == 0) {
-          part[at] = m[g];  // -inf for an empty range: weighs nothing when merged
-          part[at + 1] = l[g];
-        }
-      }
-    }
-  }
+  FINISH(t)
 }

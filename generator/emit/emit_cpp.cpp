@@ -426,7 +426,8 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     };
     data item;
     item.set("init", "{\"" + std::string(c.name) + "\", " + (c.cpu_only ? "true" : "false") + ", " + i(c.min_subgroup) +
-                         ", " + i(c.min_shared) + ", " + tile(c.decode) + ", " + tile(c.prefill) + ", " + tile(c.batch) + ", " + i(c.splits) + "}");
+                         ", " + i(c.min_shared) + ", " + tile(c.decode) + ", " + tile(c.prefill) + ", " + tile(c.batch) + ", " + i(c.splits) + ", " +
+                         i(c.attention_rows) + "}");
     class_items.push_back(item);
   }
   root.set("device_classes", class_items);

@@ -655,7 +655,9 @@ class Lowering {
 // the tiled layout, 64 rows × 32 tokens a workgroup of 128 invocations (a
 // 4 × 4 block of sums each), whose shared memory (22,784 bytes gated) every
 // GPU past the Vulkan minimum of 16 KiB has, and lavapipe too, so the class
-// runs in the tests. Narrow subgroups (under 8 lanes) run the decode layout
+// runs in the tests; its prompt's attention takes 4 rows a workgroup, a
+// subgroup each, over keys and values staged in shared memory (each read
+// once per 4 rows). Narrow subgroups (under 8 lanes) run the decode layout
 // for prompts on a CPU; a GPU without that shared memory does.
 // LATHE_TILE_DECODE, _PREFILL and _BATCH override a class's tiles at run
 // time, for such measurements.
@@ -668,7 +670,8 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   return {
       {"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1},
       {"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1},
-      {"gpu", false, 1, gpu_prefill.shared_bytes(true), gpu_decode, gpu_prefill, gpu_batch, 16},
+      {"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes), gpu_decode, gpu_prefill,
+       gpu_batch, 16, 4},
       {"gpu-basic", false, 1, 0, gpu_decode, gpu_decode, gpu_batch, 16},
   };
 }

@@ -100,7 +100,8 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
     case kernels::SpecConstants::Splits: key.spec_constants.push_back(splits); break;
     case kernels::SpecConstants::Ring: key.spec_constants.push_back(ring.at(static_cast<size_t>(d.layer))); break;
     case kernels::SpecConstants::SplitsRing:
-      key.spec_constants.insert(key.spec_constants.end(), {splits, ring.at(static_cast<size_t>(d.layer))});
+      key.spec_constants[0] = lanes * attention_rows(tile);
+      key.spec_constants.insert(key.spec_constants.end(), {splits, ring.at(static_cast<size_t>(d.layer)), attention_rows(tile)});
       break;
   }
   key.push_size = static_cast<uint32_t>(k.push_size);
@@ -187,7 +188,7 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
     switch (d.grid) {
       case plan::Grid::Rows: vkCmdDispatch(cb, used_rows, 1, 1); break;
       case plan::Grid::Heads: vkCmdDispatch(cb, d.groups_x, used_rows, 1); break;
-      case plan::Grid::Split: vkCmdDispatch(cb, d.groups_x, used_rows, splits); break;
+      case plan::Grid::Split: vkCmdDispatch(cb, d.groups_x, ceil_div(used_rows, attention_rows(tile)), splits); break;
       case plan::Grid::Tiles:
       case plan::Grid::Experts:
         // Experts: a column of tiles per expert with tokens (moe_route lists

@@ -69,6 +69,12 @@ struct Session::Impl {
   // the demo model on 2 loaded cores).
   static constexpr uint32_t kPrefillLayoutRows = 8;
   const Tile& tile_for(uint32_t rows) const { return rows >= kPrefillLayoutRows ? prefill : decode; }
+  // Attention's rows a workgroup in a layout: the class's in the prefill
+  // layout (a chunk's rows are one sequence's), else 1 (a batched step's
+  // rows are of several sequences).
+  uint32_t attention_rows(const Tile& tile) const {
+    return tile == prefill && !(prefill == decode) ? device_class->attention_rows : 1;
+  }
   std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
 
   std::shared_ptr<vk::Pipelines> pipelines;  // shared with the other sessions on this device (Pipelines::shared)

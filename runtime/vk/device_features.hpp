@@ -9,7 +9,7 @@
 namespace lathe::vk {
 
 inline plan::DeviceFeatures device_features(const DeviceInfo& d) {
-  return {d.type == VK_PHYSICAL_DEVICE_TYPE_CPU, d.subgroup_size, d.max_compute_shared_memory};
+  return {d.type == VK_PHYSICAL_DEVICE_TYPE_CPU, d.subgroup_size, d.max_compute_shared_memory, d.max_workgroup_invocations};
 }
 
 }  // namespace lathe::vk

@@ -402,7 +402,7 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   CHECK(lathe::plan::classes_valid(classes));
   CHECK(lathe::plan::classes_valid(lathe::lower::device_classes(blocks)));
   const auto pick = [&](bool cpu, uint32_t subgroup, uint32_t shared = 32768) {
-    const int32_t i = lathe::plan::first_met(classes, DeviceFeatures{cpu, subgroup, shared});
+    const int32_t i = lathe::plan::first_met(classes, DeviceFeatures{cpu, subgroup, shared, 1024});
     REQUIRE(i >= 0);
     return std::string(classes[static_cast<size_t>(i)].name);
   };
@@ -418,13 +418,15 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
     CAPTURE(c.name);
     if (c.cpu_only) CHECK((c.prefill == c.decode) == (c.min_subgroup < lathe::plan::Tile::kPrefillTokens));
     else CHECK((c.prefill == c.decode) == (c.min_shared == 0));
-    CHECK(c.min_shared == c.prefill.shared_bytes(true));
+    CHECK(c.min_shared == std::max(c.prefill.shared_bytes(true), c.attention_rows > 1 ? lathe::plan::kAttentionStageBytes : 0u));
     CHECK(c.splits == (c.cpu_only ? 1u : 16u));
   }
   CHECK(classes[0].batch == lathe::plan::Tile{64, 4, 1});
   CHECK(lathe::lower::device_classes(blocks)[0].batch == lathe::plan::Tile{16, 4, 2});
   CHECK(classes[2].prefill == lathe::plan::Tile{64, 32, 1});  // tiled: 4 × 4 sums an invocation
   CHECK(classes[2].min_shared == 22784);  // 64 and 64 gated rows, 32 tokens, 32 values of K: lavapipe's 32 KiB hold it
+  CHECK(classes[2].attention_rows == 4);  // a prompt's attention: 4 rows a workgroup over staged keys
+  CHECK(lathe::plan::first_met(classes, DeviceFeatures{false, 64, 65536, 128}) == 3);  // 4 subgroups of 64 lanes: too many invocations
   CHECK(classes[2].decode == lathe::plan::Tile{1, 1, 2});  // a subgroup a row: thousands in flight on a GPU
   // What would leave a device without a class, or run a tile matmul cannot, is refused.
   std::vector<DeviceClass> bad = classes;
@@ -450,6 +452,9 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   bad.back().min_shared = 1;  // the last class needs nothing
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   CHECK(lathe::plan::needs_text(classes[0]) == "a CPU device with subgroups of 8 lanes or more");
-  CHECK(lathe::plan::needs_text(classes[2]) == "22784 bytes of shared memory or more");
+  CHECK(lathe::plan::needs_text(classes[2]) == "22784 bytes of shared memory or more, workgroups of 4 subgroups");
+  bad = classes;
+  bad[0].attention_rows = 4;  // staged attention needs the shared memory the class asks for
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
   CHECK(lathe::plan::needs_text(classes.back()) == "nothing");
 }

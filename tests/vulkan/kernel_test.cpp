@@ -1035,17 +1035,23 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     Report report(m, k, worst);
     struct Case {
       uint32_t rows, position;
+      uint32_t qrows = 1;  // rows a workgroup (QROWS: the gpu class's prompts stage keys for 4)
     };
     const uint32_t late = static_cast<uint32_t>(std::min<int64_t>(90, s.dims.max_context - 1));
     std::vector<Case> cases = {Case{4, 29}, Case{1, late}, Case{3, 0}};
     // Past the window: several rows whose first keys leave it, and a decode step.
     if (window > 0) cases.insert(cases.end(), {Case{5, window + 3}, Case{1, 2 * window + 1}});
+    // Staged: 4 rows a workgroup, a partial one (3 rows), and 6 rows (a
+    // second workgroup of 2) past the window.
+    cases.insert(cases.end(), {Case{4, 29, 4}, Case{3, 0, 4}});
+    if (window > 0) cases.push_back(Case{6, window + 3, 4});
     for (const Case cs : cases) {
       // A windowed layer's cache is a ring of W + rows − 1 positions (the
       // fewest a chunk needs): position p at slot p mod ring, wrapped here.
       const uint32_t ring = window > 0 ? window + cs.rows - 1 : 0;
       const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position) +
-                               (ring ? " over a ring of " + std::to_string(ring) : "");
+                               (ring ? " over a ring of " + std::to_string(ring) : "") +
+                               (cs.qrows > 1 ? ", " + std::to_string(cs.qrows) + " a workgroup" : "");
       CAPTURE(what);
       const push::AttentionPush push = layout.push(cs.rows);
       const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride, -2.0f, 2.0f);
@@ -1065,7 +1071,8 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
                                                       .v_cache = vk::TexelBinding{vview.handle()},
                                                       .out = whole(o),
                                                       .partials = gpu.no_buffer()},
-              push, hkv, cs.rows, {1, ring});  // a workgroup per KV head; one key range (split ranges: the model tests)
+              push, hkv, (cs.rows + cs.qrows - 1) / cs.qrows, {1, ring, cs.qrows}, 1,
+              device.info().subgroup_size * cs.qrows);  // a workgroup per KV head; one key range (split ranges: the model tests)
       const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
 
       auto cached = [&](const std::vector<std::byte>& c_, uint32_t pos, uint32_t h, uint32_t i) {
