@@ -187,13 +187,13 @@ struct Options {
   std::string decode_tiles, prefill_tiles;  // --decode-tiles, --prefill-tiles: a sweep instead of the class's tiles
 };
 
-// "rows,tokens,texels/…" as tiles; throws InvalidArgument naming the option.
+// "rows,tokens,texels[,subgroups]/…" as tiles; throws InvalidArgument naming the option.
 std::vector<plan::Tile> parse_tiles(const std::string& option, const std::string& text) {
   std::vector<plan::Tile> out;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, '/');) {
     const std::optional<plan::Tile> t = plan::parse_tile(item);
-    if (!t) throw Error(ErrorKind::InvalidArgument, option + ": '" + item + "' is not rows,tokens,texels");
+    if (!t) throw Error(ErrorKind::InvalidArgument, option + ": '" + item + "' is not rows,tokens,texels[,subgroups]");
     out.push_back(*t);
   }
   return out;
@@ -540,7 +540,7 @@ int main(int argc, char** argv) {
   app.add_option("--tg", opt.tg, "With --depths: decode steps of the generation test (default 128)")->check(CLI::Range(1, 4096));
   app.add_option("--repeats", opt.repeats, "With --depths: runs of each test, the best counts (default 3)")->check(CLI::Range(1, 100));
   app.add_option("--decode-tiles", opt.decode_tiles,
-                 "With --depths: a sweep of the decode test over these matmul tiles, rows,tokens,texels/… "
+                 "With --depths: a sweep of the decode test over these matmul tiles, rows,tokens,texels[,subgroups]/… "
                  "(tokens 1), instead of the device class's");
   app.add_option("--prefill-tiles", opt.prefill_tiles,
                  "With --depths: a sweep of the prefill test over these matmul tiles (tokens 8, or tiled: 32 or 64)");

@@ -235,7 +235,7 @@ enum class Family : uint8_t { Embed, Norm, Matmul, RopeKv, Attention, AttentionC
 // size (the device's subgroup size).
 enum class SpecConstants : uint8_t {
   None,
-  Tile,    // matmul: 1 ROWS, 2 TOKENS, 3 TEXELS (the device's tile)
+  Tile,    // matmul: 1 ROWS, 2 TOKENS, 3 TEXELS, 4 GROUPS (the device's tile)
   Splits,  // attention_combine: 1 SPLITS, key ranges per (head, row)
   Ring,    // rope_kv: 1 RING, the positions the layer's cache holds (position p at slot p mod RING)
   SplitsRing,  // attention: 1 SPLITS, 2 RING, 3 QROWS (rows a workgroup: the class's in a prompt chunk, else 1)

@@ -17,14 +17,16 @@ std::string needs_text(const DeviceClass& c) {
 }
 
 std::string tile_text(const Tile& t) {
-  return std::to_string(t.rows) + "×" + std::to_string(t.tokens) + "×" + std::to_string(t.texels);
+  return std::to_string(t.rows) + "×" + std::to_string(t.tokens) + "×" + std::to_string(t.texels) +
+         (t.groups > 1 ? " in " + std::to_string(t.groups) + " subgroups" : "");
 }
 
 std::optional<Tile> parse_tile(std::string_view text) {
   Tile t;
   char end = 0;
   const std::string s(text);
-  if (std::sscanf(s.c_str(), "%u,%u,%u%c", &t.rows, &t.tokens, &t.texels, &end) != 3) return std::nullopt;
+  const int n = std::sscanf(s.c_str(), "%u,%u,%u,%u%c", &t.rows, &t.tokens, &t.texels, &t.groups, &end);
+  if (n != 3 && n != 4) return std::nullopt;
   return t;
 }
 

@@ -157,19 +157,22 @@ inline std::vector<int32_t> weight_members(const Pack& p) {
 
 // matmul.comp's layouts, its specialization constants 1–3: decode (tokens <
 // 8) gives a subgroup-sized workgroup `rows` weight rows for `tokens` tokens
-// (1, or a batched decode step's sequences), texels per lane per chunk of K;
+// (1, or a batched decode step's sequences), texels per lane per chunk of K,
+// and a workgroup of `groups` such subgroups (1–8, specialization constant 4);
 // prefill (tokens 8) gives each lane `rows` rows for 8 tokens; tiled
 // (tokens 32 or 64: GPUs) gives a workgroup of kTiledThreads invocations
 // `rows` rows (64 or 128) × `tokens` tokens, staged in shared memory
 // 32 · texels values of K (texels 1–4) a step.
 struct Tile {
-  uint32_t rows = 0, tokens = 0, texels = 0;
+  uint32_t rows = 0, tokens = 0, texels = 0, groups = 1;
   static constexpr uint32_t kPrefillTokens = 8;
   static constexpr uint32_t kTiledThreads = 128;
   constexpr bool tiled() const { return tokens > kPrefillTokens; }
-  constexpr uint32_t rows_per_group(uint32_t lanes) const { return tokens == kPrefillTokens ? rows * lanes : rows; }
+  constexpr uint32_t rows_per_group(uint32_t lanes) const {
+    return tokens == kPrefillTokens ? rows * lanes : tiled() ? rows : rows * groups;
+  }
   // The workgroup size (specialization constant 0).
-  constexpr uint32_t threads(uint32_t lanes) const { return tiled() ? kTiledThreads : lanes; }
+  constexpr uint32_t threads(uint32_t lanes) const { return tiled() ? kTiledThreads : lanes * groups; }
   // Shared memory the layout declares, in bytes, for a matmul with one weight
   // matrix or two (gated): matmul.comp's ws, ws2, xs, tstats and partial.
   constexpr uint32_t shared_bytes(bool gated) const {
@@ -180,11 +183,14 @@ struct Tile {
   constexpr bool operator==(const Tile&) const = default;
 };
 
-// A tile matmul.comp can run: rows in [1, 64], texels in [1, 8]; tiled as above.
+// A tile matmul.comp can run: rows in [1, 64], texels in [1, 8], groups in
+// [1, 8] (the decode layout's; 1 otherwise); tiled as above.
 constexpr bool tile_fits(const Tile& t) {
   if (t.tiled())
-    return (t.rows == 64 || t.rows == 128) && (t.tokens == 32 || t.tokens == 64) && t.texels >= 1 && t.texels <= 4;
-  return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8;
+    return (t.rows == 64 || t.rows == 128) && (t.tokens == 32 || t.tokens == 64) && t.texels >= 1 && t.texels <= 4 &&
+           t.groups == 1;
+  return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8 && t.groups >= 1 && t.groups <= 8 &&
+         (t.groups == 1 || t.tokens < Tile::kPrefillTokens);
 }
 // A decode tile takes 1 token; a prefill tile is the decode tile itself, 8
 // tokens broadcast from 8 lanes (subgroups of `lanes` or more), or tiled
@@ -230,7 +236,8 @@ struct DeviceClass {
 
 constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
   return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup && f.shared >= c.min_shared &&
-         f.invocations >= std::max(f.subgroup * c.attention_rows, c.prefill.threads(f.subgroup));
+         f.invocations >= std::max({f.subgroup * c.attention_rows, c.prefill.threads(f.subgroup),
+                                    c.decode.threads(f.subgroup), c.batch.threads(f.subgroup)});
 }
 
 // "a CPU device with subgroups of 8 lanes or more"; "22784 bytes of shared
@@ -238,9 +245,9 @@ constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
 std::string needs_text(const DeviceClass& c);
 // What a class needs and runs, in a line (`<model> info`, `lathe devices`).
 std::string class_text(const DeviceClass& c);
-// "32×1×2": rows × tokens × texels.
+// "32×1×2": rows × tokens × texels; "1×1×2 in 4 subgroups".
 std::string tile_text(const Tile& t);
-// "rows,tokens,texels" (LATHE_TILE_*, lathe_bench's tile lists) as a tile,
+// "rows,tokens,texels[,groups]" (LATHE_TILE_*, lathe_bench's tile lists) as a tile,
 // or nullopt; whether matmul can run it is the caller's to check.
 std::optional<Tile> parse_tile(std::string_view text);
 
@@ -283,7 +290,10 @@ constexpr size_t dispatch_count(const Plan& p, bool split) {
 // itself, for narrow subgroups, or tiled within the class's shared memory),
 // a batch 1–7; at least one key range.
 constexpr bool classes_valid(std::span<const DeviceClass> classes) {
-  if (classes.empty() || classes.back().cpu_only || classes.back().min_subgroup > 1 || classes.back().min_shared > 0)
+  if (classes.empty()) return false;
+  const DeviceClass& last = classes.back();  // needs nothing: workgroups of one subgroup, no shared memory
+  if (last.cpu_only || last.min_subgroup > 1 || last.min_shared > 0 || last.attention_rows > 1 ||
+      last.decode.groups > 1 || last.batch.groups > 1 || last.prefill.tiled())
     return false;
   for (const DeviceClass& c : classes) {
     if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup, c.min_shared) || !tile_fits(c.batch) ||

@@ -39,8 +39,10 @@
 //              matrices of n rows stacked; the workgroup's token rows are the
 //              slots moe_route listed for e, x read at the slot's token
 //              (slot / TOPK) or, X_OF_SLOT, at the slot itself; y written at the slot
-// Specialization constants: 0 the workgroup size (the subgroup size; 128
-// tiled), 1 ROWS, 2 TOKENS, 3 XT (tiled: units of 32 values of K a step).
+// Specialization constants: 0 the workgroup size (the subgroup size × GROUPS;
+// 128 tiled), 1 ROWS, 2 TOKENS, 3 XT (tiled: units of 32 values of K a
+// step), 4 GROUPS: subgroups a workgroup in decode, each its own ROWS rows
+// (a GPU keeps more of them resident than one-subgroup workgroups).
 // Push constants (MatmulPush): rows, n, x_row0, gate_row0, up_row0, col0, y_stride
 // (a split matrix's row range writes its columns from col0 of a wider y).
 // Buffers: W, W2 [N][K] texels; x [rows][K] f32; bias, bias2 [N] f32; y [rows][n] f32;
@@ -52,6 +54,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 8;
 layout(constant_id = 2) const uint TOKENS = 1;
 layout(constant_id = 3) const uint XT = 2;  // texels per lane per chunk of K
+layout(constant_id = 4) const uint GROUPS = 1;
 
 layout(binding = BINDING_w) uniform usamplerBuffer W;
 layout(binding = BINDING_w2) uniform usamplerBuffer W2;
@@ -106,7 +109,7 @@ uint expert_row0() {
   return 0u;
 #endif
 }
-const uint LANES = gl_WorkGroupSize.x;
+const uint LANES = gl_WorkGroupSize.x / GROUPS;  // a subgroup's
 
 #if NORM
 // Mean and 1/sqrt(variance + eps) of input row `row` (the mean is 0 for
@@ -173,8 +176,8 @@ void store(uint row, uint t, float sum, float sum2) {
 }
 
 void decode() {
-  const uint lane = gl_LocalInvocationID.x;
-  const uint row0 = gl_WorkGroupID.x * ROWS;
+  const uint lane = GROUPS == 1u ? gl_LocalInvocationID.x : gl_SubgroupInvocationID;
+  const uint row0 = (gl_WorkGroupID.x * GROUPS + (GROUPS == 1u ? 0u : gl_SubgroupID)) * ROWS;
   const uint t0 = gl_WorkGroupID.y * TOKENS;
   const uint rows = tile_rows();
   if (t0 >= rows) return;  // the whole workgroup: an expert with fewer tokens

@@ -651,28 +651,32 @@ class Lowering {
 // bench/gpu/run --sweep measures them): decode one row a subgroup, each lane
 // reading 2 texels (32 bytes) of a row per step, consecutive lanes
 // consecutive texels, so that a 4096-row matrix gives 4096 subgroups where
-// 32 rows a subgroup would leave an H100's 132 multiprocessors 128; a prompt
+// 32 rows a subgroup would leave an H100's 132 multiprocessors 128, and 4
+// subgroups a workgroup (a multiprocessor holds a bounded number of
+// workgroups: 32 on NVIDIA's, so one-subgroup workgroups would fill half
+// its 64 warp slots); a prompt
 // the tiled layout, 64 rows × 32 tokens a workgroup of 128 invocations (a
 // 4 × 4 block of sums each), whose shared memory (22,784 bytes gated) every
 // GPU past the Vulkan minimum of 16 KiB has, and lavapipe too, so the class
 // runs in the tests; its prompt's attention takes 4 rows a workgroup, a
 // subgroup each, over keys and values staged in shared memory (each read
 // once per 4 rows). Narrow subgroups (under 8 lanes) run the decode layout
-// for prompts on a CPU; a GPU without that shared memory does.
+// for prompts on a CPU; a GPU without that shared memory does, in
+// workgroups of one subgroup (a device may allow no more).
 // LATHE_TILE_DECODE, _PREFILL and _BATCH override a class's tiles at run
 // time, for such measurements.
 std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   const bool blocks = std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return is_block_dtype(d); });
   const plan::Tile decode{32, 1, 2};
   const plan::Tile cpu_batch = blocks ? plan::Tile{16, 4, 2} : plan::Tile{64, 4, 1};
-  const plan::Tile gpu_decode{1, 1, 2}, gpu_prefill{64, 32, 1}, gpu_batch{4, 4, 2};
+  const plan::Tile gpu_decode{1, 1, 2, 4}, gpu_prefill{64, 32, 1}, gpu_batch{4, 4, 2, 4};
   constexpr uint32_t wide = plan::Tile::kPrefillTokens;
   return {
       {"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1},
       {"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1},
       {"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes), gpu_decode, gpu_prefill,
        gpu_batch, 16, 4},
-      {"gpu-basic", false, 1, 0, gpu_decode, gpu_decode, gpu_batch, 16},
+      {"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16},  // workgroups of one subgroup: any device
   };
 }
 

@@ -28,7 +28,7 @@ Tile tile_from_env(const char* name, Tile t, uint32_t shared) {
     const Tile& e = *parsed;
     const bool batch_tokens = t.tokens > 1 && t.tokens < Tile::kPrefillTokens && e.tokens >= 1 && e.tokens < Tile::kPrefillTokens;
     if (t.tiled() != e.tiled() || (e.tiled() && e.shared_bytes(true) > shared)) return t;
-    return Tile{e.rows, batch_tokens || e.tiled() ? e.tokens : t.tokens, e.texels};
+    return Tile{e.rows, batch_tokens || e.tiled() ? e.tokens : t.tokens, e.texels, t.tiled() || t.tokens == Tile::kPrefillTokens ? 1u : e.groups};
   }
   return t;
 }
@@ -73,7 +73,7 @@ void Session::set_tiles(const Tile& decode, const Tile& prefill) {
   if (!plan::layouts_fit(decode, prefill, s.lanes, s.device.info().max_compute_shared_memory))
     throw Error(ErrorKind::InvalidArgument,
                 "tiles: decode " + plan::tile_text(decode) + ", prefill " + plan::tile_text(prefill) +
-                    ": rows 1–64 and texels 1–8 each, decode 1 token, prefill the decode tile, " +
+                    ": rows 1–64, texels 1–8 and (decode) subgroups 1–8 each, decode 1 token, prefill the decode tile, " +
                     std::to_string(Tile::kPrefillTokens) + " tokens (on subgroups of as many lanes or more) or tiled " +
                     "(32 or 64 tokens, 64 or 128 rows, texels 1–4, within the device's " +
                     std::to_string(s.device.info().max_compute_shared_memory) + " bytes of shared memory" +
@@ -96,7 +96,9 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
   key.spec_constants = {f.spec_constants == kernels::SpecConstants::Tile ? tile.threads(lanes) : lanes};
   switch (f.spec_constants) {
     case kernels::SpecConstants::None: break;
-    case kernels::SpecConstants::Tile: key.spec_constants.insert(key.spec_constants.end(), {tile.rows, tile.tokens, tile.texels}); break;
+    case kernels::SpecConstants::Tile:
+      key.spec_constants.insert(key.spec_constants.end(), {tile.rows, tile.tokens, tile.texels, tile.groups});
+      break;
     case kernels::SpecConstants::Splits: key.spec_constants.push_back(splits); break;
     case kernels::SpecConstants::Ring: key.spec_constants.push_back(ring.at(static_cast<size_t>(d.layer))); break;
     case kernels::SpecConstants::SplitsRing:
@@ -113,7 +115,7 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
 // a batched step never builds the prefill or batch layout's kernels (on
 // lavapipe most of a quantized model's start).
 const std::vector<const vk::Pipeline*>& Session::Impl::pipelines_for(const Tile& tile) {
-  std::vector<const vk::Pipeline*>& out = layouts[{tile.rows, tile.tokens, tile.texels}];
+  std::vector<const vk::Pipeline*>& out = layouts[{tile.rows, tile.tokens, tile.texels, tile.groups}];
   if (out.empty()) {
     std::vector<vk::Pipelines::Request> requests;
     for (size_t i : active) requests.push_back(pipeline_request(plan.dispatches[i], tile));

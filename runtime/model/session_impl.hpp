@@ -78,7 +78,7 @@ struct Session::Impl {
   std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
 
   std::shared_ptr<vk::Pipelines> pipelines;  // shared with the other sessions on this device (Pipelines::shared)
-  std::map<std::array<uint32_t, 3>, std::vector<const vk::Pipeline*>> layouts;  // pipelines_for, by rows, tokens, texels
+  std::map<std::array<uint32_t, 4>, std::vector<const vk::Pipeline*>> layouts;  // pipelines_for, by rows, tokens, texels, groups
   vk::DescriptorArena arena;
   std::vector<DeviceTensor> tensors;
   std::vector<DevicePack> packs;

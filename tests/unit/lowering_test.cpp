@@ -427,7 +427,12 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   CHECK(classes[2].min_shared == 22784);  // 64 and 64 gated rows, 32 tokens, 32 values of K: lavapipe's 32 KiB hold it
   CHECK(classes[2].attention_rows == 4);  // a prompt's attention: 4 rows a workgroup over staged keys
   CHECK(lathe::plan::first_met(classes, DeviceFeatures{false, 64, 65536, 128}) == 3);  // 4 subgroups of 64 lanes: too many invocations
-  CHECK(classes[2].decode == lathe::plan::Tile{1, 1, 2});  // a subgroup a row: thousands in flight on a GPU
+  CHECK(classes[2].decode == lathe::plan::Tile{1, 1, 2, 4});  // a subgroup a row: thousands in flight on a GPU
+  CHECK(lathe::plan::tile_text(classes[2].decode) == "1×1×2 in 4 subgroups");
+  CHECK(lathe::plan::parse_tile("1,1,2,4") == classes[2].decode);
+  CHECK(lathe::plan::parse_tile("1,1,2") == lathe::plan::Tile{1, 1, 2, 1});
+  CHECK_FALSE(lathe::plan::parse_tile("1,1,2,4,5"));
+  CHECK_FALSE(lathe::plan::tile_fits({32, 8, 1, 2}));  // subgroups a workgroup: the decode layout's alone
   // What would leave a device without a class, or run a tile matmul cannot, is refused.
   std::vector<DeviceClass> bad = classes;
   bad.pop_back();

@@ -727,6 +727,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       uint32_t gate_row0, up_row0;
       uint32_t col0 = 0;  // > 0: W's (and W2's) rows from col0 bound alone, into y's columns from col0 (plan::Part)
       uint32_t texels = 2;  // spec constant 3
+      uint32_t groups = 1;  // spec constant 4: subgroups a workgroup (decode)
+      plan::Tile tile() const { return {tile_rows, tokens, texels, groups}; }
     };
     const Case batched = {"batched decode of 13 rows (16 × 4)", 16, 4, kRows, 0, false, 0, 0};
     std::vector<Case> cases = {{"decode", 16, 1, 1, 0, false, 0, 0},
@@ -736,6 +738,10 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     // One layout suffices here: both store through one epilogue (the model
     // test of tiny-split-rows runs both layouts over row ranges).
     cases.push_back({"a row range: rows 16.. of W into columns 16.. of y", 16, 1, 1, 0, false, 0, 0, 16});
+    // The gpu class's decode: a row a subgroup, 4 subgroups a workgroup; and
+    // a batched step in 4 subgroups of 2 rows × 4 tokens.
+    cases.push_back({"decode, 4 subgroups of a row (the gpu class's)", 1, 1, 1, 0, false, 0, 0, 0, 2, 4});
+    cases.push_back({"batched decode of 13 rows in 4 subgroups of 2 × 4", 2, 4, kRows, 0, false, 0, 0, 0, 2, 4});
     // The tiled layout (the gpu class's prompts): its tile; over a row
     // range the widest lavapipe's 32 KiB of shared memory hold (8 × 8 sums
     // an invocation; 4 × 8 gated); 64 values of K a step.
@@ -754,6 +760,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     }
 
     // Runs a case on y's initial rows (the residual stream, else guards); y's words after.
+    const uint32_t lanes = device.info().subgroup_size;
     auto run = [&](const Case& cs, const float* residual_rows) {
       std::vector<float> initial(size_t{cs.rows} * n, kGuard);
       if (residual) std::copy_n(residual_rows, initial.size(), initial.begin());
@@ -776,17 +783,19 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                   .route = gpu.no_buffer()},
               push::MatmulPush{.rows = cs.rows, .n = computed, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0,
                                .up_row0 = cs.up_row0, .col0 = cs.col0, .y_stride = n},
-              (computed + cs.tile_rows - 1) / cs.tile_rows, (cs.rows + cs.tokens - 1) / cs.tokens,
-              {cs.tile_rows, cs.tokens, cs.texels}, 1, plan::Tile{cs.tile_rows, cs.tokens, cs.texels}.threads(device.info().subgroup_size));
+              (computed + cs.tile().rows_per_group(lanes) - 1) / cs.tile().rows_per_group(lanes),
+              (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens, cs.texels, cs.groups}, 1,
+              cs.tile().threads(lanes));
       return read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
     };
 
     Report report(m, k, worst, " (n = " + std::to_string(n) + " of " + std::to_string(full) + " rows)");
-    std::vector<float> batched_out;
+    std::vector<float> batched_out, grouped_out;
     for (const Case& cs : cases) {
       CAPTURE(cs.what);
       const std::vector<float> out = run(cs, y0.data());
       if (cs.what == batched.what) batched_out = out;
+      if (cs.groups > 1 && cs.tokens > 1) grouped_out = out;
       const Weights& second = cs.fused ? w : w2;
 
       const std::vector<float>& b2 = cs.fused ? bias_values : bias2_values;
@@ -820,11 +829,13 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       report.check(cs.what, e.value(), kMatmulTolerance);
     }
     // A batched decode step's rows hold the bits of each row decoded alone
-    // (a sequence's output does not depend on what else runs).
+    // (a sequence's output does not depend on what else runs), in one
+    // subgroup a workgroup or several.
     for (uint32_t t : {0u, 5u, kRows - 1}) {
       CAPTURE(t);
       const std::vector<float> alone = run({"decode alone", 16, 1, 1, t, false, 0, 0}, &y0[size_t{t} * n]);
       CHECK(std::memcmp(alone.data(), &batched_out[size_t{t} * n], n * sizeof(float)) == 0);
+      CHECK(std::memcmp(alone.data(), &grouped_out[size_t{t} * n], n * sizeof(float)) == 0);
     }
   });
   report_worst("matmul", worst);
@@ -1169,7 +1180,8 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
     down.fill(0, int64_t{E} * ND);
     Worst worst;
     // Rows and the expert matmuls' tile: prefill, tiled prefill, decode.
-    for (const auto& [R, tile] : {std::pair{13u, plan::Tile{8, 8, 2}}, {13u, plan::Tile{64, 32, 1}}, {1u, plan::Tile{16, 1, 2}}}) {
+    for (const auto& [R, tile] : {std::pair{13u, plan::Tile{8, 8, 2}}, {13u, plan::Tile{64, 32, 1}}, {1u, plan::Tile{16, 1, 2}},
+                                    {1u, plan::Tile{1, 1, 2, 4}}}) {
       CAPTURE(R);
       CAPTURE(plan::tile_text(tile));
       // Router logits: row 0 all equal, row 1 two equal top ones (experts 1 and E − 1).
@@ -1252,7 +1264,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
                                                      .bias2 = gpu.no_buffer(), .y = whole(out), .norm_scale = norm_scale,
                                                      .norm_shift = gpu.no_buffer(), .route = whole(rb)},
                 push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0, .col0 = 0, .y_stride = n},
-                (n + per_group - 1) / per_group, (R + tile.tokens - 1) / tile.tokens, {tile.rows, tile.tokens, tile.texels},
+                (n + per_group - 1) / per_group, (R + tile.tokens - 1) / tile.tokens, {tile.rows, tile.tokens, tile.texels, tile.groups},
                 std::min(E, R * K), tile.threads(lanes));
       };
       run_experts(*gated_k, gate.binding(), up.binding(), xb, hb, norm ? vk::Binding(whole(gb)) : gpu.no_buffer(), NI);
