@@ -486,7 +486,13 @@ int run_depths(const Options& opt) {
     try {
       session.set_tiles(run.decode, run.prefill);
     } catch (const Error& e) {
-      throw Error(e.kind(), std::string(run.option) + ": " + e.what());
+      // A tile the kernels run but this device cannot hold (the tiled
+      // layout's shared memory) is skipped, so that one list serves every
+      // GPU; any other is the option's error.
+      const plan::Tile& t = run.pp ? run.prefill : run.decode;
+      if (!sweep || !plan::tile_fits(t)) throw Error(e.kind(), std::string(run.option) + ": " + e.what());
+      std::fprintf(stderr, "%s: tile %s skipped: %s\n", run.option, plan::tile_text(t).c_str(), e.what());
+      continue;
     }
     for (int64_t d : opt.depths) {
       // The best time of `test` after the cache holds d tokens; a sweep's
