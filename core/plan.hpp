@@ -58,14 +58,19 @@ enum class Resource : uint8_t {
 };
 
 // One token row of a pass, as the kernels read it from the IO buffer
-// (common.glsl's IoRow, std430: three words, no padding); argmax writes the
+// (common.glsl's IoRow, std430: four words, no padding); argmax writes the
 // next token into row 0's token.
 struct IoRow {
   uint32_t token = 0;
   uint32_t sequence = 0;  // whose cache the row extends and attends to
   uint32_t position = 0;  // its position in that sequence
+  // The positions its sequence holds once the call that brought the row is
+  // done: a prompt's end for each of its rows, however it is chunked (one
+  // forward call's sequence length, which dynamic NTK RoPE scales by); 0
+  // for a decode step's row (position + 1).
+  uint32_t extent = 0;
 };
-static_assert(sizeof(IoRow) == 12, "common.glsl's IoRow is three 32-bit words");
+static_assert(sizeof(IoRow) == 16, "common.glsl's IoRow is four 32-bit words");
 
 struct Binding {
   Resource resource = Resource::None;

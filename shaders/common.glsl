@@ -72,5 +72,6 @@ struct IoRow {
   uint token;
   uint sequence;
   uint position;
+  uint extent;  // the sequence's positions after the call that brought the row (0: position + 1)
 };
 #define IO_BLOCK(b) layout(std430, binding = b) buffer IO { IoRow rows[]; } io;

@@ -11,6 +11,10 @@
 //   INV_FREQ      float[ROT/2]: theta^(-2i/ROT) with the spec's RoPE scaling (linear, llama3,
 //                 yarn), computed by the generator in double
 //   ROPE_SCALE    the factor on cos and sin (YaRN's attention factor; 1 otherwise)
+//   NTK_DYNAMIC   1: dynamic NTK scaling (HF rope_type "dynamic"): a row whose call
+//                 reaches L = max(extent, position + 1) > NTK_ORIGINAL positions
+//                 turns with the base θ · (NTK_FACTOR · L / NTK_ORIGINAL − NTK_FACTOR + 1)^(ROT / (ROT − 2)),
+//                 i.e. INV_FREQ[j] (θ's) times that ratio^(−2j / ROT)
 //   QK_NORM       0: none; RMSNorm of q and k as they are read, 1: each head over DH
 //                 (Qwen3, Gemma 3), 2: each projection whole (OLMo 2)
 //   QK_EPS, QK_UNIT_OFFSET  its eps, and whether its scale is 1 + w (Gemma)
@@ -62,6 +66,27 @@ float scale_of(bool of_q, uint head, uint d) {
 }
 
 #if ROPE
+// log2 of dynamic NTK's base ratio for row t (0: the base unscaled).
+float ntk_log2(uint t) {
+#if NTK_DYNAMIC
+  const uint extent = max(io.rows[t].extent, io.rows[t].position + 1u);
+  if (extent <= NTK_ORIGINAL) return 0.0;
+  const float ratio = NTK_FACTOR * float(extent) / float(NTK_ORIGINAL) - (NTK_FACTOR - 1.0);
+  return float(ROT) / float(ROT - 2u) * log2(ratio);
+#else
+  return 0.0;
+#endif
+}
+
+// Pair j's inverse frequency under a base ratio of 2^g.
+float inv_freq(uint j, float g) {
+#if NTK_DYNAMIC
+  return INV_FREQ[j] * exp2(-float(2u * j) / float(ROT) * g);
+#else
+  return INV_FREQ[j];
+#endif
+}
+
 // The partner of dim d in its rotation pair, the frequency index, and the
 // sign of the partner's term: rotated[d] = x[d]·cos + sign·x[partner]·sin.
 void pairing(uint d, out uint partner, out uint freq, out float sign_) {
@@ -83,6 +108,9 @@ void main() {
   if (t >= pc.rows) return;
   const uint position = io.rows[t].position, sequence = io.rows[t].sequence;
   const uint lane = gl_LocalInvocationID.x;
+#if ROPE
+  const float g = ntk_log2(t);
+#endif
 
 #if QK_NORM
   // Under a q/k norm every value of q and k is multiplied as it is read by
@@ -110,7 +138,7 @@ void main() {
 #else
     const uint a = 2 * j, b = 2 * j + 1;
 #endif
-    const float angle = float(position) * INV_FREQ[j];
+    const float angle = float(position) * inv_freq(j, g);
     const float c = cos(angle) * ROPE_SCALE, s = sin(angle) * ROPE_SCALE;
     const uint base = pc.q_offset + t * pc.q_stride + head * DH;
     float x0 = q[base + a], x1 = q[base + b];
@@ -139,7 +167,7 @@ void main() {
       uint partner, freq;
       float sign_;
       pairing(d, partner, freq, sign_);
-      const float angle = float(position) * INV_FREQ[freq];
+      const float angle = float(position) * inv_freq(freq, g);
       float x = k[kbase + d], y = k[kbase + partner];
 #if QK_NORM
       x *= k_factor * scale_of(false, head, d);

@@ -187,9 +187,6 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   // Sinusoidal tables would be added by the embedding: no kernel for them yet.
   if (s.position.kind == PositionKind::Sinusoidal)
     refuse("position.kind", std::string("\"") + name(s.position.kind) + "\"");
-  // dynamic_ntk rescales the frequencies with the sequence length: no fixed table.
-  if (s.position.scaling.kind == RopeScaling::DynamicNtk)
-    refuse("position.scaling.kind", std::string("\"") + name(s.position.scaling.kind) + "\"");
   if (s.position.local_theta && s.position.kind != PositionKind::Rope)
     refuse("position.local_theta", "a base of the windowed layers' own is a rope setting");
   // Mixtures of experts run routed gated experts of a pre-norm block.

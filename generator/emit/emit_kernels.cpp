@@ -176,6 +176,11 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       if (rot > 0) {
         const RopeTable table = rope_table(s, k.local);
         constants += define("ROPE_SCALE", number_literal(table.scale, 9)) + float_array("INV_FREQ", table.inv_freq);
+        // Dynamic NTK: the base grows with the call's length at run time
+        // (the windowed layers' own base, position.local_theta, stays).
+        const bool dynamic = s.position.scaling.kind == RopeScaling::DynamicNtk && !k.local;
+        constants += flag("NTK_DYNAMIC", dynamic) + define("NTK_FACTOR", number_literal(s.position.scaling.factor, 9)) +
+                     define("NTK_ORIGINAL", dynamic ? s.position.scaling.original_max_context : int64_t{0});
       }
       return constants;
     }

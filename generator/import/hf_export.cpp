@@ -397,6 +397,9 @@ json hf_config_from_spec(const Spec& s) {
   else if (type == "bloom") config = bloom_config(s);
   else if (type == "mpt") config = mpt_config(s);
   else config = llama_like_config(s, type);
+  // transformers' dynamic NTK scales past max_position_embeddings: the
+  // context the spec's scaling starts from (the spec's own is its reach).
+  if (s.position.scaling.kind == RopeScaling::DynamicNtk) config["max_position_embeddings"] = s.position.scaling.original_max_context;
 
   // The config must import back to this very spec.
   ImportOptions options;

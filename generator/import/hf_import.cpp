@@ -1416,7 +1416,21 @@ class Importer {
     if (type == "linear" || type == "dynamic") {
       sc.set("kind", type == "linear" ? "linear" : "dynamic_ntk", type_key + " = \"" + type + "\"");
       set_num("factor", "factor", true);
-      if (type == "dynamic") read.insert("original_max_position_embeddings");
+      if (type == "dynamic") {
+        // transformers' dynamic NTK scales past max_position_embeddings (it
+        // ignores original_max_position_embeddings) and sets no limit; the
+        // spec's context is the one the factor aims at.
+        read.insert("original_max_position_embeddings");
+        sc.set("original_max_context", max_context_, "max_position_embeddings (dynamic scales past it)");
+        const std::optional<double> factor = number_in(s, key, "factor");
+        if (factor && *factor > 1 && *factor * static_cast<double>(max_context_) <= static_cast<double>(kMaxDim)) {
+          t("dims").set("max_context", static_cast<int64_t>(*factor * static_cast<double>(max_context_)),
+                        "max_position_embeddings × " + key + ".factor (dynamic NTK's reach)");
+        } else if (factor) {
+          c_.error(key + ".factor = " + shown(*factor) + ": dynamic NTK needs a factor above 1 whose product with "
+                   "max_position_embeddings (" + std::to_string(max_context_) + ") is at most " + std::to_string(kMaxDim));
+        }
+      }
     } else if (type == "llama3") {
       sc.set("kind", "llama3", type_key);
       set_num("factor", "factor", true);

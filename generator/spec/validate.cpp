@@ -104,6 +104,14 @@ void validate(const Spec& s, Diagnostics& diag) {
     }
     if (r.kind == RopeScaling::Yarn && r.original_max_context == 0)
       at("position.scaling", "yarn scaling needs position.scaling.original_max_context");
+    if (r.kind == RopeScaling::DynamicNtk) {
+      if (r.original_max_context == 0)
+        at("position.scaling", "dynamic_ntk scaling needs position.scaling.original_max_context");
+      else if (r.original_max_context >= d.max_context)
+        at("position.scaling.original_max_context",
+           "dynamic_ntk scales positions past original_max_context (" + num(r.original_max_context) +
+               "), but dims.max_context is " + num(d.max_context) + ": none would be");
+    }
   } else {
     for (const char* key : {"position.pairing", "position.rotary_dim", "position.theta", "position.local_theta",
                             "position.scaling"})

@@ -179,9 +179,10 @@ std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> t
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(s.options.max_chunk)) {
     const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(tokens.size() - at, static_cast<size_t>(s.options.max_chunk)));
     const int64_t position = s.positions[static_cast<size_t>(sequence)];
+    const auto extent = static_cast<uint32_t>(position - static_cast<int64_t>(at) + static_cast<int64_t>(tokens.size()));
     for (uint32_t r = 0; r < rows; ++r)
       s.io_rows()[r] = {static_cast<uint32_t>(tokens[at + r]), static_cast<uint32_t>(sequence),
-                        static_cast<uint32_t>(position + r)};
+                        static_cast<uint32_t>(position + r), extent};
     s.run_chunk(sequence, rows);
     if (s.options.all_logits) {
       const std::vector<float> chunk = s.read_logits(rows);

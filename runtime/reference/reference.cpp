@@ -32,7 +32,6 @@ double uniform(uint64_t& state) {  // [-1, 1)
 void check_supported(const spec::Spec& s) {
   if (s.position.kind == spec::PositionKind::Sinusoidal) unsupported("position.kind");
   if (s.position.kind == spec::PositionKind::Rope) {
-    if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk) unsupported("position.scaling.kind");
     if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
       unsupported("position.rotary_dim");
   }
@@ -68,16 +67,24 @@ std::span<const float> Weights::of(const std::string& name, int64_t slice, int64
   return std::span<const float>(it->second).subspan(first, static_cast<size_t>(elements));
 }
 
-Rope rope_of(const spec::Spec& spec) {
+Rope rope_of(const spec::Spec& spec, int64_t seq_len) {
   const spec::Position& pos = spec.position;
   const spec::RopeScalingParams& sc = pos.scaling;
   const int64_t dim = pos.rotary_dim;
+  double theta = pos.theta;
+  // Dynamic NTK: past the original context the base grows with the
+  // sequence length of the call, θ · (f · L / O − (f − 1))^(d / (d − 2)).
+  if (sc.kind == spec::RopeScaling::DynamicNtk && seq_len > sc.original_max_context) {
+    const double ratio = sc.factor * static_cast<double>(seq_len) / static_cast<double>(sc.original_max_context) -
+                         (sc.factor - 1.0);
+    theta *= std::pow(ratio, static_cast<double>(dim) / static_cast<double>(dim - 2));
+  }
   Rope rope;
   for (int64_t i = 0; i < dim / 2; ++i)
-    rope.inv_freq.push_back(1.0 / std::pow(pos.theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
+    rope.inv_freq.push_back(1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
   switch (sc.kind) {
     case spec::RopeScaling::None:
-    case spec::RopeScaling::DynamicNtk:  // refused by the reference's check_supported
+    case spec::RopeScaling::DynamicNtk:  // the base, above
       break;
     case spec::RopeScaling::Linear:
       for (double& f : rope.inv_freq) f /= sc.factor;
@@ -380,6 +387,9 @@ std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
     throw std::out_of_range("reference: " + std::to_string(cache_len_ + static_cast<int64_t>(tokens.size())) +
                             " positions exceed dims.max_context = " + std::to_string(spec_.dims.max_context));
   std::vector<float> logits(tokens.size() * static_cast<size_t>(vocab));
+  // Dynamic NTK rotates every token of a call by the call's length.
+  if (spec_.position.kind == spec::PositionKind::Rope && spec_.position.scaling.kind == spec::RopeScaling::DynamicNtk)
+    rope_ = rope_of(spec_, cache_len_ + static_cast<int64_t>(tokens.size()));
   // Causal attention: processing the tokens one by one, each seeing the cache
   // up to and including itself, is the prefill.
   for (size_t i = 0; i < tokens.size(); ++i) {

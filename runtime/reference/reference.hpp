@@ -36,12 +36,13 @@ Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale);
 // and the factor its cos and sin are multiplied by (YaRN's attention factor;
 // 1 otherwise), as Hugging Face transformers computes them
 // (modeling_rope_utils.py) for the spec's position.scaling: none, linear,
-// llama3 or yarn.
+// dynamic_ntk, llama3 or yarn. `seq_len`: the sequence length of the forward
+// call, which dynamic_ntk's base grows with past original_max_context.
 struct Rope {
   std::vector<double> inv_freq;  // [rotary_dim / 2]
   double scale = 1.0;
 };
-Rope rope_of(const spec::Spec& spec);
+Rope rope_of(const spec::Spec& spec, int64_t seq_len = 0);
 
 // Rotates one head's vector in place by RoPE at `position` over its first
 // 2 · inv_freq.size() dims; neox pairs (i, i + rotary_dim/2), interleaved

@@ -736,6 +736,16 @@ TEST_CASE("rope_scaling variants and transformers 5's rope_parameters") {
   s = import_config(config).spec;
   CHECK(s.position.scaling.kind == RopeScaling::DynamicNtk);
   CHECK(s.position.scaling.factor == 4.0);
+  // transformers scales past max_position_embeddings; the spec reaches factor times it.
+  const int64_t trained = config["max_position_embeddings"].get<int64_t>();
+  CHECK(s.position.scaling.original_max_context == trained);
+  CHECK(s.dims.max_context == 4 * trained);
+  // Exported, the trained context is max_position_embeddings again, and it imports back to the spec.
+  const json exported = hf_config_from_spec(s);
+  CHECK(exported["max_position_embeddings"] == trained);
+  CHECK(exported["rope_scaling"]["rope_type"] == "dynamic");
+  config["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 1.0}};
+  CHECK(contains(import_error(config), "dynamic NTK needs a factor above 1"));
 
   config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 2048},
                             {"beta_fast", 16.0}, {"attention_factor", 1.25}};

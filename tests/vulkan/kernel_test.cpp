@@ -445,10 +445,12 @@ class Gpu {
   vk::TexelView dummy_view_;
 };
 
-// The session's IO block (plan::IoRow): a chunk of sequence 0 from `position`.
+// The session's IO block (plan::IoRow): a prompt's rows of sequence 0 from `position`,
+// each with the prompt's end as its extent.
 std::vector<uint32_t> io_words(uint32_t position, const std::vector<uint32_t>& tokens) {
   std::vector<uint32_t> io;
-  for (size_t t = 0; t < tokens.size(); ++t) io.insert(io.end(), {tokens[t], 0u, position + static_cast<uint32_t>(t)});
+  const auto extent = position + static_cast<uint32_t>(tokens.size());
+  for (size_t t = 0; t < tokens.size(); ++t) io.insert(io.end(), {tokens[t], 0u, position + static_cast<uint32_t>(t), extent});
   return io;
 }
 
@@ -876,6 +878,13 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
         rotation.inv_freq.push_back(std::pow(*s.position.local_theta, -2.0 * j / static_cast<double>(rot)));
     }
     if (rope) CHECK(c.f("ROPE_SCALE") == doctest::Approx(rotation.scale).epsilon(1e-7));
+    // Dynamic NTK: the base of a call's rows grows with its length past the
+    // original context (the reference's rope_of of that length).
+    const bool dynamic = rope && !local && s.position.scaling.kind == spec::RopeScaling::DynamicNtk;
+    if (rope) {
+      CHECK(c.flag("NTK_DYNAMIC") == dynamic);
+      if (dynamic) CHECK(c.u("NTK_ORIGINAL") == s.position.scaling.original_max_context);
+    }
     // Head `h` of one row (`in` at the head's first dim), rotated.
     auto rotate = [&](const float* in, uint32_t position) {
       std::vector<double> out(in, in + dh);
@@ -926,6 +935,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position) +
                                (cs.ring ? " in a ring of " + std::to_string(cs.ring) : "");
       CAPTURE(what);
+      if (dynamic) rotation = reference::rope_of(s, cs.position + cs.rows);  // the call's length: io_words' extent
       const push::AttentionPush push = layout.push(cs.rows);
       // q, k and v: one buffer [rows][q | k | v] when fused, else three.
       const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride);
