@@ -22,6 +22,7 @@
 #include "generator/lower/device_report.hpp"
 #include "generator/lower/model_plan.hpp"
 #include "generator/spec/parse.hpp"
+#include "generator/spec/lint.hpp"
 #include "generator/spec/report.hpp"
 #include "core/manifest.hpp"
 #include "runtime/cache_dir.hpp"
@@ -60,6 +61,17 @@ int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& p
   const auto report = lathe::spec::make_report(*spec, prefill, decode);
   if (json) std::cout << lathe::spec::report_json(report).dump(2) << "\n";
   else std::cout << lathe::spec::format_report(report);
+  return 0;
+}
+
+// Advice on the spec's hyperparameters (warnings at their lines; never an
+// error: the exit status is 0 for any spec that parses).
+int cmd_lint(const std::string& path) {
+  auto spec = load_spec(path);
+  if (!spec) return 1;
+  const std::vector<lathe::spec::Advice> advice = lathe::spec::lint(*spec);
+  std::cout << lathe::spec::format_advice(path, advice);
+  if (advice.empty()) std::cout << path << ": every hyperparameter lint knows is within practice\n";
   return 0;
 }
 
@@ -477,6 +489,9 @@ int main(int argc, char** argv) {
   report->add_option("--prefill", prefill, "Prefill lengths T for FLOPs per token")->check(CLI::PositiveNumber);
   report->add_option("--decode", decode, "Decode contexts L for FLOPs per token")->check(CLI::PositiveNumber);
 
+  auto* lint = app.add_subcommand("lint", "Advice on each hyperparameter of a spec far from practice, at its line");
+  lint->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
+
   std::string out_dir = ".";
   auto* gen = app.add_subcommand("gen", "Generate the model-specific build of a spec");
   gen->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
@@ -563,6 +578,7 @@ int main(int argc, char** argv) {
   try {
     if (*devices) return cmd_devices(validation);
     if (*report) return cmd_report(spec_path, json, prefill, decode);
+    if (*lint) return cmd_lint(spec_path);
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);
     if (*import) return cmd_import(import_path, import_out, import_name);
