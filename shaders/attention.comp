@@ -57,12 +57,14 @@ const uint BC = CTPR >= 256u ? 1u : min(256u / CTPR, 16u);
 shared uvec4 kstage[QROWS > 1u ? BC * CTPR : 1u];
 shared uvec4 vstage[QROWS > 1u ? BC * CTPR : 1u];
 
-// The lane's dims of (position, kv_head): texel index j of each of its TPL texels.
-void load(usamplerBuffer cache, uint sequence, uint position, uint kv_head, uint lane, out float v[W]) {
+// The lane's dims of (position, kv_head) of the K cache, or (values) the V
+// cache: texel index j of each of its TPL texels.
+void load(bool values, uint sequence, uint position, uint kv_head, uint lane, out float v[W]) {
   [[unroll]] for (uint i = 0; i < TPL; ++i) {
     const uint j = min(lane + i * LANES, CTPR - 1);  // lanes past the head repeat a texel; their q is 0
+    const int at = int((cache_slot(sequence, position) * HKV + kv_head) * CTPR + j);
     float part[CVPT];
-    unpack_cache(texelFetch(cache, int((cache_slot(sequence, position) * HKV + kv_head) * CTPR + j)), part);
+    unpack_cache(values ? texelFetch(VT, at) : texelFetch(KT, at), part);
     [[unroll]] for (uint e = 0; e < CVPT; ++e) v[i * CVPT + e] = part[e];
   }
 }
@@ -131,6 +133,31 @@ vec4 adjust4(vec4 score, uint h, uint pos, uint all_keys) {
   return score;
 }
 
+// The softmax over keys [from, to), four at a time, then the last 0–3;
+// LOAD(values, pos, v) reads key (false) or value (true) `pos`.
+#define ATTEND(from, to, LOAD)                                                 \
+  {                                                                            \
+    uint pos = from;                                                           \
+    for (; pos + 4 <= to; pos += 4) {                                          \
+      float k0[W], k1[W], k2[W], k3[W], v0[W], v1[W], v2[W], v3[W];            \
+      LOAD(false, pos, k0);                                                    \
+      LOAD(false, pos + 1, k1);                                                \
+      LOAD(false, pos + 2, k2);                                                \
+      LOAD(false, pos + 3, k3);                                                \
+      LOAD(true, pos, v0);                                                     \
+      LOAD(true, pos + 1, v1);                                                 \
+      LOAD(true, pos + 2, v2);                                                 \
+      LOAD(true, pos + 3, v3);                                                 \
+      UPDATE4(pos, k0, k1, k2, k3, v0, v1, v2, v3)                             \
+    }                                                                          \
+    for (; pos < to; ++pos) {                                                  \
+      float k0[W], v0[W];                                                      \
+      LOAD(false, pos, k0);                                                    \
+      LOAD(true, pos, v0);                                                     \
+      UPDATE1(pos, k0, v0)                                                     \
+    }                                                                          \
+  }
+
 // Row t's queries, scaled, and an empty softmax.
 #define START(t)                                                                         \
   [[unroll]] for (uint g = 0; g < G; ++g) {                                              \
@@ -188,25 +215,8 @@ void staged() {
     barrier();
     // This row's keys of the block: [from, to).
     const uint from = max(base, mine.x), to = live ? min(base + BC, mine.y) : from;
-    uint pos = from;
-    for (; pos + 4 <= to; pos += 4) {
-      float k0[W], k1[W], k2[W], k3[W], v0[W], v1[W], v2[W], v3[W];
-      load_staged(false, pos - base, lane, k0);
-      load_staged(false, pos + 1 - base, lane, k1);
-      load_staged(false, pos + 2 - base, lane, k2);
-      load_staged(false, pos + 3 - base, lane, k3);
-      load_staged(true, pos - base, lane, v0);
-      load_staged(true, pos + 1 - base, lane, v1);
-      load_staged(true, pos + 2 - base, lane, v2);
-      load_staged(true, pos + 3 - base, lane, v3);
-      UPDATE4(pos, k0, k1, k2, k3, v0, v1, v2, v3)
-    }
-    for (; pos < to; ++pos) {
-      float k0[W], v0[W];
-      load_staged(false, pos - base, lane, k0);
-      load_staged(true, pos - base, lane, v0);
-      UPDATE1(pos, k0, v0)
-    }
+#define FROM_STAGE(values, p, v) load_staged(values, (p) - base, lane, v)
+    ATTEND(from, to, FROM_STAGE)
     barrier();
   }
   if (live) {
@@ -229,24 +239,7 @@ void main() {
 
   STATE;
   START(t)
-  uint pos = first;
-  for (; pos + 4 <= keys; pos += 4) {
-    float k0[W], k1[W], k2[W], k3[W], v0[W], v1[W], v2[W], v3[W];
-    load(KT, sequence, pos, kv_head, lane, k0);
-    load(KT, sequence, pos + 1, kv_head, lane, k1);
-    load(KT, sequence, pos + 2, kv_head, lane, k2);
-    load(KT, sequence, pos + 3, kv_head, lane, k3);
-    load(VT, sequence, pos, kv_head, lane, v0);
-    load(VT, sequence, pos + 1, kv_head, lane, v1);
-    load(VT, sequence, pos + 2, kv_head, lane, v2);
-    load(VT, sequence, pos + 3, kv_head, lane, v3);
-    UPDATE4(pos, k0, k1, k2, k3, v0, v1, v2, v3)
-  }
-  for (; pos < keys; ++pos) {  // the last 0–3 keys
-    float k0[W], v0[W];
-    load(KT, sequence, pos, kv_head, lane, k0);
-    load(VT, sequence, pos, kv_head, lane, v0);
-    UPDATE1(pos, k0, v0)
-  }
+#define FROM_CACHE(values, p, v) load(values, sequence, p, kv_head, lane, v)
+  ATTEND(first, keys, FROM_CACHE)
   FINISH(t)
 }

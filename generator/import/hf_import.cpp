@@ -1376,12 +1376,14 @@ class Importer {
     };
     TomlTable& sc = t("position.scaling");
     const auto set_num = [&](const char* spec_key, const char* k, bool required) {
-      if (auto v = num(k)) {
+      const std::optional<double> v = num(k);
+      if (v) {
         if (*v <= 0 || *v > 1e6) c_.error(key + "." + k + " = " + shown(*v) + ": must be in (0, 1e6]");
         sc.set(spec_key, *v, key + "." + k);
       } else if (required) {
         c_.error(key + "." + k + " is missing; rope_type \"" + type + "\" needs it");
       }
+      return v;
     };
     const auto set_original = [&](bool required) {
       read.insert("original_max_position_embeddings");
@@ -1415,14 +1417,13 @@ class Importer {
     // when position.local_theta gives the windowed layers a base of their own.
     if (type == "linear" || type == "dynamic") {
       sc.set("kind", type == "linear" ? "linear" : "dynamic_ntk", type_key + " = \"" + type + "\"");
-      set_num("factor", "factor", true);
+      const std::optional<double> factor = set_num("factor", "factor", true);
       if (type == "dynamic") {
         // transformers' dynamic NTK scales past max_position_embeddings (it
         // ignores original_max_position_embeddings) and sets no limit; the
         // spec's context is the one the factor aims at.
         read.insert("original_max_position_embeddings");
         sc.set("original_max_context", max_context_, "max_position_embeddings (dynamic scales past it)");
-        const std::optional<double> factor = number_in(s, key, "factor");
         if (factor && *factor > 1 && *factor * static_cast<double>(max_context_) <= static_cast<double>(kMaxDim)) {
           t("dims").set("max_context", static_cast<int64_t>(*factor * static_cast<double>(max_context_)),
                         "max_position_embeddings × " + key + ".factor (dynamic NTK's reach)");

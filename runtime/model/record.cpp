@@ -93,18 +93,20 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
   for (const kernels::BindingInfo& b : f.bindings)
     key.bindings.push_back(b.kind == kernels::BindingKind::Texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                                                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
-  key.spec_constants = {f.spec_constants == kernels::SpecConstants::Tile ? tile.threads(lanes) : lanes};
+  // Constant 0 is the workgroup size: a subgroup, matmul's tile's
+  // (Tile::threads), or a subgroup for each of attention's rows.
   switch (f.spec_constants) {
-    case kernels::SpecConstants::None: break;
+    case kernels::SpecConstants::None: key.spec_constants = {lanes}; break;
     case kernels::SpecConstants::Tile:
-      key.spec_constants.insert(key.spec_constants.end(), {tile.rows, tile.tokens, tile.texels, tile.groups});
+      key.spec_constants = {tile.threads(lanes), tile.rows, tile.tokens, tile.texels, tile.groups};
       break;
-    case kernels::SpecConstants::Splits: key.spec_constants.push_back(splits); break;
-    case kernels::SpecConstants::Ring: key.spec_constants.push_back(ring.at(static_cast<size_t>(d.layer))); break;
-    case kernels::SpecConstants::SplitsRing:
-      key.spec_constants[0] = lanes * attention_rows(tile);
-      key.spec_constants.insert(key.spec_constants.end(), {splits, ring.at(static_cast<size_t>(d.layer)), attention_rows(tile)});
+    case kernels::SpecConstants::Splits: key.spec_constants = {lanes, splits}; break;
+    case kernels::SpecConstants::Ring: key.spec_constants = {lanes, ring.at(static_cast<size_t>(d.layer))}; break;
+    case kernels::SpecConstants::SplitsRing: {
+      const uint32_t rows = attention_rows(tile);
+      key.spec_constants = {lanes * rows, splits, ring.at(static_cast<size_t>(d.layer)), rows};
       break;
+    }
   }
   key.push_size = static_cast<uint32_t>(k.push_size);
   return {vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, std::move(key)};
