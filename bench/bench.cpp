@@ -185,6 +185,8 @@ struct Options {
   int64_t pp = 512, tg = 128;    // --pp, --tg: their sizes
   int repeats = 3;               // --repeats
   std::string decode_tiles, prefill_tiles;  // --decode-tiles, --prefill-tiles: a sweep instead of the class's tiles
+  std::vector<int64_t> batches = {1, 32};   // an encoder's: inputs a pass
+  int64_t length = 128;                     // an encoder's: tokens an input
 };
 
 // "rows,tokens,texels[,subgroups]/…" as tiles; throws InvalidArgument naming the option.
@@ -522,6 +524,49 @@ int run_depths(const Options& opt) {
   return 0;
 }
 
+// An encoder's table: inputs of --length tokens, --batches of them a pass
+// (Session::encode: one pass, each input its own sequence), the best of
+// --repeats after a warm-up pass; embeddings/s and tokens/s, and each
+// batch's throughput over the first batch's, measured in this one run.
+int run_encoder(const Options& opt) {
+  const ModelInfo& m = model_info();
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
+  const int64_t most = *std::max_element(opt.batches.begin(), opt.batches.end());
+  SessionOptions so;
+  so.context = opt.length;
+  so.sequences = most;
+  Session session(device, m, so);
+  upload_random(session);
+  const int repeats = opt.quick ? 1 : opt.repeats;
+  std::printf("device: %s (driver %s), class %s; %lld-token inputs, best of %d passes after a warm-up\n",
+              device.info().name.c_str(), device.info().driver_name.c_str(),
+              std::string(session.device_class().name).c_str(), static_cast<long long>(opt.length), repeats);
+  std::printf("\n| model | dtype | batch | embeddings/s | tokens/s | ms a pass | throughput vs batch %lld |\n",
+              static_cast<long long>(opt.batches.front()));
+  std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+  double first = 0;
+  for (const int64_t batch : opt.batches) {
+    std::vector<std::vector<int32_t>> inputs;
+    for (int64_t i = 0; i < batch; ++i)
+      inputs.push_back(random_tokens(static_cast<size_t>(opt.length), m.vocab, 31 + static_cast<uint32_t>(i)));
+    double best = 1e30;
+    for (int r = -1; r < repeats; ++r) {
+      const Clock::time_point start = Clock::now();
+      session.encode(inputs);
+      if (r >= 0) best = std::min(best, seconds_since(start));
+    }
+    const double per_second = static_cast<double>(batch) / best;
+    if (first == 0) first = per_second;
+    std::printf("| %s | %s | %lld | %.2f | %.1f | %.1f | %.2f |\n", std::string(m.name).c_str(),
+                std::string(dtype_name(matrix_dtype(m))).c_str(), static_cast<long long>(batch), per_second,
+                per_second * static_cast<double>(opt.length), best * 1e3, per_second / first);
+    std::fflush(stdout);
+  }
+  if (opt.quick) std::printf("--quick: single timings, not a measurement\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -550,8 +595,13 @@ int main(int argc, char** argv) {
                  "(tokens 1), instead of the device class's");
   app.add_option("--prefill-tiles", opt.prefill_tiles,
                  "With --depths: a sweep of the prefill test over these matmul tiles (tokens 8, or tiled: 32 or 64)");
+  app.add_option("--batches", opt.batches, "An encoder's: inputs a pass, one table row each (default 1,32)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
+  app.add_option("--length", opt.length, "An encoder's: tokens an input (default 128)")->check(CLI::Range(1, 1 << 20));
   CLI11_PARSE(app, argc, argv);
   try {
+    if (model_info().encoder) return run_encoder(opt);
     if (!opt.depths.empty()) return run_depths(opt);
     return opt.streams.empty() ? run(opt) : run_streams(opt);
   } catch (const Error& e) {

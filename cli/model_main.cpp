@@ -23,6 +23,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/model/model_info.hpp"
+#include "runtime/model/pooling.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/serve/server.hpp"
 #include "runtime/text/chat_template.hpp"
@@ -288,6 +289,8 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
                const std::string& device, const std::string& out_path, bool check) {
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> tokens = parse_tokens(tokens_text);
+  if (m.encoder && steps > 0)
+    throw Error(ErrorKind::InvalidArgument, std::string(m.name) + " is an encoder: it has no decode steps (drop -n)");
   const auto checkpoint = checked(weights);
   lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
@@ -299,7 +302,7 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
   if (!out) throw Error(ErrorKind::Io, out_path + ": cannot write");
   // Every row checked before it is written: NaN rows are an error naming
   // the row, not a file a comparison reads as a mismatch (or a match).
-  const size_t vocab = static_cast<size_t>(m.vocab);
+  const size_t vocab = static_cast<size_t>(m.output_width);  // an encoder's rows: its final hidden states
   auto write = [&](const std::vector<float>& rows, const std::function<std::string(size_t)>& where) {
     for (size_t r = 0; r * vocab < rows.size(); ++r)
       lathe::check_logits(std::span(rows).subspan(r * vocab, vocab), where(r));
@@ -309,7 +312,8 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
   for (int64_t i = 0; i < steps; ++i)
     write(session.decode(session.argmax()), [i](size_t) { return "decode step " + std::to_string(i + 1); });
   if (!out.flush()) throw Error(ErrorKind::Io, out_path + ": write failed");
-  std::cerr << "wrote " << tokens.size() + static_cast<size_t>(steps) << " rows × " << m.vocab << " f32 logits to "
+  std::cerr << "wrote " << tokens.size() + static_cast<size_t>(steps) << " rows × " << vocab
+            << (m.encoder ? " f32 hidden states to " : " f32 logits to ")
             << out_path << " (" << vk.device().info().name << ")\n";
   return 0;
 }
@@ -600,6 +604,74 @@ int cmd_perplexity(const PerplexityOptions& o) {
   return 0;
 }
 
+// Sentence embeddings of an encoder: each input (token ids, or text lines
+// through the tokenizer) to one vector, pooled and normalized as the spec
+// says (runtime/model/pooling.hpp); `batch` inputs a pass. Written as raw
+// f32 rows to `out_path`, else as one JSON array a line on stdout.
+struct EmbedOptions {
+  std::string weights, tokenizer, file, device, out_path;
+  std::vector<std::string> tokens, prompts;
+  int64_t batch = 16, context = 0;
+  bool no_check = false;
+};
+
+int cmd_embed(const EmbedOptions& o) {
+  const lathe::ModelInfo& m = lathe::model_info();
+  std::vector<std::vector<int32_t>> inputs;
+  for (const std::string& t : o.tokens) inputs.push_back(parse_tokens(t, "--tokens"));
+  if (!o.prompts.empty() || !o.file.empty()) {
+    const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights, "embed of text");
+    std::vector<std::string> lines = o.prompts;
+    if (!o.file.empty()) {
+      std::istringstream text(read_text_file(o.file, "--file"));
+      for (std::string line; std::getline(text, line);)
+        if (!line.empty()) lines.push_back(line);
+    }
+    for (const std::string& line : lines) inputs.push_back(tokenizer.encode(line, /*add_special=*/true));
+  }
+  if (inputs.empty()) throw Error(ErrorKind::InvalidArgument, "embed: no inputs (give --tokens, --prompt or --file)");
+  const auto checkpoint = checked(o.weights);
+  lathe::vk::Context vk(device_options(o.device));
+  lathe::SessionOptions options;
+  options.context = o.context;
+  options.sequences = std::min<int64_t>(o.batch, static_cast<int64_t>(inputs.size()));
+  lathe::Session session(vk.device(), m, options);
+  load_weights(session, checkpoint.get(), !o.no_check);
+  std::ofstream out;
+  if (!o.out_path.empty()) {
+    out.open(o.out_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorKind::Io, o.out_path + ": cannot write");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  size_t tokens = 0;
+  for (size_t first = 0; first < inputs.size(); first += static_cast<size_t>(options.sequences)) {
+    const size_t n = std::min(inputs.size() - first, static_cast<size_t>(options.sequences));
+    const auto states = session.encode(std::span(inputs).subspan(first, n));
+    for (size_t i = 0; i < n; ++i) {
+      tokens += inputs[first + i].size();
+      const std::vector<float> v = lathe::pool(m, states[i]);
+      lathe::check_logits(v, "input " + std::to_string(first + i));
+      if (out.is_open()) {
+        out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+        continue;
+      }
+      std::string line = "[";
+      char number[32];
+      for (size_t j = 0; j < v.size(); ++j) {
+        std::snprintf(number, sizeof number, "%s%.9g", j ? ", " : "", static_cast<double>(v[j]));
+        line += number;
+      }
+      std::cout << line << "]\n";
+    }
+  }
+  if (out.is_open() && !out.flush()) throw Error(ErrorKind::Io, o.out_path + ": write failed");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << "embedded " << inputs.size() << " inputs (" << tokens << " tokens) in " << seconds << " s: "
+            << static_cast<double>(inputs.size()) / seconds << " inputs/s, " << m.output_width << " values each ("
+            << vk.device().info().name << ")\n";
+  return 0;
+}
+
 // The OpenAI-compatible server: the checkpoint's tokenizer and chat
 // template, a session of `parallel` sequences, the scheduler and the HTTP
 // server (runtime/serve/), until SIGINT or SIGTERM.
@@ -649,7 +721,11 @@ int cmd_serve(const ServeOptions& o) {
   scheduling.queue_limit = o.queue;
   lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);
   lathe::serve::Model model{std::string(m.name), &tokenizer, chat_template ? &*chat_template : nullptr,
-                            source ? source->bos_token : "", source ? source->eos_token : "", session.context()};
+                            source ? source->bos_token : "", source ? source->eos_token : "", session.context(),
+                            m.vocab, m.encoder};
+  // An encoder answers /v1/embeddings: --parallel inputs a pass.
+  std::optional<lathe::serve::Embedder> embedder;
+  if (m.encoder) embedder.emplace(session);
   lathe::serve::ServerOptions server_options;
   server_options.host = o.host;
   server_options.port = o.port;
@@ -661,7 +737,7 @@ int cmd_serve(const ServeOptions& o) {
   server_options.keep_alive_max = o.keep_alive_max;
   server_options.threads = o.http_threads;
   server_options.cors_origins = o.cors;
-  lathe::serve::Server server(scheduler, model, server_options);
+  lathe::serve::Server server(scheduler, model, server_options, embedder ? &*embedder : nullptr);
   const int port = server.bind();
   // The first SIGINT or SIGTERM stops accepting and lets the requests in
   // flight finish; a second one, or the end of --grace, cuts them off.
@@ -950,6 +1026,27 @@ int main(int argc, char** argv) {
   perplexity->add_option("-d,--device", ppl.device, "Vulkan device: index or name part");
   perplexity->add_flag("--no-check", ppl.no_check, kNoCheckHelp);
 
+  auto* embed = app.add_subcommand(
+      "embed", "Sentence embeddings of an encoder: one vector per input, pooled as the spec says, one JSON array a "
+               "line (or raw f32 rows with -o)");
+  EmbedOptions emb;
+  embed->add_option("-w,--weights", emb.weights,
+                    "Checkpoint: .safetensors, .index.json, .gguf or a directory (default: random weights)")
+      ->check(CLI::ExistingPath);
+  embed->add_option("--tokenizer", emb.tokenizer, "tokenizer.json, a SentencePiece .model or a .gguf (default: the one "
+                                                  "beside the weights)")
+      ->check(CLI::ExistingPath);
+  embed->add_option("-t,--tokens", emb.tokens, "One input's token ids, comma-separated (repeatable)");
+  embed->add_option("-p,--prompt", emb.prompts, "One input's text (repeatable)");
+  embed->add_option("-f,--file", emb.file, "A text file: one input a line (empty lines skipped)")
+      ->check(CLI::ExistingFile);
+  embed->add_option("-b,--batch", emb.batch, "Inputs a pass")->capture_default_str()->check(at_least(1));
+  embed->add_option("-c,--context", emb.context, "Positions an input may hold (default: the spec's max_context)")
+      ->check(at_least(1));
+  embed->add_option("-o,--output", emb.out_path, "Write raw little-endian f32 rows (inputs × width) here");
+  embed->add_option("-d,--device", emb.device, "Vulkan device: index or name part");
+  embed->add_flag("--no-check", emb.no_check, kNoCheckHelp);
+
   CLI11_PARSE(app, argc, argv);
   // Without --seed every run samples anew (it was seed 0 every time).
   if (std::none_of(seed_options.begin(), seed_options.end(), [](CLI::Option* o) { return o->count() > 0; })) {
@@ -958,6 +1055,17 @@ int main(int argc, char** argv) {
   }
   try {
     if (*info) return cmd_info();
+    // An encoder embeds: commands that decode or sample would read hidden
+    // states as logits.
+    const bool decodes = *generate || *chat || *bench || *perplexity;
+    if (lathe::model_info().encoder && decodes)
+      throw Error(ErrorKind::InvalidArgument, std::string(lathe::model_info().name) +
+                                                  " is an encoder: it embeds (embed, serve's /v1/embeddings) and writes "
+                                                  "hidden states (logits); it does not generate");
+    if (!lathe::model_info().encoder && *embed)
+      throw Error(ErrorKind::InvalidArgument,
+                  std::string(lathe::model_info().name) + " is a decoder: embed runs encoders (model.stack = \"encoder\")");
+    if (*embed) return cmd_embed(emb);
     if (*random) return cmd_random_weights(random_out, seed, scale);
     if (*generate && prompt_option->count() > 0) return cmd_generate_text(text, prompt);
     if (*generate)

@@ -20,6 +20,9 @@ enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
 enum class Layout : uint8_t { OutIn, InOut };
 enum class Activation : uint8_t { SiLU, GeluErf, GeluTanh, ReLU };
 enum class NormKind : uint8_t { RMSNorm, LayerNorm };
+// How an encoder's rows become one vector per input (sentence-transformers'
+// pooling): the first row (CLS), the mean of the rows, or the last row.
+enum class Pooling : uint8_t { None, Cls, Mean, Last };
 // neox: rotate-half pairs (i, i + r/2) (HF Llama); interleaved: pairs (2i, 2i+1) (GPT-J, GGUF).
 enum class RopePairing : uint8_t { Neox, Interleaved };
 // The rows of a fused q/k/v projection as stored: blocks q | k | v (GPT-2,
@@ -31,7 +34,7 @@ enum class QkvLayout : uint8_t { Blocks, PerHead, Grouped };
 
 // Tensor roles: each names one tensor (or a bias beside a weight) per layer.
 enum class Role : uint8_t {
-  Embed, PosEmbed, EmbedNorm,
+  Embed, PosEmbed, TokenTypes, EmbedNorm,
   AttnNorm, AttnPostNorm, MlpNorm, MlpPostNorm,
   Q, K, V, Qkv, O, QNorm, KNorm,
   Gate, Up, GateUp, Down,
@@ -212,6 +215,7 @@ struct Spelling {
 inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::Embed, "embed", "Embed"},
     {Role::PosEmbed, "pos_embed", "PosEmbed"},
+    {Role::TokenTypes, "token_types", "TokenTypes"},
     {Role::EmbedNorm, "embed_norm", "EmbedNorm"},
     {Role::AttnNorm, "attn_norm", "AttnNorm"},
     {Role::AttnPostNorm, "attn_post_norm", "AttnPostNorm"},
@@ -258,6 +262,8 @@ inline constexpr Spelling<RopePairing> kRopePairingSpellings[] = {{RopePairing::
 inline constexpr Spelling<QkvLayout> kQkvLayoutSpellings[] = {{QkvLayout::Blocks, "blocks", "Blocks"},
                                                               {QkvLayout::PerHead, "per_head", "PerHead"},
                                                               {QkvLayout::Grouped, "grouped", "Grouped"}};
+inline constexpr Spelling<Pooling> kPoolingSpellings[] = {
+    {Pooling::None, "none", "None"}, {Pooling::Cls, "cls", "Cls"}, {Pooling::Mean, "mean", "Mean"}, {Pooling::Last, "last", "Last"}};
 
 // The table of a vocabulary, found by its enum type (a tag argument).
 constexpr std::span<const Spelling<Role>> spellings(Role) { return kRoleSpellings; }
@@ -267,6 +273,7 @@ constexpr std::span<const Spelling<Activation>> spellings(Activation) { return k
 constexpr std::span<const Spelling<NormKind>> spellings(NormKind) { return kNormKindSpellings; }
 constexpr std::span<const Spelling<RopePairing>> spellings(RopePairing) { return kRopePairingSpellings; }
 constexpr std::span<const Spelling<QkvLayout>> spellings(QkvLayout) { return kQkvLayoutSpellings; }
+constexpr std::span<const Spelling<Pooling>> spellings(Pooling) { return kPoolingSpellings; }
 
 template <class E>
 constexpr const Spelling<E>& spelling(E v) {

@@ -131,6 +131,7 @@ struct BindingInfo {
   X(io, Storage, "position, tokens[rows]")                         \
   X(table, Texel, "the embedding table [vocab][D]")                \
   X(positions, Texel, "the learned position table [table][D]")     \
+  X(types, Texel, "the token-type table [types][D]: row 0 added")  \
   X(y, Storage, "[rows][D] f32")
 
 #define LATHE_BIND_NORM(X)                \

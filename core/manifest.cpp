@@ -32,7 +32,8 @@ const char* name(Component c) {
 Component component_of(Role r) {
   switch (r) {
     case Role::Embed:
-    case Role::PosEmbed: return Component::Embedding;
+    case Role::PosEmbed:
+    case Role::TokenTypes: return Component::Embedding;
     case Role::EmbedNorm: return Component::Norms;
     case Role::Q:
     case Role::K:
@@ -145,6 +146,7 @@ Manifest build_manifest(const Spec& s) {
 
   b.matrix(Role::Embed, d.vocab, d.hidden);
   if (s.position.kind == PositionKind::Learned) b.matrix(Role::PosEmbed, s.position.table_size, d.hidden);
+  if (s.embedding.token_types > 0) b.matrix(Role::TokenTypes, s.embedding.token_types, d.hidden);
   if (s.embedding.norm) b.norm(Role::EmbedNorm, d.hidden, -1, nb);
 
   for (int64_t l = 0; l < d.layers; ++l) {
@@ -210,7 +212,7 @@ Manifest build_manifest(const Spec& s) {
   }
 
   if (s.norm.final_norm) b.norm(Role::FinalNorm, d.hidden, -1, nb);
-  if (!s.embedding.tied) b.matrix(Role::LmHead, d.vocab, d.hidden);
+  if (!s.embedding.tied && !s.encoder()) b.matrix(Role::LmHead, d.vocab, d.hidden);
   if (s.output.bias) b.bias(Role::LmHead, d.vocab);
   return b.take();
 }

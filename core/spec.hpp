@@ -24,6 +24,10 @@ enum class QKNorm { None, PerHead, Whole };
 enum class PositionKind { Rope, Alibi, Learned, Sinusoidal, None };
 enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
 enum class FusedGateUp { None, GateUp, UpGate };  // the order of the halves of a fused tensor
+// The stack's shape: a causal decoder with an LM head (GPT, Llama), or a
+// bidirectional encoder whose output is its final hidden states (BERT).
+enum class Stack { Decoder, Encoder };
+using lathe::Pooling;
 using lathe::Activation;
 using lathe::DType;
 using lathe::Layout;
@@ -53,6 +57,9 @@ inline constexpr Spelling<RopeScaling> kRopeScalingSpellings[] = {{RopeScaling::
                                                                   {RopeScaling::Llama3, "llama3", "Llama3"}};
 inline constexpr Spelling<FusedGateUp> kFusedGateUpSpellings[] = {
     {FusedGateUp::None, "none", "None"}, {FusedGateUp::GateUp, "gate_up", "GateUp"}, {FusedGateUp::UpGate, "up_gate", "UpGate"}};
+inline constexpr Spelling<Stack> kStackSpellings[] = {{Stack::Decoder, "decoder", "Decoder"},
+                                                      {Stack::Encoder, "encoder", "Encoder"}};
+constexpr std::span<const Spelling<Stack>> spellings(Stack) { return kStackSpellings; }
 constexpr std::span<const Spelling<NormPlacement>> spellings(NormPlacement) { return kNormPlacementSpellings; }
 constexpr std::span<const Spelling<QKNorm>> spellings(QKNorm) { return kQKNormSpellings; }
 constexpr std::span<const Spelling<PositionKind>> spellings(PositionKind) { return kPositionKindSpellings; }
@@ -67,6 +74,8 @@ const char* name(PositionKind);
 const char* name(RopePairing);
 const char* name(RopeScaling);
 const char* name(FusedGateUp);
+const char* name(Stack);
+const char* name(Pooling);
 const char* name(DType);
 const char* name(Layout);
 const char* name(QkvLayout);
@@ -165,6 +174,16 @@ struct Embedding {
   bool norm = false;    // a norm of the embeddings (BLOOM's word_embeddings_layernorm)
   double scale = 1.0;   // Gemma: sqrt(hidden)
   bool scale_sqrt_hidden = false;
+  // Rows of a token-type table (BERT's segment embeddings, type_vocab_size);
+  // 0: none. Inputs are single segments: row 0 is added to every token.
+  int64_t token_types = 0;
+};
+
+// An encoder's sentence embedding: pooling of the final hidden states, then
+// (normalize) division by its L2 norm.
+struct PoolingSpec {
+  Pooling kind = Pooling::None;
+  bool normalize = false;
 };
 
 struct Output {
@@ -214,6 +233,7 @@ struct Spec {
   std::string file;  // the spec's path, as given
   std::string name;
   std::string source;  // where the numbers come from (a config.json, a paper)
+  Stack stack = Stack::Decoder;
   Dims dims;
   Norm norm;
   Attention attention;
@@ -224,6 +244,9 @@ struct Spec {
   Output output;
   Weights weights;
   Cache cache;
+  PoolingSpec pooling;
+
+  bool encoder() const { return stack == Stack::Encoder; }
 
   // Source position of every key that was written ("dims.hidden") and of
   // every table ("dims"); Loc{} for keys left to their defaults.

@@ -46,14 +46,15 @@ struct Vector {
 
 enum class OpKind : uint8_t {
   Embed,        // out[t] = scale · table[token[t]]
-  PosEmbed,     // out[t] = in[t] + table[position[t] + offset]
+  PosEmbed,     // out[t] = in[t] + table[position[t] + offset] (+ types[0]: tensor[1], BERT's token-type row)
   RMSNorm,      // out = in / sqrt(mean(in²) + eps) · g
   LayerNorm,    // out = (in − μ) / sqrt(σ² + eps) · g + b
   MatMul,       // out = W · in (+ bias)
   Split,        // out = in[:, offset : offset + width]
   QKNorm,       // RMSNorm q and k in place: each head over head_dim, or each projection whole
   Rope,         // rotate q and k in place by their positions
-  Attention,    // causal attention over the KV cache, appending this chunk's k and v (dims[3]: its window)
+  Attention,    // attention over the KV cache, appending this chunk's k and v (dims[3]: its window); causal,
+                //   or (variant 1) bidirectional: every row sees every key of its input (an encoder)
   Act,          // out = φ(in)
   GatedAct,     // out = φ(gate) ⊙ up
   Add,          // out = a + b
@@ -62,6 +63,7 @@ enum class OpKind : uint8_t {
   Experts,      // out[t][j] = expert e(t, j)'s projection of in[0] (its token, or its slot [j]), in[1] the routing
   MoeCombine,   // out = in[0] + Σ_j weight(t, j) · in[1][t][j] (in[2] the routing); dims[3] 1: + in[3],
                 //   the shared expert's output; 2: + sigmoid(in[4]) · in[3], gated (Qwen2-MoE)
+  Output,       // an encoder's final hidden states: out = in, every row, in the output buffer
 };
 
 using lathe::Activation;
@@ -98,6 +100,13 @@ class Recorder {
   Act<N> add_positions(Act<N> x, Weight<P, D> table, int64_t offset) {
     static_assert(D == N, "add_positions: the position table's width does not match the activation width");
     return emit<N>(Op{OpKind::PosEmbed, 0, {x.id}, {table.tensor, -1}, {P, D}, static_cast<double>(offset)});
+  }
+  // … and row 0 of a token-type table (BERT's segment embeddings: one segment).
+  template <int64_t P, int64_t D, int64_t N, int64_t Y, int64_t YD>
+  Act<N> add_positions(Act<N> x, Weight<P, D> table, int64_t offset, Weight<Y, YD> types) {
+    static_assert(D == N, "add_positions: the position table's width does not match the activation width");
+    static_assert(YD == N, "add_positions: the token-type table's width does not match the activation width");
+    return emit<N>(Op{OpKind::PosEmbed, 0, {x.id}, {table.tensor, types.tensor}, {P, D}, static_cast<double>(offset)});
   }
 
   template <int64_t N, int64_t G>
@@ -167,13 +176,16 @@ class Recorder {
   // Causal attention of Hq query heads over Hkv cached heads; query head h
   // reads KV head h / (Hq / Hkv). `window` W > 0: the query at position i
   // sees the keys j with 0 ≤ i − j < W only (a sliding-window layer).
+  // `bidirectional`: every row sees every key of its input (an encoder).
   template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ, int64_t NK, int64_t NV>
-  Act<Hq * Dh> attention(Act<NQ> q, Act<NK> k, Act<NV> v, int32_t layer, double scale, int64_t window = 0) {
+  Act<Hq * Dh> attention(Act<NQ> q, Act<NK> k, Act<NV> v, int32_t layer, double scale, int64_t window = 0,
+                         bool bidirectional = false) {
     static_assert(Hq % Hkv == 0, "attention: heads is not a multiple of kv_heads");
     static_assert(NQ == Hq * Dh, "attention: q is not heads × head_dim wide");
     static_assert(NK == Hkv * Dh, "attention: k is not kv_heads × head_dim wide (the cache holds kv heads)");
     static_assert(NV == Hkv * Dh, "attention: v is not kv_heads × head_dim wide (the cache holds kv heads)");
-    return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id, k.id, v.id}, {-1, -1}, {Hq, Hkv, Dh, window}, scale, layer});
+    return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id, k.id, v.id}, {-1, -1}, {Hq, Hkv, Dh, window}, scale, layer,
+                            static_cast<uint8_t>(bidirectional)});
   }
 
   template <int64_t N>
@@ -244,6 +256,13 @@ class Recorder {
     static_assert(RW == K + 3 * E + 1, "moe_combine: the routing is not of E experts, top K");
     static_assert(G == 1, "moe_combine: the shared expert's gate is not one logit per token");
     return emit<N>(Op{OpKind::MoeCombine, 0, {x.id, y.id, routing.id, shared.id, gate.id}, {-1, -1}, {E, K, N, 2}});
+  }
+
+  // An encoder's output: its final hidden states, D wide (the model's hidden width).
+  template <int64_t D, int64_t N>
+  Act<N> output(Act<N> x) {
+    static_assert(D == N, "output: the final hidden states are not the model's hidden width");
+    return emit<N>(Op{OpKind::Output, 0, {x.id}, {-1, -1}, {N}});
   }
 
   // `softcap` c > 0: the logits are c · tanh(logit / c) (Gemma 2).

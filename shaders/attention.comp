@@ -19,6 +19,8 @@
 //   SCALE         score scale (1/sqrt(DH) unless the spec says otherwise)
 //   SOFTCAPPED    1: a scaled score s becomes c · tanh(s / c), c = SOFTCAP (Gemma 2)
 //   WINDOW        0: every earlier key; W: the query at position i sees keys j with 0 ≤ i − j < W
+//   BIDIRECTIONAL 1: a row sees every key of its input, 0 … extent − 1 (an encoder; the whole
+//                 input is in the cache before attention reads it: one pass, never chunked)
 //   ALIBI         1: SLOPES[h] · (j − i) is added to head h's scaled score of key j (BLOOM, MPT;
 //                 the same softmax as HF's slope · j: the shift is one per row)
 //   CACHE_F16     cache dtype (kv.glsl)
@@ -81,11 +83,21 @@ void load_staged(bool values, uint at, uint lane, out float v[W]) {
 
 bool owns(uint lane, uint d) { return lane + (d / CVPT) * LANES < CTPR; }  // dim slot d of the lane is in the head
 
+// The keys row t sees end before this: its own position + 1 (causal), or
+// its input's end (bidirectional).
+uint visible(uint t) {
+#if BIDIRECTIONAL
+  return max(io.rows[t].extent, io.rows[t].position + 1);
+#else
+  return io.rows[t].position + 1;
+#endif
+}
+
 // Causal: row t's sequence's positions lowest … the row's own (lowest = 0,
 // or the window's first key i − WINDOW + 1), this workgroup's range of
 // them: [x, y). Both ends grow with the row's position.
 uvec2 key_range(uint t) {
-  const uint all_keys = io.rows[t].position + 1;
+  const uint all_keys = visible(t);
   const uint lowest = WINDOW > 0u && all_keys > WINDOW ? all_keys - WINDOW : 0u;
   const uint chunk = (all_keys - lowest + SPLITS - 1) / SPLITS;
   const uint first = min(lowest + gl_WorkGroupID.z * chunk, all_keys);
@@ -199,7 +211,7 @@ void staged() {
   const bool live = t0 + gl_SubgroupID < pc.rows;
   const uint t = min(t0 + gl_SubgroupID, pc.rows - 1u);
   const uint sequence = io.rows[t].sequence;  // the chunk's one sequence
-  const uint all_keys = io.rows[t].position + 1;
+  const uint all_keys = visible(t);
   const uvec2 mine = key_range(t);
   // The workgroup's keys: from its first row's first to its last row's last.
   const uint lo = key_range(t0).x, hi = key_range(min(t0 + QROWS, pc.rows) - 1u).y;
@@ -233,7 +245,7 @@ void main() {
   if (t >= pc.rows) return;
   const uint lane = gl_LocalInvocationID.x;
   const uint sequence = io.rows[t].sequence;
-  const uint all_keys = io.rows[t].position + 1;
+  const uint all_keys = visible(t);
   const uvec2 range = key_range(t);
   const uint first = range.x, keys = range.y;
 

@@ -1,4 +1,4 @@
-// Embedding gather: y[t] = SCALE · E[token[t]] (+ P[position[t] + POS_OFFSET]).
+// Embedding gather: y[t] = SCALE · E[token[t]] (+ P[position[t] + POS_OFFSET]) (+ Y[0]).
 // One subgroup-sized workgroup per token row; lanes walk the row's texels.
 //
 // Generated constants:
@@ -7,10 +7,13 @@
 //   SCALE       embedding scale (Gemma: sqrt(hidden))
 //   POSITIONS   1: add the learned position table P (GPT-2)
 //   POS_OFFSET  row of position p is p + POS_OFFSET (OPT: 2)
+//   TYPES       1: add row 0 of the token-type table Y (BERT's segment embeddings, one segment;
+//               added after the position, as transformers' BertEmbeddings sums them)
 // Push constants (EmbedPush): rows; token0, tokens: the rows of E bound (a
 // table over the binding limit is split into token ranges, a dispatch each;
 // a row whose token is outside is another dispatch's).
-// Buffers: io (each row's token and position), E [tokens][D] texels, P [table][D] texels, y [rows][D] f32.
+// Buffers: io (each row's token and position), E [tokens][D] texels, P [table][D] texels,
+//          Y [types][D] texels (the tables share a dtype), y [rows][D] f32.
 
 #include "common.glsl"
 
@@ -19,6 +22,7 @@ layout(local_size_x_id = 0) in;
 IO_BLOCK(BINDING_io)
 layout(binding = BINDING_table) uniform usamplerBuffer E;
 layout(binding = BINDING_positions) uniform usamplerBuffer P;
+layout(binding = BINDING_types) uniform usamplerBuffer TY;
 layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
 
 const uint TPR = W_TPR;  // texels per row (D / VPT, or a block dtype's planes)
@@ -40,11 +44,18 @@ void main() {
       float p[16];
       dequant_half(P, position * TPR, u, h, p);
 #endif
+#if TYPES
+      float ty[16];
+      dequant_half(TY, 0u, u, h, ty);
+#endif
       const uint at = t * D + unit_lo(u) + h * HI_OFFSET;
       [[unroll]] for (uint i = 0; i < 16u; ++i) {
         float value = SCALE * e[i];
 #if POSITIONS
         value += p[i];
+#endif
+#if TYPES
+        value += ty[i];
 #endif
         y[at + i] = value;
       }
@@ -59,10 +70,17 @@ void main() {
     float p[VPT];
     unpack_texel(texelFetch(P, int(position * TPR + j)), p);
 #endif
+#if TYPES
+    float ty[VPT];
+    unpack_texel(texelFetch(TY, int(j)), ty);
+#endif
     [[unroll]] for (uint i = 0; i < VPT; ++i) {
       float value = SCALE * e[i];
 #if POSITIONS
       value += p[i];
+#endif
+#if TYPES
+      value += ty[i];
 #endif
       y[t * D + j * VPT + i] = value;
     }

@@ -49,7 +49,8 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
     switch (op.kind) {
       case typed::OpKind::Embed: code = out_var + "r.embed(" + w + ", embedding_scale);"; break;
       case typed::OpKind::PosEmbed:
-        code = out_var + "r.add_positions(" + v(op.in[0]) + ", " + w + ", position_offset);";
+        code = out_var + "r.add_positions(" + v(op.in[0]) + ", " + w + ", position_offset" +
+               (b.empty() ? "" : ", " + b) + ");";
         break;
       case typed::OpKind::RMSNorm: code = out_var + "r.rmsnorm(" + v(op.in[0]) + ", " + w + ", norm_eps);"; break;
       case typed::OpKind::LayerNorm:
@@ -74,7 +75,7 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
       case typed::OpKind::Attention:
         code = out_var + "r.template attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
                v(op.in[2]) + ", " + std::to_string(op.layer) + ", attention_scale" +
-               (op.dims[3] > 0 ? ", sliding_window" : "") + ");";
+               (op.dims[3] > 0 ? ", sliding_window" : op.variant ? ", 0, bidirectional" : "") + ");";
         break;
       case typed::OpKind::Act: code = out_var + "r.activation(" + v(op.in[0]) + ", " + act + ");"; break;
       case typed::OpKind::GatedAct:
@@ -96,6 +97,7 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                v(op.in[2]) + (op.dims[3] > 0 ? ", " + v(op.in[3]) : "") + (op.dims[3] > 1 ? ", " + v(op.in[4]) : "") +
                ");";
         break;
+      case typed::OpKind::Output: code = "r.template output<hidden>(" + v(op.in[0]) + ");"; break;
       case typed::OpKind::Logits:
         code = "r.logits(" + w + ", " + v(op.in[0]) + (b.empty() ? "" : ", " + b) +
                (op.param > 0 ? ", logit_softcap" : "") + ");";
@@ -296,6 +298,13 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   constant("embedding_scale", "double", number_literal(s.embedding.scale), "embedding.scale", "");
   constant("logit_softcap", "double", number_literal(s.output.softcap), "output.softcap", "0: none");
   constant("tied_embeddings", "bool", s.embedding.tied ? "true" : "false", "embedding.tied", "");
+  constant("bidirectional", "bool", s.encoder() ? "true" : "false", "model.stack",
+           s.encoder() ? "an encoder: every row attends to every key of its input" : "causal");
+  constant("output_width", "int64_t", i(s.encoder() ? d.hidden : d.vocab), s.encoder() ? "model.stack" : "dims.vocab",
+           s.encoder() ? "the final hidden states of every row" : "logits");
+  constant("pooling", "Pooling", "Pooling::" + std::string(spelling(s.pooling.kind).enumerator), "pooling.kind",
+           "an encoder's sentence embedding");
+  constant("pool_normalize", "bool", s.pooling.normalize ? "true" : "false", "pooling.normalize", "L2-normalized");
   constant("moe_experts", "int64_t", i(s.moe.experts), "moe.experts", "routed experts per sparse layer (0: dense)");
   constant("moe_top_k", "int64_t", i(s.moe.top_k), "moe.top_k", "experts per token");
   constant("cache_dtype", "DType", "DType::" + std::string(spelling(s.cache.dtype).enumerator), "cache.dtype",

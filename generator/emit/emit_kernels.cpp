@@ -148,7 +148,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Embed:
       return define("D", k.width) + weight_constants(k.dtype, k.width) +
              define("SCALE", number_literal(s.embedding.scale, 9)) + flag("POSITIONS", k.positions) +
-             define("POS_OFFSET", s.position.offset);
+             flag("TYPES", k.types) + define("POS_OFFSET", s.position.offset);
     case kernels::Family::Norm:
       return define("N", k.width) + define("EPS", number_literal(s.norm.eps, 9)) +
              flag("LAYER_NORM", s.norm.kind == NormKind::LayerNorm) + flag("HAS_BIAS", s.norm.bias) +
@@ -187,7 +187,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Attention:
       return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
              flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9)) +
-             define("WINDOW", k.window) + flag("ALIBI", s.position.kind == PositionKind::Alibi) +
+             define("WINDOW", k.window) + flag("BIDIRECTIONAL", k.bidirectional) + flag("ALIBI", s.position.kind == PositionKind::Alibi) +
              (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "");
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);

@@ -659,6 +659,8 @@ const Arch& arch_of(const Spec& s) {
   auto pick = [](std::string_view name) -> const Arch& { return *find_arch(name); };
   using spec::NormPlacement;
   using spec::QKNorm;
+  if (s.encoder())
+    throw Error(ErrorKind::Unsupported, "model.stack: GGUF files of encoders (llama.cpp's bert) are not read or written yet");
   if (s.moe.enabled()) {
     if (s.moe.shared_experts > 1)
       throw Error(ErrorKind::Unsupported, "moe.shared_experts: llama.cpp's qwen2moe has one shared expert");

@@ -37,6 +37,7 @@ std::string named_family(const Spec& s) {
 }
 
 std::string model_type_of(const Spec& s) {
+  if (s.encoder() && s.weights.preset == "hf-bert") return s.position.offset > 0 ? "roberta" : "bert";
   if (const std::string named = named_family(s); !named.empty()) return named;
   if (s.weights.preset == "hf-gpt2") return "gpt2";
   if (s.norm.placement == NormPlacement::Sandwich)
@@ -349,6 +350,26 @@ json bloom_config(const Spec& s) {
   return dtype_and_tie(c, s);
 }
 
+// BERT, and RoBERTa when positions start past the padding row.
+json bert_config(const Spec& s, const std::string& type) {
+  const Dims& d = s.dims;
+  json c = {{"architectures", {type == "bert" ? "BertModel" : "RobertaModel"}},
+            {"model_type", type},
+            {"hidden_size", d.hidden},
+            {"num_hidden_layers", d.layers},
+            {"num_attention_heads", d.heads},
+            {"intermediate_size", d.intermediate},
+            {"vocab_size", d.vocab},
+            {"max_position_embeddings", s.position.table_size},
+            {"type_vocab_size", s.embedding.token_types},
+            {"layer_norm_eps", s.norm.eps},
+            {"hidden_act", hf_activation(s.mlp.activation, false)},
+            {"position_embedding_type", "absolute"},
+            {"torch_dtype", torch_dtype(s)}};
+  if (type == "roberta") c["pad_token_id"] = s.position.offset - 1;
+  return c;
+}
+
 json mpt_config(const Spec& s) {
   const Dims& d = s.dims;
   json attn = {{"attn_type", "multihead_attention"}, {"alibi", true}, {"alibi_bias_max", 8}, {"clip_qkv", nullptr},
@@ -375,13 +396,15 @@ json hf_config_from_spec(const Spec& s) {
   // What no model type has, said plainly before the round trip would.
   const std::string named = named_family(s);
   const bool alibi_family = named == "bloom" || named == "mpt";
+  const bool bert = s.encoder() && s.weights.preset == "hf-bert";
   if (s.position.kind != PositionKind::Rope && !(s.position.kind == PositionKind::Learned && s.weights.preset == "hf-gpt2") &&
+      !(s.position.kind == PositionKind::Learned && bert) &&
       !(s.position.kind == PositionKind::Alibi && alibi_family))
     refuse(s, std::string("position.kind: \"") + name(s.position.kind) +
                   "\": the supported configs have rope positions, learned ones with the hf-gpt2 preset (gpt2), or "
                   "alibi under BLOOM's or MPT's tensor names");
   const bool parallel_family = named == "gpt_neox" || named == "phi" || named == "gptj" || named == "falcon";
-  if (s.norm.placement == NormPlacement::Post || (s.norm.placement == NormPlacement::Parallel && !parallel_family))
+  if ((s.norm.placement == NormPlacement::Post && !bert) || (s.norm.placement == NormPlacement::Parallel && !parallel_family))
     refuse(s, std::string("norm.placement: \"") + name(s.norm.placement) +
                   "\": no supported model type places its norms so (parallel: GPT-NeoX, Phi, GPT-J and Falcon, "
                   "under their tensor names)");
@@ -396,6 +419,7 @@ json hf_config_from_spec(const Spec& s) {
   else if (type == "falcon") config = falcon_config(s);
   else if (type == "bloom") config = bloom_config(s);
   else if (type == "mpt") config = mpt_config(s);
+  else if (type == "bert" || type == "roberta") config = bert_config(s, type);
   else config = llama_like_config(s, type);
   // transformers' dynamic NTK scales past max_position_embeddings: the
   // context the spec's scaling starts from (the spec's own is its reach).
@@ -413,6 +437,7 @@ json hf_config_from_spec(const Spec& s) {
     auto back = parse_spec_string(text, options.file, diagnostics);
     if (!back) throw Error(ErrorKind::InvalidArgument, diagnostics.format());
     back->cache = s.cache;  // a build choice: no config.json holds it
+    back->pooling = s.pooling;  // sentence-transformers' modules beside config.json hold it
     differences = spec_differences(s, *back);
   } catch (const ImportError& e) {
     differences = e.problems();

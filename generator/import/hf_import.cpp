@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 enum class Family {
   Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
-  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt,
+  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta,
 };
 
 struct FamilyInfo {
@@ -56,6 +56,9 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::Falcon, "falcon", "FalconConfig", "Falcon"},
     {Family::Bloom, "bloom", "BloomConfig", "Bloom"},
     {Family::Mpt, "mpt", "MptConfig", "Mpt"},
+    {Family::Bert, "bert", "BertConfig", "Bert"},
+    {Family::Roberta, "roberta", "RobertaConfig", "Roberta"},
+    {Family::XlmRoberta, "xlm-roberta", "XLMRobertaConfig", "XLMRoberta"},
 };
 
 bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
@@ -282,7 +285,7 @@ class Importer {
       : c_(config, options.file, info.config_class), info_(info), f_(info.family), options_(options) {
     // The tables in spec order; the empty ones are not written.
     for (const char* t : {"model", "dims", "norm", "attention", "position", "position.scaling", "mlp", "moe",
-                          "embedding", "output", "weights", "weights.names"})
+                          "embedding", "output", "weights", "weights.names", "pooling"})
       doc_.table(t);
   }
 
@@ -299,6 +302,7 @@ class Importer {
       case Family::Falcon: read_falcon(); break;
       case Family::Bloom: read_bloom(); break;
       case Family::Mpt: read_mpt(); break;
+      case Family::Bert: case Family::Roberta: case Family::XlmRoberta: read_bert(); break;
       default: read_llama_like();
     }
     if (!c_.errors().empty()) throw ImportError(c_.errors());
@@ -860,6 +864,74 @@ class Importer {
                {"down", L + "mlp.dense_4h_to_h"},
                {"final_norm", "transformer.ln_f"},
                {"lm_head", "lm_head"}});
+  }
+
+  // BertModel, RobertaModel, XLMRobertaModel: encoders of post-norm
+  // LayerNorm blocks with biases everywhere, learned absolute positions and
+  // token types summed with the tokens, then a LayerNorm of the embeddings; a
+  // GELU MLP. RoBERTa numbers positions from padding_idx + 1 (its position
+  // table has pad_token_id + 1 more rows than it has positions).
+  void read_bert() {
+    auto hidden = c_.required("hidden_size");
+    auto layers = c_.required("num_hidden_layers", kMaxLayers);
+    auto heads = c_.required("num_attention_heads", kMaxHeads);
+    set_core_dims(hidden, layers, heads);
+    auto intermediate = c_.required("intermediate_size");
+    auto vocab = c_.required("vocab_size");
+    t("model").set("stack", "encoder", std::string(info_.model_class) + "Model: bidirectional self-attention");
+    t("dims").set("intermediate", intermediate.value, intermediate.note).set("vocab", vocab.value, vocab.note);
+    auto positions = c_.integer_or("max_position_embeddings", 512);
+    const bool roberta = f_ != Family::Bert;
+    int64_t offset = 0;
+    if (roberta) {
+      // create_position_ids_from_input_ids: padding_idx + 1 + the position.
+      c_.use("pad_token_id");
+      const json* pad = c_.has("pad_token_id") ? &c_.at("pad_token_id") : nullptr;
+      offset = (pad && pad->is_number_integer() ? pad->get<int64_t>() : 1) + 1;
+      if (offset < 1 || offset >= positions.value)
+        c_.error("pad_token_id: positions start at pad_token_id + 1 = " + std::to_string(offset) +
+                 ", outside the position table of max_position_embeddings = " + std::to_string(positions.value));
+    }
+    Config::Field<int64_t> context = positions;
+    context.value = positions.value - offset;
+    if (roberta) context.note = positions.note + " − (pad_token_id + 1)";
+    set_max_context(context);
+    const std::string mode = c_.string("position_embedding_type").value_or("absolute");
+    if (mode != "absolute")
+      c_.error("position_embedding_type = \"" + mode + "\": only absolute positions are supported (not the relative "
+               "key/query scores)");
+    set_layernorm("layer_norm_eps");
+    t("norm")
+        .set("placement", "post", hard_coded("SelfOutput / Output: LayerNorm(x + branch)"))
+        .set("final", false, "the last block's LayerNorm ends the stack");
+    t("attention").set("bias", true, "query, key, value and the output dense carry biases");
+    t("position").set("kind", "learned", "position_embeddings");
+    if (roberta)
+      t("position")
+          .set("offset", offset, "position p reads row p + pad_token_id + 1")
+          .set("table_size", positions.value, positions.note);
+    read_activation("hidden_act", "gelu");
+    t("mlp").set("gated", false).set("bias", true, "intermediate.dense and output.dense carry biases");
+    auto types = c_.integer_or("type_vocab_size", 2);
+    t("embedding")
+        .set("token_types", types.value, types.note + ": token_type_embeddings (row 0 for one segment)")
+        .set("norm", true, "embeddings.LayerNorm");
+    for (const char* key : {"classifier_dropout", "gradient_checkpointing", "output_past"}) c_.use(key);
+    // A task model (…ForMaskedLM, …ForSequenceClassification) holds its head
+    // beside the encoder, and the base model a pooler; neither is the encoder's.
+    std::vector<std::string> ignore = {"pooler.dense.weight", "pooler.dense.bias", "embeddings.position_ids",
+                                       "embeddings.token_type_ids"};
+    // The pre-training heads a …ForMaskedLM / …ForPreTraining checkpoint holds.
+    const std::vector<std::string> task_heads =
+        roberta ? std::vector<std::string>{"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder"}
+                : std::vector<std::string>{"cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+                                           "cls.predictions.decoder", "cls.seq_relationship"};
+    for (const std::string& h : task_heads) ignore.insert(ignore.end(), {h + ".weight", h + ".bias"});
+    ignore.push_back(roberta ? "lm_head.bias" : "cls.predictions.bias");
+    t("weights")
+        .set("preset", "hf-bert")
+        .note("The base model's pooler and the pre-training heads are not the encoder's.")
+        .set("ignore", ignore);
   }
 
   // MptForCausalLM: ALiBi, LayerNorms without biases, a fused Wqkv (q | k | v),
@@ -1602,6 +1674,7 @@ class Importer {
 std::string summary(const spec::Spec& s) {
   std::vector<std::string> parts;
   const auto& d = s.dims;
+  if (s.encoder()) parts.push_back("bidirectional encoder");
   if (d.kv_heads == d.heads) parts.push_back("MHA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
   else if (d.kv_heads == 1) parts.push_back("MQA " + std::to_string(d.heads) + ":1");
   else parts.push_back("GQA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
@@ -1628,7 +1701,12 @@ std::string summary(const spec::Spec& s) {
     if (s.moe.shared_experts > 0) mlp += ", " + std::to_string(s.moe.shared_experts) + " shared";
   }
   parts.push_back(mlp);
-  parts.push_back(s.embedding.tied ? "tied embeddings" : "untied LM head");
+  if (s.encoder()) {
+    if (s.embedding.token_types > 0) parts.push_back(std::to_string(s.embedding.token_types) + " token types");
+    parts.push_back("no LM head");
+  } else {
+    parts.push_back(s.embedding.tied ? "tied embeddings" : "untied LM head");
+  }
   return join(parts) + ".";
 }
 
@@ -1747,6 +1825,49 @@ CheckpointCheck check_checkpoint(const spec::Spec& spec, const fs::path& dir, co
   throw ImportError(problems);
 }
 
+// A sentence-transformers directory's pooling (modules.json: a Pooling
+// module's config.json, and a Normalize module), written to the spec's
+// [pooling]. Nothing when the directory has no modules.json.
+void read_sentence_transformers(const fs::path& dir, TomlDoc& doc) {
+  const fs::path modules_path = dir / "modules.json";
+  std::error_code ec;
+  if (!fs::exists(modules_path, ec)) return;
+  const auto parse = [](const fs::path& path) {
+    try {
+      return json::parse(read_text(path.string()));
+    } catch (const json::exception& e) {
+      throw Error(ErrorKind::BadFile, path.string() + ": not valid JSON: " + e.what());
+    }
+  };
+  const json modules = parse(modules_path);
+  if (!modules.is_array()) throw Error(ErrorKind::BadFile, modules_path.string() + ": expected an array of modules");
+  TomlTable& pooling = *doc.find("pooling");
+  for (const json& m : modules) {
+    const std::string type = string_in(m, "type").value_or("");
+    if (type == "sentence_transformers.models.Normalize") {
+      pooling.set("normalize", true, "modules.json: a Normalize module (L2)");
+      continue;
+    }
+    if (type != "sentence_transformers.models.Pooling") continue;
+    const fs::path config_path = dir / string_in(m, "path").value_or("") / "config.json";
+    const json config = parse(config_path);
+    const auto mode = [&](const char* key) { return config.contains(key) && config[key].is_boolean() && config[key].get<bool>(); };
+    std::vector<std::string> modes;
+    for (const char* key : {"pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_lasttoken",
+                            "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens"})
+      if (mode(key)) modes.emplace_back(key);
+    if (modes.size() != 1)
+      throw ImportError({config_path.string() + ": " + std::to_string(modes.size()) +
+                         " pooling modes are set; the spec pools one way (cls, mean or last token)"});
+    const std::string& on = modes.front();
+    const char* kind = on == "pooling_mode_cls_token" ? "cls" : on == "pooling_mode_mean_tokens" ? "mean"
+                       : on == "pooling_mode_lasttoken" ? "last" : nullptr;
+    if (!kind)
+      throw ImportError({config_path.string() + ": " + on + " is not supported; the spec pools by cls, mean or last token"});
+    pooling.set("kind", kind, config_path.parent_path().filename().string() + "/config.json: " + on);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> supported_hf_model_types() {
@@ -1816,13 +1937,14 @@ ImportResult import_hf(const std::string& path, ImportOptions options) {
 
   ImportResult result;
   result.doc = import_hf_config(config, options);
+  const fs::path dir = config_path.parent_path().empty() ? fs::path(".") : config_path.parent_path();
+  if (result.doc.find("model")->has("stack")) read_sentence_transformers(dir, result.doc);  // an encoder
   result.text = result.doc.render();
   spec::Diagnostics diagnostics(options.file);
   auto spec = spec::parse_spec_string(result.text, options.file, diagnostics);
   if (!spec) throw Error(ErrorKind::InvalidArgument, "internal error: " + diagnostics.format());
   result.spec = std::move(*spec);
 
-  const fs::path dir = config_path.parent_path().empty() ? fs::path(".") : config_path.parent_path();
   if (has_weights(dir)) result.checkpoint = check_checkpoint(result.spec, dir, options.file);
   return result;
 }

@@ -118,10 +118,11 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
                      d.hidden, {b.handle(embed)});
   if (s.position.kind == PositionKind::Learned) {
     const int32_t table = b.need(Role::PosEmbed, -1);
+    const int32_t types = b.find(Role::TokenTypes, false, -1);  // BERT: row 0 of it
     const auto [rows, cols] = b.math_shape(table);
     x = b.add("position.kind",
-              Op{OpKind::PosEmbed, 0, {x}, {table, -1}, {rows, cols}, static_cast<double>(s.position.offset)},
-              d.hidden, {b.handle(table)});
+              Op{OpKind::PosEmbed, 0, {x}, {table, types}, {rows, cols}, static_cast<double>(s.position.offset)},
+              d.hidden, {b.handle(table), b.handle(types)});
   }
   if (s.embedding.norm) x = b.norm("embedding.norm", x, Role::EmbedNorm, -1);
   // Where the norms of a block sit: before each branch (pre), before and
@@ -169,7 +170,8 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
     const uint32_t a = b.add(windowed ? "attention.sliding_window" : "dims.kv_heads",
                              Op{OpKind::Attention, 0, {q, k, v}, {-1, -1},
                                 {d.heads, d.kv_heads, d.head_dim, windowed ? s.attention.sliding_window : 0},
-                                s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
+                                s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer),
+                                static_cast<uint8_t>(s.encoder())},
                              q_width);
     // Parallel blocks read the block's input in both branches: the MLP's
     // norm of it is taken before the attention's residual add overwrites it.
@@ -250,6 +252,10 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
   }
   b.layer = -1;
   if (s.norm.final_norm) x = b.norm("norm.final", x, Role::FinalNorm, -1);
+  if (s.encoder()) {
+    b.add("model.stack", Op{OpKind::Output, 0, {x}, {-1, -1}, {d.hidden}}, d.hidden);
+    return b.take();
+  }
   const int32_t head = s.embedding.tied ? embed : b.need(Role::LmHead, -1);
   const int32_t head_bias = b.find(Role::LmHead, true, -1);  // Phi-2
   b.add(s.output.softcap > 0 ? "output.softcap" : "embedding.tied",

@@ -36,10 +36,12 @@ struct KernelKey {
   DType dtype = DType::F32;     // embed: the table's; matmul: the weights' (as the device stores them)
   Epilogue epilogue;            // matmul
   bool positions = false;       // embed: add the learned position table
+  bool types = false;           // embed: add row 0 of the token-type table (BERT)
   RopePairing pairing = RopePairing::Neox;  // rope_kv
   bool qk_norm = false;         // rope_kv: RMSNorm q and k first (the spec's attention.qk_norm says how)
   bool local = false;           // rope_kv: position.local_theta's table, unscaled (windowed layers)
   int64_t window = 0;           // attention: W, the keys a query sees (0: every key)
+  bool bidirectional = false;   // attention: every row sees every key of its input (an encoder)
   // moe_route: the router logits' row stride (E, or E + 1 beside a shared
   // expert's gate); moe_combine: that gate logit's stride and offset.
   uint32_t stride = 0;
@@ -53,7 +55,7 @@ struct KernelKey {
     const std::string family_key(kernels::family(family).key);
     const std::string dt(dtype_name(dtype));
     switch (family) {
-      case kernels::Family::Embed: return "embed_" + std::to_string(width) + "_" + dt + (positions ? "_pos" : "");
+      case kernels::Family::Embed: return "embed_" + std::to_string(width) + "_" + dt + (positions ? "_pos" : "") + (types ? "_types" : "");
       case kernels::Family::Norm: return "norm_" + std::to_string(width) + (residual ? "_residual" : "");
       case kernels::Family::Matmul: {
         std::string n = "matmul_" + std::to_string(width) + "_" + dt;
@@ -71,7 +73,9 @@ struct KernelKey {
         if (width == 0) return std::string("kv_append") + (qk_norm ? "_qk_norm" : "");
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (local ? "_local" : "") +
                (qk_norm ? "_qk_norm" : "");
-      case kernels::Family::Attention: return window > 0 ? "attention_w" + std::to_string(window) : family_key;
+      case kernels::Family::Attention:
+        if (bidirectional) return family_key + "_bidirectional";
+        return window > 0 ? "attention_w" + std::to_string(window) : family_key;
       case kernels::Family::MoeCombine:
         return family_key + (shared == 0 ? "" : shared == 1 ? "_shared" : "_shared_gated");
       default: return family_key;

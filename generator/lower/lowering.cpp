@@ -216,11 +216,19 @@ class Lowering {
         matrix(op.tensor[0], op.dims[0], op.dims[1]);
         if (positions && bytes(next->tensor[0], next->dims[0], next->dims[1]) > max_part_bytes_)
           unsupported(i + 1, "the position table is over max_part_bytes; only the token table is split into row ranges");
-        emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = positions},
+        // BERT's token-type table, added with the positions (row 0: one segment).
+        const int32_t types = positions ? next->tensor[1] : -1;
+        if (positions && dtype(next->tensor[0]) != dtype(op.tensor[0]))
+          unsupported(i + 1, "the position table's dtype differs from the token table's");
+        if (types >= 0 && dtype(types) != dtype(op.tensor[0]))
+          unsupported(i + 1, "the token-type table's dtype differs from the token table's");
+        emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = positions,
+                          .types = types >= 0},
              plan::Grid::Rows,
              {{"io", plan::io()},
               {"table", plan::weight(op.tensor[0])},
               {"positions", positions ? plan::weight(next->tensor[0]) : Binding{}},
+              {"types", vector_or_none(types)},
               {"y", plan::activation(out.slot)}},
              {{"token0", 0}, {"tokens", static_cast<uint32_t>(op.dims[0])}});
         return positions ? 2 : 1;
@@ -269,11 +277,12 @@ class Lowering {
           take_over(*next, op.out);
           return 2;
         }
-        const Loc out = materialize(op.out);
+        // An encoder's last norm writes its hidden states, every row, to the output.
+        const bool output = next && next->kind == OpKind::Output && next->in[0] == op.out;
+        const Binding y = output ? plan::logits() : plan::activation(materialize(op.out).slot);
         emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0]}, plan::Grid::Rows,
-             {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])},
-              {"y", plan::activation(out.slot)}});
-        return 1;
+             {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])}, {"y", y}});
+        return output ? 2 : 1;
       }
       case OpKind::MatMul: return lower_matmul(i);
       case OpKind::Split: {
@@ -383,6 +392,7 @@ class Lowering {
         return 1;
       }
       case OpKind::PosEmbed: unsupported(i, "add_positions must follow the embedding");
+      case OpKind::Output: unsupported(i, "an encoder's output must follow the norm that ends its stack");
       case OpKind::Act: unsupported(i, "an activation must follow the matmul it applies to");
       case OpKind::GatedAct: unsupported(i, "a gated activation must follow its gate and up matmuls");
       case OpKind::Add: unsupported(i, "a residual add must follow the matmul of its branch");
@@ -534,7 +544,7 @@ class Lowering {
     if (plan_.windows.size() <= static_cast<size_t>(op.layer)) plan_.windows.resize(static_cast<size_t>(op.layer) + 1, 0);
     plan_.windows[static_cast<size_t>(op.layer)] = window;
     // One workgroup per KV head serves its G query heads (and key range, when split).
-    emit(i, KernelKey{.family = Family::Attention, .window = window}, plan::Grid::Split,
+    emit(i, KernelKey{.family = Family::Attention, .window = window, .bidirectional = op.variant != 0}, plan::Grid::Split,
          {{"io", plan::io()},
           {"q", plan::activation(q.slot)},
           {"k_cache", plan::k_cache(op.layer)},

@@ -63,6 +63,10 @@ std::vector<bool> windowed_layers(const Spec& s) {
 
 std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   Differences d;
+  d.field("model.stack", a.stack, b.stack);
+  d.field("embedding.token_types", a.embedding.token_types, b.embedding.token_types);
+  d.field("pooling.kind", a.pooling.kind, b.pooling.kind);
+  d.field("pooling.normalize", a.pooling.normalize, b.pooling.normalize);
   d.field("dims.hidden", a.dims.hidden, b.dims.hidden);
   d.field("dims.layers", a.dims.layers, b.dims.layers);
   d.field("dims.heads", a.dims.heads, b.dims.heads);

@@ -57,9 +57,9 @@ std::vector<Advice> lint(const Spec& s) {
         "head_dim = " + num(d.head_dim) + " is not a multiple of 32 (64 and 128 are usual): attention kernels "
         "leave lanes idle on every key");
 
-  // The embedding and LM head are matrices of vocab rows: a multiple of 64
-  // keeps their tiles whole.
-  if (d.vocab % 64 != 0)
+  // The LM head is a matrix of vocab rows: a multiple of 64 keeps its tiles
+  // whole. (An encoder has none: its embedding rows are gathered, not tiled.)
+  if (d.vocab % 64 != 0 && !s.encoder())
     add("dims.vocab", "vocab-multiple",
         "vocab = " + num(d.vocab) + " is not a multiple of 64 (the next is " + num((d.vocab + 63) / 64 * 64) +
             "): the LM head's last tile is partial; padding the vocabulary is free");
@@ -122,7 +122,7 @@ std::vector<Advice> lint(const Spec& s) {
   const double share = static_cast<double>(embedding) / static_cast<double>(r.total_params);
   if (share > 0.5)
     add("dims.vocab", "embedding-share",
-        "the embedding" + std::string(s.embedding.tied ? "" : " and LM head") + " hold " + fixed(100 * share, 0) +
+        "the embedding" + std::string(s.embedding.tied || s.encoder() ? "" : " and LM head") + " hold " + fixed(100 * share, 0) +
             " % of the parameters: the layers are the minority of this model");
   return out;
 }

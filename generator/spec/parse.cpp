@@ -207,6 +207,12 @@ void set(T& field, const std::optional<T>& value) {
 void read_model(Table t, Spec& s) {
   set(s.name, t.string("name", true));
   set(s.source, t.string("source", false));
+  const toml::node* stack = t.raw("stack");
+  if (stack && stack->value<std::string>() == "encoder-decoder")
+    t.error(*stack, "model.stack: \"encoder-decoder\" stacks (T5, BART) are not supported yet; "
+                    "\"decoder\" and \"encoder\" are");
+  else
+    set(s.stack, t.choice<Stack>("stack", false));
   t.finish();
 }
 
@@ -335,6 +341,7 @@ void read_embedding(Table t, Spec& s) {
   Embedding& e = s.embedding;
   set(e.tied, t.boolean("tied"));
   set(e.norm, t.boolean("norm"));
+  set(e.token_types, t.integer("token_types", false, 1, 1024));
   if (const toml::node* scale = t.raw("scale")) {
     if (scale->is_string() && *scale->value<std::string>() == "sqrt_hidden") {
       e.scale_sqrt_hidden = true;
@@ -448,6 +455,12 @@ void read_weights(Table t, Spec& s) {
   t.finish();
 }
 
+void read_pooling(Table t, Spec& s) {
+  set(s.pooling.kind, t.choice<Pooling>("kind", t.present()));
+  set(s.pooling.normalize, t.boolean("normalize"));
+  t.finish();
+}
+
 void read_cache(Table t, Spec& s) {
   set(s.cache.dtype, t.choice<DType>("dtype", false, kCacheDTypes));
   t.finish();
@@ -511,6 +524,7 @@ std::optional<Spec> parse_spec_string(std::string_view text, const std::string& 
   read_output(top.sub("output"), s);
   read_weights(top.sub("weights"), s);
   read_cache(top.sub("cache"), s);
+  read_pooling(top.sub("pooling"), s);
   top.finish();
   resolve_defaults(s);
 

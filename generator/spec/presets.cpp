@@ -3,7 +3,7 @@
 
 namespace lathe::spec {
 
-std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "gguf"}; }
+std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "gguf"}; }
 
 std::map<Role, std::string> preset_names(const std::string& preset, NormPlacement placement) {
   std::map<Role, std::string> n;
@@ -53,6 +53,22 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::Down] = L + "mlp.c_proj";
     n[Role::FinalNorm] = "ln_f";
     n[Role::LmHead] = "lm_head";
+  } else if (preset == "hf-bert") {
+    // transformers' BertModel (and RoBERTa's): post-norm blocks, the
+    // attention's norm after its output projection, the MLP's after its down.
+    const std::string L = "encoder.layer.{layer}.";
+    n[Role::Embed] = "embeddings.word_embeddings";
+    n[Role::PosEmbed] = "embeddings.position_embeddings";
+    n[Role::TokenTypes] = "embeddings.token_type_embeddings";
+    n[Role::EmbedNorm] = "embeddings.LayerNorm";
+    n[Role::Q] = L + "attention.self.query";
+    n[Role::K] = L + "attention.self.key";
+    n[Role::V] = L + "attention.self.value";
+    n[Role::O] = L + "attention.output.dense";
+    n[Role::AttnNorm] = L + "attention.output.LayerNorm";
+    n[Role::Up] = L + "intermediate.dense";
+    n[Role::Down] = L + "output.dense";
+    n[Role::MlpNorm] = L + "output.LayerNorm";
   } else if (preset == "gguf") {
     const std::string L = "blk.{layer}.";
     n[Role::Embed] = "token_embd";

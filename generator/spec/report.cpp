@@ -84,6 +84,7 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   r.dtype = s.weights.dtype;
   r.kv_dtype = s.cache.dtype;
   r.max_context = s.dims.max_context;
+  r.encoder = s.encoder();
 
   std::map<Component, int64_t> per_component;
   double linear_active = 0;  // weights multiplied per token
@@ -106,12 +107,15 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   }
   for (auto& [c, n] : per_component) r.components.emplace_back(name(c), n);
 
-  // The LM head multiplies every token, tied or not.
-  const double head = static_cast<double>(s.dims.vocab * s.dims.hidden);
+  // The LM head multiplies every token, tied or not; an encoder has none,
+  // and each of its rows attends to all T keys of its input.
+  const double head = s.encoder() ? 0.0 : static_cast<double>(s.dims.vocab * s.dims.hidden);
   const double matmul = 2.0 * (linear_active + head);
   for (int64_t T : prefill_lengths)
-    r.prefill_flops_per_token.emplace_back(T, matmul + prefill_attention_flops(s, T) / static_cast<double>(T));
-  for (int64_t L : decode_contexts) r.decode_flops_per_token.emplace_back(L, matmul + attention_flops(s, L));
+    r.prefill_flops_per_token.emplace_back(
+        T, matmul + (s.encoder() ? attention_flops(s, T) : prefill_attention_flops(s, T) / static_cast<double>(T)));
+  if (!s.encoder())
+    for (int64_t L : decode_contexts) r.decode_flops_per_token.emplace_back(L, matmul + attention_flops(s, L));
 
   // Block dtypes: the blocks' bytes (a Q4_K value costs 144 / 256 bytes).
   for (const Spelling<DType>& dt : kDTypeSpellings)
@@ -144,9 +148,14 @@ std::string format_report(const Report& r) {
   for (const auto& [c, n] : r.components) out << "| " << c << " | " << grouped(n) << " |\n";
   out << "| **total** | **" << grouped(r.total_params) << "** |\n";
   if (r.active_params != r.total_params) out << "| active per token | " << grouped(r.active_params) << " |\n";
-  out << "\nA decode token reads " << human_bytes(r.decode_weight_bytes) << " of the checkpoint's weights ("
-      << name(r.dtype) << ")" << (r.active_params != r.total_params ? ", its routed experts' only" : "") << ".\n";
-  out << "\n| weights stored as | bytes | bytes per decode token |\n|---|---:|---:|\n";
+  if (r.encoder)
+    out << "\nAn encoder: each input runs in one pass, every row attending to every key of it; a pass reads "
+        << human_bytes(r.decode_weight_bytes) << " of the checkpoint's weights (" << name(r.dtype) << ").\n";
+  else
+    out << "\nA decode token reads " << human_bytes(r.decode_weight_bytes) << " of the checkpoint's weights ("
+        << name(r.dtype) << ")" << (r.active_params != r.total_params ? ", its routed experts' only" : "") << ".\n";
+  out << "\n| weights stored as | bytes | " << (r.encoder ? "bytes a pass reads" : "bytes per decode token")
+      << " |\n|---|---:|---:|\n";
   for (size_t i = 0; i < r.weight_bytes.size(); ++i) {
     const auto& [dt, b] = r.weight_bytes[i];
     out << "| " << name(dt) << " | " << human_bytes(static_cast<double>(b)) << " | "
@@ -158,11 +167,13 @@ std::string format_report(const Report& r) {
   out << "| weights (block rows repacked, vectors f32) | " << human_bytes(static_cast<double>(r.device_weight_bytes))
       << " |\n";
   for (const auto& [L, b] : r.device_bytes_at_context)
-    out << "| weights + KV cache at context " << L << " | " << human_bytes(static_cast<double>(b)) << " |\n";
+    out << "| weights + " << (r.encoder ? "K and V of an input of " : "KV cache at context ") << L << " | "
+        << human_bytes(static_cast<double>(b)) << " |\n";
   out << "\n| work per token | FLOPs |\n|---|---:|\n";
-  for (const auto& [T, f] : r.prefill_flops_per_token) out << "| prefill, T = " << T << " | " << human(f, "FLOP") << " |\n";
+  for (const auto& [T, f] : r.prefill_flops_per_token)
+    out << (r.encoder ? "| an input of T = " : "| prefill, T = ") << T << " | " << human(f, "FLOP") << " |\n";
   for (const auto& [L, f] : r.decode_flops_per_token) out << "| decode, context " << L << " | " << human(f, "FLOP") << " |\n";
-  out << "\n| KV cache (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
+  out << "\n| " << (r.encoder ? "K and V of a pass" : "KV cache") << " (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
   out << "| per token | " << human_bytes(static_cast<double>(r.kv_bytes_per_token)) << " |\n";
   out << "| at max context (" << r.max_context << ") | " << human_bytes(static_cast<double>(r.kv_bytes_max_context)) << " |\n";
   return out.str();

@@ -36,6 +36,9 @@ struct Report {
   int64_t kv_bytes_per_token = 0;        // all layers, H_kv heads, K and V
   int64_t kv_bytes_max_context = 0;      // windowed layers hold only their window
   int64_t max_context = 0;
+  // An encoder: an input runs in one pass (every row attends to every key),
+  // no LM head, no decode; its K and V live for the pass.
+  bool encoder = false;
 };
 
 Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths = {128, 512},

@@ -77,7 +77,7 @@ void validate(const Spec& s, Diagnostics& diag) {
   // Per-role dtypes: matrices of the model, an array one dtype per layer.
   for (const auto& [role, dtypes] : s.weights.role_dtypes) {
     const std::string key = "weights.dtypes." + std::string(name(role));
-    const bool per_layer = role != Role::Embed && role != Role::PosEmbed && role != Role::LmHead && !is_norm(role);
+    const bool per_layer = role != Role::Embed && role != Role::PosEmbed && role != Role::TokenTypes && role != Role::LmHead && !is_norm(role);
     if (is_norm(role))
       at(key, "a norm's scale is a vector: its dtype is weights.vector_dtype");
     else if (dtypes.size() > 1 && !per_layer)
@@ -145,6 +145,29 @@ void validate(const Spec& s, Diagnostics& diag) {
     for (int64_t l : m.dense_layers)
       if (l >= d.layers)
         at("moe.dense_layers", "dense_layers names layer " + num(l) + ", but the model has " + num(d.layers) + " layers");
+  }
+
+  // The stack. An encoder attends both ways over one input at a time and
+  // ends at its hidden states: no LM head, and no feature that only a
+  // causal cache defines.
+  if (s.encoder()) {
+    if (s.embedding.tied) at("embedding.tied", "an encoder has no LM head to tie (model.stack = \"encoder\")");
+    if (s.output.bias || s.output.softcap > 0)
+      at(s.output.bias ? "output.bias" : "output.softcap",
+         "an encoder ends at its hidden states: [output] applies to an LM head (model.stack = \"encoder\")");
+    if (a.sliding_window > 0)
+      at("attention.sliding_window", "sliding windows are defined for causal stacks only (model.stack = \"encoder\")");
+    if (p.kind == PositionKind::Alibi)
+      at("position.kind", "ALiBi is defined for causal stacks only (model.stack = \"encoder\")");
+    if (s.embedding.token_types > 0 && p.kind != PositionKind::Learned)
+      at("embedding.token_types", "token types are added with learned positions (position.kind = \"learned\")");
+    if (s.norm.placement != NormPlacement::Post && !s.norm.final_norm)
+      at("norm.final", "an encoder's hidden states end at a norm: a final norm (norm.final = true) or post placement");
+  } else {
+    if (s.pooling.kind != Pooling::None || s.locations.count("pooling"))
+      at("pooling", "pooling makes one vector of an encoder's hidden states: set model.stack = \"encoder\"");
+    if (s.embedding.token_types > 0)
+      at("embedding.token_types", "token types are an encoder's segment embeddings: set model.stack = \"encoder\"");
   }
 
   // Size.

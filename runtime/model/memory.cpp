@@ -45,7 +45,7 @@ Session::Memory Session::Impl::memory() const {
     m.cache += 2 * static_cast<uint64_t>(options.sequences) * static_cast<uint64_t>(ring_positions(l)) *
                static_cast<uint64_t>(plan.cache_row_bytes);
   m.activations = static_cast<uint64_t>(std::max(options.max_chunk, options.sequences)) *
-                  static_cast<uint64_t>(model.vocab) * 4;  // the logits
+                  static_cast<uint64_t>(model.output_width) * 4;  // the logits (an encoder's states)
   for (int64_t width : plan.slot_widths)
     m.activations += static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(width) * 4;
   return m;
@@ -172,7 +172,8 @@ void Session::Impl::allocate() {
   }
   io.emplace(device, rows * sizeof(plan::IoRow), kStorage, vk::MemoryUse::Staging);
   const VkDeviceSize logit_rows = options.all_logits ? rows : static_cast<VkDeviceSize>(options.sequences);
-  logits.emplace(device, logit_rows * static_cast<VkDeviceSize>(model.vocab) * 4, kStorage, vk::MemoryUse::Device);
+  logits.emplace(device, logit_rows * static_cast<VkDeviceSize>(model.output_width) * 4, kStorage,
+                 vk::MemoryUse::Device);
   if (splits > 1)
     partials.emplace(device, rows * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4, kStorage,
                      vk::MemoryUse::Device);

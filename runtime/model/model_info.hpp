@@ -33,6 +33,12 @@ struct ModelInfo {
   std::span<const std::string_view> ignored_tensors;  // name patterns the audit tolerates
   plan::Plan plan;                        // what the session allocates, binds, records and submits
   std::span<const KernelBinary> kernels;  // the SPIR-V of plan.kernels, index for index
+  // An encoder (model.stack = "encoder"): bidirectional attention over one
+  // input a pass, and an output of the final hidden states, not logits.
+  bool encoder = false;
+  int64_t output_width = 0;  // an output row's values: vocab (logits), or hidden (an encoder's states)
+  Pooling pooling = Pooling::None;  // an encoder's sentence embedding (embed, /v1/embeddings)
+  bool pool_normalize = false;      // … divided by its L2 norm
 };
 
 const ModelInfo& model_info();

@@ -68,7 +68,7 @@ void Session::Impl::run_decode(uint32_t count) {
 }
 
 std::vector<float> Session::Impl::read_logits(uint32_t rows) {
-  std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(model.vocab));
+  std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(model.output_width));
   vk::download(device, *logits, out.data(), out.size() * sizeof(float));
   return out;
 }
@@ -92,6 +92,12 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
     throw Error(ErrorKind::InvalidArgument, "sequences " + std::to_string(options.sequences) + " is outside [1, " +
                                                 std::to_string(options.max_chunk) +
                                                 "]: a batched decode step is one pass of a row per sequence");
+  if (model.encoder) {
+    // An encoder's input runs in one pass (its rows see each other's keys),
+    // every row's hidden states kept.
+    s.options.all_logits = true;
+    s.options.max_chunk = std::max(options.max_chunk, s.context * options.sequences);
+  }
   s.positions.assign(static_cast<size_t>(options.sequences), 0);
   s.lanes = device.info().subgroup_size;
   s.choose_class();
@@ -100,7 +106,8 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
   // Every activation (and the logits of every row) is bound whole as a
   // storage buffer: a chunk may hold no more rows than maxStorageBufferRange
   // allows (128 MiB on lavapipe: 261 rows of a 128256-token vocabulary).
-  const int64_t widest = std::max(s.plan.widest_row_floats, options.all_logits || options.sequences > 1 ? model.vocab : 0);
+  const int64_t widest =
+      std::max(s.plan.widest_row_floats, s.options.all_logits || options.sequences > 1 ? model.output_width : 0);
   const uint64_t range = device.info().max_storage_buffer_range;
   if (range > 0 && widest > 0) {
     const int64_t fit = static_cast<int64_t>(range / (static_cast<uint64_t>(widest) * 4));
@@ -143,8 +150,8 @@ void Session::warm_up(int64_t rows, const WarmUpProgress& progress) {
   const Impl& s = *impl_;
   reset();
   const int64_t n = std::clamp<int64_t>(std::min({rows, s.context - 1, s.options.max_chunk}), 1, s.context);
-  const bool decodes = n < s.context;
-  const bool batched = s.positions.size() > 1;
+  const bool decodes = n < s.context && !s.model.encoder;  // an encoder has no decode step
+  const bool batched = s.positions.size() > 1 && !s.model.encoder;
   const int stages = 1 + decodes + batched;
   int done = 0;
   const auto stage = [&](const char* name) {
@@ -171,6 +178,10 @@ std::vector<float> Session::prefill(std::span<const int32_t> tokens) { return pr
 
 std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> tokens) {
   Impl& s = *impl_;
+  if (s.model.encoder) {
+    const std::vector<int32_t> input(tokens.begin(), tokens.end());
+    return encode(std::span(&input, 1)).front();
+  }
   if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "prefill of no tokens");
   for (int32_t t : tokens) s.check_token(t);
   s.check_ready(sequence, tokens.size());
@@ -199,8 +210,60 @@ std::vector<float> Session::decode(int32_t token) {
   return decode(std::span(&step, 1));
 }
 
+std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int32_t>> inputs) {
+  Impl& s = *impl_;
+  if (!s.model.encoder)
+    throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) + " is a decoder: encode() runs encoders only");
+  if (inputs.empty()) throw Error(ErrorKind::InvalidArgument, "encode of no inputs");
+  if (inputs.size() > s.positions.size())
+    throw Error(ErrorKind::InvalidArgument, std::to_string(inputs.size()) + " inputs in one pass, but the session holds " +
+                                                std::to_string(s.positions.size()) + " sequences (raise sequences)");
+  // Each input's rows are padded to a whole number of attention workgroups
+  // (a workgroup stages one sequence's keys); the padding rows see keys of
+  // their own and are dropped.
+  const uint32_t group = s.attention_rows(s.prefill);
+  size_t rows = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int32_t>& input = inputs[i];
+    const std::string which = inputs.size() > 1 ? "input " + std::to_string(i) + ": " : "";
+    if (input.empty()) throw Error(ErrorKind::InvalidArgument, which + "an empty input");
+    for (int32_t t : input) s.check_token(t);
+    if (static_cast<int64_t>(input.size()) > s.context)
+      throw Error(ErrorKind::InvalidArgument, which + std::to_string(input.size()) + " tokens exceed the context of " +
+                                                  std::to_string(s.context) + " positions (up to " +
+                                                  std::to_string(s.model.max_context) + ", the spec's max_context)");
+    rows += std::min<size_t>((input.size() + group - 1) / group * group, static_cast<size_t>(s.context));
+  }
+  if (static_cast<int64_t>(rows) > s.options.max_chunk)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(rows) + " rows in one pass exceed the " +
+                                                std::to_string(s.options.max_chunk) + " this device binds at once");
+  s.check_ready(0, 0);
+  std::vector<size_t> first(inputs.size());
+  size_t at = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int32_t>& input = inputs[i];
+    const size_t padded = std::min<size_t>((input.size() + group - 1) / group * group, static_cast<size_t>(s.context));
+    first[i] = at;
+    for (size_t r = 0; r < padded; ++r)
+      s.io_rows()[at + r] = {static_cast<uint32_t>(r < input.size() ? input[r] : 0), static_cast<uint32_t>(i),
+                             static_cast<uint32_t>(r), static_cast<uint32_t>(input.size())};
+    at += padded;
+  }
+  s.run_chunk(0, static_cast<uint32_t>(rows));
+  s.positions[0] = 0;  // nothing stays cached: each pass starts from position 0
+  const std::vector<float> out = s.read_logits(static_cast<uint32_t>(rows));
+  const size_t width = static_cast<size_t>(s.model.output_width);
+  std::vector<std::vector<float>> result;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    result.emplace_back(out.begin() + static_cast<std::ptrdiff_t>(first[i] * width),
+                        out.begin() + static_cast<std::ptrdiff_t>((first[i] + inputs[i].size()) * width));
+  return result;
+}
+
 std::vector<float> Session::decode(std::span<const Step> steps) {
   Impl& s = *impl_;
+  if (s.model.encoder)
+    throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) + " is an encoder: it has no decode step (encode())");
   if (steps.empty()) throw Error(ErrorKind::InvalidArgument, "decode of no sequences");
   std::vector<bool> named(s.positions.size(), false);
   for (const Step& step : steps) {
@@ -231,6 +294,8 @@ int32_t Session::Impl::device_pick(const Where& where) const {
 
 std::vector<int32_t> Session::generate_greedy(int32_t token, int64_t steps) {
   Impl& s = *impl_;
+  if (s.model.encoder)
+    throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) + " is an encoder: it has no decode step (encode())");
   s.check_token(token);
   s.check_ready(0, static_cast<size_t>(std::max<int64_t>(steps, 0)));
   std::vector<int32_t> out;

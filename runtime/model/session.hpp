@@ -100,6 +100,14 @@ class Session {
   std::vector<float> prefill(std::span<const int32_t> tokens);
   // The same for one sequence's cache.
   std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens);
+  // An encoder's final hidden states [T_i][hidden] of each input, all inputs
+  // in one pass (at most sequences() of them, each at most the context long;
+  // every row of an input attends to every key of it). The cache keeps
+  // nothing: each call starts from position 0. Throws
+  // Error(InvalidArgument) for a decoder, an empty input, a bad token or an
+  // input too long, before anything runs. On an encoder, prefill(tokens) is
+  // encode() of the one input.
+  std::vector<std::vector<float>> encode(std::span<const std::vector<int32_t>> inputs);
   // One token through the recorded decode step; its logits [vocab].
   std::vector<float> decode(int32_t token);
   // One token of each of several distinct sequences in one pass: the logits

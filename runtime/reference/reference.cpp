@@ -172,10 +172,11 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
   const spec::Dims& d = spec_.dims;
   embed_ = tensor(Role::Embed, false, -1);
   if (spec_.position.kind == spec::PositionKind::Learned) pos_embed_ = tensor(Role::PosEmbed, false, -1);
-  lm_head_ = spec_.embedding.tied ? embed_ : tensor(Role::LmHead, false, -1);
+  if (!spec_.encoder()) lm_head_ = spec_.embedding.tied ? embed_ : tensor(Role::LmHead, false, -1);
   lm_head_bias_ = optional(Role::LmHead, true, -1);
   if (spec_.norm.final_norm) final_norm_ = norm(Role::FinalNorm, -1);
   if (spec_.embedding.norm) embed_norm_ = norm(Role::EmbedNorm, -1);
+  if (spec_.embedding.token_types > 0) token_types_ = tensor(Role::TokenTypes, false, -1);
   if (spec_.position.kind == spec::PositionKind::Alibi) {
     // Head h (1-based) of the first 2^k ≤ heads heads: 2^(−8h/2^k); the
     // rest interleave in at the odd steps of 2^(k+1) heads (BLOOM's
@@ -378,6 +379,7 @@ void Reference::reset() {
 }
 
 std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
+  if (spec_.encoder()) return encode(tokens);
   const int64_t vocab = spec_.dims.vocab;
   for (int32_t t : tokens)
     if (t < 0 || t >= vocab)
@@ -399,13 +401,10 @@ std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
   return logits;
 }
 
-void Reference::token(int32_t tok, int64_t p, float* logits) {
-  const spec::Dims& d = spec_.dims;
-  const size_t hidden = static_cast<size_t>(d.hidden);
-  const int64_t hd = d.head_dim;
-  const int64_t q_width = d.heads * hd, kv_width = d.kv_heads * hd;
-  const int64_t group = d.heads / d.kv_heads;
-
+// One token's residual stream before the blocks: its embedding, position and
+// token type (row 0), and the embedding norm.
+std::vector<double> Reference::embed_row(int32_t tok, int64_t p) const {
+  const size_t hidden = static_cast<size_t>(spec_.dims.hidden);
   std::vector<double> x(hidden);
   for (size_t i = 0; i < hidden; ++i)
     x[i] = static_cast<double>(embed_.data[static_cast<size_t>(tok) * hidden + i]) * spec_.embedding.scale;
@@ -416,122 +415,209 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     for (size_t i = 0; i < hidden; ++i)
       x[i] += static_cast<double>(pos_embed_.data[static_cast<size_t>(row) * hidden + i]);
   }
+  if (token_types_.data)  // row 0: one segment
+    for (size_t i = 0; i < hidden; ++i) x[i] += static_cast<double>(token_types_.data[i]);
   if (spec_.embedding.norm) x = normalize(embed_norm_, x);
+  return x;
+}
 
+// The block's q, k and v of one token from its (normed) input h at position
+// p: projected, q/k-normed and rotated.
+void Reference::project_qkv(const Layer& L, const std::vector<double>& h, int64_t p, bool windowed,
+                            std::vector<double>& q, std::vector<double>& k, std::vector<double>& v) const {
+  const spec::Dims& d = spec_.dims;
+  const int64_t hd = d.head_dim;
+  const int64_t q_width = d.heads * hd, kv_width = d.kv_heads * hd;
+  const int64_t group = d.heads / d.kv_heads;
+  q.assign(static_cast<size_t>(q_width), 0.0);
+  k.assign(static_cast<size_t>(kv_width), 0.0);
+  v.assign(static_cast<size_t>(kv_width), 0.0);
+  if (spec_.weights.fused_qkv) {
+    const std::vector<double> qkv = apply(L.qkv, h);
+    // Head-sized pieces of the fused rows: q | k | v, or [q k v] per head
+    // (GPT-NeoX, BLOOM), or per KV head its G query heads, k, v (Falcon).
+    auto copy = [&](std::vector<double>& to, int64_t to_head, int64_t from_unit) {
+      std::copy_n(qkv.begin() + from_unit * hd, hd, to.begin() + to_head * hd);
+    };
+    switch (spec_.weights.qkv_layout) {
+      case QkvLayout::Blocks:
+        for (int64_t hh = 0; hh < d.heads; ++hh) copy(q, hh, hh);
+        for (int64_t g = 0; g < d.kv_heads; ++g) copy(k, g, d.heads + g), copy(v, g, d.heads + d.kv_heads + g);
+        break;
+      case QkvLayout::PerHead:
+        for (int64_t hh = 0; hh < d.heads; ++hh) copy(q, hh, 3 * hh), copy(k, hh, 3 * hh + 1), copy(v, hh, 3 * hh + 2);
+        break;
+      case QkvLayout::Grouped:
+        for (int64_t g = 0; g < d.kv_heads; ++g) {
+          for (int64_t j = 0; j < group; ++j) copy(q, g * group + j, g * (group + 2) + j);
+          copy(k, g, g * (group + 2) + group);
+          copy(v, g, g * (group + 2) + group + 1);
+        }
+        break;
+    }
+  } else {
+    q = apply(L.q, h);
+    k = apply(L.k, h);
+    v = apply(L.v, h);
+  }
+  // q/k norms (RMSNorm, before RoPE): each head over head_dim (Qwen3,
+  // Gemma 3) or each projection whole (OLMo 2).
+  if (spec_.attention.qk_norm != spec::QKNorm::None) {
+    const bool per_head = spec_.attention.qk_norm == spec::QKNorm::PerHead;
+    auto rms_norm = [&](std::vector<double>& values, const NormW& n, int64_t width) {
+      for (int64_t start = 0; start < static_cast<int64_t>(values.size()); start += width) {
+        double sum = 0;
+        for (int64_t i = 0; i < width; ++i) sum += values[start + i] * values[start + i];
+        const double inv = 1.0 / std::sqrt(sum / static_cast<double>(width) + spec_.norm.eps);
+        for (int64_t i = 0; i < width; ++i) {
+          const double w = static_cast<double>(n.weight[per_head ? i : start + i]);
+          values[start + i] *= inv * (spec_.norm.unit_offset ? 1.0 + w : w);
+        }
+      }
+    };
+    rms_norm(q, L.q_norm, per_head ? hd : q_width);
+    rms_norm(k, L.k_norm, per_head ? hd : kv_width);
+  }
+  if (spec_.position.kind == spec::PositionKind::Rope) {
+    const Rope& rope = windowed && spec_.position.local_theta ? local_rope_ : rope_;
+    for (int64_t hh = 0; hh < d.heads; ++hh)
+      apply_rope(q.data() + hh * hd, rope, spec_.position.pairing, p);
+    for (int64_t hh = 0; hh < d.kv_heads; ++hh)
+      apply_rope(k.data() + hh * hd, rope, spec_.position.pairing, p);
+  }
+}
+
+// Attention of the query row at position p over the cached keys
+// [first, last]: softmax of the scaled (soft-capped, ALiBi-shifted) scores.
+std::vector<double> Reference::attend(const Layer& L, const std::vector<double>& q, int64_t p, int64_t first,
+                                    int64_t last) const {
+  const spec::Dims& d = spec_.dims;
+  const int64_t hd = d.head_dim;
+  const int64_t q_width = d.heads * hd, kv_width = d.kv_heads * hd;
+  const int64_t group = d.heads / d.kv_heads;
+  const double scale = spec_.attention.effective_scale(hd);
+  const double softcap = spec_.attention.softcap;
+  std::vector<double> attn(static_cast<size_t>(q_width), 0.0);
+  std::vector<double> scores(static_cast<size_t>(last - first + 1));
+  for (int64_t hh = 0; hh < d.heads; ++hh) {
+    const int64_t kvh = hh / group;
+    const double* qh = q.data() + hh * hd;
+    double max_score = -INFINITY;
+    for (int64_t j = first; j <= last; ++j) {
+      const double* kj = L.k_cache.data() + j * kv_width + kvh * hd;
+      double s = 0;
+      for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
+      s *= scale;
+      if (softcap > 0) s = softcap * std::tanh(s / softcap);
+      if (!alibi_slopes_.empty()) s += alibi_slopes_[static_cast<size_t>(hh)] * static_cast<double>(j - p);
+      scores[static_cast<size_t>(j - first)] = s;
+      max_score = std::max(max_score, s);
+    }
+    double total = 0;
+    for (double& s : scores) total += (s = std::exp(s - max_score));
+    double* out = attn.data() + hh * hd;
+    for (int64_t j = first; j <= last; ++j) {
+      const double w = scores[static_cast<size_t>(j - first)] / total;
+      const double* vj = L.v_cache.data() + j * kv_width + kvh * hd;
+      for (int64_t e = 0; e < hd; ++e) out[e] += w * vj[e];
+    }
+  }
+  return attn;
+}
+
+// The rest of a block after attention: the output projection, residual adds,
+// norms and the MLP (or experts), from the block's input and its attention
+// branch's normed input h.
+void Reference::finish_block(const Layer& L, int64_t layer, std::vector<double>& x, const std::vector<double>& block_in,
+                             std::vector<double> h, const std::vector<double>& attn) const {
+  const size_t hidden = static_cast<size_t>(spec_.dims.hidden);
+  using Placement = spec::NormPlacement;
+  const Placement placement = spec_.norm.placement;
+  const bool norm_in = attention_norm_in();
+  const bool norm_out = placement == Placement::Sandwich || placement == Placement::BranchOutput;
+  std::vector<double> o = apply(L.o, attn);
+  if (norm_out) o = normalize(L.attn_post_norm, o);
+  for (size_t i = 0; i < hidden; ++i) x[i] += o[i];
+  if (placement == Placement::Post) x = normalize(L.attn_norm, x);
+
+  // MLP: of the block's input beside the attention (parallel: one shared
+  // norm or its own), else of the stream after it.
+  if (placement == Placement::Parallel) {
+    if (!spec_.norm.parallel_shared) h = normalize(L.mlp_norm, block_in);
+  } else {
+    h = norm_in ? normalize(L.mlp_norm, x) : x;
+  }
+  std::vector<double> down = spec_.moe.sparse(layer) ? moe(L, h) : mlp(L.mlp, h);
+  if (norm_out) down = normalize(L.mlp_post_norm, down);
+  for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
+  if (placement == Placement::Post) x = normalize(L.mlp_norm, x);
+}
+
+// Norms before each branch (pre, sandwich, parallel), after it (sandwich,
+// branch_output: x + N(F(·))), or after the residual add (post).
+bool Reference::attention_norm_in() const {
+  using Placement = spec::NormPlacement;
+  const Placement placement = spec_.norm.placement;
+  return placement == Placement::Pre || placement == Placement::Sandwich || placement == Placement::Parallel;
+}
+
+std::vector<float> Reference::encode(const std::vector<int32_t>& tokens) {
+  if (!spec_.encoder()) throw std::invalid_argument("reference: encode() runs encoders (model.stack = \"encoder\")");
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  for (int32_t t : tokens)
+    if (t < 0 || t >= spec_.dims.vocab)
+      throw std::out_of_range("reference: token " + std::to_string(t) + " outside the vocabulary of " +
+                              std::to_string(spec_.dims.vocab));
+  if (T > spec_.dims.max_context)
+    throw std::out_of_range("reference: " + std::to_string(T) + " tokens exceed dims.max_context = " +
+                            std::to_string(spec_.dims.max_context));
+  reset();
+  // Layer by layer: every token's keys and values are cached before any row
+  // attends, and each row attends to all of them.
+  std::vector<std::vector<double>> x;
+  for (int64_t p = 0; p < T; ++p) x.push_back(embed_row(tokens[static_cast<size_t>(p)], p));
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
-    // Attention. Norms before a branch (pre, sandwich, parallel), after it
-    // (sandwich, branch_output: x + N(F(·))), or after the residual add (post).
-    using Placement = spec::NormPlacement;
-    const Placement placement = spec_.norm.placement;
-    const bool norm_in = placement == Placement::Pre || placement == Placement::Sandwich || placement == Placement::Parallel;
-    const bool norm_out = placement == Placement::Sandwich || placement == Placement::BranchOutput;
+    std::vector<std::vector<double>> h(x.size()), q(x.size());
+    for (int64_t p = 0; p < T; ++p) {
+      const size_t i = static_cast<size_t>(p);
+      h[i] = attention_norm_in() ? normalize(L.attn_norm, x[i]) : x[i];
+      std::vector<double> k, v;
+      project_qkv(L, h[i], p, false, q[i], k, v);
+      L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
+      L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
+    }
+    for (int64_t p = 0; p < T; ++p) {
+      const size_t i = static_cast<size_t>(p);
+      const std::vector<double> block_in = x[i];
+      finish_block(L, static_cast<int64_t>(l), x[i], block_in, h[i], attend(L, q[i], p, 0, T - 1));
+    }
+  }
+  std::vector<float> out;
+  for (std::vector<double>& row : x) {
+    if (spec_.norm.final_norm) row = normalize(final_norm_, row);
+    for (double value : row) out.push_back(static_cast<float>(value));
+  }
+  reset();
+  return out;
+}
+
+void Reference::token(int32_t tok, int64_t p, float* logits) {
+  const spec::Dims& d = spec_.dims;
+  const size_t hidden = static_cast<size_t>(d.hidden);
+  std::vector<double> x = embed_row(tok, p);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& L = layers_[l];
     const std::vector<double> block_in = x;
-    std::vector<double> h = norm_in ? normalize(L.attn_norm, x) : x;
-    std::vector<double> q(static_cast<size_t>(q_width)), k(static_cast<size_t>(kv_width)), v(static_cast<size_t>(kv_width));
-    if (spec_.weights.fused_qkv) {
-      const std::vector<double> qkv = apply(L.qkv, h);
-      // Head-sized pieces of the fused rows: q | k | v, or [q k v] per head
-      // (GPT-NeoX, BLOOM), or per KV head its G query heads, k, v (Falcon).
-      auto copy = [&](std::vector<double>& to, int64_t to_head, int64_t from_unit) {
-        std::copy_n(qkv.begin() + from_unit * hd, hd, to.begin() + to_head * hd);
-      };
-      switch (spec_.weights.qkv_layout) {
-        case QkvLayout::Blocks:
-          for (int64_t hh = 0; hh < d.heads; ++hh) copy(q, hh, hh);
-          for (int64_t g = 0; g < d.kv_heads; ++g) copy(k, g, d.heads + g), copy(v, g, d.heads + d.kv_heads + g);
-          break;
-        case QkvLayout::PerHead:
-          for (int64_t hh = 0; hh < d.heads; ++hh) copy(q, hh, 3 * hh), copy(k, hh, 3 * hh + 1), copy(v, hh, 3 * hh + 2);
-          break;
-        case QkvLayout::Grouped:
-          for (int64_t g = 0; g < d.kv_heads; ++g) {
-            for (int64_t j = 0; j < group; ++j) copy(q, g * group + j, g * (group + 2) + j);
-            copy(k, g, g * (group + 2) + group);
-            copy(v, g, g * (group + 2) + group + 1);
-          }
-          break;
-      }
-    } else {
-      q = apply(L.q, h);
-      k = apply(L.k, h);
-      v = apply(L.v, h);
-    }
-    // q/k norms (RMSNorm, before RoPE): each head over head_dim (Qwen3,
-    // Gemma 3) or each projection whole (OLMo 2).
-    if (spec_.attention.qk_norm != spec::QKNorm::None) {
-      const bool per_head = spec_.attention.qk_norm == spec::QKNorm::PerHead;
-      auto rms_norm = [&](std::vector<double>& values, const NormW& n, int64_t width) {
-        for (int64_t start = 0; start < static_cast<int64_t>(values.size()); start += width) {
-          double sum = 0;
-          for (int64_t i = 0; i < width; ++i) sum += values[start + i] * values[start + i];
-          const double inv = 1.0 / std::sqrt(sum / static_cast<double>(width) + spec_.norm.eps);
-          for (int64_t i = 0; i < width; ++i) {
-            const double w = static_cast<double>(n.weight[per_head ? i : start + i]);
-            values[start + i] *= inv * (spec_.norm.unit_offset ? 1.0 + w : w);
-          }
-        }
-      };
-      rms_norm(q, L.q_norm, per_head ? hd : q_width);
-      rms_norm(k, L.k_norm, per_head ? hd : kv_width);
-    }
+    const std::vector<double> h = attention_norm_in() ? normalize(L.attn_norm, x) : x;
     const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
-    if (spec_.position.kind == spec::PositionKind::Rope) {
-      const Rope& rope = windowed && spec_.position.local_theta ? local_rope_ : rope_;
-      for (int64_t hh = 0; hh < d.heads; ++hh)
-        apply_rope(q.data() + hh * hd, rope, spec_.position.pairing, p);
-      for (int64_t hh = 0; hh < d.kv_heads; ++hh)
-        apply_rope(k.data() + hh * hd, rope, spec_.position.pairing, p);
-    }
+    std::vector<double> q, k, v;
+    project_qkv(L, h, p, windowed, q, k, v);
     L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
     L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
-
     const int64_t first = windowed ? std::max<int64_t>(0, p - spec_.attention.sliding_window + 1) : 0;
-    const double scale = spec_.attention.effective_scale(hd);
-    const double softcap = spec_.attention.softcap;
-    std::vector<double> attn(static_cast<size_t>(q_width), 0.0);
-    std::vector<double> scores(static_cast<size_t>(p - first + 1));
-    for (int64_t hh = 0; hh < d.heads; ++hh) {
-      const int64_t kvh = hh / group;
-      const double* qh = q.data() + hh * hd;
-      double max_score = -INFINITY;
-      for (int64_t j = first; j <= p; ++j) {
-        const double* kj = L.k_cache.data() + j * kv_width + kvh * hd;
-        double s = 0;
-        for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
-        s *= scale;
-        if (softcap > 0) s = softcap * std::tanh(s / softcap);
-        if (!alibi_slopes_.empty()) s += alibi_slopes_[static_cast<size_t>(hh)] * static_cast<double>(j - p);
-        scores[static_cast<size_t>(j - first)] = s;
-        max_score = std::max(max_score, s);
-      }
-      double total = 0;
-      for (double& s : scores) total += (s = std::exp(s - max_score));
-      double* out = attn.data() + hh * hd;
-      for (int64_t j = first; j <= p; ++j) {
-        const double w = scores[static_cast<size_t>(j - first)] / total;
-        const double* vj = L.v_cache.data() + j * kv_width + kvh * hd;
-        for (int64_t e = 0; e < hd; ++e) out[e] += w * vj[e];
-      }
-    }
-    std::vector<double> o = apply(L.o, attn);
-    if (norm_out) o = normalize(L.attn_post_norm, o);
-    for (size_t i = 0; i < hidden; ++i) x[i] += o[i];
-    if (placement == Placement::Post) x = normalize(L.attn_norm, x);
-
-    // MLP: of the block's input beside the attention (parallel: one shared
-    // norm or its own), else of the stream after it.
-    if (placement == Placement::Parallel) {
-      if (!spec_.norm.parallel_shared) h = normalize(L.mlp_norm, block_in);
-    } else {
-      h = norm_in ? normalize(L.mlp_norm, x) : x;
-    }
-    std::vector<double> down = spec_.moe.sparse(static_cast<int64_t>(l)) ? moe(L, h) : mlp(L.mlp, h);
-    if (norm_out) down = normalize(L.mlp_post_norm, down);
-    for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
-    if (placement == Placement::Post) x = normalize(L.mlp_norm, x);
+    finish_block(L, static_cast<int64_t>(l), x, block_in, h, attend(L, q, p, first, p));
   }
-
   if (spec_.norm.final_norm) x = normalize(final_norm_, x);
   for (int64_t t = 0; t < d.vocab; ++t) {
     const float* row = lm_head_.data + static_cast<size_t>(t) * hidden;

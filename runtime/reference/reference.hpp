@@ -61,7 +61,12 @@ class Reference {
   // Appends `tokens` to the KV cache at positions cache_len().. and returns
   // their logits, row-major [tokens.size()][vocab]. Throws std::out_of_range
   // for a token outside the vocabulary or a position past max_context.
+  // (An encoder: encode(tokens).)
   std::vector<float> forward(const std::vector<int32_t>& tokens);
+  // An encoder's final hidden states of one input, [tokens.size()][hidden]:
+  // every token attends to every token. The cache is left empty. Throws
+  // std::invalid_argument for a decoder.
+  std::vector<float> encode(const std::vector<int32_t>& tokens);
 
   void reset();
   int64_t cache_len() const { return cache_len_; }
@@ -110,13 +115,22 @@ class Reference {
   std::vector<double> normalize(const NormW& n, const std::vector<double>& x) const;
   double activate(double x) const;
   void token(int32_t token, int64_t position, float* logits);
+  // The stages of one token's pass (token() and encode() share them).
+  bool attention_norm_in() const;
+  std::vector<double> embed_row(int32_t token, int64_t position) const;
+  void project_qkv(const Layer& L, const std::vector<double>& h, int64_t position, bool windowed, std::vector<double>& q,
+                   std::vector<double>& k, std::vector<double>& v) const;
+  std::vector<double> attend(const Layer& L, const std::vector<double>& q, int64_t position, int64_t first,
+                             int64_t last) const;
+  void finish_block(const Layer& L, int64_t layer, std::vector<double>& x, const std::vector<double>& block_in,
+                    std::vector<double> h, const std::vector<double>& attn) const;
 
   spec::Spec spec_;
   Rope rope_;
   Rope local_rope_;  // position.local_theta: the windowed layers', unscaled
   std::vector<double> alibi_slopes_;  // position.kind = alibi: each query head's
   std::map<std::tuple<spec::Role, bool, int64_t, int64_t>, Tensor> tensors_;  // role, bias, layer, expert
-  Tensor embed_, pos_embed_, lm_head_;
+  Tensor embed_, pos_embed_, token_types_, lm_head_;
   NormW final_norm_;
   NormW embed_norm_;               // embedding.norm (BLOOM)
   const float* lm_head_bias_ = nullptr;  // output.bias (Phi-2)

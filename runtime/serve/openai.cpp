@@ -1,6 +1,8 @@
 #include "runtime/serve/openai.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <random>
 #include <string_view>
 
@@ -357,10 +359,11 @@ json ApiError::body() const { return error_body(status, what(), param, code); }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-CompletionParams parse_completion(const json& body, bool chat, const Model& model) {
+namespace {
+
+// A request body's object and its `model`, which names this server's or is absent.
+void check_object_and_model(const json& body, const Model& model) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-  CompletionParams p;
-  p.chat = chat;
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) bad("model", "model must be a string");
     if (m->get<std::string>() != model.name)
@@ -368,6 +371,14 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
                               model.name + "'",
                      "model", "model_not_found");
   }
+}
+
+}  // namespace
+
+CompletionParams parse_completion(const json& body, bool chat, const Model& model) {
+  check_object_and_model(body, model);
+  CompletionParams p;
+  p.chat = chat;
   if (integer_in(body, "n", 1, 1, 1) != 1) bad("n", "n must be 1");
   // Fields that change what the answer must be, which this server cannot
   // honour: refused rather than silently ignored. Their empty or default
@@ -436,6 +447,114 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
         "context_length_exceeded");
   p.request.max_tokens = static_cast<int32_t>(max_tokens);
   return p;
+}
+
+namespace {
+
+// One input of /v1/embeddings: a string, or an array of ids.
+std::vector<int32_t> embedding_input(const json& item, const Model& model, size_t index, bool several) {
+  const std::string which = several ? "input[" + std::to_string(index) + "]" : "input";
+  std::vector<int32_t> ids;
+  if (item.is_string()) {
+    if (!model.tokenizer) bad("input", "this server has no tokenizer: send token ids (arrays of integers)");
+    int64_t at_least = 0;
+    std::optional<std::vector<int32_t>> encoded =
+        encode_within(*model.tokenizer, item.get_ref<const std::string&>(), model.context, at_least);
+    if (!encoded)
+      bad("input", which + " is at least " + std::to_string(at_least) + " tokens; this model's maximum context length is " +
+                       std::to_string(model.context) + " tokens",
+          "context_length_exceeded");
+    ids = std::move(*encoded);
+  } else if (item.is_array() && std::all_of(item.begin(), item.end(), [](const json& x) { return x.is_number_integer(); })) {
+    if (static_cast<int64_t>(item.size()) > model.context)
+      bad("input", which + " is " + std::to_string(item.size()) + " tokens; this model's maximum context length is " +
+                       std::to_string(model.context) + " tokens",
+          "context_length_exceeded");
+    const int64_t vocab = model.vocab > 0 ? model.vocab : model.tokenizer ? model.tokenizer->vocab_size() : 0;
+    for (const json& x : item) {
+      const bool beyond = x.is_number_unsigned() && x.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+      const int64_t id = beyond ? -1 : x.get<int64_t>();
+      if (id < 0 || id >= vocab)
+        bad("input", which + ": token " + (beyond ? x.dump() : std::to_string(id)) + " is outside the vocabulary (" +
+                         std::to_string(vocab) + " tokens)");
+      ids.push_back(static_cast<int32_t>(id));
+    }
+  } else {
+    bad("input", "input must be a string, an array of strings, an array of token ids or an array of arrays of token ids");
+  }
+  if (ids.empty()) bad("input", which + " is empty");
+  return ids;
+}
+
+}  // namespace
+
+EmbeddingParams parse_embeddings(const json& body, const Model& model, int64_t width) {
+  check_object_and_model(body, model);
+  EmbeddingParams p;
+  if (const json* f = field(body, "encoding_format")) {
+    if (!f->is_string() || (*f != "float" && *f != "base64"))
+      bad("encoding_format", "encoding_format must be \"float\" or \"base64\"");
+    p.base64 = *f == "base64";
+  }
+  if (const json* d = field(body, "dimensions")) {
+    if (!d->is_number_integer() || d->get<int64_t>() != width)
+      bad("dimensions", "dimensions other than the model's " + std::to_string(width) +
+                            " are not supported (the model's vectors are not truncatable)");
+  }
+  const json* input = field(body, "input");
+  if (!input) bad("input", "Missing required parameter: 'input'", "missing_required_parameter");
+  // An array of strings or of id arrays is several inputs; a string or one
+  // array of ids is one.
+  const bool several = input->is_array() && !input->empty() &&
+                       std::all_of(input->begin(), input->end(), [](const json& x) { return x.is_string() || x.is_array(); });
+  if (input->is_array() && input->empty()) bad("input", "input is empty");
+  if (several && input->size() > kMaxEmbeddingInputs)
+    bad("input", "input holds " + std::to_string(input->size()) + " inputs; at most " +
+                     std::to_string(kMaxEmbeddingInputs) + " are allowed");
+  const auto add = [&](const json& item, size_t index) {
+    p.inputs.push_back(embedding_input(item, model, index, several));
+    p.tokens += static_cast<int64_t>(p.inputs.back().size());
+    if (p.tokens > kMaxEmbeddingTokens)
+      bad("input", "the inputs are over " + std::to_string(kMaxEmbeddingTokens) + " tokens in all; send fewer a request");
+  };
+  if (several)
+    for (size_t i = 0; i < input->size(); ++i) add((*input)[i], i);
+  else
+    add(*input, 0);
+  return p;
+}
+
+json embeddings_response(const EmbeddingParams& p, const std::string& model, const std::vector<std::vector<float>>& vectors) {
+  static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    json item = {{"object", "embedding"}, {"index", i}};
+    if (p.base64) {
+      // The f32 values' bytes, little-endian, as numpy's frombuffer(…, "float32") reads them.
+      std::string bytes;
+      for (const float v : vectors[i]) {
+        uint32_t bits = 0;
+        std::memcpy(&bits, &v, sizeof bits);
+        for (int b = 0; b < 4; ++b) bytes.push_back(static_cast<char>((bits >> (8 * b)) & 0xFF));
+      }
+      std::string text;
+      for (size_t at = 0; at < bytes.size(); at += 3) {
+        const size_t n = std::min<size_t>(3, bytes.size() - at);
+        uint32_t group = 0;
+        for (size_t b = 0; b < 3; ++b)
+          group = (group << 8) | (b < n ? static_cast<unsigned char>(bytes[at + b]) : 0u);
+        for (size_t c = 0; c < 4; ++c) text.push_back(c <= n ? kDigits[(group >> (18 - 6 * c)) & 0x3F] : '=');
+      }
+      item["embedding"] = std::move(text);
+    } else {
+      item["embedding"] = vectors[i];
+    }
+    data.push_back(std::move(item));
+  }
+  return {{"object", "list"},
+          {"data", std::move(data)},
+          {"model", model},
+          {"usage", {{"prompt_tokens", p.tokens}, {"total_tokens", p.tokens}}}};
 }
 
 json usage_json(const Finish& f) {

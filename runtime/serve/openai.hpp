@@ -1,7 +1,8 @@
 // The OpenAI API's JSON: request bodies of /v1/completions and
-// /v1/chat/completions read into a CompletionParams (every bad field an
-// ApiError with the HTTP status and the `param` OpenAI names), and the
-// response objects, whole or as stream chunks, written from the tokens.
+// /v1/chat/completions read into a CompletionParams, and of /v1/embeddings
+// into an EmbeddingParams (every bad field an ApiError with the HTTP status
+// and the `param` OpenAI names), and the response objects, whole or as
+// stream chunks, written from the tokens or the vectors.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,8 @@ struct Model {
   const text::ChatTemplate* chat_template = nullptr;  // null: the checkpoint has none
   std::string bos_token, eos_token;                   // as the template spells them
   int64_t context = 0;                                // positions per sequence
+  int64_t vocab = 0;     // the model's token ids are below this (0: the tokenizer's size)
+  bool encoder = false;  // serves /v1/embeddings, not completions
 };
 
 struct CompletionParams {
@@ -59,6 +62,25 @@ nlohmann::json parse_json_body(const std::string& body);
 
 // Reads and checks a request body (already parsed JSON). Throws ApiError.
 CompletionParams parse_completion(const nlohmann::json& body, bool chat, const Model& model);
+
+// /v1/embeddings: each input's token ids (a string through the tokenizer,
+// with its special tokens; or ids as given), and the answer's encoding.
+struct EmbeddingParams {
+  std::vector<std::vector<int32_t>> inputs;
+  bool base64 = false;  // encoding_format "base64": each vector's f32 bytes, little-endian
+  int64_t tokens = 0;   // all inputs' ids (usage)
+};
+// OpenAI's limits of one embeddings request: 2048 inputs, 300,000 tokens in all.
+inline constexpr size_t kMaxEmbeddingInputs = 2048;
+inline constexpr int64_t kMaxEmbeddingTokens = 300000;
+// Reads and checks a request body: `input` a string, an array of strings,
+// an array of ids or an array of arrays of ids; each input not empty and at
+// most model.context tokens (naming the input's index), ids in the
+// vocabulary; `encoding_format` "float" or "base64"; `dimensions` (other
+// than the model's width) refused. Throws ApiError.
+EmbeddingParams parse_embeddings(const nlohmann::json& body, const Model& model, int64_t width);
+nlohmann::json embeddings_response(const EmbeddingParams& p, const std::string& model,
+                                   const std::vector<std::vector<float>>& vectors);
 
 // A value from a request, as an error message may quote it: control bytes
 // and backslashes escaped (\xNN), cut after `max_bytes` with "…".

@@ -384,6 +384,7 @@ class HttpServer final : public httplib::Server {
 
 struct Server::Impl {
   Scheduler& scheduler;
+  Embedder* embedder;
   Model model;
   ServerOptions options;
   HttpServer http{options};
@@ -394,7 +395,8 @@ struct Server::Impl {
   std::condition_variable stopped_changed;
   bool stopped = false;  // listen() has returned
 
-  Impl(Scheduler& s, Model m, ServerOptions o) : scheduler(s), model(std::move(m)), options(std::move(o)) {}
+  Impl(Scheduler& s, Model m, ServerOptions o, Embedder* e)
+      : scheduler(s), embedder(e), model(std::move(m)), options(std::move(o)) {}
 
   // Reads the body through `reader`, never more than --max-body bytes in
   // any framing. False (with the response set, and the connection to be
@@ -454,30 +456,50 @@ struct Server::Impl {
     return true;
   }
 
+  // Runs `read` (parsing and checking a request); an error it throws becomes
+  // the response: an ApiError as it says, Error(InvalidArgument) a 400,
+  // anything else a 500 whose reason goes to the log. False when it threw.
+  template <class Read>
+  bool answered(httplib::Response& res, Read&& read) {
+    try {
+      read();
+      return true;
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const Error& e) {
+      const int status = e.kind() == ErrorKind::InvalidArgument ? 400 : 500;
+      if (status == 500) std::cerr << "lathe serve: " << e.what() << "\n";
+      send_error(res, status, error_body(status, status == 400 ? e.what() : "internal server error (the server's log says why)"));
+    }
+    return false;
+  }
+
+  // A large body's parse and tokenization took memory the allocator keeps
+  // unless asked: give it back, so that big prompts do not grow the process
+  // for good.
+  static void release(std::string& body) {
+    if (body.size() > (64u << 10)) {
+      std::string().swap(body);
+      ::malloc_trim(0);
+    }
+  }
+
   void completions(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
                    bool chat) {
     std::string text;
     if (!read_body(req, res, reader, text)) return;
+    if (model.encoder)
+      return send_error(res, 400, error_body(400, model.name + " is an encoder: it serves /v1/embeddings, not completions",
+                                             "model"));
     auto reply = std::make_shared<Reply>();
     reply->tokenizer = model.tokenizer;
-    try {
+    const bool read = answered(res, [&] {
       const json body = parse_json_body(text);
       reply->params = parse_completion(body, chat, model);
       reply->generation = scheduler.submit(reply->params.request);
-    } catch (const ApiError& e) {
-      return send_error(res, e);
-    } catch (const Error& e) {
-      const int status = e.kind() == ErrorKind::InvalidArgument ? 400 : 500;
-      if (status == 500) std::cerr << "lathe serve: " << e.what() << "\n";
-      return send_error(res, status, error_body(status, status == 400 ? e.what() : "internal server error (the server's log says why)"));
-    }
-    // A large body's parse and tokenization took memory the allocator
-    // keeps unless asked: give it back, so that big prompts do not grow the
-    // process for good.
-    if (text.size() > (64u << 10)) {
-      std::string().swap(text);
-      ::malloc_trim(0);
-    }
+    });
+    if (!read) return;
+    release(text);
     if (!reply->generation) {
       res.set_header("Retry-After", "1");
       return send_error(res, 503, error_body(503, "The server is busy: every sequence is in use and the queue is full. "
@@ -494,6 +516,25 @@ struct Server::Impl {
           if (!success || !reply->done) reply->generation->cancel();
         });
   }
+
+  // POST /v1/embeddings: the inputs' vectors, in passes of the session's
+  // sequences; requests take turns on the device.
+  void embeddings(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    std::string text;
+    if (!read_body(req, res, reader, text)) return;
+    if (!embedder)
+      return send_error(res, 400, error_body(400, model.name + " is a decoder: it serves completions, not /v1/embeddings",
+                                             "model"));
+    answered(res, [&] {
+      const EmbeddingParams params = parse_embeddings(parse_json_body(text), model, embedder->width());
+      release(text);
+      const std::vector<std::vector<float>> vectors = embedder->embed(params.inputs);
+      embedded_inputs += static_cast<int64_t>(vectors.size());
+      embedded_tokens += params.tokens;
+      res.set_content(dump(embeddings_response(params, model.name, vectors)), "application/json");
+    });
+  }
+  std::atomic<int64_t> embedded_inputs{0}, embedded_tokens{0};
 
   std::string metrics() {
     const SchedulerStats s = scheduler.stats();
@@ -529,6 +570,10 @@ struct Server::Impl {
            sample("lathe_decode_steps_total", static_cast<double>(s.decode_steps)));
     metric("lathe_busy_seconds_total", "counter", "Engine time spent on prefill and decode.",
            sample("lathe_busy_seconds_total", s.busy_seconds));
+    metric("lathe_embedding_inputs_total", "counter", "Inputs embedded (/v1/embeddings).",
+           sample("lathe_embedding_inputs_total", static_cast<double>(embedded_inputs)));
+    metric("lathe_embedding_tokens_total", "counter", "Tokens of the inputs embedded.",
+           sample("lathe_embedding_tokens_total", static_cast<double>(embedded_tokens)));
     metric("lathe_tokens_per_second", "gauge", "Tokens generated per second of engine time.",
            sample("lathe_tokens_per_second", s.busy_seconds > 0 ? static_cast<double>(s.completion_tokens) / s.busy_seconds : 0));
     return out;
@@ -547,6 +592,7 @@ struct Server::Impl {
               [this](const Request& q, Response& r, const ContentReader& c) { completions(q, r, c, false); });
     http.Post("/v1/chat/completions",
               [this](const Request& q, Response& r, const ContentReader& c) { completions(q, r, c, true); });
+    http.Post("/v1/embeddings", [this](const Request& q, Response& r, const ContentReader& c) { embeddings(q, r, c); });
     // Any other POST: refused before its body is read (and the connection
     // closed, the body unread), so that no route reads a body unbounded.
     http.Post(".*", [](const Request& req, Response& res, const ContentReader&) {
@@ -621,8 +667,8 @@ struct Server::Impl {
   }
 };
 
-Server::Server(Scheduler& scheduler, Model model, ServerOptions options)
-    : impl_(std::make_unique<Impl>(scheduler, std::move(model), std::move(options))) {
+Server::Server(Scheduler& scheduler, Model model, ServerOptions options, Embedder* embedder)
+    : impl_(std::make_unique<Impl>(scheduler, std::move(model), std::move(options), embedder)) {
   const int threads = impl_->options.threads > 0
                           ? impl_->options.threads
                           : static_cast<int>(scheduler.sequences() + scheduler.queue_limit() + 64);

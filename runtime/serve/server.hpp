@@ -1,7 +1,7 @@
 // The OpenAI-compatible HTTP server (cpp-httplib): POST /v1/completions and
 // /v1/chat/completions (whole, or `stream: true` as server-sent events
-// ending in `data: [DONE]`), GET /v1/models, /health and /metrics
-// (Prometheus text). Requests go to a Scheduler; every error is an OpenAI
+// ending in `data: [DONE]`) for a decoder, POST /v1/embeddings for an
+// encoder, GET /v1/models, /health and /metrics (Prometheus text). Requests go to a Scheduler; every error is an OpenAI
 // error object with its HTTP status. httplib is an implementation detail:
 // no header of lathe_serve includes it.
 #pragma once
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/serve/embedder.hpp"
 #include "runtime/serve/openai.hpp"
 #include "runtime/serve/scheduler.hpp"
 
@@ -40,8 +41,10 @@ struct ServerOptions {
 
 class Server {
  public:
-  // `scheduler` and what `model` points to must outlive the server.
-  Server(Scheduler& scheduler, Model model, ServerOptions options);
+  // `scheduler`, `embedder` and what `model` points to must outlive the
+  // server. An encoder's server (model.encoder) answers /v1/embeddings
+  // through `embedder` and refuses completions.
+  Server(Scheduler& scheduler, Model model, ServerOptions options, Embedder* embedder = nullptr);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -1,8 +1,10 @@
 // libFuzzer target for the server's request bodies: any bytes in, as the
-// body of POST /v1/completions and /v1/chat/completions, are parsed
-// (parse_json_body: nesting bounded before any tree is built) and read into
-// the request (parse_completion, for both endpoints, against the demo
-// model's SentencePiece tokenizer and chat template, a context of 256). An
+// body of POST /v1/completions, /v1/chat/completions and /v1/embeddings, are
+// parsed (parse_json_body: nesting bounded before any tree is built) and
+// read into the request (parse_completion, for both endpoints, against the
+// demo model's SentencePiece tokenizer and chat template, a context of 256;
+// parse_embeddings against the same tokenizer as an encoder's, and the
+// response of zero vectors written in the format asked for). An
 // ApiError is an answer (the client's 4xx), as is Error(InvalidArgument),
 // which the server answers with 400. A crash, a sanitizer report, a hang,
 // any other exception (the server would answer 500, or die), or an accepted
@@ -61,6 +63,26 @@ void lathe::fuzz::http(const uint8_t* data, size_t size) {
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::InvalidArgument) finding(e.what());  // the server would answer 500
     }
+  }
+  // An accepted embeddings request: every input 1 … context ids of the
+  // vocabulary, at most the inputs and tokens OpenAI allows.
+  try {
+    const EmbeddingParams p = parse_embeddings(json, model, 8);
+    if (p.inputs.empty() || p.inputs.size() > kMaxEmbeddingInputs || p.tokens > kMaxEmbeddingTokens)
+      finding("an accepted embeddings request over the limits");
+    int64_t tokens = 0;
+    for (const std::vector<int32_t>& input : p.inputs) {
+      if (input.empty() || static_cast<int64_t>(input.size()) > model.context) finding("an input outside 1 … context ids");
+      for (const int32_t id : input)
+        if (id < 0 || id >= model.tokenizer->vocab_size()) finding("an input id outside the vocabulary");
+      tokens += static_cast<int64_t>(input.size());
+    }
+    if (tokens != p.tokens) finding("the usage does not count the inputs' ids");
+    (void)dump(embeddings_response(p, model.name, std::vector<std::vector<float>>(p.inputs.size(), std::vector<float>(8))));
+  } catch (const ApiError& e) {
+    if (e.status < 400 || e.status >= 500) finding("an embeddings ApiError that is not a 4xx");
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::InvalidArgument) finding(e.what());
   }
 }
 

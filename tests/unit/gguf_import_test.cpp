@@ -122,9 +122,10 @@ TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF met
       twin = gguf_twin(original);
       metadata = metadata_of(twin);
     } catch (const Error& e) {
-      // Mixtral: llama.cpp stacks experts in a tensor a spec cannot name.
+      // Mixtral: llama.cpp stacks experts in a tensor a spec cannot name;
+      // encoders: llama.cpp's bert is not converted yet.
       MESSAGE(entry.path().filename().string() << ": " << e.what());
-      CHECK(original.moe.enabled());
+      CHECK((original.moe.enabled() || original.encoder()));
       continue;
     }
     // Llama 3.2's llama3 scaling comes back from the rope_freqs factors.

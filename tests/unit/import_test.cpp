@@ -279,6 +279,32 @@ const char* kQwen3_30B_A3B = R"({"architectures": ["Qwen3MoeForCausalLM"], "atte
  "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
  "vocab_size": 151936})";
 
+// Encoders: google-bert/bert-base-uncased, sentence-transformers/all-MiniLM-L6-v2,
+// FacebookAI/roberta-base and FacebookAI/xlm-roberta-base.
+const char* kBertBase = R"({"architectures": ["BertForMaskedLM"], "attention_probs_dropout_prob": 0.1,
+ "gradient_checkpointing": false, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 768,
+ "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-12, "max_position_embeddings": 512,
+ "model_type": "bert", "num_attention_heads": 12, "num_hidden_layers": 12, "pad_token_id": 0,
+ "position_embedding_type": "absolute", "transformers_version": "4.6.0.dev0", "type_vocab_size": 2, "use_cache": true,
+ "vocab_size": 30522})";
+const char* kMiniLM = R"({"_name_or_path": "nreimers/MiniLM-L6-H384-uncased", "architectures": ["BertModel"],
+ "attention_probs_dropout_prob": 0.1, "gradient_checkpointing": false, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+ "hidden_size": 384, "initializer_range": 0.02, "intermediate_size": 1536, "layer_norm_eps": 1e-12,
+ "max_position_embeddings": 512, "model_type": "bert", "num_attention_heads": 12, "num_hidden_layers": 6,
+ "pad_token_id": 0, "position_embedding_type": "absolute", "transformers_version": "4.8.2", "type_vocab_size": 2,
+ "use_cache": true, "vocab_size": 30522})";
+const char* kRobertaBase = R"({"architectures": ["RobertaForMaskedLM"], "attention_probs_dropout_prob": 0.1,
+ "bos_token_id": 0, "eos_token_id": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 768,
+ "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-05, "max_position_embeddings": 514,
+ "model_type": "roberta", "num_attention_heads": 12, "num_hidden_layers": 12, "pad_token_id": 1, "type_vocab_size": 1,
+ "vocab_size": 50265})";
+const char* kXlmRobertaBase = R"({"architectures": ["XLMRobertaForMaskedLM"], "attention_probs_dropout_prob": 0.1,
+ "bos_token_id": 0, "eos_token_id": 2, "gradient_checkpointing": false, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+ "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-05,
+ "max_position_embeddings": 514, "model_type": "xlm-roberta", "num_attention_heads": 12, "num_hidden_layers": 12,
+ "output_past": true, "pad_token_id": 1, "position_embedding_type": "absolute", "transformers_version": "4.17.0.dev0",
+ "type_vocab_size": 1, "use_cache": true, "vocab_size": 250002})";
+
 struct Published {
   const char* model_type;
   const char* config;
@@ -317,6 +343,14 @@ const Published kPublishedConfigs[] = {
     {"gptj", kGptJ6B, 6'050'882'784, nullptr},
     {"mpt", kMpt7B, 6'649'286'656, nullptr},
     {"qwen3_moe", kQwen3_30B_A3B, 30'532'122'624, "qwen3-30b-a3b.toml"},  // the model card's 30.5B
+    // Encoders: the published base models' counts less their poolers (a
+    // hidden × hidden dense with its bias, 590,592 at 768 wide and 147,840
+    // at 384, which sentence embeddings do not use): BertModel 109,482,240,
+    // all-MiniLM-L6-v2 22,713,216, RobertaModel 124,645,632, XLM-R 278,043,648.
+    {"bert", kBertBase, 108'891'648, "bert-base-uncased.toml"},
+    {"bert", kMiniLM, 22'565'376, "all-minilm-l6-v2.toml"},
+    {"roberta", kRobertaBase, 124'055'040, nullptr},
+    {"xlm-roberta", kXlmRobertaBase, 277'453'056, nullptr},
 };
 
 // A value of the rendered TOML, by "table.key".
@@ -408,13 +442,14 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     INFO(config.dump(2));
     INFO(back.text);
     back.spec.cache = original.cache;  // the KV cache's dtype is a build choice no config states
+    back.spec.pooling = original.pooling;  // sentence-transformers' modules.json states it, beside config.json
     const std::vector<std::string> differences = spec_differences(original, back.spec);
     for (const std::string& d : differences) CHECK_MESSAGE(false, d);
     CHECK(back.warnings.empty());
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 19);  // every file of models/, qwen1.5-moe-a2.7b the latest
+  CHECK(count == 21);  // every file of models/, the encoders bert-base-uncased and all-minilm-l6-v2 the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -433,6 +468,8 @@ TEST_CASE("published configs import to the shipped specs and to the published pa
         // float32 (Gemma 2 2B) or nothing (OLMo 2, GPT-2: float32 then);
         // the vectors' dtype follows.
         if (d.rfind("weights.dtype:", 0) == 0 || d.rfind("weights.vector_dtype:", 0) == 0) continue;
+        // all-MiniLM-L6-v2's pooling is in its modules.json, not its config.json.
+        if (d.rfind("pooling.", 0) == 0) continue;
         CHECK_MESSAGE(false, d);
       }
     }
@@ -771,10 +808,10 @@ TEST_CASE("rope_scaling variants and transformers 5's rope_parameters") {
 
 TEST_CASE("what a spec cannot say is an error naming the config key and value") {
   SUBCASE("an unknown model_type names it and the supported ones") {
-    const std::string e = import_error(json::parse(R"({"model_type": "bert", "hidden_size": 768})"));
-    CHECK(e == "config.json: model_type \"bert\" is not supported; supported model types: llama, mistral, mixtral, "
+    const std::string e = import_error(json::parse(R"({"model_type": "t5", "d_model": 768})"));
+    CHECK(e == "config.json: model_type \"t5\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
-               "falcon, bloom, mpt");
+               "falcon, bloom, mpt, bert, roberta, xlm-roberta");
   }
   SUBCASE("MPT: q/k LayerNorms, clamping, other ALiBi slopes, biases, logit scale") {
     json config = json::parse(kMpt7B);

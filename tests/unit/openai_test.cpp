@@ -111,3 +111,67 @@ TEST_CASE("openai: tools, tool_choice and response_format are refused by name, t
   CHECK(param_of(R"("functions": [{"name": "f"}])") == "functions");
   CHECK(param_of(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})").empty());
 }
+
+TEST_CASE("openai: embeddings inputs in every form, their limits named with the input's index") {
+  const Model model = demo_model(16);
+  // One string, strings, one id array, id arrays.
+  EmbeddingParams p = parse_embeddings(json::parse(R"({"input": "In the beginning"})"), model, 8);
+  REQUIRE(p.inputs.size() == 1);
+  CHECK(p.inputs[0] == demo_tokenizer().encode("In the beginning", true));
+  CHECK(p.tokens == static_cast<int64_t>(p.inputs[0].size()));
+  CHECK_FALSE(p.base64);
+  p = parse_embeddings(json::parse(R"({"input": ["a b", "c"], "encoding_format": "base64", "model": "demo"})"), model, 8);
+  CHECK(p.inputs.size() == 2);
+  CHECK(p.base64);
+  p = parse_embeddings(json::parse(R"({"input": [5, 0, 17]})"), model, 8);
+  REQUIRE(p.inputs.size() == 1);
+  CHECK(p.inputs[0] == std::vector<int32_t>{5, 0, 17});
+  p = parse_embeddings(json::parse(R"({"input": [[5, 0], [17]], "dimensions": 8})"), model, 8);
+  CHECK(p.inputs == std::vector<std::vector<int32_t>>{{5, 0}, {17}});
+  CHECK(p.tokens == 3);
+
+  const auto message = [&](const char* body) {
+    const ApiError e = error_of([&] { parse_embeddings(json::parse(body), model, 8); });
+    CHECK(e.status == 400);
+    return std::string(e.what());
+  };
+  CHECK(message(R"({})") == "Missing required parameter: 'input'");
+  CHECK(message(R"({"input": []})") == "input is empty");
+  CHECK(message(R"({"input": [[1], []]})") == "input[1] is empty");
+  CHECK(message(R"({"input": [[1], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]]})") ==
+        "input[1] is 17 tokens; this model's maximum context length is 16 tokens");
+  CHECK(message(R"({"input": [[1, 99999]]})").find("input[0]: token 99999 is outside the vocabulary") == 0);
+  CHECK(message(R"({"input": [1, -1]})").find("input: token -1 is outside the vocabulary") == 0);
+  CHECK(message(R"({"input": [1, "x"]})").find("input must be a string, an array of strings") == 0);
+  CHECK(message(R"({"input": "x", "encoding_format": "hex"})") == R"(encoding_format must be "float" or "base64")");
+  CHECK(message(R"({"input": "x", "dimensions": 4})").find("dimensions other than the model's 8") == 0);
+  CHECK(message((R"({"input": ")" + std::string(5000, 'a') + R"( b"})").c_str()).find("input is at least") == 0);
+  CHECK(error_of([&] { parse_embeddings(json::parse(R"({"input": "x", "model": "other"})"), model, 8); }).status == 404);
+  // More inputs than OpenAI allows a request.
+  json many = {{"input", json::array()}};
+  for (size_t i = 0; i <= kMaxEmbeddingInputs; ++i) many["input"].push_back(json::array({1}));
+  CHECK(error_of([&] { parse_embeddings(many, model, 8); }).status == 400);
+}
+
+TEST_CASE("openai: an embeddings response in floats and in base64 of the same little-endian f32 bytes") {
+  EmbeddingParams p;
+  p.inputs = {{1, 2}, {3}};
+  p.tokens = 3;
+  const std::vector<std::vector<float>> vectors = {{1.0f, -2.5f, 0.0f}, {0.25f, 3.0f, -1.0f}};
+  const json floats = embeddings_response(p, "m", vectors);
+  CHECK(floats["object"] == "list");
+  CHECK(floats["model"] == "m");
+  CHECK(floats["usage"] == json({{"prompt_tokens", 3}, {"total_tokens", 3}}));
+  REQUIRE(floats["data"].size() == 2);
+  CHECK(floats["data"][1]["index"] == 1);
+  CHECK(floats["data"][1]["object"] == "embedding");
+  CHECK(floats["data"][0]["embedding"] == json({1.0, -2.5, 0.0}));
+  p.base64 = true;
+  const json text = embeddings_response(p, "m", vectors);
+  // 1.0f = 00 00 80 3f, -2.5f = 00 00 20 c0, 0.0f = 00 00 00 00: twelve bytes, sixteen digits.
+  CHECK(text["data"][0]["embedding"] == "AACAPwAAIMAAAAAA");
+  // 0.25f = 00 00 80 3e, 3.0f = 00 00 40 40, -1.0f = 00 00 80 bf.
+  CHECK(text["data"][1]["embedding"] == "AACAPgAAQEAAAIC/");
+  const json one = embeddings_response(p, "m", {{1.0f}});  // four bytes: padded
+  CHECK(one["data"][0]["embedding"] == "AACAPw==");
+}

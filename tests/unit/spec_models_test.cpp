@@ -47,6 +47,11 @@ constexpr Published kPublished[] = {
     {"qwen3-30b-a3b.toml", 30'532'122'624},  // the model card's 30.5B (3.3B activated)
     {"qwen1.5-moe-a2.7b.toml", 14'315'784'192},  // the model card's 14.3B (2.7B activated)
     {"demo.toml", 5'508'352},  // models/demo/model.safetensors, the shipped checkpoint
+    // Encoders: the published BertModel counts less the pooler, which the
+    // spec's weights.ignore leaves in the checkpoint (109,482,240 − 590,592;
+    // all-MiniLM-L6-v2 22,713,216 − 147,840).
+    {"bert-base-uncased.toml", 108'891'648},
+    {"all-minilm-l6-v2.toml", 22'565'376},
 };
 
 std::filesystem::path models_dir() { return std::filesystem::path(LATHE_SOURCE_DIR) / "models"; }
@@ -100,6 +105,25 @@ TEST_CASE("every spec under models/ has a published parameter count") {
     CHECK(known.count(file) == 1);
   }
   CHECK(found == known.size());  // and every row names a file that exists
+}
+
+TEST_CASE("bert-base-uncased: an encoder of post-norm blocks, positions and token types, no LM head") {
+  auto spec = load("bert-base-uncased.toml");
+  REQUIRE(spec);
+  CHECK(spec->encoder());
+  const Manifest m = build_manifest(*spec);
+  check_shape(m, "embeddings.word_embeddings.weight", {30522, 768});
+  check_shape(m, "embeddings.position_embeddings.weight", {512, 768});
+  check_shape(m, "embeddings.token_type_embeddings.weight", {2, 768});
+  check_shape(m, "embeddings.LayerNorm.bias", {768});
+  check_shape(m, "encoder.layer.11.attention.output.LayerNorm.weight", {768});
+  check_shape(m, "encoder.layer.11.intermediate.dense.weight", {3072, 768});
+  check_shape(m, "encoder.layer.11.output.LayerNorm.bias", {768});
+  for (const TensorSpec& t : m.tensors) CHECK(t.role != Role::LmHead);
+  auto minilm = load("all-minilm-l6-v2.toml");
+  REQUIRE(minilm);
+  CHECK(minilm->pooling.kind == Pooling::Mean);
+  CHECK(minilm->pooling.normalize);
 }
 
 TEST_CASE("gemma-2-2b: head_dim 256 decouples the attention width from hidden") {

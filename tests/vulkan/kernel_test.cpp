@@ -85,7 +85,7 @@ const std::vector<Model>& models() {
   static const std::vector<Model> all = [] {
     std::vector<Model> out;
     const fs::path root = test::source_dir(LATHE_SOURCE_DIR);
-    for (const fs::path& dir : {root / "models", root / "tests" / "specs" / "tiny"}) {
+    for (const fs::path& dir : {root / "models", root / "tests" / "specs" / "tiny", root / "tests" / "specs" / "encoder"}) {
       for (const fs::path& file : toml_files(dir)) {
         spec::Diagnostics diag(file.string());
         std::optional<spec::Spec> s = spec::parse_spec_file(file.string(), diag);
@@ -509,7 +509,7 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
                                "tiny-llama-q8", "tiny-gpt2-gguf", "gemma-2-2b", "olmo-2-1b", "phi-3-mini-4k", "gemma-3-1b",
                                "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3", "tiny-neox", "tiny-phi2",
                                "tiny-gptj", "tiny-bloom", "tiny-falcon", "tiny-post-norm", "tiny-mixtral", "tiny-mpt",
-                               "tiny-moe-dense-layers", "mixtral-8x7b"}) {
+                               "tiny-moe-dense-layers", "mixtral-8x7b", "tiny-bert", "tiny-rope-encoder"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
@@ -528,6 +528,8 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned
     const uint32_t d = c.u("D");
     const DType dtype = weight_dtype(c.u("WDTYPE"));
     const bool positions = c.flag("POSITIONS");
+    const bool types = c.flag("TYPES");  // BERT: row 0 of the token-type table added
+    CHECK(types == (s.embedding.token_types > 0));
     CHECK(d == s.dims.hidden);
     CHECK(spec_matrix_dtype(s, dtype));
     CHECK(positions == (s.position.kind == spec::PositionKind::Learned));
@@ -542,6 +544,11 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned
     const int64_t table_rows = positions ? s.position.table_size : 0;
     std::optional<Weights> position_table;
     if (positions) position_table.emplace(device, dtype, table_rows, d);
+    std::optional<Weights> type_table;
+    if (types) {
+      type_table.emplace(device, dtype, s.embedding.token_types, d);
+      type_table->fill(0, 1);
+    }
 
     Report report(m, k, worst);
     // A small position, and the chunk that ends at the table's last row.
@@ -562,6 +569,7 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned
                     .io = whole(io),
                     .table = token0 > 0 ? table.range(token0, vocab - token0) : table.binding(),
                     .positions = positions ? vk::Binding(position_table->binding()) : gpu.no_texels(),
+                    .types = types ? vk::Binding(type_table->binding()) : gpu.no_texels(),
                     .y = whole(y)},
                 push::EmbedPush{.rows = rows, .token0 = token0, .tokens = vocab - token0}, rows);
         const std::vector<float> out = read_back<float>(device, y, size_t{rows} * d + kGuardWords);
@@ -576,6 +584,7 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: the table rows of the tokens, plus learned
           for (uint32_t i = 0; i < d; ++i) {
             double expected = s.embedding.scale * row[i];
             if (positions) expected += position_table->row(position + t + s.position.offset)[i];
+            if (types) expected += type_table->row(0)[i];
             e.add(out[size_t{t} * d + i], expected);
           }
         }
@@ -1047,6 +1056,9 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     }
     // A windowed instance (attention_w<W>) exists only for a spec with that window.
     const uint32_t window = c.u("WINDOW");
+    // An encoder's rows see every key of their input: positions 0 … extent − 1.
+    const bool bidirectional = c.flag("BIDIRECTIONAL");
+    CHECK(bidirectional == s.encoder());
     CHECK((k.name == "attention_w" + std::to_string(window)) == (window > 0));
     if (window > 0) CHECK(window == s.attention.sliding_window);
     const QkvViews layout = qkv_layout(s);
@@ -1102,8 +1114,9 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       };
       NormalizedError e;
       for (uint32_t t = 0; t < cs.rows; ++t) {
-        // The query at position i sees keys first … i: first = i − W + 1 in a window.
-        const uint32_t last = cs.position + t;
+        // The query at position i sees keys first … i: first = i − W + 1 in a
+        // window; bidirectional, every key up to the chunk's end.
+        const uint32_t last = bidirectional ? cs.position + cs.rows - 1 : cs.position + t;
         const uint32_t first = window > 0 && last + 1 > window ? last + 1 - window : 0;
         const uint32_t keys = last + 1 - first;
         for (uint32_t h = 0; h < hq; ++h) {
@@ -1116,7 +1129,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
             for (uint32_t i = 0; i < dh; ++i) dot += qh[i] * cached(kc0, first + p, g, i);
             scores[p] = scale * dot;
             if (softcap > 0) scores[p] = softcap * std::tanh(scores[p] / softcap);
-            if (alibi) scores[p] += slopes[h] * (static_cast<double>(first + p) - static_cast<double>(last));
+            if (alibi) scores[p] += slopes[h] * (static_cast<double>(first + p) - static_cast<double>(cs.position + t));
             top = std::max(top, scores[p]);
           }
           double sum = 0;

@@ -1,0 +1,113 @@
+// The tiny model a model-test binary is linked with (its model_info() names
+// the spec), its random test weights and the checks both the decoder and the
+// encoder tests make: included by one test source per binary.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/manifest.hpp"
+#include "generator/spec/parse.hpp"
+#include "runtime/model/session.hpp"
+#include "runtime/reference/reference.hpp"
+#include "runtime/weights/dtype.hpp"
+#include "runtime/weights/gguf.hpp"
+#include "tests/harness/vulkan_harness.hpp"
+
+namespace lathe::test {
+
+inline const spec::Spec& test_spec() {
+  static const spec::Spec s = [] {
+    const std::string path = test::source_dir(LATHE_SOURCE_DIR) + "/" + std::string(model_info().spec_file);
+    spec::Diagnostics diag(path);
+    auto parsed = spec::parse_spec_file(path, diag);
+    REQUIRE_MESSAGE(parsed, diag.format());
+    return *parsed;
+  }();
+  return s;
+}
+
+// The blocks of each block-dtype tensor, quantized from the random weights
+// (test_weights() fills it).
+inline std::map<std::string, std::vector<std::byte>>& quantized_blocks() {
+  static std::map<std::string, std::vector<std::byte>> blocks;
+  return blocks;
+}
+
+// Random weights, rounded to each tensor's manifest dtype so that the
+// reference sees exactly the values the device holds.
+inline const reference::Weights& test_weights() {
+  static const reference::Weights w = [] {
+    reference::Weights r = reference::random_weights(test_spec(), 1234, 0.25f);
+    for (const spec::TensorSpec& t : spec::build_manifest(test_spec()).tensors) {
+      if (t.shape.size() != 2) continue;  // vectors go to the device as f32
+      if (t.slice > 0) continue;            // a stacked tensor is rounded whole, at its first slice
+      std::vector<float>& values = r.tensors.at(t.name);
+      if (is_block_dtype(t.dtype)) {  // ggml's blocks, kept on the device: the reference reads their values
+        const std::vector<std::byte>& blocks = quantized_blocks()[t.name] = weights::quantize(t.dtype, values);
+        weights::dequantize(t.dtype, blocks, values);
+      }
+      for (float& v : values) {
+        if (t.dtype == DType::F16) v = weights::f16_to_f32(weights::f32_to_f16(v));
+        if (t.dtype == DType::BF16) v = weights::bf16_to_f32(weights::f32_to_bf16(v));
+      }
+    }
+    return r;
+  }();
+  return w;
+}
+
+// A manifest entry's test weights: its tensor, or its slice of a stacked one.
+inline std::span<const float> entry_values(const ManifestEntry& e) {
+  return test_weights().of(std::string(e.name), e.slice, e.elements());
+}
+
+inline void upload_all(Session& session) {
+  const ModelInfo& m = session.model();
+  test_weights();  // quantizes the block tensors
+  for (size_t i = 0; i < m.manifest.size(); ++i) {
+    const ManifestEntry& e = m.manifest[i];
+    if (is_block_dtype(e.dtype)) {  // the blocks the reference's values came from (a stacked tensor's slice)
+      const std::vector<std::byte>& blocks = quantized_blocks().at(std::string(e.name));
+      const size_t bytes = weights::block_bytes(e.dtype, static_cast<size_t>(e.elements()));
+      session.upload(i, e.dtype, std::span(blocks).subspan(static_cast<size_t>(std::max(e.slice, 0)) * bytes, bytes));
+    } else {
+      session.upload(i, DType::F32, std::as_bytes(entry_values(e)));
+    }
+  }
+}
+
+inline std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model_info().vocab - 1));
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = pick(rng);
+  return out;
+}
+
+// ‖a − b‖₂ / ‖b‖₂ over one row of logits.
+inline double normalized_error(const float* a, const float* b, size_t n) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// The worst normalized_error over the rows of two [rows][V] logit arrays.
+inline double worst_row_error(const std::vector<float>& a, const std::vector<float>& b, size_t V) {
+  double worst = 0;
+  for (size_t t = 0; t * V < std::min(a.size(), b.size()); ++t)
+    worst = std::max(worst, normalized_error(&a[t * V], &b[t * V], V));
+  return worst;
+}
+
+}  // namespace lathe::test
