@@ -1,0 +1,272 @@
+// tokenizer.json models beyond BPE: WordPiece (BERT), with its normalizer
+// (BertNormalizer), pre-tokenizers (BertPreTokenizer, WhitespaceSplit) and
+// decoder.
+//
+// No Hugging Face tokenizers runs here, so the expected ids are worked out
+// by hand from its source (normalizers/bert.rs, pre_tokenizers/bert.rs,
+// models/wordpiece/mod.rs and decoders/wordpiece.rs); each case says how.
+// The fixture is tests/data/tokenizers/bert-wordpiece.json.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "runtime/text/pipeline.hpp"
+#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/utf8.hpp"
+#include "tests/harness/temp_files.hpp"
+
+using namespace lathe;
+using namespace lathe::text;
+using namespace std::string_literals;
+using nlohmann::json;
+using Ids = std::vector<int32_t>;
+
+namespace {
+
+const std::string kFixtures = std::string(LATHE_SOURCE_DIR) + "/tests/data/tokenizers/";
+
+json fixture(const std::string& name) { return json::parse(test::read_file(kFixtures + name)); }
+
+// `j` written to a scratch tokenizer.json and loaded.
+struct Scratch {
+  test::TempDir tmp{"lathe-tokenizer-models"};
+  Tokenizer load(const json& j) const {
+    test::write_file(tmp.file("tokenizer.json"), j.dump());
+    return Tokenizer::from_hf(tmp.file("tokenizer.json"));
+  }
+  // The message of the error loading `j` throws.
+  std::string error(const json& j) const {
+    try {
+      load(j);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK_MESSAGE(what.starts_with(tmp.file("tokenizer.json") + ": "), what);
+      return what;
+    }
+    FAIL("no lathe::Error was thrown");
+    return "";
+  }
+};
+
+std::string streamed(const Tokenizer& tok, const Ids& ids, bool skip_special) {
+  StreamDecoder decoder(tok, skip_special);
+  std::string out;
+  for (const int32_t id : ids) out += decoder.push(id);
+  return out + decoder.flush();
+}
+
+// clang-format off
+// bert-wordpiece.json's ids.
+enum : int32_t {
+  kPad = 0, kUnk, kCls, kSep, kMask, kHello, kWorld, kComma, kBang, kDot, kUn, kWant, kEd, kCafe, kNino, kS,
+  kMa, kAp, kFel, kZhong, kWen, kA, kContA, kX, kApostrophe, kLetterS, kDo, kN, kContT, kDon, kT, kQuestion,
+  kDollar, kInvertedQuestion, kI, kContDotAbove
+};
+
+// clang-format on
+
+}  // namespace
+
+TEST_SUITE("tokenizer") {
+  TEST_CASE("BertNormalizer: cleaning, CJK spacing, accents and lowercase beyond ASCII") {
+    const BertNormalizer bert;  // all four on, as bert-base-uncased
+    // clean_text: NUL, U+FFFD, Cc (\x01, DEL) and Cf (soft hyphen, ZWSP)
+    // go; \t \r \n and other White_Space (NBSP, U+3000) become ' '.
+    CHECK(bert_normalize("\x01hel\0lo\r\n\t\xC2\xA0w\xC2\xADo\xE2\x80\x8Brld\x7F\xEF\xBF\xBD"s, bert) ==
+          "hello    world");
+    // handle_chinese_chars: spaces around CJK ideographs, not kana or Hangul.
+    CHECK(bert_normalize("a中b", bert) == "a 中 b");
+    // Kana stay; NFD (for strip_accents) spells a Hangul syllable as its jamo.
+    CHECK(bert_normalize("かな한", bert) == "かな\u1112\u1161\u11AB");
+    // strip_accents: NFD, then every Mn is dropped; lowercase after that.
+    CHECK(bert_normalize("Éñ ÄÖÜ Crème Brûlée", bert) == "en aou creme brulee");
+    // Greek and Cyrillic lowercase; the accent of ά (tonos, Mn) goes.
+    CHECK(bert_normalize("ΆΒΓ ДЖ", bert) == "αβγ дж");
+    // İ: NFD gives I + U+0307, the dot (Mn) is stripped, then "i".
+    CHECK(bert_normalize("İ", bert) == "i");
+    // Without strip_accents, Rust's to_lowercase makes İ two characters
+    // and leaves composed letters composed.
+    const BertNormalizer keep_accents{true, true, false, true};
+    CHECK(bert_normalize("İÉñ", keep_accents) ==
+          "i\xCC\x87"
+          "éñ");
+    // cased models (lowercase false, strip_accents false): only cleaning.
+    const BertNormalizer cased{true, true, false, false};
+    CHECK(bert_normalize("Éa\tB", cased) == "Éa B");
+    // Invalid bytes stay.
+    CHECK(bert_normalize("A\xFF"
+                         "B",
+                         bert) ==
+          "a\xFF"
+          "b");
+  }
+
+  TEST_CASE("WordPiece tokenizer.json: BERT's pipeline gives the ids worked out by hand") {
+    const Tokenizer bert = Tokenizer::from_hf(kFixtures + "bert-wordpiece.json");
+    CHECK(bert.description() == "tokenizer.json WordPiece");
+    // "hello, world!" → words hello , world ! ; [CLS] … [SEP] from the template.
+    CHECK(bert.encode("Hello, World!", true) == Ids{kCls, kHello, kComma, kWorld, kBang, kSep});
+    CHECK(bert.encode("Hello, World!", false) == Ids{kHello, kComma, kWorld, kBang});
+    // Accents stripped, lowercased, \t a space: "unwanted cafe nino".
+    // unwanted: the longest prefix in the vocabulary is "un", then ##want,
+    // then ##ed.
+    CHECK(bert.encode("Unwanted café\tNIÑO", false) == Ids{kUn, kWant, kEd, kCafe, kNino});
+    // ÄPFELS → apfels → ap ##fel ##s (no "apfel", "##fels").
+    CHECK(bert.encode("ÄPFELS", false) == Ids{kAp, kFel, kS});
+    // CJK ideographs are words of their own.
+    CHECK(bert.encode("hello中文world", false) == Ids{kHello, kZhong, kWen, kWorld});
+    // Control characters vanish inside a word; \r\n separate words.
+    CHECK(bert.encode("\x01hel\0lo\r\nwor\xC2\xADld\xEF\xBF\xBD"s, false) == Ids{kHello, kWorld});
+    // Each punctuation character is a word: Unicode Po (¿) and ASCII symbols ($).
+    CHECK(bert.encode("¿hello?$", false) == Ids{kInvertedQuestion, kHello, kQuestion, kDollar});
+    CHECK(bert.encode("don't", false) == Ids{kDon, kApostrophe, kT});
+    // No segmentation: "x" matches, then neither ##yz nor ##y: the whole word is [UNK].
+    CHECK(bert.encode("hello xyz world", false) == Ids{kHello, kUnk, kWorld});
+    // İ → i (its dot stripped after NFD).
+    CHECK(bert.encode("İ", false) == Ids{kI});
+    // max_input_chars_per_word 100: 100 characters cut, 101 are [UNK].
+    Ids hundred = {kA};
+    hundred.insert(hundred.end(), 99, kContA);
+    CHECK(bert.encode(std::string(100, 'a'), false) == hundred);
+    CHECK(bert.encode(std::string(101, 'A'), false) == Ids{kUnk});
+    CHECK(bert.encode(std::string(101, 'a') + " hello", true) == Ids{kCls, kUnk, kHello, kSep});
+    // Special tokens written in the text.
+    CHECK(bert.encode("[CLS] hello [MASK]", false) == Ids{kCls, kHello, kMask});
+    CHECK(bert.encode("", true) == Ids{kCls, kSep});
+
+    CHECK(bert.pad() == kPad);
+    CHECK(bert.is_special(kUnk));
+    CHECK(bert.is_special(kMask));
+    CHECK(bert.token_text(kWant) == "##want");
+  }
+
+  TEST_CASE("WordPiece decoder: ## joins, spaces between words, tokenizers' cleanup per token") {
+    const Tokenizer bert = Tokenizer::from_hf(kFixtures + "bert-wordpiece.json");
+    const Ids hello = bert.encode("Hello, World!", true);
+    // Special tokens go through the decoder too: "[CLS]", " hello", ",", …
+    CHECK(bert.decode(hello) == "[CLS] hello, world! [SEP]");
+    CHECK(bert.decode(hello, true) == "hello, world!");
+    CHECK(bert.decode(Ids{kUn, kWant, kEd, kCafe}) == "unwanted cafe");
+    CHECK(bert.decode(Ids{kHello, kUnk, kWorld}) == "hello [UNK] world");
+    CHECK(bert.decode(Ids{kInvertedQuestion, kHello, kQuestion, kDot}) == "¿ hello?.");
+    // Cleanup works on each token alone: " '" is not " ' ", so "don ' t"
+    // keeps its spaces (a cleanup of the joined text would give "don't").
+    CHECK(bert.decode(Ids{kDon, kApostrophe, kT}) == "don ' t");
+    // The first token is left as it is: a continuation keeps its "##".
+    CHECK(bert.decode(Ids{kWant, kEd}) == "##wanted");
+    CHECK(bert.decode(Ids{kCls, kWant}, true) == "##want");
+    CHECK(bert.decode(Ids{kCls, kWant}) == "[CLS]want");
+    for (const Ids& ids : {hello, Ids{kWant, kEd, kDot}, Ids{kCls, kWant, kSep}}) {
+      for (const bool skip : {false, true}) CHECK(streamed(bert, ids, skip) == bert.decode(ids, skip));
+    }
+    // Round trips of text already lowercase, unaccented and spaced as BERT spaces it.
+    for (const char* text : {"hello, world!", "unwanted cafe nino", "hello 中 文 world", "apfels"}) {
+      CHECK(bert.decode(bert.encode(text, true), true) == text);
+    }
+
+    // Without cleanup, " ," stays.
+    json j = fixture("bert-wordpiece.json");
+    j["decoder"]["cleanup"] = false;
+    Scratch scratch;
+    CHECK(scratch.load(j).decode(hello, true) == "hello , world !");
+  }
+
+  TEST_CASE("WordPiece tokenizer.json variants: BertProcessing, WhitespaceSplit, a cased normalizer") {
+    Scratch scratch;
+    json j = fixture("bert-wordpiece.json");
+    j["post_processor"] = {{"type", "BertProcessing"}, {"sep", {"[SEP]", kSep}}, {"cls", {"[CLS]", kCls}}};
+    CHECK(scratch.load(j).encode("hello", true) == Ids{kCls, kHello, kSep});
+
+    // WhitespaceSplit leaves punctuation in the word: "hello," has no segmentation.
+    j = fixture("bert-wordpiece.json");
+    j["pre_tokenizer"] = {{"type", "WhitespaceSplit"}};
+    CHECK(scratch.load(j).encode("hello, world", false) == Ids{kUnk, kWorld});
+
+    // strip_accents false and lowercase false: "Hello" is not in the vocabulary.
+    j = fixture("bert-wordpiece.json");
+    j["normalizer"]["lowercase"] = false;
+    CHECK(scratch.load(j).encode("Hello world", false) == Ids{kUnk, kWorld});
+    // strip_accents null follows lowercase; true alone strips without lowercasing.
+    j["normalizer"]["lowercase"] = true;
+    j["normalizer"]["strip_accents"] = false;
+    CHECK(scratch.load(j).encode("café", false) == Ids{kUnk});
+
+    // A continuing_subword_prefix other than "##".
+    j = fixture("bert-wordpiece.json");
+    json vocab = json::object();
+    for (const auto& [text, id] : j["model"]["vocab"].items()) {
+      vocab[text.starts_with("##") ? "@@" + text.substr(2) : text] = id;
+    }
+    j["model"]["vocab"] = vocab;
+    j["model"]["continuing_subword_prefix"] = "@@";
+    j["decoder"]["prefix"] = "@@";
+    const Tokenizer at = scratch.load(j);
+    CHECK(at.encode("unwanted", false) == Ids{kUn, kWant, kEd});
+    CHECK(at.decode(Ids{kUn, kWant, kEd}) == "unwanted");
+
+    // max_input_chars_per_word from the file.
+    j = fixture("bert-wordpiece.json");
+    j["model"]["max_input_chars_per_word"] = 4;
+    const Tokenizer short_words = scratch.load(j);
+    CHECK(short_words.encode("cafe nino apfels", false) == Ids{kCafe, kNino, kUnk});
+
+    // tokenizer_config.json's pad_token wins over padding.pad_id; one that
+    // names no token is left for transformers to add.
+    test::write_file(scratch.tmp.file("tokenizer_config.json"), json{{"pad_token", "[MASK]"}}.dump());
+    CHECK(scratch.load(fixture("bert-wordpiece.json")).pad() == kMask);
+    test::write_file(scratch.tmp.file("tokenizer_config.json"), json{{"pad_token", "<new>"}}.dump());
+    CHECK(scratch.load(fixture("bert-wordpiece.json")).pad() == kPad);
+  }
+
+  TEST_CASE("WordPiece tokenizer.json errors name the file and the field") {
+    Scratch scratch;
+    json j = fixture("bert-wordpiece.json");
+    j["model"]["unk_token"] = "<unk>";
+    CHECK(scratch.error(j).ends_with("model.unk_token \"<unk>\" is not in model.vocab"));
+    j = fixture("bert-wordpiece.json");
+    j["model"]["max_input_chars_per_word"] = "many";
+    CHECK(scratch.error(j).ends_with("model.max_input_chars_per_word must be an integer"));
+    j = fixture("bert-wordpiece.json");
+    j["decoder"]["cleanup"] = 1;
+    CHECK(scratch.error(j).ends_with("decoder.cleanup must be true or false"));
+    j = fixture("bert-wordpiece.json");
+    j["padding"]["pad_id"] = 1000;
+    CHECK(scratch.error(j).ends_with("padding.pad_id 1000 is not the id of a token"));
+
+    j = fixture("bert-wordpiece.json");
+    j["model"]["type"] = "WordLevel";
+    CHECK(scratch.error(j).ends_with("model.type \"WordLevel\" is not supported (only \"BPE\" and \"WordPiece\")"));
+  }
+
+  TEST_CASE("WordPiece tokenizers take any bytes: no throw, ids in range, streams add up") {
+    const Tokenizer bert = Tokenizer::from_hf(kFixtures + "bert-wordpiece.json");
+    const std::vector<std::string> texts = {"",
+                                            " ",
+                                            "\xFF",
+                                            "a\xC3",
+                                            "e\xCC\x81\xF0\x9F\x98",
+                                            "\xE2\x82\xAC\xE2\x82",
+                                            "[CLS]",
+                                            "</s>",
+                                            "\0\0"s,
+                                            "\U0001F469\u200D\U0001F4BB",
+                                            "\xED\xA0\x80 x",
+                                            std::string(300, 'a'),
+                                            "¿¡",
+                                            "ﬁ①中",
+                                            "a\u0301\u0301\u0301\u0301\u0301\u0301 b"};
+    for (const Tokenizer* tok : {&bert}) {
+      for (const std::string& text : texts) {
+        for (const bool special : {false, true}) {
+          const Ids ids = tok->encode(text, special, special);
+          for (const int32_t id : ids) REQUIRE((id >= 0 && id < tok->vocab_size()));
+          CHECK(streamed(*tok, ids, false) == tok->decode(ids));
+        }
+      }
+    }
+  }
+}
