@@ -9,6 +9,7 @@
 #include "runtime/text/byte_level.hpp"
 #include "runtime/text/json_file.hpp"
 #include "runtime/text/pipeline.hpp"
+#include "runtime/text/precompiled.hpp"
 #include "runtime/text/tokenizer.hpp"
 #include "runtime/text/tokenizer_data.hpp"
 
@@ -131,6 +132,7 @@ class Loader {
   void read_model(const json& model);
   void read_bpe(const json& model);
   void read_wordpiece(const json& model);
+  void read_unigram(const json& model);
   void read_vocab_object(const json& model);
   void read_added(const json& added);
   void read_normalizer(const json& j, std::string_view field);
@@ -151,6 +153,7 @@ class Loader {
   std::vector<BpeMerge> merges_;
   BpeOptions options_;
   WordPieceOptions word_piece_;
+  std::vector<UnigramPiece> pieces_;
   std::vector<detail::AddedToken> added_;
   std::vector<Normalizer> normalizers_;
   std::vector<PreTokenizer> pre_tokenizers_;
@@ -171,9 +174,11 @@ void Loader::read_model(const json& model) {
     read_bpe(model);
   } else if (model_type_ == "WordPiece") {
     read_wordpiece(model);
+  } else if (model_type_ == "Unigram") {
+    read_unigram(model);
   } else {
     throw Error(ErrorKind::Unsupported, file_ + ": model.type " + quote(model_type_) +
-                                            " is not supported (only \"BPE\" and \"WordPiece\")");
+                                            " is not supported (only \"BPE\", \"WordPiece\" and \"Unigram\")");
   }
 }
 
@@ -260,6 +265,33 @@ void Loader::read_wordpiece(const json& model) {
   word_piece_.unk = *(unk_ = it->second);
 }
 
+// model.vocab as [["piece", score], …]: ids are the indices.
+void Loader::read_unigram(const json& model) {
+  const json* vocab = member(model, "vocab");
+  if (!vocab) bad("model.vocab", "is missing");
+  array(*vocab, "model.vocab");
+  if (vocab->empty()) bad("model.vocab", "is empty");
+  if (vocab->size() > INT32_MAX) bad("model.vocab", "has too many pieces");
+  pieces_.reserve(vocab->size());
+  vocab_.reserve(vocab->size());
+  for (size_t i = 0; i < vocab->size(); ++i) {
+    const std::string field = "model.vocab[" + std::to_string(i) + "]";
+    const json& entry = (*vocab)[i];
+    if (!entry.is_array() || entry.size() != 2 || !entry[1].is_number()) bad(field, "must be [piece, score]");
+    UnigramPiece piece{string(entry[0], field + "[0]"), entry[1].get<double>()};
+    vocab_.insert_or_assign(piece.text, static_cast<int32_t>(i));
+    pieces_.push_back(std::move(piece));
+  }
+  if (const json* unk = member(model, "unk_id")) {
+    const int64_t id = integer(*unk, "model.unk_id");
+    if (id < 0 || static_cast<size_t>(id) >= pieces_.size()) {
+      bad("model.unk_id", std::to_string(id) + " is not an index of model.vocab");
+    }
+    unk_ = static_cast<int32_t>(id);
+  }
+  byte_fallback_ = flag(model, "byte_fallback", "model", false);
+}
+
 void Loader::read_added(const json& added) {
   array(added, "added_tokens");
   for (size_t i = 0; i < added.size(); ++i) {
@@ -317,6 +349,18 @@ void Loader::read_normalizer(const json& j, std::string_view field) {
     bert.lowercase = flag(j, "lowercase", f, true);
     bert.strip_accents = flag(j, "strip_accents", f, bert.lowercase);  // null: as lowercase
     normalizers_.push_back(bert);
+  } else if (type == "Precompiled") {
+    const json* c = member(j, "precompiled_charsmap");
+    if (!c) bad(f + ".precompiled_charsmap", "is missing");
+    const std::optional<std::string> blob = base64_decode(string(*c, f + ".precompiled_charsmap"));
+    if (!blob) bad(f + ".precompiled_charsmap", "is not base64");
+    try {
+      normalizers_.push_back(PrecompiledNormalizer{std::make_shared<const PrecompiledCharsmap>(*blob)});
+    } catch (const std::invalid_argument& e) {
+      bad(f + ".precompiled_charsmap", e.what());
+    }
+  } else if (type == "Strip") {
+    normalizers_.push_back(StripNormalizer{flag(j, "strip_left", f, false), flag(j, "strip_right", f, false)});
   } else {
     unsupported_type(field, type);
   }
@@ -542,6 +586,14 @@ void Loader::load(const json& root) {
       t.kind = TokenKind::Byte;
     }
   }
+  // A Unigram piece spelled twice: the map holds its last id, the id space
+  // both.
+  for (size_t id = 0; id < pieces_.size(); ++id) {
+    Token& t = data_.tokens[id];
+    if (t.kind != TokenKind::Unused) continue;
+    t.text = pieces_[id].text;
+    t.kind = TokenKind::Normal;
+  }
   if (unk_) data_.tokens[*unk_].kind = TokenKind::Unknown;
   switch (decoding_.spelling) {
     case Spelling::ByteLevel:
@@ -608,6 +660,7 @@ void Loader::load(const json& root) {
                       (decoding_.spelling == Spelling::Metaspace ? " (sentencepiece-style)" : "");
   data_.added = detail::AddedMatcher(added_);
   HfModel words = model_type_ == "WordPiece" ? HfModel(WordPieceModel(std::move(vocab_), word_piece_))
+                  : model_type_ == "Unigram" ? HfModel(UnigramModel(std::move(pieces_), unk_, byte_fallback_))
                                              : HfModel(BpeModel(std::move(vocab_), merges_, options_));
   data_.encoder =
       std::make_unique<HfTextEncoder>(std::move(normalizers_), std::move(pre_tokenizers_), std::move(words));

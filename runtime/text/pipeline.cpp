@@ -194,6 +194,28 @@ std::vector<std::string> split_text(std::string_view text, const Regex& pattern,
 
 namespace {
 
+// [begin, end) of `text` without the whitespace at the ends asked for.
+std::pair<size_t, size_t> white_space_trim(std::string_view text, bool left, bool right) {
+  size_t begin = 0, end = text.size();
+  if (left) {
+    while (begin < end) {
+      const size_t n = utf8_sequence_length(text, begin);
+      if (n == 0 || !is_white_space(utf8_decode(text, begin, n))) break;
+      begin += n;
+    }
+  }
+  if (right) {
+    // White_Space characters are one to three bytes long.
+    while (end > begin) {
+      size_t n = 1;
+      while (n < 3 && end - n > begin && (static_cast<uint8_t>(text[end - n]) & 0xC0) == 0x80) ++n;
+      if (utf8_sequence_length(text, end - n) != n || !is_white_space(utf8_decode(text, end - n, n))) break;
+      end -= n;
+    }
+  }
+  return {begin, end};
+}
+
 // Words between whitespace; with `punctuation`, each punctuation character
 // a word of its own too (BertPreTokenizer).
 void split_words(std::string_view text, bool punctuation, std::vector<std::string>& out) {
@@ -228,6 +250,11 @@ std::string apply(const Normalizer& n, std::string text) {
     return out;
   }
   if (const auto* b = std::get_if<BertNormalizer>(&n)) return bert_normalize(text, *b);
+  if (const auto* p = std::get_if<PrecompiledNormalizer>(&n)) return p->charsmap->normalize(text);
+  if (const auto* s = std::get_if<StripNormalizer>(&n)) {
+    const auto [begin, end] = white_space_trim(text, s->left, s->right);
+    return text.substr(begin, end - begin);
+  }
   return lowercase(text);
 }
 

@@ -1,6 +1,6 @@
 // Hugging Face's encoding pipeline for one piece of text free of added
 // tokens: normalizers, then pre-tokenizers that cut it into words, then the
-// model (BPE or WordPiece) on each word. Only the components that
+// model (BPE, WordPiece or Unigram) on each word. Only the components that
 // LLM and encoder vocabularies use are here; hf.cpp refuses the others by
 // name.
 #pragma once
@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "runtime/text/bpe.hpp"
+#include "runtime/text/precompiled.hpp"
 #include "runtime/text/regex.hpp"
 #include "runtime/text/tokenizer_data.hpp"
+#include "runtime/text/unigram.hpp"
 #include "runtime/text/wordpiece.hpp"
 
 namespace lathe::text {
@@ -51,8 +53,15 @@ struct BertNormalizer {
   bool strip_accents = true;
   bool lowercase = true;
 };
-using Normalizer =
-    std::variant<UnicodeNormalizer, PrependNormalizer, ReplaceNormalizer, LowercaseNormalizer, BertNormalizer>;
+struct PrecompiledNormalizer {
+  std::shared_ptr<const PrecompiledCharsmap> charsmap;
+};
+// Whitespace (White_Space) off either end.
+struct StripNormalizer {
+  bool left = false, right = true;
+};
+using Normalizer = std::variant<UnicodeNormalizer, PrependNormalizer, ReplaceNormalizer, LowercaseNormalizer,
+                                BertNormalizer, PrecompiledNormalizer, StripNormalizer>;
 
 // Normalizes the valid UTF-8 runs of `text` (utf8proc); invalid bytes stay.
 std::string normalize_unicode(std::string_view text, UnicodeForm form);
@@ -93,7 +102,7 @@ std::vector<std::string> split_text(std::string_view text, const Regex& pattern,
                                     bool invert = false);
 const Regex& gpt2_regex();
 
-using HfModel = std::variant<BpeModel, WordPieceModel>;
+using HfModel = std::variant<BpeModel, WordPieceModel, UnigramModel>;
 
 class HfTextEncoder final : public detail::TextEncoder {
  public:

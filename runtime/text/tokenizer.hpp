@@ -2,7 +2,7 @@
 // vocabulary comes from:
 //   Tokenizer::from_hf            Hugging Face tokenizer.json (BPE: GPT-2, Llama 3, Qwen2,
 //                                 SmolLM byte-level; Llama 2 / TinyLlama SentencePiece-style;
-//                                 WordPiece: BERT, MiniLM, bge)
+//                                 WordPiece: BERT, MiniLM, bge; Unigram: T5, XLM-RoBERTa)
 //   Tokenizer::from_sentencepiece a SentencePiece .model file (encoded by libsentencepiece)
 //   Tokenizer::from_gguf          the vocabulary in a GGUF file's metadata
 //                                 (tokenizer.ggml.model "gpt2" or "llama")

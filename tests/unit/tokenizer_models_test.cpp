@@ -1,11 +1,13 @@
-// tokenizer.json models beyond BPE: WordPiece (BERT), with its normalizer
-// (BertNormalizer), pre-tokenizers (BertPreTokenizer, WhitespaceSplit) and
-// decoder.
+// tokenizer.json models beyond BPE: WordPiece (BERT) and Unigram (T5,
+// XLM-RoBERTa), with their normalizers (BertNormalizer, Precompiled, Strip),
+// pre-tokenizers (BertPreTokenizer, WhitespaceSplit) and decoders.
 //
 // No Hugging Face tokenizers runs here, so the expected ids are worked out
 // by hand from its source (normalizers/bert.rs, pre_tokenizers/bert.rs,
-// models/wordpiece/mod.rs and decoders/wordpiece.rs); each case says how.
-// The fixture is tests/data/tokenizers/bert-wordpiece.json.
+// models/wordpiece/mod.rs, decoders/wordpiece.rs, models/unigram/model.rs,
+// normalizers/precompiled.rs and the spm_precompiled crate); each case says
+// how. The fixtures are tests/data/tokenizers/bert-wordpiece.json and
+// t5-unigram.json (written by make_t5_unigram.py beside it).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/text/pipeline.hpp"
+#include "runtime/text/precompiled.hpp"
 #include "runtime/text/tokenizer.hpp"
 #include "runtime/text/utf8.hpp"
 #include "tests/harness/temp_files.hpp"
@@ -67,6 +70,11 @@ enum : int32_t {
   kDollar, kInvertedQuestion, kI, kContDotAbove
 };
 
+// t5-unigram.json's ids.
+enum : int32_t {
+  uPad = 0, uEos, uUnk, uSpace, uThe, uSpaceA, uB, uC, uAB, uBC, uSpaceAB, uA, uFi, uEAcute, uSpaceFi, uOne,
+  uSpaceB, uByteE2, uByte98, uByte83
+};
 // clang-format on
 
 }  // namespace
@@ -222,7 +230,133 @@ TEST_SUITE("tokenizer") {
     CHECK(scratch.load(fixture("bert-wordpiece.json")).pad() == kPad);
   }
 
-  TEST_CASE("WordPiece tokenizer.json errors name the file and the field") {
+  TEST_CASE("Precompiled charsmap: Darts lookup, and tokenizers' grapheme-wise normalization") {
+    // tokenizers' spm_precompiled test charsmap: keys "a" → "x", "ab" → "y"
+    // and "a" U+0300 → "y", in a double array of 256 units.
+    std::vector<uint32_t> trie(256, 0);
+    trie['a'] = 'a' | 1u << 8 | 1u << 10;
+    trie[96] = 0;
+    trie[2] = 'b' | 1u << 8 | 1u << 10;
+    trie[3] = 2;
+    trie[172] = 0xCC | 1u << 10;
+    trie[45] = 0x80 | 1u << 8 | 1u << 10;
+    trie[44] = 2;
+    std::string blob;
+    const auto put = [&](uint32_t v) {
+      for (int k = 0; k < 4; ++k) blob += static_cast<char>(v >> (8 * k) & 0xFF);
+    };
+    put(static_cast<uint32_t>(trie.size() * 4));
+    for (const uint32_t u : trie) put(u);
+    blob += "x\0y\0"s;
+    const PrecompiledCharsmap map(blob);
+    // transform takes the shortest key, as tokenizers does (results[0]).
+    CHECK(map.transform("a") == "x");
+    CHECK(map.transform("ab") == "x");
+    CHECK(map.transform("\xCC\x80") == std::nullopt);
+    CHECK(map.transform("b") == std::nullopt);
+    // "ab" is two clusters: "a" → x, "b" stays. "a" U+0300 is one cluster
+    // of 3 bytes, replaced whole by the value of its shortest key, "a".
+    CHECK(map.normalize("ab") == "xb");
+    CHECK(map.normalize("a\xCC\x80z") == "xz");
+    CHECK(map.normalize("b\xFF"
+                        "a") ==
+          "b\xFF"
+          "x");
+
+    CHECK_THROWS_AS(PrecompiledCharsmap("\x10\0\0\0"s), std::invalid_argument);
+    CHECK_THROWS_AS(PrecompiledCharsmap("ab"), std::invalid_argument);
+    CHECK(base64_decode("eAB5AA==") == "x\0y\0"s);
+    CHECK(base64_decode("TWFu") == "Man");
+    CHECK(base64_decode("TWE=") == "Ma");
+    CHECK(base64_decode("TW=u") == std::nullopt);
+    CHECK(base64_decode("TWF") == std::nullopt);
+  }
+
+  TEST_CASE("Unigram tokenizer.json: Viterbi by score, unk, Precompiled, Metaspace") {
+    const Tokenizer t5 = Tokenizer::from_hf(kFixtures + "t5-unigram.json");
+    CHECK(t5.description() == "tokenizer.json Unigram (sentencepiece-style)");
+    // "▁abc": ▁a + bc scores -4 - 5.5 = -9.5, better than ▁ + ab + c (-13),
+    // ▁ab + c (-14) and ▁a + b + c (-14).
+    CHECK(t5.encode("abc", false) == Ids{uSpaceA, uBC});
+    CHECK(t5.encode("abc", true) == Ids{uSpaceA, uBC, uEos});
+    CHECK(t5.encode("the abc", false) == Ids{uThe, uSpaceA, uBC});
+    // "▁ab": ▁ + ab (-8) beats the piece ▁ab (-9).
+    CHECK(t5.encode("ab", false) == Ids{uSpace, uAB});
+    // "▁b": ▁b (-7) ties ▁ + b (-2 - 5); the first found, from the earlier start, stays.
+    CHECK(t5.encode("b", false) == Ids{uSpaceB});
+    // x and y have no piece: each scores min (-9) - 10, and the run of them is one <unk>.
+    CHECK(t5.encode("x", false) == Ids{uSpace, uUnk});
+    CHECK(t5.encode("xy", false) == Ids{uSpace, uUnk});
+    CHECK(t5.encode("bxyc", false) == Ids{uSpaceB, uUnk, uC});
+    // Precompiled: ﬁ → "fi" (▁fi, -6.5, beats ▁ + fi), ① → "1", NBSP → ' '.
+    CHECK(t5.encode("\xEF\xAC\x81", false) == Ids{uSpaceFi});
+    CHECK(t5.encode("\xE2\x91\xA0", false) == Ids{uSpace, uOne});
+    CHECK(t5.encode("a\xC2\xA0"
+                    "b",
+                    false) == Ids{uSpaceA, uSpaceB});
+    // e + U+0301 → é; composed é needs no rule.
+    CHECK(t5.encode("e\xCC\x81", false) == Ids{uSpace, uEAcute});
+    CHECK(t5.encode("\xC3\xA9", false) == Ids{uSpace, uEAcute});
+    // e + two acutes is one cluster of 5 bytes: replaced whole by the rule
+    // for its prefix e + U+0301, the second accent lost. With three (7
+    // bytes) it goes character by character and nothing matches.
+    CHECK(t5.encode("e\xCC\x81\xCC\x81", false) == Ids{uSpace, uEAcute});
+    CHECK(t5.encode("e\xCC\x81\xCC\x81\xCC\x81", false) == Ids{uSpace, uUnk});
+    // Strip (right) and Replace(" {2,}" → " "), U+3000 a space first.
+    CHECK(t5.encode("a  b  ", false) == Ids{uSpaceA, uSpaceB});
+    CHECK(t5.encode("a\xE3\x80\x80\xE3\x80\x80"
+                    "b",
+                    false) == Ids{uSpaceA, uSpaceB});
+    CHECK(t5.encode("", true) == Ids{uEos});
+    CHECK(t5.encode("</s>abc", false) == Ids{uEos, uSpaceA, uBC});
+
+    CHECK(t5.decode(Ids{uThe, uSpaceA, uBC, uEos}) == "the abc</s>");
+    CHECK(t5.decode(Ids{uThe, uSpaceA, uBC, uEos}, true) == "the abc");
+    CHECK(t5.decode(t5.encode("the abc ab", true), true) == "the abc ab");
+    CHECK(t5.is_special(uEos));
+    CHECK(!t5.pad());
+  }
+
+  TEST_CASE("Unigram tokenizer.json variants: byte_fallback, prepend_scheme, no unk") {
+    Scratch scratch;
+    json j = fixture("t5-unigram.json");
+    j["model"]["byte_fallback"] = true;
+    j["decoder"] = {
+        {"type", "Sequence"},
+        {"decoders", json::array({{{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}},
+                                  {{"type", "ByteFallback"}}})}};
+    const Tokenizer bytes = scratch.load(j);
+    // ☃ (E2 98 83) has no piece: its bytes do. x☃ fused has no <0x78>: <unk>.
+    const Ids snowman = bytes.encode("☃", false);
+    CHECK(snowman == Ids{uSpace, uByteE2, uByte98, uByte83});
+    CHECK(bytes.encode("x☃", false) == Ids{uSpace, uUnk});
+    CHECK(bytes.decode(snowman) == "☃");
+    CHECK(streamed(bytes, snowman, false) == "☃");
+
+    // prepend_scheme "first": only text at the start of the input gets ▁.
+    // "abc" then scores a + bc (-10) over ab + c (-11).
+    j = fixture("t5-unigram.json");
+    j["pre_tokenizer"]["prepend_scheme"] = "first";
+    CHECK(scratch.load(j).encode("</s>abc", false) == Ids{uEos, uA, uBC});
+    CHECK(scratch.load(j).encode("abc", false) == Ids{uSpaceA, uBC});
+    j["pre_tokenizer"]["prepend_scheme"] = "never";
+    CHECK(scratch.load(j).encode("abc", false) == Ids{uA, uBC});
+
+    // Without unk_id, unknown characters are dropped (tokenizers would fail).
+    j = fixture("t5-unigram.json");
+    j["model"]["unk_id"] = nullptr;
+    CHECK(scratch.load(j).encode("bxyc", false) == Ids{uSpaceB, uC});
+
+    // The older T5 spelling: WhitespaceSplit then Metaspace.
+    j = fixture("t5-unigram.json");
+    j["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers", json::array({{{"type", "WhitespaceSplit"}},
+                                       {{"type", "Metaspace"}, {"replacement", "▁"}, {"add_prefix_space", true}}})}};
+    CHECK(scratch.load(j).encode("the \n abc", false) == Ids{uThe, uSpaceA, uBC});
+  }
+
+  TEST_CASE("WordPiece and Unigram tokenizer.json errors name the file and the field") {
     Scratch scratch;
     json j = fixture("bert-wordpiece.json");
     j["model"]["unk_token"] = "<unk>";
@@ -237,13 +371,33 @@ TEST_SUITE("tokenizer") {
     j["padding"]["pad_id"] = 1000;
     CHECK(scratch.error(j).ends_with("padding.pad_id 1000 is not the id of a token"));
 
-    j = fixture("bert-wordpiece.json");
+    j = fixture("t5-unigram.json");
+    j["model"]["vocab"][4] = {"▁the"};
+    CHECK(scratch.error(j).ends_with("model.vocab[4] must be [piece, score]"));
+    j = fixture("t5-unigram.json");
+    j["model"]["unk_id"] = 20;
+    CHECK(scratch.error(j).ends_with("model.unk_id 20 is not an index of model.vocab"));
+    j = fixture("t5-unigram.json");
+    j["model"]["vocab"] = json::array();
+    CHECK(scratch.error(j).ends_with("model.vocab is empty"));
+    j = fixture("t5-unigram.json");
+    j["normalizer"]["normalizers"][0]["precompiled_charsmap"] = "not base64!";
+    CHECK(scratch.error(j).ends_with("normalizer.normalizers[0].precompiled_charsmap is not base64"));
+    j["normalizer"]["normalizers"][0]["precompiled_charsmap"] = "EAAAAA==";
+    CHECK(scratch.error(j).ends_with(
+        "normalizer.normalizers[0].precompiled_charsmap is shorter than the trie its header announces"));
+    j = fixture("t5-unigram.json");
+    j["normalizer"]["normalizers"][1] = {{"type", "Nmt"}};
+    CHECK(scratch.error(j).ends_with("normalizer.normalizers[1].type \"Nmt\" is not supported"));
+    j = fixture("t5-unigram.json");
     j["model"]["type"] = "WordLevel";
-    CHECK(scratch.error(j).ends_with("model.type \"WordLevel\" is not supported (only \"BPE\" and \"WordPiece\")"));
+    CHECK(scratch.error(j).ends_with(
+        "model.type \"WordLevel\" is not supported (only \"BPE\", \"WordPiece\" and \"Unigram\")"));
   }
 
-  TEST_CASE("WordPiece tokenizers take any bytes: no throw, ids in range, streams add up") {
+  TEST_CASE("WordPiece and Unigram tokenizers take any bytes: no throw, ids in range, streams add up") {
     const Tokenizer bert = Tokenizer::from_hf(kFixtures + "bert-wordpiece.json");
+    const Tokenizer t5 = Tokenizer::from_hf(kFixtures + "t5-unigram.json");
     const std::vector<std::string> texts = {"",
                                             " ",
                                             "\xFF",
@@ -259,7 +413,7 @@ TEST_SUITE("tokenizer") {
                                             "¿¡",
                                             "ﬁ①中",
                                             "a\u0301\u0301\u0301\u0301\u0301\u0301 b"};
-    for (const Tokenizer* tok : {&bert}) {
+    for (const Tokenizer* tok : {&bert, &t5}) {
       for (const std::string& text : texts) {
         for (const bool special : {false, true}) {
           const Ids ids = tok->encode(text, special, special);
