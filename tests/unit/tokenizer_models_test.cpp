@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -398,21 +399,22 @@ TEST_SUITE("tokenizer") {
   TEST_CASE("WordPiece and Unigram tokenizers take any bytes: no throw, ids in range, streams add up") {
     const Tokenizer bert = Tokenizer::from_hf(kFixtures + "bert-wordpiece.json");
     const Tokenizer t5 = Tokenizer::from_hf(kFixtures + "t5-unigram.json");
-    const std::vector<std::string> texts = {"",
-                                            " ",
-                                            "\xFF",
-                                            "a\xC3",
-                                            "e\xCC\x81\xF0\x9F\x98",
-                                            "\xE2\x82\xAC\xE2\x82",
-                                            "[CLS]",
-                                            "</s>",
-                                            "\0\0"s,
-                                            "\U0001F469\u200D\U0001F4BB",
-                                            "\xED\xA0\x80 x",
-                                            std::string(300, 'a'),
-                                            "¿¡",
-                                            "ﬁ①中",
-                                            "a\u0301\u0301\u0301\u0301\u0301\u0301 b"};
+    // Pieces of trouble, joined at random: invalid and cut sequences,
+    // controls, combining marks, clusters, CJK, the fixtures' charsmap keys.
+    const std::vector<std::string> pieces = {" ",      "\xFF",  "\xC3",   "\xE2\x82",   "\xED\xA0\x80",
+                                             "\0"s,    "\x01",  "\u200D", "\u0301",     "\u3000",
+                                             "\u00A0", "ﬁ",     "①",      "中",         "¿",
+                                             "'",      "[CLS]", "</s>",   "a",          "e",
+                                             "Hello",  "É",     "İ",      "\U0001F4BB", "\r\n",
+                                             "##",     "▁"};
+    std::mt19937 rng(5);
+    std::vector<std::string> texts = {"", std::string(300, 'a'), "a\u0301\u0301\u0301\u0301\u0301\u0301 b"};
+    for (int i = 0; i < 300; ++i) {
+      std::string text;
+      const int n = std::uniform_int_distribution<int>(1, 12)(rng);
+      for (int k = 0; k < n; ++k) text += pieces[std::uniform_int_distribution<size_t>(0, pieces.size() - 1)(rng)];
+      texts.push_back(std::move(text));
+    }
     for (const Tokenizer* tok : {&bert, &t5}) {
       for (const std::string& text : texts) {
         for (const bool special : {false, true}) {
