@@ -184,6 +184,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   detail::TokenizerData data;
   data.bos = bos;
   data.eos = eos;
+  data.pad = r.id("tokenizer.ggml.padding_token_id", n);
   data.tokens.resize(n);
   for (size_t i = 0; i < n; ++i) {
     data.tokens[i].text = texts[i];
@@ -247,8 +248,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     options.ignore_merges = p->ignore_merges;
     options.unk = unk;
     data.added = detail::AddedMatcher(std::move(added));
-    data.encoder = std::make_unique<HfTextEncoder>(std::move(p->normalizers), std::move(p->steps),
-                                                   BpeModel(std::move(vocab), merges, options));
+    data.encoder =
+        std::make_unique<HfTextEncoder>(std::move(p->normalizers), std::move(p->steps),
+                                        HfModel(std::in_place_type<BpeModel>, std::move(vocab), merges, options));
     data.description = "gguf gpt2 " + pre;
   } else {
     const std::optional<std::vector<float>> scores = r.floats("tokenizer.ggml.scores");

@@ -9,6 +9,7 @@
 #include "runtime/text/byte_level.hpp"
 #include "runtime/text/json_file.hpp"
 #include "runtime/text/pipeline.hpp"
+#include "runtime/text/precompiled.hpp"
 #include "runtime/text/tokenizer.hpp"
 #include "runtime/text/tokenizer_data.hpp"
 
@@ -30,13 +31,35 @@ std::string quote(std::string_view s) {
 }
 
 // How decoding spells the model's tokens.
-enum class Spelling { Raw, ByteLevel, Metaspace };
+enum class Spelling { Raw, ByteLevel, Metaspace, WordPiece };
 
 struct Decoding {
   Spelling spelling = Spelling::Raw;
   std::string replacement;  // Metaspace: the character that stands for a space
   bool strip_leading_space = false;
+  std::string continuing_prefix;  // WordPiece: "##"
+  bool cleanup = true;            // WordPiece: " ." → "." and the like
 };
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+// What the WordPiece decoder makes of a token that is not the first: a
+// continuation piece loses its prefix, any other gets a space in front; then
+// tokenizers' cleanup, in its order, on that token alone.
+std::string wordpiece_spelling(const std::string& text, const Decoding& d) {
+  std::string s = text.starts_with(d.continuing_prefix) ? text.substr(d.continuing_prefix.size()) : " " + text;
+  if (!d.cleanup) return s;
+  static constexpr std::pair<std::string_view, std::string_view> kCleanup[] = {
+      {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},   {" n't", "n't"},
+      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kCleanup) s = replace_all(std::move(s), from, to);
+  return s;
+}
 
 // Reads one tokenizer.json; every error names the file and the field.
 class Loader {
@@ -107,18 +130,30 @@ class Loader {
 
  private:
   void read_model(const json& model);
+  void read_bpe(const json& model);
+  void read_wordpiece(const json& model);
+  void read_unigram(const json& model);
+  void read_vocab_object(const json& model);
   void read_added(const json& added);
   void read_normalizer(const json& j, std::string_view field);
   void read_pre_tokenizer(const json& j, std::string_view field);
   void read_post_processor(const json& j, std::string_view field);
   void read_decoder(const json& j, std::string_view field);
-  std::optional<int32_t> config_token(const json& config, const char* key, const std::string& config_file) const;
+  // `required`: a token the file names must exist (else it may be one
+  // transformers adds at load time, such as a new pad token).
+  std::optional<int32_t> config_token(const json& config, const char* key, const std::string& config_file,
+                                      bool required = true) const;
 
   std::string file_;
   detail::TokenizerData data_;
+  std::string model_type_;
   StringMap vocab_;
+  std::optional<int32_t> unk_;
+  bool byte_fallback_ = false;
   std::vector<BpeMerge> merges_;
   BpeOptions options_;
+  WordPieceOptions word_piece_;
+  std::vector<UnigramPiece> pieces_;
   std::vector<detail::AddedToken> added_;
   std::vector<Normalizer> normalizers_;
   std::vector<PreTokenizer> pre_tokenizers_;
@@ -129,23 +164,26 @@ class Loader {
 void Loader::read_model(const json& model) {
   object(model, "model");
   if (const json* t = member(model, "type")) {
-    const std::string type = string(*t, "model.type");
-    if (type != "BPE") {
-      throw Error(ErrorKind::Unsupported, file_ + ": model.type " + quote(type) + " is not supported (only \"BPE\")");
-    }
-  } else if (!member(model, "merges")) {
+    model_type_ = string(*t, "model.type");
+  } else if (member(model, "merges")) {
+    model_type_ = "BPE";
+  } else {
     bad("model", "has neither a type nor merges");
   }
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (const json* j = member(model, key); j && !(j->is_string() && j->get<std::string>().empty())) {
-      throw Error(ErrorKind::Unsupported, file_ + ": model." + key + " " + j->dump() + " is not supported");
-    }
+  if (model_type_ == "BPE") {
+    read_bpe(model);
+  } else if (model_type_ == "WordPiece") {
+    read_wordpiece(model);
+  } else if (model_type_ == "Unigram") {
+    read_unigram(model);
+  } else {
+    throw Error(ErrorKind::Unsupported, file_ + ": model.type " + quote(model_type_) +
+                                            " is not supported (only \"BPE\", \"WordPiece\" and \"Unigram\")");
   }
-  // model.dropout is ignored: BPE-dropout only regularizes training.
-  options_.fuse_unk = flag(model, "fuse_unk", "model", false);
-  options_.byte_fallback = flag(model, "byte_fallback", "model", false);
-  options_.ignore_merges = flag(model, "ignore_merges", "model", false);
+}
 
+// model.vocab as {"token": id, …} (BPE, WordPiece).
+void Loader::read_vocab_object(const json& model) {
   const json* vocab = member(model, "vocab");
   if (!vocab) bad("model.vocab", "is missing");
   object(*vocab, "model.vocab");
@@ -156,7 +194,19 @@ void Loader::read_model(const json& model) {
     if (id < 0 || id > INT32_MAX) bad(field, "id " + std::to_string(id) + " is out of range");
     vocab_.emplace(text, static_cast<int32_t>(id));
   }
+}
 
+void Loader::read_bpe(const json& model) {
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (const json* j = member(model, key); j && !(j->is_string() && j->get<std::string>().empty())) {
+      throw Error(ErrorKind::Unsupported, file_ + ": model." + key + " " + j->dump() + " is not supported");
+    }
+  }
+  // model.dropout is ignored: BPE-dropout only regularizes training.
+  options_.fuse_unk = flag(model, "fuse_unk", "model", false);
+  options_.byte_fallback = byte_fallback_ = flag(model, "byte_fallback", "model", false);
+  options_.ignore_merges = flag(model, "ignore_merges", "model", false);
+  read_vocab_object(model);
   const json* merges = member(model, "merges");
   if (!merges) bad("model.merges", "is missing");
   array(*merges, "model.merges");
@@ -192,8 +242,54 @@ void Loader::read_model(const json& model) {
     const std::string text = string(*unk, "model.unk_token");
     const auto it = vocab_.find(text);
     if (it == vocab_.end()) bad("model.unk_token", quote(text) + " is not in model.vocab");
-    options_.unk = it->second;
+    options_.unk = unk_ = it->second;
   }
+}
+
+void Loader::read_wordpiece(const json& model) {
+  read_vocab_object(model);
+  if (const json* p = member(model, "continuing_subword_prefix")) {
+    word_piece_.continuing_prefix = string(*p, "model.continuing_subword_prefix");
+  }
+  if (const json* m = member(model, "max_input_chars_per_word")) {
+    const int64_t n = integer(*m, "model.max_input_chars_per_word");
+    if (n < 0) bad("model.max_input_chars_per_word", "is negative");
+    word_piece_.max_chars = static_cast<size_t>(n);
+  }
+  // tokenizers fails only when a word needs the unk token; a vocabulary
+  // without one is refused here instead, so that encoding never fails.
+  const json* unk = member(model, "unk_token");
+  const std::string text = unk ? string(*unk, "model.unk_token") : "[UNK]";
+  const auto it = vocab_.find(text);
+  if (it == vocab_.end()) bad("model.unk_token", quote(text) + " is not in model.vocab");
+  word_piece_.unk = *(unk_ = it->second);
+}
+
+// model.vocab as [["piece", score], …]: ids are the indices.
+void Loader::read_unigram(const json& model) {
+  const json* vocab = member(model, "vocab");
+  if (!vocab) bad("model.vocab", "is missing");
+  array(*vocab, "model.vocab");
+  if (vocab->empty()) bad("model.vocab", "is empty");
+  if (vocab->size() > INT32_MAX) bad("model.vocab", "has too many pieces");
+  pieces_.reserve(vocab->size());
+  vocab_.reserve(vocab->size());
+  for (size_t i = 0; i < vocab->size(); ++i) {
+    const std::string field = "model.vocab[" + std::to_string(i) + "]";
+    const json& entry = (*vocab)[i];
+    if (!entry.is_array() || entry.size() != 2 || !entry[1].is_number()) bad(field, "must be [piece, score]");
+    UnigramPiece piece{string(entry[0], field + "[0]"), entry[1].get<double>()};
+    vocab_.insert_or_assign(piece.text, static_cast<int32_t>(i));
+    pieces_.push_back(std::move(piece));
+  }
+  if (const json* unk = member(model, "unk_id")) {
+    const int64_t id = integer(*unk, "model.unk_id");
+    if (id < 0 || static_cast<size_t>(id) >= pieces_.size()) {
+      bad("model.unk_id", std::to_string(id) + " is not an index of model.vocab");
+    }
+    unk_ = static_cast<int32_t>(id);
+  }
+  byte_fallback_ = flag(model, "byte_fallback", "model", false);
 }
 
 void Loader::read_added(const json& added) {
@@ -246,6 +342,25 @@ void Loader::read_normalizer(const json& j, std::string_view field) {
     normalizers_.push_back(ReplaceNormalizer{pattern(*p, f + ".pattern"), string(*c, f + ".content")});
   } else if (type == "Lowercase") {
     normalizers_.push_back(LowercaseNormalizer{});
+  } else if (type == "BertNormalizer") {
+    BertNormalizer bert;
+    bert.clean_text = flag(j, "clean_text", f, true);
+    bert.handle_chinese_chars = flag(j, "handle_chinese_chars", f, true);
+    bert.lowercase = flag(j, "lowercase", f, true);
+    bert.strip_accents = flag(j, "strip_accents", f, bert.lowercase);  // null: as lowercase
+    normalizers_.push_back(bert);
+  } else if (type == "Precompiled") {
+    const json* c = member(j, "precompiled_charsmap");
+    if (!c) bad(f + ".precompiled_charsmap", "is missing");
+    const std::optional<std::string> blob = base64_decode(string(*c, f + ".precompiled_charsmap"));
+    if (!blob) bad(f + ".precompiled_charsmap", "is not base64");
+    try {
+      normalizers_.push_back(PrecompiledNormalizer{std::make_shared<const PrecompiledCharsmap>(*blob)});
+    } catch (const std::invalid_argument& e) {
+      bad(f + ".precompiled_charsmap", e.what());
+    }
+  } else if (type == "Strip") {
+    normalizers_.push_back(StripNormalizer{flag(j, "strip_left", f, false), flag(j, "strip_right", f, false)});
   } else {
     unsupported_type(field, type);
   }
@@ -313,6 +428,8 @@ void Loader::read_pre_tokenizer(const json& j, std::string_view field) {
     }
     step.split = flag(j, "split", f, true);
     pre_tokenizers_.push_back(std::move(step));
+  } else if (type == "WhitespaceSplit" || type == "BertPreTokenizer") {
+    pre_tokenizers_.push_back(WhitespaceSplitStep{type == "BertPreTokenizer"});
   } else {
     unsupported_type(field, type);
   }
@@ -411,6 +528,12 @@ void Loader::read_decoder(const json& j, std::string_view field) {
     }
     decoding_.spelling = Spelling::Metaspace;
     decoding_.replacement = string(*s, f + ".pattern.String");
+  } else if (type == "WordPiece") {
+    decoding_.spelling = Spelling::WordPiece;
+    decoding_.continuing_prefix = "##";
+    if (const json* p = member(j, "prefix")) decoding_.continuing_prefix = string(*p, f + ".prefix");
+    decoding_.cleanup = flag(j, "cleanup", f, true);
+    decoding_.strip_leading_space = true;
   } else if (type == "ByteFallback" || type == "Fuse") {
     // <0xXX> tokens always decode to their byte; joining is what decode does.
   } else if (type == "Strip") {
@@ -436,6 +559,13 @@ void Loader::load(const json& root) {
   if (const json* p = member(root, "pre_tokenizer")) read_pre_tokenizer(*p, "pre_tokenizer");
   if (const json* p = member(root, "post_processor")) read_post_processor(*p, "post_processor");
   if (const json* d = member(root, "decoder")) read_decoder(*d, "decoder");
+  if (const json* p = member(root, "padding")) {
+    if (const json* id = member(object(*p, "padding"), "pad_id")) {
+      const int64_t v = integer(*id, "padding.pad_id");
+      if (v < 0 || v > INT32_MAX) bad("padding.pad_id", std::to_string(v) + " is out of range");
+      data_.pad = static_cast<int32_t>(v);
+    }
+  }
 
   // The id space: the model's vocabulary and the added tokens. Ids far past
   // the number of tokens are refused rather than allocated.
@@ -452,11 +582,19 @@ void Loader::load(const json& root) {
     if (t.kind != TokenKind::Unused) bad("model.vocab", "gives id " + std::to_string(id) + " to two tokens");
     t.text = text;
     t.kind = TokenKind::Normal;
-    if (options_.byte_fallback && text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
+    if (byte_fallback_ && text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
       t.kind = TokenKind::Byte;
     }
   }
-  if (options_.unk) data_.tokens[*options_.unk].kind = TokenKind::Unknown;
+  // A Unigram piece spelled twice: the map holds its last id, the id space
+  // both.
+  for (size_t id = 0; id < pieces_.size(); ++id) {
+    Token& t = data_.tokens[id];
+    if (t.kind != TokenKind::Unused) continue;
+    t.text = pieces_[id].text;
+    t.kind = TokenKind::Normal;
+  }
+  if (unk_) data_.tokens[*unk_].kind = TokenKind::Unknown;
   switch (decoding_.spelling) {
     case Spelling::ByteLevel:
       for (Token& t : data_.tokens) t.bytes = byte_level_decode(t.text);
@@ -465,6 +603,7 @@ void Loader::load(const json& root) {
       detail::spell_spm_bytes(data_.tokens, decoding_.replacement);
       break;
     case Spelling::Raw:
+    case Spelling::WordPiece:
       detail::spell_spm_bytes(data_.tokens, "");
       break;
   }
@@ -485,6 +624,15 @@ void Loader::load(const json& root) {
       t.bytes = spelled[0].bytes;
     }
   }
+  // The WordPiece decoder spells every token, special ones too ("[CLS] a
+  // [SEP]"), except the first, which it leaves as it is: the space in front
+  // is dropped there, and a continuation piece keeps its prefix.
+  if (decoding_.spelling == Spelling::WordPiece) {
+    for (Token& t : data_.tokens) {
+      if (t.kind != TokenKind::Byte && t.kind != TokenKind::Unused) t.bytes = wordpiece_spelling(t.text, decoding_);
+    }
+    data_.continuing_prefix = decoding_.continuing_prefix;
+  }
   for (const int32_t id : data_.prefix) {
     if (static_cast<size_t>(id) >= data_.tokens.size())
       bad("post_processor", "adds id " + std::to_string(id) + ", which no token has");
@@ -492,6 +640,9 @@ void Loader::load(const json& root) {
   for (const int32_t id : data_.suffix) {
     if (static_cast<size_t>(id) >= data_.tokens.size())
       bad("post_processor", "adds id " + std::to_string(id) + ", which no token has");
+  }
+  if (data_.pad && static_cast<size_t>(*data_.pad) >= data_.tokens.size()) {
+    bad("padding.pad_id", std::to_string(*data_.pad) + " is not the id of a token");
   }
   data_.strip_leading_space = decoding_.strip_leading_space;
 
@@ -505,14 +656,18 @@ void Loader::load(const json& root) {
       }
     }
   }
-  data_.description = std::string("tokenizer.json BPE") + (byte_level_ ? " (byte-level)" : "") +
+  data_.description = "tokenizer.json " + model_type_ + (byte_level_ ? " (byte-level)" : "") +
                       (decoding_.spelling == Spelling::Metaspace ? " (sentencepiece-style)" : "");
   data_.added = detail::AddedMatcher(added_);
-  data_.encoder = std::make_unique<HfTextEncoder>(std::move(normalizers_), std::move(pre_tokenizers_),
-                                                  BpeModel(std::move(vocab_), merges_, options_));
+  HfModel words = model_type_ == "WordPiece" ? HfModel(WordPieceModel(std::move(vocab_), word_piece_))
+                  : model_type_ == "Unigram" ? HfModel(UnigramModel(std::move(pieces_), unk_, byte_fallback_))
+                                             : HfModel(BpeModel(std::move(vocab_), merges_, options_));
+  data_.encoder =
+      std::make_unique<HfTextEncoder>(std::move(normalizers_), std::move(pre_tokenizers_), std::move(words));
 }
 
-std::optional<int32_t> Loader::config_token(const json& config, const char* key, const std::string& config_file) const {
+std::optional<int32_t> Loader::config_token(const json& config, const char* key, const std::string& config_file,
+                                            bool required) const {
   const json* j = member(config, key);
   if (!j) return std::nullopt;
   std::string text;
@@ -526,6 +681,7 @@ std::optional<int32_t> Loader::config_token(const json& config, const char* key,
   for (size_t id = 0; id < data_.tokens.size(); ++id) {
     if (data_.tokens[id].kind != TokenKind::Unused && data_.tokens[id].text == text) return static_cast<int32_t>(id);
   }
+  if (!required) return std::nullopt;
   throw Error(ErrorKind::BadFile, config_file + ": " + key + " " + quote(text) + " is not a token of " + file_);
 }
 
@@ -537,6 +693,7 @@ void Loader::apply_config(const std::filesystem::path& config_path) {
     const json config = detail::parse_json_file(config_path);
     if (!config.is_object()) throw Error(ErrorKind::BadFile, cf + ": must be a JSON object");
     bos = config_token(config, "bos_token", cf);
+    if (const std::optional<int32_t> pad = config_token(config, "pad_token", cf, false)) data_.pad = pad;
     eos = config_token(config, "eos_token", cf);
     for (auto [key, out] : {std::pair{"add_bos_token", &add_bos}, std::pair{"add_eos_token", &add_eos}}) {
       if (const json* j = member(config, key)) {

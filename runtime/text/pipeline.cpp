@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "runtime/text/byte_level.hpp"
+#include "runtime/text/char_class.hpp"
 #include "runtime/text/utf8.hpp"
 
 namespace lathe::text {
@@ -72,11 +73,51 @@ std::string lowercase(std::string_view text) {
     out.reserve(run.size());
     for (size_t i = 0; i < run.size();) {
       const size_t n = utf8_sequence_length(run, i);
-      utf8_append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(utf8_decode(run, i, n)))));
+      const char32_t c = utf8_decode(run, i, n);
       i += n;
+      // The one character whose lowercase is two (SpecialCasing.txt).
+      if (c == 0x130) {
+        out += "i\xCC\x87";
+        continue;
+      }
+      utf8_append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
     }
     return out;
   });
+}
+
+std::string bert_normalize(std::string_view text, const BertNormalizer& options) {
+  std::string out = map_valid_runs(text, [&](std::string_view run) {
+    std::string cleaned;
+    cleaned.reserve(run.size());
+    for (size_t i = 0; i < run.size();) {
+      const size_t n = utf8_sequence_length(run, i);
+      char32_t c = utf8_decode(run, i, n);
+      i += n;
+      if (options.clean_text) {
+        if (c == 0 || c == 0xFFFD || is_bert_control(c)) continue;
+        if (is_white_space(c)) c = ' ';
+      }
+      const bool spaced = options.handle_chinese_chars && is_cjk_ideograph(c);
+      if (spaced) cleaned += ' ';
+      utf8_append(cleaned, c);
+      if (spaced) cleaned += ' ';
+    }
+    return cleaned;
+  });
+  if (options.strip_accents) {
+    out = map_valid_runs(normalize_unicode(out, UnicodeForm::NFD), [](std::string_view run) {
+      std::string kept;
+      kept.reserve(run.size());
+      for (size_t i = 0; i < run.size();) {
+        const size_t n = utf8_sequence_length(run, i);
+        if (!is_nonspacing_mark(utf8_decode(run, i, n))) kept.append(run.substr(i, n));
+        i += n;
+      }
+      return kept;
+    });
+  }
+  return options.lowercase ? lowercase(out) : out;
 }
 
 const Regex& gpt2_regex() {
@@ -153,6 +194,47 @@ std::vector<std::string> split_text(std::string_view text, const Regex& pattern,
 
 namespace {
 
+// [begin, end) of `text` without the whitespace at the ends asked for.
+std::pair<size_t, size_t> white_space_trim(std::string_view text, bool left, bool right) {
+  size_t begin = 0, end = text.size();
+  if (left) {
+    while (begin < end) {
+      const size_t n = utf8_sequence_length(text, begin);
+      if (n == 0 || !is_white_space(utf8_decode(text, begin, n))) break;
+      begin += n;
+    }
+  }
+  if (right) {
+    // White_Space characters are one to three bytes long.
+    while (end > begin) {
+      size_t n = 1;
+      while (n < 3 && end - n > begin && (static_cast<uint8_t>(text[end - n]) & 0xC0) == 0x80) ++n;
+      if (utf8_sequence_length(text, end - n) != n || !is_white_space(utf8_decode(text, end - n, n))) break;
+      end -= n;
+    }
+  }
+  return {begin, end};
+}
+
+// Words between whitespace; with `punctuation`, each punctuation character
+// a word of its own too (BertPreTokenizer).
+void split_words(std::string_view text, bool punctuation, std::vector<std::string>& out) {
+  size_t word = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence_length(text, i);
+    const char32_t c = n == 0 ? 0 : utf8_decode(text, i, n);
+    const bool space = n != 0 && is_white_space(c);
+    const bool isolated = n != 0 && punctuation && is_bert_punctuation(c);
+    if (space || isolated) {
+      if (i > word) out.emplace_back(text.substr(word, i - word));
+      if (isolated) out.emplace_back(text.substr(i, n));
+      word = i + n;
+    }
+    i += n == 0 ? 1 : n;
+  }
+  if (text.size() > word) out.emplace_back(text.substr(word));
+}
+
 std::string apply(const Normalizer& n, std::string text) {
   if (const auto* u = std::get_if<UnicodeNormalizer>(&n)) return normalize_unicode(text, u->form);
   if (const auto* p = std::get_if<PrependNormalizer>(&n)) return text.empty() ? text : p->prefix + text;
@@ -166,6 +248,12 @@ std::string apply(const Normalizer& n, std::string text) {
     }
     out.append(text, at);
     return out;
+  }
+  if (const auto* b = std::get_if<BertNormalizer>(&n)) return bert_normalize(text, *b);
+  if (const auto* p = std::get_if<PrecompiledNormalizer>(&n)) return p->charsmap->normalize(text);
+  if (const auto* s = std::get_if<StripNormalizer>(&n)) {
+    const auto [begin, end] = white_space_trim(text, s->left, s->right);
+    return text.substr(begin, end - begin);
   }
   return lowercase(text);
 }
@@ -201,6 +289,8 @@ void apply(const PreTokenizer& step, std::vector<std::string>& words, bool at_st
         next.push_back(byte_level_encode(w));
       }
     }
+  } else if (const auto* ws = std::get_if<WhitespaceSplitStep>(&step)) {
+    for (const std::string& word : words) split_words(word, ws->punctuation, next);
   } else {
     const auto& m = std::get<MetaspaceStep>(step);
     for (size_t i = 0; i < words.size(); ++i) {
@@ -236,7 +326,12 @@ std::vector<std::string> HfTextEncoder::pre_tokenize(std::string_view text, bool
 }
 
 void HfTextEncoder::encode(std::string_view text, bool at_start, std::vector<int32_t>& out) const {
-  for (const std::string& word : pre_tokenize(text, at_start)) model_.encode_word(word, out);
+  const std::vector<std::string> words = pre_tokenize(text, at_start);
+  std::visit(
+      [&](const auto& model) {
+        for (const std::string& word : words) model.encode_word(word, out);
+      },
+      model_);
 }
 
 }  // namespace lathe::text

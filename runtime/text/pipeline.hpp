@@ -1,7 +1,8 @@
 // Hugging Face's encoding pipeline for one piece of text free of added
 // tokens: normalizers, then pre-tokenizers that cut it into words, then the
-// BPE model on each word. Only the components LLM vocabularies use are here;
-// hf.cpp refuses the others by name.
+// model (BPE, WordPiece or Unigram) on each word. Only the components that
+// LLM and encoder vocabularies use are here; hf.cpp refuses the others by
+// name.
 #pragma once
 
 #include <memory>
@@ -11,8 +12,11 @@
 #include <vector>
 
 #include "runtime/text/bpe.hpp"
+#include "runtime/text/precompiled.hpp"
 #include "runtime/text/regex.hpp"
 #include "runtime/text/tokenizer_data.hpp"
+#include "runtime/text/unigram.hpp"
+#include "runtime/text/wordpiece.hpp"
 
 namespace lathe::text {
 
@@ -38,11 +42,33 @@ struct ReplaceNormalizer {
   std::string content;
 };
 struct LowercaseNormalizer {};
-using Normalizer = std::variant<UnicodeNormalizer, PrependNormalizer, ReplaceNormalizer, LowercaseNormalizer>;
+// BERT's, in this order: clean_text drops NUL, U+FFFD and control characters
+// and makes every other whitespace a space; handle_chinese_chars puts spaces
+// around CJK ideographs; strip_accents decomposes (NFD) and drops nonspacing
+// marks; lowercase. (tokenizer.json's strip_accents null means "as
+// lowercase"; the loader resolves it.)
+struct BertNormalizer {
+  bool clean_text = true;
+  bool handle_chinese_chars = true;
+  bool strip_accents = true;
+  bool lowercase = true;
+};
+struct PrecompiledNormalizer {
+  std::shared_ptr<const PrecompiledCharsmap> charsmap;
+};
+// Whitespace (White_Space) off either end.
+struct StripNormalizer {
+  bool left = false, right = true;
+};
+using Normalizer = std::variant<UnicodeNormalizer, PrependNormalizer, ReplaceNormalizer, LowercaseNormalizer,
+                                BertNormalizer, PrecompiledNormalizer, StripNormalizer>;
 
 // Normalizes the valid UTF-8 runs of `text` (utf8proc); invalid bytes stay.
 std::string normalize_unicode(std::string_view text, UnicodeForm form);
+// Rust's char::to_lowercase, character by character: U+0130 (İ) becomes
+// "i\u0307"; every other character its simple lowercase mapping.
 std::string lowercase(std::string_view text);
+std::string bert_normalize(std::string_view text, const BertNormalizer& options);
 
 // --- pre-tokenizers ------------------------------------------------------
 enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
@@ -64,16 +90,23 @@ struct MetaspaceStep {
   PrependScheme prepend = PrependScheme::Always;
   bool split = true;  // cut before every replacement
 };
-using PreTokenizer = std::variant<SplitStep, ByteLevelStep, MetaspaceStep>;
+// WhitespaceSplit: words between runs of whitespace (White_Space). BERT's
+// pre-tokenizer does that, then makes each punctuation character a word.
+struct WhitespaceSplitStep {
+  bool punctuation = false;
+};
+using PreTokenizer = std::variant<SplitStep, ByteLevelStep, MetaspaceStep, WhitespaceSplitStep>;
 
 // `text` cut by the matches of `pattern` as Hugging Face's Split does.
 std::vector<std::string> split_text(std::string_view text, const Regex& pattern, SplitBehavior behavior,
                                     bool invert = false);
 const Regex& gpt2_regex();
 
+using HfModel = std::variant<BpeModel, WordPieceModel, UnigramModel>;
+
 class HfTextEncoder final : public detail::TextEncoder {
  public:
-  HfTextEncoder(std::vector<Normalizer> normalizers, std::vector<PreTokenizer> pre_tokenizers, BpeModel model)
+  HfTextEncoder(std::vector<Normalizer> normalizers, std::vector<PreTokenizer> pre_tokenizers, HfModel model)
       : normalizers_(std::move(normalizers)), pre_tokenizers_(std::move(pre_tokenizers)), model_(std::move(model)) {}
 
   void encode(std::string_view text, bool at_start, std::vector<int32_t>& out) const override;
@@ -83,7 +116,7 @@ class HfTextEncoder final : public detail::TextEncoder {
  private:
   std::vector<Normalizer> normalizers_;
   std::vector<PreTokenizer> pre_tokenizers_;
-  BpeModel model_;
+  HfModel model_;
 };
 
 }  // namespace lathe::text

@@ -122,8 +122,10 @@ void append_token(const TokenizerData& d, int32_t id, bool skip_special, bool& a
   const Token& t = token_at(d, id);
   if (t.kind == TokenKind::Special && skip_special) return;
   std::string_view bytes = t.bytes;
-  if (at_start && d.strip_leading_space && (t.kind == TokenKind::Normal || t.kind == TokenKind::Added) &&
-      !bytes.empty() && bytes[0] == ' ') {
+  const bool spelled = t.kind != TokenKind::Byte && t.kind != TokenKind::Unused;
+  if (at_start && spelled && !d.continuing_prefix.empty() && t.text.starts_with(d.continuing_prefix)) {
+    bytes = t.text;
+  } else if (at_start && d.strip_leading_space && spelled && !bytes.empty() && bytes[0] == ' ') {
     bytes.remove_prefix(1);
   }
   at_start = false;
@@ -162,6 +164,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
 
 std::optional<int32_t> Tokenizer::bos() const { return data_->bos; }
 std::optional<int32_t> Tokenizer::eos() const { return data_->eos; }
+std::optional<int32_t> Tokenizer::pad() const { return data_->pad; }
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(data_->tokens.size()); }
 const std::string& Tokenizer::token_text(int32_t id) const { return detail::token_at(*data_, id).text; }
 std::string_view Tokenizer::token_bytes(int32_t id) const { return detail::token_at(*data_, id).bytes; }

@@ -1,7 +1,8 @@
 // Tokenizers: text → token ids → text, for the three places a model's
 // vocabulary comes from:
 //   Tokenizer::from_hf            Hugging Face tokenizer.json (BPE: GPT-2, Llama 3, Qwen2,
-//                                 SmolLM byte-level; Llama 2 / TinyLlama SentencePiece-style)
+//                                 SmolLM byte-level; Llama 2 / TinyLlama SentencePiece-style;
+//                                 WordPiece: BERT, MiniLM, bge; Unigram: T5, XLM-RoBERTa)
 //   Tokenizer::from_sentencepiece a SentencePiece .model file (encoded by libsentencepiece)
 //   Tokenizer::from_gguf          the vocabulary in a GGUF file's metadata
 //                                 (tokenizer.ggml.model "gpt2" or "llama")
@@ -33,7 +34,7 @@ class Tokenizer {
  public:
   // `path`: a tokenizer.json, or a directory that holds one. A
   // tokenizer_config.json beside it may set add_bos_token / add_eos_token
-  // and name bos_token / eos_token.
+  // and name bos_token / eos_token / pad_token.
   static Tokenizer from_hf(const std::string& path);
   // BOS (not EOS) is added by encode(…, add_special = true), as llama.cpp does
   // for SentencePiece vocabularies.
@@ -52,6 +53,9 @@ class Tokenizer {
 
   std::optional<int32_t> bos() const;
   std::optional<int32_t> eos() const;
+  // The padding token: tokenizer_config.json's pad_token, else
+  // tokenizer.json's padding.pad_id, else tokenizer.ggml.padding_token_id.
+  std::optional<int32_t> pad() const;
   int32_t vocab_size() const;                       // one more than the largest id
   const std::string& token_text(int32_t id) const;  // as the vocabulary spells it ("Ġworld", "▁world")
   std::string_view token_bytes(int32_t id) const;   // what the token decodes to

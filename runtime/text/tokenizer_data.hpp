@@ -68,8 +68,11 @@ struct TokenizerData {
   AddedMatcher added;
   std::unique_ptr<const TextEncoder> encoder;
   std::vector<int32_t> prefix, suffix;  // what add_special adds
-  std::optional<int32_t> bos, eos;
+  std::optional<int32_t> bos, eos, pad;
   bool strip_leading_space = false;  // the first decoded token drops one leading ' '
+  // WordPiece: a first decoded token spelled with this prefix ("##ing")
+  // decodes as its text, prefix and all.
+  std::string continuing_prefix;
 };
 
 // Fills tokens[].bytes for SentencePiece-style spellings: "▁" (or

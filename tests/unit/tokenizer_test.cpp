@@ -595,16 +595,16 @@ TEST_SUITE("tokenizer") {
     CHECK(message(j).ends_with("pre_tokenizer.pretokenizers[1].type \"Punctuation\" is not supported"));
 
     j = byte_level_json(Flavour::Gpt2);
-    j["model"]["type"] = "Unigram";
-    CHECK(message(j).find("model.type \"Unigram\" is not supported") != std::string::npos);
+    j["model"]["type"] = "WordLevel";
+    CHECK(message(j).find("model.type \"WordLevel\" is not supported") != std::string::npos);
 
     j = byte_level_json(Flavour::Gpt2);
-    j["normalizer"] = {{"type", "BertNormalizer"}};
-    CHECK(message(j).ends_with("normalizer.type \"BertNormalizer\" is not supported"));
+    j["normalizer"] = {{"type", "Nmt"}};
+    CHECK(message(j).ends_with("normalizer.type \"Nmt\" is not supported"));
 
     j = byte_level_json(Flavour::Gpt2);
-    j["decoder"] = {{"type", "WordPiece"}};
-    CHECK(message(j).ends_with("decoder.type \"WordPiece\" is not supported"));
+    j["decoder"] = {{"type", "CTC"}};
+    CHECK(message(j).ends_with("decoder.type \"CTC\" is not supported"));
 
     j = byte_level_json(Flavour::Gpt2);
     j["post_processor"] = {{"type", "Madeup"}};

@@ -1,0 +1,35 @@
+// Hugging Face's WordPiece model (BERT, MiniLM, bge: model.type "WordPiece"
+// in tokenizer.json). A word is cut greedily from the left, each time into
+// the longest piece of the vocabulary, pieces after the first spelled with
+// the continuing prefix ("##ing"). A word that cannot be cut all the way, or
+// that is longer than max_chars characters, is one unk token, whole.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/text/merge.hpp"
+
+namespace lathe::text {
+
+struct WordPieceOptions {
+  std::string continuing_prefix = "##";
+  size_t max_chars = 100;  // max_input_chars_per_word
+  int32_t unk = 0;         // the unk token's id
+};
+
+class WordPieceModel {
+ public:
+  WordPieceModel(StringMap vocab, WordPieceOptions options) : vocab_(std::move(vocab)), options_(std::move(options)) {}
+
+  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+
+ private:
+  StringMap vocab_;
+  WordPieceOptions options_;
+};
+
+}  // namespace lathe::text
