@@ -54,16 +54,14 @@ main(() => withServer(['--parallel', '3'], 240000, async ({ client, baseURL }) =
     for (let i = 0; i < one.length; i++) assert.equal(bytes.readFloatLE(4 * i), one[i]);
   });
 
-  await step('text inputs go through the tokenizer', async () => {
-    const r = await post(baseURL, '/v1/embeddings', JSON.stringify({ input: ['the cat', 'the dog'] }));
-    // The tokenizer given to serve may or may not fit the tiny vocabulary:
-    // either vectors, or a 400 naming the id outside it.
-    if (r.status === 200) {
-      assert.equal(r.json.data.length, 2);
-    } else {
-      assert.equal(r.status, 400);
-      assert.match(r.json.error.message, /outside the vocabulary|no tokenizer/);
-    }
+  await step('text inputs go through the tokenizer, [CLS] and [SEP] added', async () => {
+    // The WordPiece fixture (tests/data/tokenizers/bert-wordpiece.json):
+    // "Hello, world!" is [CLS] hello , world ! [SEP] = 2 5 7 6 8 3.
+    const r = await client.embeddings.create({ model, input: ['Hello, world!', 'unwanted'], encoding_format: 'float' });
+    assert.equal(r.data.length, 2);
+    assert.equal(r.usage.prompt_tokens, 6 + 5);  // [CLS] un ##want ##ed [SEP]
+    const ids = await client.embeddings.create({ model, input: [2, 5, 7, 6, 8, 3], encoding_format: 'float' });
+    for (let i = 0; i < one.length; i++) assert.ok(Math.abs(r.data[0].embedding[i] - ids.data[0].embedding[i]) < 1e-6);
   });
 
   await step('errors: too long, an unknown encoding, an empty input, completions of an encoder', async () => {
