@@ -34,7 +34,7 @@ enum class QkvLayout : uint8_t { Blocks, PerHead, Grouped };
 
 // Tensor roles: each names one tensor (or a bias beside a weight) per layer.
 enum class Role : uint8_t {
-  Embed, PosEmbed, TokenTypes, EmbedNorm,
+  Embed, PosEmbed, TokenTypes, RelBias, EmbedNorm,
   AttnNorm, AttnPostNorm, MlpNorm, MlpPostNorm,
   Q, K, V, Qkv, O, QNorm, KNorm,
   Gate, Up, GateUp, Down,
@@ -154,8 +154,10 @@ constexpr bool is_linear(Role r) {
 // Whether the kernels read a tensor as a matrix (a texel buffer, [rows][cols]):
 // rank 2, or a one-row linear stored as a vector, [1, N] (llama.cpp's
 // Qwen2-MoE shared-expert gate, ffn_gate_inp_shexp [hidden]).
+// (T5's relative position bias, [buckets, heads], is a table of f32 scalars
+// the attention kernel indexes, not a matrix.)
 constexpr bool read_as_matrix(Role role, bool bias, size_t rank) {
-  return rank == 2 || (rank == 1 && is_linear(role) && !bias);
+  return (rank == 2 && role != Role::RelBias) || (rank == 1 && is_linear(role) && !bias);
 }
 
 // Where row `row` of a fused q/k/v tensor stored in `layout` goes in the
@@ -216,6 +218,7 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::Embed, "embed", "Embed"},
     {Role::PosEmbed, "pos_embed", "PosEmbed"},
     {Role::TokenTypes, "token_types", "TokenTypes"},
+    {Role::RelBias, "rel_bias", "RelBias"},
     {Role::EmbedNorm, "embed_norm", "EmbedNorm"},
     {Role::AttnNorm, "attn_norm", "AttnNorm"},
     {Role::AttnPostNorm, "attn_post_norm", "AttnPostNorm"},

@@ -167,7 +167,8 @@ struct BindingInfo {
   X(k_cache, Texel, "the K cache as texels")                            \
   X(v_cache, Texel, "the V cache as texels")                            \
   X(out, Storage, "[rows][HQ·DH] f32")                                  \
-  X(partials, Storage, "[rows][HQ][SPLITS][DH + 2] f32 of split key ranges")
+  X(partials, Storage, "[rows][HQ][SPLITS][DH + 2] f32 of split key ranges") \
+  X(rel_bias, Storage, "[buckets][HQ] f32: T5's relative position bias")
 
 #define LATHE_BIND_ATTENTION_COMBINE(X)                              \
   X(partials, Storage, "[rows][HQ][SPLITS][DH + 2] f32")             \

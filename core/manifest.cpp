@@ -34,6 +34,7 @@ Component component_of(Role r) {
     case Role::Embed:
     case Role::PosEmbed:
     case Role::TokenTypes: return Component::Embedding;
+    case Role::RelBias: return Component::Attention;
     case Role::EmbedNorm: return Component::Norms;
     case Role::Q:
     case Role::K:
@@ -119,7 +120,7 @@ class Builder {
     t.name = expand_name(pattern, layer, expert) + (bias ? ".bias" : ".weight");
     if (expert >= 0 && pattern.find("{expert}") == std::string::npos) t.slice = expert;
     t.shape = std::move(shape);
-    t.dtype = t.shape.size() == 1 ? s_.weights.vector_dtype : s_.weights.matrix_dtype(role, layer);
+    t.dtype = t.shape.size() == 1 || role == Role::RelBias ? s_.weights.vector_dtype : s_.weights.matrix_dtype(role, layer);
     m_.tensors.push_back(std::move(t));
   }
 
@@ -147,6 +148,8 @@ Manifest build_manifest(const Spec& s) {
   b.matrix(Role::Embed, d.vocab, d.hidden);
   if (s.position.kind == PositionKind::Learned) b.matrix(Role::PosEmbed, s.position.table_size, d.hidden);
   if (s.embedding.token_types > 0) b.matrix(Role::TokenTypes, s.embedding.token_types, d.hidden);
+  // T5: one table for every layer of the stack (its first layer's module holds it).
+  if (s.position.kind == PositionKind::Relative) b.matrix(Role::RelBias, s.position.buckets, d.heads);
   if (s.embedding.norm) b.norm(Role::EmbedNorm, d.hidden, -1, nb);
 
   for (int64_t l = 0; l < d.layers; ++l) {

@@ -21,7 +21,9 @@ enum class NormPlacement { Pre, Post, Sandwich, Parallel, BranchOutput };
 // per_head: RMSNorm over head_dim of each head (Qwen3); whole: over the whole
 // q and k projections before the split into heads (OLMo 2).
 enum class QKNorm { None, PerHead, Whole };
-enum class PositionKind { Rope, Alibi, Learned, Sinusoidal, None };
+// relative: T5's bucketed relative position bias, a learned scalar per
+// (bucket of j − i, head) added to the scores.
+enum class PositionKind { Rope, Alibi, Learned, Sinusoidal, None, Relative };
 enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
 enum class FusedGateUp { None, GateUp, UpGate };  // the order of the halves of a fused tensor
 // The stack's shape: a causal decoder with an LM head (GPT, Llama), or a
@@ -49,7 +51,8 @@ inline constexpr Spelling<PositionKind> kPositionKindSpellings[] = {{PositionKin
                                                                     {PositionKind::Alibi, "alibi", "Alibi"},
                                                                     {PositionKind::Learned, "learned", "Learned"},
                                                                     {PositionKind::Sinusoidal, "sinusoidal", "Sinusoidal"},
-                                                                    {PositionKind::None, "none", "None"}};
+                                                                    {PositionKind::None, "none", "None"},
+                                                                    {PositionKind::Relative, "relative", "Relative"}};
 inline constexpr Spelling<RopeScaling> kRopeScalingSpellings[] = {{RopeScaling::None, "none", "None"},
                                                                   {RopeScaling::Linear, "linear", "Linear"},
                                                                   {RopeScaling::DynamicNtk, "dynamic_ntk", "DynamicNtk"},
@@ -138,6 +141,8 @@ struct Position {
   RopeScalingParams scaling;
   int64_t offset = 0;       // learned: row of position p is p + offset (OPT: 2)
   int64_t table_size = 0;   // learned: rows of the position table; defaults to max_context + offset
+  int64_t buckets = 32;        // relative: T5's relative_attention_num_buckets
+  int64_t max_distance = 128;  // relative: distances from here on share the last bucket
 };
 
 struct Mlp {

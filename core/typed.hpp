@@ -187,6 +187,15 @@ class Recorder {
     return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id, k.id, v.id}, {-1, -1}, {Hq, Hkv, Dh, window}, scale, layer,
                             static_cast<uint8_t>(bidirectional)});
   }
+  // … with T5's relative position bias: a scalar per (bucket of j − i, query head) added to the scores.
+  template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ, int64_t NK, int64_t NV, int64_t B, int64_t H>
+  Act<Hq * Dh> attention(Act<NQ> q, Act<NK> k, Act<NV> v, int32_t layer, double scale, int64_t window,
+                         bool bidirectional, Weight<B, H> relative_bias) {
+    static_assert(H == Hq, "attention: the relative position bias is not one column per query head");
+    Act<Hq * Dh> out = attention<Hq, Hkv, Dh>(q, k, v, layer, scale, window, bidirectional);
+    s_.ops.back().tensor[0] = relative_bias.tensor;
+    return out;
+  }
 
   template <int64_t N>
   Act<N> activation(Act<N> x, Activation phi) {

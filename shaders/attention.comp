@@ -23,6 +23,8 @@
 //                 input is in the cache before attention reads it: one pass, never chunked)
 //   ALIBI         1: SLOPES[h] · (j − i) is added to head h's scaled score of key j (BLOOM, MPT;
 //                 the same softmax as HF's slope · j: the shift is one per row)
+//   RELATIVE      1: T5's bias rel_bias[REL_BUCKET[clamp(j − i, ±REL_MAX) + REL_MAX]][h] is added
+//                 to head h's score of key j (the generator's bucket table)
 //   CACHE_F16     cache dtype (kv.glsl)
 // Specialization constants: 0 the workgroup size (the subgroup size × QROWS); 1 SPLITS: the
 //   keys of a row are cut into SPLITS ranges, one workgroup each (grid z), so
@@ -33,7 +35,7 @@
 //   workgroup (grid y: ceil(rows / QROWS)).
 // Push constants (AttentionPush): rows, q_offset, q_stride (k/v unused here).
 // Buffers: io; q [rows][…] f32; kc, vc the caches; o [rows][HQ·DH] f32;
-//          part [rows][HQ][SPLITS][DH + 2] f32.
+//          part [rows][HQ][SPLITS][DH + 2] f32; rel_bias [buckets][HQ] f32.
 
 #include "common.glsl"
 
@@ -50,6 +52,7 @@ layout(binding = BINDING_k_cache) uniform usamplerBuffer KT;  // [ring][HKV][CTP
 layout(binding = BINDING_v_cache) uniform usamplerBuffer VT;
 layout(std430, binding = BINDING_out) writeonly buffer O { float o[]; };
 layout(std430, binding = BINDING_partials) writeonly buffer Part { float part[]; };
+layout(std430, binding = BINDING_rel_bias) readonly buffer RelBias { float rel_bias[]; };
 
 const uint LANES = gl_WorkGroupSize.x / QROWS;
 const uint TPL = (CTPR + LANES - 1) / LANES;  // cache texels per lane: lane l owns texels l, l + LANES, …
@@ -112,7 +115,7 @@ uvec2 key_range(uint t) {
     vec4 partial = vec4(0.0);                                                                                    \
     [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * vec4(k0[d], k1[d], k2[d], k3[d]);         \
     vec4 score = subgroupAdd(partial);                                                                           \
-    score = adjust4(score, kv_head * G + g, pos, all_keys);                                                      \
+    score = adjust4(score, kv_head * G + g, pos, qpos);                                                          \
     const float m_new = max(m[g], max(max(score.x, score.y), max(score.z, score.w)));                            \
     const float correction = exp(m[g] - m_new);                                                                  \
     const vec4 weight = exp(score - m_new);                                                                      \
@@ -125,7 +128,7 @@ uvec2 key_range(uint t) {
   [[unroll]] for (uint g = 0; g < G; ++g) {                                                                      \
     float partial = 0.0;                                                                                         \
     [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * k0[d];                                    \
-    const float score = adjust4(vec4(subgroupAdd(partial)), kv_head * G + g, pos, all_keys).x;                   \
+    const float score = adjust4(vec4(subgroupAdd(partial)), kv_head * G + g, pos, qpos).x;                       \
     const float m_new = max(m[g], score);                                                                        \
     const float correction = exp(m[g] - m_new), weight = exp(score - m_new);                                     \
     l[g] = l[g] * correction + weight;                                                                           \
@@ -133,14 +136,25 @@ uvec2 key_range(uint t) {
     m[g] = m_new;                                                                                                \
   }
 
-// Scores of keys pos … pos + 3 for query head h of a row that sees all_keys
-// keys: soft-capped, ALiBi's slope · (j − i) added.
-vec4 adjust4(vec4 score, uint h, uint pos, uint all_keys) {
+#if RELATIVE
+// T5's bias of query head h for key j seen from position i.
+float relative(uint h, uint j, uint i) {
+  const int r = clamp(int(j) - int(i), -int(REL_MAX), int(REL_MAX));
+  return rel_bias[REL_BUCKET[r + int(REL_MAX)] * HQ + h];
+}
+#endif
+
+// Scores of keys pos … pos + 3 for query head h of the row at position
+// qpos: soft-capped, ALiBi's slope · (j − i) or T5's relative bias added.
+vec4 adjust4(vec4 score, uint h, uint pos, uint qpos) {
 #if SOFTCAPPED
   score = vec4(softcap(score.x, SOFTCAP), softcap(score.y, SOFTCAP), softcap(score.z, SOFTCAP), softcap(score.w, SOFTCAP));
 #endif
 #if ALIBI
-  score += SLOPES[h] * (vec4(float(pos), float(pos + 1), float(pos + 2), float(pos + 3)) - float(all_keys - 1));
+  score += SLOPES[h] * (vec4(float(pos), float(pos + 1), float(pos + 2), float(pos + 3)) - float(qpos));
+#endif
+#if RELATIVE
+  score += vec4(relative(h, pos, qpos), relative(h, pos + 1, qpos), relative(h, pos + 2, qpos), relative(h, pos + 3, qpos));
 #endif
   return score;
 }
@@ -211,7 +225,7 @@ void staged() {
   const bool live = t0 + gl_SubgroupID < pc.rows;
   const uint t = min(t0 + gl_SubgroupID, pc.rows - 1u);
   const uint sequence = io.rows[t].sequence;  // the chunk's one sequence
-  const uint all_keys = visible(t);
+  const uint qpos = io.rows[t].position;  // the row's own position (ALiBi, relative bias)
   const uvec2 mine = key_range(t);
   // The workgroup's keys: from its first row's first to its last row's last.
   const uint lo = key_range(t0).x, hi = key_range(min(t0 + QROWS, pc.rows) - 1u).y;
@@ -245,7 +259,7 @@ void main() {
   if (t >= pc.rows) return;
   const uint lane = gl_LocalInvocationID.x;
   const uint sequence = io.rows[t].sequence;
-  const uint all_keys = visible(t);
+  const uint qpos = io.rows[t].position;
   const uvec2 range = key_range(t);
   const uint first = range.x, keys = range.y;
 

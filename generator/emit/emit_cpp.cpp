@@ -75,7 +75,11 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
       case typed::OpKind::Attention:
         code = out_var + "r.template attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
                v(op.in[2]) + ", " + std::to_string(op.layer) + ", attention_scale" +
-               (op.dims[3] > 0 ? ", sliding_window" : op.variant ? ", 0, bidirectional" : "") + ");";
+               (op.tensor[0] >= 0 ? std::string(", 0, bidirectional, ") + w
+                : op.dims[3] > 0  ? ", sliding_window"
+                : op.variant      ? ", 0, bidirectional"
+                                  : "") +
+               ");";
         break;
       case typed::OpKind::Act: code = out_var + "r.activation(" + v(op.in[0]) + ", " + act + ");"; break;
       case typed::OpKind::GatedAct:

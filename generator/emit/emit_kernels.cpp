@@ -130,6 +130,44 @@ std::vector<double> alibi_slopes(int64_t heads) {
   return slopes;
 }
 
+// T5's bucket of each relative position r = j − i in [−M, M], M =
+// max_distance (beyond it the bucket stays): bidirectional, half the
+// buckets for r > 0; of |r| (or, causal, of −min(r, 0)), the first half
+// exact and the rest logarithmic up to M. In float32 as transformers and
+// Mesh TensorFlow compute it, truncated.
+std::vector<int64_t> relative_buckets(const Spec& s) {
+  const bool both = s.encoder();
+  const int64_t M = s.position.max_distance;
+  std::vector<int64_t> out;
+  for (int64_t r = -M; r <= M; ++r) {
+    int64_t n = s.position.buckets, bucket = 0, d = 0;
+    if (both) {
+      n /= 2;
+      bucket = r > 0 ? n : 0;
+      d = r < 0 ? -r : r;
+    } else {
+      d = r < 0 ? -r : 0;
+    }
+    const int64_t exact = n / 2;
+    if (d < exact) {
+      bucket += d;
+    } else {
+      const float scaled = std::log(static_cast<float>(d) / static_cast<float>(exact)) /
+                           static_cast<float>(std::log(static_cast<double>(M) / static_cast<double>(exact))) *
+                           static_cast<float>(n - exact);
+      bucket += std::min<int64_t>(exact + static_cast<int64_t>(scaled), n - 1);
+    }
+    out.push_back(bucket);
+  }
+  return out;
+}
+
+std::string uint_array(const std::string& name, const std::vector<int64_t>& values) {
+  std::string out = "const uint " + name + "[" + std::to_string(values.size()) + "] = uint[](";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]) + "u";
+  return out + ");\n";
+}
+
 std::string float_array(const std::string& name, const std::vector<double>& values) {
   std::string out = "const float " + name + "[" + std::to_string(values.size()) + "] = float[](";
   for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + number_literal(values[i], 9);
@@ -188,7 +226,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
              flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9)) +
              define("WINDOW", k.window) + flag("BIDIRECTIONAL", k.bidirectional) + flag("ALIBI", s.position.kind == PositionKind::Alibi) +
-             (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "");
+             (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "") +
+             flag("RELATIVE", s.position.kind == PositionKind::Relative) +
+             define("REL_MAX", s.position.kind == PositionKind::Relative ? s.position.max_distance : int64_t{0}) +
+             (s.position.kind == PositionKind::Relative ? uint_array("REL_BUCKET", relative_buckets(s)) : "");
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);
     case kernels::Family::MoeRoute:

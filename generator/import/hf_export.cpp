@@ -38,6 +38,7 @@ std::string named_family(const Spec& s) {
 
 std::string model_type_of(const Spec& s) {
   if (s.encoder() && s.weights.preset == "hf-bert") return s.position.offset > 0 ? "roberta" : "bert";
+  if (s.encoder() && s.weights.preset == "hf-t5") return "t5";
   if (const std::string named = named_family(s); !named.empty()) return named;
   if (s.weights.preset == "hf-gpt2") return "gpt2";
   if (s.norm.placement == NormPlacement::Sandwich)
@@ -370,6 +371,26 @@ json bert_config(const Spec& s, const std::string& type) {
   return c;
 }
 
+// T5EncoderModel: feed_forward_proj names the MLP ("relu", "gated-gelu").
+json t5_config(const Spec& s) {
+  const Dims& d = s.dims;
+  const std::string act = s.mlp.activation == Activation::GeluTanh && s.mlp.gated ? "gelu" : hf_activation(s.mlp.activation, false);
+  return {{"architectures", {"T5EncoderModel"}},
+          {"model_type", "t5"},
+          {"d_model", d.hidden},
+          {"d_kv", d.head_dim},
+          {"d_ff", d.intermediate},
+          {"num_layers", d.layers},
+          {"num_heads", d.heads},
+          {"vocab_size", d.vocab},
+          {"n_positions", d.max_context},
+          {"layer_norm_epsilon", s.norm.eps},
+          {"relative_attention_num_buckets", s.position.buckets},
+          {"relative_attention_max_distance", s.position.max_distance},
+          {"feed_forward_proj", (s.mlp.gated ? "gated-" : "") + act},
+          {"torch_dtype", torch_dtype(s)}};
+}
+
 json mpt_config(const Spec& s) {
   const Dims& d = s.dims;
   json attn = {{"attn_type", "multihead_attention"}, {"alibi", true}, {"alibi_bias_max", 8}, {"clip_qkv", nullptr},
@@ -399,6 +420,7 @@ json hf_config_from_spec(const Spec& s) {
   const bool bert = s.encoder() && s.weights.preset == "hf-bert";
   if (s.position.kind != PositionKind::Rope && !(s.position.kind == PositionKind::Learned && s.weights.preset == "hf-gpt2") &&
       !(s.position.kind == PositionKind::Learned && bert) &&
+      !(s.position.kind == PositionKind::Relative && s.encoder() && s.weights.preset == "hf-t5") &&
       !(s.position.kind == PositionKind::Alibi && alibi_family))
     refuse(s, std::string("position.kind: \"") + name(s.position.kind) +
                   "\": the supported configs have rope positions, learned ones with the hf-gpt2 preset (gpt2), or "
@@ -420,6 +442,7 @@ json hf_config_from_spec(const Spec& s) {
   else if (type == "bloom") config = bloom_config(s);
   else if (type == "mpt") config = mpt_config(s);
   else if (type == "bert" || type == "roberta") config = bert_config(s, type);
+  else if (type == "t5") config = t5_config(s);
   else config = llama_like_config(s, type);
   // transformers' dynamic NTK scales past max_position_embeddings: the
   // context the spec's scaling starts from (the spec's own is its reach).

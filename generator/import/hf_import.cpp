@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 enum class Family {
   Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
-  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta,
+  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5,
 };
 
 struct FamilyInfo {
@@ -59,6 +59,7 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::Bert, "bert", "BertConfig", "Bert"},
     {Family::Roberta, "roberta", "RobertaConfig", "Roberta"},
     {Family::XlmRoberta, "xlm-roberta", "XLMRobertaConfig", "XLMRoberta"},
+    {Family::T5, "t5", "T5Config", "T5"},
 };
 
 bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
@@ -303,6 +304,7 @@ class Importer {
       case Family::Bloom: read_bloom(); break;
       case Family::Mpt: read_mpt(); break;
       case Family::Bert: case Family::Roberta: case Family::XlmRoberta: read_bert(); break;
+      case Family::T5: read_t5(); break;
       default: read_llama_like();
     }
     if (!c_.errors().empty()) throw ImportError(c_.errors());
@@ -341,8 +343,9 @@ class Importer {
                "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or one of "
                "ggml's block formats (GGUF files)");
     }
-    if (c_.boolean("is_encoder_decoder").value_or(false))
-      c_.error("is_encoder_decoder = true: the spec describes decoder-only models");
+    // (T5's config says so of the whole model; read_t5 imports its encoder alone.)
+    if (f_ != Family::T5 && c_.boolean("is_encoder_decoder").value_or(false))
+      c_.error("is_encoder_decoder = true: encoder-decoder models (a decoder with cross-attention) are not supported yet");
     if (c_.boolean("add_cross_attention").value_or(false))
       c_.error("add_cross_attention = true: the spec has no cross-attention");
     if (c_.boolean("use_bidirectional_attention").value_or(false))
@@ -932,6 +935,70 @@ class Importer {
         .set("preset", "hf-bert")
         .note("The base model's pooler and the pre-training heads are not the encoder's.")
         .set("ignore", ignore);
+  }
+
+  // T5EncoderModel: pre-norm blocks of T5LayerNorm (an RMS norm), no
+  // position embedding but the relative position bias of the first block,
+  // shared by all; scores not scaled (Mesh TensorFlow's initialization
+  // folds it into q); no biases; a ReLU MLP (v1.0) or a gated one
+  // ("gated-gelu": v1.1, Flan-T5). The whole T5 (its decoder and
+  // cross-attention) is an encoder-decoder, not supported yet.
+  void read_t5() {
+    const json* archs = c_.present("architectures") ? &c_.at("architectures") : nullptr;
+    const bool encoder_only = archs && archs->is_array() && archs->size() == 1 && (*archs)[0] == "T5EncoderModel";
+    if (!encoder_only)
+      c_.error("architectures " + (archs ? archs->dump() : std::string("(none)")) +
+               ": T5 is an encoder-decoder (a decoder stack with cross-attention and an LM head), not supported yet; "
+               "the encoder alone imports from a T5EncoderModel config");
+    auto hidden = c_.required("d_model");
+    auto layers = c_.required("num_layers", kMaxLayers);
+    auto heads = c_.required("num_heads", kMaxHeads);
+    auto head_dim = c_.required("d_kv");
+    TomlTable& d = t("dims");
+    d.set("hidden", hidden.value, hidden.note).set("layers", layers.value, layers.note).set("heads", heads.value, heads.note);
+    d.set("head_dim", head_dim.value, "d_kv");
+    layers_ = layers.value;
+    auto ff = c_.required("d_ff");
+    auto vocab = c_.required("vocab_size");
+    d.set("intermediate", ff.value, ff.note).set("vocab", vocab.value, vocab.note);
+    auto context = c_.integer_or("n_positions", 512);
+    if (!context.given) context.note = "T5 was trained on 512 tokens (relative positions set no limit of their own)";
+    set_max_context(context);
+    t("model").set("stack", "encoder", "T5EncoderModel: bidirectional self-attention");
+    auto eps = epsilon("layer_norm_epsilon", 1e-6);
+    t("norm").set("kind", "rmsnorm", "T5LayerNorm: no mean, no bias").set("eps", eps.value, eps.note);
+    t("attention").set("scale", 1.0, "T5Attention does not scale the scores");
+    auto buckets = c_.integer_or("relative_attention_num_buckets", 32, 2, 1024);
+    auto distance = c_.integer_or("relative_attention_max_distance", 128);
+    // The encoder's table: half the buckets a side, half of those exact distances.
+    if (buckets.value < 4 || buckets.value % 2 != 0)
+      c_.error("relative_attention_num_buckets = " + std::to_string(buckets.value) +
+               ": a bidirectional table needs an even number, at least 4");
+    else if (distance.value <= buckets.value / 4)
+      c_.error("relative_attention_max_distance = " + std::to_string(distance.value) + ": not above the " +
+               std::to_string(buckets.value / 4) + " exact distances of relative_attention_num_buckets = " +
+               std::to_string(buckets.value));
+    t("position")
+        .set("kind", "relative", "relative_attention_bias of the first block")
+        .set("buckets", buckets.value, buckets.note)
+        .set("max_distance", distance.value, distance.note);
+    const std::string proj = c_.string("feed_forward_proj").value_or("relu");
+    const bool gated = proj.rfind("gated-", 0) == 0;
+    const std::string act = gated ? proj.substr(6) : proj;
+    // T5Config: "gated-gelu" runs gelu_new (the tanh approximation).
+    const std::optional<std::string> word = activation_of(act == "gelu" && gated ? "gelu_new" : act);
+    if (!word) c_.error("feed_forward_proj = \"" + proj + "\": unknown activation; " + kActivationHelp);
+    t("mlp")
+        .set("activation", word.value_or("relu"), "feed_forward_proj = \"" + proj + "\"")
+        .set("gated", gated, gated ? "DenseGatedActDense: wi_0 activated, times wi_1" : "DenseActDense: wi, then wo");
+    for (const char* key : {"dense_act_fn", "is_gated_act", "is_encoder_decoder", "num_decoder_layers", "dropout_rate",
+                            "classifier_dropout", "n_positions", "tie_word_embeddings", "output_past"})
+      c_.use(key);  // derived from feed_forward_proj, or the decoder's and the LM head's
+    t("weights")
+        .set("preset", "hf-t5")
+        .note("encoder.embed_tokens is shared, the same tensor.")
+        .set("ignore", std::vector<std::string>{"encoder.embed_tokens.weight"});
+    if (gated) t("weights.names").set("up", "encoder.block.{layer}.layer.1.DenseReluDense.wi_1");
   }
 
   // MptForCausalLM: ALiBi, LayerNorms without biases, a fused Wqkv (q | k | v),

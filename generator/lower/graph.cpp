@@ -167,12 +167,14 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
                 local ? *s.position.local_theta : s.position.theta, -1, static_cast<uint8_t>(s.position.pairing),
                 local});
     }
-    const uint32_t a = b.add(windowed ? "attention.sliding_window" : "dims.kv_heads",
-                             Op{OpKind::Attention, 0, {q, k, v}, {-1, -1},
+    // T5: the relative position bias table, added to every layer's scores.
+    const int32_t rel = s.position.kind == PositionKind::Relative ? b.need(Role::RelBias, -1) : -1;
+    const uint32_t a = b.add(windowed ? "attention.sliding_window" : rel >= 0 ? "position.kind" : "dims.kv_heads",
+                             Op{OpKind::Attention, 0, {q, k, v}, {rel, -1},
                                 {d.heads, d.kv_heads, d.head_dim, windowed ? s.attention.sliding_window : 0},
                                 s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer),
                                 static_cast<uint8_t>(s.encoder())},
-                             q_width);
+                             q_width, {b.handle(rel), ""});
     // Parallel blocks read the block's input in both branches: the MLP's
     // norm of it is taken before the attention's residual add overwrites it.
     uint32_t m = x;

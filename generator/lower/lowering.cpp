@@ -550,7 +550,8 @@ class Lowering {
           {"k_cache", plan::k_cache(op.layer)},
           {"v_cache", plan::v_cache(op.layer)},
           {"out", plan::activation(out.slot)},
-          {"partials", plan::partials()}},
+          {"partials", plan::partials()},
+          {"rel_bias", vector_or_none(op.tensor[0])}},
          views)
         .groups_x = static_cast<uint32_t>(op.dims[1]);
     Dispatch& c = emit(i, KernelKey{.family = Family::AttentionCombine}, plan::Grid::Heads,

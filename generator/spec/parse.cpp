@@ -289,6 +289,8 @@ void read_position(Table t, Spec& s) {
   if (auto lt = t.number("local_theta", false, 0.0, 1e300, true)) p.local_theta = *lt;
   set(p.offset, t.integer("offset", false, 0, kMaxContext));
   set(p.table_size, t.integer("table_size", false, 1, kMaxContext));
+  set(p.buckets, t.integer("buckets", false, 2, 1024));
+  set(p.max_distance, t.integer("max_distance", false, 1, kMaxContext));
 
   Table sc = t.sub("scaling");
   RopeScalingParams& r = p.scaling;

@@ -3,7 +3,7 @@
 
 namespace lathe::spec {
 
-std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "gguf"}; }
+std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "hf-t5", "gguf"}; }
 
 std::map<Role, std::string> preset_names(const std::string& preset, NormPlacement placement) {
   std::map<Role, std::string> n;
@@ -69,6 +69,24 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::Up] = L + "intermediate.dense";
     n[Role::Down] = L + "output.dense";
     n[Role::MlpNorm] = L + "output.LayerNorm";
+  } else if (preset == "hf-t5") {
+    // transformers' T5EncoderModel: pre-norm blocks of T5LayerNorm (RMS),
+    // the relative bias in the first block's attention, shared by all.
+    const std::string L = "encoder.block.{layer}.layer.";
+    n[Role::Embed] = "shared";
+    n[Role::RelBias] = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias";
+    n[Role::AttnNorm] = L + "0.layer_norm";
+    n[Role::Q] = L + "0.SelfAttention.q";
+    n[Role::K] = L + "0.SelfAttention.k";
+    n[Role::V] = L + "0.SelfAttention.v";
+    n[Role::O] = L + "0.SelfAttention.o";
+    n[Role::MlpNorm] = L + "1.layer_norm";
+    // T5 v1.0's MLP is wi then wo; a gated one (v1.1, Flan-T5) is wi_0 (the
+    // activated half) and wi_1, whose spec names up as wi_1.
+    n[Role::Gate] = L + "1.DenseReluDense.wi_0";
+    n[Role::Up] = L + "1.DenseReluDense.wi";
+    n[Role::Down] = L + "1.DenseReluDense.wo";
+    n[Role::FinalNorm] = "encoder.final_layer_norm";
   } else if (preset == "gguf") {
     const std::string L = "blk.{layer}.";
     n[Role::Embed] = "token_embd";

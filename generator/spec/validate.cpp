@@ -77,7 +77,7 @@ void validate(const Spec& s, Diagnostics& diag) {
   // Per-role dtypes: matrices of the model, an array one dtype per layer.
   for (const auto& [role, dtypes] : s.weights.role_dtypes) {
     const std::string key = "weights.dtypes." + std::string(name(role));
-    const bool per_layer = role != Role::Embed && role != Role::PosEmbed && role != Role::TokenTypes && role != Role::LmHead && !is_norm(role);
+    const bool per_layer = role != Role::Embed && role != Role::PosEmbed && role != Role::TokenTypes && role != Role::RelBias && role != Role::LmHead && !is_norm(role);
     if (is_norm(role))
       at(key, "a norm's scale is a vector: its dtype is weights.vector_dtype");
     else if (dtypes.size() > 1 && !per_layer)
@@ -117,6 +117,17 @@ void validate(const Spec& s, Diagnostics& diag) {
                             "position.scaling"})
       if (s.locations.count(key))
         at(key, std::string(key) + " applies to rope positions, but position.kind is \"" + name(p.kind) + "\"");
+  }
+  if (p.kind == PositionKind::Relative) {
+    if (p.buckets < 4 || p.buckets % 2 != 0)
+      at("position.buckets", "buckets (" + num(p.buckets) + ") must be even and at least 4: half are exact distances" +
+                                 std::string(s.encoder() ? ", each half of a bidirectional table" : ""));
+    else if (p.max_distance <= (s.encoder() ? p.buckets / 4 : p.buckets / 2))
+      at("position.max_distance", "max_distance (" + num(p.max_distance) + ") must exceed the exact distances (" +
+                                      num(s.encoder() ? p.buckets / 4 : p.buckets / 2) + ")");
+  } else {
+    for (const char* key : {"position.buckets", "position.max_distance"})
+      if (s.locations.count(key)) at(key, std::string(key) + " applies to relative positions only");
   }
   if (p.kind == PositionKind::Learned) {
     if (p.table_size < d.max_context + p.offset)

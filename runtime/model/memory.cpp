@@ -75,8 +75,11 @@ void Session::Impl::check_memory() const {
 
 void Session::Impl::allocate() {
   tensors.resize(model.manifest.size());
-  for (size_t i = 0; i < model.manifest.size(); ++i)
-    tensors[i].dtype = model.manifest[i].rank == 2 ? device_dtype(model.manifest[i].dtype) : DType::F32;
+  for (size_t i = 0; i < model.manifest.size(); ++i) {
+    const ManifestEntry& entry = model.manifest[i];  // matrices in their dtype, vectors and tables f32
+    tensors[i].dtype =
+        read_as_matrix(entry.role, entry.bias, entry.rank) && entry.rank == 2 ? device_dtype(entry.dtype) : DType::F32;
+  }
 
   check_memory();
 

@@ -153,6 +153,23 @@ void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairin
   apply_rope(head, rope, pairing, position);
 }
 
+int64_t relative_bucket(int64_t r, bool bidirectional, int64_t buckets, int64_t max_distance) {
+  int64_t bucket = 0;
+  if (bidirectional) {
+    buckets /= 2;
+    if (r > 0) bucket += buckets;
+    r = std::abs(r);
+  } else {
+    r = -std::min<int64_t>(r, 0);
+  }
+  const int64_t max_exact = buckets / 2;
+  if (r < max_exact) return bucket + r;
+  const float large = std::log(static_cast<float>(r) / static_cast<float>(max_exact)) /
+                      static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact))) *
+                      static_cast<float>(buckets - max_exact);
+  return bucket + std::min<int64_t>(max_exact + static_cast<int64_t>(large), buckets - 1);
+}
+
 Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spec) {
   check_supported(spec_);
   if (spec_.position.kind == spec::PositionKind::Rope) {
@@ -177,6 +194,7 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
   if (spec_.norm.final_norm) final_norm_ = norm(Role::FinalNorm, -1);
   if (spec_.embedding.norm) embed_norm_ = norm(Role::EmbedNorm, -1);
   if (spec_.embedding.token_types > 0) token_types_ = tensor(Role::TokenTypes, false, -1);
+  if (spec_.position.kind == spec::PositionKind::Relative) rel_bias_ = tensor(Role::RelBias, false, -1);
   if (spec_.position.kind == spec::PositionKind::Alibi) {
     // Head h (1-based) of the first 2^k ≤ heads heads: 2^(−8h/2^k); the
     // rest interleave in at the odd steps of 2^(k+1) heads (BLOOM's
@@ -510,6 +528,10 @@ std::vector<double> Reference::attend(const Layer& L, const std::vector<double>&
       s *= scale;
       if (softcap > 0) s = softcap * std::tanh(s / softcap);
       if (!alibi_slopes_.empty()) s += alibi_slopes_[static_cast<size_t>(hh)] * static_cast<double>(j - p);
+      if (rel_bias_.data) {
+        const int64_t b = relative_bucket(j - p, spec_.encoder(), spec_.position.buckets, spec_.position.max_distance);
+        s += static_cast<double>(rel_bias_.data[b * d.heads + hh]);
+      }
       scores[static_cast<size_t>(j - first)] = s;
       max_score = std::max(max_score, s);
     }

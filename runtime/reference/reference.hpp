@@ -51,6 +51,12 @@ void apply_rope(double* head, const Rope& rope, spec::RopePairing pairing, int64
 // The same with inv_freq_i = theta^(-2i/rotary_dim).
 void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairing pairing, int64_t position);
 
+// T5's bucket of the relative position r = j − i (transformers'
+// T5Attention._relative_position_bucket, in float32 as it computes it):
+// bidirectional, half the buckets for r > 0; the first half of a side's
+// buckets exact distances, the rest logarithmic up to max_distance.
+int64_t relative_bucket(int64_t r, bool bidirectional, int64_t buckets, int64_t max_distance);
+
 class Reference {
  public:
   // `weights` must outlive the Reference (it is read, not copied). Throws
@@ -130,7 +136,7 @@ class Reference {
   Rope local_rope_;  // position.local_theta: the windowed layers', unscaled
   std::vector<double> alibi_slopes_;  // position.kind = alibi: each query head's
   std::map<std::tuple<spec::Role, bool, int64_t, int64_t>, Tensor> tensors_;  // role, bias, layer, expert
-  Tensor embed_, pos_embed_, token_types_, lm_head_;
+  Tensor embed_, pos_embed_, token_types_, rel_bias_, lm_head_;
   NormW final_norm_;
   NormW embed_norm_;               // embedding.norm (BLOOM)
   const float* lm_head_bias_ = nullptr;  // output.bias (Phi-2)

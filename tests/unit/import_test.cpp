@@ -305,6 +305,13 @@ const char* kXlmRobertaBase = R"({"architectures": ["XLMRobertaForMaskedLM"], "a
  "output_past": true, "pad_token_id": 1, "position_embedding_type": "absolute", "transformers_version": "4.17.0.dev0",
  "type_vocab_size": 1, "use_cache": true, "vocab_size": 250002})";
 
+// google-t5/t5-small's config.json as a T5EncoderModel's (its architectures
+// changed: the whole model is an encoder-decoder).
+const char* kT5SmallEncoder = R"({"architectures": ["T5EncoderModel"], "d_ff": 2048, "d_kv": 64, "d_model": 512,
+ "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1, "initializer_factor": 1.0,
+ "is_encoder_decoder": true, "layer_norm_epsilon": 1e-06, "model_type": "t5", "n_positions": 512, "num_heads": 8,
+ "num_layers": 6, "output_past": true, "pad_token_id": 0, "relative_attention_num_buckets": 32, "vocab_size": 32128})";
+
 struct Published {
   const char* model_type;
   const char* config;
@@ -351,6 +358,7 @@ const Published kPublishedConfigs[] = {
     {"bert", kMiniLM, 22'565'376, "all-minilm-l6-v2.toml"},
     {"roberta", kRobertaBase, 124'055'040, nullptr},
     {"xlm-roberta", kXlmRobertaBase, 277'453'056, nullptr},
+    {"t5", kT5SmallEncoder, 35'330'816, "t5-small-encoder.toml"},
 };
 
 // A value of the rendered TOML, by "table.key".
@@ -449,7 +457,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 21);  // every file of models/, the encoders bert-base-uncased and all-minilm-l6-v2 the latest
+  CHECK(count == 22);  // every file of models/, the encoders bert-base-uncased, all-minilm-l6-v2 and t5-small-encoder the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -808,10 +816,19 @@ TEST_CASE("rope_scaling variants and transformers 5's rope_parameters") {
 
 TEST_CASE("what a spec cannot say is an error naming the config key and value") {
   SUBCASE("an unknown model_type names it and the supported ones") {
-    const std::string e = import_error(json::parse(R"({"model_type": "t5", "d_model": 768})"));
-    CHECK(e == "config.json: model_type \"t5\" is not supported; supported model types: llama, mistral, mixtral, "
+    const std::string e = import_error(json::parse(R"({"model_type": "bart", "d_model": 768})"));
+    CHECK(e == "config.json: model_type \"bart\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
-               "falcon, bloom, mpt, bert, roberta, xlm-roberta");
+               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5");
+  }
+  SUBCASE("T5 as a whole is an encoder-decoder; its encoder alone imports") {
+    json config = json::parse(kT5SmallEncoder);
+    config["architectures"] = json::array({"T5ForConditionalGeneration"});
+    CHECK(contains(import_error(config), "config.json: architectures [\"T5ForConditionalGeneration\"]: T5 is an "
+                                         "encoder-decoder"));
+    config = json::parse(kT5SmallEncoder);
+    config["feed_forward_proj"] = "gated-swishy";
+    CHECK(contains(import_error(config), "feed_forward_proj = \"gated-swishy\": unknown activation"));
   }
   SUBCASE("MPT: q/k LayerNorms, clamping, other ALiBi slopes, biases, logit scale") {
     json config = json::parse(kMpt7B);

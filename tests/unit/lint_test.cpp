@@ -101,6 +101,7 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
       {"all-minilm-l6-v2", {"width-depth", "embedding-share"}},  // an encoder: no LM head, so no vocab-multiple
       {"bert-base-uncased", {"width-depth"}},
       {"bloom-560m", {"width-depth"}},
+      {"t5-small-encoder", {"width-depth"}},
       {"demo", {"width-depth"}},
       {"gemma-2-2b", {"width-depth"}},
       {"gemma-3-1b", {"width-depth", "ffn-ratio"}},

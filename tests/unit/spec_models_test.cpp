@@ -52,6 +52,9 @@ constexpr Published kPublished[] = {
     // all-MiniLM-L6-v2 22,713,216 − 147,840).
     {"bert-base-uncased.toml", 108'891'648},
     {"all-minilm-l6-v2.toml", 22'565'376},
+    // The encoder of t5-small: its published 60,506,624 less the decoder's
+    // 25,175,808 (six blocks of self- and cross-attention, a bias table and a norm).
+    {"t5-small-encoder.toml", 35'330'816},
 };
 
 std::filesystem::path models_dir() { return std::filesystem::path(LATHE_SOURCE_DIR) / "models"; }

@@ -123,7 +123,10 @@ TEST_CASE_FIXTURE(test::VulkanTest, "pooling makes the spec's sentence embedding
   const std::vector<float> pooled = pool(model_info(), states);
   REQUIRE(pooled.size() == H);
   const std::vector<float> want_f(want.begin(), want.end());
-  CHECK(normalized_error(pooled.data(), want_f.data(), H) < tolerance());
+  // A seeded checkpoint's embedding within 1e-4 of the reference's (an f16 cache: its rounding).
+  const double error = normalized_error(pooled.data(), want_f.data(), H);
+  MESSAGE("pooled embedding: normalized error " << error);
+  CHECK(error < (model_info().cache_dtype == DType::F16 ? 5e-3 : 1e-4));
 }
 
 TEST_CASE_FIXTURE(test::VulkanTest, "an encoder refuses decoding and inputs it cannot hold, with the numbers") {

@@ -1059,6 +1059,11 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     // An encoder's rows see every key of their input: positions 0 … extent − 1.
     const bool bidirectional = c.flag("BIDIRECTIONAL");
     CHECK(bidirectional == s.encoder());
+    // T5's relative bias: a scalar per (bucket of j − i, head), the buckets by the reference's function.
+    const bool relative = c.flag("RELATIVE");
+    CHECK(relative == (s.position.kind == spec::PositionKind::Relative));
+    const std::vector<float> rel = random_floats(relative ? size_t(s.position.buckets) * hq : 1, -1.0f, 1.0f);
+    vk::Buffer rel_buffer = buffer_of(device, rel);
     CHECK((k.name == "attention_w" + std::to_string(window)) == (window > 0));
     if (window > 0) CHECK(window == s.attention.sliding_window);
     const QkvViews layout = qkv_layout(s);
@@ -1103,7 +1108,8 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
                                                       .k_cache = vk::TexelBinding{kview.handle()},
                                                       .v_cache = vk::TexelBinding{vview.handle()},
                                                       .out = whole(o),
-                                                      .partials = gpu.no_buffer()},
+                                                      .partials = gpu.no_buffer(),
+                                                      .rel_bias = relative ? whole(rel_buffer) : gpu.no_buffer()},
               push, hkv, (cs.rows + cs.qrows - 1) / cs.qrows, {1, ring, cs.qrows}, 1,
               device.info().subgroup_size * cs.qrows);  // a workgroup per KV head; one key range (split ranges: the model tests)
       const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
@@ -1130,6 +1136,11 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
             scores[p] = scale * dot;
             if (softcap > 0) scores[p] = softcap * std::tanh(scores[p] / softcap);
             if (alibi) scores[p] += slopes[h] * (static_cast<double>(first + p) - static_cast<double>(cs.position + t));
+            if (relative) {
+              const int64_t r = static_cast<int64_t>(first + p) - static_cast<int64_t>(cs.position + t);
+              scores[p] += rel[static_cast<size_t>(reference::relative_bucket(r, bidirectional, s.position.buckets,
+                                                                              s.position.max_distance)) * hq + h];
+            }
             top = std::max(top, scores[p]);
           }
           double sum = 0;
