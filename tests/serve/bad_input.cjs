@@ -62,10 +62,13 @@ main(() => withServer(['--parallel', '1', '--queue', '1', '--max-body', '4096'],
     const r = await complete({ model, prompt: 'x'.repeat(8000) });
     isError(r, 413);
   });
-  await step('no such route: 404', async () => {
-    const res = await fetch(`${baseURL}/v1/embeddings`, { method: 'POST', body: '{}' });
+  await step('no such route: 404; embeddings of a decoder: 400', async () => {
+    const res = await fetch(`${baseURL}/v1/images/generations`, { method: 'POST', body: '{}' });
     assert.equal(res.status, 404);
     assert.ok((await res.json()).error);
+    const embeddings = await fetch(`${baseURL}/v1/embeddings`, { method: 'POST', body: '{"input": "x"}' });
+    assert.equal(embeddings.status, 400);
+    assert.match((await embeddings.json()).error.message, /is a decoder: it serves completions, not \/v1\/embeddings/);
   });
   await step('more requests than slots and queue places: 503 with Retry-After', async () => {
     // The first holds the only sequence, the second waits in the queue of
