@@ -155,6 +155,8 @@ Manifest build_manifest(const Spec& s) {
   for (int64_t l = 0; l < d.layers; ++l) {
     switch (s.norm.placement) {
       case NormPlacement::Pre:
+        if (l > 0 || s.norm.first_attn_norm) b.norm(Role::AttnNorm, d.hidden, l, nb);
+        break;
       case NormPlacement::Post: b.norm(Role::AttnNorm, d.hidden, l, nb); break;
       case NormPlacement::Sandwich:
         b.norm(Role::AttnNorm, d.hidden, l, nb);

@@ -103,6 +103,9 @@ struct Norm {
   bool unit_offset = false;     // scale = 1 + w, added in fp32 (Gemma)
   bool bias = false;            // LayerNorm with a bias (default true for layernorm)
   bool final_norm = true;       // a norm before the LM head
+  // Pre-norm: the first layer's attention norm (ModernBERT has none there:
+  // its attention reads the embedding norm's output as is).
+  bool first_attn_norm = true;
   bool parallel_shared = true;  // parallel placement: one norm feeds both branches
 };
 

@@ -20,7 +20,8 @@
 //   SOFTCAPPED    1: a scaled score s becomes c · tanh(s / c), c = SOFTCAP (Gemma 2)
 //   WINDOW        0: every earlier key; W: the query at position i sees keys j with 0 ≤ i − j < W
 //   BIDIRECTIONAL 1: a row sees every key of its input, 0 … extent − 1 (an encoder; the whole
-//                 input is in the cache before attention reads it: one pass, never chunked)
+//                 input is in the cache before attention reads it: one pass, never chunked);
+//                 with a WINDOW, the keys j with |i − j| ≤ WINDOW
 //   ALIBI         1: SLOPES[h] · (j − i) is added to head h's scaled score of key j (BLOOM, MPT;
 //                 the same softmax as HF's slope · j: the shift is one per row)
 //   RELATIVE      1: T5's bias rel_bias[REL_BUCKET[clamp(j − i, ±REL_MAX) + REL_MAX]][h] is added
@@ -100,8 +101,15 @@ uint visible(uint t) {
 // or the window's first key i − WINDOW + 1), this workgroup's range of
 // them: [x, y). Both ends grow with the row's position.
 uvec2 key_range(uint t) {
+#if BIDIRECTIONAL
+  // A window W both ways (ModernBERT's local attention): |i − j| ≤ W.
+  const uint i = io.rows[t].position;
+  const uint all_keys = WINDOW > 0u ? min(visible(t), i + WINDOW + 1u) : visible(t);
+  const uint lowest = WINDOW > 0u && i > WINDOW ? i - WINDOW : 0u;
+#else
   const uint all_keys = visible(t);
   const uint lowest = WINDOW > 0u && all_keys > WINDOW ? all_keys - WINDOW : 0u;
+#endif
   const uint chunk = (all_keys - lowest + SPLITS - 1) / SPLITS;
   const uint first = min(lowest + gl_WorkGroupID.z * chunk, all_keys);
   return uvec2(first, min(first + chunk, all_keys));

@@ -29,6 +29,7 @@ std::string named_family(const Spec& s) {
     return it == s.weights.names.end() ? std::string() : it->second;
   };
   const std::string embed = name(Role::Embed);
+  if (embed == "model.embeddings.tok_embeddings") return "modernbert";
   if (embed == "gpt_neox.embed_in") return "gpt_neox";
   if (embed == "model.embed_tokens" && name(Role::FinalNorm) == "model.final_layernorm") return "phi";
   if (embed == "transformer.wte") return name(Role::Qkv).find("attn.Wqkv") != std::string::npos ? "mpt" : "gptj";
@@ -351,22 +352,23 @@ json bloom_config(const Spec& s) {
   return dtype_and_tie(c, s);
 }
 
+// The dimensions as BERT-style configs name them.
+json encoder_dims(const Spec& s, const char* architecture, const std::string& type) {
+  const Dims& d = s.dims;
+  return {{"architectures", {architecture}},      {"model_type", type},
+          {"hidden_size", d.hidden},              {"num_hidden_layers", d.layers},
+          {"num_attention_heads", d.heads},       {"intermediate_size", d.intermediate},
+          {"vocab_size", d.vocab},                {"torch_dtype", torch_dtype(s)}};
+}
+
 // BERT, and RoBERTa when positions start past the padding row.
 json bert_config(const Spec& s, const std::string& type) {
-  const Dims& d = s.dims;
-  json c = {{"architectures", {type == "bert" ? "BertModel" : "RobertaModel"}},
-            {"model_type", type},
-            {"hidden_size", d.hidden},
-            {"num_hidden_layers", d.layers},
-            {"num_attention_heads", d.heads},
-            {"intermediate_size", d.intermediate},
-            {"vocab_size", d.vocab},
-            {"max_position_embeddings", s.position.table_size},
+  json c = encoder_dims(s, type == "bert" ? "BertModel" : "RobertaModel", type);
+  c.update({{"max_position_embeddings", s.position.table_size},
             {"type_vocab_size", s.embedding.token_types},
             {"layer_norm_eps", s.norm.eps},
             {"hidden_act", hf_activation(s.mlp.activation, false)},
-            {"position_embedding_type", "absolute"},
-            {"torch_dtype", torch_dtype(s)}};
+            {"position_embedding_type", "absolute"}});
   if (type == "roberta") c["pad_token_id"] = s.position.offset - 1;
   return c;
 }
@@ -389,6 +391,30 @@ json t5_config(const Spec& s) {
           {"relative_attention_max_distance", s.position.max_distance},
           {"feed_forward_proj", (s.mlp.gated ? "gated-" : "") + act},
           {"torch_dtype", torch_dtype(s)}};
+}
+
+// ModernBertModel: the local layers by global_attn_every_n_layers, which
+// only a pattern [global, local × (n − 1)] can say.
+json modernbert_config(const Spec& s) {
+  const Dims& d = s.dims;
+  const std::vector<bool>& pattern = s.attention.window_pattern;
+  const int64_t every = pattern.empty() ? 1 : static_cast<int64_t>(pattern.size());  // 1: every layer global
+  bool regular = !pattern.empty() && !pattern[0];
+  for (size_t i = 1; i < pattern.size(); ++i) regular = regular && pattern[i];
+  if (s.attention.sliding_window > 0 && !regular)
+    refuse(s, "attention.window_pattern: ModernBERT's configs make every n-th layer global, from layer 0");
+  json c = encoder_dims(s, "ModernBertModel", "modernbert");
+  c.update({{"max_position_embeddings", d.max_context},
+            {"norm_eps", s.norm.eps},
+            {"norm_bias", s.norm.bias},
+            {"attention_bias", s.attention.q_bias},
+            {"mlp_bias", s.mlp.bias},
+            {"hidden_activation", hf_activation(s.mlp.activation, false)},
+            {"global_rope_theta", s.position.theta},
+            {"local_rope_theta", s.position.local_theta.value_or(s.position.theta)},
+            {"local_attention", s.attention.sliding_window > 0 ? 2 * s.attention.sliding_window : 128},
+            {"global_attn_every_n_layers", every}});
+  return c;
 }
 
 json mpt_config(const Spec& s) {
@@ -443,6 +469,7 @@ json hf_config_from_spec(const Spec& s) {
   else if (type == "mpt") config = mpt_config(s);
   else if (type == "bert" || type == "roberta") config = bert_config(s, type);
   else if (type == "t5") config = t5_config(s);
+  else if (type == "modernbert") config = modernbert_config(s);
   else config = llama_like_config(s, type);
   // transformers' dynamic NTK scales past max_position_embeddings: the
   // context the spec's scaling starts from (the spec's own is its reach).

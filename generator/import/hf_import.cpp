@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 enum class Family {
   Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
-  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5,
+  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5, ModernBert,
 };
 
 struct FamilyInfo {
@@ -60,6 +60,7 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::Roberta, "roberta", "RobertaConfig", "Roberta"},
     {Family::XlmRoberta, "xlm-roberta", "XLMRobertaConfig", "XLMRoberta"},
     {Family::T5, "t5", "T5Config", "T5"},
+    {Family::ModernBert, "modernbert", "ModernBertConfig", "ModernBert"},
 };
 
 bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
@@ -305,6 +306,7 @@ class Importer {
       case Family::Mpt: read_mpt(); break;
       case Family::Bert: case Family::Roberta: case Family::XlmRoberta: read_bert(); break;
       case Family::T5: read_t5(); break;
+      case Family::ModernBert: read_modernbert(); break;
       default: read_llama_like();
     }
     if (!c_.errors().empty()) throw ImportError(c_.errors());
@@ -999,6 +1001,108 @@ class Importer {
         .note("encoder.embed_tokens is shared, the same tensor.")
         .set("ignore", std::vector<std::string>{"encoder.embed_tokens.weight"});
     if (gated) t("weights.names").set("up", "encoder.block.{layer}.layer.1.DenseReluDense.wi_1");
+  }
+
+  // ModernBertModel: pre-norm LayerNorm blocks (no norm before the first
+  // layer's attention: the embedding norm's output goes in as is), a fused
+  // Wqkv (q | k | v), RoPE with a global base and a local one on the
+  // sliding-window layers, which see local_attention / 2 keys on either side
+  // (every global_attn_every_n_layers-th layer, from 0, is global), a fused
+  // GeGLU Wi (the activated half first), a final norm.
+  void read_modernbert() {
+    auto hidden = required_any({"hidden_size"});
+    auto layers = required_any({"num_hidden_layers"}, kMaxLayers);
+    auto heads = required_any({"num_attention_heads"}, kMaxHeads);
+    set_core_dims(hidden, layers, heads);
+    auto intermediate = c_.integer_or("intermediate_size", 1152);
+    auto vocab = c_.integer_or("vocab_size", 50368);
+    t("model").set("stack", "encoder", "ModernBertModel: bidirectional self-attention");
+    t("dims").set("intermediate", intermediate.value, intermediate.note).set("vocab", vocab.value, vocab.note);
+    set_max_context(c_.integer_or("max_position_embeddings", 8192));
+    auto eps = epsilon("norm_eps", 1e-5);
+    auto norm_bias = c_.boolean_or("norm_bias", false);
+    t("norm")
+        .set("kind", "layernorm")
+        .set("eps", eps.value, eps.note)
+        .set("bias", norm_bias.value, norm_bias.note)
+        .set("first_attn_norm", false, "layer 0's attn_norm is an Identity");
+    auto attention_bias = c_.boolean_or("attention_bias", false);
+    t("attention").set("bias", attention_bias.value, attention_bias.note);
+    // Which layers are local: layer_types (transformers 5), else every n-th global.
+    LayerKinds kinds;
+    std::string kinds_note;
+    if (c_.has("layer_types") && c_.at("layer_types").is_array()) {
+      c_.use("layer_types");
+      for (const json& k : c_.at("layer_types")) kinds.push_back(k == "sliding_attention");
+      kinds_note = "layer_types";
+      if (static_cast<int64_t>(kinds.size()) != layers.value)
+        c_.error("layer_types names " + std::to_string(kinds.size()) + " layers; num_hidden_layers is " +
+                 std::to_string(layers.value));
+    } else {
+      auto every = c_.integer_or("global_attn_every_n_layers", 3);
+      for (int64_t l = 0; l < layers.value; ++l) kinds.push_back(l % every.value != 0);
+      kinds_note = every.note + " = " + std::to_string(every.value) + ": layer l is global iff l % n == 0";
+    }
+    auto local = c_.integer_or("local_attention", 128, 2);
+    bool any_local = std::find(kinds.begin(), kinds.end(), true) != kinds.end();
+    if (any_local && local.value / 2 >= max_context_) {
+      warn(c_.file() + ": warning: local_attention = " + std::to_string(local.value) + " reaches past the context of " +
+           std::to_string(max_context_) + " positions: every layer sees every key");
+      any_local = false;
+    }
+    if (any_local) {
+      t("attention")
+          .set("sliding_window", local.value / 2, local.note + " / 2: keys at most this far on either side")
+          .set("window_pattern", shortest_pattern(kinds), kinds_note);
+    }
+    // RoPE bases: rope_parameters by layer type (transformers 5), else the global and local thetas.
+    double global_theta = 160000.0, local_theta = 10000.0;
+    std::string global_note = c_.default_note("global_rope_theta"), local_note = c_.default_note("local_rope_theta");
+    if (c_.has("rope_parameters") && c_.at("rope_parameters").is_object()) {
+      c_.use("rope_parameters");
+      const json& rp = c_.at("rope_parameters");
+      if (auto v = number_in(rp.value("full_attention", json::object()), "rope_parameters.full_attention", "rope_theta"))
+        global_theta = *v, global_note = "rope_parameters.full_attention.rope_theta";
+      if (auto v = number_in(rp.value("sliding_attention", json::object()), "rope_parameters.sliding_attention", "rope_theta"))
+        local_theta = *v, local_note = "rope_parameters.sliding_attention.rope_theta";
+    } else {
+      auto g = c_.number_or("global_rope_theta", global_theta);
+      auto l = c_.number_or("local_rope_theta", local_theta);
+      global_theta = g.value, global_note = g.note, local_theta = l.value, local_note = l.note;
+    }
+    for (const auto& [theta, note] : {std::pair{global_theta, global_note}, std::pair{local_theta, local_note}})
+      if (!(theta > 0) || !std::isfinite(theta))
+        c_.error(note + " = " + shown(json(theta)) + ": a RoPE base must be a positive number");
+    t("position").set("theta", number_value(global_theta), global_note);
+    if (any_local) t("position").set("local_theta", number_value(local_theta), local_note);
+    read_activation("hidden_activation", "gelu");
+    auto mlp_bias = c_.boolean_or("mlp_bias", false);
+    t("mlp")
+        .set("gated", true, "ModernBertMLP: act(input) * gate of Wi's halves")
+        .set("fused_gate_up", "gate_up", "Wi: [2 * intermediate_size, hidden], the activated half first")
+        .set("bias", mlp_bias.value, mlp_bias.note);
+    t("embedding").set("norm", true, "embeddings.norm");
+    for (const char* key : {"initializer_cutoff_factor", "embedding_dropout", "mlp_dropout", "classifier_pooling",
+                            "classifier_dropout", "classifier_bias", "classifier_activation", "deterministic_flash_attn",
+                            "sparse_prediction", "sparse_pred_ignore_index", "reference_compile", "decoder_bias",
+                            "cls_token_id", "tie_word_embeddings", "repad_logits_with_grad", "norm_eps",
+                            "layer_norm_eps", "position_embedding_type"})
+      c_.use(key);  // training, the classifier's and the MLM head's
+    const std::string L = "model.layers.{layer}.";
+    set_names({{"embed", "model.embeddings.tok_embeddings"},
+               {"embed_norm", "model.embeddings.norm"},
+               {"attn_norm", L + "attn_norm"},
+               {"qkv", L + "attn.Wqkv"},
+               {"o", L + "attn.Wo"},
+               {"mlp_norm", L + "mlp_norm"},
+               {"gate_up", L + "mlp.Wi"},
+               {"down", L + "mlp.Wo"},
+               {"final_norm", "model.final_norm"}});
+    t("weights")
+        .set("fused_qkv", true, "Wqkv: [3 * hidden, hidden] = q, k, v")
+        .note("ModernBertForMaskedLM's prediction head is not the encoder's.")
+        .set("ignore", std::vector<std::string>{"head.dense.weight", "head.dense.bias", "head.norm.weight",
+                                                "head.norm.bias", "decoder.weight", "decoder.bias"});
   }
 
   // MptForCausalLM: ALiBi, LayerNorms without biases, a fused Wqkv (q | k | v),

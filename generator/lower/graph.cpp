@@ -138,7 +138,8 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
   const bool norm_after = placement == NormPlacement::Post;
   for (int64_t layer = 0; layer < d.layers; ++layer) {
     b.layer = static_cast<int32_t>(layer);
-    const uint32_t h = norm_in ? b.norm("norm.kind", x, Role::AttnNorm, layer) : x;
+    const bool attn_norm = norm_in && (layer > 0 || s.norm.first_attn_norm);  // ModernBERT: none in layer 0
+    const uint32_t h = attn_norm ? b.norm("norm.kind", x, Role::AttnNorm, layer) : x;
     uint32_t q, k, v;
     if (s.weights.fused_qkv) {
       const uint32_t qkv = b.matmul("weights.fused_qkv", Role::Qkv, layer, h);

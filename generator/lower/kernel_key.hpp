@@ -74,8 +74,8 @@ struct KernelKey {
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (local ? "_local" : "") +
                (qk_norm ? "_qk_norm" : "");
       case kernels::Family::Attention:
-        if (bidirectional) return family_key + "_bidirectional";
-        return window > 0 ? "attention_w" + std::to_string(window) : family_key;
+        return (bidirectional ? family_key + "_bidirectional" : family_key) +
+               (window > 0 ? "_w" + std::to_string(window) : "");
       case kernels::Family::MoeCombine:
         return family_key + (shared == 0 ? "" : shared == 1 ? "_shared" : "_shared_gated");
       default: return family_key;

@@ -244,6 +244,7 @@ void read_norm(Table t, Spec& s) {
   set(n.unit_offset, t.boolean("unit_offset"));
   set(n.bias, t.boolean("bias"));
   set(n.final_norm, t.boolean("final"));
+  set(n.first_attn_norm, t.boolean("first_attn_norm"));
   set(n.parallel_shared, t.boolean("parallel_shared"));
   t.finish();
 }

@@ -58,6 +58,8 @@ void validate(const Spec& s, Diagnostics& diag) {
 
   // Norms.
   if (s.norm.kind == NormKind::RMSNorm && s.norm.bias) at("norm.bias", "an rmsnorm has no bias; remove norm.bias");
+  if (!s.norm.first_attn_norm && s.norm.placement != NormPlacement::Pre)
+    at("norm.first_attn_norm", "first_attn_norm = false leaves out a pre-norm block's attention norm: placement must be \"pre\"");
 
   // Attention.
   const Attention& a = s.attention;
@@ -166,8 +168,6 @@ void validate(const Spec& s, Diagnostics& diag) {
     if (s.output.bias || s.output.softcap > 0)
       at(s.output.bias ? "output.bias" : "output.softcap",
          "an encoder ends at its hidden states: [output] applies to an LM head (model.stack = \"encoder\")");
-    if (a.sliding_window > 0)
-      at("attention.sliding_window", "sliding windows are defined for causal stacks only (model.stack = \"encoder\")");
     if (p.kind == PositionKind::Alibi)
       at("position.kind", "ALiBi is defined for causal stacks only (model.stack = \"encoder\")");
     if (s.embedding.token_types > 0 && p.kind != PositionKind::Learned)

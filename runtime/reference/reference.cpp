@@ -212,7 +212,8 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
   for (int64_t l = 0; l < d.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
     const spec::NormPlacement placement = spec_.norm.placement;
-    if (placement != spec::NormPlacement::BranchOutput) L.attn_norm = norm(Role::AttnNorm, l);
+    if (placement != spec::NormPlacement::BranchOutput && (l > 0 || spec_.norm.first_attn_norm))
+      L.attn_norm = norm(Role::AttnNorm, l);
     if (placement != spec::NormPlacement::BranchOutput &&
         !(placement == spec::NormPlacement::Parallel && spec_.norm.parallel_shared))
       L.mlp_norm = norm(Role::MlpNorm, l);
@@ -595,24 +596,28 @@ std::vector<float> Reference::encode(const std::vector<int32_t>& tokens) {
                             std::to_string(spec_.dims.max_context));
   reset();
   // Layer by layer: every token's keys and values are cached before any row
-  // attends, and each row attends to all of them.
+  // attends, and each row attends to all of them (a windowed layer: to those
+  // at most sliding_window away on either side, ModernBERT's local attention).
   std::vector<std::vector<double>> x;
   for (int64_t p = 0; p < T; ++p) x.push_back(embed_row(tokens[static_cast<size_t>(p)], p));
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
+    const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
+    const int64_t radius = windowed ? spec_.attention.sliding_window : T;
     std::vector<std::vector<double>> h(x.size()), q(x.size());
     for (int64_t p = 0; p < T; ++p) {
       const size_t i = static_cast<size_t>(p);
-      h[i] = attention_norm_in() ? normalize(L.attn_norm, x[i]) : x[i];
+      h[i] = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x[i]) : x[i];
       std::vector<double> k, v;
-      project_qkv(L, h[i], p, false, q[i], k, v);
+      project_qkv(L, h[i], p, windowed, q[i], k, v);
       L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
       L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
     }
     for (int64_t p = 0; p < T; ++p) {
       const size_t i = static_cast<size_t>(p);
       const std::vector<double> block_in = x[i];
-      finish_block(L, static_cast<int64_t>(l), x[i], block_in, h[i], attend(L, q[i], p, 0, T - 1));
+      const int64_t first = std::max<int64_t>(0, p - radius), last = std::min<int64_t>(T - 1, p + radius);
+      finish_block(L, static_cast<int64_t>(l), x[i], block_in, h[i], attend(L, q[i], p, first, last));
     }
   }
   std::vector<float> out;
@@ -631,7 +636,7 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
     const std::vector<double> block_in = x;
-    const std::vector<double> h = attention_norm_in() ? normalize(L.attn_norm, x) : x;
+    const std::vector<double> h = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x) : x;
     const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
     std::vector<double> q, k, v;
     project_qkv(L, h, p, windowed, q, k, v);

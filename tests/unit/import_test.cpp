@@ -312,6 +312,18 @@ const char* kT5SmallEncoder = R"({"architectures": ["T5EncoderModel"], "d_ff": 2
  "is_encoder_decoder": true, "layer_norm_epsilon": 1e-06, "model_type": "t5", "n_positions": 512, "num_heads": 8,
  "num_layers": 6, "output_past": true, "pad_token_id": 0, "relative_attention_num_buckets": 32, "vocab_size": 32128})";
 
+// answerdotai/ModernBERT-base's config.json.
+const char* kModernBertBase = R"({"architectures": ["ModernBertForMaskedLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 50281,
+ "classifier_activation": "gelu", "classifier_bias": false, "classifier_dropout": 0.0, "classifier_pooling": "mean",
+ "cls_token_id": 50281, "decoder_bias": true, "deterministic_flash_attn": false, "embedding_dropout": 0.0,
+ "eos_token_id": 50282, "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0, "gradient_checkpointing": false,
+ "hidden_activation": "gelu", "hidden_size": 768, "initializer_cutoff_factor": 2.0, "initializer_range": 0.02,
+ "intermediate_size": 1152, "layer_norm_eps": 1e-05, "local_attention": 128, "local_rope_theta": 10000.0,
+ "max_position_embeddings": 8192, "mlp_bias": false, "mlp_dropout": 0.0, "model_type": "modernbert", "norm_bias": false,
+ "norm_eps": 1e-05, "num_attention_heads": 12, "num_hidden_layers": 22, "pad_token_id": 50283, "position_embedding_type": "absolute",
+ "sep_token_id": 50282, "tie_word_embeddings": true, "torch_dtype": "float32", "transformers_version": "4.47.0.dev0",
+ "vocab_size": 50368})";
+
 struct Published {
   const char* model_type;
   const char* config;
@@ -359,6 +371,8 @@ const Published kPublishedConfigs[] = {
     {"roberta", kRobertaBase, 124'055'040, nullptr},
     {"xlm-roberta", kXlmRobertaBase, 277'453'056, nullptr},
     {"t5", kT5SmallEncoder, 35'330'816, "t5-small-encoder.toml"},
+    // ModernBertForMaskedLM's 149,655,232 less its head (dense, norm, decoder bias).
+    {"modernbert", kModernBertBase, 149'014'272, "modernbert-base.toml"},
 };
 
 // A value of the rendered TOML, by "table.key".
@@ -457,7 +471,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 22);  // every file of models/, the encoders bert-base-uncased, all-minilm-l6-v2 and t5-small-encoder the latest
+  CHECK(count == 23);  // every file of models/, the encoders bert-base-uncased, all-minilm-l6-v2, t5-small-encoder and modernbert-base the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -819,7 +833,7 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     const std::string e = import_error(json::parse(R"({"model_type": "bart", "d_model": 768})"));
     CHECK(e == "config.json: model_type \"bart\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
-               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5");
+               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert");
   }
   SUBCASE("T5 as a whole is an encoder-decoder; its encoder alone imports") {
     json config = json::parse(kT5SmallEncoder);

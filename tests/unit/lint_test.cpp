@@ -102,6 +102,7 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
       {"bert-base-uncased", {"width-depth"}},
       {"bloom-560m", {"width-depth"}},
       {"t5-small-encoder", {"width-depth"}},
+      {"modernbert-base", {"width-depth", "ffn-ratio"}},  // GeGLU at 1.5 × hidden
       {"demo", {"width-depth"}},
       {"gemma-2-2b", {"width-depth"}},
       {"gemma-3-1b", {"width-depth", "ffn-ratio"}},

@@ -55,6 +55,9 @@ constexpr Published kPublished[] = {
     // The encoder of t5-small: its published 60,506,624 less the decoder's
     // 25,175,808 (six blocks of self- and cross-attention, a bias table and a norm).
     {"t5-small-encoder.toml", 35'330'816},
+    // answerdotai/ModernBERT-base: ModernBertForMaskedLM's 149,655,232 less
+    // its prediction head (dense 589,824, norm 768, decoder bias 50,368).
+    {"modernbert-base.toml", 149'014'272},
 };
 
 std::filesystem::path models_dir() { return std::filesystem::path(LATHE_SOURCE_DIR) / "models"; }
@@ -127,6 +130,22 @@ TEST_CASE("bert-base-uncased: an encoder of post-norm blocks, positions and toke
   REQUIRE(minilm);
   CHECK(minilm->pooling.kind == Pooling::Mean);
   CHECK(minilm->pooling.normalize);
+}
+
+TEST_CASE("modernbert-base: no attention norm in layer 0, local layers two of every three") {
+  auto spec = load("modernbert-base.toml");
+  REQUIRE(spec);
+  const Manifest m = build_manifest(*spec);
+  CHECK(find(m, "model.layers.0.attn_norm.weight") == nullptr);
+  check_shape(m, "model.layers.1.attn_norm.weight", {768});
+  check_shape(m, "model.layers.0.attn.Wqkv.weight", {2304, 768});
+  check_shape(m, "model.layers.21.mlp.Wi.weight", {2304, 768});
+  check_shape(m, "model.layers.21.mlp.Wo.weight", {768, 1152});
+  CHECK_FALSE(spec->attention.windowed(0));
+  CHECK(spec->attention.windowed(1));
+  CHECK(spec->attention.windowed(2));
+  CHECK_FALSE(spec->attention.windowed(3));
+  CHECK(spec->attention.sliding_window == 64);
 }
 
 TEST_CASE("gemma-2-2b: head_dim 256 decouples the attention width from hidden") {
