@@ -525,6 +525,18 @@ struct Server::Impl {
     if (!embedder)
       return send_error(res, 400, error_body(400, model.name + " is a decoder: it serves completions, not /v1/embeddings",
                                              "model"));
+    // Requests take turns on the device: at most as many as completions may
+    // hold (sequences and queue places) wait for it, each on an HTTP worker;
+    // past that, 503, so that waiting requests cannot take every worker.
+    struct Admission {
+      std::atomic<int64_t>& n;
+      ~Admission() { --n; }
+    } admission{embedding_requests};
+    if (++embedding_requests > scheduler.sequences() + scheduler.queue_limit()) {
+      res.set_header("Retry-After", "1");
+      return send_error(res, 503, error_body(503, "The server is busy: too many embedding requests are waiting for "
+                                                  "the device. Retry later."));
+    }
     answered(res, [&] {
       const EmbeddingParams params = parse_embeddings(parse_json_body(text), model, embedder->width());
       release(text);
@@ -535,6 +547,7 @@ struct Server::Impl {
     });
   }
   std::atomic<int64_t> embedded_inputs{0}, embedded_tokens{0};
+  std::atomic<int64_t> embedding_requests{0};  // admitted and not yet answered
 
   std::string metrics() {
     const SchedulerStats s = scheduler.stats();

@@ -4,13 +4,15 @@
 // the pooled vectors' L2 norm, and the errors a client can cause (an input
 // over the context, an unknown encoding, completions asked of an encoder).
 //
+// Waiting requests past the sequences and queue places get a 503.
+//
 //   node embeddings.cjs <node_modules> <encoder executable> <serve options…>
 'use strict';
 const { withServer, post, main, step, assert } = require('./harness.cjs');
 
 const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 
-main(() => withServer(['--parallel', '3'], 240000, async ({ client, baseURL }) => {
+main(() => withServer(['--parallel', '3', '--queue', '1'], 240000, async ({ client, baseURL }) => {
   let model;
   await step('GET /v1/models lists the encoder', async () => {
     const list = await client.models.list();
@@ -79,6 +81,19 @@ main(() => withServer(['--parallel', '3'], 240000, async ({ client, baseURL }) =
     const completion = await post(baseURL, '/v1/completions', JSON.stringify({ prompt: [1, 2], max_tokens: 2 }));
     assert.equal(completion.status, 400);
     assert.match(completion.json.error.message, /is an encoder: it serves \/v1\/embeddings, not completions/);
+  });
+
+  await step('more waiting requests than sequences and queue places: 503 with Retry-After, then served again', async () => {
+    // Each request is 100 passes of 3 inputs; 12 at once exceed the 3 + 1 that may wait.
+    const big = JSON.stringify({ input: Array.from({ length: 300 }, (_, i) => Array(40).fill(i % 100)) });
+    const answers = await Promise.all(Array.from({ length: 12 }, () => post(baseURL, '/v1/embeddings', big)));
+    const busy = answers.filter((a) => a.status === 503);
+    assert.ok(busy.length >= 1, `some were refused (${answers.map((a) => a.status).join(' ')})`);
+    for (const a of busy) assert.equal(a.headers.get('retry-after'), '1');
+    for (const a of answers) assert.ok(a.status === 200 || a.status === 503, `status ${a.status}`);
+    assert.ok(answers.some((a) => a.status === 200));
+    const after = await client.embeddings.create({ model, input: [5, 0, 17], encoding_format: 'float' });
+    assert.equal(after.data[0].embedding.length, 96);
   });
 
   await step('/metrics counts the inputs embedded', async () => {
