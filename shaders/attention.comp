@@ -145,10 +145,20 @@ uvec2 key_range(uint t) {
   }
 
 #if RELATIVE
-// T5's bias of query head h for key j seen from position i.
+// T5's bias of the workgroup's G query heads by distance, −REL_MAX … REL_MAX:
+// looked up once a workgroup (a constant array indexed at run time is
+// copied into each invocation's memory where it is read; here it is read
+// only to fill this table).
+shared float rel_table[(2u * REL_MAX + 1u) * G];
+void load_relative(uint kv_head) {
+  for (uint i = gl_LocalInvocationIndex; i < (2u * REL_MAX + 1u) * G; i += gl_WorkGroupSize.x)
+    rel_table[i] = rel_bias[REL_BUCKET[i / G] * HQ + kv_head * G + i % G];
+  barrier();
+}
+// The bias of query head h (of the workgroup's KV head) for key j seen from position i.
 float relative(uint h, uint j, uint i) {
   const int r = clamp(int(j) - int(i), -int(REL_MAX), int(REL_MAX));
-  return rel_bias[REL_BUCKET[r + int(REL_MAX)] * HQ + h];
+  return rel_table[uint(r + int(REL_MAX)) * G + h % G];
 }
 #endif
 
@@ -229,6 +239,9 @@ vec4 adjust4(vec4 score, uint h, uint pos, uint qpos) {
 void staged() {
   const uint kv_head = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * QROWS;
   if (t0 >= pc.rows) return;  // the whole workgroup
+#if RELATIVE
+  load_relative(gl_WorkGroupID.x);
+#endif
   const uint lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationIndex;
   const bool live = t0 + gl_SubgroupID < pc.rows;
   const uint t = min(t0 + gl_SubgroupID, pc.rows - 1u);
@@ -265,6 +278,9 @@ void main() {
   }
   const uint kv_head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   if (t >= pc.rows) return;
+#if RELATIVE
+  load_relative(kv_head);
+#endif
   const uint lane = gl_LocalInvocationID.x;
   const uint sequence = io.rows[t].sequence;
   const uint qpos = io.rows[t].position;

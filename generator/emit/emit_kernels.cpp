@@ -136,7 +136,7 @@ std::vector<double> alibi_slopes(int64_t heads) {
 // exact and the rest logarithmic up to M. In float32 as transformers and
 // Mesh TensorFlow compute it, truncated.
 std::vector<int64_t> relative_buckets(const Spec& s) {
-  const bool both = s.encoder();
+  const bool both = s.encoder();  // (validate() keeps relative positions to encoders for now)
   const int64_t M = s.position.max_distance;
   std::vector<int64_t> out;
   for (int64_t r = -M; r <= M; ++r) {

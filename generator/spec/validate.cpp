@@ -121,6 +121,9 @@ void validate(const Spec& s, Diagnostics& diag) {
         at(key, std::string(key) + " applies to rope positions, but position.kind is \"" + name(p.kind) + "\"");
   }
   if (p.kind == PositionKind::Relative) {
+    if (!s.encoder())
+      at("position.kind", "relative positions run in encoders (model.stack = \"encoder\"); T5's decoder comes with "
+                          "encoder-decoder stacks, not supported yet");
     if (p.buckets < 4 || p.buckets % 2 != 0)
       at("position.buckets", "buckets (" + num(p.buckets) + ") must be even and at least 4: half are exact distances" +
                                  std::string(s.encoder() ? ", each half of a bidirectional table" : ""));
