@@ -23,7 +23,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/model/model_info.hpp"
-#include "runtime/model/pooling.hpp"
+#include "runtime/serve/embedder.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/serve/server.hpp"
 #include "runtime/text/chat_template.hpp"
@@ -643,26 +643,24 @@ int cmd_embed(const EmbedOptions& o) {
     if (!out) throw Error(ErrorKind::Io, o.out_path + ": cannot write");
   }
   const auto start = std::chrono::steady_clock::now();
+  // The server's embedder: `batch` inputs a pass, each pooled as the spec says.
+  const std::vector<std::vector<float>> vectors = lathe::serve::Embedder(session).embed(inputs);
   size_t tokens = 0;
-  for (size_t first = 0; first < inputs.size(); first += static_cast<size_t>(options.sequences)) {
-    const size_t n = std::min(inputs.size() - first, static_cast<size_t>(options.sequences));
-    const auto states = session.encode(std::span(inputs).subspan(first, n));
-    for (size_t i = 0; i < n; ++i) {
-      tokens += inputs[first + i].size();
-      const std::vector<float> v = lathe::pool(m, states[i]);
-      lathe::check_logits(v, "input " + std::to_string(first + i));
-      if (out.is_open()) {
-        out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-        continue;
-      }
-      std::string line = "[";
-      char number[32];
-      for (size_t j = 0; j < v.size(); ++j) {
-        std::snprintf(number, sizeof number, "%s%.9g", j ? ", " : "", static_cast<double>(v[j]));
-        line += number;
-      }
-      std::cout << line << "]\n";
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    const std::vector<float>& v = vectors[i];
+    tokens += inputs[i].size();
+    lathe::check_logits(v, "input " + std::to_string(i));
+    if (out.is_open()) {
+      out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+      continue;
     }
+    std::string line = "[";
+    char number[32];
+    for (size_t j = 0; j < v.size(); ++j) {
+      std::snprintf(number, sizeof number, "%s%.9g", j ? ", " : "", static_cast<double>(v[j]));
+      line += number;
+    }
+    std::cout << line << "]\n";
   }
   if (out.is_open() && !out.flush()) throw Error(ErrorKind::Io, o.out_path + ": write failed");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -222,6 +222,7 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
   // (a workgroup stages one sequence's keys); the padding rows see keys of
   // their own and are dropped.
   const uint32_t group = s.attention_rows(s.prefill);
+  const auto padded = [&](size_t n) { return std::min<size_t>((n + group - 1) / group * group, static_cast<size_t>(s.context)); };
   size_t rows = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<int32_t>& input = inputs[i];
@@ -232,7 +233,7 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
       throw Error(ErrorKind::InvalidArgument, which + std::to_string(input.size()) + " tokens exceed the context of " +
                                                   std::to_string(s.context) + " positions (up to " +
                                                   std::to_string(s.model.max_context) + ", the spec's max_context)");
-    rows += std::min<size_t>((input.size() + group - 1) / group * group, static_cast<size_t>(s.context));
+    rows += padded(input.size());
   }
   if (static_cast<int64_t>(rows) > s.options.max_chunk)
     throw Error(ErrorKind::InvalidArgument, std::to_string(rows) + " rows in one pass exceed the " +
@@ -242,12 +243,11 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
   size_t at = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<int32_t>& input = inputs[i];
-    const size_t padded = std::min<size_t>((input.size() + group - 1) / group * group, static_cast<size_t>(s.context));
     first[i] = at;
-    for (size_t r = 0; r < padded; ++r)
+    for (size_t r = 0; r < padded(input.size()); ++r)
       s.io_rows()[at + r] = {static_cast<uint32_t>(r < input.size() ? input[r] : 0), static_cast<uint32_t>(i),
                              static_cast<uint32_t>(r), static_cast<uint32_t>(input.size())};
-    at += padded;
+    at += padded(input.size());
   }
   s.run_chunk(0, static_cast<uint32_t>(rows));
   s.positions[0] = 0;  // nothing stays cached: each pass starts from position 0

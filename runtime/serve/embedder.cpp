@@ -16,11 +16,6 @@ Embedder::Embedder(Session& session) : session_(session) {
 
 int64_t Embedder::width() const { return session_.model().output_width; }
 
-int64_t Embedder::passes() const {
-  std::lock_guard lock(mutex_);
-  return passes_;
-}
-
 std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<int32_t>>& inputs) {
   std::vector<std::vector<float>> out;
   out.reserve(inputs.size());
@@ -29,7 +24,6 @@ std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<in
   for (size_t first = 0; first < inputs.size(); first += batch) {
     const size_t n = std::min(batch, inputs.size() - first);
     const std::vector<std::vector<float>> states = session_.encode(std::span(inputs).subspan(first, n));
-    ++passes_;
     for (const std::vector<float>& s : states) out.push_back(pool(session_.model(), s));
   }
   return out;

@@ -20,12 +20,10 @@ class Embedder {
   // One vector per input, in order. Throws Error(InvalidArgument) for an
   // input the session refuses (empty, too long, an id outside the vocabulary).
   std::vector<std::vector<float>> embed(const std::vector<std::vector<int32_t>>& inputs);
-  int64_t passes() const;  // device passes run so far (metrics)
 
  private:
   Session& session_;
-  mutable std::mutex mutex_;
-  int64_t passes_ = 0;
+  std::mutex mutex_;
 };
 
 }  // namespace lathe::serve
