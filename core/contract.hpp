@@ -41,6 +41,16 @@ enum class Role : uint8_t {
   Router, ExpertGate, ExpertUp, ExpertDown,
   SharedGate, SharedUp, SharedDown, SharedExpertGate,
   FinalNorm, LmHead,
+  // An encoder–decoder's: the encoder stack's own tables and norms (its
+  // layers' tensors take the per-layer roles above), and each decoder
+  // layer's cross-attention: its norm, a query projection of the decoder's
+  // stream, key and value projections of the encoder's output, and the
+  // output projection.
+  EncoderPosEmbed, EncoderRelBias, EncoderEmbedNorm, EncoderFinalNorm,
+  CrossNorm, CrossQ, CrossK, CrossV, CrossO,
+  // A bias of the logits kept apart from the head (BART's final_logits_bias):
+  // its tensor's name is its path itself, without ".bias".
+  LogitsBias,
 };
 
 // The dtype a stored matrix has on the device, as the kernels read it: every
@@ -145,19 +155,23 @@ constexpr bool is_linear(Role r) {
     case Role::Gate: case Role::Up: case Role::GateUp: case Role::Down:
     case Role::Router: case Role::ExpertGate: case Role::ExpertUp: case Role::ExpertDown:
     case Role::SharedGate: case Role::SharedUp: case Role::SharedDown: case Role::SharedExpertGate:
+    case Role::CrossQ: case Role::CrossK: case Role::CrossV: case Role::CrossO:
       return true;
     default:
       return false;
   }
 }
 
+// T5's relative position bias, [buckets, heads]: a table of f32 scalars the
+// attention kernel indexes, not a matrix.
+constexpr bool is_rel_bias(Role r) { return r == Role::RelBias || r == Role::EncoderRelBias; }
+
 // Whether the kernels read a tensor as a matrix (a texel buffer, [rows][cols]):
 // rank 2, or a one-row linear stored as a vector, [1, N] (llama.cpp's
 // Qwen2-MoE shared-expert gate, ffn_gate_inp_shexp [hidden]).
-// (T5's relative position bias, [buckets, heads], is a table of f32 scalars
-// the attention kernel indexes, not a matrix.)
+// (T5's relative position bias is not: is_rel_bias.)
 constexpr bool read_as_matrix(Role role, bool bias, size_t rank) {
-  return (rank == 2 && role != Role::RelBias) || (rank == 1 && is_linear(role) && !bias);
+  return (rank == 2 && !is_rel_bias(role)) || (rank == 1 && is_linear(role) && !bias);
 }
 
 // Where row `row` of a fused q/k/v tensor stored in `layout` goes in the
@@ -181,6 +195,7 @@ constexpr bool is_norm(Role r) {
   switch (r) {
     case Role::EmbedNorm: case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
     case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
+    case Role::EncoderEmbedNorm: case Role::EncoderFinalNorm: case Role::CrossNorm:
       return true;
     default:
       return false;
@@ -245,6 +260,16 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::SharedExpertGate, "shared_expert_gate", "SharedExpertGate"},
     {Role::FinalNorm, "final_norm", "FinalNorm"},
     {Role::LmHead, "lm_head", "LmHead"},
+    {Role::EncoderPosEmbed, "encoder_pos_embed", "EncoderPosEmbed"},
+    {Role::EncoderRelBias, "encoder_rel_bias", "EncoderRelBias"},
+    {Role::EncoderEmbedNorm, "encoder_embed_norm", "EncoderEmbedNorm"},
+    {Role::EncoderFinalNorm, "encoder_final_norm", "EncoderFinalNorm"},
+    {Role::CrossNorm, "cross_norm", "CrossNorm"},
+    {Role::CrossQ, "cross_q", "CrossQ"},
+    {Role::CrossK, "cross_k", "CrossK"},
+    {Role::CrossV, "cross_v", "CrossV"},
+    {Role::CrossO, "cross_o", "CrossO"},
+    {Role::LogitsBias, "logits_bias", "LogitsBias"},
 };
 inline constexpr Spelling<DType> kDTypeSpellings[] = {
     {DType::F32, "f32", "F32"},    {DType::F16, "f16", "F16"},    {DType::BF16, "bf16", "BF16"},

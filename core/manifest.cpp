@@ -34,7 +34,16 @@ Component component_of(Role r) {
     case Role::Embed:
     case Role::PosEmbed:
     case Role::TokenTypes: return Component::Embedding;
-    case Role::RelBias: return Component::Attention;
+    case Role::EncoderPosEmbed: return Component::Embedding;
+    case Role::RelBias:
+    case Role::EncoderRelBias: return Component::Attention;
+    case Role::CrossQ:
+    case Role::CrossK:
+    case Role::CrossV:
+    case Role::CrossO: return Component::Attention;
+    case Role::EncoderEmbedNorm:
+    case Role::EncoderFinalNorm:
+    case Role::CrossNorm: return Component::Norms;
     case Role::EmbedNorm: return Component::Norms;
     case Role::Q:
     case Role::K:
@@ -60,7 +69,8 @@ Component component_of(Role r) {
     case Role::MlpNorm:
     case Role::MlpPostNorm:
     case Role::FinalNorm: return Component::Norms;
-    case Role::LmHead: return Component::LmHead;
+    case Role::LmHead:
+    case Role::LogitsBias: return Component::LmHead;
   }
   return Component::Norms;
 }
@@ -115,12 +125,17 @@ class Builder {
     t.bias = bias;
     t.layer = layer;
     t.expert = expert;
-    auto it = s_.weights.names.find(role);
-    const std::string pattern = it != s_.weights.names.end() ? it->second : "<unnamed " + std::string(name(role)) + ">";
-    t.name = expand_name(pattern, layer, expert) + (bias ? ".bias" : ".weight");
+    // An encoder–decoder's layers are numbered encoder first: the encoder's
+    // are named by weights.encoder_names, each stack's from its layer 0.
+    const bool encoder_layer = layer >= 0 && layer < s_.encoder_layers();
+    const auto& names = encoder_layer ? s_.weights.encoder_names : s_.weights.names;
+    auto it = names.find(role);
+    const std::string pattern = it != names.end() ? it->second : "<unnamed " + std::string(name(role)) + ">";
+    t.name = expand_name(pattern, layer >= 0 && !encoder_layer ? layer - s_.encoder_layers() : layer, expert) +
+             (role == Role::LogitsBias ? "" : bias ? ".bias" : ".weight");
     if (expert >= 0 && pattern.find("{expert}") == std::string::npos) t.slice = expert;
     t.shape = std::move(shape);
-    t.dtype = t.shape.size() == 1 || role == Role::RelBias ? s_.weights.vector_dtype : s_.weights.matrix_dtype(role, layer);
+    t.dtype = t.shape.size() == 1 || is_rel_bias(role) ? s_.weights.vector_dtype : s_.weights.matrix_dtype(role, layer);
     m_.tensors.push_back(std::move(t));
   }
 
@@ -136,95 +151,122 @@ void mlp(Builder& b, const Spec& s, Role gate, Role up, Role down, int64_t width
   b.linear(down, d, width, bias, layer, expert);
 }
 
+// One block's tensors: layer l of the model's numbering (an encoder–decoder's
+// encoder layers first); `cross`: a decoder layer with cross-attention.
+void block(Builder& b, const Spec& s, int64_t l, bool cross) {
+  const Dims& d = s.dims;
+  const int64_t q_width = d.heads * d.head_dim;
+  const int64_t kv_width = d.kv_heads * d.head_dim;
+  const bool nb = s.norm.bias;
+  switch (s.norm.placement) {
+    case NormPlacement::Pre:
+      if (l > 0 || s.norm.first_attn_norm) b.norm(Role::AttnNorm, d.hidden, l, nb);
+      break;
+    case NormPlacement::Post: b.norm(Role::AttnNorm, d.hidden, l, nb); break;
+    case NormPlacement::Sandwich:
+      b.norm(Role::AttnNorm, d.hidden, l, nb);
+      b.norm(Role::AttnPostNorm, d.hidden, l, nb);
+      break;
+    case NormPlacement::Parallel: b.norm(Role::AttnNorm, d.hidden, l, nb); break;
+    case NormPlacement::BranchOutput: b.norm(Role::AttnPostNorm, d.hidden, l, nb); break;
+  }
+
+  const Attention& a = s.attention;
+  if (s.weights.fused_qkv) {
+    b.linear(Role::Qkv, q_width + 2 * kv_width, d.hidden, a.q_bias, l);
+  } else {
+    b.linear(Role::Q, q_width, d.hidden, a.q_bias, l);
+    b.linear(Role::K, kv_width, d.hidden, a.k_bias, l);
+    b.linear(Role::V, kv_width, d.hidden, a.v_bias, l);
+  }
+  b.linear(Role::O, d.hidden, q_width, a.o_bias, l);
+  if (a.qk_norm == QKNorm::PerHead) {
+    b.norm(Role::QNorm, d.head_dim, l, false);
+    b.norm(Role::KNorm, d.head_dim, l, false);
+  } else if (a.qk_norm == QKNorm::Whole) {
+    b.norm(Role::QNorm, q_width, l, false);
+    b.norm(Role::KNorm, kv_width, l, false);
+  }
+
+  // A decoder layer of an encoder–decoder: cross-attention, its norm
+  // before it (pre) or after its residual add (post).
+  if (cross) {
+    b.norm(Role::CrossNorm, d.hidden, l, nb);
+    b.linear(Role::CrossQ, q_width, d.hidden, a.q_bias, l);
+    b.linear(Role::CrossK, kv_width, d.hidden, a.k_bias, l);
+    b.linear(Role::CrossV, kv_width, d.hidden, a.v_bias, l);
+    b.linear(Role::CrossO, d.hidden, q_width, a.o_bias, l);
+  }
+
+  switch (s.norm.placement) {
+    case NormPlacement::Pre:
+    case NormPlacement::Post: b.norm(Role::MlpNorm, d.hidden, l, nb); break;
+    case NormPlacement::Sandwich:
+      b.norm(Role::MlpNorm, d.hidden, l, nb);
+      b.norm(Role::MlpPostNorm, d.hidden, l, nb);
+      break;
+    case NormPlacement::Parallel:
+      if (!s.norm.parallel_shared) b.norm(Role::MlpNorm, d.hidden, l, nb);
+      break;
+    case NormPlacement::BranchOutput: b.norm(Role::MlpPostNorm, d.hidden, l, nb); break;
+  }
+
+  if (s.moe.sparse(l)) {
+    const Moe& m = s.moe;
+    b.linear(Role::Router, m.experts, d.hidden, false, l);
+    for (int64_t e = 0; e < m.experts; ++e)
+      mlp(b, s, Role::ExpertGate, Role::ExpertUp, Role::ExpertDown, m.expert_intermediate, s.mlp.bias, l, e);
+    if (m.shared_experts > 0) {
+      mlp(b, s, Role::SharedGate, Role::SharedUp, Role::SharedDown, m.shared_experts * m.shared_intermediate,
+          s.mlp.bias, l, -1);
+      // A [1, hidden] linear; llama.cpp stores it as a vector (ffn_gate_inp_shexp).
+      if (m.shared_expert_gate && s.weights.preset == "gguf") b.norm(Role::SharedExpertGate, d.hidden, l, false);
+      else if (m.shared_expert_gate) b.linear(Role::SharedExpertGate, 1, d.hidden, false, l);
+    }
+  } else if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
+    b.linear(Role::GateUp, 2 * d.intermediate, d.hidden, s.mlp.bias, l);
+    b.linear(Role::Down, d.hidden, d.intermediate, s.mlp.bias, l);
+  } else {
+    mlp(b, s, Role::Gate, Role::Up, Role::Down, d.intermediate, s.mlp.bias, l, -1);
+  }
+}
+
 }  // namespace
 
 Manifest build_manifest(const Spec& s) {
   Builder b(s);
   const Dims& d = s.dims;
-  const int64_t q_width = d.heads * d.head_dim;
-  const int64_t kv_width = d.kv_heads * d.head_dim;
   const bool nb = s.norm.bias;
 
   b.matrix(Role::Embed, d.vocab, d.hidden);
+
+  // An encoder–decoder's encoder stack: its tables, its layers, its final norm.
+  const int64_t encoder_layers = s.encoder_layers();
+  if (s.encoder_decoder()) {
+    if (s.position.kind == PositionKind::Learned) b.matrix(Role::EncoderPosEmbed, s.position.table_size, d.hidden);
+    if (s.position.kind == PositionKind::Relative) b.matrix(Role::EncoderRelBias, s.position.buckets, d.heads);
+    if (s.embedding.norm) b.norm(Role::EncoderEmbedNorm, d.hidden, -1, nb);
+    for (int64_t l = 0; l < encoder_layers; ++l) block(b, s, l, false);
+    if (s.norm.final_norm) b.norm(Role::EncoderFinalNorm, d.hidden, -1, nb);
+  }
   if (s.position.kind == PositionKind::Learned) b.matrix(Role::PosEmbed, s.position.table_size, d.hidden);
   if (s.embedding.token_types > 0) b.matrix(Role::TokenTypes, s.embedding.token_types, d.hidden);
   // T5: one table for every layer of the stack (its first layer's module holds it).
   if (s.position.kind == PositionKind::Relative) b.matrix(Role::RelBias, s.position.buckets, d.heads);
   if (s.embedding.norm) b.norm(Role::EmbedNorm, d.hidden, -1, nb);
-
-  for (int64_t l = 0; l < d.layers; ++l) {
-    switch (s.norm.placement) {
-      case NormPlacement::Pre:
-        if (l > 0 || s.norm.first_attn_norm) b.norm(Role::AttnNorm, d.hidden, l, nb);
-        break;
-      case NormPlacement::Post: b.norm(Role::AttnNorm, d.hidden, l, nb); break;
-      case NormPlacement::Sandwich:
-        b.norm(Role::AttnNorm, d.hidden, l, nb);
-        b.norm(Role::AttnPostNorm, d.hidden, l, nb);
-        break;
-      case NormPlacement::Parallel: b.norm(Role::AttnNorm, d.hidden, l, nb); break;
-      case NormPlacement::BranchOutput: b.norm(Role::AttnPostNorm, d.hidden, l, nb); break;
-    }
-
-    const Attention& a = s.attention;
-    if (s.weights.fused_qkv) {
-      b.linear(Role::Qkv, q_width + 2 * kv_width, d.hidden, a.q_bias, l);
-    } else {
-      b.linear(Role::Q, q_width, d.hidden, a.q_bias, l);
-      b.linear(Role::K, kv_width, d.hidden, a.k_bias, l);
-      b.linear(Role::V, kv_width, d.hidden, a.v_bias, l);
-    }
-    b.linear(Role::O, d.hidden, q_width, a.o_bias, l);
-    if (a.qk_norm == QKNorm::PerHead) {
-      b.norm(Role::QNorm, d.head_dim, l, false);
-      b.norm(Role::KNorm, d.head_dim, l, false);
-    } else if (a.qk_norm == QKNorm::Whole) {
-      b.norm(Role::QNorm, q_width, l, false);
-      b.norm(Role::KNorm, kv_width, l, false);
-    }
-
-    switch (s.norm.placement) {
-      case NormPlacement::Pre:
-      case NormPlacement::Post: b.norm(Role::MlpNorm, d.hidden, l, nb); break;
-      case NormPlacement::Sandwich:
-        b.norm(Role::MlpNorm, d.hidden, l, nb);
-        b.norm(Role::MlpPostNorm, d.hidden, l, nb);
-        break;
-      case NormPlacement::Parallel:
-        if (!s.norm.parallel_shared) b.norm(Role::MlpNorm, d.hidden, l, nb);
-        break;
-      case NormPlacement::BranchOutput: b.norm(Role::MlpPostNorm, d.hidden, l, nb); break;
-    }
-
-    if (s.moe.sparse(l)) {
-      const Moe& m = s.moe;
-      b.linear(Role::Router, m.experts, d.hidden, false, l);
-      for (int64_t e = 0; e < m.experts; ++e)
-        mlp(b, s, Role::ExpertGate, Role::ExpertUp, Role::ExpertDown, m.expert_intermediate, s.mlp.bias, l, e);
-      if (m.shared_experts > 0) {
-        mlp(b, s, Role::SharedGate, Role::SharedUp, Role::SharedDown, m.shared_experts * m.shared_intermediate,
-            s.mlp.bias, l, -1);
-        // A [1, hidden] linear; llama.cpp stores it as a vector (ffn_gate_inp_shexp).
-        if (m.shared_expert_gate && s.weights.preset == "gguf") b.norm(Role::SharedExpertGate, d.hidden, l, false);
-        else if (m.shared_expert_gate) b.linear(Role::SharedExpertGate, 1, d.hidden, false, l);
-      }
-    } else if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
-      b.linear(Role::GateUp, 2 * d.intermediate, d.hidden, s.mlp.bias, l);
-      b.linear(Role::Down, d.hidden, d.intermediate, s.mlp.bias, l);
-    } else {
-      mlp(b, s, Role::Gate, Role::Up, Role::Down, d.intermediate, s.mlp.bias, l, -1);
-    }
-  }
+  for (int64_t l = encoder_layers; l < encoder_layers + d.layers; ++l) block(b, s, l, s.encoder_decoder());
 
   if (s.norm.final_norm) b.norm(Role::FinalNorm, d.hidden, -1, nb);
   if (!s.embedding.tied && !s.encoder()) b.matrix(Role::LmHead, d.vocab, d.hidden);
-  if (s.output.bias) b.bias(Role::LmHead, d.vocab);
+  if (s.output.bias && s.weights.names.count(Role::LogitsBias)) b.norm(Role::LogitsBias, d.vocab, -1, false);
+  else if (s.output.bias) b.bias(Role::LmHead, d.vocab);
   return b.take();
 }
 
 Manifest build_sample_manifest(const Spec& s) {
   Spec one = s;
   one.dims.layers = std::min<int64_t>(s.dims.layers, 1);
+  one.dims.encoder_layers = std::min<int64_t>(s.dims.encoder_layers, 1);
   one.moe.experts = std::min<int64_t>(s.moe.experts, 1);
   return build_manifest(one);
 }

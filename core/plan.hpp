@@ -67,7 +67,8 @@ struct IoRow {
   // The positions its sequence holds once the call that brought the row is
   // done: a prompt's end for each of its rows, however it is chunked (one
   // forward call's sequence length, which dynamic NTK RoPE scales by); 0
-  // for a decode step's row (position + 1).
+  // for a decode step's row (position + 1). An encoder–decoder's decoder
+  // rows: their sequence's source length (the keys cross-attention sees).
   uint32_t extent = 0;
 };
 static_assert(sizeof(IoRow) == 16, "common.glsl's IoRow is four 32-bit words");
@@ -276,6 +277,11 @@ struct Plan {
   std::span<const DeviceClass> classes;  // in order of preference; the last needs nothing
   std::span<const Part> parts;           // by tensor, each tensor's in row order
   int64_t max_part_bytes = 0;            // the limit the parts were cut to (the spec's)
+  // An encoder–decoder's: its first encode_dispatches dispatches are the
+  // encode pass over a source's rows (the encoder, then each decoder layer's
+  // cross-attention cache of its output), the rest the decoder's pass, whose
+  // rows' IoRow::extent is their sequence's source length. 0: one pass.
+  size_t encode_dispatches = 0;
 };
 
 // Whether a pass records `d`: split_only dispatches run only when attention

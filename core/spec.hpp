@@ -26,9 +26,11 @@ enum class QKNorm { None, PerHead, Whole };
 enum class PositionKind { Rope, Alibi, Learned, Sinusoidal, None, Relative };
 enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
 enum class FusedGateUp { None, GateUp, UpGate };  // the order of the halves of a fused tensor
-// The stack's shape: a causal decoder with an LM head (GPT, Llama), or a
-// bidirectional encoder whose output is its final hidden states (BERT).
-enum class Stack { Decoder, Encoder };
+// The stack's shape: a causal decoder with an LM head (GPT, Llama), a
+// bidirectional encoder whose output is its final hidden states (BERT), or
+// both, the decoder's layers attending to the encoder's output through
+// cross-attention (T5, BART).
+enum class Stack { Decoder, Encoder, EncoderDecoder };
 using lathe::Pooling;
 using lathe::Activation;
 using lathe::DType;
@@ -61,7 +63,8 @@ inline constexpr Spelling<RopeScaling> kRopeScalingSpellings[] = {{RopeScaling::
 inline constexpr Spelling<FusedGateUp> kFusedGateUpSpellings[] = {
     {FusedGateUp::None, "none", "None"}, {FusedGateUp::GateUp, "gate_up", "GateUp"}, {FusedGateUp::UpGate, "up_gate", "UpGate"}};
 inline constexpr Spelling<Stack> kStackSpellings[] = {{Stack::Decoder, "decoder", "Decoder"},
-                                                      {Stack::Encoder, "encoder", "Encoder"}};
+                                                      {Stack::Encoder, "encoder", "Encoder"},
+                                                      {Stack::EncoderDecoder, "encoder-decoder", "EncoderDecoder"}};
 constexpr std::span<const Spelling<Stack>> spellings(Stack) { return kStackSpellings; }
 constexpr std::span<const Spelling<NormPlacement>> spellings(NormPlacement) { return kNormPlacementSpellings; }
 constexpr std::span<const Spelling<QKNorm>> spellings(QKNorm) { return kQKNormSpellings; }
@@ -86,7 +89,8 @@ double bytes_per_element(DType);  // block types: bytes per block / values per b
 
 struct Dims {
   int64_t hidden = 0;        // d
-  int64_t layers = 0;
+  int64_t layers = 0;        // an encoder–decoder: the decoder's
+  int64_t encoder_layers = 0;  // an encoder–decoder's encoder layers; defaults to layers
   int64_t heads = 0;         // H_q
   int64_t kv_heads = 0;      // H_kv; defaults to heads (MHA)
   int64_t head_dim = 0;      // d_h; defaults to hidden / heads
@@ -196,6 +200,7 @@ struct PoolingSpec {
 
 struct Output {
   double softcap = 0;  // final logit soft-capping (Gemma 2: 30)
+  double scale = 1.0;  // logits = scale · head(x) (T5's tied head: hidden^-0.5)
   bool bias = false;   // a bias on the LM head (Phi-2)
 };
 
@@ -224,6 +229,9 @@ struct Weights {
   // Module path per role; "{layer}" and "{expert}" are replaced, and the
   // tensors are "<path>.weight" and "<path>.bias".
   std::map<Role, std::string> names;
+  // An encoder–decoder's encoder layers' paths ("{layer}" counts from the
+  // encoder's first); `names` holds the decoder's and the stack tensors'.
+  std::map<Role, std::string> encoder_names;
   std::string preset;  // the naming preset the names started from
   // Tensor-name patterns a checkpoint may hold beyond the model's weights
   // (GPT-2's causal-mask buffers "h.{layer}.attn.bias").
@@ -254,7 +262,20 @@ struct Spec {
   Cache cache;
   PoolingSpec pooling;
 
-  bool encoder() const { return stack == Stack::Encoder; }
+  // The token an encoder–decoder's decoder starts from (T5: pad, 0; BART: </s>, 2).
+  int64_t decoder_start = -1;
+
+  bool encoder() const { return stack == Stack::Encoder; }  // encoder-only
+  bool encoder_decoder() const { return stack == Stack::EncoderDecoder; }
+  // Every stack's layers, numbered encoder first (an encoder–decoder's
+  // layer l < encoder_layers() is its encoder's l, the others its decoder's).
+  int64_t encoder_layers() const { return encoder_decoder() ? dims.encoder_layers : 0; }
+  int64_t blocks() const { return encoder_layers() + dims.layers; }
+  // The KV caches a sequence holds: one per block, and an encoder–decoder's
+  // cross-attention K and V of the encoder's output, one per decoder layer,
+  // after them.
+  int64_t cache_layers() const { return blocks() + (encoder_decoder() ? dims.layers : 0); }
+  int64_t cross_cache(int64_t decoder_layer) const { return blocks() + decoder_layer; }
 
   // Source position of every key that was written ("dims.hidden") and of
   // every table ("dims"); Loc{} for keys left to their defaults.

@@ -64,7 +64,15 @@ enum class OpKind : uint8_t {
   MoeCombine,   // out = in[0] + Σ_j weight(t, j) · in[1][t][j] (in[2] the routing); dims[3] 1: + in[3],
                 //   the shared expert's output; 2: + sigmoid(in[4]) · in[3], gated (Qwen2-MoE)
   Output,       // an encoder's final hidden states: out = in, every row, in the output buffer
+  CrossKv,      // an encoder–decoder's encode pass: k (in[0]) and v (in[1]) of the encoder's output into
+                //   the cross-attention cache `layer` (no out)
 };
+
+// Attention's variants (Op::variant).
+inline constexpr uint8_t kCausal = 0;
+inline constexpr uint8_t kBidirectional = 1;  // every row sees every key of its input (an encoder)
+inline constexpr uint8_t kCross = 2;          // q (in[0]) alone: the keys are the encoder's output, in the cache
+                                              //   `layer` a CrossKv op filled
 
 using lathe::Activation;
 using lathe::RopePairing;
@@ -79,10 +87,15 @@ struct Op {
   int32_t layer = -1;   // attention: which layer's cache
   uint8_t variant = 0;  // activation, pairing
   bool local = false;   // rope: the windowed layers' own base, unscaled (Gemma 3)
+  double scale = 1;     // logits: out = scale · W · in (T5's tied head)
 };
 
 struct Schedule {
   std::vector<Op> ops;
+  // An encoder–decoder's: its first encode_ops ops are the encode pass (the
+  // source's rows: the encoder, then the cross-attention caches), the rest
+  // the decoder's pass. 0: one pass.
+  uint32_t encode_ops = 0;
   uint32_t values = 0;          // activation ids used
   std::vector<int64_t> widths;  // width of each activation id
 };
@@ -274,20 +287,44 @@ class Recorder {
     return emit<N>(Op{OpKind::Output, 0, {x.id}, {-1, -1}, {N}});
   }
 
-  // `softcap` c > 0: the logits are c · tanh(logit / c) (Gemma 2).
+  // `softcap` c > 0: the logits are c · tanh(logit / c) (Gemma 2); `scale`
+  // multiplies them first (T5's tied head).
   template <int64_t V, int64_t D, int64_t N>
-  Act<V> logits(Weight<V, D> head, Act<N> x, double softcap = 0) {
+  Act<V> logits(Weight<V, D> head, Act<N> x, double softcap = 0, double scale = 1) {
     static_assert(D == N, "logits: the LM head's input width does not match the activation width");
-    return emit<V>(Op{OpKind::Logits, 0, {x.id}, {head.tensor, -1}, {V, D}, softcap});
+    Op op{OpKind::Logits, 0, {x.id}, {head.tensor, -1}, {V, D}, softcap};
+    op.scale = scale;
+    return emit<V>(op);
   }
 
-  // With a bias on the LM head (Phi-2).
+  // With a bias on the LM head (Phi-2, BART's final_logits_bias).
   template <int64_t V, int64_t D, int64_t N, int64_t B>
-  Act<V> logits(Weight<V, D> head, Act<N> x, Vector<B> bias, double softcap = 0) {
+  Act<V> logits(Weight<V, D> head, Act<N> x, Vector<B> bias, double softcap = 0, double scale = 1) {
     static_assert(D == N, "logits: the LM head's input width does not match the activation width");
     static_assert(B == V, "logits: the LM head's bias width does not match the vocabulary");
-    return emit<V>(Op{OpKind::Logits, 0, {x.id}, {head.tensor, bias.tensor}, {V, D}, softcap});
+    Op op{OpKind::Logits, 0, {x.id}, {head.tensor, bias.tensor}, {V, D}, softcap};
+    op.scale = scale;
+    return emit<V>(op);
   }
+
+  // An encoder–decoder: k and v of the encoder's output, written to the
+  // cross-attention cache `cache` that decoder layer's queries read.
+  template <int64_t Hkv, int64_t Dh, int64_t NK, int64_t NV>
+  void cross_kv(Act<NK> k, Act<NV> v, int32_t cache) {
+    static_assert(NK == Hkv * Dh, "cross_kv: k is not kv_heads × head_dim wide (the cache holds kv heads)");
+    static_assert(NV == Hkv * Dh, "cross_kv: v is not kv_heads × head_dim wide (the cache holds kv heads)");
+    s_.ops.push_back(Op{OpKind::CrossKv, 0, {k.id, v.id}, {-1, -1}, {Hkv, Dh}, 0, cache});
+  }
+  // Cross-attention of Hq query heads over the encoder's output in the cache
+  // `cache`: every key of the row's source.
+  template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ>
+  Act<Hq * Dh> cross_attention(Act<NQ> q, int32_t cache, double scale) {
+    static_assert(Hq % Hkv == 0, "cross_attention: heads is not a multiple of kv_heads");
+    static_assert(NQ == Hq * Dh, "cross_attention: q is not heads × head_dim wide");
+    return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id}, {-1, -1}, {Hq, Hkv, Dh, 0}, scale, cache, kCross});
+  }
+  // The encode pass ends here: the ops after it are the decoder's pass.
+  void end_encode() { s_.encode_ops = static_cast<uint32_t>(s_.ops.size()); }
 
  private:
   // The manifest distance between consecutive experts' tensors of one role:

@@ -22,6 +22,8 @@
 //   BIDIRECTIONAL 1: a row sees every key of its input, 0 … extent − 1 (an encoder; the whole
 //                 input is in the cache before attention reads it: one pass, never chunked);
 //                 with a WINDOW, the keys j with |i − j| ≤ WINDOW
+//   CROSS         1 (with BIDIRECTIONAL): cross-attention of a decoder row over the encoder's output
+//                 in the cache: the keys 0 … extent − 1, extent its sequence's source length
 //   ALIBI         1: SLOPES[h] · (j − i) is added to head h's scaled score of key j (BLOOM, MPT;
 //                 the same softmax as HF's slope · j: the shift is one per row)
 //   RELATIVE      1: T5's bias rel_bias[REL_BUCKET[clamp(j − i, ±REL_MAX) + REL_MAX]][h] is added
@@ -90,7 +92,9 @@ bool owns(uint lane, uint d) { return lane + (d / CVPT) * LANES < CTPR; }  // di
 // The keys row t sees end before this: its own position + 1 (causal), or
 // its input's end (bidirectional).
 uint visible(uint t) {
-#if BIDIRECTIONAL
+#if CROSS
+  return io.rows[t].extent;
+#elif BIDIRECTIONAL
   return max(io.rows[t].extent, io.rows[t].position + 1);
 #else
   return io.rows[t].position + 1;

@@ -35,6 +35,7 @@
 //   NORM       the norm before this projection, applied to x as it is read:
 //              0 none, 1 RMSNorm, 2 LayerNorm (NORM_EPS, NORM_BIAS, NORM_UNIT_OFFSET)
 //   SOFTCAPPED 1: y = c · tanh(y / c) with c = SOFTCAP (the LM head's output.softcap)
+//   SCALED     1: W·x is multiplied by OUT_SCALE first (the LM head's output.scale: T5's tied head)
 //   EXPERT_MODE 1: EXPERTS = E experts of a mixture (grid z: expert e), W and W2 E experts'
 //              matrices of n rows stacked; the workgroup's token rows are the
 //              slots moe_route listed for e, x read at the slot's token
@@ -151,7 +152,11 @@ vec4 normalized(vec4 v, uint k4, vec2 stats) {
 
 // The epilogue of output (row, token t of the chunk).
 void store(uint row, uint t, float sum, float sum2) {
+#if SCALED
+  float value = sum * OUT_SCALE;
+#else
   float value = sum;
+#endif
 #if HAS_BIAS
   value += bias[pc.col0 + pc.gate_row0 + row];
 #endif

@@ -40,6 +40,11 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
   kainjow::mustache::list out;
   auto v = [](uint32_t id) { return "v" + std::to_string(id); };
   for (size_t i = 0; i < g.schedule.ops.size(); ++i) {
+    if (i > 0 && i == g.schedule.encode_ops) {  // an encoder-decoder's decoder pass begins
+      data item;
+      item.set("code", std::string("r.end_encode();"));
+      out.push_back(item);
+    }
     const typed::Op& op = g.schedule.ops[i];
     const std::string& w = g.handles[i][0];
     const std::string& b = g.handles[i][1];
@@ -73,6 +78,11 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                (op.local ? ", rope_local_theta, true);" : ", rope_theta);");
         break;
       case typed::OpKind::Attention:
+        if (op.variant == typed::kCross) {
+          code = out_var + "r.template cross_attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " +
+                 std::to_string(op.layer) + ", attention_scale);";
+          break;
+        }
         code = out_var + "r.template attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
                v(op.in[2]) + ", " + std::to_string(op.layer) + ", attention_scale" +
                (op.tensor[0] >= 0 ? std::string(", 0, bidirectional, ") + w
@@ -102,9 +112,14 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                ");";
         break;
       case typed::OpKind::Output: code = "r.template output<hidden>(" + v(op.in[0]) + ");"; break;
+      case typed::OpKind::CrossKv:
+        code = "r.template cross_kv<kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
+               std::to_string(op.layer) + ");";
+        break;
       case typed::OpKind::Logits:
         code = "r.logits(" + w + ", " + v(op.in[0]) + (b.empty() ? "" : ", " + b) +
-               (op.param > 0 ? ", logit_softcap" : "") + ");";
+               (op.param > 0 || op.scale != 1.0 ? ", logit_softcap" : "") + (op.scale != 1.0 ? ", logit_scale" : "") +
+               ");";
         break;
     }
     data item;
@@ -309,6 +324,13 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   constant("pooling", "Pooling", "Pooling::" + std::string(spelling(s.pooling.kind).enumerator), "pooling.kind",
            "an encoder's sentence embedding");
   constant("pool_normalize", "bool", s.pooling.normalize ? "true" : "false", "pooling.normalize", "L2-normalized");
+  constant("encoder_decoder", "bool", s.encoder_decoder() ? "true" : "false", "model.stack", "");
+  constant("encoder_layers", "int64_t", i(s.encoder_layers()), "dims.encoder_layers",
+           "an encoder-decoder's: the layers numbered first");
+  constant("cache_layers", "int64_t", i(s.cache_layers()), "dims.layers",
+           "KV caches: one per layer, and an encoder-decoder's cross-attention caches after them");
+  constant("decoder_start", "int32_t", i(s.decoder_start), "model.decoder_start", "an encoder-decoder's first decoder token");
+  constant("logit_scale", "double", number_literal(s.output.scale), "output.scale", "");
   constant("moe_experts", "int64_t", i(s.moe.experts), "moe.experts", "routed experts per sparse layer (0: dense)");
   constant("moe_top_k", "int64_t", i(s.moe.top_k), "moe.top_k", "experts per token");
   constant("cache_dtype", "DType", "DType::" + std::string(spelling(s.cache.dtype).enumerator), "cache.dtype",
@@ -382,7 +404,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   for (const std::string& m : member_order) {
     std::string type = member_types[m];
     if (member_dims[m] == 2) type = "std::array<" + type + ", " + i(s.moe.experts) + ">";
-    if (member_dims[m] >= 1) type = "std::array<" + type + ", " + i(d.layers) + ">";
+    if (member_dims[m] >= 1) type = "std::array<" + type + ", " + i(s.blocks()) + ">";
     data item;
     item.set("ident", m);
     item.set("type", type);
@@ -429,6 +451,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   for (int64_t w : p.windows) windows += (windows.empty() ? "" : ", ") + i(w);
   root.set("windows", windows);
   root.set("window_count", i(static_cast<int64_t>(p.windows.size())));
+  root.set("encode_dispatches", i(static_cast<int64_t>(p.encode_dispatches)));
   kainjow::mustache::list class_items;
   for (const plan::DeviceClass& c : p.classes) {
     const auto tile = [&](const plan::Tile& t) {

@@ -135,8 +135,9 @@ std::vector<double> alibi_slopes(int64_t heads) {
 // buckets for r > 0; of |r| (or, causal, of −min(r, 0)), the first half
 // exact and the rest logarithmic up to M. In float32 as transformers and
 // Mesh TensorFlow compute it, truncated.
-std::vector<int64_t> relative_buckets(const Spec& s) {
-  const bool both = s.encoder();  // (validate() keeps relative positions to encoders for now)
+// T5's bucket of each relative position r = j − i in [−REL_MAX, REL_MAX]:
+// bidirectional (an encoder's) or causal (a decoder's: j ≤ i).
+std::vector<int64_t> relative_buckets(const Spec& s, bool both) {
   const int64_t M = s.position.max_distance;
   std::vector<int64_t> out;
   for (int64_t r = -M; r <= M; ++r) {
@@ -199,6 +200,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
              flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset) +
              flag("SOFTCAPPED", e.softcap) + define("SOFTCAP", number_literal(e.softcap ? s.output.softcap : 0.0, 9)) +
+             flag("SCALED", e.scaled) + define("OUT_SCALE", number_literal(e.scaled ? s.output.scale : 1.0, 9)) +
              flag("EXPERT_MODE", e.experts != 0) + define("EXPERTS", e.experts ? s.moe.experts : 0) +
              define("TOPK", e.experts ? s.moe.top_k : 0) +
              flag("X_OF_SLOT", e.experts == 2);
@@ -222,14 +224,17 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       }
       return constants;
     }
-    case kernels::Family::Attention:
+    case kernels::Family::Attention: {
+      // Cross-attention adds no position bias (T5's encoder–decoder attention).
+      const bool relative = s.position.kind == PositionKind::Relative && !k.cross;
       return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
              flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9)) +
              define("WINDOW", k.window) + flag("BIDIRECTIONAL", k.bidirectional) + flag("ALIBI", s.position.kind == PositionKind::Alibi) +
              (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "") +
-             flag("RELATIVE", s.position.kind == PositionKind::Relative) +
-             define("REL_MAX", s.position.kind == PositionKind::Relative ? s.position.max_distance : int64_t{0}) +
-             (s.position.kind == PositionKind::Relative ? uint_array("REL_BUCKET", relative_buckets(s)) : "");
+             flag("CROSS", k.cross) + flag("RELATIVE", relative) +
+             define("REL_MAX", relative ? s.position.max_distance : int64_t{0}) +
+             (relative ? uint_array("REL_BUCKET", relative_buckets(s, k.bidirectional)) : "");
+    }
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);
     case kernels::Family::MoeRoute:

@@ -79,6 +79,7 @@ class Builder {
   int32_t layer = -1;  // the block being built, -1 outside the blocks
 
   int64_t width(uint32_t value) const { return g_.schedule.widths[value]; }
+  void end_encode() { g_.schedule.encode_ops = static_cast<uint32_t>(g_.schedule.ops.size()); }
 
   uint32_t norm(const std::string& key, uint32_t x, Role role, int64_t layer) {
     const int32_t g = need(role, layer);
@@ -106,25 +107,31 @@ class Builder {
   Graph g_;
 };
 
-}  // namespace
-
-Graph build_graph(const Spec& s, const Manifest& manifest) {
+// A stack's input rows: the token embedding, its positions and norm.
+uint32_t stack_input(Builder& b, const Spec& s, Role positions, Role norm) {
   const Dims& d = s.dims;
-  Builder b(s, manifest);
-  const int64_t q_width = d.heads * d.head_dim, kv_width = d.kv_heads * d.head_dim;
-
   const int32_t embed = b.need(Role::Embed, -1);
   uint32_t x = b.add("embedding", Op{OpKind::Embed, 0, {}, {embed, -1}, {d.vocab, d.hidden}, s.embedding.scale},
                      d.hidden, {b.handle(embed)});
   if (s.position.kind == PositionKind::Learned) {
-    const int32_t table = b.need(Role::PosEmbed, -1);
+    const int32_t table = b.need(positions, -1);
     const int32_t types = b.find(Role::TokenTypes, false, -1);  // BERT: row 0 of it
     const auto [rows, cols] = b.math_shape(table);
     x = b.add("position.kind",
               Op{OpKind::PosEmbed, 0, {x}, {table, types}, {rows, cols}, static_cast<double>(s.position.offset)},
               d.hidden, {b.handle(table), b.handle(types)});
   }
-  if (s.embedding.norm) x = b.norm("embedding.norm", x, Role::EmbedNorm, -1);
+  if (s.embedding.norm) x = b.norm("embedding.norm", x, norm, -1);
+  return x;
+}
+
+// One block of layer `layer` (an encoder–decoder's numbering: encoder
+// layers first) on the stream x: its attention (causal or bidirectional,
+// with T5's bias table `rel` when ≥ 0), an encoder–decoder decoder layer's
+// cross-attention over the cache `cross` (≥ 0), and its MLP.
+uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel, uint8_t variant, int32_t cross) {
+  const Dims& d = s.dims;
+  const int64_t q_width = d.heads * d.head_dim, kv_width = d.kv_heads * d.head_dim;
   // Where the norms of a block sit: before each branch (pre), before and
   // after (sandwich: x + N2(F(N1(x)))), after only (branch_output:
   // x + N(F(x))), after the residual add (post: N(x + F(x))), or before two
@@ -136,8 +143,8 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
   const bool norm_in = placement == NormPlacement::Pre || placement == NormPlacement::Sandwich || parallel;
   const bool norm_out = placement == NormPlacement::Sandwich || placement == NormPlacement::BranchOutput;
   const bool norm_after = placement == NormPlacement::Post;
-  for (int64_t layer = 0; layer < d.layers; ++layer) {
-    b.layer = static_cast<int32_t>(layer);
+  b.layer = static_cast<int32_t>(layer);
+  {
     const bool attn_norm = norm_in && (layer > 0 || s.norm.first_attn_norm);  // ModernBERT: none in layer 0
     const uint32_t h = attn_norm ? b.norm("norm.kind", x, Role::AttnNorm, layer) : x;
     uint32_t q, k, v;
@@ -168,13 +175,10 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
                 local ? *s.position.local_theta : s.position.theta, -1, static_cast<uint8_t>(s.position.pairing),
                 local});
     }
-    // T5: the relative position bias table, added to every layer's scores.
-    const int32_t rel = s.position.kind == PositionKind::Relative ? b.need(Role::RelBias, -1) : -1;
     const uint32_t a = b.add(windowed ? "attention.sliding_window" : rel >= 0 ? "position.kind" : "dims.kv_heads",
                              Op{OpKind::Attention, 0, {q, k, v}, {rel, -1},
                                 {d.heads, d.kv_heads, d.head_dim, windowed ? s.attention.sliding_window : 0},
-                                s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer),
-                                static_cast<uint8_t>(s.encoder())},
+                                s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer), variant},
                              q_width, {b.handle(rel), ""});
     // Parallel blocks read the block's input in both branches: the MLP's
     // norm of it is taken before the attention's residual add overwrites it.
@@ -184,6 +188,21 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
     if (norm_out) o = b.norm("norm.placement", o, Role::AttnPostNorm, layer);
     x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {d.hidden}}, d.hidden);
     if (norm_after) x = b.norm("norm.placement", x, Role::AttnNorm, layer);
+    if (cross >= 0) {
+      // Cross-attention: queries of the stream, keys and values of the
+      // encoder's output (the cache its encode pass filled).
+      const uint32_t ch = norm_in ? b.norm("norm.kind", x, Role::CrossNorm, layer) : x;
+      const uint32_t cq = b.matmul("model.stack", Role::CrossQ, layer, ch);
+      b.layer = cross;  // whose cache it reads
+      const uint32_t ca = b.add("model.stack",
+                                Op{OpKind::Attention, 0, {cq}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, 0},
+                                   s.attention.effective_scale(d.head_dim), cross, typed::kCross},
+                                q_width);
+      b.layer = static_cast<int32_t>(layer);
+      const uint32_t co = b.matmul("model.stack", Role::CrossO, layer, ca);
+      x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, co}, {-1, -1}, {d.hidden}}, d.hidden);
+      if (norm_after) x = b.norm("norm.placement", x, Role::CrossNorm, layer);
+    }
     if (!parallel) m = norm_in ? b.norm("norm.placement", x, Role::MlpNorm, layer) : x;
     const uint8_t act = static_cast<uint8_t>(s.mlp.activation);
     if (s.moe.sparse(layer)) {
@@ -229,7 +248,8 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
       x = b.add("moe.experts",
                 Op{OpKind::MoeCombine, 0, {x, y, routing, shared_out, shared_gate}, {-1, -1}, {E, K, d.hidden, shared}},
                 d.hidden);
-      continue;
+      b.layer = -1;
+      return x;
     }
     uint32_t f;
     if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
@@ -254,16 +274,55 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
     if (norm_after) x = b.norm("norm.placement", x, Role::MlpNorm, layer);
   }
   b.layer = -1;
+  return x;
+}
+
+}  // namespace
+
+Graph build_graph(const Spec& s, const Manifest& manifest) {
+  const Dims& d = s.dims;
+  Builder b(s, manifest);
+  const bool relative = s.position.kind == PositionKind::Relative;
+  // An encoder–decoder's encode pass: the encoder over the source rows,
+  // then each decoder layer's cross-attention keys and values of its output.
+  const int64_t encoder_layers = s.encoder_layers();
+  if (s.encoder_decoder()) {
+    uint32_t x = stack_input(b, s, Role::EncoderPosEmbed, Role::EncoderEmbedNorm);
+    const int32_t rel = relative ? b.need(Role::EncoderRelBias, -1) : -1;
+    for (int64_t layer = 0; layer < encoder_layers; ++layer)
+      x = block(b, s, x, layer, rel, typed::kBidirectional, -1);
+    if (s.norm.final_norm) x = b.norm("norm.final", x, Role::EncoderFinalNorm, -1);
+    for (int64_t l = 0; l < d.layers; ++l) {
+      const int64_t layer = encoder_layers + l;
+      b.layer = static_cast<int32_t>(layer);
+      const uint32_t k = b.matmul("model.stack", Role::CrossK, layer, x);
+      const uint32_t v = b.matmul("model.stack", Role::CrossV, layer, x);
+      b.layer = static_cast<int32_t>(s.cross_cache(l));  // the cache it fills
+      b.push("model.stack", Op{OpKind::CrossKv, 0, {k, v}, {-1, -1}, {d.kv_heads, d.head_dim}, 0,
+                               static_cast<int32_t>(s.cross_cache(l))});
+    }
+    b.layer = -1;
+    b.end_encode();
+  }
+  uint32_t x = stack_input(b, s, Role::PosEmbed, Role::EmbedNorm);
+  // T5: the relative position bias table, added to every layer's scores.
+  const int32_t rel = relative ? b.need(Role::RelBias, -1) : -1;
+  for (int64_t layer = encoder_layers; layer < s.blocks(); ++layer)
+    x = block(b, s, x, layer, rel, s.encoder() ? typed::kBidirectional : typed::kCausal,
+              s.encoder_decoder() ? static_cast<int32_t>(s.cross_cache(layer - encoder_layers)) : -1);
   if (s.norm.final_norm) x = b.norm("norm.final", x, Role::FinalNorm, -1);
   if (s.encoder()) {
     b.add("model.stack", Op{OpKind::Output, 0, {x}, {-1, -1}, {d.hidden}}, d.hidden);
     return b.take();
   }
+  const int32_t embed = b.need(Role::Embed, -1);
   const int32_t head = s.embedding.tied ? embed : b.need(Role::LmHead, -1);
-  const int32_t head_bias = b.find(Role::LmHead, true, -1);  // Phi-2
-  b.add(s.output.softcap > 0 ? "output.softcap" : "embedding.tied",
-        Op{OpKind::Logits, 0, {x}, {head, head_bias}, {d.vocab, d.hidden}, s.output.softcap}, d.vocab,
-        {b.handle(head, true), b.handle(head_bias)});
+  int32_t head_bias = b.find(Role::LmHead, true, -1);  // Phi-2
+  if (head_bias < 0) head_bias = b.find(Role::LogitsBias, false, -1);  // BART's final_logits_bias
+  Op logits{OpKind::Logits, 0, {x}, {head, head_bias}, {d.vocab, d.hidden}, s.output.softcap};
+  logits.scale = s.output.scale;
+  b.add(s.output.softcap > 0 ? "output.softcap" : s.output.scale != 1.0 ? "output.scale" : "embedding.tied", logits,
+        d.vocab, {b.handle(head, true), b.handle(head_bias)});
   return b.take();
 }
 

@@ -23,6 +23,7 @@ struct Epilogue {
   Activation act = Activation::SiLU;  // φ, when gated or activation
   bool norm = false;      // the model's norm applied to x as it is read
   bool softcap = false;   // c · tanh(y / c), the spec's output.softcap (the LM head)
+  bool scaled = false;    // y = output.scale · W·x (T5's tied LM head)
   // Expert matmuls (grid z: the experts): the token rows routed to each, read
   // through moe_route's lists: 1 x by token (gate/up), 2 x by slot (down).
   uint8_t experts = 0;
@@ -42,6 +43,7 @@ struct KernelKey {
   bool local = false;           // rope_kv: position.local_theta's table, unscaled (windowed layers)
   int64_t window = 0;           // attention: W, the keys a query sees (0: every key)
   bool bidirectional = false;   // attention: every row sees every key of its input (an encoder)
+  bool cross = false;           // attention: keys of an encoder's output, no position bias (bidirectional)
   // moe_route: the router logits' row stride (E, or E + 1 beside a shared
   // expert's gate); moe_combine: that gate logit's stride and offset.
   uint32_t stride = 0;
@@ -66,6 +68,7 @@ struct KernelKey {
         if (epilogue.residual) n += "_residual";
         if (epilogue.norm) n += "_norm";
         if (epilogue.softcap) n += "_softcap";
+        if (epilogue.scaled) n += "_scaled";
         if (epilogue.experts) n += epilogue.experts == 1 ? "_experts" : "_experts_slot";
         return n;
       }
@@ -74,7 +77,7 @@ struct KernelKey {
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (local ? "_local" : "") +
                (qk_norm ? "_qk_norm" : "");
       case kernels::Family::Attention:
-        return (bidirectional ? family_key + "_bidirectional" : family_key) +
+        return (cross ? family_key + "_cross" : bidirectional ? family_key + "_bidirectional" : family_key) +
                (window > 0 ? "_w" + std::to_string(window) : "");
       case kernels::Family::MoeCombine:
         return family_key + (shared == 0 ? "" : shared == 1 ? "_shared" : "_shared_gated");

@@ -40,6 +40,8 @@ class Lowering {
       release_dead(static_cast<int32_t>(i) - 1);
     }
     split_parts();
+    for (const Dispatch& d : plan_.dispatches) plan_.encode_dispatches += d.op < s_.encode_ops ? 1 : 0;
+    for (int64_t& w : plan_.windows) w = std::max<int64_t>(w, 0);  // a cache no attention named
     plan_.max_part_bytes = max_part_bytes_;
     return std::move(plan_);
   }
@@ -50,7 +52,10 @@ class Lowering {
       case OpKind::Embed: return {};
       case OpKind::QKNorm: case OpKind::Rope: case OpKind::GatedAct: case OpKind::Add: case OpKind::Experts:
         return {op.in[0], op.in[1]};
-      case OpKind::Attention: return {op.in[0], op.in[1], op.in[2]};
+      case OpKind::Attention:
+        if (op.variant == typed::kCross) return {op.in[0]};
+        return {op.in[0], op.in[1], op.in[2]};
+      case OpKind::CrossKv: return {op.in[0], op.in[1]};
       case OpKind::MoeCombine: {
         std::vector<uint32_t> in(op.in, op.in + 3 + (op.dims[3] > 0) + (op.dims[3] > 1));  // + shared, + its gate
         return in;
@@ -308,9 +313,25 @@ class Lowering {
       case OpKind::Attention:
         lower_attention(i, 0, RopePairing::Neox, false);
         return 1;
+      case OpKind::CrossKv: {
+        // The KV append alone, into the cross-attention cache (no q: q's
+        // binding is k's, which the kernel does not touch without rotation).
+        const Loc k = loc(i, op.in[0]), v = loc(i, op.in[1]);
+        emit(i, KernelKey{.family = Family::RopeKv}, plan::Grid::Rows,
+             {{"io", plan::io()},
+              {"q", plan::activation(k.slot)},
+              {"k", plan::activation(k.slot)},
+              {"v", plan::activation(v.slot)},
+              {"k_cache", plan::k_cache(op.layer)},
+              {"v_cache", plan::v_cache(op.layer)}},
+             {{"q_offset", k.offset}, {"q_stride", k.stride}, {"k_offset", k.offset}, {"k_stride", k.stride},
+              {"v_offset", v.offset}, {"v_stride", v.stride}});
+        window_of(i, op.layer, 0);
+        return 1;
+      }
       case OpKind::Logits: {
-        matmul(i, op, nullptr, Epilogue{.bias = op.tensor[1] >= 0, .softcap = op.param > 0}, op.in[0], plan::logits(),
-               0, 0, 0, true);
+        matmul(i, op, nullptr, Epilogue{.bias = op.tensor[1] >= 0, .softcap = op.param > 0, .scaled = op.scale != 1.0},
+               op.in[0], plan::logits(), 0, 0, 0, true);
         emit(i, KernelKey{.family = Family::Argmax}, plan::Grid::Single,
              {{"io", plan::io()}, {"logits", plan::logits()}})
             .last_row = true;
@@ -516,8 +537,27 @@ class Lowering {
     return 1;
   }
 
+  // The cache `layer`'s window: every attention and append of it agrees.
+  void window_of(size_t i, int32_t layer, int64_t window) {
+    if (layer < 0) unsupported(i, "attention outside the layers: no cache of a layer to read");
+    const size_t l = static_cast<size_t>(layer);
+    if (plan_.windows.size() <= l) plan_.windows.resize(l + 1, -1);
+    if (plan_.windows[l] >= 0 && plan_.windows[l] != window)
+      unsupported(i, "two attentions of one cache see different windows");
+    plan_.windows[l] = window;
+  }
+
   void lower_attention(size_t i, int64_t rotary, RopePairing pairing, bool local) {
     const Op& op = ops_[i];
+    if (op.variant == typed::kCross) {
+      // Cross-attention: the cache holds the encoder's output already.
+      const Loc q = loc(i, op.in[0]);
+      const Loc out = materialize(op.out);
+      window_of(i, op.layer, 0);
+      attention_dispatches(i, op, KernelKey{.family = Family::Attention, .bidirectional = true, .cross = true}, q, out,
+                           {{"q_offset", q.offset}, {"q_stride", q.stride}});
+      return;
+    }
     const Loc q = loc(i, op.in[0]), k = loc(i, op.in[1]), v = loc(i, op.in[2]);
     const std::map<std::string, uint32_t> views = {{"q_offset", q.offset}, {"q_stride", q.stride},
                                                    {"k_offset", k.offset}, {"k_stride", k.stride},
@@ -540,11 +580,17 @@ class Lowering {
     const Loc out = materialize(op.out);
     // The layer's window: its attention instance, and its cache (a ring when windowed).
     const int64_t window = op.dims[3];
-    if (op.layer < 0) unsupported(i, "attention outside the layers: no cache of a layer to read");
-    if (plan_.windows.size() <= static_cast<size_t>(op.layer)) plan_.windows.resize(static_cast<size_t>(op.layer) + 1, 0);
-    plan_.windows[static_cast<size_t>(op.layer)] = window;
+    window_of(i, op.layer, window);
+    attention_dispatches(
+        i, op, KernelKey{.family = Family::Attention, .window = window, .bidirectional = op.variant == typed::kBidirectional},
+        q, out, views);
+  }
+
+  // Attention over the cache op.layer, and the combine of its key ranges.
+  void attention_dispatches(size_t i, const Op& op, const KernelKey& key, const Loc& q, const Loc& out,
+                            const std::map<std::string, uint32_t>& views) {
     // One workgroup per KV head serves its G query heads (and key range, when split).
-    emit(i, KernelKey{.family = Family::Attention, .window = window, .bidirectional = op.variant != 0}, plan::Grid::Split,
+    emit(i, key, plan::Grid::Split,
          {{"io", plan::io()},
           {"q", plan::activation(q.slot)},
           {"k_cache", plan::k_cache(op.layer)},

@@ -66,7 +66,10 @@ struct Plan {
   std::vector<Dispatch> dispatches;
   std::vector<Pack> packs;
   std::vector<int64_t> slot_widths;  // f32 values per token row of each activation slot
-  std::vector<int64_t> windows;      // per layer: its attention's window (0: every key); a window makes its cache a ring
+  std::vector<int64_t> windows;      // per cache layer: its attention's window (0: every key); a window makes its cache a ring
+  // An encoder–decoder's: its first encode_dispatches dispatches are the
+  // encode pass, the rest the decoder's (0: one pass).
+  size_t encode_dispatches = 0;
   std::vector<plan::DeviceClass> classes;  // device_classes()
   std::vector<plan::Part> parts;           // row ranges of the matrices over max_part_bytes
   int64_t max_part_bytes = 0;

@@ -207,12 +207,8 @@ void set(T& field, const std::optional<T>& value) {
 void read_model(Table t, Spec& s) {
   set(s.name, t.string("name", true));
   set(s.source, t.string("source", false));
-  const toml::node* stack = t.raw("stack");
-  if (stack && stack->value<std::string>() == "encoder-decoder")
-    t.error(*stack, "model.stack: \"encoder-decoder\" stacks (T5, BART) are not supported yet; "
-                    "\"decoder\" and \"encoder\" are");
-  else
-    set(s.stack, t.choice<Stack>("stack", false));
+  set(s.stack, t.choice<Stack>("stack", false));
+  set(s.decoder_start, t.integer("decoder_start", false, 0, kMaxVocab));
   t.finish();
 }
 
@@ -220,6 +216,8 @@ void read_dims(Table t, Spec& s) {
   Dims& d = s.dims;
   set(d.hidden, t.integer("hidden", true, 1, kMaxDim));
   set(d.layers, t.integer("layers", true, 1, kMaxLayers));
+  d.encoder_layers = d.layers;
+  set(d.encoder_layers, t.integer("encoder_layers", false, 1, kMaxLayers));
   set(d.heads, t.integer("heads", true, 1, 4096));
   d.kv_heads = d.heads;
   set(d.kv_heads, t.integer("kv_heads", false, 1, 4096));
@@ -361,6 +359,7 @@ void read_embedding(Table t, Spec& s) {
 void read_output(Table t, Spec& s) {
   set(s.output.softcap, t.number("softcap", false, 0.0, 1e300, false));
   set(s.output.bias, t.boolean("bias"));
+  set(s.output.scale, t.number("scale", false, 0.0, 1e300, true));
   t.finish();
 }
 
@@ -406,6 +405,23 @@ void read_role_dtypes(Table t, Weights& w) {
   t.finish();
 }
 
+// [weights.names] and [weights.encoder_names]: role = "module.path.{layer}".
+void read_names(Table names, const std::string& key, std::map<Role, std::string>& out) {
+  if (!names.present()) return;
+  for (const std::string& role : role_names()) {
+    auto path = names.string(role, false);
+    if (!path) continue;
+    // The manifest copies each name into every layer's and expert's tensor:
+    // a long one would cost its length times up to 2^18 tensors.
+    if (path->size() > kMaxTensorName)
+      names.error(*names.raw(role), key + role + " is " + std::to_string(path->size()) +
+                                        " characters long; tensor names are at most " + std::to_string(kMaxTensorName));
+    else
+      out[*role_from_name(role)] = *path;
+  }
+  names.finish();
+}
+
 void read_weights(Table t, Spec& s) {
   Weights& w = s.weights;
   set(w.dtype, t.choice<DType>("dtype", false));
@@ -423,7 +439,8 @@ void read_weights(Table t, Spec& s) {
   set(w.qkv_layout, t.choice<QkvLayout>("qkv_layout", false));
   if (auto preset = t.string("preset", false)) {
     w.preset = *preset;
-    w.names = preset_names(w.preset, s.norm.placement);
+    w.names = preset_names(w.preset, s.norm.placement, s.stack);
+    if (s.encoder_decoder()) w.encoder_names = preset_encoder_names(w.preset, s.norm.placement);
     if (w.names.empty()) {
       std::string message = "weights.preset: unknown preset \"" + w.preset + "\"";
       const std::string near = closest_match(w.preset, preset_list());
@@ -438,23 +455,8 @@ void read_weights(Table t, Spec& s) {
     }
   }
   read_role_dtypes(t.sub("dtypes"), w);
-  Table names = t.sub("names");
-  if (names.present()) {
-    const std::vector<std::string> roles = role_names();
-    for (const std::string& role : roles) {
-      auto path = names.string(role, false);
-      if (!path) continue;
-      // The manifest copies each name into every layer's and expert's tensor:
-      // a long one would cost its length times up to 2^18 tensors.
-      if (path->size() > kMaxTensorName)
-        names.error(*names.raw(role), "weights.names." + role + " is " + std::to_string(path->size()) +
-                                          " characters long; tensor names are at most " +
-                                          std::to_string(kMaxTensorName));
-      else
-        w.names[*role_from_name(role)] = *path;
-    }
-    names.finish();
-  }
+  read_names(t.sub("names"), "weights.names.", w.names);
+  read_names(t.sub("encoder_names"), "weights.encoder_names.", w.encoder_names);
   t.finish();
 }
 

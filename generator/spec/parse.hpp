@@ -20,8 +20,10 @@ std::optional<Spec> parse_spec_file(const std::string& path, Diagnostics& diagno
 void validate(const Spec& spec, Diagnostics& diagnostics);
 
 // Tensor module paths of a naming preset ("hf-llama", "hf-gpt2", "gguf") for
-// this spec's placement; empty when the preset is unknown.
-std::map<Role, std::string> preset_names(const std::string& preset, NormPlacement placement);
+// this spec's placement; empty when the preset is unknown. A preset's paths: of the stack tensors and the (decoder's) layers, and of
+// an encoder–decoder's encoder layers (empty for a preset without them).
+std::map<Role, std::string> preset_names(const std::string& preset, NormPlacement placement, Stack stack = Stack::Decoder);
+std::map<Role, std::string> preset_encoder_names(const std::string& preset, NormPlacement placement);
 std::vector<std::string> preset_list();
 
 }  // namespace lathe::spec

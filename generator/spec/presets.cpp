@@ -3,9 +3,67 @@
 
 namespace lathe::spec {
 
-std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "hf-t5", "gguf"}; }
+std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "hf-t5", "hf-bart", "gguf"}; }
 
-std::map<Role, std::string> preset_names(const std::string& preset, NormPlacement placement) {
+namespace {
+
+// A T5 stack's layers ("encoder" or "decoder"): pre-norm blocks of
+// T5LayerNorm (RMS); a decoder block's sub-layers are self-attention,
+// cross-attention (EncDecAttention) and the MLP, an encoder's the first and last.
+void t5_layers(std::map<Role, std::string>& n, const std::string& stack) {
+  const std::string L = stack + ".block.{layer}.layer.";
+  const std::string mlp = stack == "decoder" ? "2" : "1";
+  n[Role::AttnNorm] = L + "0.layer_norm";
+  n[Role::Q] = L + "0.SelfAttention.q";
+  n[Role::K] = L + "0.SelfAttention.k";
+  n[Role::V] = L + "0.SelfAttention.v";
+  n[Role::O] = L + "0.SelfAttention.o";
+  if (stack == "decoder") {
+    n[Role::CrossNorm] = L + "1.layer_norm";
+    n[Role::CrossQ] = L + "1.EncDecAttention.q";
+    n[Role::CrossK] = L + "1.EncDecAttention.k";
+    n[Role::CrossV] = L + "1.EncDecAttention.v";
+    n[Role::CrossO] = L + "1.EncDecAttention.o";
+  }
+  n[Role::MlpNorm] = L + mlp + ".layer_norm";
+  // T5 v1.0's MLP is wi then wo; a gated one (v1.1, Flan-T5) is wi_0 (the
+  // activated half) and wi_1, whose spec names up as wi_1.
+  n[Role::Gate] = L + mlp + ".DenseReluDense.wi_0";
+  n[Role::Up] = L + mlp + ".DenseReluDense.wi";
+  n[Role::Down] = L + mlp + ".DenseReluDense.wo";
+}
+
+// A BART stack's layers (transformers' BartForConditionalGeneration):
+// post-norm blocks, each branch's LayerNorm after its residual add.
+void bart_layers(std::map<Role, std::string>& n, const std::string& stack) {
+  const std::string L = "model." + stack + ".layers.{layer}.";
+  n[Role::Q] = L + "self_attn.q_proj";
+  n[Role::K] = L + "self_attn.k_proj";
+  n[Role::V] = L + "self_attn.v_proj";
+  n[Role::O] = L + "self_attn.out_proj";
+  n[Role::AttnNorm] = L + "self_attn_layer_norm";
+  if (stack == "decoder") {
+    n[Role::CrossQ] = L + "encoder_attn.q_proj";
+    n[Role::CrossK] = L + "encoder_attn.k_proj";
+    n[Role::CrossV] = L + "encoder_attn.v_proj";
+    n[Role::CrossO] = L + "encoder_attn.out_proj";
+    n[Role::CrossNorm] = L + "encoder_attn_layer_norm";
+  }
+  n[Role::Up] = L + "fc1";
+  n[Role::Down] = L + "fc2";
+  n[Role::MlpNorm] = L + "final_layer_norm";
+}
+
+}  // namespace
+
+std::map<Role, std::string> preset_encoder_names(const std::string& preset, NormPlacement) {
+  std::map<Role, std::string> n;
+  if (preset == "hf-t5") t5_layers(n, "encoder");
+  if (preset == "hf-bart") bart_layers(n, "encoder");
+  return n;
+}
+
+std::map<Role, std::string> preset_names(const std::string& preset, NormPlacement placement, Stack stack) {
   std::map<Role, std::string> n;
   const bool four_norms = placement == NormPlacement::Sandwich || placement == NormPlacement::BranchOutput;
   if (preset == "hf-llama") {
@@ -70,23 +128,34 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::Down] = L + "output.dense";
     n[Role::MlpNorm] = L + "output.LayerNorm";
   } else if (preset == "hf-t5") {
-    // transformers' T5EncoderModel: pre-norm blocks of T5LayerNorm (RMS),
-    // the relative bias in the first block's attention, shared by all.
-    const std::string L = "encoder.block.{layer}.layer.";
+    // transformers' T5EncoderModel, or a whole T5ForConditionalGeneration:
+    // the relative bias in each stack's first block's attention, shared by all.
     n[Role::Embed] = "shared";
-    n[Role::RelBias] = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias";
-    n[Role::AttnNorm] = L + "0.layer_norm";
-    n[Role::Q] = L + "0.SelfAttention.q";
-    n[Role::K] = L + "0.SelfAttention.k";
-    n[Role::V] = L + "0.SelfAttention.v";
-    n[Role::O] = L + "0.SelfAttention.o";
-    n[Role::MlpNorm] = L + "1.layer_norm";
-    // T5 v1.0's MLP is wi then wo; a gated one (v1.1, Flan-T5) is wi_0 (the
-    // activated half) and wi_1, whose spec names up as wi_1.
-    n[Role::Gate] = L + "1.DenseReluDense.wi_0";
-    n[Role::Up] = L + "1.DenseReluDense.wi";
-    n[Role::Down] = L + "1.DenseReluDense.wo";
-    n[Role::FinalNorm] = "encoder.final_layer_norm";
+    if (stack == Stack::EncoderDecoder) {
+      t5_layers(n, "decoder");
+      n[Role::EncoderRelBias] = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias";
+      n[Role::EncoderFinalNorm] = "encoder.final_layer_norm";
+      n[Role::RelBias] = "decoder.block.0.layer.0.SelfAttention.relative_attention_bias";
+      n[Role::FinalNorm] = "decoder.final_layer_norm";
+      n[Role::LmHead] = "lm_head";
+    } else {
+      t5_layers(n, "encoder");
+      n[Role::RelBias] = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias";
+      n[Role::FinalNorm] = "encoder.final_layer_norm";
+    }
+  } else if (preset == "hf-bart") {
+    // BART's shared table, each stack's learned positions and embedding
+    // norm; the LM head's bias is final_logits_bias ([1, vocab]).
+    bart_layers(n, "decoder");
+    n[Role::Embed] = "model.shared";
+    n[Role::EncoderPosEmbed] = "model.encoder.embed_positions";
+    n[Role::EncoderEmbedNorm] = "model.encoder.layernorm_embedding";
+    n[Role::EncoderFinalNorm] = "model.encoder.layer_norm";
+    n[Role::PosEmbed] = "model.decoder.embed_positions";
+    n[Role::EmbedNorm] = "model.decoder.layernorm_embedding";
+    n[Role::FinalNorm] = "model.decoder.layer_norm";
+    n[Role::LmHead] = "lm_head";
+    n[Role::LogitsBias] = "final_logits_bias";
   } else if (preset == "gguf") {
     const std::string L = "blk.{layer}.";
     n[Role::Embed] = "token_embd";

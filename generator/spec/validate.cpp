@@ -28,7 +28,8 @@ std::pair<double, double> model_size(const Spec& s, const Manifest& sample) {
   double tensors = 0, params = 0;
   for (const TensorSpec& t : sample.tensors) {
     double copies = 1, elements = 1;
-    if (t.layer >= 0) copies *= static_cast<double>(s.dims.layers);
+    // The sample has one layer of each stack: an encoder–decoder's layer 0 is its encoder's.
+    if (t.layer >= 0) copies *= static_cast<double>(s.encoder_decoder() && t.layer == 0 ? s.dims.encoder_layers : s.dims.layers);
     if (t.expert >= 0) copies *= static_cast<double>(s.moe.experts);
     for (int64_t n : t.shape) elements *= static_cast<double>(n);
     tensors += copies;
@@ -79,14 +80,14 @@ void validate(const Spec& s, Diagnostics& diag) {
   // Per-role dtypes: matrices of the model, an array one dtype per layer.
   for (const auto& [role, dtypes] : s.weights.role_dtypes) {
     const std::string key = "weights.dtypes." + std::string(name(role));
-    const bool per_layer = role != Role::Embed && role != Role::PosEmbed && role != Role::TokenTypes && role != Role::RelBias && role != Role::LmHead && !is_norm(role);
+    const bool per_layer = is_linear(role);
     if (is_norm(role))
       at(key, "a norm's scale is a vector: its dtype is weights.vector_dtype");
     else if (dtypes.size() > 1 && !per_layer)
       at(key, std::string(name(role)) + " is not per layer: give one dtype, not an array");
-    else if (dtypes.size() > 1 && static_cast<int64_t>(dtypes.size()) != d.layers)
-      at(key, "an array of " + num(static_cast<int64_t>(dtypes.size())) + " dtypes; dims.layers is " + num(d.layers) +
-                  " (one per layer, or one string for all)");
+    else if (dtypes.size() > 1 && static_cast<int64_t>(dtypes.size()) != s.blocks())
+      at(key, "an array of " + num(static_cast<int64_t>(dtypes.size())) + " dtypes; the model has " + num(s.blocks()) +
+                  " layers (one per layer, encoder layers first, or one string for all)");
   }
 
   // Positions.
@@ -121,9 +122,8 @@ void validate(const Spec& s, Diagnostics& diag) {
         at(key, std::string(key) + " applies to rope positions, but position.kind is \"" + name(p.kind) + "\"");
   }
   if (p.kind == PositionKind::Relative) {
-    if (!s.encoder())
-      at("position.kind", "relative positions run in encoders (model.stack = \"encoder\"); T5's decoder comes with "
-                          "encoder-decoder stacks, not supported yet");
+    if (s.stack == Stack::Decoder)
+      at("position.kind", "relative positions run in T5's stacks: model.stack = \"encoder\" or \"encoder-decoder\"");
     if (p.buckets < 4 || p.buckets % 2 != 0)
       at("position.buckets", "buckets (" + num(p.buckets) + ") must be even and at least 4: half are exact distances" +
                                  std::string(s.encoder() ? ", each half of a bidirectional table" : ""));
@@ -168,8 +168,8 @@ void validate(const Spec& s, Diagnostics& diag) {
   // causal cache defines.
   if (s.encoder()) {
     if (s.embedding.tied) at("embedding.tied", "an encoder has no LM head to tie (model.stack = \"encoder\")");
-    if (s.output.bias || s.output.softcap > 0)
-      at(s.output.bias ? "output.bias" : "output.softcap",
+    if (s.output.bias || s.output.softcap > 0 || s.output.scale != 1.0)
+      at(s.output.bias ? "output.bias" : s.output.softcap > 0 ? "output.softcap" : "output.scale",
          "an encoder ends at its hidden states: [output] applies to an LM head (model.stack = \"encoder\")");
     if (p.kind == PositionKind::Alibi)
       at("position.kind", "ALiBi is defined for causal stacks only (model.stack = \"encoder\")");
@@ -182,6 +182,37 @@ void validate(const Spec& s, Diagnostics& diag) {
       at("pooling", "pooling makes one vector of an encoder's hidden states: set model.stack = \"encoder\"");
     if (s.embedding.token_types > 0)
       at("embedding.token_types", "token types are an encoder's segment embeddings: set model.stack = \"encoder\"");
+  }
+
+  // An encoder–decoder: two stacks of the same widths and block kind, the
+  // decoder's layers attending to the encoder's output. What varies per
+  // layer, or needs the one-stack cache, is left out.
+  if (s.encoder_decoder()) {
+    if (s.decoder_start < 0)
+      at("model.stack", "an encoder-decoder's decoder starts from a token: set model.decoder_start (T5: 0, BART: 2)");
+    else if (s.decoder_start >= d.vocab)
+      at("model.decoder_start", "decoder_start (" + num(s.decoder_start) + ") is outside the vocabulary (" +
+                                    num(d.vocab) + " tokens)");
+    if (s.norm.placement != NormPlacement::Pre && s.norm.placement != NormPlacement::Post)
+      at("norm.placement", "an encoder-decoder's blocks are pre-norm (T5) or post-norm (BART)");
+    if (!s.norm.first_attn_norm) at("norm.first_attn_norm", "first_attn_norm = false is an encoder's (ModernBERT)");
+    if (m.enabled()) at("moe", "an encoder-decoder's MLPs are dense");
+    if (a.sliding_window > 0) at("attention.sliding_window", "an encoder-decoder's attention sees every key");
+    if (a.qk_norm != QKNorm::None) at("attention.qk_norm", "q/k norms are not defined for cross-attention");
+    if (s.weights.fused_qkv) at("weights.fused_qkv", "an encoder-decoder's projections are separate tensors");
+    if (p.kind == PositionKind::Alibi) at("position.kind", "ALiBi is defined for causal stacks only");
+    if (p.kind == PositionKind::Rope && p.scaling.kind == RopeScaling::DynamicNtk)
+      at("position.scaling", "dynamic_ntk scaling is not defined for an encoder-decoder");
+    if (s.embedding.token_types > 0) at("embedding.token_types", "token types are an encoder's segment embeddings");
+  } else {
+    if (s.locations.count("model.decoder_start"))
+      at("model.decoder_start", "decoder_start is an encoder-decoder's (model.stack = \"encoder-decoder\")");
+    if (s.locations.count("dims.encoder_layers"))
+      at("dims.encoder_layers", "encoder_layers counts an encoder-decoder's encoder layers (model.stack = "
+                                "\"encoder-decoder\"); dims.layers counts this stack's");
+    if (!s.weights.encoder_names.empty() && s.locations.count("weights.encoder_names"))
+      at("weights.encoder_names", "encoder_names name an encoder-decoder's encoder layers (model.stack = "
+                                  "\"encoder-decoder\")");
   }
 
   // Size.
@@ -197,14 +228,17 @@ void validate(const Spec& s, Diagnostics& diag) {
   // {layer} exactly when the tensor is per layer. An expert role's name has
   // an {expert} (a tensor per expert) or not (the layer's experts stacked in
   // one tensor, as llama.cpp stores them), the same for the three roles.
-  std::set<Role> seen;
+  // An encoder–decoder's encoder layers are named by weights.encoder_names.
+  std::set<std::pair<Role, bool>> seen;
   std::optional<std::pair<Role, bool>> expert_naming;  // the first expert role's, and whether it stacks
   for (const TensorSpec& t : sample.tensors) {
     const Role role = t.role;
-    if (!seen.insert(role).second) continue;
-    auto it = s.weights.names.find(role);
-    const std::string key = "weights.names." + std::string(name(role));
-    if (it == s.weights.names.end()) {
+    const bool encoder_layer = s.encoder_decoder() && t.layer == 0;  // the sample's one encoder layer
+    if (!seen.insert({role, encoder_layer}).second) continue;
+    const auto& names = encoder_layer ? s.weights.encoder_names : s.weights.names;
+    auto it = names.find(role);
+    const std::string key = (encoder_layer ? "weights.encoder_names." : "weights.names.") + std::string(name(role));
+    if (it == names.end()) {
       std::string why = s.weights.preset.empty() ? "set weights.preset or name it"
                                                  : "preset \"" + s.weights.preset + "\" does not name it";
       at(key, key + " is not set: the architecture has this tensor (" + why + ")");

@@ -41,7 +41,7 @@ int64_t Session::Impl::ring_positions(int64_t layer) const {
 Session::Memory Session::Impl::memory() const {
   Session::Memory m;
   for (size_t i = 0; i < model.manifest.size(); ++i) m.weights += device_bytes(i);
-  for (int64_t l = 0; l < model.layers; ++l)
+  for (int64_t l = 0; l < model.cache_layers; ++l)
     m.cache += 2 * static_cast<uint64_t>(options.sequences) * static_cast<uint64_t>(ring_positions(l)) *
                static_cast<uint64_t>(plan.cache_row_bytes);
   m.activations = static_cast<uint64_t>(std::max(options.max_chunk, options.sequences)) *
@@ -158,7 +158,7 @@ void Session::Impl::allocate() {
   // Each sequence has its ring, sequence s's after s − 1's; rope_kv binds the
   // whole cache as a storage buffer.
   const uint64_t range = device.info().max_storage_buffer_range;
-  for (int64_t l = 0; l < model.layers; ++l) {
+  for (int64_t l = 0; l < model.cache_layers; ++l) {
     ring.push_back(static_cast<uint32_t>(ring_positions(l)));
     const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(options.sequences) * ring.back() *
                                      static_cast<VkDeviceSize>(plan.cache_row_bytes);

@@ -39,6 +39,14 @@ struct ModelInfo {
   int64_t output_width = 0;  // an output row's values: vocab (logits), or hidden (an encoder's states)
   Pooling pooling = Pooling::None;  // an encoder's sentence embedding (embed, /v1/embeddings)
   bool pool_normalize = false;      // … divided by its L2 norm
+  // An encoder–decoder (model.stack = "encoder-decoder"): `layers` decoder
+  // layers after `encoder_layers` encoder layers; encode() fills a
+  // sequence's cross-attention caches from its source, then prefill and
+  // decode run the decoder, starting from decoder_start.
+  bool encoder_decoder = false;
+  int64_t encoder_layers = 0;
+  int64_t cache_layers = 0;  // the KV caches of a sequence: the plan's cache layers (core/spec.hpp)
+  int32_t decoder_start = -1;
 };
 
 const ModelInfo& model_info();

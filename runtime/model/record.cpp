@@ -162,7 +162,10 @@ void Session::Impl::create_commands() {
 
 // Records the whole plan for a chunk of `rows` tokens; with a query pool,
 // a timestamp before the first dispatch and after each one.
-void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row, VkQueryPool timestamps) {
+void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row, VkQueryPool timestamps,
+                           bool encode_pass) {
+  // An encoder–decoder's passes: the encode pass's dispatches come first.
+  const size_t first = encode_pass ? 0 : encode_active, end = encode_pass ? encode_active : active.size();
   vk::check(vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   vk::check(vkBeginCommandBuffer(cb, &begin), "vkBeginCommandBuffer");
@@ -170,11 +173,11 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
   between.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
   between.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   if (timestamps != VK_NULL_HANDLE) {
-    vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(active.size() + 1));
+    vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(end - first + 1));
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, 0);
   }
   const std::vector<const vk::Pipeline*>& ps = pipelines_for(tile);
-  for (size_t n = 0; n < active.size(); ++n) {
+  for (size_t n = first; n < end; ++n) {
     const plan::Dispatch& d = plan.dispatches[active[n]];
     const vk::Pipeline& p = *ps[n];
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
@@ -205,7 +208,7 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between,
                          0, nullptr, 0, nullptr);
     if (timestamps != VK_NULL_HANDLE)
-      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, static_cast<uint32_t>(n + 1));
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, static_cast<uint32_t>(n - first + 1));
   }
   VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -228,7 +231,7 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   Impl& s = *impl_;
   s.check_ready(0, rows);
   if (rows < 1 || rows > s.options.max_chunk) throw Error(ErrorKind::InvalidArgument, "profile: rows must be in [1, max_chunk]");
-  const uint32_t count = static_cast<uint32_t>(s.active.size() + 1);
+  const uint32_t count = static_cast<uint32_t>(s.active.size() - s.encode_active + 1);
   VkQueryPoolCreateInfo create{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
   create.queryType = VK_QUERY_TYPE_TIMESTAMP;
   create.queryCount = count;
@@ -249,9 +252,9 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   vkDestroyQueryPool(s.device.handle(), pool, nullptr);
   const double ns_per_tick = s.device.info().timestamp_period;
   std::vector<KernelTime> out;
-  for (size_t n = 0; n < s.active.size(); ++n)
+  for (size_t n = s.encode_active; n < s.active.size(); ++n)
     out.push_back({std::string(s.kernel(s.plan.dispatches[s.active[n]]).name),
-                   static_cast<double>(ticks[n + 1] - ticks[n]) * ns_per_tick / 1000.0});
+                   static_cast<double>(ticks[n - s.encode_active + 1] - ticks[n - s.encode_active]) * ns_per_tick / 1000.0});
   return out;
 }
 

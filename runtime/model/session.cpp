@@ -48,6 +48,13 @@ void Session::Impl::check_token(int32_t token) const {
                 "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(model.vocab) + ")");
 }
 
+void Session::Impl::check_source(int64_t sequence) const {
+  if (model.encoder_decoder && sources[static_cast<size_t>(sequence)] == 0)
+    throw Error(ErrorKind::InvalidArgument,
+                std::string(model.name) + " is an encoder-decoder: encode a source first (source())" +
+                    (positions.size() > 1 ? " for sequence " + std::to_string(sequence) : std::string()));
+}
+
 void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
   if (rows == 1) {
     run_decode(1);
@@ -98,11 +105,17 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
     s.options.all_logits = true;
     s.options.max_chunk = std::max(options.max_chunk, s.context * options.sequences);
   }
+  // An encoder–decoder's source runs in one pass too.
+  if (model.encoder_decoder) s.options.max_chunk = std::max(options.max_chunk, s.context);
   s.positions.assign(static_cast<size_t>(options.sequences), 0);
+  s.sources.assign(static_cast<size_t>(options.sequences), 0);
   s.lanes = device.info().subgroup_size;
   s.choose_class();
   for (size_t i = 0; i < s.plan.dispatches.size(); ++i)
-    if (plan::runs(s.plan.dispatches[i], s.splits > 1)) s.active.push_back(i);
+    if (plan::runs(s.plan.dispatches[i], s.splits > 1)) {
+      s.active.push_back(i);
+      s.encode_active += i < s.plan.encode_dispatches ? 1 : 0;
+    }
   // Every activation (and the logits of every row) is bound whole as a
   // storage buffer: a chunk may hold no more rows than maxStorageBufferRange
   // allows (128 MiB on lavapipe: 261 rows of a 128256-token vocabulary).
@@ -136,12 +149,16 @@ int64_t Session::position(int64_t sequence) const {
   impl_->check_sequence(sequence);
   return impl_->positions[static_cast<size_t>(sequence)];
 }
-void Session::reset() { std::fill(impl_->positions.begin(), impl_->positions.end(), 0); }
+void Session::reset() {
+  std::fill(impl_->positions.begin(), impl_->positions.end(), 0);
+  std::fill(impl_->sources.begin(), impl_->sources.end(), 0);
+}
 void Session::reset(int64_t sequence) {
   impl_->check_sequence(sequence);
   impl_->positions[static_cast<size_t>(sequence)] = 0;
+  impl_->sources[static_cast<size_t>(sequence)] = 0;
 }
-size_t Session::dispatches_per_token() const { return impl_->active.size(); }
+size_t Session::dispatches_per_token() const { return impl_->active.size() - impl_->encode_active; }
 const plan::DeviceClass& Session::device_class() const { return *impl_->device_class; }
 Session::Memory Session::memory() const { return impl_->memory(); }
 bool Session::pipelines_cached() const { return impl_->pipelines->from_disk(); }
@@ -158,6 +175,8 @@ void Session::warm_up(int64_t rows, const WarmUpProgress& progress) {
     if (progress) progress(name, done, stages);
     ++done;
   };
+  if (s.model.encoder_decoder)
+    for (size_t i = 0; i < s.positions.size(); ++i) source(static_cast<int64_t>(i), std::vector<int32_t>(static_cast<size_t>(n), 0));
   stage(n < 8 ? "decode-layout prefill" : "prefill");
   prefill(std::vector<int32_t>(static_cast<size_t>(n), 0));
   if (decodes) {
@@ -185,12 +204,14 @@ std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> t
   if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "prefill of no tokens");
   for (int32_t t : tokens) s.check_token(t);
   s.check_ready(sequence, tokens.size());
+  s.check_source(sequence);
   std::vector<float> all;
   std::vector<float> last;
   for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(s.options.max_chunk)) {
     const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(tokens.size() - at, static_cast<size_t>(s.options.max_chunk)));
     const int64_t position = s.positions[static_cast<size_t>(sequence)];
-    const auto extent = static_cast<uint32_t>(position - static_cast<int64_t>(at) + static_cast<int64_t>(tokens.size()));
+    const uint32_t extent = s.extent_of(
+        sequence, static_cast<uint32_t>(position - static_cast<int64_t>(at) + static_cast<int64_t>(tokens.size())));
     for (uint32_t r = 0; r < rows; ++r)
       s.io_rows()[r] = {static_cast<uint32_t>(tokens[at + r]), static_cast<uint32_t>(sequence),
                         static_cast<uint32_t>(position + r), extent};
@@ -213,7 +234,9 @@ std::vector<float> Session::decode(int32_t token) {
 std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int32_t>> inputs) {
   Impl& s = *impl_;
   if (!s.model.encoder)
-    throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) + " is a decoder: encode() runs encoders only");
+    throw Error(ErrorKind::InvalidArgument,
+                std::string(s.model.name) + (s.model.encoder_decoder ? " is an encoder-decoder: source() encodes its sources"
+                                                                     : " is a decoder: encode() runs encoders only"));
   if (inputs.empty()) throw Error(ErrorKind::InvalidArgument, "encode of no inputs");
   if (inputs.size() > s.positions.size())
     throw Error(ErrorKind::InvalidArgument, std::to_string(inputs.size()) + " inputs in one pass, but the session holds " +
@@ -260,6 +283,34 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
   return result;
 }
 
+void Session::source(int64_t sequence, std::span<const int32_t> tokens) {
+  Impl& s = *impl_;
+  if (!s.model.encoder_decoder)
+    throw Error(ErrorKind::InvalidArgument,
+                std::string(s.model.name) + " is not an encoder-decoder: source() encodes an encoder-decoder's source");
+  s.check_sequence(sequence);
+  if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "an empty source");
+  for (int32_t t : tokens) s.check_token(t);
+  if (static_cast<int64_t>(tokens.size()) > s.context)
+    throw Error(ErrorKind::InvalidArgument, "a source of " + std::to_string(tokens.size()) +
+                                                " tokens exceeds the context of " + std::to_string(s.context) +
+                                                " positions (up to " + std::to_string(s.model.max_context) +
+                                                ", the spec's max_context)");
+  s.check_ready(sequence, 0);
+  // One pass of the source's rows, padded to whole attention workgroups as
+  // encode() pads (the padding rows' keys lie past the source's extent).
+  const uint32_t group = s.attention_rows(s.prefill);
+  const size_t rows = std::min<size_t>((tokens.size() + group - 1) / group * group, static_cast<size_t>(s.context));
+  for (size_t r = 0; r < rows; ++r)
+    s.io_rows()[r] = {static_cast<uint32_t>(r < tokens.size() ? tokens[r] : 0), static_cast<uint32_t>(sequence),
+                      static_cast<uint32_t>(r), static_cast<uint32_t>(tokens.size())};
+  s.record(s.prefill_commands, static_cast<uint32_t>(rows), s.tile_for(static_cast<uint32_t>(rows)), false,
+           VK_NULL_HANDLE, true);
+  s.submit(s.prefill_commands);
+  s.sources[static_cast<size_t>(sequence)] = static_cast<int64_t>(tokens.size());
+  s.positions[static_cast<size_t>(sequence)] = 0;  // the decoder starts again
+}
+
 std::vector<float> Session::decode(std::span<const Step> steps) {
   Impl& s = *impl_;
   if (s.model.encoder)
@@ -272,10 +323,12 @@ std::vector<float> Session::decode(std::span<const Step> steps) {
     if (named[static_cast<size_t>(step.sequence)])
       throw Error(ErrorKind::InvalidArgument, "sequence " + std::to_string(step.sequence) + " is named twice in one decode step");
     named[static_cast<size_t>(step.sequence)] = true;
+    s.check_source(step.sequence);
   }
   for (size_t i = 0; i < steps.size(); ++i)
     s.io_rows()[i] = {static_cast<uint32_t>(steps[i].token), static_cast<uint32_t>(steps[i].sequence),
-                      static_cast<uint32_t>(s.positions[static_cast<size_t>(steps[i].sequence)])};
+                      static_cast<uint32_t>(s.positions[static_cast<size_t>(steps[i].sequence)]),
+                      s.extent_of(steps[i].sequence, 0)};
   s.run_decode(static_cast<uint32_t>(steps.size()));
   for (const Step& step : steps) ++s.positions[static_cast<size_t>(step.sequence)];
   return s.read_logits(static_cast<uint32_t>(steps.size()));
@@ -298,8 +351,9 @@ std::vector<int32_t> Session::generate_greedy(int32_t token, int64_t steps) {
     throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) + " is an encoder: it has no decode step (encode())");
   s.check_token(token);
   s.check_ready(0, static_cast<size_t>(std::max<int64_t>(steps, 0)));
+  s.check_source(0);
   std::vector<int32_t> out;
-  s.io_rows()[0] = {static_cast<uint32_t>(token), 0, 0};
+  s.io_rows()[0] = {static_cast<uint32_t>(token), 0, 0, s.extent_of(0, 0)};
   for (int64_t i = 0; i < steps; ++i) {
     // argmax leaves its pick in row 0's token, where the next step's embedding reads it
     const int64_t position = s.positions[0];

@@ -108,6 +108,14 @@ class Session {
   // input too long, before anything runs. On an encoder, prefill(tokens) is
   // encode() of the one input.
   std::vector<std::vector<float>> encode(std::span<const std::vector<int32_t>> inputs);
+  // An encoder–decoder: encodes `tokens`, the source, in one pass into the
+  // sequence's cross-attention caches and empties its decoder cache; its
+  // prefill and decode steps then attend to that source, starting from
+  // model().decoder_start. Throws Error(InvalidArgument) for another stack,
+  // an empty source, a bad token or a source longer than the context,
+  // before anything runs. prefill and decode of a sequence without a source
+  // are errors too.
+  void source(int64_t sequence, std::span<const int32_t> tokens);
   // One token through the recorded decode step; its logits [vocab].
   std::vector<float> decode(int32_t token);
   // One token of each of several distinct sequences in one pass: the logits
@@ -133,7 +141,7 @@ class Session {
 
   int64_t position() const;  // of sequence 0
   int64_t position(int64_t sequence) const;
-  void reset();                  // empties every sequence's cache (the weights stay)
+  void reset();                  // empties every sequence's cache and source (the weights stay)
   void reset(int64_t sequence);  // empties one
 
   size_t dispatches_per_token() const;  // of a decode step

@@ -76,6 +76,8 @@ struct Session::Impl {
     return tile == prefill && !(prefill == decode) ? device_class->attention_rows : 1;
   }
   std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
+  size_t encode_active = 0;    // an encoder–decoder's: the first of `active`, its encode pass
+  std::vector<int64_t> sources;  // an encoder–decoder's, per sequence: its source's length (0: none yet)
 
   std::shared_ptr<vk::Pipelines> pipelines;  // shared with the other sessions on this device (Pipelines::shared)
   std::map<std::array<uint32_t, 4>, std::vector<const vk::Pipeline*>> layouts;  // pipelines_for, by rows, tokens, texels, groups
@@ -126,8 +128,9 @@ struct Session::Impl {
   void create_commands();
   // every_row: last_row dispatches serve every row (all_logits, or a batched
   // decode step, whose rows are each a sequence's last).
+  // encode_pass: an encoder–decoder's encode pass, else its decoder's.
   void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row,
-              VkQueryPool timestamps = VK_NULL_HANDLE);
+              VkQueryPool timestamps = VK_NULL_HANDLE, bool encode_pass = false);
   void submit(VkCommandBuffer cb);
   const KernelBinary& kernel(const plan::Dispatch& d) const { return model.kernels[d.kernel]; }
   const kernels::FamilyInfo& family(const plan::Dispatch& d) const {
@@ -144,6 +147,12 @@ struct Session::Impl {
   void check_sequence(int64_t sequence) const;
   void check_ready(int64_t sequence, size_t count) const;
   void check_token(int32_t token) const;
+  // An encoder–decoder's decoder rows attend to their sequence's source:
+  // one must be encoded first (Session::source).
+  void check_source(int64_t sequence) const;
+  uint32_t extent_of(int64_t sequence, uint32_t extent) const {
+    return model.encoder_decoder ? static_cast<uint32_t>(sources[static_cast<size_t>(sequence)]) : extent;
+  }
   // Runs a pass over `rows` rows already written to io (a chunk of one
   // sequence); advances that sequence.
   void run_chunk(int64_t sequence, uint32_t rows);

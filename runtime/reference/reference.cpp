@@ -186,15 +186,29 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
         Tensor{weights.of(t.name, t.slice, t.elements()).data(), one_row ? std::vector<int64_t>{1, t.shape[0]} : t.shape};
   }
 
-  const spec::Dims& d = spec_.dims;
   embed_ = tensor(Role::Embed, false, -1);
-  if (spec_.position.kind == spec::PositionKind::Learned) pos_embed_ = tensor(Role::PosEmbed, false, -1);
   if (!spec_.encoder()) lm_head_ = spec_.embedding.tied ? embed_ : tensor(Role::LmHead, false, -1);
   lm_head_bias_ = optional(Role::LmHead, true, -1);
-  if (spec_.norm.final_norm) final_norm_ = norm(Role::FinalNorm, -1);
-  if (spec_.embedding.norm) embed_norm_ = norm(Role::EmbedNorm, -1);
+  if (!lm_head_bias_) lm_head_bias_ = optional(Role::LogitsBias, false, -1);  // BART's final_logits_bias
   if (spec_.embedding.token_types > 0) token_types_ = tensor(Role::TokenTypes, false, -1);
-  if (spec_.position.kind == spec::PositionKind::Relative) rel_bias_ = tensor(Role::RelBias, false, -1);
+  // Each stack's tables: an encoder–decoder's encoder has its own.
+  const auto stack_of = [&](Role pos, Role rel, Role embed_norm, Role final_norm, bool bidirectional, int64_t first,
+                            int64_t end) {
+    Stack st;
+    if (spec_.position.kind == spec::PositionKind::Learned) st.pos_embed = tensor(pos, false, -1);
+    if (spec_.position.kind == spec::PositionKind::Relative) st.rel_bias = tensor(rel, false, -1);
+    if (spec_.embedding.norm) st.embed_norm = norm(embed_norm, -1);
+    if (spec_.norm.final_norm) st.final_norm = norm(final_norm, -1);
+    st.bidirectional = bidirectional;
+    st.first = static_cast<size_t>(first);
+    st.end = static_cast<size_t>(end);
+    return st;
+  };
+  stack_ = stack_of(Role::PosEmbed, Role::RelBias, Role::EmbedNorm, Role::FinalNorm, spec_.encoder(),
+                    spec_.encoder_layers(), spec_.blocks());
+  if (spec_.encoder_decoder())
+    encoder_stack_ = stack_of(Role::EncoderPosEmbed, Role::EncoderRelBias, Role::EncoderEmbedNorm, Role::EncoderFinalNorm,
+                              true, 0, spec_.encoder_layers());
   if (spec_.position.kind == spec::PositionKind::Alibi) {
     // Head h (1-based) of the first 2^k ≤ heads heads: 2^(−8h/2^k); the
     // rest interleave in at the odd steps of 2^(k+1) heads (BLOOM's
@@ -208,9 +222,16 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       alibi_slopes_.push_back(std::pow(extra, static_cast<double>(h)));
   }
 
-  layers_.resize(static_cast<size_t>(d.layers));
-  for (int64_t l = 0; l < d.layers; ++l) {
+  layers_.resize(static_cast<size_t>(spec_.blocks()));
+  for (int64_t l = 0; l < spec_.blocks(); ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
+    if (spec_.encoder_decoder() && l >= spec_.encoder_layers()) {
+      L.cross_norm = norm(Role::CrossNorm, l);
+      L.cross_q = linear(Role::CrossQ, l);
+      L.cross_k = linear(Role::CrossK, l);
+      L.cross_v = linear(Role::CrossV, l);
+      L.cross_o = linear(Role::CrossO, l);
+    }
     const spec::NormPlacement placement = spec_.norm.placement;
     if (placement != spec::NormPlacement::BranchOutput && (l > 0 || spec_.norm.first_attn_norm))
       L.attn_norm = norm(Role::AttnNorm, l);
@@ -391,19 +412,25 @@ std::vector<double> Reference::moe(const Layer& L, const std::vector<double>& x)
 
 void Reference::reset() {
   cache_len_ = 0;
-  for (Layer& L : layers_) {
-    L.k_cache.clear();
-    L.v_cache.clear();
+  for (size_t l = stack_.first; l < stack_.end; ++l) {
+    layers_[l].k_cache.clear();
+    layers_[l].v_cache.clear();
   }
+}
+
+void Reference::check_tokens(const std::vector<int32_t>& tokens) const {
+  for (int32_t t : tokens)
+    if (t < 0 || t >= spec_.dims.vocab)
+      throw std::out_of_range("reference: token " + std::to_string(t) + " outside the vocabulary of " +
+                              std::to_string(spec_.dims.vocab));
 }
 
 std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
   if (spec_.encoder()) return encode(tokens);
   const int64_t vocab = spec_.dims.vocab;
-  for (int32_t t : tokens)
-    if (t < 0 || t >= vocab)
-      throw std::out_of_range("reference: token " + std::to_string(t) + " outside the vocabulary of " +
-                              std::to_string(vocab));
+  check_tokens(tokens);
+  if (spec_.encoder_decoder() && source_len_ == 0)
+    throw std::invalid_argument("reference: an encoder-decoder's decoder attends to a source: call source() first");
   if (cache_len_ + static_cast<int64_t>(tokens.size()) > spec_.dims.max_context)
     throw std::out_of_range("reference: " + std::to_string(cache_len_ + static_cast<int64_t>(tokens.size())) +
                             " positions exceed dims.max_context = " + std::to_string(spec_.dims.max_context));
@@ -422,21 +449,21 @@ std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
 
 // One token's residual stream before the blocks: its embedding, position and
 // token type (row 0), and the embedding norm.
-std::vector<double> Reference::embed_row(int32_t tok, int64_t p) const {
+std::vector<double> Reference::embed_row(const Stack& stack, int32_t tok, int64_t p) const {
   const size_t hidden = static_cast<size_t>(spec_.dims.hidden);
   std::vector<double> x(hidden);
   for (size_t i = 0; i < hidden; ++i)
     x[i] = static_cast<double>(embed_.data[static_cast<size_t>(tok) * hidden + i]) * spec_.embedding.scale;
   if (spec_.position.kind == spec::PositionKind::Learned) {
     const int64_t row = p + spec_.position.offset;
-    if (row >= pos_embed_.shape.at(0))
+    if (row >= stack.pos_embed.shape.at(0))
       throw std::out_of_range("reference: position " + std::to_string(p) + " past the position table");
     for (size_t i = 0; i < hidden; ++i)
-      x[i] += static_cast<double>(pos_embed_.data[static_cast<size_t>(row) * hidden + i]);
+      x[i] += static_cast<double>(stack.pos_embed.data[static_cast<size_t>(row) * hidden + i]);
   }
   if (token_types_.data)  // row 0: one segment
     for (size_t i = 0; i < hidden; ++i) x[i] += static_cast<double>(token_types_.data[i]);
-  if (spec_.embedding.norm) x = normalize(embed_norm_, x);
+  if (spec_.embedding.norm) x = normalize(stack.embed_norm, x);
   return x;
 }
 
@@ -508,8 +535,9 @@ void Reference::project_qkv(const Layer& L, const std::vector<double>& h, int64_
 
 // Attention of the query row at position p over the cached keys
 // [first, last]: softmax of the scaled (soft-capped, ALiBi-shifted) scores.
-std::vector<double> Reference::attend(const Layer& L, const std::vector<double>& q, int64_t p, int64_t first,
-                                    int64_t last) const {
+std::vector<double> Reference::attend(const std::vector<double>& k_cache, const std::vector<double>& v_cache,
+                                     const std::vector<double>& q, int64_t p, int64_t first, int64_t last,
+                                     const Stack* stack) const {
   const spec::Dims& d = spec_.dims;
   const int64_t hd = d.head_dim;
   const int64_t q_width = d.heads * hd, kv_width = d.kv_heads * hd;
@@ -523,15 +551,16 @@ std::vector<double> Reference::attend(const Layer& L, const std::vector<double>&
     const double* qh = q.data() + hh * hd;
     double max_score = -INFINITY;
     for (int64_t j = first; j <= last; ++j) {
-      const double* kj = L.k_cache.data() + j * kv_width + kvh * hd;
+      const double* kj = k_cache.data() + j * kv_width + kvh * hd;
       double s = 0;
       for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
       s *= scale;
       if (softcap > 0) s = softcap * std::tanh(s / softcap);
       if (!alibi_slopes_.empty()) s += alibi_slopes_[static_cast<size_t>(hh)] * static_cast<double>(j - p);
-      if (rel_bias_.data) {
-        const int64_t b = relative_bucket(j - p, spec_.encoder(), spec_.position.buckets, spec_.position.max_distance);
-        s += static_cast<double>(rel_bias_.data[b * d.heads + hh]);
+      if (stack && stack->rel_bias.data) {
+        const int64_t b =
+            relative_bucket(j - p, stack->bidirectional, spec_.position.buckets, spec_.position.max_distance);
+        s += static_cast<double>(stack->rel_bias.data[b * d.heads + hh]);
       }
       scores[static_cast<size_t>(j - first)] = s;
       max_score = std::max(max_score, s);
@@ -541,7 +570,7 @@ std::vector<double> Reference::attend(const Layer& L, const std::vector<double>&
     double* out = attn.data() + hh * hd;
     for (int64_t j = first; j <= last; ++j) {
       const double w = scores[static_cast<size_t>(j - first)] / total;
-      const double* vj = L.v_cache.data() + j * kv_width + kvh * hd;
+      const double* vj = v_cache.data() + j * kv_width + kvh * hd;
       for (int64_t e = 0; e < hd; ++e) out[e] += w * vj[e];
     }
   }
@@ -562,6 +591,14 @@ void Reference::finish_block(const Layer& L, int64_t layer, std::vector<double>&
   if (norm_out) o = normalize(L.attn_post_norm, o);
   for (size_t i = 0; i < hidden; ++i) x[i] += o[i];
   if (placement == Placement::Post) x = normalize(L.attn_norm, x);
+  // An encoder–decoder's decoder layer: cross-attention to every source
+  // position, no position bias (T5's EncDecAttention, BART's encoder_attn).
+  if (L.cross_q.weight.data) {
+    const std::vector<double> q = apply(L.cross_q, norm_in ? normalize(L.cross_norm, x) : x);
+    const std::vector<double> c = apply(L.cross_o, attend(L.cross_k_cache, L.cross_v_cache, q, 0, 0, source_len_ - 1, nullptr));
+    for (size_t i = 0; i < hidden; ++i) x[i] += c[i];
+    if (placement == Placement::Post) x = normalize(L.cross_norm, x);
+  }
 
   // MLP: of the block's input beside the attention (parallel: one shared
   // norm or its own), else of the stream after it.
@@ -584,56 +621,76 @@ bool Reference::attention_norm_in() const {
   return placement == Placement::Pre || placement == Placement::Sandwich || placement == Placement::Parallel;
 }
 
-std::vector<float> Reference::encode(const std::vector<int32_t>& tokens) {
-  if (!spec_.encoder()) throw std::invalid_argument("reference: encode() runs encoders (model.stack = \"encoder\")");
+std::vector<std::vector<double>> Reference::run_encoder(const Stack& stack, const std::vector<int32_t>& tokens) {
   const int64_t T = static_cast<int64_t>(tokens.size());
-  for (int32_t t : tokens)
-    if (t < 0 || t >= spec_.dims.vocab)
-      throw std::out_of_range("reference: token " + std::to_string(t) + " outside the vocabulary of " +
-                              std::to_string(spec_.dims.vocab));
+  check_tokens(tokens);
   if (T > spec_.dims.max_context)
     throw std::out_of_range("reference: " + std::to_string(T) + " tokens exceed dims.max_context = " +
                             std::to_string(spec_.dims.max_context));
-  reset();
-  // Layer by layer: every token's keys and values are cached before any row
-  // attends, and each row attends to all of them (a windowed layer: to those
-  // at most sliding_window away on either side, ModernBERT's local attention).
+  // Layer by layer: every token's keys and values are computed before any
+  // row attends, and each row attends to all of them (a windowed layer: to
+  // those at most sliding_window away on either side, ModernBERT's local
+  // attention).
   std::vector<std::vector<double>> x;
-  for (int64_t p = 0; p < T; ++p) x.push_back(embed_row(tokens[static_cast<size_t>(p)], p));
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    Layer& L = layers_[l];
+  for (int64_t p = 0; p < T; ++p) x.push_back(embed_row(stack, tokens[static_cast<size_t>(p)], p));
+  for (size_t l = stack.first; l < stack.end; ++l) {
+    const Layer& L = layers_[l];
     const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
     const int64_t radius = windowed ? spec_.attention.sliding_window : T;
     std::vector<std::vector<double>> h(x.size()), q(x.size());
+    std::vector<double> keys, values;
     for (int64_t p = 0; p < T; ++p) {
       const size_t i = static_cast<size_t>(p);
       h[i] = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x[i]) : x[i];
       std::vector<double> k, v;
       project_qkv(L, h[i], p, windowed, q[i], k, v);
-      L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
-      L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
+      keys.insert(keys.end(), k.begin(), k.end());
+      values.insert(values.end(), v.begin(), v.end());
     }
     for (int64_t p = 0; p < T; ++p) {
       const size_t i = static_cast<size_t>(p);
       const std::vector<double> block_in = x[i];
       const int64_t first = std::max<int64_t>(0, p - radius), last = std::min<int64_t>(T - 1, p + radius);
-      finish_block(L, static_cast<int64_t>(l), x[i], block_in, h[i], attend(L, q[i], p, first, last));
+      finish_block(L, static_cast<int64_t>(l), x[i], block_in, h[i], attend(keys, values, q[i], p, first, last, &stack));
     }
   }
+  if (spec_.norm.final_norm)
+    for (std::vector<double>& row : x) row = normalize(stack.final_norm, row);
+  return x;
+}
+
+std::vector<float> Reference::encode(const std::vector<int32_t>& tokens) {
+  if (!spec_.encoder()) throw std::invalid_argument("reference: encode() runs encoders (model.stack = \"encoder\")");
   std::vector<float> out;
-  for (std::vector<double>& row : x) {
-    if (spec_.norm.final_norm) row = normalize(final_norm_, row);
+  for (const std::vector<double>& row : run_encoder(stack_, tokens))
     for (double value : row) out.push_back(static_cast<float>(value));
-  }
-  reset();
   return out;
+}
+
+void Reference::source(const std::vector<int32_t>& tokens) {
+  if (!spec_.encoder_decoder())
+    throw std::invalid_argument("reference: source() runs encoder-decoders (model.stack = \"encoder-decoder\")");
+  if (tokens.empty()) throw std::invalid_argument("reference: an empty source");
+  const std::vector<std::vector<double>> memory = run_encoder(encoder_stack_, tokens);
+  for (size_t l = stack_.first; l < stack_.end; ++l) {
+    Layer& L = layers_[l];
+    L.cross_k_cache.clear();
+    L.cross_v_cache.clear();
+    for (const std::vector<double>& row : memory) {
+      const std::vector<double> k = apply(L.cross_k, row), v = apply(L.cross_v, row);
+      L.cross_k_cache.insert(L.cross_k_cache.end(), k.begin(), k.end());
+      L.cross_v_cache.insert(L.cross_v_cache.end(), v.begin(), v.end());
+    }
+  }
+  source_len_ = static_cast<int64_t>(tokens.size());
+  reset();
 }
 
 void Reference::token(int32_t tok, int64_t p, float* logits) {
   const spec::Dims& d = spec_.dims;
   const size_t hidden = static_cast<size_t>(d.hidden);
-  std::vector<double> x = embed_row(tok, p);
-  for (size_t l = 0; l < layers_.size(); ++l) {
+  std::vector<double> x = embed_row(stack_, tok, p);
+  for (size_t l = stack_.first; l < stack_.end; ++l) {
     Layer& L = layers_[l];
     const std::vector<double> block_in = x;
     const std::vector<double> h = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x) : x;
@@ -643,13 +700,14 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
     L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
     const int64_t first = windowed ? std::max<int64_t>(0, p - spec_.attention.sliding_window + 1) : 0;
-    finish_block(L, static_cast<int64_t>(l), x, block_in, h, attend(L, q, p, first, p));
+    finish_block(L, static_cast<int64_t>(l), x, block_in, h, attend(L.k_cache, L.v_cache, q, p, first, p, &stack_));
   }
-  if (spec_.norm.final_norm) x = normalize(final_norm_, x);
+  if (spec_.norm.final_norm) x = normalize(stack_.final_norm, x);
   for (int64_t t = 0; t < d.vocab; ++t) {
     const float* row = lm_head_.data + static_cast<size_t>(t) * hidden;
     double sum = 0;
     for (size_t i = 0; i < hidden; ++i) sum += static_cast<double>(row[i]) * x[i];
+    sum *= spec_.output.scale;  // T5's tied head: hidden^-0.5
     if (lm_head_bias_) sum += static_cast<double>(lm_head_bias_[t]);
     const double cap = spec_.output.softcap;
     logits[t] = static_cast<float>(cap > 0 ? cap * std::tanh(sum / cap) : sum);

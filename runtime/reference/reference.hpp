@@ -67,8 +67,13 @@ class Reference {
   // Appends `tokens` to the KV cache at positions cache_len().. and returns
   // their logits, row-major [tokens.size()][vocab]. Throws std::out_of_range
   // for a token outside the vocabulary or a position past max_context.
-  // (An encoder: encode(tokens).)
+  // (An encoder: encode(tokens). An encoder–decoder: the decoder's tokens,
+  // attending to the last source().)
   std::vector<float> forward(const std::vector<int32_t>& tokens);
+  // An encoder–decoder: runs the encoder over `tokens`, keeps each decoder
+  // layer's cross-attention keys and values of its output, and empties the
+  // decoder's cache. Throws std::invalid_argument for another stack.
+  void source(const std::vector<int32_t>& tokens);
   // An encoder's final hidden states of one input, [tokens.size()][hidden]:
   // every token attends to every token. The cache is left empty. Throws
   // std::invalid_argument for a decoder.
@@ -107,6 +112,19 @@ class Reference {
     MlpW shared;
     Linear shared_gate;
     std::vector<double> k_cache, v_cache;  // [position][kv_heads * head_dim]
+    // An encoder–decoder's decoder layer: cross-attention, and its keys and
+    // values of the source ([source position][kv_heads * head_dim]).
+    NormW cross_norm;
+    Linear cross_q, cross_k, cross_v, cross_o;
+    std::vector<double> cross_k_cache, cross_v_cache;
+  };
+  // A stack's tables and layers: the decoder's (or the only one), or an
+  // encoder–decoder's encoder.
+  struct Stack {
+    Tensor pos_embed, rel_bias;
+    NormW embed_norm, final_norm;
+    bool bidirectional = false;
+    size_t first = 0, end = 0;  // its layers in layers_
   };
 
   const Tensor& tensor(spec::Role role, bool bias, int64_t layer, int64_t expert = -1) const;
@@ -123,11 +141,16 @@ class Reference {
   void token(int32_t token, int64_t position, float* logits);
   // The stages of one token's pass (token() and encode() share them).
   bool attention_norm_in() const;
-  std::vector<double> embed_row(int32_t token, int64_t position) const;
+  std::vector<double> embed_row(const Stack& stack, int32_t token, int64_t position) const;
+  // Every row of an encoding stack (each attending to all), final norm applied.
+  std::vector<std::vector<double>> run_encoder(const Stack& stack, const std::vector<int32_t>& tokens);
+  void check_tokens(const std::vector<int32_t>& tokens) const;
   void project_qkv(const Layer& L, const std::vector<double>& h, int64_t position, bool windowed, std::vector<double>& q,
                    std::vector<double>& k, std::vector<double>& v) const;
-  std::vector<double> attend(const Layer& L, const std::vector<double>& q, int64_t position, int64_t first,
-                             int64_t last) const;
+  // Attention of q at `position` over the keys [first, last] of the caches
+  // k, v, with the stack's relative bias (null: none).
+  std::vector<double> attend(const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& q,
+                             int64_t position, int64_t first, int64_t last, const Stack* stack) const;
   void finish_block(const Layer& L, int64_t layer, std::vector<double>& x, const std::vector<double>& block_in,
                     std::vector<double> h, const std::vector<double>& attn) const;
 
@@ -136,9 +159,10 @@ class Reference {
   Rope local_rope_;  // position.local_theta: the windowed layers', unscaled
   std::vector<double> alibi_slopes_;  // position.kind = alibi: each query head's
   std::map<std::tuple<spec::Role, bool, int64_t, int64_t>, Tensor> tensors_;  // role, bias, layer, expert
-  Tensor embed_, pos_embed_, token_types_, rel_bias_, lm_head_;
-  NormW final_norm_;
-  NormW embed_norm_;               // embedding.norm (BLOOM)
+  Tensor embed_, token_types_, lm_head_;
+  Stack stack_;          // the decoder's (or the only stack's)
+  Stack encoder_stack_;  // an encoder–decoder's encoder
+  int64_t source_len_ = 0;
   const float* lm_head_bias_ = nullptr;  // output.bias (Phi-2)
   std::vector<Layer> layers_;
   int64_t cache_len_ = 0;
