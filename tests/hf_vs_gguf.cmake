@@ -4,8 +4,11 @@
 # for the interleaved pairing, its own tensor names, f32 norms) run by the
 # GGUF twin spec's build. Their logits agree to float rounding; without the
 # permutation they do not (the negative control).
+# An encoder (-DENCODER=1) has no decode steps: its rows are the final
+# hidden states of the prompt (VOCAB is then the hidden width), and the
+# imported spec must be an encoder's.
 # -DHF_MODEL -DGGUF_MODEL (executables) -DTWIN (lathe_gguf_twin) -DLATHE (lathe)
-# -DHF_SPEC -DGGUF_SPEC -DVOCAB -DWORK_DIR
+# -DHF_SPEC -DGGUF_SPEC -DVOCAB -DWORK_DIR [-DENCODER]
 cmake_policy(SET CMP0054 NEW)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -17,10 +20,14 @@ function(run)
   message(STATUS "${out}")
 endfunction()
 set(tokens 5,0,17,2,99,150,3,42)
+set(steps -n 8)
+if(ENCODER)
+  set(steps)
+endif()
 run(${HF_MODEL} random-weights -o ${WORK_DIR}/hf.safetensors --seed 11)
 run(${TWIN} convert ${HF_SPEC} ${GGUF_SPEC} ${WORK_DIR}/hf.safetensors ${WORK_DIR}/model.gguf)
-run(${HF_MODEL} logits -w ${WORK_DIR}/hf.safetensors -t ${tokens} -n 8 -o ${WORK_DIR}/hf.f32)
-run(${GGUF_MODEL} logits -w ${WORK_DIR}/model.gguf -t ${tokens} -n 8 -o ${WORK_DIR}/gguf.f32)
+run(${HF_MODEL} logits -w ${WORK_DIR}/hf.safetensors -t ${tokens} ${steps} -o ${WORK_DIR}/hf.f32)
+run(${GGUF_MODEL} logits -w ${WORK_DIR}/model.gguf -t ${tokens} ${steps} -o ${WORK_DIR}/gguf.f32)
 run(${TWIN} compare ${WORK_DIR}/gguf.f32 ${WORK_DIR}/hf.f32 ${VOCAB} 1e-4)
 
 # Negative control (for a twin whose q/k rows are permuted): the same file
@@ -43,6 +50,9 @@ endif()
 # twin spec's parameter count, the file's pairing.
 run(${LATHE} import ${WORK_DIR}/model.gguf -o ${WORK_DIR}/imported.toml)
 file(READ ${WORK_DIR}/imported.toml imported)
+if(ENCODER AND NOT imported MATCHES "stack = \"encoder\"")
+  message(FATAL_ERROR "the imported spec is not an encoder's:\n${imported}")
+endif()
 if(twin_pairing AND NOT imported MATCHES "${twin_pairing}")
   message(FATAL_ERROR "the imported spec lacks ${twin_pairing}:\n${imported}")
 endif()

@@ -28,6 +28,7 @@ struct Arch {
   bool gemma;
   bool layernorm = false;
   bool alibi = false;
+  bool encoder = false;  // bidirectional, ending at its hidden states (encoder_sections)
 };
 constexpr Arch kArchs[] = {
     {"llama", true, false},         {"qwen2", false, false},       {"qwen3", false, false},
@@ -36,6 +37,8 @@ constexpr Arch kArchs[] = {
     {"gptneox", false, false, true}, {"phi2", false, false, true}, {"falcon", false, false, true},
     {"bloom", false, false, true, true}, {"mpt", false, false, true, true},
     {"qwen3moe", false, false},     {"qwen2moe", false, false},
+    {"bert", false, false, true, false, true}, {"nomic-bert", false, false, true, false, true},
+    {"t5encoder", false, false, false, false, true},
 };
 
 // The MLP activation each LayerNorm family's model computes (GGUF metadata
@@ -181,6 +184,314 @@ std::string describe(const spec::RopeScalingParams& sc) {
   return text;
 }
 
+
+// llama.cpp's names of t5encoder's tensors (its encoder-decoder T5's
+// encoder, "enc."), which no preset holds.
+const std::map<Role, std::string>& t5encoder_names() {
+  static const std::map<Role, std::string> names = {
+      {Role::RelBias, "enc.blk.0.attn_rel_b"},      {Role::AttnNorm, "enc.blk.{layer}.attn_norm"},
+      {Role::Q, "enc.blk.{layer}.attn_q"},          {Role::K, "enc.blk.{layer}.attn_k"},
+      {Role::V, "enc.blk.{layer}.attn_v"},          {Role::O, "enc.blk.{layer}.attn_o"},
+      {Role::MlpNorm, "enc.blk.{layer}.ffn_norm"},  {Role::Gate, "enc.blk.{layer}.ffn_gate"},
+      {Role::Up, "enc.blk.{layer}.ffn_up"},         {Role::Down, "enc.blk.{layer}.ffn_down"},
+      {Role::FinalNorm, "enc.output_norm"}};
+  return names;
+}
+
+// The attention's biases, told by the first layer's tensors (`blk`: its
+// name's start, "blk.0.").
+void attention_biases(const Reader& r, TomlTable& attention, const std::string& blk) {
+  if (r.has(blk + "attn_qkv.weight")) {
+    if (r.has(blk + "attn_qkv.bias")) attention.set("q_bias", true, "attn_qkv.bias").set("k_bias", true).set("v_bias", true);
+  } else {
+    if (r.has(blk + "attn_q.bias")) attention.set("q_bias", true, "attn_q.bias");
+    if (r.has(blk + "attn_k.bias")) attention.set("k_bias", true, "attn_k.bias");
+    if (r.has(blk + "attn_v.bias")) attention.set("v_bias", true, "attn_v.bias");
+  }
+  if (r.has(blk + "attn_output.bias")) attention.set("o_bias", true, "attn_output.bias");
+}
+
+// A learned position table (GPT-2, BERT): position_embd, of context_length
+// rows unless the tensor says otherwise.
+void learned_positions(Reader& r, TomlTable& position, int64_t context) {
+  position.set("kind", "learned", "position_embd");
+  if (r.has(kRopeFreqs)) r.problem(kRopeFreqs + ": RoPE factors in a file of learned positions");
+  if (const weights::TensorInfo* pe = r.tensor("position_embd.weight"); pe && pe->shape[0] != context)
+    position.set("table_size", pe->shape[0], "position_embd rows");
+}
+
+// The decoders' sections ([moe] to [output]) of llama.cpp's architecture `arch`.
+void decoder_sections(Reader& r, TomlDoc& doc, const Arch* arch, int64_t hidden, int64_t heads, int64_t layers,
+                      int64_t ff, int64_t key_length, int64_t context, std::span<const float> rope_freqs,
+                      std::optional<std::string>& mlp_norm_name) {
+  const std::string arch_name(arch->name);
+  const std::string a = arch_name + ".";
+  const std::string_view an = arch->name;
+  const bool gpt2 = an == "gpt2";
+
+  // Mixtures of experts (Mixtral as llama, Qwen3-MoE): each layer's experts
+  // stacked in one tensor per role (ffn_*_exps), the preset's names.
+  if (const int64_t experts = r.integer(a + "expert_count").value_or(0); experts > 0) {
+    TomlTable& moe = doc.table("moe");
+    moe.set("experts", experts, a + "expert_count");
+    moe.set("top_k", r.required(a + "expert_used_count"), a + "expert_used_count");
+    const bool renormalize = an != "qwen2moe";
+    moe.set("norm_topk_prob", renormalize,
+            "llama.cpp's " + arch_name + (renormalize ? ": the top-k weights renormalized" : ": the top-k weights as they are"));
+    if (const auto width = r.integer(a + "expert_feed_forward_length"))
+      moe.set("expert_intermediate", *width, a + "expert_feed_forward_length");
+    // Qwen2-MoE's shared expert, and its sigmoid gate (a vector in the file).
+    if (const weights::TensorInfo* shared = r.tensor("blk.0.ffn_up_shexp.weight")) {
+      moe.set("shared_experts", 1, "ffn_up_shexp: one shared expert");
+      moe.set("shared_intermediate", r.integer(a + "expert_shared_feed_forward_length").value_or(shared->shape[0]),
+              a + "expert_shared_feed_forward_length");
+      if (r.has("blk.0.ffn_gate_inp_shexp.weight")) moe.set("shared_expert_gate", true, "ffn_gate_inp_shexp");
+    }
+    if (!r.has("blk.0.ffn_gate_exps.weight"))
+      r.problem(a + "expert_count: " + std::to_string(experts) +
+                " experts but no blk.0.ffn_gate_exps.weight (experts stored one tensor each do not import)");
+  } else if (r.has("blk.0.ffn_gate_exps.weight")) {
+    r.problem("blk.0.ffn_gate_exps.weight: experts without " + a + "expert_count");
+  }
+
+  // What the metadata cannot say, llama.cpp's loader would refuse too.
+  if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none" && *type != "linear" && *type != "yarn")
+    r.problem(a + "rope.scaling.type \"" + *type + "\" is not representable");
+
+  TomlTable& norm = doc.table("norm");
+  const bool layernorm = arch->layernorm;
+  norm.set("kind", layernorm ? "layernorm" : "rmsnorm");
+  const std::string eps_key = a + (layernorm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon");
+  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
+  else r.problem(eps_key + ": missing");
+  const bool sandwich = an == "gemma2" || an == "gemma3";
+  if (sandwich) norm.set("placement", "sandwich", "attn_norm, post_attention_norm, ffn_norm, post_ffw_norm");
+  else if (an == "olmo2") norm.set("placement", "branch_output", "post_attention_norm, post_ffw_norm");
+  else if (an == "gptneox") {
+    const GgufValue* par = r.value(a + "use_parallel_residual");
+    const bool* parallel = par ? std::get_if<bool>(&par->value) : nullptr;
+    if (par != nullptr && parallel == nullptr) r.problem(a + "use_parallel_residual: a bool expected");
+    if (parallel == nullptr || *parallel)
+      norm.set("placement", "parallel", a + "use_parallel_residual").set("parallel_shared", false, "attn_norm, ffn_norm");
+    else
+      norm.set("placement", "pre", a + "use_parallel_residual = false");
+  } else if (an == "phi2") {
+    norm.set("placement", "parallel", "llama.cpp's phi2: attention and MLP read attn_norm").set("parallel_shared", true);
+  } else if (an == "falcon") {
+    norm.set("placement", "parallel", "llama.cpp's falcon: attention and MLP in parallel");
+    if (r.has("blk.0.attn_norm_2.weight")) {
+      norm.set("parallel_shared", false, "attn_norm_2: the MLP's own norm");
+      mlp_norm_name = "blk.{layer}.attn_norm_2";
+    } else {
+      norm.set("parallel_shared", true, "no attn_norm_2");
+    }
+  } else norm.set("placement", "pre");
+  if (layernorm && !r.has("blk.0.attn_norm.bias")) norm.set("bias", false, "no attn_norm.bias");
+  if (arch->gemma) norm.set("unit_offset", false, "llama.cpp stores the norm weights as 1 + w");
+
+  TomlTable& attention = doc.table("attention");
+  attention_biases(r, attention, "blk.0.");
+  if (const weights::TensorInfo* qn = r.tensor("blk.0.attn_q_norm.weight")) {
+    const bool per_head = qn->shape.size() == 1 && qn->shape[0] == key_length;
+    attention.set("qk_norm", per_head ? "per_head" : "whole", "attn_q_norm: " + std::to_string(qn->shape[0]) + " values");
+  }
+  if (scale_by_hidden(an, layers))
+    attention.set("query_pre_attn_scalar", hidden / heads, "llama.cpp: the 27B size scales by hidden / heads");
+  if (auto cap = r.number(a + "attn_logit_softcapping"); cap && *cap > 0)
+    attention.set("softcap", *cap, a + "attn_logit_softcapping");
+  if (auto window = r.integer(a + "attention.sliding_window"); window && *window > 0) {
+    attention.set("sliding_window", *window, a + "attention.sliding_window");
+    if (an == "gemma2") attention.set("window_pattern", std::vector<bool>{true, false}, "llama.cpp: even layers are windowed");
+    if (an == "gemma3")
+      attention.set("window_pattern", std::vector<bool>{true, true, true, true, true, false},
+                    "llama.cpp: every sixth layer is global");
+  }
+
+  TomlTable& position = doc.table("position");
+  if (arch->alibi) {
+    position.set("kind", "alibi", an == "bloom" ? "llama.cpp's bloom: ALiBi, max bias 8" : "mpt.attention.max_alibi_bias");
+    if (auto bias = r.number(a + "attention.max_alibi_bias"); bias && *bias != 8)
+      r.problem(a + "attention.max_alibi_bias: " + std::to_string(*bias) +
+                " (the spec's ALiBi slopes are the standard ones of max bias 8)");
+    if (r.value(a + "attention.clamp_kqv") != nullptr)
+      r.problem(a + "attention.clamp_kqv: the spec does not clamp q, k and v");
+    if (r.has("position_embd.weight")) r.problem("position_embd.weight: a position table beside ALiBi is not representable");
+    if (r.has("blk.0.attn_q_norm.weight")) r.problem("blk.0.attn_q_norm.weight: MPT's q/k LayerNorms are not representable");
+    if (r.has("blk.0.ffn_act.scales")) r.problem("blk.0.ffn_act.scales: activation scales are not representable");
+    if (r.has(kRopeFreqs)) r.problem(kRopeFreqs + ": RoPE factors in a file of ALiBi positions");
+  } else if (gpt2) {
+    learned_positions(r, position, context);
+  } else {
+    position.set("kind", "rope");
+    position.set("pairing", arch->interleaved ? "interleaved" : "neox",
+                 arch->interleaved ? "llama.cpp permutes Llama's q/k rows for it" : "llama.cpp keeps rotate-half");
+    const int64_t rotary_dim = r.integer(a + "rope.dimension_count").value_or(key_length);
+    if (rotary_dim != key_length) position.set("rotary_dim", rotary_dim, a + "rope.dimension_count");
+    const double theta = r.number(a + "rope.freq_base").value_or(10000.0);
+    position.set("theta", theta, a + "rope.freq_base");
+    if (an == "gemma3") position.set("local_theta", 10000.0, "llama.cpp's base of the windowed layers");
+    const auto type = r.string(a + "rope.scaling.type");
+    if (r.has(kRopeFreqs)) {
+      // llama3 scaling: llama.cpp's converter keeps only its factors.
+      if (type && *type != "none")
+        r.problem(kRopeFreqs + ": llama3 factors beside " + a + "rope.scaling.type \"" + *type +
+                  "\" (the spec has one RoPE scaling)");
+      else if (rope_freqs.empty())
+        r.problem(kRopeFreqs + ": its values, which the llama3 parameters are recovered from, were not read");
+      else {
+        try {
+          const spec::RopeScalingParams sc = llama3_scaling_from_rope_freqs(rope_freqs, theta, rotary_dim);
+          TomlTable& scaling = doc.table("position.scaling");
+          scaling.note("llama.cpp keeps llama3 scaling only as the factors of rope_freqs.weight: these are the");
+          scaling.note("parameters that give every one of them (original, low and high scale together)");
+          scaling.set("kind", "llama3", kRopeFreqs);
+          scaling.set("factor", sc.factor, "the largest of rope_freqs.weight");
+          scaling.set("low_freq_factor", sc.low_freq_factor, "recovered from rope_freqs.weight");
+          scaling.set("high_freq_factor", sc.high_freq_factor, "recovered from rope_freqs.weight");
+          scaling.set("original_max_context", sc.original_max_context, "recovered from rope_freqs.weight");
+        } catch (const ImportError& e) {
+          for (const std::string& p : e.problems()) r.problem(p);
+        }
+      }
+    }
+    if (type && (*type == "linear" || *type == "yarn")) {
+      TomlTable& scaling = doc.table("position.scaling");
+      scaling.set("kind", *type, a + "rope.scaling.type");
+      if (auto f = r.number(a + "rope.scaling.factor")) scaling.set("factor", *f, a + "rope.scaling.factor");
+      if (auto o = r.integer(a + "rope.scaling.original_context_length"); o && *type == "yarn")
+        scaling.set("original_max_context", *o, a + "rope.scaling.original_context_length");
+    }
+  }
+
+  TomlTable& mlp = doc.table("mlp");
+  const bool ungated = arch->layernorm;  // GPT-2 and the LayerNorm families after it
+  if (ungated && !gpt2) mlp.set("activation", gelu_of(an), "the model's GELU (not in GGUF metadata)");
+  else mlp.set("activation", arch->gemma || gpt2 ? "gelu_tanh" : "silu");
+  mlp.set("gated", !ungated);
+  if (r.has("blk.0.ffn_up.bias")) mlp.set("bias", true, "ffn_up.bias");
+  const weights::TensorInfo* up = r.tensor("blk.0.ffn_up.weight");
+  if (!ungated && !r.has("blk.0.ffn_gate.weight") && up != nullptr && up->shape[0] == 2 * ff)
+    mlp.set("fused_gate_up", "gate_up", "ffn_up: gate, then up");
+
+  TomlTable& embedding = doc.table("embedding");
+  embedding.set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight present" : "no output.weight");
+  if (r.has("token_embd_norm.weight")) embedding.set("norm", true, "token_embd_norm");
+  // Hugging Face (the contract) scales by sqrt(hidden) in the checkpoint's
+  // dtype, bf16 for every Gemma; llama.cpp by the exact root.
+  if (arch->gemma)
+    embedding.set("scale", gemma_embedding_scale(hidden), "sqrt(hidden) in bf16, as Hugging Face's Gemma computes it");
+
+  if (auto cap = r.number(a + "final_logit_softcapping"); cap && *cap > 0)
+    doc.table("output").set("softcap", *cap, a + "final_logit_softcapping");
+  if (r.has("output.bias")) doc.table("output").set("bias", true, "output.bias");
+}
+
+// llama.cpp's encoders as their graphs compute them (src/models/bert.cpp,
+// nomic-bert.cpp, t5encoder.cpp). bert and nomic-bert: a LayerNorm of the
+// embeddings (token types' row 0 added: one segment), then post-norm
+// LayerNorm blocks; bert with learned positions and a GELU MLP, nomic-bert
+// with rotate-half RoPE, q | k | v fused and a SwiGLU MLP without biases.
+// t5encoder: pre-norm RMS blocks, T5's relative bias (the first layer's
+// table, buckets up to distance 128), unscaled scores, a final norm.
+// pooling_type names the pooling; llama.cpp L2-normalizes pooled
+// embeddings unless asked otherwise (embd_normalize 2), so a pooled spec
+// normalizes.
+void encoder_sections(Reader& r, TomlDoc& doc, std::string_view an, const std::string& a, int64_t key_length,
+                      int64_t context) {
+  const std::string arch(an);
+  doc.table("model").set("stack", "encoder", "llama.cpp's " + arch + ": bidirectional, ending at its hidden states");
+  if (const GgufValue* causal = r.value(a + "attention.causal")) {
+    const bool* is_causal = std::get_if<bool>(&causal->value);
+    if (is_causal == nullptr) r.problem(a + "attention.causal: a bool expected");
+    else if (*is_causal) r.problem(a + "attention.causal = true: a causal " + arch + " is no encoder");
+  }
+  const bool t5 = an == "t5encoder", nomic = an == "nomic-bert";
+  const std::string blk = t5 ? "enc.blk.0." : "blk.0.";
+
+  TomlTable& norm = doc.table("norm");
+  norm.set("kind", t5 ? "rmsnorm" : "layernorm");
+  const std::string eps_key = a + (t5 ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon");
+  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
+  else r.problem(eps_key + ": missing");
+  if (t5) {
+    norm.set("placement", "pre", "enc.blk.*.attn_norm and ffn_norm, then enc.output_norm");
+  } else {
+    norm.set("placement", "post", "attn_output_norm after the attention's residual add, layer_output_norm after the MLP's");
+    norm.set("final", false, "no output_norm: the hidden states are the last layer_output_norm's");
+    if (!r.has("blk.0.attn_output_norm.bias")) norm.set("bias", false, "no attn_output_norm.bias");
+  }
+
+  TomlTable& attention = doc.table("attention");
+  attention_biases(r, attention, blk);
+  if (t5) attention.set("scale", 1.0, "llama.cpp's t5encoder does not scale the scores");
+
+  TomlTable& position = doc.table("position");
+  if (t5) {
+    position.set("kind", "relative", "enc.blk.0.attn_rel_b: T5's bucketed relative bias");
+    position.set("buckets", r.required(a + "attention.relative_buckets_count"), a + "attention.relative_buckets_count");
+    position.set("max_distance", 128, "llama.cpp's t5encoder fixes it");
+    if (r.has("enc.blk.1.attn_rel_b.weight"))
+      r.problem("enc.blk.1.attn_rel_b.weight: a relative bias table per layer (the spec shares the first layer's)");
+  } else if (nomic) {
+    position.set("kind", "rope");
+    position.set("pairing", "neox", "llama.cpp's nomic-bert keeps rotate-half");
+    const int64_t rotary_dim = r.integer(a + "rope.dimension_count").value_or(key_length);
+    if (rotary_dim != key_length) position.set("rotary_dim", rotary_dim, a + "rope.dimension_count");
+    position.set("theta", r.number(a + "rope.freq_base").value_or(10000.0), a + "rope.freq_base");
+    if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none")
+      r.problem(a + "rope.scaling.type \"" + *type + "\": nomic-bert's RoPE is not scaled");
+  } else {
+    learned_positions(r, position, context);
+  }
+
+  TomlTable& mlp = doc.table("mlp");
+  if (t5) {
+    const bool gated = r.has(blk + "ffn_gate.weight");
+    mlp.set("activation", gated ? "gelu_tanh" : "relu",
+            gated ? "ffn_gate: Flan-T5's gated GELU (tanh)" : "no ffn_gate: T5 v1.0's ReLU");
+    mlp.set("gated", gated);
+  } else if (nomic) {
+    mlp.set("activation", "silu", "llama.cpp's nomic-bert: SwiGLU").set("gated", true);
+  } else {
+    mlp.set("activation", "gelu_erf", "BERT's exact GELU (not in GGUF metadata)").set("gated", false);
+  }
+  const bool up_bias = r.has(blk + "ffn_up.bias"), down_bias = r.has(blk + "ffn_down.bias");
+  if ((t5 || nomic) && (up_bias || down_bias))
+    r.problem(blk + (up_bias ? "ffn_up.bias" : "ffn_down.bias") + ": llama.cpp's " + arch + " adds no MLP biases");
+  else if (up_bias != down_bias)
+    r.problem(blk + (up_bias ? "ffn_up.bias" : "ffn_down.bias") + " without its twin: the spec biases both or neither");
+  else if (up_bias)
+    mlp.set("bias", true, "ffn_up.bias, ffn_down.bias");
+
+  if (!t5) {
+    TomlTable& embedding = doc.table("embedding");
+    if (r.has("token_embd_norm.weight")) embedding.set("norm", true, "token_embd_norm");
+    if (const weights::TensorInfo* types = r.tensor("token_types.weight")) {
+      const int64_t rows = types->shape.empty() ? 0 : types->shape[0];
+      if (nomic)
+        r.problem("token_types.weight: token types beside RoPE positions (a spec adds token types with learned "
+                  "positions only: embedding.token_types needs position.kind = \"learned\")");
+      else
+        embedding.set("token_types", rows, "token_types rows (llama.cpp adds row 0: one segment)");
+      if (const auto count = r.integer("tokenizer.ggml.token_type_count"); count && *count != rows)
+        r.problem("tokenizer.ggml.token_type_count " + std::to_string(*count) + " differs from token_types.weight's " +
+                  std::to_string(rows) + " rows");
+    }
+  }
+
+  // include/llama.h's llama_pooling_type.
+  const int64_t pooling = r.integer(a + "pooling_type").value_or(0);
+  constexpr const char* kPoolings[] = {"none", "mean", "cls", "last"};
+  if (pooling >= 1 && pooling <= 3)
+    doc.table("pooling")
+        .set("kind", kPoolings[pooling], a + "pooling_type")
+        .set("normalize", true, "llama.cpp L2-normalizes pooled embeddings (embd_normalize 2)");
+  else if (pooling == 4)
+    r.problem(a + "pooling_type 4 (rank): a reranker's classification head, which a spec does not express");
+  else if (pooling > 4)
+    r.problem(a + "pooling_type " + std::to_string(pooling) + ": not a pooling llama.cpp names");
+}
+
 }  // namespace
 
 std::vector<float> llama3_rope_freqs(const spec::RopeScalingParams& sc, double theta, int64_t rotary_dim) {
@@ -284,7 +595,6 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   }
   const std::string a = arch_name + ".";
   const std::string_view an = arch->name;
-  const bool gpt2 = an == "gpt2";
 
   TomlDoc doc;
   const std::string raw_name = options.name.empty() ? r.string("general.name").value_or("model") : options.name;
@@ -328,173 +638,10 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   dims.set("vocab", vocab, "token_embd rows");
   dims.set("max_context", context, a + "context_length");
 
-  // Mixtures of experts (Mixtral as llama, Qwen3-MoE): each layer's experts
-  // stacked in one tensor per role (ffn_*_exps), the preset's names.
-  if (const int64_t experts = r.integer(a + "expert_count").value_or(0); experts > 0) {
-    TomlTable& moe = doc.table("moe");
-    moe.set("experts", experts, a + "expert_count");
-    moe.set("top_k", r.required(a + "expert_used_count"), a + "expert_used_count");
-    const bool renormalize = an != "qwen2moe";
-    moe.set("norm_topk_prob", renormalize,
-            "llama.cpp's " + arch_name + (renormalize ? ": the top-k weights renormalized" : ": the top-k weights as they are"));
-    if (const auto width = r.integer(a + "expert_feed_forward_length"))
-      moe.set("expert_intermediate", *width, a + "expert_feed_forward_length");
-    // Qwen2-MoE's shared expert, and its sigmoid gate (a vector in the file).
-    if (const weights::TensorInfo* shared = r.tensor("blk.0.ffn_up_shexp.weight")) {
-      moe.set("shared_experts", 1, "ffn_up_shexp: one shared expert");
-      moe.set("shared_intermediate", r.integer(a + "expert_shared_feed_forward_length").value_or(shared->shape[0]),
-              a + "expert_shared_feed_forward_length");
-      if (r.has("blk.0.ffn_gate_inp_shexp.weight")) moe.set("shared_expert_gate", true, "ffn_gate_inp_shexp");
-    }
-    if (!r.has("blk.0.ffn_gate_exps.weight"))
-      r.problem(a + "expert_count: " + std::to_string(experts) +
-                " experts but no blk.0.ffn_gate_exps.weight (experts stored one tensor each do not import)");
-  } else if (r.has("blk.0.ffn_gate_exps.weight")) {
-    r.problem("blk.0.ffn_gate_exps.weight: experts without " + a + "expert_count");
-  }
-
-  // What the metadata cannot say, llama.cpp's loader would refuse too.
-  if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none" && *type != "linear" && *type != "yarn")
-    r.problem(a + "rope.scaling.type \"" + *type + "\" is not representable");
-
-  TomlTable& norm = doc.table("norm");
-  const bool layernorm = arch->layernorm;
-  norm.set("kind", layernorm ? "layernorm" : "rmsnorm");
-  const std::string eps_key = a + (layernorm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon");
-  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
-  else r.problem(eps_key + ": missing");
-  const bool sandwich = an == "gemma2" || an == "gemma3";
   std::optional<std::string> mlp_norm_name;  // Falcon-40B's second norm
-  if (sandwich) norm.set("placement", "sandwich", "attn_norm, post_attention_norm, ffn_norm, post_ffw_norm");
-  else if (an == "olmo2") norm.set("placement", "branch_output", "post_attention_norm, post_ffw_norm");
-  else if (an == "gptneox") {
-    const GgufValue* par = r.value(a + "use_parallel_residual");
-    const bool* parallel = par ? std::get_if<bool>(&par->value) : nullptr;
-    if (par != nullptr && parallel == nullptr) r.problem(a + "use_parallel_residual: a bool expected");
-    if (parallel == nullptr || *parallel)
-      norm.set("placement", "parallel", a + "use_parallel_residual").set("parallel_shared", false, "attn_norm, ffn_norm");
-    else
-      norm.set("placement", "pre", a + "use_parallel_residual = false");
-  } else if (an == "phi2") {
-    norm.set("placement", "parallel", "llama.cpp's phi2: attention and MLP read attn_norm").set("parallel_shared", true);
-  } else if (an == "falcon") {
-    norm.set("placement", "parallel", "llama.cpp's falcon: attention and MLP in parallel");
-    if (r.has("blk.0.attn_norm_2.weight")) {
-      norm.set("parallel_shared", false, "attn_norm_2: the MLP's own norm");
-      mlp_norm_name = "blk.{layer}.attn_norm_2";
-    } else {
-      norm.set("parallel_shared", true, "no attn_norm_2");
-    }
-  } else norm.set("placement", "pre");
-  if (layernorm && !r.has("blk.0.attn_norm.bias")) norm.set("bias", false, "no attn_norm.bias");
-  if (arch->gemma) norm.set("unit_offset", false, "llama.cpp stores the norm weights as 1 + w");
+  if (arch->encoder) encoder_sections(r, doc, an, a, key_length, context);
+  else decoder_sections(r, doc, arch, hidden, heads, layers, ff, key_length, context, rope_freqs, mlp_norm_name);
 
-  TomlTable& attention = doc.table("attention");
-  const bool fused_qkv = r.has("blk.0.attn_qkv.weight");
-  if (fused_qkv) {
-    if (r.has("blk.0.attn_qkv.bias")) attention.set("q_bias", true, "attn_qkv.bias").set("k_bias", true).set("v_bias", true);
-  } else {
-    if (r.has("blk.0.attn_q.bias")) attention.set("q_bias", true, "attn_q.bias");
-    if (r.has("blk.0.attn_k.bias")) attention.set("k_bias", true, "attn_k.bias");
-    if (r.has("blk.0.attn_v.bias")) attention.set("v_bias", true, "attn_v.bias");
-  }
-  if (r.has("blk.0.attn_output.bias")) attention.set("o_bias", true, "attn_output.bias");
-  if (const weights::TensorInfo* qn = r.tensor("blk.0.attn_q_norm.weight")) {
-    const bool per_head = qn->shape.size() == 1 && qn->shape[0] == key_length;
-    attention.set("qk_norm", per_head ? "per_head" : "whole", "attn_q_norm: " + std::to_string(qn->shape[0]) + " values");
-  }
-  if (scale_by_hidden(an, layers))
-    attention.set("query_pre_attn_scalar", hidden / heads, "llama.cpp: the 27B size scales by hidden / heads");
-  if (auto cap = r.number(a + "attn_logit_softcapping"); cap && *cap > 0)
-    attention.set("softcap", *cap, a + "attn_logit_softcapping");
-  if (auto window = r.integer(a + "attention.sliding_window"); window && *window > 0) {
-    attention.set("sliding_window", *window, a + "attention.sliding_window");
-    if (an == "gemma2") attention.set("window_pattern", std::vector<bool>{true, false}, "llama.cpp: even layers are windowed");
-    if (an == "gemma3")
-      attention.set("window_pattern", std::vector<bool>{true, true, true, true, true, false},
-                    "llama.cpp: every sixth layer is global");
-  }
-
-  TomlTable& position = doc.table("position");
-  if (arch->alibi) {
-    position.set("kind", "alibi", an == "bloom" ? "llama.cpp's bloom: ALiBi, max bias 8" : "mpt.attention.max_alibi_bias");
-    if (auto bias = r.number(a + "attention.max_alibi_bias"); bias && *bias != 8)
-      r.problem(a + "attention.max_alibi_bias: " + std::to_string(*bias) +
-                " (the spec's ALiBi slopes are the standard ones of max bias 8)");
-    if (r.value(a + "attention.clamp_kqv") != nullptr)
-      r.problem(a + "attention.clamp_kqv: the spec does not clamp q, k and v");
-    if (r.has("position_embd.weight")) r.problem("position_embd.weight: a position table beside ALiBi is not representable");
-    if (r.has("blk.0.attn_q_norm.weight")) r.problem("blk.0.attn_q_norm.weight: MPT's q/k LayerNorms are not representable");
-    if (r.has("blk.0.ffn_act.scales")) r.problem("blk.0.ffn_act.scales: activation scales are not representable");
-    if (r.has(kRopeFreqs)) r.problem(kRopeFreqs + ": RoPE factors in a file of ALiBi positions");
-  } else if (gpt2) {
-    position.set("kind", "learned", "position_embd");
-    if (r.has(kRopeFreqs)) r.problem(kRopeFreqs + ": RoPE factors in a file of learned positions");
-    if (const weights::TensorInfo* pe = r.tensor("position_embd.weight"); pe && pe->shape[0] != context)
-      position.set("table_size", pe->shape[0], "position_embd rows");
-  } else {
-    position.set("kind", "rope");
-    position.set("pairing", arch->interleaved ? "interleaved" : "neox",
-                 arch->interleaved ? "llama.cpp permutes Llama's q/k rows for it" : "llama.cpp keeps rotate-half");
-    const int64_t rotary_dim = r.integer(a + "rope.dimension_count").value_or(key_length);
-    if (rotary_dim != key_length) position.set("rotary_dim", rotary_dim, a + "rope.dimension_count");
-    const double theta = r.number(a + "rope.freq_base").value_or(10000.0);
-    position.set("theta", theta, a + "rope.freq_base");
-    if (an == "gemma3") position.set("local_theta", 10000.0, "llama.cpp's base of the windowed layers");
-    const auto type = r.string(a + "rope.scaling.type");
-    if (r.has(kRopeFreqs)) {
-      // llama3 scaling: llama.cpp's converter keeps only its factors.
-      if (type && *type != "none")
-        r.problem(kRopeFreqs + ": llama3 factors beside " + a + "rope.scaling.type \"" + *type +
-                  "\" (the spec has one RoPE scaling)");
-      else if (rope_freqs.empty())
-        r.problem(kRopeFreqs + ": its values, which the llama3 parameters are recovered from, were not read");
-      else {
-        try {
-          const spec::RopeScalingParams sc = llama3_scaling_from_rope_freqs(rope_freqs, theta, rotary_dim);
-          TomlTable& scaling = doc.table("position.scaling");
-          scaling.note("llama.cpp keeps llama3 scaling only as the factors of rope_freqs.weight: these are the");
-          scaling.note("parameters that give every one of them (original, low and high scale together)");
-          scaling.set("kind", "llama3", kRopeFreqs);
-          scaling.set("factor", sc.factor, "the largest of rope_freqs.weight");
-          scaling.set("low_freq_factor", sc.low_freq_factor, "recovered from rope_freqs.weight");
-          scaling.set("high_freq_factor", sc.high_freq_factor, "recovered from rope_freqs.weight");
-          scaling.set("original_max_context", sc.original_max_context, "recovered from rope_freqs.weight");
-        } catch (const ImportError& e) {
-          for (const std::string& p : e.problems()) r.problem(p);
-        }
-      }
-    }
-    if (type && (*type == "linear" || *type == "yarn")) {
-      TomlTable& scaling = doc.table("position.scaling");
-      scaling.set("kind", *type, a + "rope.scaling.type");
-      if (auto f = r.number(a + "rope.scaling.factor")) scaling.set("factor", *f, a + "rope.scaling.factor");
-      if (auto o = r.integer(a + "rope.scaling.original_context_length"); o && *type == "yarn")
-        scaling.set("original_max_context", *o, a + "rope.scaling.original_context_length");
-    }
-  }
-
-  TomlTable& mlp = doc.table("mlp");
-  const bool ungated = arch->layernorm;  // GPT-2 and the LayerNorm families after it
-  if (ungated && !gpt2) mlp.set("activation", gelu_of(an), "the model's GELU (not in GGUF metadata)");
-  else mlp.set("activation", arch->gemma || gpt2 ? "gelu_tanh" : "silu");
-  mlp.set("gated", !ungated);
-  if (r.has("blk.0.ffn_up.bias")) mlp.set("bias", true, "ffn_up.bias");
-  const weights::TensorInfo* up = r.tensor("blk.0.ffn_up.weight");
-  if (!ungated && !r.has("blk.0.ffn_gate.weight") && up != nullptr && up->shape[0] == 2 * ff)
-    mlp.set("fused_gate_up", "gate_up", "ffn_up: gate, then up");
-
-  TomlTable& embedding = doc.table("embedding");
-  embedding.set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight present" : "no output.weight");
-  if (r.has("token_embd_norm.weight")) embedding.set("norm", true, "token_embd_norm");
-  // Hugging Face (the contract) scales by sqrt(hidden) in the checkpoint's
-  // dtype, bf16 for every Gemma; llama.cpp by the exact root.
-  if (arch->gemma)
-    embedding.set("scale", gemma_embedding_scale(hidden), "sqrt(hidden) in bf16, as Hugging Face's Gemma computes it");
-
-  if (auto cap = r.number(a + "final_logit_softcapping"); cap && *cap > 0)
-    doc.table("output").set("softcap", *cap, a + "final_logit_softcapping");
-  if (r.has("output.bias")) doc.table("output").set("bias", true, "output.bias");
 
   // Dtypes: every vector one dtype; the matrices' most common dtype.
   std::map<DType, std::vector<std::string>> matrix_dtypes, vector_dtypes;
@@ -521,8 +668,14 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   w.set("dtype", dtype_key(matrices.value_or(DType::F32)), "the file's matrices");
   if (vectors && *vectors != DType::F32) w.set("vector_dtype", dtype_key(*vectors), "the file's vectors");
   w.set("preset", "gguf");
-  if (fused_qkv) w.set("fused_qkv", true, "attn_qkv: q, k, v (the converter reorders per-head and grouped rows so)");
+  if (r.has("blk.0.attn_qkv.weight"))
+    w.set("fused_qkv", true, "attn_qkv: q, k, v (the converter reorders per-head and grouped rows so)");
   if (mlp_norm_name) doc.table("weights.names").set("mlp_norm", *mlp_norm_name);
+  if (an == "t5encoder") {
+    TomlTable& names = doc.table("weights.names");
+    names.note("llama.cpp's t5encoder: its encoder-decoder T5's encoder names (enc.), which no preset holds");
+    for (const auto& [role, path] : t5encoder_names()) names.set(spec::name(role), path);
+  }
   // The spec computes the llama3 frequencies itself; the file's copy of
   // them is left out of the manifest check, here and when loading.
   if (r.has(kRopeFreqs))
@@ -659,8 +812,16 @@ const Arch& arch_of(const Spec& s) {
   auto pick = [](std::string_view name) -> const Arch& { return *find_arch(name); };
   using spec::NormPlacement;
   using spec::QKNorm;
-  if (s.encoder())
-    throw Error(ErrorKind::Unsupported, "model.stack: GGUF files of encoders (llama.cpp's bert) are not read or written yet");
+  if (s.encoder()) {
+    switch (s.position.kind) {
+      case spec::PositionKind::Learned: return pick("bert");
+      case spec::PositionKind::Rope: return pick("nomic-bert");
+      case spec::PositionKind::Relative: return pick("t5encoder");
+      default:
+        throw Error(ErrorKind::Unsupported, "position.kind: llama.cpp's encoders (bert, nomic-bert, t5encoder) have "
+                                            "learned, RoPE or relative positions");
+    }
+  }
   if (s.moe.enabled()) {
     if (s.moe.shared_experts > 1)
       throw Error(ErrorKind::Unsupported, "moe.shared_experts: llama.cpp's qwen2moe has one shared expert");
@@ -692,6 +853,51 @@ const Arch& arch_of(const Spec& s) {
   return pick("llama");
 }
 
+// What llama.cpp's encoders compute (encoder_sections) and a spec of the
+// architecture arch_of picked says otherwise: each an Error naming the field.
+void encoder_refusals(const Spec& s, std::string_view arch) {
+  auto refuse = [&](const std::string& field, const std::string& why) {
+    throw Error(ErrorKind::Unsupported, field + ": llama.cpp's " + std::string(arch) + " " + why);
+  };
+  using spec::Activation;
+  if (s.pooling.kind != spec::Pooling::None && !s.pooling.normalize)
+    refuse("pooling.normalize", "L2-normalizes pooled embeddings (embd_normalize 2); a GGUF file cannot say otherwise");
+  if (s.moe.enabled()) refuse("moe", "has no experts");
+  if (s.attention.sliding_window > 0) refuse("attention.sliding_window", "attends over the whole input");
+  if (s.attention.qk_norm != spec::QKNorm::None) refuse("attention.qk_norm", "has no q/k norms");
+  if (s.norm.unit_offset) refuse("norm.unit_offset", "reads norm weights as they are");
+  if (s.embedding.scale != 1.0 || s.embedding.scale_sqrt_hidden) refuse("embedding.scale", "does not scale embeddings");
+  if (arch == "t5encoder") {
+    if (s.norm.kind != spec::NormKind::RMSNorm || s.norm.placement != spec::NormPlacement::Pre || !s.norm.final_norm ||
+        s.norm.bias)
+      refuse("norm", "has pre-norm RMS blocks and a final norm");
+    if (s.embedding.norm) refuse("embedding.norm", "has no norm of the embeddings");
+    if (s.attention.q_bias || s.attention.k_bias || s.attention.v_bias || s.attention.o_bias || s.mlp.bias)
+      refuse(s.mlp.bias ? "mlp.bias" : "attention.bias", "has no biases");
+    if (s.weights.fused_qkv) refuse("weights.fused_qkv", "has q, k and v apart");
+    if (s.attention.effective_scale(s.dims.head_dim) != 1.0) refuse("attention.scale", "does not scale the scores (1.0)");
+    if (s.position.max_distance != 128) refuse("position.max_distance", "fixes it at 128");
+    if (s.mlp.gated ? s.mlp.activation != Activation::GeluTanh : s.mlp.activation != Activation::ReLU)
+      refuse("mlp.activation", "computes a gated tanh GELU (gelu_tanh), or an ungated ReLU (relu)");
+    return;
+  }
+  if (s.norm.kind != spec::NormKind::LayerNorm || s.norm.placement != spec::NormPlacement::Post || s.norm.final_norm)
+    refuse("norm", "has post-norm LayerNorm blocks and no final norm");
+  if (!s.embedding.norm) refuse("embedding.norm", "normalizes the embeddings (token_embd_norm)");
+  if (arch == "nomic-bert") {
+    if (!s.mlp.gated || s.mlp.activation != Activation::SiLU || s.mlp.bias)
+      refuse("mlp", "computes SwiGLU without biases (gated silu, bias = false)");
+    if (s.mlp.fused_gate_up != spec::FusedGateUp::None) refuse("mlp.fused_gate_up", "has ffn_gate and ffn_up apart");
+    if (s.position.pairing != spec::RopePairing::Neox) refuse("position.pairing", "rotates halves (neox)");
+    if (s.position.scaling.kind != spec::RopeScaling::None) refuse("position.scaling", "does not scale RoPE");
+    return;
+  }
+  if (s.mlp.gated || s.mlp.activation != Activation::GeluErf)
+    refuse("mlp.activation", "file is read as BERT's exact GELU, ungated (gelu_erf)");
+  if (s.position.offset != 0)
+    refuse("position.offset", "counts positions from row 0 (its converter cuts RoBERTa's first rows off)");
+}
+
 }  // namespace
 
 spec::Spec gguf_twin(const spec::Spec& spec) {
@@ -710,6 +916,8 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
     s.attention.scale = scale_by_hidden(arch.name, s.dims.layers) ? std::optional<double>(implied) : std::nullopt;
   s.weights.preset = "gguf";
   s.weights.names = spec::preset_names("gguf", s.norm.placement);
+  if (arch.name == "t5encoder")
+    for (const auto& [role, path] : t5encoder_names()) s.weights.names[role] = path;
   if (arch.name == "falcon" && s.norm.placement == spec::NormPlacement::Parallel && !s.norm.parallel_shared)
     s.weights.names[spec::Role::MlpNorm] = "blk.{layer}.attn_norm_2";
   s.weights.qkv_layout = spec::QkvLayout::Blocks;  // the converter reorders per-head and grouped rows to q | k | v
@@ -734,20 +942,22 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   if (s.position.local_theta && *s.position.local_theta != 10000.0)
     refuse("position.local_theta: llama.cpp fixes the windowed layers' base at 10000");
   const int64_t scalar = scale_by_hidden(arch.name, s.dims.layers) ? s.dims.hidden / s.dims.heads : s.dims.head_dim;
-  if (std::abs(s.attention.effective_scale(s.dims.head_dim) * std::sqrt(static_cast<double>(scalar)) - 1) > 1e-9)
+  if (arch.name != "t5encoder" && std::abs(s.attention.effective_scale(s.dims.head_dim) * std::sqrt(static_cast<double>(scalar)) - 1) > 1e-9)
     refuse("attention.scale: llama.cpp scales this model's scores by 1/sqrt(" + std::to_string(scalar) + ")");
   if (s.embedding.scale != 1.0 && !arch.gemma) refuse("embedding.scale: only llama.cpp's Gemma scales embeddings");
   if (arch.name == "falcon" && s.position.rotary_dim != s.dims.head_dim)
     refuse("position.rotary_dim: llama.cpp's falcon rotates the whole head");
-  if (arch.layernorm && !(arch.name == "gpt2" || s.mlp.activation == spec::Activation::GeluErf ||
+  if (arch.layernorm && !arch.encoder && !(arch.name == "gpt2" || s.mlp.activation == spec::Activation::GeluErf ||
                           s.mlp.activation == spec::Activation::GeluTanh))
     refuse("mlp.activation: llama.cpp's " + std::string(arch.name) + " computes a GELU");
-  if (arch.layernorm && arch.name != "gpt2" && s.mlp.activation != spec::Activation::GeluErf &&
+  if (arch.layernorm && !arch.encoder && arch.name != "gpt2" && s.mlp.activation != spec::Activation::GeluErf &&
       std::string_view(gelu_of(arch.name)) == "gelu_erf")
     refuse("mlp.activation: a GGUF " + std::string(arch.name) + " file is read as the model's exact GELU (gelu_erf)");
-  if (arch.layernorm && arch.name != "gpt2" && s.mlp.activation != spec::Activation::GeluTanh &&
+  if (arch.layernorm && !arch.encoder && arch.name != "gpt2" && s.mlp.activation != spec::Activation::GeluTanh &&
       std::string_view(gelu_of(arch.name)) == "gelu_tanh")
     refuse("mlp.activation: a GGUF " + std::string(arch.name) + " file is read as the model's tanh GELU (gelu_tanh)");
+
+  if (arch.encoder) encoder_refusals(s, arch.name);
 
   const std::string a = std::string(arch.name) + ".";
   const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
@@ -785,6 +995,17 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   if (arch.name == "mpt") m[a + "attention.max_alibi_bias"] = f32(8.0);
   if (s.attention.softcap > 0) m[a + "attn_logit_softcapping"] = f32(s.attention.softcap);
   if (s.output.softcap > 0) m[a + "final_logit_softcapping"] = f32(s.output.softcap);
+  if (arch.encoder) {
+    m[a + "attention.causal"] = false;
+    // include/llama.h's llama_pooling_type: mean 1, cls 2, last 3.
+    const int64_t pooling = s.pooling.kind == spec::Pooling::Mean  ? 1
+                            : s.pooling.kind == spec::Pooling::Cls ? 2
+                            : s.pooling.kind == spec::Pooling::Last ? 3 : 0;
+    if (pooling > 0) m[a + "pooling_type"] = u32(pooling);
+    if (arch.name == "t5encoder") m[a + "attention.relative_buckets_count"] = u32(s.position.buckets);
+    // llama.cpp's bert loader needs a count even where the file has no table.
+    else m["tokenizer.ggml.token_type_count"] = u32(std::max<int64_t>(s.embedding.token_types, 1));
+  }
   if (s.moe.enabled()) {
     m[a + "expert_count"] = u32(s.moe.experts);
     m[a + "expert_used_count"] = u32(s.moe.top_k);

@@ -160,7 +160,8 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     const std::string L = "blk.{layer}.";
     n[Role::Embed] = "token_embd";
     n[Role::PosEmbed] = "position_embd";
-    n[Role::EmbedNorm] = "token_embd_norm";  // BLOOM
+    n[Role::EmbedNorm] = "token_embd_norm";  // BLOOM, BERT
+    n[Role::TokenTypes] = "token_types";      // BERT
     n[Role::AttnNorm] = L + "attn_norm";
     n[Role::AttnPostNorm] = L + "post_attention_norm";
     n[Role::MlpNorm] = L + "ffn_norm";
@@ -188,6 +189,12 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::Router] = L + "ffn_gate_inp";
     n[Role::FinalNorm] = "output_norm";
     n[Role::LmHead] = "output";
+    if (placement == NormPlacement::Post) {
+      // llama.cpp's bert and nomic-bert, the post-norm families it reads:
+      // the norm after the attention's residual add, then the block's last.
+      n[Role::AttnNorm] = L + "attn_output_norm";
+      n[Role::MlpNorm] = L + "layer_output_norm";
+    }
   }
   return n;
 }

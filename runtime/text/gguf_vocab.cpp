@@ -10,6 +10,7 @@
 #include "runtime/text/spm.hpp"
 #include "runtime/text/tokenizer.hpp"
 #include "runtime/text/tokenizer_data.hpp"
+#include "runtime/text/wordpiece.hpp"
 #include "runtime/weights/gguf.hpp"
 
 namespace lathe::text {
@@ -163,9 +164,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   const Reader r(file);
   const std::optional<std::string> model = file.string("tokenizer.ggml.model");
   if (!model) r.bad("tokenizer.ggml.model", "is missing (the file holds no vocabulary)");
-  if (*model != "gpt2" && *model != "llama") {
+  if (*model != "gpt2" && *model != "llama" && *model != "bert") {
     throw Error(ErrorKind::Unsupported, file.path() + ": tokenizer.ggml.model \"" + *model +
-                                            "\" is not supported (only \"gpt2\" and \"llama\")");
+                                            "\" is not supported (only \"gpt2\", \"llama\" and \"bert\")");
   }
   const std::vector<std::string> texts = r.strings("tokenizer.ggml.tokens");
   const size_t n = texts.size();
@@ -252,6 +253,56 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
         std::make_unique<HfTextEncoder>(std::move(p->normalizers), std::move(p->steps),
                                         HfModel(std::in_place_type<BpeModel>, std::move(vocab), merges, options));
     data.description = "gguf gpt2 " + pre;
+  } else if (*model == "bert") {
+    // llama.cpp's WPM vocabulary (src/llama-vocab.cpp): its converter
+    // rewrites WordPiece's "##ing" as "ing" and a word start "hello" as
+    // "▁hello" (phantom space), control tokens as they are; the tokenizer
+    // puts "▁" before each word and cuts it greedily into the longest
+    // pieces. That is Hugging Face's WordPiece with a word prefix "▁" and
+    // no continuing prefix, after BERT's normalizer (lowercase and
+    // strip_accents as the file says) and pre-tokenizer. Words over 100
+    // characters are one unknown token, as in Hugging Face (llama.cpp
+    // cuts them). The ids llama.cpp assumes where the file names none are
+    // bert-base's.
+    const auto special = [&](std::string_view key, int32_t fallback) {
+      if (const std::optional<int32_t> id = r.id(key, n)) return *id;
+      if (static_cast<size_t>(fallback) >= n)
+        r.bad(key, "is missing, and llama.cpp's default " + std::to_string(fallback) + " is not a token id");
+      return fallback;
+    };
+    const int32_t cls = special("tokenizer.ggml.bos_token_id", 101);
+    const int32_t sep = special("tokenizer.ggml.seperator_token_id", 102);  // llama.cpp's spelling
+    const int32_t unknown = special("tokenizer.ggml.unknown_token_id", 100);
+    data.pad = special("tokenizer.ggml.padding_token_id", 0);
+    data.tokens[static_cast<size_t>(unknown)].kind = TokenKind::Unknown;
+    StringMap vocab;
+    vocab.reserve(n);
+    std::vector<detail::AddedToken> added;
+    for (size_t i = 0; i < n; ++i) {
+      const auto id = static_cast<int32_t>(i);
+      vocab.insert_or_assign(texts[i], id);
+      if ((types[i] == kControl || types[i] == kUserDefined) && !texts[i].empty())
+        added.push_back({texts[i], id, types[i] == kControl, false, false, false});
+    }
+    BertNormalizer normalizer;
+    normalizer.lowercase = r.boolean("tokenizer.ggml.normalizer.lowercase").value_or(false);
+    normalizer.strip_accents = r.boolean("tokenizer.ggml.normalizer.strip_accents").value_or(normalizer.lowercase);
+    WordPieceOptions options;
+    options.word_prefix = "\xE2\x96\x81";
+    options.continuing_prefix = "";
+    options.unk = unknown;
+    detail::spell_spm_bytes(data.tokens, "\xE2\x96\x81");
+    data.strip_leading_space = true;
+    data.added = detail::AddedMatcher(std::move(added));
+    data.encoder = std::make_unique<HfTextEncoder>(std::vector<Normalizer>{normalizer},
+                                                   std::vector<PreTokenizer>{WhitespaceSplitStep{true}},
+                                                   HfModel(WordPieceModel(std::move(vocab), options)));
+    data.description = "gguf bert (wordpiece)";
+    // llama.cpp's WPM adds [CLS] and [SEP] whatever add_bos_token and
+    // add_eos_token say.
+    data.prefix = {cls};
+    data.suffix = {sep};
+    return Tokenizer(std::make_shared<const detail::TokenizerData>(std::move(data)));
   } else {
     const std::optional<std::vector<float>> scores = r.floats("tokenizer.ggml.scores");
     if (!scores) r.bad("tokenizer.ggml.scores", "is missing");

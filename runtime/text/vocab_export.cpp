@@ -166,29 +166,21 @@ constexpr const char* kProbe =
     "Hello world's 123  test\n\nI'LL DO 4567 it's 89, 1.5e10 \t tab  x   y\r\n"
     "\xC3\xA9t\xC3\xA9 \xE2\x82\xAC" "100 \xF0\x9F\x98\x80!! '' \xE4\xB8\xAD\xE6\x96\x87 a1b22c333d4444 \n ";
 
-// A byte-level BPE tokenizer.json as llama.cpp's converter writes it
-// (_set_vocab_gpt2): tokenizer.ggml.model "gpt2", the vocabulary by id with
-// added tokens CONTROL (special, or looking special) or USER_DEFINED,
-// "[PAD<id>]" UNUSED rows where no token has the id, the merges as
-// "left right"; tokenizer.ggml.pre the first of kPreNames whose GGUF
-// tokenizer encodes kProbe as the tokenizer.json does (llama.cpp names it
-// by a hash of such an encoding).
-GgufVocabulary bpe_vocabulary(const std::string& dir, const fs::path& json_path, int64_t vocab) {
-  GgufVocabulary out;
-  const nlohmann::json j = object_file(json_path);
-  const auto model = j.find("model");
-  if (model == j.end() || !model->is_object() || model->value("type", "") != "BPE" || !model->contains("vocab") ||
-      !(*model)["vocab"].is_object() || model->value("byte_fallback", false)) {
-    out.summary = "no vocabulary written: " + json_path.string() +
-                  " is not a byte-level BPE tokenizer (lathe writes those and SentencePiece models)";
-    return out;
-  }
-  const auto rows = static_cast<size_t>(vocab);
-  std::vector<std::string> tokens(rows);
-  std::vector<int32_t> types(rows, kUnused);
-  for (size_t id = 0; id < rows; ++id) tokens[id] = "[PAD" + std::to_string(id) + "]";
+// A tokenizer.json's model.vocab and added_tokens by id, as llama.cpp's
+// converter lists them (get_vocab_base): `vocab` rows, "[PAD<id>]" UNUSED
+// where no token has the id, added tokens CONTROL (special, or looking
+// special) or USER_DEFINED; and every token's id by its text.
+struct VocabularyById {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
   std::map<std::string, int64_t> ids;
-  for (const auto& [text, id] : (*model)["vocab"].items()) {
+};
+VocabularyById vocabulary_by_id(const nlohmann::json& j, const fs::path& json_path, int64_t vocab) {
+  const auto rows = static_cast<size_t>(vocab);
+  VocabularyById out{std::vector<std::string>(rows), std::vector<int32_t>(rows, kUnused), {}};
+  auto& [tokens, types, ids] = out;
+  for (size_t id = 0; id < rows; ++id) tokens[id] = "[PAD" + std::to_string(id) + "]";
+  for (const auto& [text, id] : j["model"]["vocab"].items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0)
       throw Error(ErrorKind::BadFile, json_path.string() + ": model.vocab[\"" + text + "\"] is not a token id");
     ids[text] = id.get<int64_t>();
@@ -210,6 +202,28 @@ GgufVocabulary bpe_vocabulary(const std::string& dir, const fs::path& json_path,
       types[static_cast<size_t>(id)] = t.value("special", false) || looks_special(content) ? kControl : kUserDefined;
     }
   }
+  return out;
+}
+
+// A byte-level BPE tokenizer.json as llama.cpp's converter writes it
+// (_set_vocab_gpt2): tokenizer.ggml.model "gpt2", the vocabulary by id with
+// added tokens CONTROL (special, or looking special) or USER_DEFINED,
+// "[PAD<id>]" UNUSED rows where no token has the id, the merges as
+// "left right"; tokenizer.ggml.pre the first of kPreNames whose GGUF
+// tokenizer encodes kProbe as the tokenizer.json does (llama.cpp names it
+// by a hash of such an encoding).
+GgufVocabulary bpe_vocabulary(const std::string& dir, const fs::path& json_path, int64_t vocab) {
+  GgufVocabulary out;
+  const nlohmann::json j = object_file(json_path);
+  const auto model = j.find("model");
+  if (model == j.end() || !model->is_object() || model->value("type", "") != "BPE" || !model->contains("vocab") ||
+      !(*model)["vocab"].is_object() || model->value("byte_fallback", false)) {
+    out.summary = "no vocabulary written: " + json_path.string() +
+                  " is not a byte-level BPE tokenizer (lathe writes those and SentencePiece models)";
+    return out;
+  }
+  const auto rows = static_cast<size_t>(vocab);
+  auto [tokens, types, ids] = vocabulary_by_id(j, json_path, vocab);
   std::vector<std::string> merges;
   if (const auto it = model->find("merges"); it != model->end() && it->is_array()) {
     for (const nlohmann::json& merge : *it) {
@@ -289,6 +303,71 @@ GgufVocabulary bpe_vocabulary(const std::string& dir, const fs::path& json_path,
   return out;
 }
 
+// A WordPiece tokenizer.json (BERT) as llama.cpp's converter writes it
+// (conversion/bert.py, BertModel.set_vocab): tokenizer.ggml.model "bert",
+// the vocabulary by id rewritten to the phantom space: CONTROL tokens as
+// they are, "##ing" as "ing", every other token "hello" as "▁hello"
+// ("[PAD<id>]" rows too). gguf-py's SpecialVocab: [CLS] (cls_token) is BOS
+// when there is no bos_token, [SEP] (sep_token) EOS and the separator
+// (llama.cpp's key spells it "seperator"); unk and pad; the
+// BertNormalizer's lowercase and strip_accents where it states them.
+GgufVocabulary wordpiece_vocabulary(const std::string& dir, const nlohmann::json& j, const fs::path& json_path,
+                                    int64_t vocab) {
+  GgufVocabulary out;
+  if (!j["model"].contains("vocab") || !j["model"]["vocab"].is_object()) {
+    out.summary = "no vocabulary written: " + json_path.string() + ": model.vocab is not an object";
+    return out;
+  }
+  auto [tokens, types, ids] = vocabulary_by_id(j, json_path, vocab);
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    std::string& t = tokens[id];
+    if (types[id] != kControl) t = t.starts_with("##") ? t.substr(2) : "\xE2\x96\x81" + t;
+  }
+  auto& m = out.metadata;
+  m["tokenizer.ggml.model"] = std::string("bert");
+  m["tokenizer.ggml.pre"] = std::string("default");
+  m["tokenizer.ggml.tokens"] = weights::GgufValue::strings(tokens);
+  weights::GgufArray type_array{weights::GgufType::I32, {}};
+  for (int32_t t : types) type_array.items.emplace_back(t);
+  m["tokenizer.ggml.token_type"] = std::move(type_array);
+
+  // Special ids: tokenizer_config.json's texts, else BERT's own.
+  const nlohmann::json config = object_file(fs::path(dir) / "tokenizer_config.json");
+  const auto special = [&](std::initializer_list<const char*> keys, const char* bert) -> std::optional<int64_t> {
+    for (const char* key : keys)
+      if (const std::optional<int64_t> id = config_token_id(config, key, ids)) return id;
+    const auto it = ids.find(bert);
+    return it == ids.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  };
+  const struct {
+    const char* gguf_key;
+    std::optional<int64_t> id;
+  } specials[] = {{"bos_token_id", special({"bos_token", "cls_token"}, "[CLS]")},
+                  {"eos_token_id", special({"eos_token", "sep_token"}, "[SEP]")},
+                  {"seperator_token_id", special({"sep_token"}, "[SEP]")},
+                  {"unknown_token_id", special({"unk_token"}, "[UNK]")},
+                  {"padding_token_id", special({"pad_token"}, "[PAD]")}};
+  for (const auto& s : specials)
+    if (s.id && *s.id >= 0 && *s.id < vocab) m[std::string("tokenizer.ggml.") + s.gguf_key] = static_cast<uint32_t>(*s.id);
+
+  // The normalizer's flags, as SpecialVocab reads them (a Sequence's too).
+  std::function<void(const nlohmann::json&)> flags = [&](const nlohmann::json& n) {
+    if (!n.is_object()) return;
+    const std::string type = n.value("type", "");
+    if (type == "Lowercase") m["tokenizer.ggml.normalizer.lowercase"] = true;
+    if (type == "StripAccents") m["tokenizer.ggml.normalizer.strip_accents"] = true;
+    if (type == "BertNormalizer")
+      for (const char* key : {"lowercase", "strip_accents"})
+        if (const auto it = n.find(key); it != n.end() && it->is_boolean())
+          m[std::string("tokenizer.ggml.normalizer.") + key] = it->get<bool>();
+    if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array())
+      for (const nlohmann::json& each : n["normalizers"]) flags(each);
+  };
+  if (const auto it = j.find("normalizer"); it != j.end()) flags(*it);
+  out.summary = "WordPiece vocabulary of " + std::to_string(tokens.size()) + " tokens (llama.cpp's bert, phantom space)";
+  return out;
+}
+
 }  // namespace
 
 GgufVocabulary gguf_vocabulary(const std::string& dir, int64_t vocab) {
@@ -298,7 +377,9 @@ GgufVocabulary gguf_vocabulary(const std::string& dir, int64_t vocab) {
   if (fs::is_regular_file(model_path, ec)) {
     out = sentencepiece_vocabulary(dir, model_path, vocab);
   } else if (fs::is_regular_file(json_path, ec)) {
-    out = bpe_vocabulary(dir, json_path, vocab);
+    const nlohmann::json j = object_file(json_path);
+    const bool wordpiece = j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "WordPiece";
+    out = wordpiece ? wordpiece_vocabulary(dir, j, json_path, vocab) : bpe_vocabulary(dir, json_path, vocab);
   } else {
     out.summary = "no vocabulary written: " + dir + " has no tokenizer.model or tokenizer.json";
     return out;

@@ -42,7 +42,12 @@ struct GgufVocabulary {
 // tokenizer.ggml.pre is the first of llama-bpe, qwen2, smollm and gpt-2
 // whose GGUF tokenizer encodes a probe text as the tokenizer.json does
 // (llama.cpp's converter names it by a hash of such an encoding).
-// Another tokenizer.json (SentencePiece-style, WordPiece), a BPE none of
+// A WordPiece tokenizer.json (BERT) becomes tokenizer.ggml.model "bert"
+// (BertModel.set_vocab): the vocabulary by id in the phantom-space spelling
+// ("▁hello" for a word start, "ing" for "##ing", control tokens as they
+// are), [CLS] as BOS, [SEP] as EOS and separator, the BertNormalizer's
+// lowercase and strip_accents.
+// Another tokenizer.json (SentencePiece-style), a BPE none of
 // those names fits, or no tokenizer gets no metadata and a summary that
 // says so. Throws Error(BadFile) for a tokenizer.model that does not load,
 // or a JSON file of the wrong shape.

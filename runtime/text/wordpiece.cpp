@@ -19,8 +19,7 @@ void WordPieceModel::encode_word(std::string_view word, std::vector<int32_t>& ou
   for (size_t b = 0; b + 1 < bounds.size();) {
     size_t e = bounds.size() - 1;
     for (; e > b; --e) {
-      piece.clear();
-      if (b > 0) piece = options_.continuing_prefix;
+      piece = b > 0 ? options_.continuing_prefix : options_.word_prefix;
       piece.append(word.substr(bounds[b], bounds[e] - bounds[b]));
       if (const auto it = vocab_.find(piece); it != vocab_.end()) {
         out.push_back(it->second);

@@ -17,6 +17,10 @@ namespace lathe::text {
 
 struct WordPieceOptions {
   std::string continuing_prefix = "##";
+  // Before a word's first piece: llama.cpp's GGUF BERT vocabularies spell
+  // word starts "▁word" and continuations bare ("ing"), with prefix "▁" and
+  // continuing_prefix "" (its converter's phantom space).
+  std::string word_prefix;
   size_t max_chars = 100;  // max_input_chars_per_word
   int32_t unk = 0;         // the unk token's id
 };

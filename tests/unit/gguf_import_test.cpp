@@ -108,6 +108,62 @@ spec::Spec tiny(const std::string& name) {
   return parse_file(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/specs/tiny" / name);
 }
 
+spec::Spec encoder(const std::string& name) {
+  return parse_file(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/specs/encoder" / name);
+}
+
+// The differences of two specs, one a line.
+std::string differences_of(const spec::Spec& a, const spec::Spec& b) {
+  std::string all;
+  for (const std::string& d : spec::spec_differences(a, b)) all += d + "\n";
+  return all;
+}
+
+// A spec's GGUF twin, written as metadata and a tensor list and imported again.
+spec::Spec through_gguf(const spec::Spec& s) {
+  const spec::Spec twin = gguf_twin(s);
+  return parse_text(import_gguf_metadata(metadata_of(twin), tensors_of(twin), file_named("e.gguf")).render());
+}
+
+// A nomic-embed-shaped encoder (llama.cpp's nomic-bert): BERT's post-norm
+// LayerNorm blocks and embedding norm, RoPE, q | k | v fused, SwiGLU
+// without biases, and no token-type table (the spec adds token types with
+// learned positions only).
+constexpr const char* kNomicText = R"(
+[model]
+name = "tiny-nomic"
+stack = "encoder"
+[dims]
+hidden = 64
+layers = 2
+heads = 4
+intermediate = 96
+vocab = 101
+max_context = 32
+[norm]
+kind = "layernorm"
+eps = 1e-12
+placement = "post"
+final = false
+[position]
+kind = "rope"
+theta = 1000.0
+[mlp]
+activation = "silu"
+gated = true
+[embedding]
+norm = true
+[pooling]
+kind = "mean"
+normalize = true
+[weights]
+dtype = "f16"
+fused_qkv = true
+preset = "hf-llama"
+[weights.names]
+embed_norm = "emb_ln"
+)";
+
 }  // namespace
 
 TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF metadata") {
@@ -123,9 +179,11 @@ TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF met
       metadata = metadata_of(twin);
     } catch (const Error& e) {
       // Mixtral: llama.cpp stacks experts in a tensor a spec cannot name;
-      // encoders: llama.cpp's bert is not converted yet.
+      // ModernBERT: an encoder of pre-norm blocks, none of llama.cpp's
+      // bert, nomic-bert and t5encoder.
       MESSAGE(entry.path().filename().string() << ": " << e.what());
-      CHECK((original.moe.enabled() || original.encoder()));
+      CHECK((original.moe.enabled() || (original.encoder() && original.norm.placement == spec::NormPlacement::Pre &&
+                                        original.position.kind == spec::PositionKind::Rope)));
       continue;
     }
     // Llama 3.2's llama3 scaling comes back from the rope_freqs factors.
@@ -139,7 +197,7 @@ TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF met
     CHECK(spec::build_manifest(imported).total_elements() == spec::build_manifest(original).total_elements());
     ++round_trips;
   }
-  CHECK(round_trips >= 9);
+  CHECK(round_trips >= 12);  // the decoders, BERT, all-MiniLM and T5's encoder among them
 }
 
 TEST_CASE("the GGUF twin of a Llama spec pairs RoPE interleaved and names tensors as llama.cpp does") {
@@ -445,4 +503,81 @@ TEST_CASE("MPT and BLOOM GGUF files: what the spec's ALiBi cannot say is named")
   const std::string e = import_errors(m, tensors_of(twin));
   CHECK(e.find("mpt.attention.max_alibi_bias") != std::string::npos);
   CHECK(e.find("mpt.attention.clamp_kqv") != std::string::npos);
+}
+
+// llama.cpp's encoders: the GGUF twin of each tiny encoder it can express is
+// read back to the same spec: bert (the twin the end-to-end test
+// hf_vs_gguf.bert builds), nomic-bert and t5encoder.
+TEST_CASE("the GGUF twins of encoders import back: bert, nomic-bert, t5encoder") {
+  const spec::Spec bert = gguf_twin(encoder("bert.toml"));
+  CHECK(differences_of(bert, encoder("bert-gguf.toml")).empty());
+  const auto metadata = metadata_of(bert);
+  CHECK(std::get<std::string>(metadata.at("general.architecture").value) == "bert");
+  CHECK(std::get<uint32_t>(metadata.at("bert.pooling_type").value) == 1);  // llama.cpp's MEAN
+  CHECK(std::get<bool>(metadata.at("bert.attention.causal").value) == false);
+  CHECK(std::get<uint32_t>(metadata.at("tokenizer.ggml.token_type_count").value) == 2);
+  const std::string text = import_gguf_metadata(metadata, tensors_of(bert), file_named("b.gguf")).render();
+  CHECK(text.find("stack = \"encoder\"") != std::string::npos);
+  CHECK(text.find("placement = \"post\"") != std::string::npos);
+  const spec::Spec imported = parse_text(text);
+  CHECK_MESSAGE(differences_of(bert, imported).empty(), differences_of(bert, imported) << text);
+  std::vector<std::string> names;
+  for (const spec::TensorSpec& t : spec::build_manifest(imported).tensors) names.push_back(t.name);
+  for (const char* name : {"token_types.weight", "position_embd.weight", "token_embd_norm.bias",
+                           "blk.1.attn_output_norm.weight", "blk.1.layer_output_norm.bias", "blk.0.ffn_up.bias"})
+    CHECK_MESSAGE(std::find(names.begin(), names.end(), name) != names.end(), name);
+
+  spec::Spec nomic = parse_text(kNomicText);
+  const spec::Spec nomic_twin = gguf_twin(nomic);
+  CHECK(std::get<std::string>(metadata_of(nomic_twin).at("general.architecture").value) == "nomic-bert");
+  const spec::Spec nomic_back = through_gguf(nomic);
+  CHECK_MESSAGE(differences_of(nomic_twin, nomic_back).empty(), differences_of(nomic_twin, nomic_back));
+  CHECK(nomic_back.position.theta == 1000.0);
+  CHECK(nomic_back.weights.fused_qkv);
+  CHECK(spec::build_manifest(nomic_back).total_elements() == spec::build_manifest(nomic).total_elements());
+
+  // The tiny T5 encoder buckets to distance 16; llama.cpp fixes 128.
+  spec::Spec t5 = encoder("t5.toml");
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(gguf_twin(t5)),
+                       doctest::Contains("position.max_distance: llama.cpp's t5encoder fixes it at 128"), Error);
+  t5.position.max_distance = 128;
+  const spec::Spec t5_twin = gguf_twin(t5);
+  CHECK(t5_twin.weights.names.at(Role::O) == "enc.blk.{layer}.attn_o");
+  const spec::Spec t5_back = through_gguf(t5);
+  CHECK_MESSAGE(differences_of(t5_twin, t5_back).empty(), differences_of(t5_twin, t5_back));
+  CHECK(t5_back.attention.scale == 1.0);
+  CHECK(t5_back.pooling.kind == spec::Pooling::Last);  // t5encoder.pooling_type 3
+}
+
+TEST_CASE("what llama.cpp's encoders do not compute is refused, naming the field or key") {
+  // A pooled embedding is L2-normalized by llama.cpp: a file cannot say otherwise.
+  spec::Spec bert = encoder("bert.toml");
+  bert.pooling.normalize = false;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(gguf_twin(bert)),
+                       doctest::Contains("pooling.normalize: llama.cpp's bert L2-normalizes"), Error);
+  bert = encoder("bert.toml");
+  bert.mlp.activation = spec::Activation::GeluTanh;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(gguf_twin(bert)), doctest::Contains("mlp.activation: llama.cpp's bert"),
+                       Error);
+  // ModernBERT-shaped: pre-norm RMS blocks with RoPE are none of llama.cpp's encoders.
+  spec::Spec modern = encoder("rope.toml");
+  modern.pooling.normalize = true;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(gguf_twin(modern)),
+                       doctest::Contains("norm: llama.cpp's nomic-bert has post-norm LayerNorm blocks"), Error);
+
+  const spec::Spec twin = gguf_twin(encoder("bert.toml"));
+  const std::vector<weights::TensorInfo> tensors = tensors_of(twin);
+  Metadata rank = metadata_of(twin);
+  rank["bert.pooling_type"] = uint32_t{4};
+  rank["bert.attention.causal"] = true;
+  const std::string both = import_errors(rank, tensors);
+  CHECK(both.find("x.gguf: bert.pooling_type 4 (rank)") != std::string::npos);
+  CHECK(both.find("x.gguf: bert.attention.causal = true") != std::string::npos);
+
+  // nomic-embed's files hold a token-type table, which a RoPE spec cannot add.
+  const spec::Spec nomic = gguf_twin(parse_text(kNomicText));
+  std::vector<weights::TensorInfo> with_types = tensors_of(nomic);
+  with_types.push_back({"token_types.weight", DType::F32, {2, 64}, 0, 0});
+  CHECK(import_errors(metadata_of(nomic), with_types)
+            .find("x.gguf: token_types.weight: token types beside RoPE positions") != std::string::npos);
 }

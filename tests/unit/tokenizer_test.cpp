@@ -258,6 +258,38 @@ Metadata gpt2_gguf(const std::string& pre) {
   };
 }
 
+// tests/data/tokenizers/bert-wordpiece.json's vocabulary as llama.cpp's
+// converter writes it (conversion/bert.py, BertModel.set_vocab): model
+// "bert", the special tokens CONTROL and as they are, every other token
+// NORMAL with WordPiece's "##ed" as "ed" and a word start "hello" as
+// "▁hello" (the phantom space); [CLS] as BOS, [SEP] as the separator
+// (gguf-py's SpecialVocab), the BertNormalizer's lowercase.
+Metadata bert_gguf() {
+  const json j = json::parse(test::read_file(std::string(LATHE_SOURCE_DIR) + "/tests/data/tokenizers/bert-wordpiece.json"));
+  std::vector<std::string> tokens(j["model"]["vocab"].size());
+  std::vector<int32_t> types(tokens.size(), 1);
+  for (const auto& [text, id] : j["model"]["vocab"].items())
+    tokens[id.get<size_t>()] = text.starts_with("##") ? text.substr(2) : "\xE2\x96\x81" + text;
+  for (const json& added : j["added_tokens"]) {
+    tokens[added["id"].get<size_t>()] = added["content"].get<std::string>();
+    types[added["id"].get<size_t>()] = 3;
+  }
+  weights::GgufArray type_array{weights::GgufType::I32, {}};
+  for (const int32_t t : types) type_array.items.emplace_back(t);
+  return {
+      {"tokenizer.ggml.model", std::string("bert")},
+      {"tokenizer.ggml.pre", std::string("default")},
+      {"tokenizer.ggml.tokens", weights::GgufValue::strings(tokens)},
+      {"tokenizer.ggml.token_type", type_array},
+      {"tokenizer.ggml.bos_token_id", uint32_t{2}},
+      {"tokenizer.ggml.eos_token_id", uint32_t{3}},
+      {"tokenizer.ggml.seperator_token_id", uint32_t{3}},
+      {"tokenizer.ggml.unknown_token_id", uint32_t{1}},
+      {"tokenizer.ggml.padding_token_id", uint32_t{0}},
+      {"tokenizer.ggml.normalizer.lowercase", true},
+  };
+}
+
 }  // namespace
 
 TEST_SUITE("tokenizer") {
@@ -709,14 +741,64 @@ TEST_SUITE("tokenizer") {
     CHECK(load_gguf(tmp, m, "c.gguf").encode("Hello", true) == Ids{kBeginOfText, kHello, kEndOfText});
   }
 
+  TEST_CASE("GGUF bert vocabularies (phantom-space WordPiece) encode as the tokenizer.json they came from") {
+    TempDir tmp;
+    const Tokenizer gguf = load_gguf(tmp, bert_gguf(), "bert.gguf");
+    const Tokenizer hf = Tokenizer::from_hf(std::string(LATHE_SOURCE_DIR) + "/tests/data/tokenizers/bert-wordpiece.json");
+    CHECK(gguf.vocab_size() == hf.vocab_size());
+    // Worked out by hand on the GGUF spelling (ids of bert-wordpiece.json):
+    // [CLS] ▁hello ▁, ▁world ▁! [SEP].
+    CHECK(gguf.encode("Hello, World!", true) == Ids{2, 5, 7, 6, 8, 3});
+    // ▁unwanted: "▁un" (10), then the bare continuations "want" (11), "ed" (12).
+    CHECK(gguf.encode("Unwanted café\tNIÑO", false) == Ids{10, 11, 12, 13, 14});
+    // A word start and a continuation of the same letters are two tokens:
+    // "▁a" (21) then "a" (22); "▁s" (25) alone, "s" (15) after "▁nino".
+    CHECK(gguf.encode("aa s ninos", false) == Ids{21, 22, 25, 14, 15});
+    // "▁x" matches, "yz" does not: the whole word is [UNK] (1).
+    CHECK(gguf.encode("hello xyz world", false) == Ids{5, 1, 6});
+    // Special tokens written in the text are matched whole.
+    CHECK(gguf.encode("[CLS] hello [MASK]", false) == Ids{2, 5, 4});
+    CHECK(gguf.encode("", true) == Ids{2, 3});
+    CHECK(gguf.pad() == 0);
+    for (const char* text : {"Hello, World!", "Unwanted café\tNIÑO", "ÄPFELS", "hello中文world", "¿hello?$", "don't",
+                             "hello xyz world", "İ", "aa aaa s ninos", "[CLS] hello [MASK]", "  spaced\n\nout  ",
+                             "\x01hel\0lo\r\nwor\xC2\xADld"}) {
+      const std::string t(text);
+      CHECK_MESSAGE(gguf.encode(t, true) == hf.encode(t, true), "text: " << t);
+      CHECK_MESSAGE(gguf.encode(t, false) == hf.encode(t, false), "text: " << t);
+    }
+    // Decoded as llama.cpp spells the pieces: "▁" a space, the first dropped.
+    CHECK(gguf.decode(Ids{5, 6, 10, 11, 12}) == "hello world unwanted");
+    CHECK(gguf.decode(gguf.encode("hello world", true), true) == "hello world");
+
+    // lathe quantize's export of the tokenizer.json (vocab_export.hpp)
+    // writes the converter's metadata, key for key.
+    test::write_file(tmp.file("tokenizer.json"),
+                     test::read_file(std::string(LATHE_SOURCE_DIR) + "/tests/data/tokenizers/bert-wordpiece.json"));
+    const GgufVocabulary exported = gguf_vocabulary(tmp.dir.string(), 36);
+    CHECK(exported.summary.find("WordPiece vocabulary of 36 tokens") != std::string::npos);
+    CHECK(exported.metadata == bert_gguf());
+
+    // Without lowercase in the file, llama.cpp keeps the case (and the accents).
+    Metadata cased = bert_gguf();
+    cased.erase("tokenizer.ggml.normalizer.lowercase");
+    CHECK(load_gguf(tmp, cased, "cased.gguf").encode("Hello hello", false) == Ids{1, 5});
+    // No ids in the file: llama.cpp's bert-base defaults (101, 102, 100), which this vocabulary lacks.
+    Metadata bare = bert_gguf();
+    bare.erase("tokenizer.ggml.bos_token_id");
+    CHECK(std::string(error_of([&] { load_gguf(tmp, bare, "bare.gguf"); }).what())
+              .find("tokenizer.ggml.bos_token_id is missing, and llama.cpp's default 101 is not a token id") !=
+          std::string::npos);
+  }
+
   TEST_CASE("GGUF vocabulary errors name the key") {
     TempDir tmp;
     const auto message = [&](const Metadata& m) { return std::string(error_of([&] { load_gguf(tmp, m); }).what()); };
     Metadata m = gpt2_gguf("deepseek-llm");
     CHECK(message(m).find("tokenizer.ggml.pre \"deepseek-llm\" is not supported") != std::string::npos);
     m = gpt2_gguf("gpt-2");
-    m["tokenizer.ggml.model"] = std::string("bert");
-    CHECK(message(m).find("tokenizer.ggml.model \"bert\" is not supported") != std::string::npos);
+    m["tokenizer.ggml.model"] = std::string("t5");
+    CHECK(message(m).find("tokenizer.ggml.model \"t5\" is not supported") != std::string::npos);
     m = gpt2_gguf("gpt-2");
     m.erase("tokenizer.ggml.merges");
     CHECK(message(m).find("tokenizer.ggml.merges is missing") != std::string::npos);
@@ -1004,10 +1086,10 @@ TEST_SUITE("tokenizer") {
         REQUIRE_MESSAGE(gguf.encode(s, false) == hf.encode(s, false), "text: " << s);
       }
     }
-    // Not byte-level BPE: nothing, and why.
-    json wordpiece = byte_level_json(Flavour::Gpt2);
-    wordpiece["model"]["type"] = "WordPiece";
-    test::write_file(tmp.file("tokenizer.json"), wordpiece.dump());
+    // Not byte-level BPE (nor WordPiece): nothing, and why.
+    json unigram = byte_level_json(Flavour::Gpt2);
+    unigram["model"]["type"] = "Unigram";
+    test::write_file(tmp.file("tokenizer.json"), unigram.dump());
     const GgufVocabulary none = gguf_vocabulary(tmp.dir.string(), 274);
     CHECK(none.metadata.empty());
     CHECK(none.summary.find("is not a byte-level BPE tokenizer") != std::string::npos);
