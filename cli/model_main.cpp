@@ -285,12 +285,21 @@ std::vector<int32_t> parse_tokens(const std::string& text, const std::string& op
 // The logits of every prompt position, then of `steps` greedy decode steps,
 // as raw little-endian f32 rows of vocab values: for comparing lathe with any
 // other implementation.
-int cmd_logits(const std::string& weights, const std::string& tokens_text, int64_t steps, int64_t context,
-               const std::string& device, const std::string& out_path, bool check) {
+// An encoder-decoder's rows are its decoder's, after the source
+// (--source-tokens) is encoded.
+int cmd_logits(const std::string& weights, const std::string& tokens_text, const std::string& source_text,
+               int64_t steps, int64_t context, const std::string& device, const std::string& out_path, bool check) {
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> tokens = parse_tokens(tokens_text);
   if (m.encoder && steps > 0)
     throw Error(ErrorKind::InvalidArgument, std::string(m.name) + " is an encoder: it has no decode steps (drop -n)");
+  if (m.encoder_decoder && source_text.empty())
+    throw Error(ErrorKind::InvalidArgument, std::string(m.name) + " is an encoder-decoder: give the source's ids "
+                                                                   "(--source-tokens) and the decoder's (-t)");
+  if (!m.encoder_decoder && !source_text.empty())
+    throw Error(ErrorKind::InvalidArgument,
+                "--source-tokens: " + std::string(m.name) + " is not an encoder-decoder: it has no source");
+  const std::vector<int32_t> source = m.encoder_decoder ? parse_tokens(source_text, "--source-tokens") : std::vector<int32_t>{};
   const auto checkpoint = checked(weights);
   lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
@@ -308,6 +317,7 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, int64
       lathe::check_logits(std::span(rows).subspan(r * vocab, vocab), where(r));
     out.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(float)));
   };
+  if (!source.empty()) session.source(0, source);
   write(session.prefill(tokens), [](size_t r) { return "prompt row " + std::to_string(r); });
   for (int64_t i = 0; i < steps; ++i)
     write(session.decode(session.argmax()), [i](size_t) { return "decode step " + std::to_string(i + 1); });
@@ -342,12 +352,15 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   // prompt's pass, each later one from a decode step.
   const int64_t wanted = steps < 0 ? free + 1 : steps;
   const Clock::time_point start = Clock::now();
-  session.prefill(prompt);
+  // An encoder-decoder: the prompt is the source; the decoder starts from its start token.
+  if (m.encoder_decoder) session.source(0, prompt);
+  session.prefill(m.encoder_decoder ? std::vector<int32_t>{m.decoder_start} : prompt);
   const Clock::time_point prefilled = Clock::now();
   std::vector<int32_t> picks;
   if (wanted > 0) {
     picks.push_back(session.argmax());  // the prompt's greedy continuation
-    const std::vector<int32_t> more = session.generate_greedy(picks[0], std::min(wanted - 1, free));
+    const int64_t room = m.encoder_decoder ? session.context() - session.position() : free;
+    const std::vector<int32_t> more = session.generate_greedy(picks[0], std::min(wanted - 1, room));
     picks.insert(picks.end(), more.begin(), more.end());
   }
   const Clock::time_point done = Clock::now();
@@ -356,8 +369,9 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   steps = static_cast<int64_t>(picks.size());
   const double prefill_s = std::chrono::duration<double>(prefilled - start).count();
   const double decode_s = std::chrono::duration<double>(done - prefilled).count();
-  std::fprintf(stderr, "%s on %s: prefill %zu tokens %.1f tok/s, decode %lld tokens %.1f tok/s, %zu dispatches/token; %s\n",
-               std::string(m.name).c_str(), vk.device().info().name.c_str(), prompt.size(),
+  std::fprintf(stderr, "%s on %s: %s %zu tokens %.1f tok/s, decode %lld tokens %.1f tok/s, %zu dispatches/token; %s\n",
+               std::string(m.name).c_str(), vk.device().info().name.c_str(), m.encoder_decoder ? "encode" : "prefill",
+               prompt.size(),
                static_cast<double>(prompt.size()) / prefill_s, static_cast<long long>(steps),
                steps > 1 ? static_cast<double>(steps - 1) / std::max(decode_s, 1e-9) : 0.0,
                session.dispatches_per_token(), memory_text(session).c_str());
@@ -708,14 +722,14 @@ int cmd_serve(const ServeOptions& o) {
   lathe::vk::Context vk(device_options(o.device));
   lathe::SessionOptions options;
   options.context = o.context;
-  options.max_chunk = 64;  // the scheduler's prompt chunk
+  options.max_chunk = 64;  // the scheduler's prompt chunk (an encoder-decoder's source runs whole)
   options.sequences = o.parallel;
   lathe::Session session(vk.device(), m, options);
   load_weights(session, checkpoint.get(), !o.no_check);
   warm_up(session, options.max_chunk);
   lathe::serve::SessionEngine engine(session);
   lathe::serve::SchedulerOptions scheduling;
-  scheduling.chunk = options.max_chunk;
+  scheduling.chunk = m.encoder_decoder ? session.context() : options.max_chunk;
   scheduling.queue_limit = o.queue;
   lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);
   lathe::serve::Model model{std::string(m.name), &tokenizer, chat_template ? &*chat_template : nullptr,
@@ -789,16 +803,21 @@ int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int rep
   for (int r = 0; r < repeat + 1; ++r) {  // the first round warms up (pipelines, caches)
     session.reset();
     const Clock::time_point start = Clock::now();
-    session.prefill(tokens);
+    // An encoder-decoder: the prompt is encoded as the source, the decoder
+    // starts from its start token (the encode is the "prefill" timed).
+    if (m.encoder_decoder) session.source(0, tokens);
+    else session.prefill(tokens);
     const Clock::time_point prefilled = Clock::now();
+    if (m.encoder_decoder) session.prefill(std::vector<int32_t>{m.decoder_start});
     session.generate_greedy(session.argmax(), steps);
     const Clock::time_point done = Clock::now();
     if (r == 0) continue;
     best_prefill = std::max(best_prefill, static_cast<double>(prompt) / std::chrono::duration<double>(prefilled - start).count());
     best_decode = std::max(best_decode, static_cast<double>(steps) / std::chrono::duration<double>(done - prefilled).count());
   }
-  std::printf("%s on %s (class %s): prefill %lld tokens %.1f tok/s, decode %lld tokens %.1f tok/s (best of %d; %zu dispatches/token)\n",
+  std::printf("%s on %s (class %s): %s %lld tokens %.1f tok/s, decode %lld tokens %.1f tok/s (best of %d; %zu dispatches/token)\n",
               std::string(m.name).c_str(), vk.device().info().name.c_str(), std::string(session.device_class().name).c_str(),
+              m.encoder_decoder ? "encode" : "prefill",
               static_cast<long long>(prompt), best_prefill,
               static_cast<long long>(steps), best_decode, repeat, session.dispatches_per_token());
   return 0;
@@ -830,7 +849,10 @@ int main(int argc, char** argv) {
                      "Checkpoint: a .safetensors file, a sharded one's .index.json, a .gguf file, or a directory holding one")
       ->required()
       ->check(CLI::ExistingPath);
-  logits->add_option("-t,--tokens", tokens, "Prompt token ids, comma-separated")->required();
+  logits->add_option("-t,--tokens", tokens, "Prompt token ids, comma-separated (an encoder-decoder: the decoder's)")
+      ->required();
+  std::string source_tokens;
+  logits->add_option("--source-tokens", source_tokens, "An encoder-decoder's source token ids, comma-separated");
   logits->add_option("-n,--steps", steps, "Greedy decode steps after the prompt (their logits follow)")
       ->capture_default_str()
       ->check(at_least(0));
@@ -1062,7 +1084,14 @@ int main(int argc, char** argv) {
                                                   "hidden states (logits); it does not generate");
     if (!lathe::model_info().encoder && *embed)
       throw Error(ErrorKind::InvalidArgument,
-                  std::string(lathe::model_info().name) + " is a decoder: embed runs encoders (model.stack = \"encoder\")");
+                  std::string(lathe::model_info().name) + (lathe::model_info().encoder_decoder ? " is an encoder-decoder" : " is a decoder") +
+                      ": embed runs encoders (model.stack = \"encoder\")");
+    // An encoder-decoder generates from a source; chat and perplexity read
+    // one stream of tokens through the cache.
+    if (lathe::model_info().encoder_decoder && (*chat || *perplexity))
+      throw Error(ErrorKind::InvalidArgument, std::string(lathe::model_info().name) +
+                                                  " is an encoder-decoder: it generates from a source (generate, serve); "
+                                                  "chat and perplexity continue one stream");
     if (*embed) return cmd_embed(emb);
     if (*random) return cmd_random_weights(random_out, seed, scale);
     if (*generate && prompt_option->count() > 0) return cmd_generate_text(text, prompt);
@@ -1072,7 +1101,7 @@ int main(int argc, char** argv) {
     if (*chat) return cmd_chat(text);
     if (*bench) return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device, !text.no_check);
     if (*profile) return cmd_profile(profile_rows, profile_position, device);
-    if (*logits) return cmd_logits(weights, tokens, steps, context, device, out_path, !logits_no_check);
+    if (*logits) return cmd_logits(weights, tokens, source_tokens, steps, context, device, out_path, !logits_no_check);
     if (*tokenize) return cmd_tokenize(tok);
     if (*detokenize) return cmd_detokenize(detok_weights, detok_tokenizer, detok_tokens, detok_skip);
     if (*perplexity) return cmd_perplexity(ppl);

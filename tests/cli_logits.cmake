@@ -1,7 +1,8 @@
 # The model executable end to end: random-weights writes a checkpoint,
 # logits reads it and writes (prompt + steps) rows × vocab f32 values (an
 # encoder's: hidden states, no steps; and embed writes one pooled row an input).
-# -DMODEL=<executable> -DVOCAB=<n: the row width> -DWORK_DIR=<dir> [-DSTEPS=<n>, default 3] [-DEMBED=1]
+# An encoder-decoder's rows are its decoder's, after --source-tokens.
+# -DMODEL=<executable> -DVOCAB=<n: the row width> -DWORK_DIR=<dir> [-DSTEPS=<n>, default 3] [-DEMBED=1] [-DSOURCE=1]
 if(NOT DEFINED STEPS)
   set(STEPS 3)
 endif()
@@ -10,7 +11,12 @@ execute_process(COMMAND ${MODEL} random-weights -o ${WORK_DIR}/w.safetensors --s
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "random-weights failed (${rc}): ${err}")
 endif()
-execute_process(COMMAND ${MODEL} logits -w ${WORK_DIR}/w.safetensors -t 5,0,17,2 -n ${STEPS} -o ${WORK_DIR}/logits.f32
+set(source_option)
+if(SOURCE)
+  set(source_option --source-tokens 9,8,7,6,5,4,3)
+endif()
+execute_process(COMMAND ${MODEL} logits -w ${WORK_DIR}/w.safetensors ${source_option} -t 5,0,17,2 -n ${STEPS}
+                        -o ${WORK_DIR}/logits.f32
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "logits failed (${rc}): ${err}")
@@ -25,7 +31,7 @@ function(expect_rows file rows)
 endfunction()
 expect_rows(logits.f32 "4 + ${STEPS}")
 # A bad option is named.
-execute_process(COMMAND ${MODEL} logits -w ${WORK_DIR}/w.safetensors -t 5,x -o ${WORK_DIR}/bad.f32
+execute_process(COMMAND ${MODEL} logits -w ${WORK_DIR}/w.safetensors ${source_option} -t 5,x -o ${WORK_DIR}/bad.f32
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(rc EQUAL 0 OR NOT err MATCHES "--tokens: 'x' is not a token id")
   message(FATAL_ERROR "a bad token list was not refused by name: ${err}")

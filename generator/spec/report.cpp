@@ -86,8 +86,23 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   r.max_context = s.dims.max_context;
   r.encoder = s.encoder();
 
+  r.encoder_decoder = s.encoder_decoder();
+
   std::map<Component, int64_t> per_component;
-  double linear_active = 0;  // weights multiplied per token
+  double linear_active = 0;  // weights multiplied per token (an encoder-decoder: per decode token)
+  double linear_encode = 0;  // an encoder-decoder's per source token: the encoder and the cross K/V
+  // An encoder-decoder's decode token reads the decoder's weights alone:
+  // the encoder and the cross-attention's K and V run once per source.
+  const auto encode_only = [&](const TensorSpec& t) {
+    if (!s.encoder_decoder()) return false;
+    switch (t.role) {
+      case Role::EncoderPosEmbed: case Role::EncoderRelBias: case Role::EncoderEmbedNorm: case Role::EncoderFinalNorm:
+      case Role::CrossK: case Role::CrossV:
+        return true;
+      default:
+        return t.layer >= 0 && t.layer < s.encoder_layers();
+    }
+  };
   const Manifest manifest = build_manifest(s);
   for (const Spelling<DType>& dt : kDTypeSpellings) r.decode_bytes.emplace_back(dt.value, 0.0);
   for (const TensorSpec& t : manifest.tensors) {
@@ -96,8 +111,11 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     r.total_params += n;
     const bool expert = t.expert >= 0;
     if (!expert || t.expert < s.moe.top_k) r.active_params += n;
-    if (!t.bias && is_linear(t.role) && (!expert || t.expert < s.moe.top_k)) linear_active += static_cast<double>(n);
-    const double read = t.role == Role::Embed && !s.embedding.tied ? static_cast<double>(s.dims.hidden)
+    const bool encoding = encode_only(t);
+    if (!t.bias && is_linear(t.role) && (!expert || t.expert < s.moe.top_k))
+      (encoding ? linear_encode : linear_active) += static_cast<double>(n);
+    const double read = encoding ? 0.0
+                        : t.role == Role::Embed && !s.embedding.tied ? static_cast<double>(s.dims.hidden)
                         : expert ? static_cast<double>(n) * static_cast<double>(s.moe.top_k) / static_cast<double>(s.moe.experts)
                                  : static_cast<double>(n);
     r.decode_weight_bytes += read * bytes_per_element(t.dtype);
@@ -111,20 +129,29 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   // and each of its rows attends to all T keys of its input.
   const double head = s.encoder() ? 0.0 : static_cast<double>(s.dims.vocab * s.dims.hidden);
   const double matmul = 2.0 * (linear_active + head);
+  // An encoder-decoder: a source token's encode (its encoder layers attend
+  // to all T keys); a decode token at context L attends to L targets and a
+  // source of L.
+  const double per_key = 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim);
   for (int64_t T : prefill_lengths)
     r.prefill_flops_per_token.emplace_back(
-        T, matmul + (s.encoder() ? attention_flops(s, T) : prefill_attention_flops(s, T) / static_cast<double>(T)));
+        T, s.encoder_decoder()
+               ? 2.0 * linear_encode + per_key * static_cast<double>(s.encoder_layers()) * static_cast<double>(T)
+               : matmul + (s.encoder() ? attention_flops(s, T) : prefill_attention_flops(s, T) / static_cast<double>(T)));
   if (!s.encoder())
-    for (int64_t L : decode_contexts) r.decode_flops_per_token.emplace_back(L, matmul + attention_flops(s, L));
+    for (int64_t L : decode_contexts)
+      r.decode_flops_per_token.emplace_back(L, matmul + attention_flops(s, L) * (s.encoder_decoder() ? 2.0 : 1.0));
 
   // Block dtypes: the blocks' bytes (a Q4_K value costs 144 / 256 bytes).
   for (const Spelling<DType>& dt : kDTypeSpellings)
     r.weight_bytes.emplace_back(dt.value, static_cast<int64_t>(std::ceil(static_cast<double>(r.total_params) *
                                                                           bytes_per_element(dt.value))));
 
+  // Every cache of a sequence: an encoder-decoder's encoder layers' (its
+  // encode pass's), its decoder's and their cross-attention caches.
   const int64_t per_layer = 2 * cache_row_bytes(s);  // K and V
-  r.kv_bytes_per_token = per_layer * s.dims.layers;
-  for (int64_t l = 0; l < s.dims.layers; ++l) {
+  r.kv_bytes_per_token = per_layer * s.cache_layers();
+  for (int64_t l = 0; l < s.cache_layers(); ++l) {
     const int64_t rows = s.attention.windowed(l) ? std::min(s.dims.max_context, s.attention.sliding_window) : s.dims.max_context;
     r.kv_bytes_max_context += per_layer * rows;
   }
@@ -133,7 +160,7 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   for (int64_t L : contexts) {
     if (L > s.dims.max_context) continue;
     int64_t kv = 0;
-    for (int64_t l = 0; l < s.dims.layers; ++l)
+    for (int64_t l = 0; l < s.cache_layers(); ++l)
       kv += per_layer * (s.attention.windowed(l) ? std::min(L, s.attention.sliding_window) : L);
     if (r.device_bytes_at_context.empty() || r.device_bytes_at_context.back().first != L)
       r.device_bytes_at_context.emplace_back(L, r.device_weight_bytes + kv);
@@ -152,7 +179,10 @@ std::string format_report(const Report& r) {
     out << "\nAn encoder: each input runs in one pass, every row attending to every key of it; a pass reads "
         << human_bytes(r.decode_weight_bytes) << " of the checkpoint's weights (" << name(r.dtype) << ").\n";
   else
-    out << "\nA decode token reads " << human_bytes(r.decode_weight_bytes) << " of the checkpoint's weights ("
+    out << (r.encoder_decoder ? "\nAn encoder-decoder: a source runs through the encoder in one pass and fills each decoder "
+                                "layer's cross-attention cache; then a decode token reads "
+                              : "\nA decode token reads ")
+        << human_bytes(r.decode_weight_bytes) << " of the checkpoint's weights ("
         << name(r.dtype) << ")" << (r.active_params != r.total_params ? ", its routed experts' only" : "") << ".\n";
   out << "\n| weights stored as | bytes | " << (r.encoder ? "bytes a pass reads" : "bytes per decode token")
       << " |\n|---|---:|---:|\n";
@@ -171,9 +201,9 @@ std::string format_report(const Report& r) {
         << human_bytes(static_cast<double>(b)) << " |\n";
   out << "\n| work per token | FLOPs |\n|---|---:|\n";
   for (const auto& [T, f] : r.prefill_flops_per_token)
-    out << (r.encoder ? "| an input of T = " : "| prefill, T = ") << T << " | " << human(f, "FLOP") << " |\n";
+    out << (r.encoder ? "| an input of T = " : r.encoder_decoder ? "| encode a source token, T = " : "| prefill, T = ") << T << " | " << human(f, "FLOP") << " |\n";
   for (const auto& [L, f] : r.decode_flops_per_token) out << "| decode, context " << L << " | " << human(f, "FLOP") << " |\n";
-  out << "\n| " << (r.encoder ? "K and V of a pass" : "KV cache") << " (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
+  out << "\n| " << (r.encoder ? "K and V of a pass" : r.encoder_decoder ? "KV caches (encoder, decoder, cross)" : "KV cache") << " (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
   out << "| per token | " << human_bytes(static_cast<double>(r.kv_bytes_per_token)) << " |\n";
   out << "| at max context (" << r.max_context << ") | " << human_bytes(static_cast<double>(r.kv_bytes_max_context)) << " |\n";
   return out.str();

@@ -39,6 +39,10 @@ struct Report {
   // An encoder: an input runs in one pass (every row attends to every key),
   // no LM head, no decode; its K and V live for the pass.
   bool encoder = false;
+  // An encoder-decoder: a source's encode pass, then decode tokens reading
+  // the decoder's weights; its caches: the encoder's, the decoder's, the
+  // cross-attention's.
+  bool encoder_decoder = false;
 };
 
 Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths = {128, 512},

@@ -24,6 +24,8 @@ class Engine {
   // Empties one sequence's cache.
   virtual void reset(int64_t sequence) = 0;
   // Appends `tokens` to one sequence; the logits of the last row [vocab].
+  // (An encoder-decoder's SessionEngine: `tokens` are the whole prompt, its
+  // source; the logits are those of the decoder's start token.)
   virtual std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens) = 0;
   using Step = Session::Step;  // {sequence, token}
   // One token for each of several distinct sequences: logits

@@ -7,7 +7,8 @@
 namespace lathe::text {
 
 std::vector<int32_t> encode_prompt(const Session& session, const Tokenizer& tokenizer, std::string_view prompt) {
-  return tokenizer.encode(prompt, /*add_special=*/session.position() == 0);
+  // An encoder-decoder's prompt is a new source every time.
+  return tokenizer.encode(prompt, /*add_special=*/session.position() == 0 || session.model().encoder_decoder);
 }
 
 GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::string_view prompt,
@@ -20,7 +21,15 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   using Clock = std::chrono::steady_clock;
   GenerateStats stats;
   if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "the prompt encodes to no tokens (and the vocabulary adds no BOS)");
-  if (session.position() + static_cast<int64_t>(ids.size()) > session.context())
+  // An encoder-decoder: the prompt is the source, encoded into sequence 0;
+  // the decoder starts again from its start token.
+  const bool source = session.model().encoder_decoder;
+  const std::vector<int32_t> start_token = {session.model().decoder_start};
+  if (source && static_cast<int64_t>(ids.size()) > session.context())
+    throw Error(ErrorKind::InvalidArgument, "the prompt's " + std::to_string(ids.size()) + " tokens do not fit the " +
+                                                std::to_string(session.context()) +
+                                                " positions of the context (raise --context, up to the spec's max_context)");
+  if (!source && session.position() + static_cast<int64_t>(ids.size()) > session.context())
     throw Error(ErrorKind::InvalidArgument, "the prompt's " + std::to_string(ids.size()) + " tokens do not fit the " +
                                                 std::to_string(session.context() - session.position()) +
                                                 " free positions of the context (raise --context, up to the spec's max_context)");
@@ -34,7 +43,8 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   StreamDecoder decoder(tokenizer, /*skip_special=*/true, /*start_of_text=*/false);
 
   const Clock::time_point start = Clock::now();
-  std::vector<float> logits = session.prefill(ids);
+  if (source) session.source(0, ids);
+  std::vector<float> logits = session.prefill(source ? std::span<const int32_t>(start_token) : ids);
   if (options.max_new_tokens == 0) {  // the prompt read, nothing sampled
     stats.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     stats.stop_reason = "max tokens";

@@ -41,7 +41,8 @@ std::vector<int32_t> encode_prompt(const Session& session, const Tokenizer& toke
 // cannot be the start of a stop string. The cache keeps the prompt and every
 // fed token, so a later call continues the conversation. Throws
 // Error(InvalidArgument) when the prompt is empty or alone does not fit the
-// context.
+// context. An encoder-decoder: the prompt is encoded as sequence 0's new
+// source and the decoder starts from its start token.
 GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler,
                        std::span<const int32_t> prompt_ids, const GenerateOptions& options,
                        const std::function<void(std::string_view)>& on_text);
