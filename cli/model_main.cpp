@@ -410,8 +410,9 @@ struct TextOptions {
 };
 
 void print_stats(const lathe::text::GenerateStats& s, const std::string& device, const lathe::Session& session) {
-  std::fprintf(stderr, "\n[%s on %s: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s; %s; stop: %s]\n",
-               std::string(lathe::model_info().name).c_str(), device.c_str(), s.prompt_tokens,
+  std::fprintf(stderr, "\n[%s on %s: %s %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s; %s; stop: %s]\n",
+               std::string(lathe::model_info().name).c_str(), device.c_str(),
+               lathe::model_info().encoder_decoder ? "encode" : "prefill", s.prompt_tokens,
                static_cast<double>(s.prompt_tokens) / std::max(s.prefill_seconds, 1e-9), s.new_tokens,
                s.new_tokens > 1 ? static_cast<double>(s.new_tokens - 1) / std::max(s.decode_seconds, 1e-9) : 0.0,
                memory_text(session).c_str(), s.stop_reason.c_str());

@@ -166,9 +166,11 @@ bool Session::pipelines_cached() const { return impl_->pipelines->from_disk(); }
 void Session::warm_up(int64_t rows, const WarmUpProgress& progress) {
   const Impl& s = *impl_;
   reset();
-  const int64_t n = std::clamp<int64_t>(std::min({rows, s.context - 1, s.options.max_chunk}), 1, s.context);
+  // Room for the prompt, a decode step and a batched step after it.
+  const bool several = s.positions.size() > 1 && !s.model.encoder;
+  const int64_t n = std::clamp<int64_t>(std::min({rows, s.context - (several ? 2 : 1), s.options.max_chunk}), 1, s.context);
   const bool decodes = n < s.context && !s.model.encoder;  // an encoder has no decode step
-  const bool batched = s.positions.size() > 1 && !s.model.encoder;
+  const bool batched = several && n + 1 < s.context;
   const int stages = 1 + decodes + batched;
   int done = 0;
   const auto stage = [&](const char* name) {
