@@ -567,6 +567,45 @@ int run_encoder(const Options& opt) {
   return 0;
 }
 
+// An encoder-decoder's table: a source of --length tokens encoded in one
+// pass (Session::source), then --steps greedy decode steps of the decoder
+// after its start token (each reading the decoder's weights, its cache and
+// the source's cross-attention cache); the best of --repeats after a
+// warm-up round.
+int run_encoder_decoder(const Options& opt) {
+  const ModelInfo& m = model_info();
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
+  const int64_t steps = opt.steps ? opt.steps : opt.quick ? 4 : 32;
+  SessionOptions so;
+  so.context = std::min(m.max_context, std::max<int64_t>(opt.length, steps + 1));
+  Session session(device, m, so);
+  upload_random(session);
+  const int repeats = opt.quick ? 1 : opt.repeats;
+  const std::vector<int32_t> source = random_tokens(static_cast<size_t>(opt.length), m.vocab, 31);
+  double best_encode = 1e30, best_decode = 1e30;
+  for (int r = -1; r < repeats; ++r) {
+    Clock::time_point start = Clock::now();
+    session.source(0, source);
+    const double encode = seconds_since(start);
+    session.prefill(std::vector<int32_t>{m.decoder_start});
+    start = Clock::now();
+    session.generate_greedy(session.argmax(), steps);
+    const double decode = seconds_since(start);
+    if (r >= 0) best_encode = std::min(best_encode, encode), best_decode = std::min(best_decode, decode);
+  }
+  std::printf("device: %s (driver %s), class %s; best of %d rounds after a warm-up\n", device.info().name.c_str(),
+              device.info().driver_name.c_str(), std::string(session.device_class().name).c_str(), repeats);
+  std::printf("\n| model | dtype | source tokens | encode tok/s | ms an encode | decode steps | decode tok/s |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+  std::printf("| %s | %s | %lld | %.1f | %.1f | %lld | %.1f |\n", std::string(m.name).c_str(),
+              std::string(dtype_name(matrix_dtype(m))).c_str(), static_cast<long long>(opt.length),
+              static_cast<double>(opt.length) / best_encode, best_encode * 1e3, static_cast<long long>(steps),
+              static_cast<double>(steps) / best_decode);
+  if (opt.quick) std::printf("--quick: single timings, not a measurement\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -598,10 +637,11 @@ int main(int argc, char** argv) {
   app.add_option("--batches", opt.batches, "An encoder's: inputs a pass, one table row each (default 1,32)")
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
-  app.add_option("--length", opt.length, "An encoder's: tokens an input (default 128)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--length", opt.length, "An encoder's: tokens an input; an encoder-decoder's: of the source (default 128)")->check(CLI::Range(1, 1 << 20));
   CLI11_PARSE(app, argc, argv);
   try {
     if (model_info().encoder) return run_encoder(opt);
+    if (model_info().encoder_decoder) return run_encoder_decoder(opt);
     if (!opt.depths.empty()) return run_depths(opt);
     return opt.streams.empty() ? run(opt) : run_streams(opt);
   } catch (const Error& e) {

@@ -59,6 +59,14 @@ int cmd_info() {
             << " outside the layers, " << (m.layers > 0 ? per_layer[0] : 0) << " per layer; " << plan.kernels.size()
             << " kernel instances, " << plan.slot_widths.size() << " activation buffers, " << plan.packs.size()
             << " packs\n";
+  if (m.encoder_decoder) {  // two passes of one plan
+    size_t encode = 0;
+    for (size_t i = 0; i < plan.encode_dispatches; ++i) encode += lathe::plan::runs(plan.dispatches[i], false) ? 1 : 0;
+    std::cout << "passes       an encoder-decoder of " << m.encoder_layers << " encoder and " << m.layers
+              << " decoder layers: " << encode << " dispatches encode a source (and fill the cross-attention caches), "
+              << lathe::plan::dispatch_count(plan, false) - encode << " run the decoder; decoder start token "
+              << m.decoder_start << "\n";
+  }
   for (const auto& [name, n] : kernels) std::cout << "  " << n << " × " << name << "\n";
   std::cout << "device classes (a device takes the first whose needs it meets; LATHE_DEVICE_CLASS forces one):\n";
   for (const lathe::plan::DeviceClass& c : plan.classes)

@@ -59,6 +59,9 @@ std::string describe(const ModelPlan& m) {
   out << "plan: " << p.dispatches.size() << " dispatches (" << p.dispatch_count(false)
       << " when attention is not split), " << p.kernels.size() << " kernel instances, " << p.slot_widths.size()
       << " activation slots, " << p.packs.size() << " packs\n";
+  if (p.encode_dispatches > 0)
+    out << "passes: the first " << p.encode_dispatches << " dispatches encode a source (an encoder-decoder), the other "
+        << p.dispatches.size() - p.encode_dispatches << " run the decoder\n";
   // Per layer: the dispatches every pass records, and those only a split attention adds.
   std::map<int32_t, std::pair<size_t, size_t>> per_layer;
   for (const Dispatch& d : p.dispatches) (d.split_only ? per_layer[d.layer].second : per_layer[d.layer].first)++;
