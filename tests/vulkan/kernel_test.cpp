@@ -85,7 +85,8 @@ const std::vector<Model>& models() {
   static const std::vector<Model> all = [] {
     std::vector<Model> out;
     const fs::path root = test::source_dir(LATHE_SOURCE_DIR);
-    for (const fs::path& dir : {root / "models", root / "tests" / "specs" / "tiny", root / "tests" / "specs" / "encoder"}) {
+    for (const fs::path& dir : {root / "models", root / "tests" / "specs" / "tiny", root / "tests" / "specs" / "encoder",
+                                root / "tests" / "specs" / "encdec"}) {
       for (const fs::path& file : toml_files(dir)) {
         spec::Diagnostics diag(file.string());
         std::optional<spec::Spec> s = spec::parse_spec_file(file.string(), diag);
@@ -512,7 +513,7 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
                                "tiny-llama-q8", "tiny-gpt2-gguf", "gemma-2-2b", "olmo-2-1b", "phi-3-mini-4k", "gemma-3-1b",
                                "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3", "tiny-neox", "tiny-phi2",
                                "tiny-gptj", "tiny-bloom", "tiny-falcon", "tiny-post-norm", "tiny-mixtral", "tiny-mpt",
-                               "tiny-moe-dense-layers", "mixtral-8x7b", "tiny-bert", "tiny-rope-encoder"}) {
+                               "tiny-moe-dense-layers", "mixtral-8x7b", "tiny-bert", "tiny-rope-encoder", "tiny-t5", "tiny-bart"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
@@ -697,6 +698,10 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     const double softcap = c.f("SOFTCAP");
     CHECK((softcap > 0) == (k.name.find("_softcap") != std::string::npos));
     if (softcap > 0) CHECK(softcap == doctest::Approx(s.output.softcap).epsilon(1e-8));
+    // The LM head's output.scale (T5's tied head), W·x times it before the bias.
+    const double out_scale = c.flag("SCALED") ? c.f("OUT_SCALE") : 1.0;
+    CHECK(c.flag("SCALED") == (k.name.find("_scaled") != std::string::npos));
+    if (c.flag("SCALED")) CHECK(out_scale == doctest::Approx(s.output.scale).epsilon(1e-8));
 
     // The widest output this instance computes in the model: the MLP's
     // intermediate, the hidden width of a residual projection, else q/k/v
@@ -825,6 +830,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
           const std::vector<double>& wr = w.row(cs.gate_row0 + r);
           double value = 0;
           for (uint32_t i = 0; i < K; ++i) value += wr[i] * xr[i];
+          value *= out_scale;
           if (bias) value += bias_values[cs.gate_row0 + r];
           if (act != 0) value = activate(s.mlp.activation, value);
           if (gated) {
@@ -1060,11 +1066,18 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     // A windowed instance (attention_w<W>) exists only for a spec with that window.
     const uint32_t window = c.u("WINDOW");
     // An encoder's rows see every key of their input: positions 0 … extent − 1.
+    // An encoder-decoder's: its encoder's instance, and cross-attention's,
+    // whose rows see the keys 0 … extent − 1 of the source whatever their
+    // own position (extent here: 7 past the chunk's first row's position).
     const bool bidirectional = c.flag("BIDIRECTIONAL");
-    CHECK(bidirectional == s.encoder());
-    // T5's relative bias: a scalar per (bucket of j − i, head), the buckets by the reference's function.
+    const bool cross = c.flag("CROSS");
+    CHECK(cross == (k.name.find("_cross") != std::string::npos));
+    CHECK(bidirectional == (s.encoder() || k.name.find("_bidirectional") != std::string::npos || cross));
+    if (cross) CHECK(s.encoder_decoder());
+    // T5's relative bias: a scalar per (bucket of j − i, head), the buckets by
+    // the reference's function (causal in a decoder); none in cross-attention.
     const bool relative = c.flag("RELATIVE");
-    CHECK(relative == (s.position.kind == spec::PositionKind::Relative));
+    CHECK(relative == (s.position.kind == spec::PositionKind::Relative && !cross));
     const std::vector<float> rel = random_floats(relative ? size_t(s.position.buckets) * hq : 1, -1.0f, 1.0f);
     vk::Buffer rel_buffer = buffer_of(device, rel);
     const std::string suffix = "_w" + std::to_string(window);
@@ -1098,10 +1111,14 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       CAPTURE(what);
       const push::AttentionPush push = layout.push(cs.rows);
       const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride, -2.0f, 2.0f);
-      const uint32_t positions = ring ? ring : cs.position + cs.rows;
+      const uint32_t source = 7;  // cross-attention: a source of 7 keys
+      const uint32_t positions = ring ? ring : std::max(cs.position + cs.rows, cross ? source : 0u);
       const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
       vk::Buffer qb = buffer_of(device, q), kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
-      vk::Buffer io = buffer_of(device, io_words(cs.position, std::vector<uint32_t>(cs.rows, 0)));
+      std::vector<uint32_t> io_rows = io_words(cs.position, std::vector<uint32_t>(cs.rows, 0));
+      if (cross)
+        for (size_t w = 3; w < io_rows.size(); w += 4) io_rows[w] = source;
+      vk::Buffer io = buffer_of(device, io_rows);
       const size_t width = size_t{hq} * dh;
       vk::Buffer o = buffer_of(device, guarded(std::vector<float>(cs.rows * width, kGuard)));
       // attention reads the caches through RGBA32UI texel views.
@@ -1129,8 +1146,10 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
         // window; bidirectional, every key up to the chunk's end.
         // Bidirectional with a window W: |i − j| ≤ W.
         const uint32_t i_pos = cs.position + t;
-        const uint32_t last =
-            !bidirectional ? i_pos : window > 0 ? std::min(cs.position + cs.rows - 1, i_pos + window) : cs.position + cs.rows - 1;
+        const uint32_t last = cross           ? source - 1
+                              : !bidirectional ? i_pos
+                              : window > 0     ? std::min(cs.position + cs.rows - 1, i_pos + window)
+                                               : cs.position + cs.rows - 1;
         const uint32_t first = bidirectional ? (window > 0 && i_pos > window ? i_pos - window : 0)
                                              : (window > 0 && last + 1 > window ? last + 1 - window : 0);
         const uint32_t keys = last + 1 - first;
