@@ -822,6 +822,9 @@ const Arch& arch_of(const Spec& s) {
                                             "learned, RoPE or relative positions");
     }
   }
+  if (s.encoder_decoder())
+    throw Error(ErrorKind::Unsupported,
+                "model.stack: GGUF files of encoder-decoders (llama.cpp's t5) are not read or written yet");
   if (s.moe.enabled()) {
     if (s.moe.shared_experts > 1)
       throw Error(ErrorKind::Unsupported, "moe.shared_experts: llama.cpp's qwen2moe has one shared expert");

@@ -39,7 +39,10 @@ std::string named_family(const Spec& s) {
 
 std::string model_type_of(const Spec& s) {
   if (s.encoder() && s.weights.preset == "hf-bert") return s.position.offset > 0 ? "roberta" : "bert";
-  if (s.encoder() && s.weights.preset == "hf-t5") return "t5";
+  if ((s.encoder() || s.encoder_decoder()) && s.weights.preset == "hf-t5") return "t5";
+  // mBART's blocks are pre-norm, BART's post-norm; the names are the same.
+  if (s.encoder_decoder() && s.weights.preset == "hf-bart")
+    return s.norm.placement == NormPlacement::Pre ? "mbart" : "bart";
   if (const std::string named = named_family(s); !named.empty()) return named;
   if (s.weights.preset == "hf-gpt2") return "gpt2";
   if (s.norm.placement == NormPlacement::Sandwich)
@@ -373,23 +376,52 @@ json bert_config(const Spec& s, const std::string& type) {
   return c;
 }
 
-// T5EncoderModel: feed_forward_proj names the MLP ("relu", "gated-gelu").
+// T5EncoderModel, or T5ForConditionalGeneration for an encoder-decoder:
+// feed_forward_proj names the MLP ("relu", "gated-gelu").
 json t5_config(const Spec& s) {
   const Dims& d = s.dims;
   const std::string act = s.mlp.activation == Activation::GeluTanh && s.mlp.gated ? "gelu" : hf_activation(s.mlp.activation, false);
-  return {{"architectures", {"T5EncoderModel"}},
-          {"model_type", "t5"},
+  json c = {{"architectures", {s.encoder_decoder() ? "T5ForConditionalGeneration" : "T5EncoderModel"}},
+            {"model_type", "t5"},
+            {"d_model", d.hidden},
+            {"d_kv", d.head_dim},
+            {"d_ff", d.intermediate},
+            {"num_layers", s.encoder_decoder() ? d.encoder_layers : d.layers},
+            {"num_heads", d.heads},
+            {"vocab_size", d.vocab},
+            {"n_positions", d.max_context},
+            {"layer_norm_epsilon", s.norm.eps},
+            {"relative_attention_num_buckets", s.position.buckets},
+            {"relative_attention_max_distance", s.position.max_distance},
+            {"feed_forward_proj", (s.mlp.gated ? "gated-" : "") + act},
+            {"torch_dtype", torch_dtype(s)}};
+  if (s.encoder_decoder())
+    c.update({{"num_decoder_layers", d.layers},
+              {"is_encoder_decoder", true},
+              {"decoder_start_token_id", s.decoder_start},
+              {"tie_word_embeddings", s.embedding.tied}});
+  return c;
+}
+
+// BartForConditionalGeneration, or mBART's: the stacks' widths alike.
+json bart_config(const Spec& s, const std::string& type) {
+  const Dims& d = s.dims;
+  return {{"architectures", {type == "mbart" ? "MBartForConditionalGeneration" : "BartForConditionalGeneration"}},
+          {"model_type", type},
           {"d_model", d.hidden},
-          {"d_kv", d.head_dim},
-          {"d_ff", d.intermediate},
-          {"num_layers", d.layers},
-          {"num_heads", d.heads},
+          {"encoder_layers", d.encoder_layers},
+          {"decoder_layers", d.layers},
+          {"encoder_attention_heads", d.heads},
+          {"decoder_attention_heads", d.heads},
+          {"encoder_ffn_dim", d.intermediate},
+          {"decoder_ffn_dim", d.intermediate},
           {"vocab_size", d.vocab},
-          {"n_positions", d.max_context},
-          {"layer_norm_epsilon", s.norm.eps},
-          {"relative_attention_num_buckets", s.position.buckets},
-          {"relative_attention_max_distance", s.position.max_distance},
-          {"feed_forward_proj", (s.mlp.gated ? "gated-" : "") + act},
+          {"max_position_embeddings", d.max_context},
+          {"activation_function", hf_activation(s.mlp.activation, false)},
+          {"scale_embedding", s.embedding.scale != 1.0},
+          {"is_encoder_decoder", true},
+          {"decoder_start_token_id", s.decoder_start},
+          {"tie_word_embeddings", s.embedding.tied},
           {"torch_dtype", torch_dtype(s)}};
 }
 
@@ -444,15 +476,20 @@ json hf_config_from_spec(const Spec& s) {
   const std::string named = named_family(s);
   const bool alibi_family = named == "bloom" || named == "mpt";
   const bool bert = s.encoder() && s.weights.preset == "hf-bert";
+  const bool bart = s.encoder_decoder() && s.weights.preset == "hf-bart";
+  if (s.encoder_decoder() && s.weights.preset != "hf-t5" && !bart)
+    refuse(s, "model.stack: \"encoder-decoder\": the supported configs are T5's (weights.preset = \"hf-t5\") and "
+              "BART's or mBART's (\"hf-bart\")");
   if (s.position.kind != PositionKind::Rope && !(s.position.kind == PositionKind::Learned && s.weights.preset == "hf-gpt2") &&
       !(s.position.kind == PositionKind::Learned && bert) &&
-      !(s.position.kind == PositionKind::Relative && s.encoder() && s.weights.preset == "hf-t5") &&
+      !(s.position.kind == PositionKind::Relative && s.stack != Stack::Decoder && s.weights.preset == "hf-t5") &&
+      !(s.position.kind == PositionKind::Learned && bart) &&
       !(s.position.kind == PositionKind::Alibi && alibi_family))
     refuse(s, std::string("position.kind: \"") + name(s.position.kind) +
-                  "\": the supported configs have rope positions, learned ones with the hf-gpt2 preset (gpt2), or "
-                  "alibi under BLOOM's or MPT's tensor names");
+                  "\": the supported configs have rope positions, learned ones with the hf-gpt2, hf-bert or hf-bart "
+                  "preset, relative ones with hf-t5, or alibi under BLOOM's or MPT's tensor names");
   const bool parallel_family = named == "gpt_neox" || named == "phi" || named == "gptj" || named == "falcon";
-  if ((s.norm.placement == NormPlacement::Post && !bert) || (s.norm.placement == NormPlacement::Parallel && !parallel_family))
+  if ((s.norm.placement == NormPlacement::Post && !bert && !bart) || (s.norm.placement == NormPlacement::Parallel && !parallel_family))
     refuse(s, std::string("norm.placement: \"") + name(s.norm.placement) +
                   "\": no supported model type places its norms so (parallel: GPT-NeoX, Phi, GPT-J and Falcon, "
                   "under their tensor names)");
@@ -469,6 +506,7 @@ json hf_config_from_spec(const Spec& s) {
   else if (type == "mpt") config = mpt_config(s);
   else if (type == "bert" || type == "roberta") config = bert_config(s, type);
   else if (type == "t5") config = t5_config(s);
+  else if (type == "bart" || type == "mbart") config = bart_config(s, type);
   else if (type == "modernbert") config = modernbert_config(s);
   else config = llama_like_config(s, type);
   // transformers' dynamic NTK scales past max_position_embeddings: the

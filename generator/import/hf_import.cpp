@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 enum class Family {
   Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
-  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5, ModernBert,
+  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5, ModernBert, Bart, MBart,
 };
 
 struct FamilyInfo {
@@ -61,6 +61,8 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::XlmRoberta, "xlm-roberta", "XLMRobertaConfig", "XLMRoberta"},
     {Family::T5, "t5", "T5Config", "T5"},
     {Family::ModernBert, "modernbert", "ModernBertConfig", "ModernBert"},
+    {Family::Bart, "bart", "BartConfig", "Bart"},
+    {Family::MBart, "mbart", "MBartConfig", "MBart"},
 };
 
 bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
@@ -287,7 +289,7 @@ class Importer {
       : c_(config, options.file, info.config_class), info_(info), f_(info.family), options_(options) {
     // The tables in spec order; the empty ones are not written.
     for (const char* t : {"model", "dims", "norm", "attention", "position", "position.scaling", "mlp", "moe",
-                          "embedding", "output", "weights", "weights.names", "pooling"})
+                          "embedding", "output", "weights", "weights.names", "weights.encoder_names", "pooling"})
       doc_.table(t);
   }
 
@@ -307,6 +309,7 @@ class Importer {
       case Family::Bert: case Family::Roberta: case Family::XlmRoberta: read_bert(); break;
       case Family::T5: read_t5(); break;
       case Family::ModernBert: read_modernbert(); break;
+      case Family::Bart: case Family::MBart: read_bart(); break;
       default: read_llama_like();
     }
     if (!c_.errors().empty()) throw ImportError(c_.errors());
@@ -345,8 +348,9 @@ class Importer {
                "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or one of "
                "ggml's block formats (GGUF files)");
     }
-    // (T5's config says so of the whole model; read_t5 imports its encoder alone.)
-    if (f_ != Family::T5 && c_.boolean("is_encoder_decoder").value_or(false))
+    // (T5's and BART's configs say so; their readers import both stacks.)
+    const bool encoder_decoder_family = f_ == Family::T5 || f_ == Family::Bart || f_ == Family::MBart;
+    if (!encoder_decoder_family && c_.boolean("is_encoder_decoder").value_or(false))
       c_.error("is_encoder_decoder = true: encoder-decoder models (a decoder with cross-attention) are not supported yet");
     if (c_.boolean("add_cross_attention").value_or(false))
       c_.error("add_cross_attention = true: the spec has no cross-attention");
@@ -939,49 +943,74 @@ class Importer {
         .set("ignore", ignore);
   }
 
-  // T5EncoderModel: pre-norm blocks of T5LayerNorm (an RMS norm), no
-  // position embedding but the relative position bias of the first block,
-  // shared by all; scores not scaled (Mesh TensorFlow's initialization
-  // folds it into q); no biases; a ReLU MLP (v1.0) or a gated one
-  // ("gated-gelu": v1.1, Flan-T5). The whole T5 (its decoder and
-  // cross-attention) is an encoder-decoder, not supported yet.
+  // T5: pre-norm blocks of T5LayerNorm (an RMS norm), no position
+  // embedding but the relative position bias of each stack's first block,
+  // shared by the stack's layers; scores not scaled (Mesh TensorFlow's
+  // initialization folds it into q); no biases; a ReLU MLP (v1.0) or a gated
+  // one ("gated-gelu": v1.1, Flan-T5). A T5EncoderModel is the encoder alone;
+  // T5ForConditionalGeneration adds the decoder (num_decoder_layers blocks:
+  // causal self-attention with its own bias table, cross-attention, MLP) and
+  // the LM head: tied to `shared` with the hidden states scaled by
+  // d_model^-0.5 (v1.0), or lm_head of its own (v1.1, Flan-T5).
   void read_t5() {
     const json* archs = c_.present("architectures") ? &c_.at("architectures") : nullptr;
-    const bool encoder_only = archs && archs->is_array() && archs->size() == 1 && (*archs)[0] == "T5EncoderModel";
-    if (!encoder_only)
-      c_.error("architectures " + (archs ? archs->dump() : std::string("(none)")) +
-               ": T5 is an encoder-decoder (a decoder stack with cross-attention and an LM head), not supported yet; "
-               "the encoder alone imports from a T5EncoderModel config");
+    const std::string arch = archs && archs->is_array() && archs->size() == 1 && (*archs)[0].is_string()
+                                 ? (*archs)[0].get<std::string>()
+                                 : std::string();
+    const bool encoder_only = arch == "T5EncoderModel";
+    // No architectures: T5Config's own model, the whole T5.
+    if (archs && !archs->is_null() && !encoder_only && arch != "T5ForConditionalGeneration")
+      c_.error("architectures " + archs->dump() +
+               ": a T5ForConditionalGeneration (encoder and decoder) or a T5EncoderModel (the encoder alone) imports");
     auto hidden = c_.required("d_model");
     auto layers = c_.required("num_layers", kMaxLayers);
     auto heads = c_.required("num_heads", kMaxHeads);
     auto head_dim = c_.required("d_kv");
     TomlTable& d = t("dims");
-    d.set("hidden", hidden.value, hidden.note).set("layers", layers.value, layers.note).set("heads", heads.value, heads.note);
+    d.set("hidden", hidden.value, hidden.note);
+    if (encoder_only) {
+      d.set("layers", layers.value, layers.note);
+      layers_ = layers.value;
+    } else {
+      auto decoder_layers = c_.integer_or("num_decoder_layers", layers.value, 1, kMaxLayers);
+      d.set("layers", decoder_layers.value,
+            decoder_layers.given ? "num_decoder_layers: the decoder's"
+                                 : "the decoder's: num_layers (num_decoder_layers not in config.json; T5Config's default)");
+      d.set("encoder_layers", layers.value, layers.note + ": the encoder's");
+      layers_ = decoder_layers.value;
+    }
+    d.set("heads", heads.value, heads.note);
     d.set("head_dim", head_dim.value, "d_kv");
-    layers_ = layers.value;
     auto ff = c_.required("d_ff");
     auto vocab = c_.required("vocab_size");
     d.set("intermediate", ff.value, ff.note).set("vocab", vocab.value, vocab.note);
     auto context = c_.integer_or("n_positions", 512);
     if (!context.given) context.note = "T5 was trained on 512 tokens (relative positions set no limit of their own)";
     set_max_context(context);
-    t("model").set("stack", "encoder", "T5EncoderModel: bidirectional self-attention");
+    if (encoder_only) {
+      t("model").set("stack", "encoder", "T5EncoderModel: bidirectional self-attention");
+    } else {
+      t("model").set("stack", "encoder-decoder", "T5ForConditionalGeneration: the decoder attends to the encoder's output");
+      read_decoder_start(vocab.value, std::nullopt, "pad_token_id");
+    }
     auto eps = epsilon("layer_norm_epsilon", 1e-6);
     t("norm").set("kind", "rmsnorm", "T5LayerNorm: no mean, no bias").set("eps", eps.value, eps.note);
     t("attention").set("scale", 1.0, "T5Attention does not scale the scores");
     auto buckets = c_.integer_or("relative_attention_num_buckets", 32, 2, 1024);
     auto distance = c_.integer_or("relative_attention_max_distance", 128);
-    // The encoder's table: half the buckets a side, half of those exact distances.
+    // The encoder's table: half the buckets a side, half of those exact
+    // distances; the decoder's (causal) table: half of them exact.
+    const int64_t exact = encoder_only ? buckets.value / 4 : buckets.value / 2;
     if (buckets.value < 4 || buckets.value % 2 != 0)
       c_.error("relative_attention_num_buckets = " + std::to_string(buckets.value) +
                ": a bidirectional table needs an even number, at least 4");
-    else if (distance.value <= buckets.value / 4)
+    else if (distance.value <= exact)
       c_.error("relative_attention_max_distance = " + std::to_string(distance.value) + ": not above the " +
-               std::to_string(buckets.value / 4) + " exact distances of relative_attention_num_buckets = " +
-               std::to_string(buckets.value));
+               std::to_string(exact) + " exact distances of relative_attention_num_buckets = " +
+               std::to_string(buckets.value) + (encoder_only ? "" : " in the decoder's causal table"));
     t("position")
-        .set("kind", "relative", "relative_attention_bias of the first block")
+        .set("kind", "relative", encoder_only ? "relative_attention_bias of the first block"
+                                              : "relative_attention_bias of each stack's first block")
         .set("buckets", buckets.value, buckets.note)
         .set("max_distance", distance.value, distance.note);
     const std::string proj = c_.string("feed_forward_proj").value_or("relu");
@@ -993,14 +1022,162 @@ class Importer {
     t("mlp")
         .set("activation", word.value_or("relu"), "feed_forward_proj = \"" + proj + "\"")
         .set("gated", gated, gated ? "DenseGatedActDense: wi_0 activated, times wi_1" : "DenseActDense: wi, then wo");
+    bool tied = false;
+    if (!encoder_only) {
+      auto tie = c_.boolean_or("tie_word_embeddings", true);
+      tied = tie.value;
+      t("embedding").set("tied", tie.value, tie.note);
+      if (tied)
+        t("output").set("scale", std::pow(static_cast<double>(hidden.value), -0.5),
+                        "T5ForConditionalGeneration: a tied head reads the hidden states times d_model^-0.5");
+    }
     for (const char* key : {"dense_act_fn", "is_gated_act", "is_encoder_decoder", "num_decoder_layers", "dropout_rate",
                             "classifier_dropout", "n_positions", "tie_word_embeddings", "output_past"})
       c_.use(key);  // derived from feed_forward_proj, or the decoder's and the LM head's
+    std::vector<std::string> ignore = {"encoder.embed_tokens.weight"};
+    if (!encoder_only) ignore.push_back("decoder.embed_tokens.weight");
+    if (tied) ignore.push_back("lm_head.weight");
     t("weights")
         .set("preset", "hf-t5")
-        .note("encoder.embed_tokens is shared, the same tensor.")
-        .set("ignore", std::vector<std::string>{"encoder.embed_tokens.weight"});
-    if (gated) t("weights.names").set("up", "encoder.block.{layer}.layer.1.DenseReluDense.wi_1");
+        .note(encoder_only ? "encoder.embed_tokens is shared, the same tensor."
+                           : tied ? "Each stack's embed_tokens, and the tied lm_head, are shared, the same tensor."
+                                  : "Each stack's embed_tokens is shared, the same tensor.")
+        .set("ignore", ignore);
+    if (gated && encoder_only) t("weights.names").set("up", "encoder.block.{layer}.layer.1.DenseReluDense.wi_1");
+    if (gated && !encoder_only) {
+      t("weights.names").set("up", "decoder.block.{layer}.layer.2.DenseReluDense.wi_1");
+      t("weights.encoder_names").set("up", "encoder.block.{layer}.layer.1.DenseReluDense.wi_1");
+    }
+  }
+
+  // model.decoder_start: the token generate() starts the decoder from:
+  // generation_config.json's decoder_start_token_id, else config.json's,
+  // else the class default, else `fallback_key`'s (T5: pad_token_id, as
+  // its checkpoints set it); within the vocabulary of `vocab` tokens.
+  void read_decoder_start(int64_t vocab, std::optional<int64_t> class_default, const char* fallback_key) {
+    auto start = c_.integer("decoder_start_token_id", 0, kMaxDim);
+    Config::Field<int64_t> f;
+    if (options_.generation_decoder_start) {
+      f = {*options_.generation_decoder_start, "generation_config.json: decoder_start_token_id", true};
+    } else if (start) {
+      f = {*start, "decoder_start_token_id", true};
+    } else if (class_default) {
+      f = {*class_default, c_.default_note("decoder_start_token_id"), false};
+    } else if (fallback_key != nullptr) {
+      f = c_.integer_or(fallback_key, 0, 0, kMaxDim);
+      f.note = "decoder_start_token_id not in config.json: " + f.note;
+    } else {
+      c_.error("decoder_start_token_id is not set (here or in generation_config.json): " +
+               std::string(info_.model_class) + "'s decoder needs the token it starts from");
+      return;
+    }
+    if (vocab > 0 && f.value >= vocab)
+      c_.error(f.note + " = " + std::to_string(f.value) + ": outside the vocabulary of " + std::to_string(vocab) +
+               " tokens");
+    t("model").set("decoder_start", f.value, f.note);
+  }
+
+  // BartForConditionalGeneration (BartModel's checkpoints hold the same
+  // tensors): post-norm blocks of LayerNorms with biases, learned positions
+  // read from row p + 2 (BartLearnedPositionalEmbedding's offset), a
+  // LayerNorm of each stack's embeddings, biases on every projection, a
+  // GELU MLP, the LM head tied to `shared` plus final_logits_bias, a
+  // [1, vocab] buffer. mBART is the same but for pre-norm blocks and a final
+  // LayerNorm ending each stack.
+  void read_bart() {
+    const bool mbart = f_ == Family::MBart;
+    const std::string cls = info_.model_class;
+    const json* archs = c_.present("architectures") ? &c_.at("architectures") : nullptr;
+    const std::string arch = archs && archs->is_array() && archs->size() == 1 && (*archs)[0].is_string()
+                                 ? (*archs)[0].get<std::string>()
+                                 : std::string();
+    if (archs && !archs->is_null() && arch != cls + "ForConditionalGeneration" && arch != cls + "Model")
+      c_.error("architectures " + archs->dump() + ": a " + cls + "ForConditionalGeneration or " + cls +
+               "Model imports (an encoder-decoder with its LM head); task heads do not");
+    auto hidden = c_.integer_or("d_model", 1024);
+    auto encoder_layers = c_.integer_or("encoder_layers", 12, 1, kMaxLayers);
+    auto decoder_layers = c_.integer_or("decoder_layers", 12, 1, kMaxLayers);
+    auto heads = c_.integer_or("encoder_attention_heads", 16, 1, kMaxHeads);
+    auto decoder_heads = c_.integer_or("decoder_attention_heads", 16, 1, kMaxHeads);
+    auto ffn = c_.integer_or("encoder_ffn_dim", 4096);
+    auto decoder_ffn = c_.integer_or("decoder_ffn_dim", 4096);
+    auto vocab = c_.integer_or("vocab_size", 50265);
+    auto positions = c_.integer_or("max_position_embeddings", 1024, 1, kMaxDim - 2);
+    // The spec's two stacks share their widths.
+    if (decoder_heads.value != heads.value)
+      c_.error("decoder_attention_heads = " + std::to_string(decoder_heads.value) + ": differs from " + heads.note +
+               " = " + std::to_string(heads.value) + "; the spec's stacks share dims.heads");
+    if (decoder_ffn.value != ffn.value)
+      c_.error("decoder_ffn_dim = " + std::to_string(decoder_ffn.value) + ": differs from " + ffn.note + " = " +
+               std::to_string(ffn.value) + "; the spec's stacks share dims.intermediate");
+    TomlTable& d = t("dims");
+    d.set("hidden", hidden.value, hidden.note)
+        .set("layers", decoder_layers.value, decoder_layers.note)
+        .set("encoder_layers", encoder_layers.value, encoder_layers.note)
+        .set("heads", heads.value, heads.note);
+    layers_ = decoder_layers.value;
+    split_heads(hidden, heads);
+    d.set("intermediate", ffn.value, ffn.note).set("vocab", vocab.value, vocab.note);
+    set_max_context(positions);
+
+    t("model").set("stack", "encoder-decoder", cls + "ForConditionalGeneration: the decoder attends to the encoder's output");
+    // MBartConfig has no default: a language code or </s>, per checkpoint.
+    read_decoder_start(vocab.value, mbart ? std::nullopt : std::optional<int64_t>(2), nullptr);
+
+    // Keys of the fairseq-era configs that transformers' classes no longer
+    // read: each must say what the class builds, or the checkpoint is
+    // another model's.
+    const auto legacy = [&](const char* key, bool builds, const std::string& what) {
+      auto v = c_.boolean(key);
+      if (v && *v != builds) c_.error(std::string(key) + " = " + (*v ? "true" : "false") + ": " + cls + "Model " + what);
+    };
+    const std::string other = mbart ? "; post-norm blocks are BART's (model_type \"bart\")"
+                                    : "; pre-norm blocks with final norms are mBART's (model_type \"mbart\")";
+    legacy("normalize_before", mbart,
+           (mbart ? "normalizes before each branch" : "normalizes after each residual add") + other);
+    legacy("add_final_layer_norm", mbart, (mbart ? "ends each stack with a LayerNorm" : "has no final LayerNorm") + other);
+    legacy("normalize_embedding", true, "normalizes the embeddings (layernorm_embedding)");
+    legacy("static_position_embeddings", false, "learns its position table (embed_positions)");
+    if (auto extra = c_.integer("extra_pos_embeddings", 0, kMaxDim); extra && *extra != 2)
+      c_.error("extra_pos_embeddings = " + std::to_string(*extra) + ": " + cls +
+               "LearnedPositionalEmbedding offsets positions by 2");
+    for (const char* key : {"add_bias_logits", "do_blenderbot_90_layernorm", "force_bos_token_to_be_generated",
+                            "classif_dropout", "classifier_dropout", "activation_dropout", "encoder_layerdrop",
+                            "decoder_layerdrop", "init_std", "_num_labels", "num_hidden_layers", "is_encoder_decoder",
+                            "gradient_checkpointing", "output_past"})
+      c_.use(key);  // training, the classification head's, or derived (num_hidden_layers = encoder_layers)
+
+    t("norm")
+        .set("kind", "layernorm", "nn.LayerNorm")
+        .set("eps", 1e-5, cls + " hard-codes nn.LayerNorm's default; the config has no epsilon");
+    if (mbart)
+      t("norm")
+          .set("placement", "pre", "MBartEncoderLayer / MBartDecoderLayer: x + branch(LayerNorm(x))")
+          .set("final", true, "each stack ends with layer_norm");
+    else
+      t("norm")
+          .set("placement", "post", "BartEncoderLayer / BartDecoderLayer: LayerNorm(x + branch(x))")
+          .set("final", false, "the last block's LayerNorm ends each stack");
+    t("attention").set("bias", true, "q_proj, k_proj, v_proj and out_proj carry biases");
+    t("position")
+        .set("kind", "learned", "embed_positions of each stack")
+        .set("offset", 2, cls + "LearnedPositionalEmbedding: position p reads row p + 2")
+        .set("table_size", positions.value + 2, positions.note + " + 2");
+    read_activation("activation_function", "gelu");
+    t("mlp").set("gated", false).set("bias", true, "fc1 and fc2 carry biases");
+    auto tie = c_.boolean_or("tie_word_embeddings", true);
+    t("embedding").set("tied", tie.value, tie.note).set("norm", true, "layernorm_embedding of each stack");
+    auto scale = c_.boolean_or("scale_embedding", false);
+    if (scale.value) t("embedding").set("scale", "sqrt_hidden", "scale_embedding: the token embeddings times sqrt(d_model)");
+    t("output").set("bias", true, "final_logits_bias: [1, vocab_size], added to the logits");
+
+    std::vector<std::string> ignore = {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"};
+    if (tie.value) ignore.push_back("lm_head.weight");
+    t("weights")
+        .set("preset", "hf-bart")
+        .note(tie.value ? "Each stack's embed_tokens, and the tied lm_head, are model.shared, the same tensor."
+                        : "Each stack's embed_tokens is model.shared, the same tensor.")
+        .set("ignore", ignore);
   }
 
   // ModernBertModel: pre-norm LayerNorm blocks (no norm before the first
@@ -1846,6 +2023,9 @@ std::string summary(const spec::Spec& s) {
   std::vector<std::string> parts;
   const auto& d = s.dims;
   if (s.encoder()) parts.push_back("bidirectional encoder");
+  if (s.encoder_decoder())
+    parts.push_back("encoder-decoder, " + std::to_string(d.encoder_layers) + " + " + std::to_string(d.layers) +
+                    " layers, cross-attention");
   if (d.kv_heads == d.heads) parts.push_back("MHA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
   else if (d.kv_heads == 1) parts.push_back("MQA " + std::to_string(d.heads) + ":1");
   else parts.push_back("GQA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
@@ -1877,6 +2057,7 @@ std::string summary(const spec::Spec& s) {
     parts.push_back("no LM head");
   } else {
     parts.push_back(s.embedding.tied ? "tied embeddings" : "untied LM head");
+    if (s.output.bias) parts.back() += " with a bias";
   }
   return join(parts) + ".";
 }
@@ -2106,10 +2287,23 @@ ImportResult import_hf(const std::string& path, ImportOptions options) {
     options.name = sanitize_model_name(raw);
   }
 
+  const fs::path dir = config_path.parent_path().empty() ? fs::path(".") : config_path.parent_path();
+  // generation_config.json: the decoder's first token, as generate() takes it.
+  if (const fs::path generation = dir / "generation_config.json"; fs::exists(generation, ec)) {
+    json g;
+    try {
+      g = json::parse(read_text(generation.string()));
+    } catch (const json::exception& e) {
+      throw Error(ErrorKind::BadFile, generation.string() + ": not valid JSON: " + e.what());
+    }
+    if (g.is_object() && g.contains("decoder_start_token_id") && g["decoder_start_token_id"].is_number_integer())
+      options.generation_decoder_start = g["decoder_start_token_id"].get<int64_t>();
+  }
+
   ImportResult result;
   result.doc = import_hf_config(config, options);
-  const fs::path dir = config_path.parent_path().empty() ? fs::path(".") : config_path.parent_path();
-  if (result.doc.find("model")->has("stack")) read_sentence_transformers(dir, result.doc);  // an encoder
+  const TomlValue* stack = result.doc.find("model")->get("stack");
+  if (stack && stack->text() == "\"encoder\"") read_sentence_transformers(dir, result.doc);
   result.text = result.doc.render();
   spec::Diagnostics diagnostics(options.file);
   auto spec = spec::parse_spec_string(result.text, options.file, diagnostics);

@@ -22,6 +22,10 @@ struct ImportOptions {
   // Receives each warning line (unknown keys, values dropped as inactive).
   // Unset: the line goes to stderr.
   std::function<void(const std::string&)> warn;
+  // decoder_start_token_id of a generation_config.json beside config.json
+  // (import_hf reads it): generate() starts an encoder-decoder's decoder
+  // from it, before the config's own.
+  std::optional<int64_t> generation_decoder_start;
 };
 
 // Everything a config says that a spec cannot, or that the checkpoint

@@ -102,6 +102,9 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
       {"bert-base-uncased", {"width-depth"}},
       {"bloom-560m", {"width-depth"}},
       {"t5-small-encoder", {"width-depth"}},
+      {"t5-small", {"width-depth"}},
+      {"flan-t5-small", {"width-depth"}},
+      {"bart-base", {"vocab-multiple"}},  // 50265 rows
       {"modernbert-base", {"width-depth", "ffn-ratio"}},  // GeGLU at 1.5 × hidden
       {"demo", {"width-depth"}},
       {"gemma-2-2b", {"width-depth"}},

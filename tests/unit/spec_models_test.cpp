@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -58,6 +59,15 @@ constexpr Published kPublished[] = {
     // answerdotai/ModernBERT-base: ModernBertForMaskedLM's 149,655,232 less
     // its prediction head (dense 589,824, norm 768, decoder bias 50,368).
     {"modernbert-base.toml", 149'014'272},
+    // Encoder-decoders. transformers' num_parameters() counts the shared
+    // table once, as the manifest does (t5-small's and bart-base's tied
+    // heads store no tensor): t5-small 60,506,624, flan-t5-small 76,961,152.
+    // It leaves out buffers: bart-base's published 139,420,416 lacks
+    // final_logits_bias ([1, 50265]), which the checkpoint holds and the
+    // manifest counts.
+    {"t5-small.toml", 60'506'624},
+    {"flan-t5-small.toml", 76'961'152},
+    {"bart-base.toml", 139'470'681},
 };
 
 std::filesystem::path models_dir() { return std::filesystem::path(LATHE_SOURCE_DIR) / "models"; }
@@ -255,4 +265,46 @@ TEST_CASE("a tied spec's checkpoint may hold a copy of the LM head: its name is 
   CHECK(std::count(untied.begin(), untied.end(), "lm_head.weight") == 0);
   auto gpt2 = load("gpt2.toml");  // tied, with mask buffers of its own
   CHECK(ignored_patterns(*gpt2).size() == gpt2->weights.ignore.size() + 1);
+}
+
+TEST_CASE("the encoder-decoders: each stack's tables and layers, the decoder's cross-attention, the head") {
+  auto t5 = load("t5-small.toml");
+  REQUIRE(t5);
+  CHECK(t5->encoder_decoder());
+  CHECK(t5->blocks() == 12);
+  const Manifest t5m = build_manifest(*t5);
+  check_shape(t5m, "shared.weight", {32128, 512});
+  check_shape(t5m, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", {32, 8});
+  check_shape(t5m, "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", {32, 8});
+  check_shape(t5m, "encoder.block.5.layer.1.DenseReluDense.wi.weight", {2048, 512});
+  check_shape(t5m, "decoder.block.5.layer.1.EncDecAttention.k.weight", {512, 512});
+  check_shape(t5m, "decoder.block.5.layer.2.DenseReluDense.wo.weight", {512, 2048});
+  check_shape(t5m, "encoder.final_layer_norm.weight", {512});
+  check_shape(t5m, "decoder.final_layer_norm.weight", {512});
+  CHECK(find(t5m, "lm_head.weight") == nullptr);  // tied, read at 512^-0.5
+  CHECK(t5->output.scale == std::pow(512.0, -0.5));
+
+  auto flan = load("flan-t5-small.toml");
+  REQUIRE(flan);
+  const Manifest fm = build_manifest(*flan);
+  check_shape(fm, "encoder.block.7.layer.1.DenseReluDense.wi_0.weight", {1024, 512});
+  check_shape(fm, "encoder.block.7.layer.1.DenseReluDense.wi_1.weight", {1024, 512});
+  check_shape(fm, "decoder.block.7.layer.2.DenseReluDense.wi_1.weight", {1024, 512});
+  check_shape(fm, "decoder.block.7.layer.1.EncDecAttention.o.weight", {512, 384});
+  check_shape(fm, "lm_head.weight", {32128, 512});
+  CHECK(flan->output.scale == 1.0);
+
+  auto bart = load("bart-base.toml");
+  REQUIRE(bart);
+  const Manifest bm = build_manifest(*bart);
+  check_shape(bm, "model.shared.weight", {50265, 768});
+  check_shape(bm, "model.encoder.embed_positions.weight", {1026, 768});
+  check_shape(bm, "model.decoder.embed_positions.weight", {1026, 768});
+  check_shape(bm, "model.encoder.layernorm_embedding.bias", {768});
+  check_shape(bm, "model.decoder.layers.5.encoder_attn.v_proj.bias", {768});
+  check_shape(bm, "model.decoder.layers.5.encoder_attn_layer_norm.weight", {768});
+  check_shape(bm, "model.encoder.layers.5.fc1.weight", {3072, 768});
+  check_shape(bm, "final_logits_bias", {50265});
+  CHECK(find(bm, "model.encoder.layer_norm.weight") == nullptr);  // BART: no final norms
+  CHECK(find(bm, "lm_head.weight") == nullptr);
 }
