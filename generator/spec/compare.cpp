@@ -64,6 +64,8 @@ std::vector<bool> windowed_layers(const Spec& s) {
 std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   Differences d;
   d.field("model.stack", a.stack, b.stack);
+  d.field("model.decoder_start", a.decoder_start, b.decoder_start);
+  d.field("dims.encoder_layers", a.encoder_layers(), b.encoder_layers());
   d.field("embedding.token_types", a.embedding.token_types, b.embedding.token_types);
   d.field("pooling.kind", a.pooling.kind, b.pooling.kind);
   d.field("pooling.normalize", a.pooling.normalize, b.pooling.normalize);
@@ -107,6 +109,10 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("position.local_theta", ap.local_theta, bp.local_theta);
   d.field("position.offset", ap.offset, bp.offset);
   d.field("position.table_size", ap.table_size, bp.table_size);
+  if (ap.kind == PositionKind::Relative && bp.kind == PositionKind::Relative) {
+    d.field("position.buckets", ap.buckets, bp.buckets);
+    d.field("position.max_distance", ap.max_distance, bp.max_distance);
+  }
   const RopeScalingParams& as = ap.scaling;
   const RopeScalingParams& bs = bp.scaling;
   d.field("position.scaling.kind", as.kind, bs.kind);
@@ -146,6 +152,7 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
            (b.embedding.scale_sqrt_hidden ? "\"sqrt_hidden\" (" + text(b.embedding.scale) + ")" : text(b.embedding.scale)));
   d.field("output.softcap", a.output.softcap, b.output.softcap);
   d.field("output.bias", a.output.bias, b.output.bias);
+  d.field("output.scale", a.output.scale, b.output.scale);
 
   const Weights& aw = a.weights;
   const Weights& bw = b.weights;
@@ -157,16 +164,21 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("weights.preset", aw.preset, bw.preset);
   d.field("weights.max_part_bytes", aw.max_part_bytes, bw.max_part_bytes);
   d.field("weights.ignore", aw.ignore, bw.ignore);
-  std::set<Role> roles;
-  for (const auto& [role, path] : aw.names) roles.insert(role);
-  for (const auto& [role, path] : bw.names) roles.insert(role);
-  for (const Role role : roles) {
-    const auto ia = aw.names.find(role);
-    const auto ib = bw.names.find(role);
-    const std::string na = ia == aw.names.end() ? "(none)" : text(ia->second);
-    const std::string nb = ib == bw.names.end() ? "(none)" : text(ib->second);
-    if (na != nb) d.line("weights.names." + std::string(name(role)) + ": " + na + " vs " + nb);
-  }
+  // [weights.names], and an encoder-decoder's [weights.encoder_names].
+  auto names = [&](const std::string& table, const std::map<Role, std::string>& an, const std::map<Role, std::string>& bn) {
+    std::set<Role> roles;
+    for (const auto& [role, path] : an) roles.insert(role);
+    for (const auto& [role, path] : bn) roles.insert(role);
+    for (const Role role : roles) {
+      const auto ia = an.find(role);
+      const auto ib = bn.find(role);
+      const std::string na = ia == an.end() ? "(none)" : text(ia->second);
+      const std::string nb = ib == bn.end() ? "(none)" : text(ib->second);
+      if (na != nb) d.line(table + "." + std::string(name(role)) + ": " + na + " vs " + nb);
+    }
+  };
+  names("weights.names", aw.names, bw.names);
+  if (a.encoder_decoder() || b.encoder_decoder()) names("weights.encoder_names", aw.encoder_names, bw.encoder_names);
   std::set<Role> typed;
   for (const auto& [role, dtypes] : aw.role_dtypes) typed.insert(role);
   for (const auto& [role, dtypes] : bw.role_dtypes) typed.insert(role);
