@@ -7,8 +7,11 @@
 # An encoder (-DENCODER=1) has no decode steps: its rows are the final
 # hidden states of the prompt (VOCAB is then the hidden width), and the
 # imported spec must be an encoder's.
+# An encoder-decoder (-DSOURCE=1) encodes a source first: its rows are the
+# decoder's logits, from the decoder's start token on, and the imported spec
+# must be an encoder-decoder's.
 # -DHF_MODEL -DGGUF_MODEL (executables) -DTWIN (lathe_gguf_twin) -DLATHE (lathe)
-# -DHF_SPEC -DGGUF_SPEC -DVOCAB -DWORK_DIR [-DENCODER]
+# -DHF_SPEC -DGGUF_SPEC -DVOCAB -DWORK_DIR [-DENCODER] [-DSOURCE]
 cmake_policy(SET CMP0054 NEW)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -24,10 +27,16 @@ set(steps -n 8)
 if(ENCODER)
   set(steps)
 endif()
+set(source)
+if(SOURCE)
+  # Source positions far enough apart to reach T5's logarithmic buckets.
+  set(source --source-tokens 9,8,7,6,5,4,3,120,64,1,33,17,2,99,17,3,42,77,5,0,11)
+  set(tokens 0,17,2,99,3,42)
+endif()
 run(${HF_MODEL} random-weights -o ${WORK_DIR}/hf.safetensors --seed 11)
 run(${TWIN} convert ${HF_SPEC} ${GGUF_SPEC} ${WORK_DIR}/hf.safetensors ${WORK_DIR}/model.gguf)
-run(${HF_MODEL} logits -w ${WORK_DIR}/hf.safetensors -t ${tokens} ${steps} -o ${WORK_DIR}/hf.f32)
-run(${GGUF_MODEL} logits -w ${WORK_DIR}/model.gguf -t ${tokens} ${steps} -o ${WORK_DIR}/gguf.f32)
+run(${HF_MODEL} logits -w ${WORK_DIR}/hf.safetensors ${source} -t ${tokens} ${steps} -o ${WORK_DIR}/hf.f32)
+run(${GGUF_MODEL} logits -w ${WORK_DIR}/model.gguf ${source} -t ${tokens} ${steps} -o ${WORK_DIR}/gguf.f32)
 run(${TWIN} compare ${WORK_DIR}/gguf.f32 ${WORK_DIR}/hf.f32 ${VOCAB} 1e-4)
 
 # Negative control (for a twin whose q/k rows are permuted): the same file
@@ -52,6 +61,9 @@ run(${LATHE} import ${WORK_DIR}/model.gguf -o ${WORK_DIR}/imported.toml)
 file(READ ${WORK_DIR}/imported.toml imported)
 if(ENCODER AND NOT imported MATCHES "stack = \"encoder\"")
   message(FATAL_ERROR "the imported spec is not an encoder's:\n${imported}")
+endif()
+if(SOURCE AND NOT imported MATCHES "stack = \"encoder-decoder\"")
+  message(FATAL_ERROR "the imported spec is not an encoder-decoder's:\n${imported}")
 endif()
 if(twin_pairing AND NOT imported MATCHES "${twin_pairing}")
   message(FATAL_ERROR "the imported spec lacks ${twin_pairing}:\n${imported}")

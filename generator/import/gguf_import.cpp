@@ -29,6 +29,7 @@ struct Arch {
   bool layernorm = false;
   bool alibi = false;
   bool encoder = false;  // bidirectional, ending at its hidden states (encoder_sections)
+  bool encdec = false;   // an encoder, then a decoder that attends to it (t5_sections)
 };
 constexpr Arch kArchs[] = {
     {"llama", true, false},         {"qwen2", false, false},       {"qwen3", false, false},
@@ -38,7 +39,7 @@ constexpr Arch kArchs[] = {
     {"bloom", false, false, true, true}, {"mpt", false, false, true, true},
     {"qwen3moe", false, false},     {"qwen2moe", false, false},
     {"bert", false, false, true, false, true}, {"nomic-bert", false, false, true, false, true},
-    {"t5encoder", false, false, false, false, true},
+    {"t5encoder", false, false, false, false, true}, {"t5", false, false, false, false, false, true},
 };
 
 // The MLP activation each LayerNorm family's model computes (GGUF metadata
@@ -185,16 +186,49 @@ std::string describe(const spec::RopeScalingParams& sc) {
 }
 
 
+// llama.cpp's names of a T5 stack's layers ("enc" or "dec"): a decoder
+// layer's self-attention, cross-attention and MLP, an encoder's the first
+// and last.
+std::map<Role, std::string> t5_layer_names(const std::string& stack) {
+  const std::string L = stack + ".blk.{layer}.";
+  std::map<Role, std::string> names = {
+      {Role::AttnNorm, L + "attn_norm"}, {Role::Q, L + "attn_q"},        {Role::K, L + "attn_k"},
+      {Role::V, L + "attn_v"},           {Role::O, L + "attn_o"},        {Role::MlpNorm, L + "ffn_norm"},
+      {Role::Gate, L + "ffn_gate"},      {Role::Up, L + "ffn_up"},       {Role::Down, L + "ffn_down"}};
+  if (stack == "dec") {
+    names[Role::CrossNorm] = L + "cross_attn_norm";
+    names[Role::CrossQ] = L + "cross_attn_q";
+    names[Role::CrossK] = L + "cross_attn_k";
+    names[Role::CrossV] = L + "cross_attn_v";
+    names[Role::CrossO] = L + "cross_attn_o";
+  }
+  return names;
+}
+
 // llama.cpp's names of t5encoder's tensors (its encoder-decoder T5's
 // encoder, "enc."), which no preset holds.
 const std::map<Role, std::string>& t5encoder_names() {
-  static const std::map<Role, std::string> names = {
-      {Role::RelBias, "enc.blk.0.attn_rel_b"},      {Role::AttnNorm, "enc.blk.{layer}.attn_norm"},
-      {Role::Q, "enc.blk.{layer}.attn_q"},          {Role::K, "enc.blk.{layer}.attn_k"},
-      {Role::V, "enc.blk.{layer}.attn_v"},          {Role::O, "enc.blk.{layer}.attn_o"},
-      {Role::MlpNorm, "enc.blk.{layer}.ffn_norm"},  {Role::Gate, "enc.blk.{layer}.ffn_gate"},
-      {Role::Up, "enc.blk.{layer}.ffn_up"},         {Role::Down, "enc.blk.{layer}.ffn_down"},
-      {Role::FinalNorm, "enc.output_norm"}};
+  static const std::map<Role, std::string> names = [] {
+    std::map<Role, std::string> n = t5_layer_names("enc");
+    n[Role::RelBias] = "enc.blk.0.attn_rel_b";
+    n[Role::FinalNorm] = "enc.output_norm";
+    return n;
+  }();
+  return names;
+}
+
+// llama.cpp's t5 (a whole T5): [weights.names] holds the decoder's layers
+// and the tensors of both stacks, each stack's relative bias in its first
+// layer; [weights.encoder_names] the encoder's layers.
+const std::map<Role, std::string>& t5_names() {
+  static const std::map<Role, std::string> names = [] {
+    std::map<Role, std::string> n = t5_layer_names("dec");
+    n[Role::EncoderRelBias] = "enc.blk.0.attn_rel_b";
+    n[Role::EncoderFinalNorm] = "enc.output_norm";
+    n[Role::RelBias] = "dec.blk.0.attn_rel_b";
+    n[Role::FinalNorm] = "dec.output_norm";
+    return n;
+  }();
   return names;
 }
 
@@ -386,6 +420,72 @@ void decoder_sections(Reader& r, TomlDoc& doc, const Arch* arch, int64_t hidden,
   if (r.has("output.bias")) doc.table("output").set("bias", true, "output.bias");
 }
 
+// What llama.cpp's t5encoder and t5 compute alike (src/models/t5encoder.cpp,
+// t5.cpp): pre-norm RMS blocks and a final norm per stack, unscaled scores,
+// T5's bucketed relative bias from each stack's first layer (distances up to
+// 128, which llama.cpp fixes), and a ReLU MLP or, with ffn_gate, Flan-T5's
+// gated tanh GELU. `stacks`: the name prefixes of the stacks' layers ("enc",
+// and "dec" for a whole T5), each of which must agree.
+void t5_blocks(Reader& r, TomlDoc& doc, const std::string& a, const std::vector<std::string>& stacks) {
+  const std::string arch = a.substr(0, a.size() - 1);
+  TomlTable& norm = doc.table("norm");
+  norm.set("kind", "rmsnorm");
+  const std::string eps_key = a + "attention.layer_norm_rms_epsilon";
+  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
+  else r.problem(eps_key + ": missing");
+  norm.set("placement", "pre", stacks.size() == 1 ? "enc.blk.*.attn_norm and ffn_norm, then enc.output_norm"
+                                                  : "*.blk.*.attn_norm and ffn_norm, then enc. and dec.output_norm");
+
+  doc.table("attention").set("scale", 1.0, "llama.cpp's " + arch + " does not scale the scores");
+
+  TomlTable& position = doc.table("position");
+  position.set("kind", "relative", stacks.front() + ".blk.0.attn_rel_b: T5's bucketed relative bias");
+  position.set("buckets", r.required(a + "attention.relative_buckets_count"), a + "attention.relative_buckets_count");
+  position.set("max_distance", 128, "llama.cpp's " + arch + " fixes it");
+  for (const std::string& stack : stacks)
+    if (r.has(stack + ".blk.1.attn_rel_b.weight"))
+      r.problem(stack + ".blk.1.attn_rel_b.weight: a relative bias table per layer (the spec shares the first layer's)");
+
+  const bool gated = r.has(stacks.front() + ".blk.0.ffn_gate.weight");
+  for (const std::string& stack : stacks)
+    if (r.has(stack + ".blk.0.ffn_gate.weight") != gated)
+      r.problem(stack + ".blk.0.ffn_gate.weight: " + (gated ? "missing, but " : "present, but ") + stacks.front() +
+                ".blk.0.ffn_gate.weight " + (gated ? "is there" : "is not") +
+                " (the spec gates both stacks' MLPs or neither)");
+  TomlTable& mlp = doc.table("mlp");
+  mlp.set("activation", gated ? "gelu_tanh" : "relu",
+          gated ? "ffn_gate: Flan-T5's gated GELU (tanh)" : "no ffn_gate: T5 v1.0's ReLU");
+  mlp.set("gated", gated);
+}
+
+// llama.cpp's t5, a whole T5 (src/models/t5.cpp): the encoder's layers
+// (block_count) as t5encoder's, then decoder_block_count decoder layers,
+// each self-attention with the decoder's causal relative bias,
+// cross-attention to the encoder's output (no bias) and the MLP; the
+// decoder starts from decoder_start_token_id. Without output.weight the head
+// is the embedding table, which T5 scales by hidden^-0.5 (transformers'
+// T5ForConditionalGeneration; llama.cpp's graph leaves the scale out, which
+// changes no greedy token).
+void t5_sections(Reader& r, TomlDoc& doc, const std::string& a, int64_t hidden) {
+  TomlTable& model = doc.table("model");
+  model.set("stack", "encoder-decoder", "llama.cpp's t5: an encoder, then a decoder that attends to it");
+  const std::string start_key = a + "decoder_start_token_id";
+  if (const auto start = r.integer(start_key)) {
+    model.set("decoder_start", *start, start_key);
+  } else if (r.value(start_key) == nullptr) {
+    if (const auto bos = r.integer("tokenizer.ggml.bos_token_id"))
+      model.set("decoder_start", *bos, "no " + start_key + ": llama.cpp starts from tokenizer.ggml.bos_token_id");
+    else
+      r.problem(start_key + ": missing, and no tokenizer.ggml.bos_token_id (the token the decoder starts from)");
+  }
+  t5_blocks(r, doc, a, {"enc", "dec"});
+  const bool tied = !r.has("output.weight");
+  doc.table("embedding").set("tied", tied, tied ? "no output.weight" : "output.weight present");
+  if (tied)
+    doc.table("output").set("scale", 1.0 / std::sqrt(static_cast<double>(hidden)),
+                            "T5's tied head: hidden^-0.5 (transformers; llama.cpp leaves it out)");
+}
+
 // llama.cpp's encoders as their graphs compute them (src/models/bert.cpp,
 // nomic-bert.cpp, t5encoder.cpp). bert and nomic-bert: a LayerNorm of the
 // embeddings (token types' row 0 added: one segment), then post-norm
@@ -408,14 +508,14 @@ void encoder_sections(Reader& r, TomlDoc& doc, std::string_view an, const std::s
   const bool t5 = an == "t5encoder", nomic = an == "nomic-bert";
   const std::string blk = t5 ? "enc.blk.0." : "blk.0.";
 
-  TomlTable& norm = doc.table("norm");
-  norm.set("kind", t5 ? "rmsnorm" : "layernorm");
-  const std::string eps_key = a + (t5 ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon");
-  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
-  else r.problem(eps_key + ": missing");
   if (t5) {
-    norm.set("placement", "pre", "enc.blk.*.attn_norm and ffn_norm, then enc.output_norm");
+    t5_blocks(r, doc, a, {"enc"});
   } else {
+    TomlTable& norm = doc.table("norm");
+    norm.set("kind", "layernorm");
+    const std::string eps_key = a + "attention.layer_norm_epsilon";
+    if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
+    else r.problem(eps_key + ": missing");
     norm.set("placement", "post", "attn_output_norm after the attention's residual add, layer_output_norm after the MLP's");
     norm.set("final", false, "no output_norm: the hidden states are the last layer_output_norm's");
     if (!r.has("blk.0.attn_output_norm.bias")) norm.set("bias", false, "no attn_output_norm.bias");
@@ -423,16 +523,10 @@ void encoder_sections(Reader& r, TomlDoc& doc, std::string_view an, const std::s
 
   TomlTable& attention = doc.table("attention");
   attention_biases(r, attention, blk);
-  if (t5) attention.set("scale", 1.0, "llama.cpp's t5encoder does not scale the scores");
 
+  // t5encoder's positions and MLP: t5_blocks.
   TomlTable& position = doc.table("position");
-  if (t5) {
-    position.set("kind", "relative", "enc.blk.0.attn_rel_b: T5's bucketed relative bias");
-    position.set("buckets", r.required(a + "attention.relative_buckets_count"), a + "attention.relative_buckets_count");
-    position.set("max_distance", 128, "llama.cpp's t5encoder fixes it");
-    if (r.has("enc.blk.1.attn_rel_b.weight"))
-      r.problem("enc.blk.1.attn_rel_b.weight: a relative bias table per layer (the spec shares the first layer's)");
-  } else if (nomic) {
+  if (nomic) {
     position.set("kind", "rope");
     position.set("pairing", "neox", "llama.cpp's nomic-bert keeps rotate-half");
     const int64_t rotary_dim = r.integer(a + "rope.dimension_count").value_or(key_length);
@@ -440,19 +534,14 @@ void encoder_sections(Reader& r, TomlDoc& doc, std::string_view an, const std::s
     position.set("theta", r.number(a + "rope.freq_base").value_or(10000.0), a + "rope.freq_base");
     if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none")
       r.problem(a + "rope.scaling.type \"" + *type + "\": nomic-bert's RoPE is not scaled");
-  } else {
+  } else if (!t5) {
     learned_positions(r, position, context);
   }
 
   TomlTable& mlp = doc.table("mlp");
-  if (t5) {
-    const bool gated = r.has(blk + "ffn_gate.weight");
-    mlp.set("activation", gated ? "gelu_tanh" : "relu",
-            gated ? "ffn_gate: Flan-T5's gated GELU (tanh)" : "no ffn_gate: T5 v1.0's ReLU");
-    mlp.set("gated", gated);
-  } else if (nomic) {
+  if (nomic) {
     mlp.set("activation", "silu", "llama.cpp's nomic-bert: SwiGLU").set("gated", true);
-  } else {
+  } else if (!t5) {
     mlp.set("activation", "gelu_erf", "BERT's exact GELU (not in GGUF metadata)").set("gated", false);
   }
   const bool up_bias = r.has(blk + "ffn_up.bias"), down_bias = r.has(blk + "ffn_down.bias");
@@ -630,7 +719,13 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
 
   TomlTable& dims = doc.table("dims");
   dims.set("hidden", hidden, a + "embedding_length");
-  dims.set("layers", layers, a + "block_count");
+  if (arch->encdec) {  // block_count counts the encoder's layers, decoder_block_count the decoder's
+    const std::string key = a + "decoder_block_count";
+    dims.set("layers", r.integer(key).value_or(layers), r.value(key) ? key : "no " + key + ": " + a + "block_count");
+    dims.set("encoder_layers", layers, a + "block_count");
+  } else {
+    dims.set("layers", layers, a + "block_count");
+  }
   dims.set("heads", heads, a + "attention.head_count");
   if (kv_heads != heads) dims.set("kv_heads", kv_heads, a + "attention.head_count_kv");
   if (heads > 0 && key_length != hidden / heads) dims.set("head_dim", key_length, a + "attention.key_length");
@@ -640,6 +735,7 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
 
   std::optional<std::string> mlp_norm_name;  // Falcon-40B's second norm
   if (arch->encoder) encoder_sections(r, doc, an, a, key_length, context);
+  else if (arch->encdec) t5_sections(r, doc, a, hidden);
   else decoder_sections(r, doc, arch, hidden, heads, layers, ff, key_length, context, rope_freqs, mlp_norm_name);
 
 
@@ -676,10 +772,23 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
     names.note("llama.cpp's t5encoder: its encoder-decoder T5's encoder names (enc.), which no preset holds");
     for (const auto& [role, path] : t5encoder_names()) names.set(spec::name(role), path);
   }
+  if (an == "t5") {
+    TomlTable& names = doc.table("weights.names");
+    names.note("llama.cpp's t5: the decoder's layers (dec.) and both stacks' tensors, which no preset holds");
+    for (const auto& [role, path] : t5_names()) names.set(spec::name(role), path);
+    TomlTable& encoder_names = doc.table("weights.encoder_names");
+    for (const auto& [role, path] : t5_layer_names("enc")) encoder_names.set(spec::name(role), path);
+  }
   // The spec computes the llama3 frequencies itself; the file's copy of
   // them is left out of the manifest check, here and when loading.
   if (r.has(kRopeFreqs))
     w.set("ignore", std::vector<std::string>{kRopeFreqs}, "llama.cpp's llama3 factors, computed from [position.scaling]");
+  // A T5 file may hold cross-attention relative biases (dec.blk.N.cross_attn_rel_b),
+  // which llama.cpp loads and never applies, nor does transformers.
+  std::vector<std::string> unused;
+  for (const auto& [name, t] : r.tensors())
+    if (an == "t5" && name.starts_with("dec.blk.") && name.ends_with(".cross_attn_rel_b.weight")) unused.push_back(name);
+  if (!unused.empty()) w.set("ignore", unused, "cross-attention relative biases llama.cpp never applies");
 
   if (!r.problems().empty()) throw ImportError(r.problems());
   return doc;
@@ -812,6 +921,12 @@ const Arch& arch_of(const Spec& s) {
   auto pick = [](std::string_view name) -> const Arch& { return *find_arch(name); };
   using spec::NormPlacement;
   using spec::QKNorm;
+  if (s.encoder_decoder()) {
+    if (s.position.kind != spec::PositionKind::Relative)
+      throw Error(ErrorKind::Unsupported, "position.kind: llama.cpp's one encoder-decoder, t5, has T5's relative "
+                                          "positions (it converts no BART)");
+    return pick("t5");
+  }
   if (s.encoder()) {
     switch (s.position.kind) {
       case spec::PositionKind::Learned: return pick("bert");
@@ -822,9 +937,6 @@ const Arch& arch_of(const Spec& s) {
                                             "learned, RoPE or relative positions");
     }
   }
-  if (s.encoder_decoder())
-    throw Error(ErrorKind::Unsupported,
-                "model.stack: GGUF files of encoder-decoders (llama.cpp's t5) are not read or written yet");
   if (s.moe.enabled()) {
     if (s.moe.shared_experts > 1)
       throw Error(ErrorKind::Unsupported, "moe.shared_experts: llama.cpp's qwen2moe has one shared expert");
@@ -856,8 +968,9 @@ const Arch& arch_of(const Spec& s) {
   return pick("llama");
 }
 
-// What llama.cpp's encoders compute (encoder_sections) and a spec of the
-// architecture arch_of picked says otherwise: each an Error naming the field.
+// What llama.cpp's encoders and its T5 compute (encoder_sections,
+// t5_sections) and a spec of the architecture arch_of picked says otherwise:
+// each an Error naming the field.
 void encoder_refusals(const Spec& s, std::string_view arch) {
   auto refuse = [&](const std::string& field, const std::string& why) {
     throw Error(ErrorKind::Unsupported, field + ": llama.cpp's " + std::string(arch) + " " + why);
@@ -870,7 +983,19 @@ void encoder_refusals(const Spec& s, std::string_view arch) {
   if (s.attention.qk_norm != spec::QKNorm::None) refuse("attention.qk_norm", "has no q/k norms");
   if (s.norm.unit_offset) refuse("norm.unit_offset", "reads norm weights as they are");
   if (s.embedding.scale != 1.0 || s.embedding.scale_sqrt_hidden) refuse("embedding.scale", "does not scale embeddings");
-  if (arch == "t5encoder") {
+  if (arch == "t5") {
+    const double tied_scale = 1.0 / std::sqrt(static_cast<double>(s.dims.hidden));
+    // What a file says of the head is whether output.weight is there.
+    if (s.embedding.tied && std::abs(s.output.scale - tied_scale) > 1e-9 * tied_scale)
+      throw Error(ErrorKind::Unsupported, "output.scale: a GGUF t5 file without output.weight is read as T5's tied "
+                                          "head, scaled by hidden^-0.5 (" + toml_float(tied_scale) + ")");
+    if (!s.embedding.tied && s.output.scale != 1.0)
+      throw Error(ErrorKind::Unsupported,
+                  "output.scale: a GGUF t5 file with output.weight is read as an unscaled head (scale 1)");
+    if (s.output.bias) refuse("output.bias", "has no bias of the logits");
+    if (s.output.softcap > 0) refuse("output.softcap", "does not cap the logits");
+  }
+  if (arch == "t5encoder" || arch == "t5") {
     if (s.norm.kind != spec::NormKind::RMSNorm || s.norm.placement != spec::NormPlacement::Pre || !s.norm.final_norm ||
         s.norm.bias)
       refuse("norm", "has pre-norm RMS blocks and a final norm");
@@ -921,6 +1046,10 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
   s.weights.names = spec::preset_names("gguf", s.norm.placement);
   if (arch.name == "t5encoder")
     for (const auto& [role, path] : t5encoder_names()) s.weights.names[role] = path;
+  if (arch.name == "t5") {
+    for (const auto& [role, path] : t5_names()) s.weights.names[role] = path;
+    s.weights.encoder_names = t5_layer_names("enc");
+  }
   if (arch.name == "falcon" && s.norm.placement == spec::NormPlacement::Parallel && !s.norm.parallel_shared)
     s.weights.names[spec::Role::MlpNorm] = "blk.{layer}.attn_norm_2";
   s.weights.qkv_layout = spec::QkvLayout::Blocks;  // the converter reorders per-head and grouped rows to q | k | v
@@ -945,7 +1074,7 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   if (s.position.local_theta && *s.position.local_theta != 10000.0)
     refuse("position.local_theta: llama.cpp fixes the windowed layers' base at 10000");
   const int64_t scalar = scale_by_hidden(arch.name, s.dims.layers) ? s.dims.hidden / s.dims.heads : s.dims.head_dim;
-  if (arch.name != "t5encoder" && std::abs(s.attention.effective_scale(s.dims.head_dim) * std::sqrt(static_cast<double>(scalar)) - 1) > 1e-9)
+  if (arch.name != "t5encoder" && arch.name != "t5" && std::abs(s.attention.effective_scale(s.dims.head_dim) * std::sqrt(static_cast<double>(scalar)) - 1) > 1e-9)
     refuse("attention.scale: llama.cpp scales this model's scores by 1/sqrt(" + std::to_string(scalar) + ")");
   if (s.embedding.scale != 1.0 && !arch.gemma) refuse("embedding.scale: only llama.cpp's Gemma scales embeddings");
   if (arch.name == "falcon" && s.position.rotary_dim != s.dims.head_dim)
@@ -960,7 +1089,7 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
       std::string_view(gelu_of(arch.name)) == "gelu_tanh")
     refuse("mlp.activation: a GGUF " + std::string(arch.name) + " file is read as the model's tanh GELU (gelu_tanh)");
 
-  if (arch.encoder) encoder_refusals(s, arch.name);
+  if (arch.encoder || arch.encdec) encoder_refusals(s, arch.name);
 
   const std::string a = std::string(arch.name) + ".";
   const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
@@ -972,11 +1101,12 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   m[a + "vocab_size"] = u32(s.dims.vocab);
   m[a + "context_length"] = u32(s.dims.max_context);
   m[a + "embedding_length"] = u32(s.dims.hidden);
-  m[a + "block_count"] = u32(s.dims.layers);
+  // llama.cpp's t5: block_count counts the encoder's layers.
+  m[a + "block_count"] = u32(arch.encdec ? s.dims.encoder_layers : s.dims.layers);
   m[a + "feed_forward_length"] = u32(s.dims.intermediate);
   m[a + "attention.head_count"] = u32(s.dims.heads);
   m[a + "attention.head_count_kv"] = u32(s.dims.kv_heads);
-  if (s.dims.head_dim != s.dims.hidden / s.dims.heads) {
+  if (s.dims.head_dim != s.dims.hidden / s.dims.heads || arch.encdec) {  // T5's converter writes d_kv always
     m[a + "attention.key_length"] = u32(s.dims.head_dim);
     m[a + "attention.value_length"] = u32(s.dims.head_dim);
   }
@@ -1008,6 +1138,12 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
     if (arch.name == "t5encoder") m[a + "attention.relative_buckets_count"] = u32(s.position.buckets);
     // llama.cpp's bert loader needs a count even where the file has no table.
     else m["tokenizer.ggml.token_type_count"] = u32(std::max<int64_t>(s.embedding.token_types, 1));
+  }
+  if (arch.encdec) {
+    m[a + "decoder_block_count"] = u32(s.dims.layers);
+    m[a + "decoder_start_token_id"] = u32(s.decoder_start);
+    m[a + "attention.relative_buckets_count"] = u32(s.position.buckets);
+    m[a + "attention.layer_norm_epsilon"] = f32(s.norm.eps);  // written beside the RMS key, as the converter does
   }
   if (s.moe.enabled()) {
     m[a + "expert_count"] = u32(s.moe.experts);

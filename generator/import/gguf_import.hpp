@@ -11,7 +11,10 @@
 // preset's; vectors are f32. Llama 3.1/3.2's llama3 RoPE scaling is stored as
 // a rope_freqs.weight tensor (one factor per rotary pair) and no metadata: the
 // importer recovers the four parameters from the factors, and the spec ignores
-// the tensor (it computes the frequencies itself).
+// the tensor (it computes the frequencies itself). llama.cpp's t5 (a whole
+// T5) is an encoder-decoder spec: block_count counts its encoder's layers,
+// and whether output.weight is there says whether the head is the tied,
+// hidden^-0.5-scaled table.
 #pragma once
 
 #include <map>

@@ -109,8 +109,10 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("position.local_theta", ap.local_theta, bp.local_theta);
   d.field("position.offset", ap.offset, bp.offset);
   d.field("position.table_size", ap.table_size, bp.table_size);
-  d.field("position.buckets", ap.buckets, bp.buckets);
-  d.field("position.max_distance", ap.max_distance, bp.max_distance);
+  if (ap.kind == PositionKind::Relative && bp.kind == PositionKind::Relative) {
+    d.field("position.buckets", ap.buckets, bp.buckets);
+    d.field("position.max_distance", ap.max_distance, bp.max_distance);
+  }
   const RopeScalingParams& as = ap.scaling;
   const RopeScalingParams& bs = bp.scaling;
   d.field("position.scaling.kind", as.kind, bs.kind);

@@ -180,10 +180,11 @@ TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF met
     } catch (const Error& e) {
       // Mixtral: llama.cpp stacks experts in a tensor a spec cannot name;
       // ModernBERT: an encoder of pre-norm blocks, none of llama.cpp's
-      // bert, nomic-bert and t5encoder; encoder-decoders: llama.cpp's t5 is
-      // not converted yet.
+      // bert, nomic-bert and t5encoder; BART: llama.cpp's one
+      // encoder-decoder is t5.
       MESSAGE(entry.path().filename().string() << ": " << e.what());
-      CHECK((original.moe.enabled() || original.encoder_decoder() ||
+      CHECK((original.moe.enabled() ||
+             (original.encoder_decoder() && original.position.kind != spec::PositionKind::Relative) ||
              (original.encoder() && original.norm.placement == spec::NormPlacement::Pre &&
               original.position.kind == spec::PositionKind::Rope)));
       continue;
@@ -582,4 +583,135 @@ TEST_CASE("what llama.cpp's encoders do not compute is refused, naming the field
   with_types.push_back({"token_types.weight", DType::F32, {2, 64}, 0, 0});
   CHECK(import_errors(metadata_of(nomic), with_types)
             .find("x.gguf: token_types.weight: token types beside RoPE positions") != std::string::npos);
+}
+
+namespace {
+
+spec::Spec encdec(const std::string& name) {
+  return parse_file(std::filesystem::path(LATHE_SOURCE_DIR) / "tests/specs/encdec" / name);
+}
+
+std::vector<std::string> tensor_names(const spec::Spec& s) {
+  std::vector<std::string> names;
+  for (const spec::TensorSpec& t : spec::build_manifest(s).tensors) names.push_back(t.name);
+  return names;
+}
+
+bool has_name(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+// llama.cpp's t5, a whole T5: the twin the end-to-end test hf_vs_gguf.t5
+// builds is the hand-written t5-128-gguf.toml, and its metadata and tensor
+// list read back to it: block_count the encoder's layers, decoder_block_count
+// the decoder's, the tied head (no output.weight) scaled by hidden^-0.5.
+TEST_CASE("the GGUF twin of a T5 encoder-decoder imports back as llama.cpp's t5") {
+  spec::Spec expected = gguf_twin(encdec("t5-128.toml"));
+  expected.cache.dtype = DType::F32;  // the build's choice, which a GGUF file does not state
+  CHECK_MESSAGE(differences_of(expected, encdec("t5-128-gguf.toml")).empty(),
+                differences_of(expected, encdec("t5-128-gguf.toml")));
+  spec::Spec hf = encdec("t5-128.toml");
+  hf.dims.encoder_layers = 3;  // stacks of different depths
+  const spec::Spec twin = gguf_twin(hf);
+  const Metadata metadata = metadata_of(twin);
+  CHECK(std::get<std::string>(metadata.at("general.architecture").value) == "t5");
+  CHECK(std::get<uint32_t>(metadata.at("t5.block_count").value) == 3);
+  CHECK(std::get<uint32_t>(metadata.at("t5.decoder_block_count").value) == 2);
+  CHECK(std::get<uint32_t>(metadata.at("t5.decoder_start_token_id").value) == 0);
+  CHECK(std::get<uint32_t>(metadata.at("t5.attention.relative_buckets_count").value) == 8);
+  CHECK(std::get<uint32_t>(metadata.at("t5.attention.key_length").value) == 16);
+
+  const std::vector<std::string> names = tensor_names(twin);
+  for (const char* name : {"token_embd.weight", "enc.blk.0.attn_rel_b.weight", "enc.blk.2.attn_o.weight",
+                           "enc.output_norm.weight", "dec.blk.0.attn_rel_b.weight", "dec.blk.1.cross_attn_norm.weight",
+                           "dec.blk.1.cross_attn_k.weight", "dec.blk.1.ffn_gate.weight", "dec.output_norm.weight"})
+    CHECK_MESSAGE(has_name(names, name), name);
+  CHECK_FALSE(has_name(names, "output.weight"));
+
+  const std::string text = import_gguf_metadata(metadata, tensors_of(twin), file_named("t5.gguf")).render();
+  CHECK(text.find("stack = \"encoder-decoder\"") != std::string::npos);
+  const spec::Spec back = parse_text(text);
+  CHECK_MESSAGE(differences_of(twin, back).empty(), differences_of(twin, back) << text);
+  CHECK(back.dims.encoder_layers == 3);
+  CHECK(back.dims.layers == 2);
+  CHECK(back.output.scale == 0.125);
+  CHECK(back.mlp.gated);
+  CHECK(spec::build_manifest(back).total_elements() == spec::build_manifest(hf).total_elements());
+
+  // Flan-T5's untied head: output.weight, no scale.
+  spec::Spec untied = hf;
+  untied.embedding.tied = false;
+  untied.output.scale = 1.0;
+  const spec::Spec untied_back = through_gguf(untied);
+  CHECK_MESSAGE(differences_of(gguf_twin(untied), untied_back).empty(), differences_of(gguf_twin(untied), untied_back));
+  CHECK_FALSE(untied_back.embedding.tied);
+  CHECK(untied_back.output.scale == 1.0);
+  CHECK(has_name(tensor_names(untied_back), "output.weight"));
+
+  // T5 v1.0's ReLU, and as many decoder layers as encoder layers when
+  // decoder_block_count is left out (llama.cpp's default).
+  spec::Spec relu = hf;
+  relu.mlp.gated = false;
+  relu.mlp.activation = spec::Activation::ReLU;
+  relu.dims.encoder_layers = relu.dims.layers;
+  const spec::Spec relu_twin = gguf_twin(relu);
+  Metadata relu_metadata = metadata_of(relu_twin);
+  relu_metadata.erase("t5.decoder_block_count");
+  const spec::Spec relu_back =
+      parse_text(import_gguf_metadata(relu_metadata, tensors_of(relu_twin), file_named("t5.gguf")).render());
+  CHECK_MESSAGE(differences_of(relu_twin, relu_back).empty(), differences_of(relu_twin, relu_back));
+  CHECK(relu_back.mlp.activation == spec::Activation::ReLU);
+
+  // Without decoder_start_token_id llama.cpp starts the decoder from BOS.
+  Metadata bos = metadata;
+  bos.erase("t5.decoder_start_token_id");
+  bos["tokenizer.ggml.bos_token_id"] = uint32_t{1};
+  CHECK(parse_text(import_gguf_metadata(bos, tensors_of(twin), file_named("t5.gguf")).render()).decoder_start == 1);
+}
+
+TEST_CASE("import_gguf reads a T5 file: its parameters are the imported spec's, unused cross biases ignored") {
+  test::TempDir dir("lathe-gguf-import-t5");
+  const spec::Spec twin = gguf_twin(encdec("t5-128.toml"));
+  std::vector<weights::GgufTensorToWrite> tensors = constant_tensors(twin);
+  // transformers has no cross-attention relative bias; llama.cpp loads one
+  // where a file has it and never applies it.
+  tensors.push_back({"dec.blk.0.cross_attn_rel_b.weight", DType::F32, {8, 4}, std::vector<std::byte>(8 * 4 * 4)});
+  const std::string path = (dir.dir / "tiny-t5.gguf").string();
+  weights::write_gguf(path, gguf_metadata_from_spec(twin), tensors);
+  const importer::ImportResult result = importer::import_gguf(path);
+  REQUIRE(result.checkpoint);
+  CHECK(result.checkpoint->spec_params == spec::build_manifest(twin).total_elements());
+  CHECK(result.checkpoint->checkpoint_elements == result.checkpoint->spec_params);
+  CHECK(result.checkpoint->ignored_tensors == 1);
+  CHECK(result.spec.encoder_decoder());
+  CHECK(result.spec.weights.ignore == std::vector<std::string>{"dec.blk.0.cross_attn_rel_b.weight"});
+}
+
+TEST_CASE("what llama.cpp's t5 does not compute is refused, naming the field or key") {
+  // tiny-t5 buckets to distance 16; llama.cpp fixes 128.
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(gguf_twin(encdec("t5.toml"))),
+                       doctest::Contains("position.max_distance: llama.cpp's t5 fixes it at 128"), Error);
+  spec::Spec unscaled = encdec("t5-128.toml");
+  unscaled.output.scale = 1.0;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(gguf_twin(unscaled)),
+                       doctest::Contains("output.scale: a GGUF t5 file without output.weight is read as T5's tied head"),
+                       Error);
+  // BART: learned positions and post-norm LayerNorm blocks; llama.cpp converts no BART.
+  CHECK_THROWS_WITH_AS(gguf_twin(encdec("bart.toml")),
+                       doctest::Contains("position.kind: llama.cpp's one encoder-decoder, t5"), Error);
+
+  const spec::Spec twin = gguf_twin(encdec("t5-128.toml"));
+  Metadata metadata = metadata_of(twin);
+  std::vector<weights::TensorInfo> tensors = tensors_of(twin);
+  // A bias table per decoder layer, an encoder MLP gated where the
+  // decoder's is not, and no token to start the decoder from: all named.
+  tensors.push_back({"dec.blk.1.attn_rel_b.weight", DType::F32, {8, 4}, 0, 0});
+  std::erase_if(tensors, [](const weights::TensorInfo& t) { return t.name.starts_with("dec.blk.0.ffn_gate"); });
+  metadata.erase("t5.decoder_start_token_id");
+  const std::string all = import_errors(metadata, tensors);
+  CHECK(all.find("x.gguf: dec.blk.1.attn_rel_b.weight: a relative bias table per layer") != std::string::npos);
+  CHECK(all.find("x.gguf: dec.blk.0.ffn_gate.weight: missing, but enc.blk.0.ffn_gate.weight is there") != std::string::npos);
+  CHECK(all.find("x.gguf: t5.decoder_start_token_id: missing") != std::string::npos);
 }
