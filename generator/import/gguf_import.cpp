@@ -482,7 +482,7 @@ void t5_sections(Reader& r, TomlDoc& doc, const std::string& a, int64_t hidden) 
   const bool tied = !r.has("output.weight");
   doc.table("embedding").set("tied", tied, tied ? "no output.weight" : "output.weight present");
   if (tied)
-    doc.table("output").set("scale", 1.0 / std::sqrt(static_cast<double>(hidden)),
+    doc.table("output").set("scale", std::pow(static_cast<double>(hidden), -0.5),
                             "T5's tied head: hidden^-0.5 (transformers; llama.cpp leaves it out)");
 }
 

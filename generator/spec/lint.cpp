@@ -122,7 +122,7 @@ std::vector<Advice> lint(const Spec& s) {
   const double share = static_cast<double>(embedding) / static_cast<double>(r.total_params);
   if (share > 0.5)
     add("dims.vocab", "embedding-share",
-        "the embedding" + std::string(s.embedding.tied || s.encoder() ? "" : " and LM head") + " hold " + fixed(100 * share, 0) +
+        std::string(s.embedding.tied || s.encoder() ? "the embedding holds " : "the embedding and LM head hold ") + fixed(100 * share, 0) +
             " % of the parameters: the layers are the minority of this model");
   return out;
 }

@@ -138,7 +138,8 @@ std::unique_ptr<weights::Checkpoint> open_checkpoint(const ModelInfo& m, const s
   for (const auto& file : checkpoint.files())
     if (const auto* gguf = dynamic_cast<const weights::GgufFile*>(file.get()))
       for (std::string& p : weights::metadata_problems(
-               *gguf, {m.hidden, m.layers, m.heads, m.kv_heads, m.head_dim, m.intermediate}))
+               *gguf, {m.hidden, m.layers, m.heads, m.kv_heads, m.head_dim, m.intermediate,
+                       m.encoder_decoder ? m.encoder_layers : 0}))
         problems.push_back(std::move(p));
   if (!problems.empty())
     weights::raise_problems(checkpoint.path(), problems, checkpoint.misfit(m.name, m.hidden, m.layers));

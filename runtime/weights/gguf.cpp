@@ -400,18 +400,25 @@ std::vector<std::string> metadata_problems(const GgufFile& file, const Architect
   std::vector<std::string> problems;
   const std::optional<std::string> arch = file.string("general.architecture");
   if (!arch) return problems;
+  const bool two_stacks = build.encoder_layers > 0;
   const std::pair<const char*, int64_t> checks[] = {
-      {"embedding_length", build.hidden},       {"block_count", build.layers},
-      {"attention.head_count", build.heads},    {"attention.head_count_kv", build.kv_heads},
-      {"attention.key_length", build.head_dim}, {"feed_forward_length", build.intermediate},
+      {"embedding_length", build.hidden},
+      {"block_count", two_stacks ? build.encoder_layers : build.layers},
+      {"attention.head_count", build.heads},
+      {"attention.head_count_kv", build.kv_heads},
+      {"attention.key_length", build.head_dim},
+      {"feed_forward_length", build.intermediate},
+      {"decoder_block_count", two_stacks ? build.layers : -1},
   };
-  static const char* const what[] = {"hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate"};
+  static const char* const what[] = {"hidden",   "layers",       "heads", "kv_heads",
+                                     "head_dim", "intermediate", "layers"};
   for (size_t i = 0; i < std::size(checks); ++i) {
+    if (checks[i].second < 0) continue;  // a key of the other stack shape
     const std::string key = *arch + "." + checks[i].first;
     const std::optional<int64_t> v = file.integer(key);
     if (v && *v != checks[i].second)
-      problems.push_back(key + " is " + std::to_string(*v) + ", the build has " + what[i] + " = " +
-                         std::to_string(checks[i].second));
+      problems.push_back(key + " is " + std::to_string(*v) + ", the build has " +
+                         (two_stacks && i == 1 ? "encoder_layers" : what[i]) + " = " + std::to_string(checks[i].second));
   }
   return problems;
 }

@@ -94,6 +94,9 @@ class GgufFile final : public TensorFile {
 // 8 heads of 64 from 4 of 128.
 struct ArchitectureNumbers {
   int64_t hidden, layers, heads, kv_heads, head_dim, intermediate;
+  // An encoder-decoder's encoder layers (llama.cpp's t5: block_count is the
+  // encoder's, decoder_block_count the decoder's); 0 for one stack.
+  int64_t encoder_layers = 0;
 };
 // One problem per key whose value differs from the build's, e.g.
 // "llama.attention.head_count is 8, the build has 4 heads"; absent keys are

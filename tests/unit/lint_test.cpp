@@ -100,6 +100,8 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
   const std::map<std::string, std::vector<std::string>> expected = {
       {"all-minilm-l6-v2", {"width-depth", "embedding-share"}},  // an encoder: no LM head, so no vocab-multiple
       {"bert-base-uncased", {"width-depth"}},
+      {"roberta-base", {"width-depth"}},
+      {"xlm-roberta-base", {"width-depth", "embedding-share"}},  // a 250,002-row table
       {"bloom-560m", {"width-depth"}},
       {"t5-small-encoder", {"width-depth"}},
       {"t5-small", {"width-depth"}},

@@ -53,6 +53,10 @@ constexpr Published kPublished[] = {
     // all-MiniLM-L6-v2 22,713,216 − 147,840).
     {"bert-base-uncased.toml", 108'891'648},
     {"all-minilm-l6-v2.toml", 22'565'376},
+    // RoBERTa: RobertaModel's 124,645,632 and XLM-R's 278,043,648 less the
+    // pooler's 590,592 (a 250,002-row table makes XLM-R's count).
+    {"roberta-base.toml", 124'055'040},
+    {"xlm-roberta-base.toml", 277'453'056},
     // The encoder of t5-small: its published 60,506,624 less the decoder's
     // 25,175,808 (six blocks of self- and cross-attention, a bias table and a norm).
     {"t5-small-encoder.toml", 35'330'816},
