@@ -32,6 +32,9 @@ class Engine {
   // [steps.size()][vocab], row i for steps[i]. A row must not depend on the
   // other rows (the same token decoded alone gives the same logits).
   virtual std::vector<float> decode(std::span<const Step> steps) = 0;
+  // Whether a prompt is a source the decoder attends to (an encoder-decoder)
+  // rather than the start of the sequence the decoder continues.
+  virtual bool prompt_is_source() const { return false; }
 };
 
 // A Session as an Engine.
@@ -44,6 +47,7 @@ class SessionEngine final : public Engine {
   void reset(int64_t sequence) override;
   std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens) override;
   std::vector<float> decode(std::span<const Step> steps) override;
+  bool prompt_is_source() const override { return session_.model().encoder_decoder; }
 
  private:
   Session& session_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstring>
 #include <random>
 #include <string_view>
@@ -189,6 +190,28 @@ std::vector<int32_t> completion_prompt(const json& body, const Model& model) {
   if (p->is_array() && p->size() > 1)
     bad("prompt", "only one prompt per request is supported (a string or an array of token ids)");
   bad("prompt", "prompt must be a string, an array of one string, or an array of token ids");
+}
+
+// logit_bias: {"<token id>": bias in [-100, 100], …}, at most 300 tokens
+// (OpenAI's), each id in the model's vocabulary.
+std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const Model& model) {
+  std::vector<std::pair<int32_t, float>> out;
+  const json* b = field(body, "logit_bias");
+  if (!b || b->is_null()) return out;
+  if (!b->is_object()) bad("logit_bias", "logit_bias must be an object of token ids to biases");
+  if (b->size() > 300) bad("logit_bias", "logit_bias names " + std::to_string(b->size()) + " tokens; at most 300");
+  const int64_t vocab = model.vocab > 0 ? model.vocab : static_cast<int64_t>(model.tokenizer->vocab_size());
+  for (const auto& [key, value] : b->items()) {
+    int64_t id = -1;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (error != std::errc() || end != key.data() + key.size() || key.empty() || id < 0 || id >= vocab)
+      bad("logit_bias", "logit_bias: \"" + key.substr(0, 32) + "\" is not a token id of the vocabulary [0, " +
+                            std::to_string(vocab) + ")");
+    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+      bad("logit_bias", "logit_bias: the bias of token " + key + " must be a number in [-100, 100]");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(value.get<double>()));
+  }
+  return out;
 }
 
 std::vector<std::string> stop_strings(const json& body) {
@@ -418,6 +441,7 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
     s.seed = std::random_device{}();
   }
   p.request.stop = stop_strings(body);
+  s.logit_bias = logit_bias(body, model);
 
   if (chat) {
     const bool logprobs = boolean(body, "logprobs");

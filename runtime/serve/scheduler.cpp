@@ -59,7 +59,10 @@ void Generation::finish(Finish finish) {
 
 // A request holding a sequence.
 struct Scheduler::Slot {
-  Slot(GenerationRequest r, std::shared_ptr<Generation> g, const text::Tokenizer& tokenizer, uint64_t order)
+  // `prompt_is_source`: an encoder-decoder's prompt is not the decoder's
+  // history, which the sampler's penalties look back on.
+  Slot(GenerationRequest r, std::shared_ptr<Generation> g, const text::Tokenizer& tokenizer, uint64_t order,
+       bool prompt_is_source)
       : request(std::move(r)),
         generation(std::move(g)),
         sampler(request.sampling),
@@ -67,7 +70,8 @@ struct Scheduler::Slot {
              request.max_tokens),
         decoder(tokenizer, /*skip_special=*/true, /*start_of_text=*/false),
         admitted(order) {
-    for (int32_t id : request.prompt) sampler.accept(id);
+    if (!prompt_is_source)
+      for (int32_t id : request.prompt) sampler.accept(id);
   }
   GenerationRequest request;
   std::shared_ptr<Generation> generation;
@@ -210,7 +214,8 @@ bool Scheduler::step() {
       }
       ++stats_.active;
       stats_.prompt_tokens += static_cast<int64_t>(request.prompt.size());
-      slot = std::make_unique<Slot>(std::move(request), std::move(generation), tokenizer_, admitted_++);
+      slot = std::make_unique<Slot>(std::move(request), std::move(generation), tokenizer_, admitted_++,
+                                    engine_.prompt_is_source());
     }
   }
   const Clock::time_point start = Clock::now();

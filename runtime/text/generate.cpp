@@ -34,7 +34,8 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
                                                 std::to_string(session.context() - session.position()) +
                                                 " free positions of the context (raise --context, up to the spec's max_context)");
   stats.prompt_tokens = ids.size();
-  for (int32_t id : ids) sampler.accept(id);
+  if (!source)  // a source is not the decoder's history, which penalties look back on
+    for (int32_t id : ids) sampler.accept(id);
 
   std::vector<int32_t> eos;
   if (options.stop_at_eos && tokenizer.eos()) eos.push_back(*tokenizer.eos());

@@ -170,6 +170,12 @@ int32_t Sampler::sample(std::span<const float> logits) {
     if (std::isnan(logits[i])) invalid("Sampler::sample: logits[" + std::to_string(i) + "] is NaN");
     candidates_[i] = {logits[i], static_cast<int32_t>(i)};
   }
+  for (const auto& [id, bias] : options_.logit_bias) {
+    if (id < 0 || static_cast<size_t>(id) >= n)
+      invalid("Sampler::sample: logit_bias names token " + std::to_string(id) + ", outside the " + std::to_string(n) +
+              " logits");
+    candidates_[static_cast<size_t>(id)].value += bias;
+  }
   apply_repetition_penalty();
   apply_presence_frequency_penalties();
 

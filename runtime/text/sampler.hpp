@@ -58,6 +58,9 @@ struct SamplingOptions {
   float presence_penalty = 0;      // --presence-penalty; in [-2, 2], 0: off
   float frequency_penalty = 0;     // --frequency-penalty; in [-2, 2], 0: off
   uint64_t seed = 0;
+  // Added to a token's logit before everything else (OpenAI's logit_bias:
+  // −100 all but bans a token, +100 all but forces it); ids checked by sample().
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 class Sampler {

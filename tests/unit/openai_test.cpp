@@ -112,6 +112,31 @@ TEST_CASE("openai: tools, tool_choice and response_format are refused by name, t
   CHECK(param_of(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})").empty());
 }
 
+TEST_CASE("openai: logit_bias by token id, bounded, each id in the vocabulary") {
+  const Model model = demo_model();
+  const auto parse = [&](const char* bias) {
+    return parse_completion(parse_json_body(std::string(R"({"prompt": "a", "logit_bias": )") + bias + "}"), false, model);
+  };
+  const auto error = [&](const char* bias) { return error_of([&] { parse(bias); }); };
+  const auto biases = parse(R"({"2": -100, "17": 5.5})").request.sampling.logit_bias;
+  REQUIRE(biases.size() == 2);
+  CHECK(biases[0] == std::pair<int32_t, float>{17, 5.5f});  // JSON objects come back sorted by key
+  CHECK(biases[1] == std::pair<int32_t, float>{2, -100.0f});
+  CHECK(parse("{}").request.sampling.logit_bias.empty());
+  const std::string vocab = std::to_string(model.tokenizer->vocab_size());
+  for (const char* bad : {R"([1, 2])", R"({"x": 1})", R"({"-1": 1})", R"({"2": 101})", R"({"2": "1"})", R"({" 2": 1})"}) {
+    CAPTURE(bad);
+    const ApiError e = error(bad);
+    CHECK(e.status == 400);
+    CHECK(e.param == "logit_bias");
+  }
+  const std::string outside = "{\"" + vocab + "\": 1}";
+  CHECK(std::string(error(outside.c_str()).what()).find("[0, " + vocab + ")") != std::string::npos);
+  std::string many = "{";
+  for (int i = 0; i < 301; ++i) many += (i ? ", \"" : "\"") + std::to_string(i) + "\": 1";
+  CHECK(std::string(error((many + "}").c_str()).what()).find("at most 300") != std::string::npos);
+}
+
 TEST_CASE("openai: embeddings inputs in every form, their limits named with the input's index") {
   const Model model = demo_model(16);
   // One string, strings, one id array, id arrays.

@@ -130,6 +130,16 @@ TEST_SUITE("sampler") {
     CHECK(greedy.sample(logits) == best);
   }
 
+  TEST_CASE("sampler: logit_bias shifts a token's logit before the choice, and names an id outside the logits") {
+    SamplingOptions o;
+    o.logit_bias = {{1, -100.0f}, {2, 0.5f}};
+    Sampler biased(o);
+    CHECK(biased.sample(std::vector<float>{1, 3, 2.6f, 0}) == 2);  // 3 − 100 < 2.6 + 0.5
+    o.logit_bias = {{4, 1.0f}};
+    Sampler outside(o);
+    CHECK_THROWS_WITH(outside.sample(std::vector<float>{1, 3, 2, 0}), doctest::Contains("logit_bias names token 4"));
+  }
+
   TEST_CASE("sampler: the same seed gives the same tokens, another seed others") {
     const std::vector<float> logits = random_logits(500, 3);
     auto run = [&](Sampler& s) {
