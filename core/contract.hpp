@@ -51,7 +51,21 @@ enum class Role : uint8_t {
   // A bias of the logits kept apart from the head (BART's final_logits_bias):
   // its tensor's name is its path itself, without ".bias".
   LogitsBias,
+  // A Mamba layer (transformers' MambaMixer): its pre-norm, in_proj
+  // [2·d_inner, d] (x, then the gate z), the depthwise conv1d [d_inner, 1,
+  // d_conv] and its bias, x_proj [dt_rank + 2·d_state, d_inner] (dt, B, C),
+  // dt_proj [d_inner, dt_rank] with its bias, A_log [d_inner, d_state] and D
+  // [d_inner] (parameters, named by their path itself), out_proj [d, d_inner].
+  SsmNorm, SsmIn, SsmConv, SsmX, SsmDt, SsmA, SsmD, SsmOut,
 };
+
+// A tensor named by its module path itself, without ".weight" or ".bias":
+// BART's final_logits_bias, Mamba's A_log and D (nn.Parameters of the mixer).
+constexpr bool bare_name(Role r) { return r == Role::LogitsBias || r == Role::SsmA || r == Role::SsmD; }
+
+// A state-space layer's parameters that stay f32 vectors-like on the device
+// whatever their rank: the conv taps (rank 3 as stored) and A_log (rank 2).
+constexpr bool is_ssm_param(Role r) { return r == Role::SsmConv || r == Role::SsmA || r == Role::SsmD; }
 
 // The dtype a stored matrix has on the device, as the kernels read it: every
 // dtype is kept, block formats as blocks (device_row below). (Vectors, norm
@@ -156,6 +170,7 @@ constexpr bool is_linear(Role r) {
     case Role::Router: case Role::ExpertGate: case Role::ExpertUp: case Role::ExpertDown:
     case Role::SharedGate: case Role::SharedUp: case Role::SharedDown: case Role::SharedExpertGate:
     case Role::CrossQ: case Role::CrossK: case Role::CrossV: case Role::CrossO:
+    case Role::SsmIn: case Role::SsmX: case Role::SsmDt: case Role::SsmOut:
       return true;
     default:
       return false;
@@ -195,7 +210,7 @@ constexpr bool is_norm(Role r) {
   switch (r) {
     case Role::EmbedNorm: case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
     case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
-    case Role::EncoderEmbedNorm: case Role::EncoderFinalNorm: case Role::CrossNorm:
+    case Role::EncoderEmbedNorm: case Role::EncoderFinalNorm: case Role::CrossNorm: case Role::SsmNorm:
       return true;
     default:
       return false;
@@ -270,6 +285,14 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::CrossV, "cross_v", "CrossV"},
     {Role::CrossO, "cross_o", "CrossO"},
     {Role::LogitsBias, "logits_bias", "LogitsBias"},
+    {Role::SsmNorm, "ssm_norm", "SsmNorm"},
+    {Role::SsmIn, "ssm_in", "SsmIn"},
+    {Role::SsmConv, "ssm_conv", "SsmConv"},
+    {Role::SsmX, "ssm_x", "SsmX"},
+    {Role::SsmDt, "ssm_dt", "SsmDt"},
+    {Role::SsmA, "ssm_a", "SsmA"},
+    {Role::SsmD, "ssm_d", "SsmD"},
+    {Role::SsmOut, "ssm_out", "SsmOut"},
 };
 inline constexpr Spelling<DType> kDTypeSpellings[] = {
     {DType::F32, "f32", "F32"},    {DType::F16, "f16", "F16"},    {DType::BF16, "bf16", "BF16"},

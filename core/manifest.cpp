@@ -25,6 +25,7 @@ const char* name(Component c) {
     case Component::Experts: return "experts";
     case Component::Norms: return "norms";
     case Component::LmHead: return "lm_head";
+    case Component::Ssm: return "ssm";
   }
   return "?";
 }
@@ -71,6 +72,14 @@ Component component_of(Role r) {
     case Role::FinalNorm: return Component::Norms;
     case Role::LmHead:
     case Role::LogitsBias: return Component::LmHead;
+    case Role::SsmNorm: return Component::Norms;
+    case Role::SsmIn:
+    case Role::SsmConv:
+    case Role::SsmX:
+    case Role::SsmDt:
+    case Role::SsmA:
+    case Role::SsmD:
+    case Role::SsmOut: return Component::Ssm;
   }
   return Component::Norms;
 }
@@ -109,6 +118,10 @@ class Builder {
   void matrix(Role role, int64_t rows, int64_t cols, int64_t layer = -1) {
     push(role, false, layer, -1, {rows, cols});
   }
+  // A tensor of any rank as stored (Mamba's conv1d weight, [d_inner, 1, d_conv]).
+  void tensor(Role role, bool bias, int64_t layer, std::vector<int64_t> shape) {
+    push(role, bias, layer, -1, std::move(shape));
+  }
   // A bias alone: the LM head's (Phi-2), beside a matrix that may be tied.
   void bias(Role role, int64_t width) { push(role, true, -1, -1, {width}); }
   void norm(Role role, int64_t width, int64_t layer, bool bias) {
@@ -132,10 +145,11 @@ class Builder {
     auto it = names.find(role);
     const std::string pattern = it != names.end() ? it->second : "<unnamed " + std::string(name(role)) + ">";
     t.name = expand_name(pattern, layer >= 0 && !encoder_layer ? layer - s_.encoder_layers() : layer, expert) +
-             (role == Role::LogitsBias ? "" : bias ? ".bias" : ".weight");
+             (bare_name(role) ? "" : bias ? ".bias" : ".weight");
     if (expert >= 0 && pattern.find("{expert}") == std::string::npos) t.slice = expert;
     t.shape = std::move(shape);
-    t.dtype = t.shape.size() == 1 || is_rel_bias(role) ? s_.weights.vector_dtype : s_.weights.matrix_dtype(role, layer);
+    t.dtype = t.shape.size() == 1 || is_rel_bias(role) || is_ssm_param(role) ? s_.weights.vector_dtype
+                                                                             : s_.weights.matrix_dtype(role, layer);
     m_.tensors.push_back(std::move(t));
   }
 
@@ -231,6 +245,23 @@ void block(Builder& b, const Spec& s, int64_t l, bool cross) {
   }
 }
 
+// A Mamba block (transformers' MambaBlock: norm, then MambaMixer), in the
+// mixer's module order. The conv1d weight keeps its stored rank 3 [d_inner,
+// 1, d_conv] (torch's Conv1d with groups = d_inner): the kernels read it as
+// [d_inner][d_conv] f32, like A_log and D.
+void ssm_block(Builder& b, const Spec& s, int64_t l) {
+  const Ssm& m = s.ssm;
+  b.norm(Role::SsmNorm, s.dims.hidden, l, s.norm.bias);
+  b.linear(Role::SsmIn, 2 * m.d_inner, s.dims.hidden, m.bias, l);
+  b.tensor(Role::SsmConv, false, l, {m.d_inner, 1, m.d_conv});
+  if (m.conv_bias) b.tensor(Role::SsmConv, true, l, {m.d_inner});
+  b.linear(Role::SsmX, m.dt_rank + 2 * m.d_state, m.d_inner, false, l);
+  b.linear(Role::SsmDt, m.d_inner, m.dt_rank, true, l);
+  b.tensor(Role::SsmA, false, l, {m.d_inner, m.d_state});
+  b.tensor(Role::SsmD, false, l, {m.d_inner});
+  b.linear(Role::SsmOut, s.dims.hidden, m.d_inner, m.bias, l);
+}
+
 }  // namespace
 
 Manifest build_manifest(const Spec& s) {
@@ -254,7 +285,10 @@ Manifest build_manifest(const Spec& s) {
   // T5: one table for every layer of the stack (its first layer's module holds it).
   if (s.position.kind == PositionKind::Relative) b.matrix(Role::RelBias, s.position.buckets, d.heads);
   if (s.embedding.norm) b.norm(Role::EmbedNorm, d.hidden, -1, nb);
-  for (int64_t l = encoder_layers; l < encoder_layers + d.layers; ++l) block(b, s, l, s.encoder_decoder());
+  for (int64_t l = encoder_layers; l < encoder_layers + d.layers; ++l) {
+    if (s.ssm.layer(l)) ssm_block(b, s, l);
+    else block(b, s, l, s.encoder_decoder());
+  }
 
   if (s.norm.final_norm) b.norm(Role::FinalNorm, d.hidden, -1, nb);
   if (!s.embedding.tied && !s.encoder()) b.matrix(Role::LmHead, d.vocab, d.hidden);

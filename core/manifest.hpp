@@ -25,7 +25,7 @@ struct TensorSpec {
   int64_t elements() const;
 };
 
-enum class Component { Embedding, Attention, Mlp, Experts, Norms, LmHead };
+enum class Component { Embedding, Attention, Mlp, Experts, Norms, LmHead, Ssm };
 const char* name(Component);
 Component component_of(Role);
 using lathe::is_linear;  // core/contract.hpp: the roles in_out layouts store transposed

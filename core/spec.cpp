@@ -13,6 +13,7 @@ const char* name(RopePairing v) { return spelling(v).key.data(); }
 const char* name(RopeScaling v) { return spelling(v).key.data(); }
 const char* name(FusedGateUp v) { return spelling(v).key.data(); }
 const char* name(Stack v) { return spelling(v).key.data(); }
+const char* name(SsmKind v) { return spelling(v).key.data(); }
 const char* name(Pooling v) { return spelling(v).key.data(); }
 const char* name(DType v) { return spelling(v).key.data(); }
 const char* name(Layout v) { return spelling(v).key.data(); }

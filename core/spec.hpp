@@ -31,6 +31,9 @@ enum class FusedGateUp { None, GateUp, UpGate };  // the order of the halves of 
 // both, the decoder's layers attending to the encoder's output through
 // cross-attention (T5, BART).
 enum class Stack { Decoder, Encoder, EncoderDecoder };
+// The kind of a model's state-space layers ([ssm] kind): none, or Mamba (v1)
+// blocks in every layer. A hybrid's per-layer pattern extends this.
+enum class SsmKind { None, Mamba };
 using lathe::Pooling;
 using lathe::Activation;
 using lathe::DType;
@@ -65,7 +68,9 @@ inline constexpr Spelling<FusedGateUp> kFusedGateUpSpellings[] = {
 inline constexpr Spelling<Stack> kStackSpellings[] = {{Stack::Decoder, "decoder", "Decoder"},
                                                       {Stack::Encoder, "encoder", "Encoder"},
                                                       {Stack::EncoderDecoder, "encoder-decoder", "EncoderDecoder"}};
+inline constexpr Spelling<SsmKind> kSsmKindSpellings[] = {{SsmKind::None, "none", "None"}, {SsmKind::Mamba, "mamba", "Mamba"}};
 constexpr std::span<const Spelling<Stack>> spellings(Stack) { return kStackSpellings; }
+constexpr std::span<const Spelling<SsmKind>> spellings(SsmKind) { return kSsmKindSpellings; }
 constexpr std::span<const Spelling<NormPlacement>> spellings(NormPlacement) { return kNormPlacementSpellings; }
 constexpr std::span<const Spelling<QKNorm>> spellings(QKNorm) { return kQKNormSpellings; }
 constexpr std::span<const Spelling<PositionKind>> spellings(PositionKind) { return kPositionKindSpellings; }
@@ -81,6 +86,7 @@ const char* name(RopePairing);
 const char* name(RopeScaling);
 const char* name(FusedGateUp);
 const char* name(Stack);
+const char* name(SsmKind);
 const char* name(Pooling);
 const char* name(DType);
 const char* name(Layout);
@@ -241,6 +247,27 @@ struct Weights {
   int64_t max_part_bytes = kDefaultMaxPartBytes;
 };
 
+// State-space layers (Mamba, transformers' MambaConfig). Each layer keeps,
+// per sequence, a fixed state instead of a KV cache: the last d_conv − 1
+// inputs of its convolution and the scan's h, [d_inner][d_state], in f32.
+struct Ssm {
+  SsmKind kind = SsmKind::None;
+  int64_t d_state = 16;  // state_size
+  int64_t d_conv = 4;    // conv_kernel: taps of the causal depthwise convolution
+  int64_t expand = 2;
+  int64_t d_inner = 0;   // intermediate_size; defaults to expand · hidden
+  int64_t dt_rank = 0;   // time_step_rank; defaults to ceil(hidden / 16)
+  bool conv_bias = true;  // use_conv_bias
+  bool bias = false;      // use_bias: in_proj's and out_proj's
+  bool enabled() const { return kind != SsmKind::None; }
+  // Layer `layer` is a state-space block (every layer, until a layer pattern).
+  bool layer(int64_t) const { return enabled(); }
+  // A sequence's state of one layer, in bytes (f32): the convolution's
+  // window and the scan's h.
+  int64_t conv_state_bytes() const { return d_inner * (d_conv - 1) * 4; }
+  int64_t scan_state_bytes() const { return d_inner * d_state * 4; }
+};
+
 struct Cache {
   DType dtype = DType::F16;
 };
@@ -261,6 +288,7 @@ struct Spec {
   Weights weights;
   Cache cache;
   PoolingSpec pooling;
+  Ssm ssm;
 
   // The token an encoder–decoder's decoder starts from (T5: pad, 0; BART: </s>, 2).
   int64_t decoder_start = -1;

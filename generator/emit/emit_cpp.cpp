@@ -202,6 +202,12 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   auto refuse = [&](const std::string& key, const std::string& what) {
     diag.error(s.where(key), "not supported yet: " + key + (what.empty() ? "" : " (" + what + ")"));
   };
+  // State-space layers run in the CPU reference (runtime/reference) and
+  // `lathe report`; their kernels and plan resources are not written yet.
+  if (s.ssm.enabled()) {
+    refuse("ssm", "state-space layers have no kernels yet; the CPU reference and report run them");
+    return false;
+  }
   // rope_kv normalizes q and k as it reads them: no rotation, no kernel for it.
   if (s.attention.qk_norm != QKNorm::None && s.position.kind != PositionKind::Rope)
     refuse("attention.qk_norm", "q/k norms run with rope positions only");

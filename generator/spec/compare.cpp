@@ -129,6 +129,15 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("mlp.bias", a.mlp.bias, b.mlp.bias);
   d.field("mlp.fused_gate_up", a.mlp.fused_gate_up, b.mlp.fused_gate_up);
 
+  d.field("ssm.kind", a.ssm.kind, b.ssm.kind);
+  if (a.ssm.enabled() && b.ssm.enabled()) {
+    d.field("ssm.d_state", a.ssm.d_state, b.ssm.d_state);
+    d.field("ssm.d_conv", a.ssm.d_conv, b.ssm.d_conv);
+    d.field("ssm.d_inner", a.ssm.d_inner, b.ssm.d_inner);
+    d.field("ssm.dt_rank", a.ssm.dt_rank, b.ssm.dt_rank);
+    d.field("ssm.conv_bias", a.ssm.conv_bias, b.ssm.conv_bias);
+    d.field("ssm.bias", a.ssm.bias, b.ssm.bias);
+  }
   d.field("moe.experts", a.moe.experts, b.moe.experts);
   if (a.moe.enabled() && b.moe.enabled()) {
     d.field("moe.top_k", a.moe.top_k, b.moe.top_k);

@@ -30,9 +30,11 @@ std::vector<Advice> lint(const Spec& s) {
   // 100–130 (Llama 3 8B: 128, 70B: 102), mixtures of experts about 70–120;
   // far outside it a model of the same size trains worse (too deep and
   // narrow, or too shallow).
+  // (A Mamba block is about half a transformer layer: its models keep
+  // hidden / layers near 32–40, another band; no advice for them yet.)
   const double ratio = static_cast<double>(d.hidden) / static_cast<double>(d.layers);
   const double low = s.moe.enabled() ? 70 : 100, high = s.moe.enabled() ? 120 : 130;
-  if (ratio < low || ratio > high)
+  if (!s.ssm.enabled() && (ratio < low || ratio > high))
     add("dims.layers", "width-depth",
         "hidden / layers = " + num(d.hidden) + " / " + num(d.layers) + " = " + fixed(ratio, 1) + ", outside the " +
             fixed(low, 0) + "–" + fixed(high, 0) + " band of " + (s.moe.enabled() ? "mixture-of-experts" : "dense") +
@@ -44,7 +46,7 @@ std::vector<Advice> lint(const Spec& s) {
   // parameters is not what the rest of the shape assumes.
   const double expected = s.mlp.gated ? 8.0 / 3.0 : 4.0;
   const double ffn = static_cast<double>(d.intermediate) / static_cast<double>(d.hidden);
-  if (ffn < 0.75 * expected || ffn > 1.5 * expected)
+  if (!s.ssm.enabled() && (ffn < 0.75 * expected || ffn > 1.5 * expected))
     add("dims.intermediate", "ffn-ratio",
         "intermediate / hidden = " + fixed(ffn, 2) + "; a " + (s.mlp.gated ? "gated" : "plain") + " MLP takes about " +
             (s.mlp.gated ? std::string("8/3 (2.67)") : std::string("4")) + ", and " + fixed(0.75 * expected, 2) + "–" +

@@ -198,6 +198,8 @@ constexpr size_t kMaxTensorName = 256;  // GGUF allows 64; Hugging Face names ar
 // (core/contract.hpp, core/spec.hpp); the KV cache only the dtypes its
 // kernels store.
 constexpr Spelling<DType> kCacheDTypes[] = {{DType::F32, "f32", "F32"}, {DType::F16, "f16", "F16"}};
+// [ssm] kind: the kinds of state-space layer defined (none is its absence).
+constexpr Spelling<SsmKind> kSsmKinds[] = {{SsmKind::Mamba, "mamba", "Mamba"}};
 
 template <class T>
 void set(T& field, const std::optional<T>& value) {
@@ -212,13 +214,15 @@ void read_model(Table t, Spec& s) {
   t.finish();
 }
 
-void read_dims(Table t, Spec& s) {
+// `attention`: the model has attention and MLP layers (not a state-space
+// model's only), whose widths are then required.
+void read_dims(Table t, Spec& s, bool attention) {
   Dims& d = s.dims;
   set(d.hidden, t.integer("hidden", true, 1, kMaxDim));
   set(d.layers, t.integer("layers", true, 1, kMaxLayers));
   d.encoder_layers = d.layers;
   set(d.encoder_layers, t.integer("encoder_layers", false, 1, kMaxLayers));
-  set(d.heads, t.integer("heads", true, 1, 4096));
+  set(d.heads, t.integer("heads", attention, 1, 4096));
   d.kv_heads = d.heads;
   set(d.kv_heads, t.integer("kv_heads", false, 1, 4096));
   if (auto hd = t.integer("head_dim", false, 1, 4096)) {
@@ -227,7 +231,7 @@ void read_dims(Table t, Spec& s) {
   } else if (d.heads > 0) {
     d.head_dim = d.hidden / d.heads;
   }
-  set(d.intermediate, t.integer("intermediate", true, 1, kMaxDim));
+  set(d.intermediate, t.integer("intermediate", attention, 1, kMaxDim));
   set(d.vocab, t.integer("vocab", true, 1, kMaxVocab));
   set(d.max_context, t.integer("max_context", true, 1, kMaxContext));
   t.finish();
@@ -335,6 +339,21 @@ void read_moe(Table t, Spec& s) {
       m.dense_layers.push_back(*item.value<int64_t>());
     }
   }
+  t.finish();
+}
+
+// [ssm]: a state-space model's layers (Mamba: every layer).
+void read_ssm(Table t, Spec& s) {
+  Ssm& m = s.ssm;
+  if (!t.present()) return;
+  set(m.kind, t.choice<SsmKind>("kind", true, kSsmKinds));
+  set(m.d_state, t.integer("d_state", false, 1, 4096));
+  set(m.d_conv, t.integer("d_conv", false, 1, 64));
+  set(m.expand, t.integer("expand", false, 1, 64));
+  set(m.d_inner, t.integer("d_inner", false, 1, kMaxDim));
+  set(m.dt_rank, t.integer("dt_rank", false, 1, kMaxDim));
+  set(m.conv_bias, t.boolean("conv_bias"));
+  set(m.bias, t.boolean("bias"));
   t.finish();
 }
 
@@ -485,6 +504,14 @@ void resolve_defaults(Spec& s) {
   if (s.position.table_size == 0) s.position.table_size = s.dims.max_context + s.position.offset;
   if (s.moe.expert_intermediate == 0) s.moe.expert_intermediate = s.dims.intermediate;
   if (s.moe.shared_intermediate == 0) s.moe.shared_intermediate = s.moe.expert_intermediate;
+  if (s.ssm.enabled()) {
+    // transformers' MambaConfig: intermediate_size = expand · hidden_size,
+    // time_step_rank "auto" = ceil(hidden_size / 16).
+    if (s.ssm.d_inner == 0) s.ssm.d_inner = s.ssm.expand * s.dims.hidden;
+    if (s.ssm.dt_rank == 0) s.ssm.dt_rank = (s.dims.hidden + 15) / 16;
+    // No attention: no positions either.
+    if (!s.locations.count("position")) s.position.kind = PositionKind::None;
+  }
   if (!s.locations.count("weights.vector_dtype"))
     s.weights.vector_dtype = s.weights.preset == "gguf" || is_block_dtype(s.weights.dtype) ? DType::F32 : s.weights.dtype;
   // Hugging Face's Gemma multiplies by sqrt(hidden) as a tensor of the
@@ -516,15 +543,17 @@ std::optional<Spec> parse_spec_string(std::string_view text, const std::string& 
   // norm before weights (norm names follow the placement).
   read_model(top.sub("model"), s);
   {
+    // A state-space model's layers have no attention or MLP widths.
     Table dims = top.sub("dims");
     if (!dims.present()) diag.error(Loc{1, 1}, "missing required table [dims]");
-    else read_dims(dims, s);
+    else read_dims(dims, s, !root.contains("ssm"));
   }
   read_norm(top.sub("norm"), s);
   read_attention(top.sub("attention"), s);
   read_position(top.sub("position"), s);
   read_mlp(top.sub("mlp"), s);
   read_moe(top.sub("moe"), s);
+  read_ssm(top.sub("ssm"), s);
   read_embedding(top.sub("embedding"), s);
   read_output(top.sub("output"), s);
   read_weights(top.sub("weights"), s);

@@ -3,7 +3,7 @@
 
 namespace lathe::spec {
 
-std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "hf-t5", "hf-bart", "gguf"}; }
+std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "hf-t5", "hf-bart", "hf-mamba", "gguf"}; }
 
 namespace {
 
@@ -156,6 +156,21 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::FinalNorm] = "model.decoder.layer_norm";
     n[Role::LmHead] = "lm_head";
     n[Role::LogitsBias] = "final_logits_bias";
+  } else if (preset == "hf-mamba") {
+    // transformers' MambaForCausalLM: backbone.layers.{layer} = MambaBlock
+    // (norm, mixer); A_log and D are the mixer's own parameters.
+    const std::string L = "backbone.layers.{layer}.";
+    n[Role::Embed] = "backbone.embeddings";
+    n[Role::SsmNorm] = L + "norm";
+    n[Role::SsmIn] = L + "mixer.in_proj";
+    n[Role::SsmConv] = L + "mixer.conv1d";
+    n[Role::SsmX] = L + "mixer.x_proj";
+    n[Role::SsmDt] = L + "mixer.dt_proj";
+    n[Role::SsmA] = L + "mixer.A_log";
+    n[Role::SsmD] = L + "mixer.D";
+    n[Role::SsmOut] = L + "mixer.out_proj";
+    n[Role::FinalNorm] = "backbone.norm_f";
+    n[Role::LmHead] = "lm_head";
   } else if (preset == "gguf") {
     const std::string L = "blk.{layer}.";
     n[Role::Embed] = "token_embd";

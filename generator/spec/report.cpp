@@ -120,8 +120,12 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
                                  : static_cast<double>(n);
     r.decode_weight_bytes += read * bytes_per_element(t.dtype);
     r.checkpoint_bytes += static_cast<int64_t>(std::ceil(static_cast<double>(n) * bytes_per_element(t.dtype)));
-    r.device_weight_bytes += device_tensor_bytes(t.dtype, t.shape.size(), t.shape[0], t.shape.size() == 2 ? t.shape[1] : 1);
-    for (auto& [dt, bytes] : r.decode_bytes) bytes += read * bytes_per_element(t.shape.size() == 2 ? dt : t.dtype);
+    // (A rank-3 tensor, Mamba's conv taps, is f32 values on the device: as a vector of its elements.)
+    r.device_weight_bytes += t.shape.size() == 3 ? t.elements() * 4
+                                                 : device_tensor_bytes(t.dtype, t.shape.size(), t.shape[0],
+                                                                       t.shape.size() == 2 ? t.shape[1] : 1);
+    for (auto& [dt, bytes] : r.decode_bytes)
+      bytes += read * bytes_per_element(t.shape.size() == 2 && !is_ssm_param(t.role) ? dt : t.dtype);
   }
   for (auto& [c, n] : per_component) r.components.emplace_back(name(c), n);
 
@@ -147,9 +151,16 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     r.weight_bytes.emplace_back(dt.value, static_cast<int64_t>(std::ceil(static_cast<double>(r.total_params) *
                                                                           bytes_per_element(dt.value))));
 
+  // A state-space model's sequence holds a fixed state, whatever its length:
+  // each layer's convolution window and scan state (f32).
+  if (s.ssm.enabled()) {
+    r.ssm = true;
+    r.conv_state_bytes = s.ssm.conv_state_bytes() * s.dims.layers;
+    r.scan_state_bytes = s.ssm.scan_state_bytes() * s.dims.layers;
+  }
   // Every cache of a sequence: an encoder-decoder's encoder layers' (its
   // encode pass's), its decoder's and their cross-attention caches.
-  const int64_t per_layer = 2 * cache_row_bytes(s);  // K and V
+  const int64_t per_layer = s.ssm.enabled() ? 0 : 2 * cache_row_bytes(s);  // K and V
   r.kv_bytes_per_token = per_layer * s.cache_layers();
   for (int64_t l = 0; l < s.cache_layers(); ++l) {
     const int64_t rows = s.attention.windowed(l) ? std::min(s.dims.max_context, s.attention.sliding_window) : s.dims.max_context;
@@ -163,7 +174,7 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     for (int64_t l = 0; l < s.cache_layers(); ++l)
       kv += per_layer * (s.attention.windowed(l) ? std::min(L, s.attention.sliding_window) : L);
     if (r.device_bytes_at_context.empty() || r.device_bytes_at_context.back().first != L)
-      r.device_bytes_at_context.emplace_back(L, r.device_weight_bytes + kv);
+      r.device_bytes_at_context.emplace_back(L, r.device_weight_bytes + kv + r.conv_state_bytes + r.scan_state_bytes);
   }
   return r;
 }
@@ -197,12 +208,19 @@ std::string format_report(const Report& r) {
   out << "| weights (block rows repacked, vectors f32) | " << human_bytes(static_cast<double>(r.device_weight_bytes))
       << " |\n";
   for (const auto& [L, b] : r.device_bytes_at_context)
-    out << "| weights + " << (r.encoder ? "K and V of an input of " : "KV cache at context ") << L << " | "
+    out << "| weights + " << (r.encoder ? "K and V of an input of " : r.ssm ? "a sequence's state at context " : "KV cache at context ") << L << " | "
         << human_bytes(static_cast<double>(b)) << " |\n";
   out << "\n| work per token | FLOPs |\n|---|---:|\n";
   for (const auto& [T, f] : r.prefill_flops_per_token)
     out << (r.encoder ? "| an input of T = " : r.encoder_decoder ? "| encode a source token, T = " : "| prefill, T = ") << T << " | " << human(f, "FLOP") << " |\n";
   for (const auto& [L, f] : r.decode_flops_per_token) out << "| decode, context " << L << " | " << human(f, "FLOP") << " |\n";
+  if (r.ssm) {
+    out << "\n| state per sequence (f32, fixed at every context) | bytes |\n|---|---:|\n";
+    out << "| convolution windows | " << human_bytes(static_cast<double>(r.conv_state_bytes)) << " |\n";
+    out << "| scan states | " << human_bytes(static_cast<double>(r.scan_state_bytes)) << " |\n";
+    out << "| **total** | **" << human_bytes(static_cast<double>(r.conv_state_bytes + r.scan_state_bytes)) << "** |\n";
+    return out.str();
+  }
   out << "\n| " << (r.encoder ? "K and V of a pass" : r.encoder_decoder ? "KV caches (encoder, decoder, cross)" : "KV cache") << " (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
   out << "| per token | " << human_bytes(static_cast<double>(r.kv_bytes_per_token)) << " |\n";
   out << "| at max context (" << r.max_context << ") | " << human_bytes(static_cast<double>(r.kv_bytes_max_context)) << " |\n";
@@ -224,6 +242,12 @@ nlohmann::json report_json(const Report& r) {
   for (const auto& [L, b] : r.device_bytes_at_context) j["device"]["bytes_at_context"][std::to_string(L)] = b;
   for (const auto& [T, f] : r.prefill_flops_per_token) j["flops_per_token"]["prefill"][std::to_string(T)] = f;
   for (const auto& [L, f] : r.decode_flops_per_token) j["flops_per_token"]["decode"][std::to_string(L)] = f;
+  if (r.ssm) {
+    j["ssm_state"]["conv_bytes"] = r.conv_state_bytes;
+    j["ssm_state"]["scan_bytes"] = r.scan_state_bytes;
+    j["ssm_state"]["bytes_per_sequence"] = r.conv_state_bytes + r.scan_state_bytes;
+    return j;
+  }
   j["kv_cache"]["dtype"] = name(r.kv_dtype);
   j["kv_cache"]["bytes_per_token"] = r.kv_bytes_per_token;
   j["kv_cache"]["bytes_at_max_context"] = r.kv_bytes_max_context;

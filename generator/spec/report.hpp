@@ -43,6 +43,11 @@ struct Report {
   // the decoder's weights; its caches: the encoder's, the decoder's, the
   // cross-attention's.
   bool encoder_decoder = false;
+  // A state-space model: no KV cache; each sequence holds a fixed state of
+  // every layer, its convolution window and its scan state (f32).
+  bool ssm = false;
+  int64_t conv_state_bytes = 0;
+  int64_t scan_state_bytes = 0;
 };
 
 Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths = {128, 512},

@@ -44,17 +44,47 @@ std::string sci(double v) {
   return text;
 }
 
+// A state-space model: every layer a Mamba block (in_proj, conv, scan,
+// out_proj) behind an RMS pre-norm, and nothing of attention or MLP layers.
+void validate_ssm(const Spec& s, Diagnostics& diag) {
+  auto at = [&](const std::string& path, std::string message) { diag.error(s.where(path), std::move(message)); };
+  const Ssm& m = s.ssm;
+  const int64_t d = s.dims.hidden;
+  if (s.locations.count("ssm.d_inner") && s.locations.count("ssm.expand") && m.d_inner != m.expand * d)
+    at("ssm.d_inner", "d_inner (" + num(m.d_inner) + ") is not expand (" + num(m.expand) + ") × dims.hidden (" + num(d) +
+                          ") = " + num(m.expand * d));
+  if (m.dt_rank > m.d_inner)
+    at("ssm.dt_rank", "dt_rank (" + num(m.dt_rank) + ") is larger than d_inner (" + num(m.d_inner) +
+                          "): dt_proj maps dt_rank values to d_inner");
+  if (m.d_state > m.d_inner)
+    at("ssm.d_state", "d_state (" + num(m.d_state) + ") is larger than d_inner (" + num(m.d_inner) + ")");
+  if (s.stack != Stack::Decoder)
+    at("model.stack", "a state-space model is a causal decoder: model.stack = \"decoder\"");
+  if (s.norm.placement != NormPlacement::Pre)
+    at("norm.placement", "a Mamba block is pre-norm: x + mixer(norm(x)) (norm.placement = \"pre\")");
+  const std::string kind = "a " + std::string(name(m.kind)) + " model's layers";
+  for (const char* key : {"dims.heads", "dims.kv_heads", "dims.head_dim", "dims.intermediate"})
+    if (s.locations.count(key)) at(key, kind + " have no attention or MLP: remove " + std::string(key));
+  for (const char* table : {"attention", "position", "mlp", "moe"})
+    if (s.locations.count(table))
+      at(table, kind + " have no " + (std::string(table) == "position" ? "positions" : table) + ": remove [" +
+                    table + "]");
+  if (s.locations.count("cache"))
+    at("cache", kind + " keep an f32 state per sequence, no KV cache: remove [cache]");
+  if (s.norm.kind != NormKind::RMSNorm) at("norm.kind", "a Mamba block's norms are RMS norms");
+}
+
 }  // namespace
 
 void validate(const Spec& s, Diagnostics& diag) {
   auto at = [&](const std::string& path, std::string message) { diag.error(s.where(path), std::move(message)); };
   const Dims& d = s.dims;
 
-  // Shapes.
-  if (!d.head_dim_explicit && d.hidden % d.heads != 0)
+  // Shapes (of attention layers: a state-space model has none).
+  if (!s.ssm.enabled() && !d.head_dim_explicit && d.hidden % d.heads != 0)
     at("dims.heads", "hidden (" + num(d.hidden) + ") is not a multiple of heads (" + num(d.heads) +
                          "); set dims.head_dim if the head width is not hidden / heads");
-  if (d.heads % d.kv_heads != 0)
+  if (!s.ssm.enabled() && d.heads % d.kv_heads != 0)
     at("dims.kv_heads", "heads (" + num(d.heads) + ") is not a multiple of kv_heads (" + num(d.kv_heads) + ")");
 
   // Norms.
@@ -214,6 +244,8 @@ void validate(const Spec& s, Diagnostics& diag) {
       at("weights.encoder_names", "encoder_names name an encoder-decoder's encoder layers (model.stack = "
                                   "\"encoder-decoder\")");
   }
+
+  if (s.ssm.enabled()) validate_ssm(s, diag);
 
   // Size.
   const Manifest sample = build_sample_manifest(s);

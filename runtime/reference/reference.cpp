@@ -35,7 +35,7 @@ void check_supported(const spec::Spec& s) {
     if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
       unsupported("position.rotary_dim");
   }
-  if (s.dims.heads % s.dims.kv_heads != 0) unsupported("dims.kv_heads");
+  if (!s.ssm.enabled() && s.dims.heads % s.dims.kv_heads != 0) unsupported("dims.kv_heads");
 }
 
 }  // namespace
@@ -225,6 +225,18 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
   layers_.resize(static_cast<size_t>(spec_.blocks()));
   for (int64_t l = 0; l < spec_.blocks(); ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
+    if (spec_.ssm.layer(l)) {
+      L.ssm_norm = norm(Role::SsmNorm, l);
+      L.ssm_in = linear(Role::SsmIn, l);
+      L.ssm_conv = tensor(Role::SsmConv, false, l).data;
+      L.ssm_conv_bias = optional(Role::SsmConv, true, l);
+      L.ssm_x = linear(Role::SsmX, l);
+      L.ssm_dt = linear(Role::SsmDt, l);
+      L.ssm_a_log = tensor(Role::SsmA, false, l).data;
+      L.ssm_d = tensor(Role::SsmD, false, l).data;
+      L.ssm_out = linear(Role::SsmOut, l);
+      continue;
+    }
     if (spec_.encoder_decoder() && l >= spec_.encoder_layers()) {
       L.cross_norm = norm(Role::CrossNorm, l);
       L.cross_q = linear(Role::CrossQ, l);
@@ -348,6 +360,61 @@ std::vector<double> Reference::normalize(const NormW& n, const std::vector<doubl
   return y;
 }
 
+// transformers' MambaMixer.slow_forward, one token at a time (its decode
+// path; a prefill is these steps in turn, from the zero state).
+std::vector<double> Reference::mamba(Layer& L, const std::vector<double>& h) const {
+  const spec::Ssm& m = spec_.ssm;
+  const size_t inner = static_cast<size_t>(m.d_inner), state = static_cast<size_t>(m.d_state);
+  const size_t taps = static_cast<size_t>(m.d_conv), rank = static_cast<size_t>(m.dt_rank);
+  const auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
+  // torch's softplus (beta 1, threshold 20): linear above the threshold.
+  const auto softplus = [](double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); };
+  if (L.conv_state.empty()) {
+    L.conv_state.assign(inner * (taps - 1), 0.0);
+    L.scan_state.assign(inner * state, 0.0);
+  }
+
+  // in_proj: the first d_inner rows are the scan's input x, the rest the gate z.
+  const std::vector<double> xz = apply(L.ssm_in, h);
+  // The causal depthwise convolution (Conv1d, groups = d_inner, padding
+  // d_conv − 1, the first seq_len outputs): channel c's output is
+  // Σ_k w[c][k] · input[t − (d_conv − 1) + k], tap d_conv − 1 on this token.
+  std::vector<double> u(inner);
+  for (size_t c = 0; c < inner; ++c) {
+    const float* w = L.ssm_conv + c * taps;
+    double* window = L.conv_state.data() + c * (taps - 1);
+    double sum = static_cast<double>(w[taps - 1]) * xz[c];
+    for (size_t k = 0; k + 1 < taps; ++k) sum += static_cast<double>(w[k]) * window[k];
+    if (L.ssm_conv_bias) sum += static_cast<double>(L.ssm_conv_bias[c]);
+    u[c] = silu(sum);
+    // Slide the window: drop the oldest input, append this token's.
+    for (size_t k = 0; k + 2 < taps; ++k) window[k] = window[k + 1];
+    if (taps > 1) window[taps - 2] = xz[c];
+  }
+
+  // x_proj: dt (dt_rank), then B and C (d_state each); dt_proj with its bias, softplus.
+  const std::vector<double> p = apply(L.ssm_x, u);
+  const std::vector<double> dt_low(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(rank));
+  std::vector<double> dt = apply(L.ssm_dt, dt_low);
+  for (double& v : dt) v = softplus(v);
+  const double* B = p.data() + rank;
+  const double* C = B + state;
+
+  // The selective scan: h = exp(dt·A)·h + dt·B·u, y = C·h + D·u, gated by SiLU(z).
+  std::vector<double> y(inner);
+  for (size_t c = 0; c < inner; ++c) {
+    double* hs = L.scan_state.data() + c * state;
+    double sum = 0;
+    for (size_t n = 0; n < state; ++n) {
+      const double A = -std::exp(static_cast<double>(L.ssm_a_log[c * state + n]));
+      hs[n] = std::exp(dt[c] * A) * hs[n] + dt[c] * B[n] * u[c];
+      sum += C[n] * hs[n];
+    }
+    y[c] = (sum + static_cast<double>(L.ssm_d[c]) * u[c]) * silu(xz[inner + c]);
+  }
+  return apply(L.ssm_out, y);
+}
+
 double Reference::activate(double x) const {
   switch (spec_.mlp.activation) {
     case spec::Activation::SiLU: return x / (1.0 + std::exp(-x));
@@ -415,6 +482,8 @@ void Reference::reset() {
   for (size_t l = stack_.first; l < stack_.end; ++l) {
     layers_[l].k_cache.clear();
     layers_[l].v_cache.clear();
+    layers_[l].conv_state.clear();
+    layers_[l].scan_state.clear();
   }
 }
 
@@ -692,6 +761,11 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
   std::vector<double> x = embed_row(stack_, tok, p);
   for (size_t l = stack_.first; l < stack_.end; ++l) {
     Layer& L = layers_[l];
+    if (spec_.ssm.layer(static_cast<int64_t>(l))) {  // MambaBlock: x + mixer(norm(x))
+      const std::vector<double> out = mamba(L, normalize(L.ssm_norm, x));
+      for (size_t i = 0; i < hidden; ++i) x[i] += out[i];
+      continue;
+    }
     const std::vector<double> block_in = x;
     const std::vector<double> h = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x) : x;
     const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));

@@ -117,6 +117,17 @@ class Reference {
     NormW cross_norm;
     Linear cross_q, cross_k, cross_v, cross_o;
     std::vector<double> cross_k_cache, cross_v_cache;
+    // A Mamba layer (spec.ssm): its tensors, and its state of the one
+    // sequence, zeros at the start: the last d_conv − 1 inputs of the
+    // convolution, oldest first ([d_inner][d_conv − 1]), and the scan's h
+    // ([d_inner][d_state]).
+    NormW ssm_norm;
+    Linear ssm_in, ssm_x, ssm_dt, ssm_out;
+    const float* ssm_conv = nullptr;       // [d_inner][1][d_conv]
+    const float* ssm_conv_bias = nullptr;  // [d_inner], null: none
+    const float* ssm_a_log = nullptr;      // [d_inner][d_state]: A = −exp(A_log)
+    const float* ssm_d = nullptr;          // [d_inner]
+    std::vector<double> conv_state, scan_state;
   };
   // A stack's tables and layers: the decoder's (or the only one), or an
   // encoder–decoder's encoder.
@@ -151,6 +162,9 @@ class Reference {
   // k, v, with the stack's relative bias (null: none).
   std::vector<double> attend(const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& q,
                              int64_t position, int64_t first, int64_t last, const Stack* stack) const;
+  // A Mamba mixer's output for one token's normed input h, advancing the
+  // layer's state by that token.
+  std::vector<double> mamba(Layer& L, const std::vector<double>& h) const;
   void finish_block(const Layer& L, int64_t layer, std::vector<double>& x, const std::vector<double>& block_in,
                     std::vector<double> h, const std::vector<double>& attn) const;
 

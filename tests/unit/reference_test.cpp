@@ -468,3 +468,150 @@ TEST_CASE("reference: MoE top-k takes the lowest experts on ties and weighs them
     CHECK(worst < 1e-5);  // f32 logits of the same sums in another order (the 0.25/0.5 scalings are exact)
   }
 }
+
+namespace {
+
+// A Mamba spec (every layer a Mamba block); `extra` lines go into [ssm].
+std::string mamba(int hidden, int layers, int vocab, const std::string& extra, const std::string& tables = "") {
+  return "[model]\nname = \"m\"\n[dims]\nhidden = " + std::to_string(hidden) + "\nlayers = " + std::to_string(layers) +
+         "\nvocab = " + std::to_string(vocab) + "\nmax_context = 64\n[ssm]\nkind = \"mamba\"\n" + extra + "\n" + tables +
+         "[weights]\npreset = \"hf-mamba\"\n";
+}
+
+double silu(double v) { return v / (1.0 + std::exp(-v)); }
+double softplus(double v) { return std::log1p(std::exp(v)); }
+
+}  // namespace
+
+TEST_CASE("reference: a hand-computed Mamba layer over two tokens (conv taps, state, A, dt, D, gate)") {
+  // hidden 1, d_inner 1, d_state 1, 2 conv taps, dt_rank 1; no final norm, so
+  // the logits are [x, 2x] of the residual stream x by hand.
+  const spec::Spec s = parse(mamba(1, 1, 2, "expand = 1\nd_state = 1\nd_conv = 2\ndt_rank = 1\n",
+                                   "[norm]\neps = 1e-12\nfinal = false\n"));
+  Weights w;
+  auto& t = w.tensors;
+  const std::string L = "backbone.layers.0.";
+  t["backbone.embeddings.weight"] = {1, -1};  // token 0: [1], token 1: [−1]
+  t[L + "norm.weight"] = {1};                 // RMS of one value: h = sign(x)
+  t[L + "mixer.in_proj.weight"] = {1, 2};     // x = h, z = 2h
+  t[L + "mixer.conv1d.weight"] = {0.5f, 2};   // tap 0 the previous input, tap 1 this token's
+  t[L + "mixer.conv1d.bias"] = {0.25f};
+  t[L + "mixer.x_proj.weight"] = {1, 2, -1};  // dt = u, B = 2u, C = −u
+  t[L + "mixer.dt_proj.weight"] = {0.5f};
+  t[L + "mixer.dt_proj.bias"] = {-0.1f};
+  t[L + "mixer.A_log"] = {static_cast<float>(std::log(2.0))};  // A = −2
+  t[L + "mixer.D"] = {0.3f};
+  t[L + "mixer.out_proj.weight"] = {1};
+  t["lm_head.weight"] = {1, 2};
+  Reference ref(s, w);
+  const std::vector<float> logits = ref.forward({0, 1});
+  REQUIRE(logits.size() == 4);
+  // Token 0: x = 1, z = 2; conv = 2·1 + 0.5·0 + 0.25; the state starts at 0.
+  const double u0 = silu(2.25), dt0 = softplus(0.5 * u0 - 0.1);
+  const double h0 = dt0 * (2 * u0) * u0;
+  const double y0 = ((-u0) * h0 + 0.3 * u0) * silu(2.0);
+  CHECK(logits[0] == doctest::Approx(1 + y0).epsilon(1e-6));
+  CHECK(logits[1] == doctest::Approx(2 * (1 + y0)).epsilon(1e-6));
+  // Token 1: x = −1, z = −2; conv = 2·(−1) + 0.5·1 (token 0's x) + 0.25.
+  const double u1 = silu(-1.25), dt1 = softplus(0.5 * u1 - 0.1);
+  const double h1 = std::exp(-2 * dt1) * h0 + dt1 * (2 * u1) * u1;
+  const double y1 = ((-u1) * h1 + 0.3 * u1) * silu(-2.0);
+  CHECK(logits[2] == doctest::Approx(-1 + y1).epsilon(1e-6));
+  CHECK(logits[3] == doctest::Approx(2 * (-1 + y1)).epsilon(1e-6));
+}
+
+TEST_CASE("reference: Mamba token by token equals the whole-sequence form, and reset() zeroes the state") {
+  // transformers' slow_forward over a whole sequence, written here apart
+  // from the reference's step: Conv1d with d_conv − 1 zeros of left padding,
+  // then the scan, layer by layer over all tokens.
+  const int hidden = 8, layers = 2, vocab = 11;
+  const spec::Spec s =
+      parse(mamba(hidden, layers, vocab, "d_state = 4\nd_conv = 4\ndt_rank = 3\nbias = true\n", "[embedding]\ntied = true\n"));
+  const Weights w = random_weights(s, 5, 0.4f);
+  const std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+  const size_t T = tokens.size(), di = 16, ds = 4, dc = 4, r = 3;
+
+  auto get = [&](const std::string& name) { return w.tensors.at(name); };
+  auto linear = [](const std::vector<float>& W, const std::vector<float>* b, const std::vector<double>& x, size_t out) {
+    std::vector<double> y(out, 0.0);
+    for (size_t o = 0; o < out; ++o) {
+      for (size_t i = 0; i < x.size(); ++i) y[o] += W[o * x.size() + i] * x[i];
+      if (b) y[o] += (*b)[o];
+    }
+    return y;
+  };
+  auto rms = [](const std::vector<double>& x, const std::vector<float>& g) {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + 1e-5);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * g[i];
+    return y;
+  };
+  const std::vector<float> embed = get("backbone.embeddings.weight");
+  std::vector<std::vector<double>> X(T, std::vector<double>(hidden));
+  for (size_t t = 0; t < T; ++t)
+    for (int i = 0; i < hidden; ++i) X[t][i] = embed[static_cast<size_t>(tokens[t] * hidden + i)];
+  for (int l = 0; l < layers; ++l) {
+    const std::string L = "backbone.layers." + std::to_string(l) + ".mixer.";
+    const auto norm = get("backbone.layers." + std::to_string(l) + ".norm.weight");
+    const auto in_w = get(L + "in_proj.weight"), in_b = get(L + "in_proj.bias");
+    const auto conv_w = get(L + "conv1d.weight"), conv_b = get(L + "conv1d.bias");
+    const auto x_w = get(L + "x_proj.weight"), dt_w = get(L + "dt_proj.weight"), dt_b = get(L + "dt_proj.bias");
+    const auto a_log = get(L + "A_log"), D = get(L + "D");
+    const auto out_w = get(L + "out_proj.weight"), out_b = get(L + "out_proj.bias");
+    std::vector<std::vector<double>> xs(T), zs(T), us(T, std::vector<double>(di));
+    for (size_t t = 0; t < T; ++t) {
+      const auto xz = linear(in_w, &in_b, rms(X[t], norm), 2 * di);
+      xs[t].assign(xz.begin(), xz.begin() + static_cast<std::ptrdiff_t>(di));
+      zs[t].assign(xz.begin() + static_cast<std::ptrdiff_t>(di), xz.end());
+    }
+    for (size_t t = 0; t < T; ++t)  // padded input p[j] = x[j − (dc − 1)]; out[t] = Σ_k w[k]·p[t + k]
+      for (size_t c = 0; c < di; ++c) {
+        double sum = conv_b[c];
+        for (size_t k = 0; k < dc; ++k)
+          if (t + k >= dc - 1) sum += conv_w[c * dc + k] * xs[t + k - (dc - 1)][c];
+        us[t][c] = silu(sum);
+      }
+    std::vector<double> state(di * ds, 0.0);
+    for (size_t t = 0; t < T; ++t) {
+      const auto p = linear(x_w, nullptr, us[t], r + 2 * ds);
+      const auto dt_raw = linear(dt_w, &dt_b, std::vector<double>(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(r)), di);
+      std::vector<double> y(di);
+      for (size_t c = 0; c < di; ++c) {
+        const double dt = softplus(dt_raw[c]);
+        double sum = 0;
+        for (size_t n = 0; n < ds; ++n) {
+          double& h = state[c * ds + n];
+          h = std::exp(-std::exp(a_log[c * ds + n]) * dt) * h + dt * p[r + n] * us[t][c];
+          sum += h * p[r + ds + n];
+        }
+        y[c] = (sum + us[t][c] * D[c]) * silu(zs[t][c]);
+      }
+      const auto o = linear(out_w, &out_b, y, hidden);
+      for (int i = 0; i < hidden; ++i) X[t][i] += o[i];
+    }
+  }
+  const auto norm_f = get("backbone.norm_f.weight");
+  std::vector<float> expected;
+  for (size_t t = 0; t < T; ++t) {
+    const auto h = rms(X[t], norm_f);
+    for (int v = 0; v < vocab; ++v) {
+      double sum = 0;
+      for (int i = 0; i < hidden; ++i) sum += embed[static_cast<size_t>(v * hidden + i)] * h[i];  // tied
+      expected.push_back(static_cast<float>(sum));
+    }
+  }
+
+  Reference ref(s, w);
+  std::vector<float> stepped;
+  for (int32_t tok : tokens) {
+    const std::vector<float> one = ref.forward({tok});
+    stepped.insert(stepped.end(), one.begin(), one.end());
+  }
+  CHECK(max_diff(stepped, expected) <= 1e-5);
+  CHECK(ref.cache_len() == static_cast<int64_t>(T));
+  // A prefill from a reset starts from the zero state: the same logits.
+  ref.reset();
+  CHECK(max_diff(ref.forward(tokens), expected) <= 1e-5);
+}
