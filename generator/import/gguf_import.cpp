@@ -921,6 +921,9 @@ const Arch& arch_of(const Spec& s) {
   auto pick = [](std::string_view name) -> const Arch& { return *find_arch(name); };
   using spec::NormPlacement;
   using spec::QKNorm;
+  if (s.ssm.enabled())
+    throw Error(ErrorKind::Unsupported, "ssm: llama.cpp's mamba architecture (ssm_* tensors, A stored as −exp(A_log)) "
+                                        "is not read or written yet");
   if (s.encoder_decoder()) {
     if (s.position.kind != spec::PositionKind::Relative)
       throw Error(ErrorKind::Unsupported, "position.kind: llama.cpp's one encoder-decoder, t5, has T5's relative "

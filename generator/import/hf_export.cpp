@@ -471,7 +471,57 @@ json mpt_config(const Spec& s) {
 
 }  // namespace
 
+// The config must import back to this very spec: else the fields that
+// would change are refused.
+json round_trip(const Spec& s, json config, const std::string& type) {
+  ImportOptions options;
+  options.name = s.name;
+  options.file = "config.json (exported)";
+  options.warn = [](const std::string&) {};
+  std::vector<std::string> differences;
+  try {
+    const std::string text = import_hf_config(config, options).render();
+    Diagnostics diagnostics(options.file);
+    auto back = parse_spec_string(text, options.file, diagnostics);
+    if (!back) throw Error(ErrorKind::InvalidArgument, diagnostics.format());
+    back->cache = s.cache;  // a build choice: no config.json holds it
+    back->pooling = s.pooling;  // sentence-transformers' modules beside config.json hold it
+    differences = spec_differences(s, *back);
+  } catch (const ImportError& e) {
+    differences = e.problems();
+  }
+  if (!differences.empty()) {
+    std::string why = "as model_type \"" + type + "\" these fields would change (spec vs config):";
+    for (const std::string& d : differences) why += "\n  " + d;
+    refuse(s, why);
+  }
+  return config;
+}
+
+// MambaConfig: every layer a Mamba block (the only SSM kind so far).
+json mamba_config(const Spec& s) {
+  if (s.weights.preset != "hf-mamba")
+    refuse(s, "ssm: a Mamba model's config is MambaConfig, whose checkpoints have the hf-mamba preset's names");
+  const Ssm& m = s.ssm;
+  json c = {{"architectures", {"MambaForCausalLM"}},
+            {"model_type", "mamba"},
+            {"hidden_size", s.dims.hidden},
+            {"num_hidden_layers", s.dims.layers},
+            {"vocab_size", s.dims.vocab},
+            {"state_size", m.d_state},
+            {"conv_kernel", m.d_conv},
+            {"expand", m.expand},
+            {"intermediate_size", m.d_inner},
+            {"time_step_rank", m.dt_rank},
+            {"use_conv_bias", m.conv_bias},
+            {"use_bias", m.bias},
+            {"hidden_act", "silu"},
+            {"layer_norm_epsilon", number(s.norm.eps)}};
+  return dtype_and_tie(c, s);
+}
+
 json hf_config_from_spec(const Spec& s) {
+  if (s.ssm.enabled()) return round_trip(s, mamba_config(s), "mamba");
   // What no model type has, said plainly before the round trip would.
   const std::string named = named_family(s);
   const bool alibi_family = named == "bloom" || named == "mpt";
@@ -513,29 +563,7 @@ json hf_config_from_spec(const Spec& s) {
   // context the spec's scaling starts from (the spec's own is its reach).
   if (s.position.scaling.kind == RopeScaling::DynamicNtk) config["max_position_embeddings"] = s.position.scaling.original_max_context;
 
-  // The config must import back to this very spec.
-  ImportOptions options;
-  options.name = s.name;
-  options.file = "config.json (exported)";
-  options.warn = [](const std::string&) {};
-  std::vector<std::string> differences;
-  try {
-    const std::string text = import_hf_config(config, options).render();
-    Diagnostics diagnostics(options.file);
-    auto back = parse_spec_string(text, options.file, diagnostics);
-    if (!back) throw Error(ErrorKind::InvalidArgument, diagnostics.format());
-    back->cache = s.cache;  // a build choice: no config.json holds it
-    back->pooling = s.pooling;  // sentence-transformers' modules beside config.json hold it
-    differences = spec_differences(s, *back);
-  } catch (const ImportError& e) {
-    differences = e.problems();
-  }
-  if (!differences.empty()) {
-    std::string why = "as model_type \"" + type + "\" these fields would change (spec vs config):";
-    for (const std::string& d : differences) why += "\n  " + d;
-    refuse(s, why);
-  }
-  return config;
+  return round_trip(s, std::move(config), type);
 }
 
 }  // namespace lathe::importer

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 enum class Family {
   Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
-  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5, ModernBert, Bart, MBart,
+  GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5, ModernBert, Bart, MBart, Mamba,
 };
 
 struct FamilyInfo {
@@ -63,6 +63,7 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::ModernBert, "modernbert", "ModernBertConfig", "ModernBert"},
     {Family::Bart, "bart", "BartConfig", "Bart"},
     {Family::MBart, "mbart", "MBartConfig", "MBart"},
+    {Family::Mamba, "mamba", "MambaConfig", "Mamba"},
 };
 
 bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
@@ -288,7 +289,7 @@ class Importer {
   Importer(const json& config, const FamilyInfo& info, const ImportOptions& options)
       : c_(config, options.file, info.config_class), info_(info), f_(info.family), options_(options) {
     // The tables in spec order; the empty ones are not written.
-    for (const char* t : {"model", "dims", "norm", "attention", "position", "position.scaling", "mlp", "moe",
+    for (const char* t : {"model", "dims", "norm", "attention", "position", "position.scaling", "mlp", "moe", "ssm",
                           "embedding", "output", "weights", "weights.names", "weights.encoder_names", "pooling"})
       doc_.table(t);
   }
@@ -310,6 +311,7 @@ class Importer {
       case Family::T5: read_t5(); break;
       case Family::ModernBert: read_modernbert(); break;
       case Family::Bart: case Family::MBart: read_bart(); break;
+      case Family::Mamba: read_mamba(); break;
       default: read_llama_like();
     }
     if (!c_.errors().empty()) throw ImportError(c_.errors());
@@ -555,6 +557,64 @@ class Importer {
   void set_tied(bool fallback) {
     auto tied = c_.boolean_or("tie_word_embeddings", fallback);
     t("embedding").set("tied", tied.value, tied.note);
+  }
+
+  // MambaForCausalLM (state-spaces/mamba-*-hf): every layer a MambaBlock,
+  // x + mixer(RMSNorm(x)); no attention, no positions.
+  void read_mamba() {
+    auto hidden = c_.integer_or("hidden_size", 768);
+    auto layers = c_.integer_or("num_hidden_layers", 32, 1, kMaxLayers);
+    c_.use("n_layer");  // mamba_ssm's name of num_hidden_layers, written beside it
+    c_.use("d_model");
+    TomlTable& d = t("dims");
+    d.set("hidden", hidden.value, hidden.note).set("layers", layers.value, layers.note);
+    layers_ = layers.value;
+    auto vocab = c_.integer_or("vocab_size", 50280, 1, kMaxDim);
+    d.set("vocab", vocab.value, vocab.note);
+    c_.use("pad_vocab_size_multiple");  // vocab_size is the padded count already
+    set_max_context({8192, "MambaConfig has no context length (no position table, a fixed state): a default", false});
+
+    TomlTable& m = t("ssm");
+    m.set("kind", "mamba", info_.model_class + std::string("Mixer"));
+    auto state = c_.integer_or("state_size", 16, 1, 4096);
+    auto conv = c_.integer_or("conv_kernel", 4, 1, 64);
+    auto expand = c_.integer_or("expand", 2, 1, 64);
+    m.set("d_state", state.value, state.note).set("d_conv", conv.value, conv.note).set("expand", expand.value, expand.note);
+    // intermediate_size: MambaConfig computes expand · hidden_size and writes it.
+    if (auto inner = c_.integer("intermediate_size")) {
+      if (*inner != expand.value * hidden.value)
+        c_.error("intermediate_size = " + std::to_string(*inner) + ": MambaConfig sets it to expand · hidden_size = " +
+                 std::to_string(expand.value * hidden.value));
+    }
+    // time_step_rank: an integer, or "auto" = ceil(hidden_size / 16).
+    c_.use("time_step_rank");
+    if (c_.has("time_step_rank") && c_.at("time_step_rank").is_string()) {
+      if (c_.at("time_step_rank").get<std::string>() != "auto")
+        c_.value_error("time_step_rank", c_.at("time_step_rank"), "expected an integer or \"auto\"");
+      m.set("dt_rank", (hidden.value + 15) / 16, "time_step_rank = \"auto\": ceil(hidden_size / 16)");
+    } else if (auto rank = c_.integer("time_step_rank")) {
+      m.set("dt_rank", *rank, "time_step_rank");
+    } else {
+      m.set("dt_rank", (hidden.value + 15) / 16, c_.default_note("time_step_rank") + ": \"auto\", ceil(hidden_size / 16)");
+    }
+    auto conv_bias = c_.boolean_or("use_conv_bias", true);
+    auto bias = c_.boolean_or("use_bias", false);
+    m.set("conv_bias", conv_bias.value, conv_bias.note).set("bias", bias.value, bias.note + ": in_proj and out_proj");
+    if (auto act = c_.string("hidden_act"); act && *act != "silu")
+      c_.value_error("hidden_act", c_.at("hidden_act"), "the Mamba mixer's activation is SiLU (\"silu\")");
+    if (auto rms = c_.boolean("rms_norm"); rms && !*rms)
+      c_.error("rms_norm = false: transformers' MambaBlock normalizes with MambaRMSNorm whatever it says");
+    // Training-time settings: the initialization of dt and A, the residual's
+    // dtype (the runtime adds in f32 anyway), mamba_ssm's fused kernels.
+    for (const char* key : {"time_step_scale", "time_step_min", "time_step_max", "time_step_init_scheme", "time_step_floor",
+                            "rescale_prenorm_residual", "residual_in_fp32", "fused_add_norm", "use_mambapy", "ssm_cfg",
+                            "use_associative_scan"})
+      c_.use(key);
+
+    auto eps = epsilon("layer_norm_epsilon", 1e-5);
+    t("norm").set("kind", "rmsnorm", "MambaRMSNorm").set("eps", eps.value, eps.note);
+    set_tied(true);
+    t("weights").set("preset", "hf-mamba");
   }
 
   // GPTNeoXForCausalLM (Pythia): one fused query_key_value laid out per head,
@@ -2022,6 +2082,13 @@ class Importer {
 std::string summary(const spec::Spec& s) {
   std::vector<std::string> parts;
   const auto& d = s.dims;
+  if (s.ssm.enabled()) {
+    const spec::Ssm& m = s.ssm;
+    return std::to_string(d.layers) + " Mamba layers (d_inner " + std::to_string(m.d_inner) + ", d_state " +
+           std::to_string(m.d_state) + ", " + std::to_string(m.d_conv) + " conv taps, dt_rank " +
+           std::to_string(m.dt_rank) + "), " + spec::name(s.norm.kind) + " pre-norms, " +
+           (s.embedding.tied ? "tied" : "untied") + " LM head; a fixed state per sequence, no KV cache.";
+  }
   if (s.encoder()) parts.push_back("bidirectional encoder");
   if (s.encoder_decoder())
     parts.push_back("encoder-decoder, " + std::to_string(d.encoder_layers) + " + " + std::to_string(d.layers) +

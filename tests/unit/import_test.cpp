@@ -345,6 +345,15 @@ const char* kModernBertBase = R"({"architectures": ["ModernBertForMaskedLM"], "a
  "sep_token_id": 50282, "tie_word_embeddings": true, "torch_dtype": "float32", "transformers_version": "4.47.0.dev0",
  "vocab_size": 50368})";
 
+// state-spaces/mamba-130m-hf's config.json (tie_word_embeddings absent: true).
+const char* kMamba130M = R"({"architectures": ["MambaForCausalLM"], "bos_token_id": 0, "conv_kernel": 4, "eos_token_id": 0,
+ "expand": 2, "fused_add_norm": true, "hidden_act": "silu", "hidden_size": 768, "initializer_range": 0.1,
+ "intermediate_size": 1536, "layer_norm_epsilon": 1e-05, "model_type": "mamba", "n_layer": 24, "num_hidden_layers": 24,
+ "pad_token_id": 0, "pad_vocab_size_multiple": 8, "rescale_prenorm_residual": false, "residual_in_fp32": true,
+ "rms_norm": true, "state_size": 16, "time_step_floor": 0.0001, "time_step_init_scheme": "random", "time_step_max": 0.1,
+ "time_step_min": 0.001, "time_step_rank": 48, "time_step_scale": 1.0, "torch_dtype": "float32",
+ "transformers_version": "4.39.0.dev0", "use_bias": false, "use_cache": true, "use_conv_bias": true, "vocab_size": 50280})";
+
 struct Published {
   const char* model_type;
   const char* config;
@@ -392,6 +401,8 @@ const Published kPublishedConfigs[] = {
     {"roberta", kRobertaBase, 124'055'040, nullptr},
     {"xlm-roberta", kXlmRobertaBase, 277'453'056, nullptr},
     {"t5", kT5SmallEncoder, 35'330'816, "t5-small-encoder.toml"},
+    // State-space: mamba-130m-hf's model card count (tied LM head).
+    {"mamba", kMamba130M, 129'135'360, "mamba-130m.toml"},
     // ModernBertForMaskedLM's 149,655,232 less its head (dense, norm, decoder bias).
     {"modernbert", kModernBertBase, 149'014'272, "modernbert-base.toml"},
 };
@@ -492,7 +503,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 28);  // every file of models/, roberta-base and xlm-roberta-base the latest
+  CHECK(count == 29);  // every file of models/, mamba-130m the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -1026,7 +1037,7 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     const std::string e = import_error(json::parse(R"({"model_type": "xlnet", "d_model": 768})"));
     CHECK(e == "config.json: model_type \"xlnet\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
-               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart");
+               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart, mamba");
   }
   SUBCASE("T5: a task head, a decoder table too small for its exact distances, an unknown activation") {
     json config = json::parse(kT5SmallEncoder);

@@ -125,6 +125,7 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
       {"qwen3-0.6b", {"width-depth", "kv-cache-size"}},
       {"qwen3-30b-a3b", {"width-depth", "moe-shared-expert"}},
       {"smollm2-135m", {"width-depth"}},
+      {"mamba-130m", {"vocab-multiple"}},
       {"tinyllama-1.1b", {"width-depth"}},
   };
   size_t seen = 0;

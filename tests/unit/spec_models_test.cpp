@@ -72,6 +72,9 @@ constexpr Published kPublished[] = {
     {"t5-small.toml", 60'506'624},
     {"flan-t5-small.toml", 76'961'152},
     {"bart-base.toml", 139'470'681},
+    // State-space: state-spaces/mamba-130m-hf's model card count (tied: the
+    // embeddings' 38,615,040, 24 layers of 3,771,648, the final norm's 768).
+    {"mamba-130m.toml", 129'135'360},
 };
 
 std::filesystem::path models_dir() { return std::filesystem::path(LATHE_SOURCE_DIR) / "models"; }
@@ -311,4 +314,36 @@ TEST_CASE("the encoder-decoders: each stack's tables and layers, the decoder's c
   check_shape(bm, "final_logits_bias", {50265});
   CHECK(find(bm, "model.encoder.layer_norm.weight") == nullptr);  // BART: no final norms
   CHECK(find(bm, "lm_head.weight") == nullptr);
+}
+
+TEST_CASE("mamba-130m: every layer a Mamba block; a fixed state per sequence, no KV cache") {
+  auto spec = load("mamba-130m.toml");
+  REQUIRE(spec);
+  CHECK(spec->ssm.kind == SsmKind::Mamba);
+  CHECK(spec->ssm.d_inner == 1536);  // expand 2 × 768
+  CHECK(spec->position.kind == PositionKind::None);
+  const Manifest m = build_manifest(*spec);
+  const std::string L = "backbone.layers.23.";
+  check_shape(m, L + "norm.weight", {768});
+  check_shape(m, L + "mixer.in_proj.weight", {3072, 768});
+  check_shape(m, L + "mixer.conv1d.weight", {1536, 1, 4});  // torch's Conv1d, rank 3 as stored
+  check_shape(m, L + "mixer.conv1d.bias", {1536});
+  check_shape(m, L + "mixer.x_proj.weight", {80, 1536});  // dt_rank 48 + 2 × d_state 16
+  check_shape(m, L + "mixer.dt_proj.weight", {1536, 48});
+  check_shape(m, L + "mixer.dt_proj.bias", {1536});
+  check_shape(m, L + "mixer.A_log", {1536, 16});  // parameters: named by their path
+  check_shape(m, L + "mixer.D", {1536});
+  check_shape(m, L + "mixer.out_proj.weight", {768, 1536});
+  check_shape(m, "backbone.norm_f.weight", {768});
+  CHECK(find(m, L + "mixer.in_proj.bias") == nullptr);  // use_bias = false
+  CHECK(find(m, "lm_head.weight") == nullptr);           // tied
+  const Report report = make_report(*spec);
+  CHECK(report.ssm);
+  CHECK(report.kv_bytes_per_token == 0);
+  // 24 layers × 1536 channels × (3 conv inputs + 16 scan values) × 4 bytes.
+  CHECK(report.conv_state_bytes == 24 * 1536 * 3 * 4);
+  CHECK(report.scan_state_bytes == 24 * 1536 * 16 * 4);
+  // The same bytes at every context.
+  REQUIRE(report.device_bytes_at_context.size() >= 2);
+  CHECK(report.device_bytes_at_context.front().second == report.device_bytes_at_context.back().second);
 }
