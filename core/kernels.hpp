@@ -189,6 +189,29 @@ struct BindingInfo {
   X(shared, Storage, "[rows][D] f32: the shared expert's output") \
   X(gate, Storage, "[rows][GATE_STRIDE] f32: its gate logit at GATE_OFFSET")
 
+// A Mamba layer's two kernels over a pass's rows in order, each carrying
+// every row's sequence's state (read, then written for the next pass; a row
+// at position 0 starts its sequence from zeros): ssm_conv the causal
+// depthwise convolution and its window, ssm_scan the selective scan and its
+// h. x_proj and dt_proj run as matmuls between them.
+#define LATHE_BIND_SSM_CONV(X)                                                        \
+  X(io, Storage, "sequence and position of each row")                                 \
+  X(xz, Storage, "[rows][2·DI] f32: in_proj's output, the scan's input x first")      \
+  X(w, Storage, "[DI][DC] f32: the taps, DC - 1 on the row itself")                   \
+  X(bias, Storage, "[DI] f32")                                                        \
+  X(state, Storage, "[sequences][DI][DC - 1] f32: each one's last inputs, oldest first") \
+  X(u, Storage, "[rows][DI] f32: SiLU of the convolution")
+#define LATHE_BIND_SSM_SCAN(X)                                                        \
+  X(io, Storage, "sequence and position of each row")                                 \
+  X(u, Storage, "[rows][DI] f32: ssm_conv's output")                                  \
+  X(dbc, Storage, "[rows][R + 2·N] f32: x_proj's output (dt's low rank, B, C)")       \
+  X(dt, Storage, "[rows][DI] f32: dt_proj's output with its bias, before softplus")   \
+  X(xz, Storage, "[rows][2·DI] f32: in_proj's output, the gate z at DI")              \
+  X(a_log, Storage, "[DI][N] f32: A = -exp(A_log)")                                   \
+  X(d, Storage, "[DI] f32: the skip")                                                 \
+  X(state, Storage, "[sequences][DI][N] f32: each one's h")                           \
+  X(y, Storage, "[rows][DI] f32: (C·h + D·u) · SiLU(z)")
+
 #define LATHE_BIND_INFO(name, kind, comment) BindingInfo{#name, BindingKind::kind, comment},
 #define LATHE_BIND_MEMBER(name, kind, comment) B name{};
 #define LATHE_BIND_ELEMENT(name, kind, comment) name,
@@ -212,6 +235,8 @@ LATHE_BIND_STRUCT(AttentionCombineBindings, LATHE_BIND_ATTENTION_COMBINE)
 LATHE_BIND_STRUCT(ArgmaxBindings, LATHE_BIND_ARGMAX)
 LATHE_BIND_STRUCT(MoeRouteBindings, LATHE_BIND_MOE_ROUTE)
 LATHE_BIND_STRUCT(MoeCombineBindings, LATHE_BIND_MOE_COMBINE)
+LATHE_BIND_STRUCT(SsmConvBindings, LATHE_BIND_SSM_CONV)
+LATHE_BIND_STRUCT(SsmScanBindings, LATHE_BIND_SSM_SCAN)
 
 inline constexpr BindingInfo kEmbedBindings[] = {LATHE_BIND_EMBED(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kNormBindings[] = {LATHE_BIND_NORM(LATHE_BIND_INFO)};
@@ -222,6 +247,8 @@ inline constexpr BindingInfo kAttentionCombineBindings[] = {LATHE_BIND_ATTENTION
 inline constexpr BindingInfo kArgmaxBindings[] = {LATHE_BIND_ARGMAX(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kMoeRouteBindings[] = {LATHE_BIND_MOE_ROUTE(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kMoeCombineBindings[] = {LATHE_BIND_MOE_COMBINE(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kSsmConvBindings[] = {LATHE_BIND_SSM_CONV(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kSsmScanBindings[] = {LATHE_BIND_SSM_SCAN(LATHE_BIND_INFO)};
 
 #undef LATHE_BIND_INFO
 #undef LATHE_BIND_MEMBER
@@ -231,7 +258,9 @@ inline constexpr BindingInfo kMoeCombineBindings[] = {LATHE_BIND_MOE_COMBINE(LAT
 // The most bindings of any family: plans store bindings in arrays this long.
 inline constexpr size_t kMaxBindings = 9;
 
-enum class Family : uint8_t { Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine };
+enum class Family : uint8_t {
+  Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan
+};
 
 // Specialization constants a family takes after constant 0, the workgroup
 // size (the device's subgroup size).
@@ -270,6 +299,10 @@ inline constexpr FamilyInfo kFamilies[] = {
      kMoeRouteBindings, SpecConstants::None},
     {Family::MoeCombine, "moe_combine", "MoeCombine", "moe_combine.comp", "RowsPush", push::kRowsPush, "MoeCombineBindings",
      kMoeCombineBindings, SpecConstants::None},
+    {Family::SsmConv, "ssm_conv", "SsmConv", "ssm_conv.comp", "RowsPush", push::kRowsPush, "SsmConvBindings",
+     kSsmConvBindings, SpecConstants::None},
+    {Family::SsmScan, "ssm_scan", "SsmScan", "ssm_scan.comp", "RowsPush", push::kRowsPush, "SsmScanBindings",
+     kSsmScanBindings, SpecConstants::None},
 };
 
 constexpr const FamilyInfo& family(Family f) {

@@ -243,6 +243,11 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::MoeCombine:
       return define("D", s.dims.hidden) + define("E", s.moe.experts) + define("TOPK", s.moe.top_k) +
              flag("SHARED", k.shared > 0) + flag("SHARED_GATED", k.shared > 1) + define("GATE_STRIDE", k.stride) + define("GATE_OFFSET", k.offset);
+    case kernels::Family::SsmConv:
+      return define("DI", s.ssm.d_inner) + define("DC", s.ssm.d_conv) + flag("CONV_BIAS", s.ssm.conv_bias) +
+             flag("WINDOWED", s.ssm.d_conv > 1);
+    case kernels::Family::SsmScan:
+      return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("R", s.ssm.dt_rank);
   }
   throw std::logic_error("kernels: unknown family");
 }

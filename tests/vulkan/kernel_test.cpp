@@ -1448,3 +1448,113 @@ TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
 }
 
 }  // TEST_SUITE("kernels")
+
+// A Mamba layer's kernels, ssm_conv and ssm_scan, over passes as a session
+// makes them for two sequences: A's prompt chunk of 5, B's prompt of 3, a
+// batched decode row of each, A's chunk of 4, then A again from position 0
+// (a reset: its stale state must not be read). Each pass starts from the
+// states the one before left; the expected values are the recurrence
+// computed here in double, the CPU reference's step (runtime/reference's
+// mamba()). Real widths: 16 states over a subgroup's lanes; 5 states (lanes
+// idle) with 3 taps and no conv bias. The plan does not run them yet.
+TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry each sequence's state across passes") {
+  Gpu gpu(device);
+  for (const auto& [hidden, extra] :
+       {std::pair<int, std::string>{16, "d_state = 16\nd_conv = 4\ndt_rank = 3\n"},
+        std::pair<int, std::string>{12, "d_state = 5\nd_conv = 3\ndt_rank = 2\nconv_bias = false\n"}}) {
+    spec::Diagnostics diag("ssm.toml");
+    const auto s = spec::parse_spec_string("[model]\nname = \"ssm\"\n[dims]\nhidden = " + std::to_string(hidden) +
+                                               "\nlayers = 1\nvocab = 16\nmax_context = 64\n[ssm]\nkind = \"mamba\"\n" +
+                                               extra + "[weights]\npreset = \"hf-mamba\"\n",
+                                           "ssm.toml", diag);
+    REQUIRE_MESSAGE(s, diag.format());
+    CAPTURE(extra);
+    const Model m{*s, {emit::kernel_instance(*s, lower::KernelKey{.family = kernels::Family::SsmConv}),
+                       emit::kernel_instance(*s, lower::KernelKey{.family = kernels::Family::SsmScan})}};
+    const Constants conv(m.kernels[0]), scan(m.kernels[1]);
+    const uint32_t DI = conv.u("DI"), DC = conv.u("DC"), N = scan.u("N"), R = scan.u("R");
+    CHECK(DI == s->ssm.d_inner);
+    CHECK(DC == s->ssm.d_conv);
+    CHECK(conv.flag("CONV_BIAS") == s->ssm.conv_bias);
+    CHECK(N == s->ssm.d_state);
+    constexpr uint32_t kSequences = 2;
+    const uint32_t W = DC - 1, ROW = R + 2 * N;
+    const std::vector<float> w = random_floats(size_t{DI} * DC), bias = random_floats(DI);
+    const std::vector<float> a_log = random_floats(size_t{DI} * N), d = random_floats(DI);
+    vk::Buffer wb = buffer_of(device, w), bb = buffer_of(device, bias), ab = buffer_of(device, a_log), db = buffer_of(device, d);
+    // Garbage in the states: a sequence at position 0 must not read its own.
+    vk::Buffer conv_state = buffer_of(device, random_floats(std::max<size_t>(size_t{kSequences} * DI * W, 1), 5.0f, 9.0f));
+    vk::Buffer scan_state = buffer_of(device, random_floats(size_t{kSequences} * DI * N, 5.0f, 9.0f));
+    std::vector<double> window(size_t{kSequences} * DI * W, 0.0), h(size_t{kSequences} * DI * N, 0.0);  // the host's
+    struct Row {
+      uint32_t sequence, position;
+    };
+    const std::vector<std::vector<Row>> passes = {{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}},
+                                                  {{1, 0}, {1, 1}, {1, 2}},
+                                                  {{0, 5}, {1, 3}},
+                                                  {{0, 6}, {0, 7}, {0, 8}, {0, 9}},
+                                                  {{0, 0}, {0, 1}}};
+    NormalizedError eu, ey;
+    for (const std::vector<Row>& pass : passes) {
+      const uint32_t rows = static_cast<uint32_t>(pass.size());
+      CAPTURE(rows);
+      std::vector<uint32_t> io;  // IoRow: token, sequence, position, extent
+      for (const Row& r : pass) io.insert(io.end(), {0u, r.sequence, r.position, 0u});
+      const std::vector<float> xz = random_floats(size_t{rows} * 2 * DI), dbc = random_floats(size_t{rows} * ROW);
+      const std::vector<float> dt = random_floats(size_t{rows} * DI, -3.0f, 2.0f);
+      vk::Buffer iob = buffer_of(device, io), xzb = buffer_of(device, xz), dbcb = buffer_of(device, dbc);
+      vk::Buffer dtb = buffer_of(device, dt);
+      vk::Buffer ub = buffer_of(device, std::vector<float>(size_t{rows} * DI, kGuard));
+      vk::Buffer yb = buffer_of(device, std::vector<float>(size_t{rows} * DI, kGuard));
+      gpu.run(m, m.kernels[0],
+              kernels::SsmConvBindings<vk::Binding>{.io = whole(iob), .xz = whole(xzb), .w = whole(wb),
+                                                    .bias = s->ssm.conv_bias ? vk::Binding(whole(bb)) : gpu.no_buffer(),
+                                                    .state = whole(conv_state), .u = whole(ub)},
+              push::RowsPush{.rows = rows}, DI);
+      const std::vector<float> u = read_back<float>(device, ub, size_t{rows} * DI);
+      gpu.run(m, m.kernels[1],
+              kernels::SsmScanBindings<vk::Binding>{.io = whole(iob), .u = whole(ub), .dbc = whole(dbcb), .dt = whole(dtb),
+                                                    .xz = whole(xzb), .a_log = whole(ab), .d = whole(db),
+                                                    .state = whole(scan_state), .y = whole(yb)},
+              push::RowsPush{.rows = rows}, DI);
+      const std::vector<float> y = read_back<float>(device, yb, size_t{rows} * DI);
+      for (uint32_t t = 0; t < rows; ++t) {
+        double* win = window.data() + size_t{pass[t].sequence} * DI * W;
+        double* hs = h.data() + size_t{pass[t].sequence} * DI * N;
+        if (pass[t].position == 0) {  // a new sequence starts from zeros
+          std::fill(win, win + size_t{DI} * W, 0.0);
+          std::fill(hs, hs + size_t{DI} * N, 0.0);
+        }
+        for (uint32_t c = 0; c < DI; ++c) {
+          const double x = xz[size_t{t} * 2 * DI + c];
+          double sum = s->ssm.conv_bias ? bias[c] : 0.0;
+          for (uint32_t k = 0; k < W; ++k) sum += w[size_t{c} * DC + k] * win[size_t{c} * W + k];
+          sum += w[size_t{c} * DC + W] * x;
+          for (uint32_t k = 0; k + 1 < W; ++k) win[size_t{c} * W + k] = win[size_t{c} * W + k + 1];
+          if (W > 0) win[size_t{c} * W + W - 1] = x;
+          const double uu = sum / (1 + std::exp(-sum));
+          eu.add(u[size_t{t} * DI + c], uu);
+          const double raw = dt[size_t{t} * DI + c], step = raw > 20 ? raw : std::log1p(std::exp(raw));
+          double out = 0;
+          for (uint32_t n = 0; n < N; ++n) {
+            double& hn = hs[size_t{c} * N + n];
+            hn = std::exp(-std::exp(double{a_log[size_t{c} * N + n]}) * step) * hn + step * dbc[size_t{t} * ROW + R + n] * uu;
+            out += dbc[size_t{t} * ROW + R + N + n] * hn;
+          }
+          const double z = xz[size_t{t} * 2 * DI + DI + c];
+          ey.add(y[size_t{t} * DI + c], (out + d[c] * uu) * z / (1 + std::exp(-z)));
+        }
+      }
+    }
+    // The states the kernels leave are each sequence's after its last row.
+    NormalizedError ew, eh;
+    const std::vector<float> gw = read_back<float>(device, conv_state, window.size());
+    for (size_t i = 0; i < window.size(); ++i) ew.add(gw[i], window[i]);
+    const std::vector<float> gh = read_back<float>(device, scan_state, h.size());
+    for (size_t i = 0; i < h.size(); ++i) eh.add(gh[i], h[i]);
+    CHECK(eu.value() < 1e-5);
+    CHECK(ey.value() < 1e-5);
+    CHECK(ew.value() < 1e-6);
+    CHECK(eh.value() < 1e-5);
+  }
+}

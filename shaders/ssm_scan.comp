@@ -1,0 +1,65 @@
+// A Mamba layer's selective scan (transformers' MambaMixer.slow_forward)
+// over a pass's rows in order, each from its sequence's h `state` (zeros
+// for a row at position 0: a new sequence), which it leaves at the
+// sequence's last row in the pass (a sequence's rows are consecutive: a
+// prompt chunk's, or one a sequence in a batched decode step): per channel c
+// and row t, with dt = softplus(dt_raw[t][c]) and A = -exp(A_log[c]),
+//   h[n] = exp(dt·A[n])·h[n] + dt·B[t][n]·u[t][c],
+//   y[t][c] = (Σ_n C[t][n]·h[n] + D[c]·u[t][c]) · silu(z[t][c]).
+// One subgroup-sized workgroup per channel; its lanes hold the states
+// n = lane, lane + WG, … and sum C·h with subgroupAdd.
+//
+// Generated constants: DI (d_inner), N (d_state), R (dt_rank).
+// Push constants (RowsPush): rows.
+// Buffers: io (IoRow: sequence, position); u [rows][DI]; dbc [rows][R + 2·N] (B at R, C at R + N); dt
+//          [rows][DI]; xz [rows][2·DI] (z at DI); a_log [DI][N]; d [DI];
+//          state [sequences][DI][N], read and written; y [rows][DI]; all f32.
+
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+
+IO_BLOCK(BINDING_io)
+layout(std430, binding = BINDING_u) readonly buffer U { float u[]; };
+layout(std430, binding = BINDING_dbc) readonly buffer DBC { float dbc[]; };
+layout(std430, binding = BINDING_dt) readonly buffer DT { float dt_raw[]; };
+layout(std430, binding = BINDING_xz) readonly buffer XZ { float xz[]; };
+layout(std430, binding = BINDING_a_log) readonly buffer A { float a_log[]; };
+layout(std430, binding = BINDING_d) readonly buffer D { float d_skip[]; };
+layout(std430, binding = BINDING_state) buffer S { float state[]; };
+layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
+
+const uint ROW = R + 2u * N;
+
+void main() {
+  const uint c = gl_WorkGroupID.x;
+  if (c >= DI) return;
+  const uint lane = gl_LocalInvocationID.x, lanes = gl_WorkGroupSize.x;
+  // This lane's states of the current row's sequence, in registers (slot i
+  // is n = lane + i·lanes).
+  float h[N], a[N];
+  for (uint i = 0u, n = lane; n < N; ++i, n += lanes) a[i] = -exp(a_log[c * N + n]);
+  const float skip = d_skip[c];
+  for (uint t = 0u; t < pc.rows; ++t) {
+    const uint seq = io.rows[t].sequence;
+    if (t == 0u || seq != io.rows[t - 1u].sequence) {  // the sequence's first row in the pass
+      const bool fresh = io.rows[t].position == 0u;
+      for (uint i = 0u, n = lane; n < N; ++i, n += lanes) h[i] = fresh ? 0.0 : state[(seq * DI + c) * N + n];
+    }
+    const float raw = dt_raw[t * DI + c];
+    const float dt = raw > 20.0 ? raw : log(1.0 + exp(raw));  // torch's softplus, threshold 20
+    const float x = u[t * DI + c];
+    float partial = 0.0;
+    for (uint i = 0u, n = lane; n < N; ++i, n += lanes) {
+      h[i] = exp(dt * a[i]) * h[i] + dt * dbc[t * ROW + R + n] * x;
+      partial += dbc[t * ROW + R + N + n] * h[i];
+    }
+    const float sum = subgroupAdd(partial);
+    if (lane == 0u) {
+      const float z = xz[t * 2u * DI + DI + c];
+      y[t * DI + c] = (sum + skip * x) * (z / (1.0 + exp(-z)));
+    }
+    if (t + 1u == pc.rows || io.rows[t + 1u].sequence != seq)  // its last row: keep h
+      for (uint i = 0u, n = lane; n < N; ++i, n += lanes) state[(seq * DI + c) * N + n] = h[i];
+  }
+}
