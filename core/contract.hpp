@@ -51,6 +51,10 @@ enum class Role : uint8_t {
   // A bias of the logits kept apart from the head (BART's final_logits_bias):
   // its tensor's name is its path itself, without ".bias".
   LogitsBias,
+  // DeepSeek-V3's per-expert correction bias [E] (e_score_correction_bias):
+  // added to the router's scores to choose the experts, not to weight them.
+  // Its name is its path itself, without ".bias".
+  RouterBias,
 };
 
 // The dtype a stored matrix has on the device, as the kernels read it: every
@@ -270,6 +274,7 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::CrossV, "cross_v", "CrossV"},
     {Role::CrossO, "cross_o", "CrossO"},
     {Role::LogitsBias, "logits_bias", "LogitsBias"},
+    {Role::RouterBias, "router_bias", "RouterBias"},
 };
 inline constexpr Spelling<DType> kDTypeSpellings[] = {
     {DType::F32, "f32", "F32"},    {DType::F16, "f16", "F16"},    {DType::BF16, "bf16", "BF16"},

@@ -63,7 +63,8 @@ Component component_of(Role r) {
     case Role::SharedGate:
     case Role::SharedUp:
     case Role::SharedDown:
-    case Role::SharedExpertGate: return Component::Experts;
+    case Role::SharedExpertGate:
+    case Role::RouterBias: return Component::Experts;
     case Role::AttnNorm:
     case Role::AttnPostNorm:
     case Role::MlpNorm:
@@ -132,7 +133,7 @@ class Builder {
     auto it = names.find(role);
     const std::string pattern = it != names.end() ? it->second : "<unnamed " + std::string(name(role)) + ">";
     t.name = expand_name(pattern, layer >= 0 && !encoder_layer ? layer - s_.encoder_layers() : layer, expert) +
-             (role == Role::LogitsBias ? "" : bias ? ".bias" : ".weight");
+             (role == Role::LogitsBias || role == Role::RouterBias ? "" : bias ? ".bias" : ".weight");
     if (expert >= 0 && pattern.find("{expert}") == std::string::npos) t.slice = expert;
     t.shape = std::move(shape);
     t.dtype = t.shape.size() == 1 || is_rel_bias(role) ? s_.weights.vector_dtype : s_.weights.matrix_dtype(role, layer);
@@ -214,6 +215,7 @@ void block(Builder& b, const Spec& s, int64_t l, bool cross) {
   if (s.moe.sparse(l)) {
     const Moe& m = s.moe;
     b.linear(Role::Router, m.experts, d.hidden, false, l);
+    if (m.correction_bias) b.norm(Role::RouterBias, m.experts, l, false);
     for (int64_t e = 0; e < m.experts; ++e)
       mlp(b, s, Role::ExpertGate, Role::ExpertUp, Role::ExpertDown, m.expert_intermediate, s.mlp.bias, l, e);
     if (m.shared_experts > 0) {
