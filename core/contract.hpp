@@ -51,6 +51,10 @@ enum class Role : uint8_t {
   // A bias of the logits kept apart from the head (BART's final_logits_bias):
   // its tensor's name is its path itself, without ".bias".
   LogitsBias,
+  // DeepSeek-V3's per-expert correction bias [E] (e_score_correction_bias):
+  // added to the router's scores to choose the experts, not to weight them.
+  // Its name is its path itself, without ".bias".
+  RouterBias,
   // A Mamba layer (transformers' MambaMixer): its pre-norm, in_proj
   // [2·d_inner, d] (x, then the gate z), the depthwise conv1d [d_inner, 1,
   // d_conv] and its bias, x_proj [dt_rank + 2·d_state, d_inner] (dt, B, C),
@@ -60,8 +64,11 @@ enum class Role : uint8_t {
 };
 
 // A tensor named by its module path itself, without ".weight" or ".bias":
-// BART's final_logits_bias, Mamba's A_log and D (nn.Parameters of the mixer).
-constexpr bool bare_name(Role r) { return r == Role::LogitsBias || r == Role::SsmA || r == Role::SsmD; }
+// BART's final_logits_bias, DeepSeek-V3's e_score_correction_bias, Mamba's A_log
+// and D (nn.Parameters of the mixer).
+constexpr bool bare_name(Role r) {
+  return r == Role::LogitsBias || r == Role::RouterBias || r == Role::SsmA || r == Role::SsmD;
+}
 
 // A state-space layer's parameters that stay f32 vectors-like on the device
 // whatever their rank: the conv taps (rank 3 as stored) and A_log (rank 2).
@@ -285,6 +292,7 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::CrossV, "cross_v", "CrossV"},
     {Role::CrossO, "cross_o", "CrossO"},
     {Role::LogitsBias, "logits_bias", "LogitsBias"},
+    {Role::RouterBias, "router_bias", "RouterBias"},
     {Role::SsmNorm, "ssm_norm", "SsmNorm"},
     {Role::SsmIn, "ssm_in", "SsmIn"},
     {Role::SsmConv, "ssm_conv", "SsmConv"},

@@ -180,7 +180,8 @@ struct BindingInfo {
 
 #define LATHE_BIND_MOE_ROUTE(X)                                                     \
   X(logits, Storage, "[rows][LOGITS_STRIDE] f32: the router's E first")             \
-  X(route, Storage, "counts[E], weights[rows·TOPK], per expert its slots t·TOPK + j")
+  X(route, Storage, "counts[E], weights[rows·TOPK], per expert its slots t·TOPK + j") \
+  X(bias, Storage, "[E] f32: the correction bias, added to the scores to choose")
 
 #define LATHE_BIND_MOE_COMBINE(X)                         \
   X(route, Storage, "moe_route's routing")                \

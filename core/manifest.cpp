@@ -64,7 +64,8 @@ Component component_of(Role r) {
     case Role::SharedGate:
     case Role::SharedUp:
     case Role::SharedDown:
-    case Role::SharedExpertGate: return Component::Experts;
+    case Role::SharedExpertGate:
+    case Role::RouterBias: return Component::Experts;
     case Role::AttnNorm:
     case Role::AttnPostNorm:
     case Role::MlpNorm:
@@ -228,6 +229,7 @@ void block(Builder& b, const Spec& s, int64_t l, bool cross) {
   if (s.moe.sparse(l)) {
     const Moe& m = s.moe;
     b.linear(Role::Router, m.experts, d.hidden, false, l);
+    if (m.correction_bias) b.norm(Role::RouterBias, m.experts, l, false);
     for (int64_t e = 0; e < m.experts; ++e)
       mlp(b, s, Role::ExpertGate, Role::ExpertUp, Role::ExpertDown, m.expert_intermediate, s.mlp.bias, l, e);
     if (m.shared_experts > 0) {

@@ -12,6 +12,8 @@ const char* name(PositionKind v) { return spelling(v).key.data(); }
 const char* name(RopePairing v) { return spelling(v).key.data(); }
 const char* name(RopeScaling v) { return spelling(v).key.data(); }
 const char* name(FusedGateUp v) { return spelling(v).key.data(); }
+const char* name(MoeScoring v) { return spelling(v).key.data(); }
+const char* name(GroupScore v) { return spelling(v).key.data(); }
 const char* name(Stack v) { return spelling(v).key.data(); }
 const char* name(SsmKind v) { return spelling(v).key.data(); }
 const char* name(Pooling v) { return spelling(v).key.data(); }

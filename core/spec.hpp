@@ -26,6 +26,12 @@ enum class QKNorm { None, PerHead, Whole };
 enum class PositionKind { Rope, Alibi, Learned, Sinusoidal, None, Relative };
 enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
 enum class FusedGateUp { None, GateUp, UpGate };  // the order of the halves of a fused tensor
+// A router's scores: softmax over all experts (Mixtral, DeepSeek-V2) or the
+// sigmoid of each logit (DeepSeek-V3).
+enum class MoeScoring { Softmax, Sigmoid };
+// A group's score under group-limited routing: its best expert's
+// (DeepSeek-V2) or the sum of its best two (DeepSeek-V3).
+enum class GroupScore { Max, Top2Sum };
 // The stack's shape: a causal decoder with an LM head (GPT, Llama), a
 // bidirectional encoder whose output is its final hidden states (BERT), or
 // both, the decoder's layers attending to the encoder's output through
@@ -65,6 +71,10 @@ inline constexpr Spelling<RopeScaling> kRopeScalingSpellings[] = {{RopeScaling::
                                                                   {RopeScaling::Llama3, "llama3", "Llama3"}};
 inline constexpr Spelling<FusedGateUp> kFusedGateUpSpellings[] = {
     {FusedGateUp::None, "none", "None"}, {FusedGateUp::GateUp, "gate_up", "GateUp"}, {FusedGateUp::UpGate, "up_gate", "UpGate"}};
+inline constexpr Spelling<MoeScoring> kMoeScoringSpellings[] = {{MoeScoring::Softmax, "softmax", "Softmax"},
+                                                                {MoeScoring::Sigmoid, "sigmoid", "Sigmoid"}};
+inline constexpr Spelling<GroupScore> kGroupScoreSpellings[] = {{GroupScore::Max, "max", "Max"},
+                                                                {GroupScore::Top2Sum, "top2_sum", "Top2Sum"}};
 inline constexpr Spelling<Stack> kStackSpellings[] = {{Stack::Decoder, "decoder", "Decoder"},
                                                       {Stack::Encoder, "encoder", "Encoder"},
                                                       {Stack::EncoderDecoder, "encoder-decoder", "EncoderDecoder"}};
@@ -76,6 +86,8 @@ constexpr std::span<const Spelling<QKNorm>> spellings(QKNorm) { return kQKNormSp
 constexpr std::span<const Spelling<PositionKind>> spellings(PositionKind) { return kPositionKindSpellings; }
 constexpr std::span<const Spelling<RopeScaling>> spellings(RopeScaling) { return kRopeScalingSpellings; }
 constexpr std::span<const Spelling<FusedGateUp>> spellings(FusedGateUp) { return kFusedGateUpSpellings; }
+constexpr std::span<const Spelling<MoeScoring>> spellings(MoeScoring) { return kMoeScoringSpellings; }
+constexpr std::span<const Spelling<GroupScore>> spellings(GroupScore) { return kGroupScoreSpellings; }
 
 const char* name(NormKind);
 const char* name(NormPlacement);
@@ -85,6 +97,8 @@ const char* name(PositionKind);
 const char* name(RopePairing);
 const char* name(RopeScaling);
 const char* name(FusedGateUp);
+const char* name(MoeScoring);
+const char* name(GroupScore);
 const char* name(Stack);
 const char* name(SsmKind);
 const char* name(Pooling);
@@ -173,12 +187,28 @@ struct Moe {
   int64_t shared_experts = 0;       // experts every token passes through (DeepSeek, Qwen2-MoE)
   int64_t shared_intermediate = 0;  // width of each shared expert; defaults to expert_intermediate
   bool shared_expert_gate = false;  // a sigmoid gate [1, d] on the shared expert output (Qwen2-MoE)
+  // DeepSeek's routing. A token's scores are the softmax or the sigmoid of its
+  // logits; the experts are chosen by score + correction_bias[e] (V3's
+  // e_score_correction_bias, router_bias [E] f32), among the experts of the
+  // topk_groups best of `groups` equal groups (a group scored by group_score);
+  // the weights are the chosen experts' scores (no bias), renormalized when
+  // norm_topk_prob, times routed_scaling_factor.
+  MoeScoring scoring = MoeScoring::Softmax;
+  bool correction_bias = false;
+  int64_t groups = 1;  // DeepSeek n_group
+  int64_t topk_groups = 0;  // topk_group; defaults to groups
+  GroupScore group_score = GroupScore::Max;
+  double routed_scaling_factor = 1.0;
   // Which layers are sparse (Qwen2/3-MoE decoder_sparse_step and
   // mlp_only_layers): layer l is iff l is not in dense_layers and
   // (l + 1) % sparse_step == 0; the others have the dense MLP of dims.intermediate.
   int64_t sparse_step = 1;
   std::vector<int64_t> dense_layers;
   bool enabled() const { return experts > 0; }
+  // Any of DeepSeek's routing rules beyond Mixtral's softmax top-k.
+  bool deepseek_routing() const {
+    return scoring != MoeScoring::Softmax || correction_bias || groups > 1 || routed_scaling_factor != 1.0;
+  }
   bool sparse(int64_t layer) const {
     if (!enabled() || (layer + 1) % sparse_step != 0) return false;
     for (int64_t l : dense_layers)

@@ -236,6 +236,15 @@ class Recorder {
     static_assert(K >= 1 && K <= E, "route: top_k must be between 1 and the expert count");
     return emit<K + 3 * E + 1>(Op{OpKind::Route, 0, {logits.id}, {-1, -1}, {E, K}, 0, -1, static_cast<uint8_t>(renormalize)});
   }
+  // … choosing by the scores plus a per-expert correction bias [E] (DeepSeek-V3).
+  template <int64_t E, int64_t K, int64_t N, int64_t B>
+  Act<K + 3 * E + 1> route(Act<N> logits, bool renormalize, Vector<B> bias) {
+    static_assert(N == E, "route: the router's logits are not one per expert");
+    static_assert(B == E, "route: the correction bias is not one per expert");
+    static_assert(K >= 1 && K <= E, "route: top_k must be between 1 and the expert count");
+    return emit<K + 3 * E + 1>(
+        Op{OpKind::Route, 0, {logits.id}, {bias.tensor, -1}, {E, K}, 0, -1, static_cast<uint8_t>(renormalize)});
+  }
 
   // The gated projections φ(gate_e · x) ⊙ (up_e · x) of the K experts each
   // token t is routed to, one row of Rows per slot j: [K · Rows] per token.

@@ -98,7 +98,7 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
       case typed::OpKind::Add: code = out_var + "r.add(" + v(op.in[0]) + ", " + v(op.in[1]) + ");"; break;
       case typed::OpKind::Route:
         code = out_var + "r.template route<moe_experts, moe_top_k>(" + v(op.in[0]) + ", " +
-               (op.variant ? "true" : "false") + ");";
+               (op.variant ? "true" : "false") + (w.empty() ? "" : ", " + w) + ");";
         break;
       case typed::OpKind::Experts:
         code = out_var + (b.empty() ? "r.template experts_down<moe_experts, moe_top_k>(" + v(op.in[0]) + ", " +

@@ -238,8 +238,14 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);
     case kernels::Family::MoeRoute:
-      return define("E", s.moe.experts) + define("TOPK", s.moe.top_k) + flag("NORM_TOPK", s.moe.norm_topk_prob) +
-             define("LOGITS_STRIDE", k.stride);
+    {
+      const spec::Moe& m = s.moe;
+      return define("E", m.experts) + define("TOPK", m.top_k) + flag("NORM_TOPK", m.norm_topk_prob) +
+             define("LOGITS_STRIDE", k.stride) + flag("SIGMOID", m.scoring == spec::MoeScoring::Sigmoid) +
+             flag("CORRECTION_BIAS", m.correction_bias) + flag("GROUPED", m.groups > 1) + define("GROUPS", m.groups) +
+             define("TOPK_GROUPS", m.topk_groups) + flag("GROUP_TOP2", m.group_score == spec::GroupScore::Top2Sum) +
+             flag("SCALED", m.routed_scaling_factor != 1.0) + define("ROUTED_SCALE", number_literal(m.routed_scaling_factor, 9));
+    }
     case kernels::Family::MoeCombine:
       return define("D", s.dims.hidden) + define("E", s.moe.experts) + define("TOPK", s.moe.top_k) +
              flag("SHARED", k.shared > 0) + flag("SHARED_GATED", k.shared > 1) + define("GATE_STRIDE", k.stride) + define("GATE_OFFSET", k.offset);

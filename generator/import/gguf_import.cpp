@@ -941,6 +941,9 @@ const Arch& arch_of(const Spec& s) {
     }
   }
   if (s.moe.enabled()) {
+    if (s.moe.deepseek_routing())
+      throw Error(ErrorKind::Unsupported, "moe.scoring, correction_bias, groups, routed_scaling_factor: llama.cpp's "
+                                          "deepseek2 has latent attention, not supported yet");
     if (s.moe.shared_experts > 1)
       throw Error(ErrorKind::Unsupported, "moe.shared_experts: llama.cpp's qwen2moe has one shared expert");
     if (s.moe.shared_experts > 0) {

@@ -48,6 +48,9 @@ std::string model_type_of(const Spec& s) {
   if (s.norm.placement == NormPlacement::Sandwich)
     return s.position.local_theta || s.attention.qk_norm == QKNorm::PerHead ? "gemma3_text" : "gemma2";
   if (s.norm.placement == NormPlacement::BranchOutput) return "olmo2";
+  if (s.moe.deepseek_routing())
+    refuse(s, "moe.scoring, correction_bias, groups, routed_scaling_factor: DeepSeek's routing (deepseek_v2/v3 come "
+              "with latent attention, not supported yet)");
   if (s.moe.enabled())
     return s.moe.shared_experts > 0                  ? "qwen2_moe"
            : s.attention.qk_norm == QKNorm::PerHead ? "qwen3_moe"

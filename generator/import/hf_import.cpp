@@ -2301,6 +2301,18 @@ TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
   if (!config.contains("model_type") || !config["model_type"].is_string())
     throw ImportError({options.file + ": no model_type (a string); supported model types: " + supported});
   const std::string model_type = config["model_type"].get<std::string>();
+  // DeepSeek-V2/V3: [moe] says their routing (scoring, correction_bias,
+  // groups, topk_groups, group_score, routed_scaling_factor, dense_layers),
+  // but no spec says their multi-head latent attention yet.
+  if (model_type == "deepseek_v2" || model_type == "deepseek_v3") {
+    std::string keys;
+    for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+      if (config.contains(key)) keys += std::string(keys.empty() ? "" : ", ") + key + " " + shown(config[key]);
+    throw ImportError({options.file + ": model_type \"" + model_type + "\": multi-head latent attention (" +
+                       (keys.empty() ? std::string("kv_lora_rank, qk_rope_head_dim, ...") : keys) +
+                       ") is not supported yet; its MoE routing is expressible ([moe] scoring, correction_bias, "
+                       "groups, topk_groups, group_score, routed_scaling_factor, dense_layers), its attention is not"});
+  }
   const FamilyInfo* info = family_of(model_type);
   if (info == nullptr)
     throw ImportError({options.file + ": model_type \"" + model_type + "\" is not supported; supported model types: " +

@@ -217,9 +217,11 @@ uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel
       // so that one matmul makes both.
       const uint32_t shared_gate =
           moe.shared_expert_gate ? b.matmul("moe.shared_expert_gate", Role::SharedExpertGate, layer, m) : 0;
-      const uint32_t routing = b.add("moe.top_k", Op{OpKind::Route, 0, {logits}, {-1, -1}, {E, K}, 0, -1,
+      // DeepSeek-V3's correction bias, added to the scores for choosing only.
+      const int32_t bias = b.find(Role::RouterBias, false, layer);
+      const uint32_t routing = b.add("moe.top_k", Op{OpKind::Route, 0, {logits}, {bias, -1}, {E, K}, 0, -1,
                                                      static_cast<uint8_t>(moe.norm_topk_prob)},
-                                     K + 3 * E + 1);
+                                     K + 3 * E + 1, {b.handle(bias), ""});
       const auto [gate, stride] = b.experts(Role::ExpertGate, layer);
       const auto [up, up_stride] = b.experts(Role::ExpertUp, layer);
       const auto [down, down_stride] = b.experts(Role::ExpertDown, layer);

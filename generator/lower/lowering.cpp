@@ -343,7 +343,9 @@ class Lowering {
         if (logits.offset != 0) unsupported(i, "the router's logits must open their rows");
         const Loc out = materialize(op.out);
         emit(i, KernelKey{.family = Family::MoeRoute, .stride = logits.stride}, plan::Grid::Single,
-             {{"logits", plan::activation(logits.slot)}, {"route", plan::activation(out.slot)}});
+             {{"logits", plan::activation(logits.slot)},
+              {"route", plan::activation(out.slot)},
+              {"bias", vector_or_none(op.tensor[0])}});
         return 1;
       }
       case OpKind::Experts: {

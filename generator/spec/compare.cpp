@@ -146,6 +146,12 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
     d.field("moe.shared_experts", a.moe.shared_experts, b.moe.shared_experts);
     d.field("moe.shared_intermediate", a.moe.shared_intermediate, b.moe.shared_intermediate);
     d.field("moe.shared_expert_gate", a.moe.shared_expert_gate, b.moe.shared_expert_gate);
+    d.field("moe.scoring", a.moe.scoring, b.moe.scoring);
+    d.field("moe.correction_bias", a.moe.correction_bias, b.moe.correction_bias);
+    d.field("moe.groups", a.moe.groups, b.moe.groups);
+    d.field("moe.topk_groups", a.moe.topk_groups, b.moe.topk_groups);
+    d.field("moe.group_score", a.moe.group_score, b.moe.group_score);
+    d.field("moe.routed_scaling_factor", a.moe.routed_scaling_factor, b.moe.routed_scaling_factor);
     d.field("moe.sparse_step", a.moe.sparse_step, b.moe.sparse_step);
     if (a.moe.dense_layers != b.moe.dense_layers) d.line("moe.dense_layers differ");
   }

@@ -328,6 +328,12 @@ void read_moe(Table t, Spec& s) {
   set(m.shared_experts, t.integer("shared_experts", false, 0, 4096));
   set(m.shared_intermediate, t.integer("shared_intermediate", false, 1, kMaxDim));
   set(m.shared_expert_gate, t.boolean("shared_expert_gate"));
+  set(m.scoring, t.choice<MoeScoring>("scoring", false));
+  set(m.correction_bias, t.boolean("correction_bias"));
+  set(m.groups, t.integer("groups", false, 1, 32));
+  set(m.topk_groups, t.integer("topk_groups", false, 1, 32));
+  set(m.group_score, t.choice<GroupScore>("group_score", false));
+  set(m.routed_scaling_factor, t.number("routed_scaling_factor", false, 0.0, 1e6, true));
   set(m.sparse_step, t.integer("sparse_step", false, 1, 1024));
   if (const toml::array* dense = t.array("dense_layers")) {
     for (const toml::node& item : *dense) {
@@ -512,6 +518,7 @@ void resolve_defaults(Spec& s) {
     // No attention: no positions either.
     if (!s.locations.count("position")) s.position.kind = PositionKind::None;
   }
+  if (s.moe.topk_groups == 0) s.moe.topk_groups = s.moe.groups;
   if (!s.locations.count("weights.vector_dtype"))
     s.weights.vector_dtype = s.weights.preset == "gguf" || is_block_dtype(s.weights.dtype) ? DType::F32 : s.weights.dtype;
   // Hugging Face's Gemma multiplies by sqrt(hidden) as a tensor of the

@@ -97,6 +97,7 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::SharedUp] = L + "mlp.shared_expert.up_proj";
     n[Role::SharedDown] = L + "mlp.shared_expert.down_proj";
     n[Role::SharedExpertGate] = L + "mlp.shared_expert_gate";
+    n[Role::RouterBias] = L + "mlp.gate.e_score_correction_bias";  // DeepSeek-V3
     n[Role::FinalNorm] = "model.norm";
     n[Role::LmHead] = "lm_head";
   } else if (preset == "hf-gpt2") {
@@ -199,6 +200,7 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::SharedUp] = L + "ffn_up_shexp";
     n[Role::SharedDown] = L + "ffn_down_shexp";
     n[Role::SharedExpertGate] = L + "ffn_gate_inp_shexp";  // a vector [hidden] (core/manifest.cpp)
+    n[Role::RouterBias] = L + "exp_probs_b.bias";  // llama.cpp's deepseek2
     n[Role::GateUp] = L + "ffn_up";  // Phi-3: gate and up in one tensor
     n[Role::Down] = L + "ffn_down";
     n[Role::Router] = L + "ffn_gate_inp";

@@ -188,6 +188,23 @@ void validate(const Spec& s, Diagnostics& diag) {
       at("moe.shared_intermediate", "shared_intermediate needs moe.shared_experts");
     if (m.shared_experts == 0 && m.shared_expert_gate)
       at("moe.shared_expert_gate", "shared_expert_gate needs moe.shared_experts");
+    // Group-limited routing (DeepSeek n_group, topk_group): equal groups of
+    // consecutive experts, enough of them kept to hold top_k experts.
+    const int64_t per_group = m.experts / m.groups;
+    if (m.groups == 1) {
+      for (const char* key : {"moe.topk_groups", "moe.group_score"})
+        if (s.locations.count(key)) at(key, std::string(key) + " needs moe.groups > 1");
+    } else if (m.experts % m.groups != 0) {
+      at("moe.groups", "experts (" + num(m.experts) + ") is not a multiple of groups (" + num(m.groups) + ")");
+    } else if (m.topk_groups > m.groups) {
+      at("moe.topk_groups", "topk_groups (" + num(m.topk_groups) + ") is larger than groups (" + num(m.groups) + ")");
+    } else if (m.top_k <= m.experts && m.top_k > m.topk_groups * per_group) {
+      at(s.locations.count("moe.topk_groups") ? "moe.topk_groups" : "moe.groups",
+         "top_k (" + num(m.top_k) + ") is larger than the experts of the kept groups (topk_groups · experts / groups = " +
+             num(m.topk_groups * per_group) + ")");
+    } else if (m.group_score == GroupScore::Top2Sum && per_group < 2) {
+      at("moe.group_score", "top2_sum scores a group by its best two experts, but each group has " + num(per_group));
+    }
     for (int64_t l : m.dense_layers)
       if (l >= d.layers)
         at("moe.dense_layers", "dense_layers names layer " + num(l) + ", but the model has " + num(d.layers) + " layers");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numbers>
 #include <numeric>
 #include <stdexcept>
@@ -269,6 +271,7 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
     if (spec_.moe.sparse(l)) {
       const spec::Moe& m = spec_.moe;
       L.router = linear(Role::Router, l);
+      if (m.correction_bias) L.router_bias = tensor(Role::RouterBias, false, l).data;
       for (int64_t e = 0; e < m.experts; ++e)
         L.experts.push_back(mlp_weights(Role::ExpertGate, Role::ExpertUp, Role::ExpertDown, l, e));
       if (m.shared_experts > 0) L.shared = mlp_weights(Role::SharedGate, Role::SharedUp, Role::SharedDown, l, -1);
@@ -449,23 +452,50 @@ std::vector<double> Reference::mlp(const MlpW& w, const std::vector<double>& x) 
 // largest (equal ones by lowest index, as torch.topk), their weights
 // renormalized to sum 1 when norm_topk_prob, the weighted sum of those
 // experts' MLPs; plus the shared expert, scaled by sigmoid(shared_gate · x).
+// DeepSeek: sigmoid scores (V3); experts chosen by score + correction bias
+// (V3) but weighted by the score; only among the experts of the
+// topk_groups best groups, a group scored by its best expert (V2) or its
+// best two (V3); the weights times routed_scaling_factor.
 std::vector<double> Reference::moe(const Layer& L, const std::vector<double>& x) const {
   const spec::Moe& m = spec_.moe;
   const std::vector<double> logits = apply(L.router, x);
-  const double top = *std::max_element(logits.begin(), logits.end());
   std::vector<double> p(logits.size());
-  double total = 0;
-  for (size_t e = 0; e < p.size(); ++e) total += (p[e] = std::exp(logits[e] - top));
-  for (double& v : p) v /= total;
+  if (m.scoring == spec::MoeScoring::Sigmoid) {
+    for (size_t e = 0; e < p.size(); ++e) p[e] = 1.0 / (1.0 + std::exp(-logits[e]));
+  } else {
+    const double top = *std::max_element(logits.begin(), logits.end());
+    double total = 0;
+    for (size_t e = 0; e < p.size(); ++e) total += (p[e] = std::exp(logits[e] - top));
+    for (double& v : p) v /= total;
+  }
+  std::vector<double> by(p);  // what the experts are chosen by
+  if (L.router_bias)
+    for (size_t e = 0; e < by.size(); ++e) by[e] += L.router_bias[e];
+  if (m.groups > 1) {
+    const size_t n = by.size() / static_cast<size_t>(m.groups);
+    std::vector<double> group(static_cast<size_t>(m.groups));
+    for (size_t g = 0; g < group.size(); ++g) {
+      std::vector<double> members(by.begin() + static_cast<std::ptrdiff_t>(g * n),
+                                  by.begin() + static_cast<std::ptrdiff_t>((g + 1) * n));
+      std::sort(members.begin(), members.end(), std::greater<>());
+      group[g] = m.group_score == spec::GroupScore::Top2Sum ? members[0] + members[1] : members[0];
+    }
+    std::vector<size_t> groups(group.size());
+    std::iota(groups.begin(), groups.end(), size_t{0});
+    std::stable_sort(groups.begin(), groups.end(), [&](size_t a, size_t b) { return group[a] > group[b]; });
+    // The experts of the other groups are never chosen.
+    for (size_t r = static_cast<size_t>(m.topk_groups); r < groups.size(); ++r)
+      for (size_t e = groups[r] * n; e < (groups[r] + 1) * n; ++e) by[e] = -std::numeric_limits<double>::infinity();
+  }
   std::vector<size_t> order(p.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return by[a] > by[b]; });
   order.resize(static_cast<size_t>(m.top_k));
   double chosen = 0;
   for (size_t e : order) chosen += p[e];
   std::vector<double> out(x.size(), 0.0);
   for (size_t e : order) {
-    const double weight = m.norm_topk_prob ? p[e] / chosen : p[e];
+    const double weight = (m.norm_topk_prob ? p[e] / chosen : p[e]) * m.routed_scaling_factor;
     const std::vector<double> y = mlp(L.experts[e], x);
     for (size_t i = 0; i < out.size(); ++i) out[i] += weight * y[i];
   }

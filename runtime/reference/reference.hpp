@@ -111,6 +111,7 @@ class Reference {
     std::vector<MlpW> experts;
     MlpW shared;
     Linear shared_gate;
+    const float* router_bias = nullptr;  // [experts]: DeepSeek-V3's correction bias, for choosing only
     std::vector<double> k_cache, v_cache;  // [position][kv_heads * head_dim]
     // An encoder–decoder's decoder layer: cross-attention, and its keys and
     // values of the source ([source position][kv_heads * head_dim]).

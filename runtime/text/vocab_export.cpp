@@ -318,7 +318,8 @@ GgufVocabulary wordpiece_vocabulary(const std::string& dir, const nlohmann::json
     out.summary = "no vocabulary written: " + json_path.string() + ": model.vocab is not an object";
     return out;
   }
-  auto [tokens, types, ids] = vocabulary_by_id(j, json_path, vocab);
+  auto [tokens, types, by_text] = vocabulary_by_id(j, json_path, vocab);
+  const auto& ids = by_text;  // a reference the lambda below may capture (a structured binding may not be, before C++20)
   for (size_t id = 0; id < tokens.size(); ++id) {
     std::string& t = tokens[id];
     if (types[id] != kControl) t = t.starts_with("##") ? t.substr(2) : "\xE2\x96\x81" + t;

@@ -503,7 +503,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 29);  // every file of models/, mamba-130m the latest
+  CHECK(count == 30);  // every file of models/, mamba-130m and llama-2-7b-dynamic-ntk the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -1038,6 +1038,24 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     CHECK(e == "config.json: model_type \"xlnet\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
                "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart, mamba");
+  }
+  SUBCASE("DeepSeek-V2/V3: the latent attention's keys, named as not supported yet") {
+    // DeepSeek-V3's config.json, its attention and routing keys.
+    const json v3 = json::parse(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
+      "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+      "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
+      "first_k_dense_replace": 3, "n_group": 8, "topk_group": 4, "topk_method": "noaux_tc", "scoring_func": "sigmoid",
+      "norm_topk_prob": true, "routed_scaling_factor": 2.5})");
+    CHECK(import_error(v3) ==
+          "config.json: model_type \"deepseek_v3\": multi-head latent attention (q_lora_rank 1536, kv_lora_rank 512, "
+          "qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128) is not supported yet; its MoE routing is "
+          "expressible ([moe] scoring, correction_bias, groups, topk_groups, group_score, routed_scaling_factor, "
+          "dense_layers), its attention is not");
+    // DeepSeek-V2-Lite: no q_lora_rank (a plain query projection).
+    const json lite = json::parse(R"({"model_type": "deepseek_v2", "q_lora_rank": null, "kv_lora_rank": 512,
+      "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "topk_method": "greedy"})");
+    CHECK(contains(import_error(lite), "model_type \"deepseek_v2\": multi-head latent attention (q_lora_rank null, "
+                                       "kv_lora_rank 512,"));
   }
   SUBCASE("T5: a task head, a decoder table too small for its exact distances, an unknown activation") {
     json config = json::parse(kT5SmallEncoder);

@@ -113,6 +113,7 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
       {"gemma-3-1b", {"width-depth", "ffn-ratio"}},
       {"gpt2", {"width-depth", "vocab-multiple"}},
       {"llama-3-8b", {}},
+      {"llama-2-7b-dynamic-ntk", {}},
       {"llama-3.2-1b", {"kv-cache-size"}},  // 131072 positions of 16 layers' 8 KV heads
       {"mistral-7b-v0.1", {}},
       {"mixtral-8x7b", {"width-depth", "moe-shared-expert"}},

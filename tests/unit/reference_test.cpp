@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -423,6 +424,31 @@ TEST_CASE("reference: RoPE scaling frequencies as Hugging Face transformers comp
   }
 }
 
+namespace {
+
+// Writes into the dense MLP of layer 0 of `wd` (width 48) the two experts
+// `picked` of `ws` (width 24, Mixtral's names) as one: their gate and up
+// stacked, their down side by side scaled by `weight`, so that it computes
+// their weighted sum.
+void stack_experts(const Weights& ws, Weights& wd, std::array<int, 2> picked, double weight) {
+  const std::string L = "model.layers.0.";
+  std::vector<float>& gate = wd.tensors.at(L + "mlp.gate_proj.weight");  // [48, 16]
+  std::vector<float>& up = wd.tensors.at(L + "mlp.up_proj.weight");      // [48, 16]
+  std::vector<float>& down = wd.tensors.at(L + "mlp.down_proj.weight");  // [16, 48]
+  for (int slot = 0; slot < 2; ++slot) {
+    const std::string x = L + "block_sparse_moe.experts." + std::to_string(picked[slot]) + ".";
+    const std::vector<float>& w1 = ws.tensors.at(x + "w1.weight");  // [24, 16]
+    const std::vector<float>& w3 = ws.tensors.at(x + "w3.weight");
+    const std::vector<float>& w2 = ws.tensors.at(x + "w2.weight");  // [16, 24]
+    std::copy(w1.begin(), w1.end(), gate.begin() + slot * 24 * 16);
+    std::copy(w3.begin(), w3.end(), up.begin() + slot * 24 * 16);
+    for (int o = 0; o < 16; ++o)
+      for (int i = 0; i < 24; ++i) down[o * 48 + slot * 24 + i] = static_cast<float>(weight * w2[o * 24 + i]);
+  }
+}
+
+}  // namespace
+
 // Equal router logits: every expert has probability 1/E, and top-k takes the
 // lowest indices (torch.topk on equal values), experts 0 and 1 of 4. Their
 // weighted sum equals one dense MLP of twice the width whose gate and up are
@@ -446,20 +472,7 @@ TEST_CASE("reference: MoE top-k takes the lowest experts on ties and weighs them
     for (int e = 2; e < 4; ++e)
       for (const char* w : {"w1", "w2", "w3"})
         for (float& v : ws.tensors.at(L + "block_sparse_moe.experts." + std::to_string(e) + "." + w + ".weight")) v *= 40.0f;
-    const double weight = renormalize ? 0.5 : 0.25;
-    std::vector<float>& gate = wd.tensors.at(L + "mlp.gate_proj.weight");  // [48, 16]
-    std::vector<float>& up = wd.tensors.at(L + "mlp.up_proj.weight");      // [48, 16]
-    std::vector<float>& down = wd.tensors.at(L + "mlp.down_proj.weight");  // [16, 48]
-    for (int e = 0; e < 2; ++e) {
-      const std::string x = L + "block_sparse_moe.experts." + std::to_string(e) + ".";
-      const std::vector<float>& w1 = ws.tensors.at(x + "w1.weight");  // [24, 16]
-      const std::vector<float>& w3 = ws.tensors.at(x + "w3.weight");
-      const std::vector<float>& w2 = ws.tensors.at(x + "w2.weight");  // [16, 24]
-      std::copy(w1.begin(), w1.end(), gate.begin() + e * 24 * 16);
-      std::copy(w3.begin(), w3.end(), up.begin() + e * 24 * 16);
-      for (int o = 0; o < 16; ++o)
-        for (int i = 0; i < 24; ++i) down[o * 48 + e * 24 + i] = static_cast<float>(weight * w2[o * 24 + i]);
-    }
+    stack_experts(ws, wd, {0, 1}, renormalize ? 0.5 : 0.25);
     Reference a(sparse, ws), b(dense, wd);
     const std::vector<int32_t> tokens = {3, 7, 1, 12, 0};
     const std::vector<float> la = a.forward(tokens), lb = b.forward(tokens);
@@ -614,4 +627,44 @@ TEST_CASE("reference: Mamba token by token equals the whole-sequence form, and r
   // A prefill from a reset starts from the zero state: the same logits.
   ref.reset();
   CHECK(max_diff(ref.forward(tokens), expected) <= 1e-5);
+
+// DeepSeek's routing with zero router logits: every sigmoid score is 1/2,
+// so the correction bias alone decides, and the weights (the scores without
+// it) are 1/2 each, 1/2 renormalized, times routed_scaling_factor 2.5: 1.25.
+// The bias [0.25, 0.25, 0, 0, 0.3, -0.2, 0, 0] over 4 groups of 2 picks
+// experts {0, 1} when the best group is the one of the best two (V3's
+// top2_sum: 1.5), {4, 5} when it is the one of the best expert (V2's max:
+// 0.8), and {4, 0} without groups. The others are far larger: picking
+// one would show, as would a weight with the bias in it.
+TEST_CASE("reference: DeepSeek routing chooses by score + bias among the best groups, weighs by score") {
+  struct Case {
+    std::string keys;
+    int first, second;
+  };
+  for (const Case& c : {Case{"groups = 4\ntopk_groups = 1\ngroup_score = \"top2_sum\"\n", 0, 1},
+                        Case{"groups = 4\ntopk_groups = 1\ngroup_score = \"max\"\n", 4, 5}, Case{"", 4, 0}}) {
+    CAPTURE(c.keys);
+    const std::string moe = "[moe]\nexperts = 8\ntop_k = 2\nnorm_topk_prob = true\nscoring = \"sigmoid\"\n"
+                            "correction_bias = true\nrouted_scaling_factor = 2.5\n" + c.keys;
+    const spec::Spec sparse = parse(llama(16, 4, 2, 24, 13, 1, moe));
+    const spec::Spec dense = parse(llama(16, 4, 2, 48, 13, 1));
+    Weights ws = random_weights(sparse, 3, 0.5f);
+    Weights wd = random_weights(dense, 3, 0.5f);
+    const std::string L = "model.layers.0.";
+    for (auto& [name, values] : wd.tensors)
+      if (ws.tensors.count(name)) values = ws.tensors.at(name);
+    for (float& v : ws.tensors.at(L + "block_sparse_moe.gate.weight")) v = 0.0f;
+    ws.tensors.at(L + "mlp.gate.e_score_correction_bias") = {0.25f, 0.25f, 0.0f, 0.0f, 0.3f, -0.2f, 0.0f, 0.0f};
+    for (int e = 0; e < 8; ++e)
+      if (e != c.first && e != c.second)
+        for (const char* w : {"w1", "w2", "w3"})
+          for (float& v : ws.tensors.at(L + "block_sparse_moe.experts." + std::to_string(e) + "." + w + ".weight")) v *= 40.0f;
+    stack_experts(ws, wd, {c.first, c.second}, 1.25);
+    Reference a(sparse, ws), b(dense, wd);
+    const std::vector<int32_t> tokens = {3, 7, 1, 12, 0};
+    const std::vector<float> la = a.forward(tokens), lb = b.forward(tokens);
+    double worst = 0;
+    for (size_t i = 0; i < la.size(); ++i) worst = std::max(worst, std::abs(double(la[i]) - lb[i]));
+    CHECK(worst < 1e-5);
+  }
 }

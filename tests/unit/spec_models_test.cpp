@@ -35,6 +35,7 @@ constexpr Published kPublished[] = {
     {"tinyllama-1.1b.toml", 1'100'048'384},
     {"llama-3.2-1b.toml", 1'235'814'400},
     {"llama-3-8b.toml", 8'030'261'248},
+    {"llama-2-7b-dynamic-ntk.toml", 6'738'415'616},  // Llama 2 7B's; the scaling adds no weight
     {"mistral-7b-v0.1.toml", 7'241'732'096},
     {"gemma-2-2b.toml", 2'614'341'888},
     {"phi-3-mini-4k.toml", 3'821'079'552},

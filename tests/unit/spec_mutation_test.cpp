@@ -70,7 +70,8 @@ const char* const kNumbers[] = {
 const char* const kSpecLines[] = {
     "[moe]", "experts = 4096", "experts = 8", "top_k = 2", "top_k = 4096", "shared_experts = 4096",
     "shared_experts = 1", "shared_intermediate = 16777216", "expert_intermediate = 16777216",
-    "shared_expert_gate = true", "norm_topk_prob = true",
+    "shared_expert_gate = true", "norm_topk_prob = true", "scoring = \"sigmoid\"", "correction_bias = true",
+    "groups = 32", "groups = 8", "topk_groups = 4", "group_score = \"top2_sum\"", "routed_scaling_factor = 2.5",
     "[attention]", "sliding_window = 4096", "sliding_window = 16777216", "window_pattern = [true, false]",
     "window_pattern = []", "qk_norm = \"whole\"", "qk_norm = \"per_head\"", "softcap = 50.0", "scale = 0.125",
     "query_pre_attn_scalar = 256", "bias = true", "q_bias = true",
@@ -100,6 +101,8 @@ const char* const kBlocks[] = {
     "[moe]\nexperts = 64\ntop_k = 8\nshared_experts = 4096\nshared_intermediate = 16777216\n"
     "shared_expert_gate = true\n",
     "[moe]\nexperts = 8\ntop_k = 2\nexpert_intermediate = 16777216\n",
+    "[moe]\nexperts = 4096\ntop_k = 8\nscoring = \"sigmoid\"\ncorrection_bias = true\ngroups = 32\ntopk_groups = 4\n"
+    "group_score = \"top2_sum\"\nrouted_scaling_factor = 2.5\nshared_experts = 1\n",
     "[attention]\nsliding_window = 4096\nwindow_pattern = [true, false, false]\n",
     "[position.scaling]\nkind = \"llama3\"\nfactor = 8.0\noriginal_max_context = 8192\n",
     "[weights.names]\nexpert_gate = \"l{layer}.e{expert}.w1\"\nexpert_up = \"l{layer}.e{expert}.w3\"\n"

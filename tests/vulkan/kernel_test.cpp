@@ -513,7 +513,7 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
                                "tiny-llama-q8", "tiny-gpt2-gguf", "gemma-2-2b", "olmo-2-1b", "phi-3-mini-4k", "gemma-3-1b",
                                "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3", "tiny-neox", "tiny-phi2",
                                "tiny-gptj", "tiny-bloom", "tiny-falcon", "tiny-post-norm", "tiny-mixtral", "tiny-mpt",
-                               "tiny-moe-dense-layers", "mixtral-8x7b", "tiny-bert", "tiny-rope-encoder", "tiny-t5", "tiny-bart"}) {
+                               "tiny-moe-dense-layers", "tiny-deepseek-moe", "mixtral-8x7b", "tiny-bert", "tiny-rope-encoder", "tiny-t5", "tiny-bart"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
@@ -1196,14 +1196,34 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
 // itself), each over the experts' matrices stacked, grid z the expert;
 // moe_combine's weighted sum into the stream, with a shared expert's output
 // (scaled by sigmoid of its gate's logit, read beside the router's) where
-// the model has one. 13 rows (prefill tiles) and 1 (decode).
+// the model has one. 13 rows (prefill tiles) and 1 (decode). DeepSeek's
+// routing: sigmoid scores, a correction bias that chooses but does not
+// weigh, group-limited top-k (a group scored by its best two experts, and
+// for each grouped model also DeepSeek-V2's rule: softmax, by its best
+// one), routed scaling.
 TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted sum") {
   Gpu gpu(device);
-  size_t models_with_experts = 0;
+  size_t models_with_experts = 0, grouped = 0;
+  std::vector<Model> cases;
   for (const Model& m : models()) {
+    if (!m.spec.moe.enabled()) continue;
+    cases.push_back(m);
+    if (m.spec.moe.groups > 1) {
+      Model v2{m.spec, {}};
+      v2.spec.name += "-v2-routing";
+      v2.spec.moe.scoring = spec::MoeScoring::Softmax;
+      v2.spec.moe.correction_bias = false;
+      v2.spec.moe.group_score = spec::GroupScore::Max;
+      v2.spec.moe.norm_topk_prob = false;
+      v2.spec.moe.routed_scaling_factor = 16.0;
+      v2.kernels = emit::kernel_instances(v2.spec);
+      cases.push_back(std::move(v2));
+    }
+  }
+  for (const Model& m : cases) {
     const spec::Spec& s = m.spec;
-    if (!s.moe.enabled()) continue;
     ++models_with_experts;
+    if (s.moe.groups > 1) ++grouped;
     CAPTURE(s.name);
     const emit::KernelInstance *route_k = nullptr, *gated_k = nullptr, *down_k = nullptr, *combine_k = nullptr;
     for (const emit::KernelInstance& k : m.kernels) {
@@ -1225,6 +1245,14 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
     CHECK(Constants(*route_k).u("E") == E);
     CHECK(Constants(*route_k).u("TOPK") == K);
     CHECK(Constants(*route_k).flag("NORM_TOPK") == s.moe.norm_topk_prob);
+    const spec::Moe& moe = s.moe;
+    const bool sigmoid = Constants(*route_k).flag("SIGMOID"), biased = Constants(*route_k).flag("CORRECTION_BIAS");
+    const bool top2 = Constants(*route_k).flag("GROUP_TOP2");
+    CHECK(sigmoid == (moe.scoring == spec::MoeScoring::Sigmoid));
+    CHECK(biased == moe.correction_bias);
+    CHECK(Constants(*route_k).flag("GROUPED") == (moe.groups > 1));
+    CHECK(top2 == (moe.group_score == spec::GroupScore::Top2Sum));
+    CHECK(Constants(*route_k).flag("SCALED") == (moe.routed_scaling_factor != 1.0));
     // The router's logits open rows of LS: a shared expert's gate logit may follow them.
     // (Beside it when they share a dtype; GGUF's vector gate, f32, is a matmul of its own.)
     const uint32_t LS = Constants(*route_k).u("LOGITS_STRIDE");
@@ -1251,36 +1279,68 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       for (uint32_t e = 0; e < E; ++e) logits[e] = 0.5f;
       if (R > 1) logits[LS + 1] = logits[LS + E - 1] = 3.0f;
       const size_t route_words = size_t{R} * (K + 3 * E + 1);
+      // The correction bias: large enough beside sigmoid scores to change the choice.
+      const std::vector<float> bias = random_floats(E, -0.3f, 0.3f);
       vk::Buffer lb = buffer_of(device, logits);
+      vk::Buffer bb = buffer_of(device, bias);
       vk::Buffer rb = buffer_of(device, std::vector<uint32_t>(route_words, 0xdeadbeefu));
-      gpu.run(m, *route_k, kernels::MoeRouteBindings<vk::Binding>{.logits = whole(lb), .route = whole(rb)},
+      gpu.run(m, *route_k,
+              kernels::MoeRouteBindings<vk::Binding>{.logits = whole(lb), .route = whole(rb),
+                                                     .bias = biased ? whole(bb) : gpu.no_buffer()},
               push::RowsPush{.rows = R}, 1);
       const std::vector<uint32_t> route = read_back<uint32_t>(device, rb, route_words);
 
-      // The CPU's routing: softmax, a stable sort (lowest index first among equals), the top K.
+      // The CPU's routing: softmax or sigmoid scores; the values to choose by
+      // (+ bias); the best groups' experts only; a stable sort (lowest index
+      // first among equals), the top K, weighted by their scores.
       std::vector<uint32_t> ids(size_t{R} * K);
       std::vector<double> weights(size_t{R} * K);
       std::vector<std::vector<uint32_t>> lists(E);
+      const uint32_t G = static_cast<uint32_t>(moe.groups), group_size = E / G;
       for (uint32_t t = 0; t < R; ++t) {
         const float* row = &logits[size_t{t} * LS];
-        const double top = *std::max_element(row, row + E);
         std::vector<double> p(E);
-        double sum = 0;
-        for (uint32_t e = 0; e < E; ++e) sum += (p[e] = std::exp(double{row[e]} - top));
+        if (sigmoid) {
+          for (uint32_t e = 0; e < E; ++e) p[e] = 1 / (1 + std::exp(-double{row[e]}));
+        } else {
+          const double top = *std::max_element(row, row + E);
+          double sum = 0;
+          for (uint32_t e = 0; e < E; ++e) sum += (p[e] = std::exp(double{row[e]} - top));
+          for (double& v : p) v /= sum;
+        }
+        std::vector<double> by = p;
+        if (biased)
+          for (uint32_t e = 0; e < E; ++e) by[e] += bias[e];
+        if (G > 1) {
+          std::vector<double> score(G);
+          for (uint32_t g = 0; g < G; ++g) {
+            std::vector<double> v(by.begin() + g * group_size, by.begin() + (g + 1) * group_size);
+            std::sort(v.rbegin(), v.rend());
+            score[g] = top2 ? v[0] + v[1] : v[0];
+          }
+          std::vector<uint32_t> rank(G);
+          std::iota(rank.begin(), rank.end(), 0u);
+          std::stable_sort(rank.begin(), rank.end(), [&](uint32_t a, uint32_t b) { return score[a] > score[b]; });
+          for (uint32_t r = static_cast<uint32_t>(moe.topk_groups); r < G; ++r)
+            for (uint32_t e = rank[r] * group_size; e < (rank[r] + 1) * group_size; ++e)
+              by[e] = -std::numeric_limits<double>::infinity();
+        }
         std::vector<uint32_t> order(E);
         std::iota(order.begin(), order.end(), 0u);
-        std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return p[a] > p[b]; });
+        std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return by[a] > by[b]; });
         double chosen = 0;
-        for (uint32_t j = 0; j < K; ++j) chosen += p[order[j]] / sum;
+        for (uint32_t j = 0; j < K; ++j) chosen += p[order[j]];
         for (uint32_t j = 0; j < K; ++j) {
           ids[t * K + j] = order[j];
-          weights[t * K + j] = p[order[j]] / sum / (s.moe.norm_topk_prob ? chosen : 1.0);
+          weights[t * K + j] = p[order[j]] / (moe.norm_topk_prob ? chosen : 1.0) * moe.routed_scaling_factor;
           lists[order[j]].push_back(t * K + j);
         }
       }
-      CHECK(ids[0] == 0);  // equal logits: experts 0, 1, … in order
-      if (K > 1) CHECK(ids[1] == 1);
-      if (R > 1) CHECK((ids[K] == 1 && (K < 2 || ids[K + 1] == E - 1)));
+      if (!biased) {
+        CHECK(ids[0] == 0);  // equal logits: experts 0, 1, … in order
+        if (K > 1) CHECK(ids[1] == 1);
+      }
+      if (R > 1 && !biased && !top2) CHECK((ids[K] == 1 && (K < 2 || ids[K + 1] == E - 1)));
       NormalizedError ew;
       for (uint32_t e = 0; e < E; ++e) {
         CAPTURE(e);
@@ -1394,6 +1454,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
     report_worst("moe " + s.name, worst);
   }
   CHECK(models_with_experts >= 2);
+  CHECK(grouped >= 2);  // tiny-deepseek-moe, with V3's routing and with V2's
 }
 
 TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
