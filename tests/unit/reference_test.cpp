@@ -627,6 +627,7 @@ TEST_CASE("reference: Mamba token by token equals the whole-sequence form, and r
   // A prefill from a reset starts from the zero state: the same logits.
   ref.reset();
   CHECK(max_diff(ref.forward(tokens), expected) <= 1e-5);
+}
 
 // DeepSeek's routing with zero router logits: every sigmoid score is 1/2,
 // so the correction bias alone decides, and the weights (the scores without
