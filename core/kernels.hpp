@@ -194,7 +194,8 @@ struct BindingInfo {
 // every row's sequence's state (read, then written for the next pass; a row
 // at position 0 starts its sequence from zeros): ssm_conv the causal
 // depthwise convolution and its window, ssm_scan the selective scan and its
-// h. x_proj and dt_proj run as matmuls between them.
+// h. x_proj runs as a matmul between them; dt_proj (rank R, a few flops a
+// channel) runs inside ssm_scan, which reads x_proj's first R columns.
 #define LATHE_BIND_SSM_CONV(X)                                                        \
   X(io, Storage, "sequence and position of each row")                                 \
   X(xz, Storage, "[rows][2·DI] f32: in_proj's output, the scan's input x first")      \
@@ -206,7 +207,8 @@ struct BindingInfo {
   X(io, Storage, "sequence and position of each row")                                 \
   X(u, Storage, "[rows][DI] f32: ssm_conv's output")                                  \
   X(dbc, Storage, "[rows][R + 2·N] f32: x_proj's output (dt's low rank, B, C)")       \
-  X(dt, Storage, "[rows][DI] f32: dt_proj's output with its bias, before softplus")   \
+  X(dt_w, Storage, "[DI][R] f32: dt_proj's weight")                                   \
+  X(dt_bias, Storage, "[DI] f32: dt_proj's bias")                                     \
   X(xz, Storage, "[rows][2·DI] f32: in_proj's output, the gate z at DI")              \
   X(a_log, Storage, "[DI][N] f32: A = -exp(A_log)")                                   \
   X(d, Storage, "[DI] f32: the skip")                                                 \
@@ -257,7 +259,7 @@ inline constexpr BindingInfo kSsmScanBindings[] = {LATHE_BIND_SSM_SCAN(LATHE_BIN
 #undef LATHE_BIND_STRUCT
 
 // The most bindings of any family: plans store bindings in arrays this long.
-inline constexpr size_t kMaxBindings = 9;
+inline constexpr size_t kMaxBindings = 10;
 
 enum class Family : uint8_t {
   Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan

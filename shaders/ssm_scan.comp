@@ -3,7 +3,8 @@
 // for a row at position 0: a new sequence), which it leaves at the
 // sequence's last row in the pass (a sequence's rows are consecutive: a
 // prompt chunk's, or one a sequence in a batched decode step): per channel c
-// and row t, with dt = softplus(dt_raw[t][c]) and A = -exp(A_log[c]),
+// and row t, with dt = softplus(dt_bias[c] + Σ_r dt_w[c][r]·dbc[t][r]) (dt_proj on
+// x_proj's first R columns, folded in here) and A = -exp(A_log[c]),
 //   h[n] = exp(dt·A[n])·h[n] + dt·B[t][n]·u[t][c],
 //   y[t][c] = (Σ_n C[t][n]·h[n] + D[c]·u[t][c]) · silu(z[t][c]).
 // One subgroup-sized workgroup per channel; its lanes hold the states
@@ -11,8 +12,9 @@
 //
 // Generated constants: DI (d_inner), N (d_state), R (dt_rank).
 // Push constants (RowsPush): rows.
-// Buffers: io (IoRow: sequence, position); u [rows][DI]; dbc [rows][R + 2·N] (B at R, C at R + N); dt
-//          [rows][DI]; xz [rows][2·DI] (z at DI); a_log [DI][N]; d [DI];
+// Buffers: io (IoRow: sequence, position); u [rows][DI]; dbc [rows][R + 2·N] (dt's low rank
+//          first, B at R, C at R + N); dt_w [DI][R]; dt_bias [DI]; xz [rows][2·DI] (z at DI);
+//          a_log [DI][N]; d [DI];
 //          state [sequences][DI][N], read and written; y [rows][DI]; all f32.
 
 #include "common.glsl"
@@ -22,7 +24,8 @@ layout(local_size_x_id = 0) in;
 IO_BLOCK(BINDING_io)
 layout(std430, binding = BINDING_u) readonly buffer U { float u[]; };
 layout(std430, binding = BINDING_dbc) readonly buffer DBC { float dbc[]; };
-layout(std430, binding = BINDING_dt) readonly buffer DT { float dt_raw[]; };
+layout(std430, binding = BINDING_dt_w) readonly buffer DTW { float dt_w[]; };
+layout(std430, binding = BINDING_dt_bias) readonly buffer DTB { float dt_bias[]; };
 layout(std430, binding = BINDING_xz) readonly buffer XZ { float xz[]; };
 layout(std430, binding = BINDING_a_log) readonly buffer A { float a_log[]; };
 layout(std430, binding = BINDING_d) readonly buffer D { float d_skip[]; };
@@ -46,7 +49,8 @@ void main() {
       const bool fresh = io.rows[t].position == 0u;
       for (uint i = 0u, n = lane; n < N; ++i, n += lanes) h[i] = fresh ? 0.0 : state[(seq * DI + c) * N + n];
     }
-    const float raw = dt_raw[t * DI + c];
+    float raw = dt_bias[c];
+    for (uint r = 0u; r < R; ++r) raw += dt_w[c * R + r] * dbc[t * ROW + r];
     const float dt = raw > 20.0 ? raw : log(1.0 + exp(raw));  // torch's softplus, threshold 20
     const float x = u[t * DI + c];
     float partial = 0.0;

@@ -1517,7 +1517,8 @@ TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
 // states the one before left; the expected values are the recurrence
 // computed here in double, the CPU reference's step (runtime/reference's
 // mamba()). Real widths: 16 states over a subgroup's lanes; 5 states (lanes
-// idle) with 3 taps and no conv bias. The plan does not run them yet.
+// idle) with 3 taps and no conv bias. dt_proj runs inside ssm_scan on
+// x_proj's first dt_rank columns.
 TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry each sequence's state across passes") {
   Gpu gpu(device);
   for (const auto& [hidden, extra] :
@@ -1542,7 +1543,9 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry
     const uint32_t W = DC - 1, ROW = R + 2 * N;
     const std::vector<float> w = random_floats(size_t{DI} * DC), bias = random_floats(DI);
     const std::vector<float> a_log = random_floats(size_t{DI} * N), d = random_floats(DI);
+    const std::vector<float> dt_w = random_floats(size_t{DI} * R), dt_bias = random_floats(DI, -3.0f, 1.0f);
     vk::Buffer wb = buffer_of(device, w), bb = buffer_of(device, bias), ab = buffer_of(device, a_log), db = buffer_of(device, d);
+    vk::Buffer dtwb = buffer_of(device, dt_w), dtbb = buffer_of(device, dt_bias);
     // Garbage in the states: a sequence at position 0 must not read its own.
     vk::Buffer conv_state = buffer_of(device, random_floats(std::max<size_t>(size_t{kSequences} * DI * W, 1), 5.0f, 9.0f));
     vk::Buffer scan_state = buffer_of(device, random_floats(size_t{kSequences} * DI * N, 5.0f, 9.0f));
@@ -1562,9 +1565,7 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry
       std::vector<uint32_t> io;  // IoRow: token, sequence, position, extent
       for (const Row& r : pass) io.insert(io.end(), {0u, r.sequence, r.position, 0u});
       const std::vector<float> xz = random_floats(size_t{rows} * 2 * DI), dbc = random_floats(size_t{rows} * ROW);
-      const std::vector<float> dt = random_floats(size_t{rows} * DI, -3.0f, 2.0f);
       vk::Buffer iob = buffer_of(device, io), xzb = buffer_of(device, xz), dbcb = buffer_of(device, dbc);
-      vk::Buffer dtb = buffer_of(device, dt);
       vk::Buffer ub = buffer_of(device, std::vector<float>(size_t{rows} * DI, kGuard));
       vk::Buffer yb = buffer_of(device, std::vector<float>(size_t{rows} * DI, kGuard));
       gpu.run(m, m.kernels[0],
@@ -1574,8 +1575,8 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry
               push::RowsPush{.rows = rows}, DI);
       const std::vector<float> u = read_back<float>(device, ub, size_t{rows} * DI);
       gpu.run(m, m.kernels[1],
-              kernels::SsmScanBindings<vk::Binding>{.io = whole(iob), .u = whole(ub), .dbc = whole(dbcb), .dt = whole(dtb),
-                                                    .xz = whole(xzb), .a_log = whole(ab), .d = whole(db),
+              kernels::SsmScanBindings<vk::Binding>{.io = whole(iob), .u = whole(ub), .dbc = whole(dbcb), .dt_w = whole(dtwb),
+                                                    .dt_bias = whole(dtbb),                                                    .xz = whole(xzb), .a_log = whole(ab), .d = whole(db),
                                                     .state = whole(scan_state), .y = whole(yb)},
               push::RowsPush{.rows = rows}, DI);
       const std::vector<float> y = read_back<float>(device, yb, size_t{rows} * DI);
@@ -1595,7 +1596,9 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry
           if (W > 0) win[size_t{c} * W + W - 1] = x;
           const double uu = sum / (1 + std::exp(-sum));
           eu.add(u[size_t{t} * DI + c], uu);
-          const double raw = dt[size_t{t} * DI + c], step = raw > 20 ? raw : std::log1p(std::exp(raw));
+          double raw = dt_bias[c];
+          for (uint32_t r = 0; r < R; ++r) raw += double{dt_w[size_t{c} * R + r]} * dbc[size_t{t} * ROW + r];
+          const double step = raw > 20 ? raw : std::log1p(std::exp(raw));
           double out = 0;
           for (uint32_t n = 0; n < N; ++n) {
             double& hn = hs[size_t{c} * N + n];
