@@ -223,7 +223,12 @@ std::string memory_text(const lathe::Session& session) {
   char text[96];
   std::snprintf(text, sizeof text, "weights %.2f MiB, KV cache %.2f MiB", static_cast<double>(m.weights) / (1 << 20),
                 static_cast<double>(m.cache) / (1 << 20));
-  return text;
+  std::string out = text;
+  if (m.state > 0) {  // a Mamba model: its fixed state per sequence instead of a cache
+    std::snprintf(text, sizeof text, ", Mamba state %.2f MiB", static_cast<double>(m.state) / (1 << 20));
+    out += text;
+  }
+  return out;
 }
 
 // A checkpoint of random weights in the manifest's dtypes: for trying a
@@ -234,8 +239,7 @@ int cmd_random_weights(const std::string& out, uint64_t seed, float scale) {
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   for (const lathe::ManifestEntry& e : m.manifest) {
     const std::vector<float> values = random_values(e, state, scale);
-    lathe::weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
-    if (e.rank == 2) t.shape.push_back(e.shape[1]);
+    lathe::weights::TensorToWrite t{std::string(e.name), e.dtype, e.stored_shape(), {}};
     t.data.resize(values.size() * lathe::weights::dtype_size(e.dtype));
     lathe::weights::convert(lathe::DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
     tensors.push_back(std::move(t));

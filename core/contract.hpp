@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace lathe {
 
@@ -191,8 +192,10 @@ constexpr bool is_rel_bias(Role r) { return r == Role::RelBias || r == Role::Enc
 // Whether the kernels read a tensor as a matrix (a texel buffer, [rows][cols]):
 // rank 2, or a one-row linear stored as a vector, [1, N] (llama.cpp's
 // Qwen2-MoE shared-expert gate, ffn_gate_inp_shexp [hidden]).
-// (T5's relative position bias is not: is_rel_bias.)
+// (T5's relative position bias is not: is_rel_bias; nor a Mamba layer's
+// conv taps, A_log, D and dt_proj, f32 arrays ssm_conv and ssm_scan index.)
 constexpr bool read_as_matrix(Role role, bool bias, size_t rank) {
+  if (is_ssm_param(role) || role == Role::SsmDt) return false;
   return (rank == 2 && !is_rel_bias(role)) || (rank == 1 && is_linear(role) && !bias);
 }
 
@@ -232,13 +235,22 @@ struct ManifestEntry {
   int32_t expert;  // -1: not per expert
   std::string_view name;
   uint8_t rank;
-  std::array<int64_t, 2> shape;  // as stored; shape[1] is 1 for rank 1
+  // As stored; shape[1] is 1 for rank 1. Rank 3 is a depthwise conv1d's
+  // weight stored [rows, 1, cols] (Mamba's [d_inner, 1, d_conv]): shape holds
+  // [rows, cols], as the device holds it (stored_shape() gives it back).
+  std::array<int64_t, 2> shape;
   DType dtype;
   // ≥ 0: this entry is index `slice` of dim 0 of the stacked tensor `name`
   // ([experts][shape…]: llama.cpp's ffn_*_exps); -1: the tensor is `name`.
   int32_t slice = -1;
 
   constexpr int64_t elements() const { return shape[0] * shape[1]; }
+  // The shape a checkpoint stores it in.
+  std::vector<int64_t> stored_shape() const {
+    if (rank == 3) return {shape[0], 1, shape[1]};
+    if (rank == 2) return {shape[0], shape[1]};
+    return {shape[0]};
+  }
 };
 
 // One entry of a vocabulary's table: the spec key ("attn_norm", as specs,

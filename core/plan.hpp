@@ -55,6 +55,8 @@ enum class Resource : uint8_t {
   VCache,      // layer `index`'s V cache
   Partials,    // the attention partials of split key ranges: [rows][heads][splits][head_dim + 2] f32
   Part,        // part `index`: a row range of a matrix over the binding limit (texels)
+  ConvState,   // layer `index`'s Mamba conv windows: [sequences][conv_state_floats] f32
+  ScanState,   // layer `index`'s Mamba scan states h: [sequences][scan_state_floats] f32
 };
 
 // One token row of a pass, as the kernels read it from the IO buffer
@@ -88,6 +90,8 @@ constexpr Binding k_cache(int32_t layer) { return {Resource::KCache, layer}; }
 constexpr Binding v_cache(int32_t layer) { return {Resource::VCache, layer}; }
 constexpr Binding partials() { return {Resource::Partials, 0}; }
 constexpr Binding part(int32_t index) { return {Resource::Part, index}; }
+constexpr Binding conv_state(int32_t layer) { return {Resource::ConvState, layer}; }
+constexpr Binding scan_state(int32_t layer) { return {Resource::ScanState, layer}; }
 
 // A family's named bindings as a plan's fixed-size array.
 template <class Named>
@@ -99,7 +103,9 @@ constexpr std::array<Binding, kernels::kMaxBindings> bindings(const Named& named
 }
 
 // Experts: the matmul tiles of Tiles for each of groups_z experts (grid z).
-enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts };
+// Channels: (groups_x, 1, 1), a workgroup per channel over every row (a
+// Mamba layer's ssm_conv and ssm_scan, which walk the rows in order).
+enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts, Channels };
 
 // One kernel instance of the model: its name and family. The SPIR-V is in
 // the model's kernel table at the same index (kernels.cpp).
@@ -282,6 +288,13 @@ struct Plan {
   // cross-attention cache of its output), the rest the decoder's pass, whose
   // rows' IoRow::extent is their sequence's source length. 0: one pass.
   size_t encode_dispatches = 0;
+  // A Mamba model's state per sequence, kept across passes: layers
+  // 0 … state_layers − 1 each hold conv windows [d_inner][d_conv − 1] and
+  // scan states h [d_inner][d_state] (f32) of every sequence, as
+  // conv_state_floats and scan_state_floats per sequence. 0: none.
+  int64_t state_layers = 0;
+  int64_t conv_state_floats = 0;
+  int64_t scan_state_floats = 0;
 };
 
 // Whether a pass records `d`: split_only dispatches run only when attention
@@ -357,6 +370,10 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
           break;
         case Resource::Part:
           if (!in(x.index, p.parts.size()) || !texel) return bad;
+          break;
+        case Resource::ConvState:
+        case Resource::ScanState:
+          if (!in(x.index, static_cast<size_t>(p.state_layers)) || texel) return bad;
           break;
         case Resource::Io:
         case Resource::Logits:

@@ -332,7 +332,8 @@ struct Spec {
   // The KV caches a sequence holds: one per block, and an encoder–decoder's
   // cross-attention K and V of the encoder's output, one per decoder layer,
   // after them.
-  int64_t cache_layers() const { return blocks() + (encoder_decoder() ? dims.layers : 0); }
+  // A Mamba model's layers keep no KV cache (their state: Ssm's sizes).
+  int64_t cache_layers() const { return ssm.enabled() ? 0 : blocks() + (encoder_decoder() ? dims.layers : 0); }
   int64_t cross_cache(int64_t decoder_layer) const { return blocks() + decoder_layer; }
 
   // Source position of every key that was written ("dims.hidden") and of

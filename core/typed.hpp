@@ -66,6 +66,12 @@ enum class OpKind : uint8_t {
   Output,       // an encoder's final hidden states: out = in, every row, in the output buffer
   CrossKv,      // an encoder–decoder's encode pass: k (in[0]) and v (in[1]) of the encoder's output into
                 //   the cross-attention cache `layer` (no out)
+  SsmConv,      // a Mamba layer's causal depthwise conv and SiLU of x, the first DI columns of in[0]
+                //   (in_proj's [x | z]), with its sequence's window of layer `layer` (dims: DI, DC;
+                //   tensor: taps [DI][DC], bias)
+  SsmScan,      // its selective scan: u = in[0], x_proj's dt | B | C = in[1], z the last DI columns of
+                //   in[2], gated by SiLU(z), with its sequence's h of layer `layer` (dims: DI, N, R;
+                //   tensor: dt_proj's weight, A_log; extra: dt_proj's bias, D)
 };
 
 // Attention's variants (Op::variant).
@@ -88,6 +94,7 @@ struct Op {
   uint8_t variant = 0;  // activation, pairing
   bool local = false;   // rope: the windowed layers' own base, unscaled (Gemma 3)
   double scale = 1;     // logits: out = scale · W · in (T5's tied head)
+  int32_t extra[2] = {-1, -1};  // more manifest indices (ssm_scan: dt_proj's bias, D)
 };
 
 struct Schedule {
@@ -332,6 +339,41 @@ class Recorder {
     static_assert(NQ == Hq * Dh, "cross_attention: q is not heads × head_dim wide");
     return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id}, {-1, -1}, {Hq, Hkv, Dh, 0}, scale, cache, kCross});
   }
+  // A Mamba layer's causal depthwise conv (DC taps) and SiLU over x, the
+  // first DI columns of in_proj's output xz = [x | z], with the window of
+  // layer `layer` each sequence keeps.
+  template <int64_t DI, int64_t DC, int64_t NXZ, int64_t WR, int64_t WC, int64_t B>
+  Act<DI> ssm_conv(Act<NXZ> xz, Weight<WR, WC> taps, Vector<B> bias, int32_t layer) {
+    static_assert(NXZ == 2 * DI, "ssm_conv: in_proj's output is not 2 · d_inner wide (x, then z)");
+    static_assert(WR == DI && WC == DC, "ssm_conv: the taps are not [d_inner][d_conv]");
+    static_assert(B == DI, "ssm_conv: the conv bias is not d_inner wide");
+    return emit<DI>(Op{OpKind::SsmConv, 0, {xz.id}, {taps.tensor, bias.tensor}, {DI, DC}, 0, layer});
+  }
+  template <int64_t DI, int64_t DC, int64_t NXZ, int64_t WR, int64_t WC>
+  Act<DI> ssm_conv(Act<NXZ> xz, Weight<WR, WC> taps, int32_t layer) {
+    return ssm_conv<DI, DC>(xz, taps, Vector<DI>{}, layer);
+  }
+  // Its selective scan of u (ssm_conv's output) with x_proj's output dbc =
+  // [dt (R) | B (N) | C (N)], dt_proj (rank R) applied inside, gated by
+  // SiLU(z), the last DI columns of xz, with the h of layer `layer` each
+  // sequence keeps.
+  template <int64_t DI, int64_t N, int64_t R, int64_t NU, int64_t NDBC, int64_t NXZ, int64_t DR, int64_t DC_,
+            int64_t DB, int64_t AR, int64_t AC, int64_t DD>
+  Act<DI> ssm_scan(Act<NU> u, Act<NDBC> dbc, Act<NXZ> xz, Weight<DR, DC_> dt_proj, Vector<DB> dt_bias,
+                   Weight<AR, AC> a_log, Vector<DD> d, int32_t layer) {
+    static_assert(NU == DI, "ssm_scan: u is not d_inner wide");
+    static_assert(NDBC == R + 2 * N, "ssm_scan: x_proj's output is not dt_rank + 2 · d_state wide");
+    static_assert(NXZ == 2 * DI, "ssm_scan: in_proj's output is not 2 · d_inner wide (x, then z)");
+    static_assert(DR == DI && DC_ == R, "ssm_scan: dt_proj is not [d_inner][dt_rank]");
+    static_assert(DB == DI, "ssm_scan: dt_proj's bias is not d_inner wide");
+    static_assert(AR == DI && AC == N, "ssm_scan: A_log is not [d_inner][d_state]");
+    static_assert(DD == DI, "ssm_scan: D is not d_inner wide");
+    Op op{OpKind::SsmScan, 0, {u.id, dbc.id, xz.id}, {dt_proj.tensor, a_log.tensor}, {DI, N, R}, 0, layer};
+    op.extra[0] = dt_bias.tensor;
+    op.extra[1] = d.tensor;
+    return emit<DI>(op);
+  }
+
   // The encode pass ends here: the ops after it are the decoder's pass.
   void end_encode() { s_.encode_ops = static_cast<uint32_t>(s_.ops.size()); }
 
@@ -366,7 +408,8 @@ constexpr bool matches(const ManifestEntry (&manifest)[M], Weight<Rows, Cols> w,
   if (w.tensor < 0 || static_cast<size_t>(w.tensor) >= M) return false;
   const ManifestEntry& e = manifest[w.tensor];
   if (e.rank == 1) return Rows == 1 && e.shape[0] == Cols;  // a one-row linear stored as a vector
-  return e.rank == 2 && e.shape[0] == (transposed ? Cols : Rows) && e.shape[1] == (transposed ? Rows : Cols);
+  // Rank 3: a depthwise conv1d's taps, [Rows, 1, Cols] stored, [Rows, Cols] held (ManifestEntry).
+  return (e.rank == 2 || e.rank == 3) && e.shape[0] == (transposed ? Cols : Rows) && e.shape[1] == (transposed ? Rows : Cols);
 }
 
 template <size_t M, int64_t N>

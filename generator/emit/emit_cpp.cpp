@@ -28,6 +28,8 @@ std::string handle_type(const TensorSpec& t, Layout layout) {
   // A one-row linear stored as a vector (core/contract.hpp) is still a [1, N] weight.
   if (t.shape.size() == 1 && read_as_matrix(t.role, t.bias, 1)) return "typed::Weight<1, " + std::to_string(t.shape[0]) + ">";
   if (t.shape.size() == 1) return "typed::Vector<" + std::to_string(t.shape[0]) + ">";
+  // A depthwise conv1d's taps, [rows, 1, cols] as stored (Mamba's conv1d): [rows][cols].
+  if (t.shape.size() == 3) return "typed::Weight<" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[2]) + ">";
   const bool transposed = layout == Layout::InOut && is_linear(t.role);
   const int64_t rows = transposed ? t.shape[1] : t.shape[0];
   const int64_t cols = transposed ? t.shape[0] : t.shape[1];
@@ -112,6 +114,15 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                ");";
         break;
       case typed::OpKind::Output: code = "r.template output<hidden>(" + v(op.in[0]) + ");"; break;
+      case typed::OpKind::SsmConv:
+        code = out_var + "r.template ssm_conv<ssm_d_inner, ssm_d_conv>(" + v(op.in[0]) + ", " + w +
+               (b.empty() ? "" : ", " + b) + ", " + std::to_string(op.layer) + ");";
+        break;
+      case typed::OpKind::SsmScan:
+        code = out_var + "r.template ssm_scan<ssm_d_inner, ssm_d_state, ssm_dt_rank>(" + v(op.in[0]) + ", " +
+               v(op.in[1]) + ", " + v(op.in[2]) + ", " + w + ", " + g.handles[i][2] + ", " + b + ", " +
+               g.handles[i][3] + ", " + std::to_string(op.layer) + ");";
+        break;
       case typed::OpKind::CrossKv:
         code = "r.template cross_kv<kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
                std::to_string(op.layer) + ");";
@@ -149,6 +160,8 @@ std::string binding_expr(const plan::Binding& b) {
     case plan::Resource::VCache: return "plan::v_cache(" + i + ")";
     case plan::Resource::Partials: return "plan::partials()";
     case plan::Resource::Part: return "plan::part(" + i + ")";
+    case plan::Resource::ConvState: return "plan::conv_state(" + i + ")";
+    case plan::Resource::ScanState: return "plan::scan_state(" + i + ")";
   }
   return "{}";
 }
@@ -161,6 +174,7 @@ const char* grid_name(plan::Grid g) {
     case plan::Grid::Tiles: return "Tiles";
     case plan::Grid::Single: return "Single";
     case plan::Grid::Experts: return "Experts";
+    case plan::Grid::Channels: return "Channels";
   }
   return "?";
 }
@@ -202,12 +216,6 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   auto refuse = [&](const std::string& key, const std::string& what) {
     diag.error(s.where(key), "not supported yet: " + key + (what.empty() ? "" : " (" + what + ")"));
   };
-  // State-space layers run in the CPU reference (runtime/reference) and
-  // `lathe report`; their kernels and plan resources are not written yet.
-  if (s.ssm.enabled()) {
-    refuse("ssm", "state-space layers have no kernels yet; the CPU reference and report run them");
-    return false;
-  }
   // rope_kv normalizes q and k as it reads them: no rotation, no kernel for it.
   if (s.attention.qk_norm != QKNorm::None && s.position.kind != PositionKind::Rope)
     refuse("attention.qk_norm", "q/k norms run with rope positions only");
@@ -318,7 +326,8 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     constant("rope_local_theta", "double", number_literal(*s.position.local_theta), "position.local_theta",
              "windowed layers, unscaled");
   constant("position_offset", "int64_t", i(s.position.offset), "position.offset", "learned positions");
-  constant("attention_scale", "double", number_literal(s.attention.effective_scale(d.head_dim)), "attention.scale", "");
+  constant("attention_scale", "double", number_literal(s.ssm.enabled() ? 0.0 : s.attention.effective_scale(d.head_dim)),
+           "attention.scale", "0: no attention (a Mamba model)");
   constant("sliding_window", "int64_t", i(s.attention.sliding_window), "attention.sliding_window", "0: none");
   constant("embedding_scale", "double", number_literal(s.embedding.scale), "embedding.scale", "");
   constant("logit_softcap", "double", number_literal(s.output.softcap), "output.softcap", "0: none");
@@ -337,6 +346,10 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
            "KV caches: one per layer, and an encoder-decoder's cross-attention caches after them");
   constant("decoder_start", "int32_t", i(s.decoder_start), "model.decoder_start", "an encoder-decoder's first decoder token");
   constant("logit_scale", "double", number_literal(s.output.scale), "output.scale", "");
+  constant("ssm_d_inner", "int64_t", i(s.ssm.d_inner), "ssm.d_inner", "a Mamba layer's channels (0: none)");
+  constant("ssm_d_conv", "int64_t", i(s.ssm.d_conv), "ssm.d_conv", "taps of its causal depthwise conv");
+  constant("ssm_d_state", "int64_t", i(s.ssm.d_state), "ssm.d_state", "states per channel of its scan");
+  constant("ssm_dt_rank", "int64_t", i(s.ssm.dt_rank), "ssm.dt_rank", "the rank of its dt_proj");
   constant("moe_experts", "int64_t", i(s.moe.experts), "moe.experts", "routed experts per sparse layer (0: dense)");
   constant("moe_top_k", "int64_t", i(s.moe.top_k), "moe.top_k", "experts per token");
   constant("cache_dtype", "DType", "DType::" + std::string(spelling(s.cache.dtype).enumerator), "cache.dtype",
@@ -351,11 +364,18 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     a.set("line", std::to_string(std::max<uint32_t>(1, s.where(key).line)));
     asserts.push_back(a);
   };
-  contract("head_dim_explicit || hidden == heads * head_dim", "hidden is not heads * head_dim (d = H_q * d_h)", "dims.heads");
-  contract("heads % kv_heads == 0", "heads is not a multiple of kv_heads", "dims.kv_heads");
-  contract("rotary_dim % 2 == 0 && rotary_dim <= head_dim", "rotary_dim must be even and at most head_dim",
-           "position.rotary_dim");
-  contract("sliding_window <= max_context", "sliding_window is larger than max_context", "attention.sliding_window");
+  if (s.ssm.enabled()) {  // a Mamba model: no attention, no heads
+    contract("ssm_d_inner > 0 && ssm_d_conv > 0 && ssm_d_state > 0", "a Mamba layer has no channels, taps or states",
+             "ssm.d_inner");
+    contract("ssm_dt_rank > 0 && ssm_dt_rank <= ssm_d_inner", "dt_rank must be in [1, d_inner]", "ssm.dt_rank");
+  } else {
+    contract("head_dim_explicit || hidden == heads * head_dim", "hidden is not heads * head_dim (d = H_q * d_h)",
+             "dims.heads");
+    contract("heads % kv_heads == 0", "heads is not a multiple of kv_heads", "dims.kv_heads");
+    contract("rotary_dim % 2 == 0 && rotary_dim <= head_dim", "rotary_dim must be even and at most head_dim",
+             "position.rotary_dim");
+    contract("sliding_window <= max_context", "sliding_window is larger than max_context", "attention.sliding_window");
+  }
   root.set("asserts", asserts);
 
   kainjow::mustache::list entries;
@@ -374,7 +394,8 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     e.set("expert", i(ts.expert));
     e.set("name", ts.name);
     e.set("rank", i(static_cast<int64_t>(ts.shape.size())));
-    e.set("shape", "{" + i(ts.shape[0]) + ", " + i(ts.shape.size() > 1 ? ts.shape[1] : 1) + "}");
+    // A rank-3 depthwise conv1d weight [rows, 1, cols] as [rows, cols] (ManifestEntry).
+    e.set("shape", "{" + i(ts.shape[0]) + ", " + i(ts.shape.size() > 1 ? ts.shape.back() : 1) + "}");
     e.set("dtype", std::string(spelling(ts.dtype).enumerator));
     e.set("slice", ts.slice >= 0 ? ", " + i(ts.slice) : "");
     entries.push_back(e);
@@ -458,6 +479,9 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("windows", windows);
   root.set("window_count", i(static_cast<int64_t>(p.windows.size())));
   root.set("encode_dispatches", i(static_cast<int64_t>(p.encode_dispatches)));
+  root.set("state_layers", i(p.state_layers));
+  root.set("conv_state_floats", i(p.conv_state_floats));
+  root.set("scan_state_floats", i(p.scan_state_floats));
   kainjow::mustache::list class_items;
   for (const plan::DeviceClass& c : p.classes) {
     const auto tile = [&](const plan::Tile& t) {

@@ -63,14 +63,14 @@ class Builder {
     return "weights." + member_name(t) + (t.layer >= 0 ? "[" + std::to_string(t.layer) + "]" : "");
   }
 
-  uint32_t add(const std::string& key, Op op, int64_t width, std::array<std::string, 2> handles = {}) {
+  uint32_t add(const std::string& key, Op op, int64_t width, std::array<std::string, 4> handles = {}) {
     const uint32_t id = g_.schedule.values++;
     g_.schedule.widths.push_back(width);
     op.out = id;
     push(key, op, std::move(handles));
     return id;
   }
-  void push(const std::string& key, Op op, std::array<std::string, 2> handles = {}) {
+  void push(const std::string& key, Op op, std::array<std::string, 4> handles = {}) {
     op.layer = layer;  // the layer every op of a block belongs to (attention: whose cache it reads)
     g_.schedule.ops.push_back(op);
     g_.keys.push_back(key);
@@ -122,6 +122,30 @@ uint32_t stack_input(Builder& b, const Spec& s, Role positions, Role norm) {
               d.hidden, {b.handle(table), b.handle(types)});
   }
   if (s.embedding.norm) x = b.norm("embedding.norm", x, norm, -1);
+  return x;
+}
+
+// A Mamba block of layer `layer` (transformers' MambaBlock): x + out_proj(
+// scan(conv(in_proj(N(x))))). The norm folds into in_proj; dt_proj runs
+// inside the scan, on x_proj's first dt_rank columns.
+uint32_t ssm_block(Builder& b, const Spec& s, uint32_t x, int64_t layer) {
+  const Ssm& m = s.ssm;
+  b.layer = static_cast<int32_t>(layer);
+  const uint32_t h = b.norm("norm.kind", x, Role::SsmNorm, layer);
+  const uint32_t xz = b.matmul("ssm.d_inner", Role::SsmIn, layer, h);
+  const int32_t taps = b.need(Role::SsmConv, layer), conv_bias = b.find(Role::SsmConv, true, layer);
+  const uint32_t u = b.add("ssm.d_conv", Op{OpKind::SsmConv, 0, {xz}, {taps, conv_bias}, {m.d_inner, m.d_conv}},
+                           m.d_inner, {b.handle(taps), b.handle(conv_bias)});
+  const uint32_t dbc = b.matmul("ssm.dt_rank", Role::SsmX, layer, u);
+  const int32_t dt = b.need(Role::SsmDt, layer), dt_bias = b.find(Role::SsmDt, true, layer);
+  const int32_t a_log = b.need(Role::SsmA, layer), d = b.need(Role::SsmD, layer);
+  Op scan{OpKind::SsmScan, 0, {u, dbc, xz}, {dt, a_log}, {m.d_inner, m.d_state, m.dt_rank}};
+  scan.extra[0] = dt_bias;
+  scan.extra[1] = d;
+  const uint32_t y = b.add("ssm.d_state", scan, m.d_inner, {b.handle(dt), b.handle(a_log), b.handle(dt_bias), b.handle(d)});
+  const uint32_t o = b.matmul("ssm.d_inner", Role::SsmOut, layer, y);
+  x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {s.dims.hidden}}, s.dims.hidden);
+  b.layer = -1;
   return x;
 }
 
@@ -310,7 +334,8 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
   // T5: the relative position bias table, added to every layer's scores.
   const int32_t rel = relative ? b.need(Role::RelBias, -1) : -1;
   for (int64_t layer = encoder_layers; layer < s.blocks(); ++layer)
-    x = block(b, s, x, layer, rel, s.encoder() ? typed::kBidirectional : typed::kCausal,
+    x = s.ssm.layer(layer) ? ssm_block(b, s, x, layer)
+                           : block(b, s, x, layer, rel, s.encoder() ? typed::kBidirectional : typed::kCausal,
               s.encoder_decoder() ? static_cast<int32_t>(s.cross_cache(layer - encoder_layers)) : -1);
   if (s.norm.final_norm) x = b.norm("norm.final", x, Role::FinalNorm, -1);
   if (s.encoder()) {

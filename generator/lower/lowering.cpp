@@ -56,6 +56,7 @@ class Lowering {
         if (op.variant == typed::kCross) return {op.in[0]};
         return {op.in[0], op.in[1], op.in[2]};
       case OpKind::CrossKv: return {op.in[0], op.in[1]};
+      case OpKind::SsmScan: return {op.in[0], op.in[1], op.in[2]};
       case OpKind::MoeCombine: {
         std::vector<uint32_t> in(op.in, op.in + 3 + (op.dims[3] > 0) + (op.dims[3] > 1));  // + shared, + its gate
         return in;
@@ -414,6 +415,40 @@ class Lowering {
         locs_.erase(x);
         return 1;
       }
+      case OpKind::SsmConv: {
+        const Loc xz = whole_rows(i, op.in[0]);
+        const Loc out = materialize(op.out);
+        state_of(i, op.layer);
+        plan_.conv_state_floats = op.dims[0] * (op.dims[1] - 1);
+        Dispatch& d = emit(i, KernelKey{.family = Family::SsmConv}, plan::Grid::Channels,
+                           {{"io", plan::io()},
+                            {"xz", plan::activation(xz.slot)},
+                            {"w", plan::weight(op.tensor[0])},
+                            {"bias", vector_or_none(op.tensor[1])},
+                            {"state", plan::conv_state(op.layer)},
+                            {"u", plan::activation(out.slot)}});
+        d.groups_x = static_cast<uint32_t>(op.dims[0]);
+        return 1;
+      }
+      case OpKind::SsmScan: {
+        const Loc u = whole_rows(i, op.in[0]), dbc = whole_rows(i, op.in[1]), xz = whole_rows(i, op.in[2]);
+        const Loc out = materialize(op.out);
+        state_of(i, op.layer);
+        plan_.scan_state_floats = op.dims[0] * op.dims[1];
+        Dispatch& d = emit(i, KernelKey{.family = Family::SsmScan}, plan::Grid::Channels,
+                           {{"io", plan::io()},
+                            {"u", plan::activation(u.slot)},
+                            {"dbc", plan::activation(dbc.slot)},
+                            {"dt_w", plan::weight(op.tensor[0])},
+                            {"dt_bias", plan::weight(op.extra[0])},
+                            {"xz", plan::activation(xz.slot)},
+                            {"a_log", plan::weight(op.tensor[1])},
+                            {"d", plan::weight(op.extra[1])},
+                            {"state", plan::scan_state(op.layer)},
+                            {"y", plan::activation(out.slot)}});
+        d.groups_x = static_cast<uint32_t>(op.dims[0]);
+        return 1;
+      }
       case OpKind::PosEmbed: unsupported(i, "add_positions must follow the embedding");
       case OpKind::Output: unsupported(i, "an encoder's output must follow the norm that ends its stack");
       case OpKind::Act: unsupported(i, "an activation must follow the matmul it applies to");
@@ -537,6 +572,19 @@ class Lowering {
     const Loc out = materialize(op.out);
     matmul(i, op, nullptr, e, op.in[0], plan::activation(out.slot));
     return 1;
+  }
+
+  // A value the Mamba kernels read as rows of their own ([rows][width]).
+  Loc whole_rows(size_t i, uint32_t value) const {
+    const Loc l = loc(i, value);
+    if (l.offset != 0 || l.stride != static_cast<uint32_t>(s_.widths[value]))
+      unsupported(i, "a Mamba kernel reads a column view; only whole activations are supported");
+    return l;
+  }
+  // Layer `layer` keeps a Mamba state per sequence (layers 0 … state_layers − 1).
+  void state_of(size_t i, int32_t layer) {
+    if (layer < 0) unsupported(i, "a Mamba kernel outside the layers: no state of a layer to keep");
+    plan_.state_layers = std::max<int64_t>(plan_.state_layers, int64_t{layer} + 1);
   }
 
   // The cache `layer`'s window: every attention and append of it agrees.

@@ -70,6 +70,11 @@ struct Plan {
   // An encoder–decoder's: its first encode_dispatches dispatches are the
   // encode pass, the rest the decoder's (0: one pass).
   size_t encode_dispatches = 0;
+  // A Mamba model's per-sequence state (core/plan.hpp's Plan): the layers
+  // that hold it, and its floats per sequence and layer.
+  int64_t state_layers = 0;
+  int64_t conv_state_floats = 0;
+  int64_t scan_state_floats = 0;
   std::vector<plan::DeviceClass> classes;  // device_classes()
   std::vector<plan::Part> parts;           // row ranges of the matrices over max_part_bytes
   int64_t max_part_bytes = 0;

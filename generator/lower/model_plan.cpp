@@ -47,6 +47,8 @@ std::string binding_text(const plan::Binding& b) {
     case plan::Resource::VCache: return "v_cache" + std::to_string(b.index);
     case plan::Resource::Partials: return "partials";
     case plan::Resource::Part: return "part" + std::to_string(b.index);
+    case plan::Resource::ConvState: return "conv_state" + std::to_string(b.index);
+    case plan::Resource::ScanState: return "scan_state" + std::to_string(b.index);
   }
   return "?";
 }

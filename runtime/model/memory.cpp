@@ -1,6 +1,6 @@
 // Every buffer a session's plan binds: weights (alone or stacked in packs),
-// activation slots, the KV cache, the IO buffer, logits and attention
-// partials, each sized by the plan.
+// activation slots, the KV cache (a Mamba model's state), the IO buffer,
+// logits and attention partials, each sized by the plan.
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@ VkDeviceSize host_memory() {
 
 VkDeviceSize Session::Impl::device_bytes(size_t tensor) const {
   const ManifestEntry& e = model.manifest[tensor];  // block rows repacked as device_row plans them
-  return static_cast<VkDeviceSize>(device_tensor_bytes(tensors[tensor].dtype, e.rank == 2 ? 2 : 1, e.shape[0], e.shape[1]));
+  return static_cast<VkDeviceSize>(device_tensor_bytes(tensors[tensor].dtype, e.rank >= 2 ? 2 : 1, e.shape[0], e.shape[1]));
 }
 
 // Before anything is allocated or uploaded: the weights as the device holds
@@ -44,6 +44,8 @@ Session::Memory Session::Impl::memory() const {
   for (int64_t l = 0; l < model.cache_layers; ++l)
     m.cache += 2 * static_cast<uint64_t>(options.sequences) * static_cast<uint64_t>(ring_positions(l)) *
                static_cast<uint64_t>(plan.cache_row_bytes);
+  m.state = static_cast<uint64_t>(plan.state_layers) * static_cast<uint64_t>(options.sequences) *
+            static_cast<uint64_t>(plan.conv_state_floats + plan.scan_state_floats) * 4;
   m.activations = static_cast<uint64_t>(std::max(options.max_chunk, options.sequences)) *
                   static_cast<uint64_t>(model.output_width) * 4;  // the logits (an encoder's states)
   for (int64_t width : plan.slot_widths)
@@ -53,7 +55,7 @@ Session::Memory Session::Impl::memory() const {
 
 void Session::Impl::check_memory() const {
   const Session::Memory m = memory();
-  const VkDeviceSize weights = m.weights, cache = m.cache, activations = m.activations;
+  const VkDeviceSize weights = m.weights, cache = m.cache, activations = m.activations, state = m.state;
   VkDeviceSize heap = 0;
   for (const vk::MemoryHeap& h : device.info().heaps)
     if (h.device_local) heap = std::max<VkDeviceSize>(heap, h.size);
@@ -62,13 +64,14 @@ void Session::Impl::check_memory() const {
   const VkDeviceSize host_bytes = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? host_memory() : 0;
   const bool host = host_bytes > heap;
   if (host) heap = host_bytes;
-  const VkDeviceSize total = weights + cache + activations;
+  const VkDeviceSize total = weights + cache + activations + state;
   auto mib = [](VkDeviceSize b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
   if (heap > 0 && total > heap)
     throw Error(ErrorKind::Unsupported, std::string(model.name) + " needs " + mib(total) + " of device memory (weights " +
                                             mib(weights) + ", KV cache of " + std::to_string(options.sequences) +
                                             " sequence(s) at context " + std::to_string(context) + " " +
-                                            mib(cache) + ", activations " + mib(activations) + "); the largest " +
+                                            mib(cache) + (state > 0 ? ", Mamba state " + mib(state) : "") +
+                                            ", activations " + mib(activations) + "); the largest " +
                                             "device-local heap of " + device.info().name +
                                             (host ? " (the host's memory)" : "") + " holds " + mib(heap));
 }
@@ -173,11 +176,21 @@ void Session::Impl::allocate() {
     k_views.emplace_back(device, k_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
     v_views.emplace_back(device, v_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
   }
+  // A Mamba layer's state of each sequence, sequence s's after s − 1's;
+  // zeros are never read (a row at position 0 starts its sequence afresh).
+  const auto state_buffer = [&](int64_t floats) {
+    return vk::Buffer(device, static_cast<VkDeviceSize>(options.sequences) * static_cast<VkDeviceSize>(std::max<int64_t>(floats, 1)) * 4,
+                      kStorage, vk::MemoryUse::Device);
+  };
+  for (int64_t l = 0; l < plan.state_layers; ++l) {
+    conv_state.push_back(state_buffer(plan.conv_state_floats));  // d_conv 1 keeps no window: a word to bind
+    scan_state.push_back(state_buffer(plan.scan_state_floats));
+  }
   io.emplace(device, rows * sizeof(plan::IoRow), kStorage, vk::MemoryUse::Staging);
   const VkDeviceSize logit_rows = options.all_logits ? rows : static_cast<VkDeviceSize>(options.sequences);
   logits.emplace(device, logit_rows * static_cast<VkDeviceSize>(model.output_width) * 4, kStorage,
                  vk::MemoryUse::Device);
-  if (splits > 1)
+  if (splits > 1 && plan.partials_row_floats > 0)  // a model without attention has no partials
     partials.emplace(device, rows * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4, kStorage,
                      vk::MemoryUse::Device);
   dummy.emplace(device, kTexel, kTexels, vk::MemoryUse::Device);
@@ -212,6 +225,8 @@ vk::Binding Session::Impl::resolve(const plan::Binding& b, kernels::BindingKind 
       if (partials) return whole(*partials);
       break;  // attention not split: the kernel writes no partials
     case plan::Resource::Part: return vk::TexelBinding{parts[i].view.handle()};
+    case plan::Resource::ConvState: return whole(conv_state[i]);
+    case plan::Resource::ScanState: return whole(scan_state[i]);
   }
   if (texel) return vk::TexelBinding{dummy_view->handle()};
   return whole(*dummy);

@@ -204,6 +204,7 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
                       d.groups_z_per_row ? std::min(d.groups_z, used_rows * d.groups_z_per_row) : d.groups_z);
         break;
       case plan::Grid::Single: vkCmdDispatch(cb, 1, 1, 1); break;
+      case plan::Grid::Channels: vkCmdDispatch(cb, d.groups_x, 1, 1); break;
     }
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between,
                          0, nullptr, 0, nullptr);

@@ -162,6 +162,7 @@ class Session {
   // activations and logits.
   struct Memory {
     uint64_t weights = 0, cache = 0, activations = 0;
+    uint64_t state = 0;  // a Mamba model's conv windows and scan states of every sequence
   };
   Memory memory() const;
 

@@ -89,6 +89,7 @@ struct Session::Impl {
   std::vector<uint32_t> ring;                   // per layer: the positions its caches hold (core/plan.hpp)
   std::vector<vk::Buffer> k_cache, v_cache;     // per layer [sequences][ring][cache_row_bytes]
   std::vector<vk::TexelView> k_views, v_views;  // the same, as RGBA32UI texels
+  std::vector<vk::Buffer> conv_state, scan_state;  // per Mamba layer [sequences][conv/scan_state_floats] f32
   std::optional<vk::Buffer> io;                 // host-visible: plan::IoRow[max_chunk]
   std::optional<vk::Buffer> logits;             // [max_chunk with all_logits, else sequences][vocab] f32
   std::optional<vk::Buffer> partials;           // [max_chunk][splits][partials_row_floats] f32, when split

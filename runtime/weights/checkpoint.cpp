@@ -276,7 +276,7 @@ void Checkpoint::check_finite(const ManifestEntry& entry) const {
   if (tensor == nullptr) throw Error(ErrorKind::BadFile, path_ + ": " + std::string(entry.name) + ": missing");
   const std::string name =
       entry.slice < 0 ? tensor->info->name : tensor->info->name + "[" + std::to_string(entry.slice) + "]";
-  weights::check_finite(tensor->info->dtype, data(entry), std::span(entry.shape.data(), entry.rank),
+  weights::check_finite(tensor->info->dtype, data(entry), std::span(entry.shape.data(), std::min<size_t>(entry.rank, 2)),
                         tensor->file->path(), name);
 }
 

@@ -330,7 +330,7 @@ std::vector<std::string> audit(std::span<const TensorInfo* const> tensors, std::
       continue;
     }
     const TensorInfo* t = found->second;
-    std::vector<int64_t> shape(e.shape.begin(), e.shape.begin() + std::min<size_t>(e.rank, e.shape.size()));
+    std::vector<int64_t> shape = e.stored_shape();
     if (e.slice >= 0) shape.insert(shape.begin(), stacked[e.name]);  // [entries][shape…]
     // A vector may be stored as a row ([1, n]: BART's final_logits_bias).
     const bool row_vector = shape.size() == 1 && t->shape.size() == 2 && t->shape[0] == 1 && t->shape[1] == shape[0];

@@ -146,6 +146,38 @@ TEST_CASE("a spec's plan: every dispatch attributed to its spec line, and sizes 
   CHECK(lower::describe(*model).find("matmul_") != std::string::npos);
 }
 
+// A Mamba model (tests/specs/tiny/mamba.toml): five dispatches a layer, the
+// norm folded into in_proj and the residual into out_proj, the scan with
+// dt_proj inside; each layer's conv windows and scan states bound as plan
+// resources, no KV cache.
+TEST_CASE("a Mamba layer lowers to in_proj, ssm_conv, x_proj, ssm_scan and out_proj, with its state per layer") {
+  spec::Diagnostics diagnostics("tests/specs/tiny/mamba.toml");
+  const auto s = spec::parse_spec_file(LATHE_SOURCE_DIR "/tests/specs/tiny/mamba.toml", diagnostics);
+  REQUIRE(s);
+  const auto model = lower::plan_model(*s, diagnostics);
+  REQUIRE_MESSAGE(model, diagnostics.format());
+  const lower::Plan& p = model->plan;
+  std::vector<std::string> layer1;
+  for (const lower::Dispatch& d : p.dispatches)
+    if (d.layer == 1) layer1.push_back(p.kernel_name(d));
+  CHECK(layer1 == std::vector<std::string>{"matmul_32_f16_norm", "ssm_conv", "matmul_64_f16", "ssm_scan",
+                                           "matmul_64_f16_residual"});
+  CHECK(p.state_layers == s->dims.layers);
+  CHECK(p.conv_state_floats == s->ssm.d_inner * (s->ssm.d_conv - 1));
+  CHECK(p.scan_state_floats == s->ssm.d_inner * s->ssm.d_state);
+  CHECK(p.windows.empty());
+  CHECK(s->cache_layers() == 0);
+  for (const lower::Dispatch& d : p.dispatches) {
+    const kernels::Family f = p.kernel(d).family;
+    if (f != kernels::Family::SsmConv && f != kernels::Family::SsmScan) continue;
+    CHECK(d.grid == plan::Grid::Channels);
+    CHECK(d.groups_x == s->ssm.d_inner);
+    const plan::Binding state = d.binding("state");
+    CHECK(state.resource == (f == kernels::Family::SsmConv ? plan::Resource::ConvState : plan::Resource::ScanState));
+    CHECK(state.index == d.layer);
+  }
+}
+
 // Sliding windows by pattern: windowed layers run an attention instance with
 // their window and get a ring cache in the plan; the others see every key.
 TEST_CASE("windowed and full layers: their attention instances and the plan's per-layer windows") {

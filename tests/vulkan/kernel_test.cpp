@@ -690,7 +690,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     const bool vector_gate = s.moe.shared_expert_gate && s.weights.preset == "gguf" && dtype == DType::F32;
     CHECK((spec_matrix_dtype(s, dtype) || vector_gate));
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate ||
-           K == s.moe.shared_experts * s.moe.shared_intermediate));
+           K == s.moe.shared_experts * s.moe.shared_intermediate || (s.ssm.enabled() && K == s.ssm.d_inner)));
     CHECK(c.u("ACT_NONE") == 0);
     if (gated || act != 0) CHECK(act == act_constant(c, s.mlp.activation));
     CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));

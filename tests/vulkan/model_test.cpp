@@ -45,8 +45,7 @@ std::vector<weights::TensorToWrite> checkpoint_tensors() {
   for (const ManifestEntry& e : model_info().manifest) {
     if (e.slice > 0) continue;  // a stacked tensor is written whole, at its first slice: [n][rows][cols]
     const std::vector<float>& values = test_weights().tensors.at(std::string(e.name));
-    weights::TensorToWrite t{std::string(e.name), e.dtype, {e.shape[0]}, {}};
-    if (e.rank == 2) t.shape.push_back(e.shape[1]);
+    weights::TensorToWrite t{std::string(e.name), e.dtype, e.stored_shape(), {}};
     if (e.slice == 0) t.shape.insert(t.shape.begin(), static_cast<int64_t>(values.size()) / e.elements());
     t.data = is_block_dtype(e.dtype) ? quantized_blocks().at(t.name) : weights::encode_values(e.dtype, values);
     tensors.push_back(std::move(t));
@@ -557,13 +556,16 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a GGUF checkpoint of the same tensors loads
   CHECK(normalized_error(a.data(), b.data(), a.size()) < 1e-2);  // vectors: checkpoint rounding only
 
   // Metadata that contradicts the build, which shapes cannot show (twice the
-  // heads at half the width): refused, naming the key.
+  // heads at half the width; a Mamba model, without heads: twice the layers):
+  // refused, naming the key.
+  const std::string key = model_info().heads > 0 ? "llama.attention.head_count" : "llama.block_count";
+  const int64_t twice = 2 * (model_info().heads > 0 ? model_info().heads : model_info().layers);
   weights::write_gguf(path,
                       {{"general.architecture", weights::GgufValue(std::string("llama"))},
-                       {"llama.attention.head_count", weights::GgufValue(static_cast<uint32_t>(model_info().heads * 2))}},
+                       {key, weights::GgufValue(static_cast<uint32_t>(twice))}},
                       tensors);
   Session contradicted(device, model_info());
-  CHECK_THROWS_WITH_AS(contradicted.load(path), doctest::Contains("llama.attention.head_count is"), Error);
+  CHECK_THROWS_WITH_AS(contradicted.load(path), doctest::Contains((key + " is").c_str()), Error);
   std::filesystem::remove(path);
   if (has_block_dtypes()) return;  // the checkpoint was quantized already
 
