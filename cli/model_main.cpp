@@ -364,9 +364,7 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   // prompt's pass, each later one from a decode step.
   const int64_t wanted = steps < 0 ? free + 1 : steps;
   const Clock::time_point start = Clock::now();
-  // An encoder-decoder: the prompt is the source; the decoder starts from its start token.
-  if (m.encoder_decoder) session.source(0, prompt);
-  session.prefill(m.encoder_decoder ? std::vector<int32_t>{m.decoder_start} : prompt);
+  session.prompt(0, prompt);  // an encoder-decoder's source, then its decoder's start token
   const Clock::time_point prefilled = Clock::now();
   std::vector<int32_t> picks;
   if (wanted > 0) {
@@ -816,12 +814,9 @@ int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int rep
   for (int r = 0; r < repeat + 1; ++r) {  // the first round warms up (pipelines, caches)
     session.reset();
     const Clock::time_point start = Clock::now();
-    // An encoder-decoder: the prompt is encoded as the source, the decoder
-    // starts from its start token (the encode is the "prefill" timed).
-    if (m.encoder_decoder) session.source(0, tokens);
-    else session.prefill(tokens);
+    // An encoder-decoder's prompt pass: the source's encode and the decoder's start token.
+    session.prompt(0, tokens);
     const Clock::time_point prefilled = Clock::now();
-    if (m.encoder_decoder) session.prefill(std::vector<int32_t>{m.decoder_start});
     session.generate_greedy(session.argmax(), steps);
     const Clock::time_point done = Clock::now();
     if (r == 0) continue;

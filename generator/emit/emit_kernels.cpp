@@ -134,9 +134,8 @@ std::vector<double> alibi_slopes(int64_t heads) {
 // max_distance (beyond it the bucket stays): bidirectional, half the
 // buckets for r > 0; of |r| (or, causal, of −min(r, 0)), the first half
 // exact and the rest logarithmic up to M. In float32 as transformers and
-// Mesh TensorFlow compute it, truncated.
-// T5's bucket of each relative position r = j − i in [−REL_MAX, REL_MAX]:
-// bidirectional (an encoder's) or causal (a decoder's: j ≤ i).
+// Mesh TensorFlow compute it, truncated. `both`: an encoder's table, else
+// a decoder's (causal: j ≤ i).
 std::vector<int64_t> relative_buckets(const Spec& s, bool both) {
   const int64_t M = s.position.max_distance;
   std::vector<int64_t> out;

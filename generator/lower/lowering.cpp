@@ -318,13 +318,7 @@ class Lowering {
         // The KV append alone, into the cross-attention cache (no q: q's
         // binding is k's, which the kernel does not touch without rotation).
         const Loc k = loc(i, op.in[0]), v = loc(i, op.in[1]);
-        emit(i, KernelKey{.family = Family::RopeKv}, plan::Grid::Rows,
-             {{"io", plan::io()},
-              {"q", plan::activation(k.slot)},
-              {"k", plan::activation(k.slot)},
-              {"v", plan::activation(v.slot)},
-              {"k_cache", plan::k_cache(op.layer)},
-              {"v_cache", plan::v_cache(op.layer)}},
+        emit(i, KernelKey{.family = Family::RopeKv}, plan::Grid::Rows, kv_append_bindings(k, k, v, op.layer),
              {{"q_offset", k.offset}, {"q_stride", k.stride}, {"k_offset", k.offset}, {"k_stride", k.stride},
               {"v_offset", v.offset}, {"v_stride", v.stride}});
         window_of(i, op.layer, 0);
@@ -587,6 +581,16 @@ class Lowering {
     plan_.state_layers = std::max<int64_t>(plan_.state_layers, int64_t{layer} + 1);
   }
 
+  // rope_kv's bindings: q (rotated in place), k and v appended to the caches of `layer`.
+  static std::map<std::string, Binding> kv_append_bindings(const Loc& q, const Loc& k, const Loc& v, int32_t layer) {
+    return {{"io", plan::io()},
+            {"q", plan::activation(q.slot)},
+            {"k", plan::activation(k.slot)},
+            {"v", plan::activation(v.slot)},
+            {"k_cache", plan::k_cache(layer)},
+            {"v_cache", plan::v_cache(layer)}};
+  }
+
   // The cache `layer`'s window: every attention and append of it agrees.
   void window_of(size_t i, int32_t layer, int64_t window) {
     if (layer < 0) unsupported(i, "attention outside the layers: no cache of a layer to read");
@@ -613,12 +617,7 @@ class Lowering {
                                                    {"k_offset", k.offset}, {"k_stride", k.stride},
                                                    {"v_offset", v.offset}, {"v_stride", v.stride}};
     // Attributed to the rope op before the attention, when there is one.
-    std::map<std::string, Binding> rope_bindings = {{"io", plan::io()},
-                                                    {"q", plan::activation(q.slot)},
-                                                    {"k", plan::activation(k.slot)},
-                                                    {"v", plan::activation(v.slot)},
-                                                    {"k_cache", plan::k_cache(op.layer)},
-                                                    {"v_cache", plan::v_cache(op.layer)}};
+    std::map<std::string, Binding> rope_bindings = kv_append_bindings(q, k, v, op.layer);
     if (qk_norm_) {
       rope_bindings["q_norm"] = plan::weight(qk_norm_->tensor[0]);
       rope_bindings["k_norm"] = plan::weight(qk_norm_->tensor[1]);

@@ -55,6 +55,19 @@ void Session::Impl::check_source(int64_t sequence) const {
                     (positions.size() > 1 ? " for sequence " + std::to_string(sequence) : std::string()));
 }
 
+size_t Session::Impl::padded_rows(size_t n) const {
+  const uint32_t group = attention_rows(prefill);
+  return std::min<size_t>((n + group - 1) / group * group, static_cast<size_t>(context));
+}
+
+size_t Session::Impl::write_input(size_t at, uint32_t sequence, std::span<const int32_t> input) {
+  const size_t rows = padded_rows(input.size());
+  for (size_t r = 0; r < rows; ++r)
+    io_rows()[at + r] = {static_cast<uint32_t>(r < input.size() ? input[r] : 0), sequence, static_cast<uint32_t>(r),
+                         static_cast<uint32_t>(input.size())};
+  return rows;
+}
+
 void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
   if (rows == 1) {
     run_decode(1);
@@ -243,11 +256,7 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
   if (inputs.size() > s.positions.size())
     throw Error(ErrorKind::InvalidArgument, std::to_string(inputs.size()) + " inputs in one pass, but the session holds " +
                                                 std::to_string(s.positions.size()) + " sequences (raise sequences)");
-  // Each input's rows are padded to a whole number of attention workgroups
-  // (a workgroup stages one sequence's keys); the padding rows see keys of
-  // their own and are dropped.
-  const uint32_t group = s.attention_rows(s.prefill);
-  const auto padded = [&](size_t n) { return std::min<size_t>((n + group - 1) / group * group, static_cast<size_t>(s.context)); };
+  // Each input's rows are padded to a whole number of attention workgroups.
   size_t rows = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<int32_t>& input = inputs[i];
@@ -258,7 +267,7 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
       throw Error(ErrorKind::InvalidArgument, which + std::to_string(input.size()) + " tokens exceed the context of " +
                                                   std::to_string(s.context) + " positions (up to " +
                                                   std::to_string(s.model.max_context) + ", the spec's max_context)");
-    rows += padded(input.size());
+    rows += s.padded_rows(input.size());
   }
   if (static_cast<int64_t>(rows) > s.options.max_chunk)
     throw Error(ErrorKind::InvalidArgument, std::to_string(rows) + " rows in one pass exceed the " +
@@ -267,12 +276,8 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
   std::vector<size_t> first(inputs.size());
   size_t at = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::vector<int32_t>& input = inputs[i];
     first[i] = at;
-    for (size_t r = 0; r < padded(input.size()); ++r)
-      s.io_rows()[at + r] = {static_cast<uint32_t>(r < input.size() ? input[r] : 0), static_cast<uint32_t>(i),
-                             static_cast<uint32_t>(r), static_cast<uint32_t>(input.size())};
-    at += padded(input.size());
+    at += s.write_input(at, static_cast<uint32_t>(i), inputs[i]);
   }
   s.run_chunk(0, static_cast<uint32_t>(rows));
   s.positions[0] = 0;  // nothing stays cached: each pass starts from position 0
@@ -299,18 +304,23 @@ void Session::source(int64_t sequence, std::span<const int32_t> tokens) {
                                                 " positions (up to " + std::to_string(s.model.max_context) +
                                                 ", the spec's max_context)");
   s.check_ready(sequence, 0);
-  // One pass of the source's rows, padded to whole attention workgroups as
-  // encode() pads (the padding rows' keys lie past the source's extent).
-  const uint32_t group = s.attention_rows(s.prefill);
-  const size_t rows = std::min<size_t>((tokens.size() + group - 1) / group * group, static_cast<size_t>(s.context));
-  for (size_t r = 0; r < rows; ++r)
-    s.io_rows()[r] = {static_cast<uint32_t>(r < tokens.size() ? tokens[r] : 0), static_cast<uint32_t>(sequence),
-                      static_cast<uint32_t>(r), static_cast<uint32_t>(tokens.size())};
+  // One pass of the source's rows, padded as encode() pads.
+  if (static_cast<int64_t>(s.padded_rows(tokens.size())) > s.options.max_chunk)
+    throw Error(ErrorKind::InvalidArgument, "a source of " + std::to_string(tokens.size()) + " tokens exceeds the " +
+                                                std::to_string(s.options.max_chunk) + " rows this device binds at once");
+  const size_t rows = s.write_input(0, static_cast<uint32_t>(sequence), tokens);
   s.record(s.prefill_commands, static_cast<uint32_t>(rows), s.tile_for(static_cast<uint32_t>(rows)), false,
            VK_NULL_HANDLE, true);
   s.submit(s.prefill_commands);
   s.sources[static_cast<size_t>(sequence)] = static_cast<int64_t>(tokens.size());
   s.positions[static_cast<size_t>(sequence)] = 0;  // the decoder starts again
+}
+
+std::vector<float> Session::prompt(int64_t sequence, std::span<const int32_t> tokens) {
+  if (!impl_->model.encoder_decoder) return prefill(sequence, tokens);
+  source(sequence, tokens);
+  const int32_t start = impl_->model.decoder_start;
+  return prefill(sequence, std::span(&start, 1));
 }
 
 std::vector<float> Session::decode(std::span<const Step> steps) {

@@ -116,6 +116,10 @@ class Session {
   // before anything runs. prefill and decode of a sequence without a source
   // are errors too.
   void source(int64_t sequence, std::span<const int32_t> tokens);
+  // A prompt's pass, whatever the stack: a decoder's prefill(sequence,
+  // tokens); an encoder–decoder's source(sequence, tokens), then the prefill
+  // of its decoder_start. The logits of the last row [vocab].
+  std::vector<float> prompt(int64_t sequence, std::span<const int32_t> tokens);
   // One token through the recorded decode step; its logits [vocab].
   std::vector<float> decode(int32_t token);
   // One token of each of several distinct sequences in one pass: the logits

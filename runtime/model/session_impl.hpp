@@ -154,6 +154,13 @@ struct Session::Impl {
   uint32_t extent_of(int64_t sequence, uint32_t extent) const {
     return model.encoder_decoder ? static_cast<uint32_t>(sources[static_cast<size_t>(sequence)]) : extent;
   }
+  // Writes one input's rows (an encoder's input, an encoder–decoder's
+  // source) to io from row `at` as `sequence`, positions from 0, each with
+  // the input's length as its extent, padded to whole attention workgroups
+  // (a workgroup stages one sequence's keys; the padding rows' keys lie past
+  // the extent, their outputs are dropped). Returns the rows written.
+  size_t write_input(size_t at, uint32_t sequence, std::span<const int32_t> input);
+  size_t padded_rows(size_t n) const;
   // Runs a pass over `rows` rows already written to io (a chunk of one
   // sequence); advances that sequence.
   void run_chunk(int64_t sequence, uint32_t rows);

@@ -24,7 +24,6 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   // An encoder-decoder: the prompt is the source, encoded into sequence 0;
   // the decoder starts again from its start token.
   const bool source = session.model().encoder_decoder;
-  const std::vector<int32_t> start_token = {session.model().decoder_start};
   if (source && static_cast<int64_t>(ids.size()) > session.context())
     throw Error(ErrorKind::InvalidArgument, "the prompt's " + std::to_string(ids.size()) + " tokens do not fit the " +
                                                 std::to_string(session.context()) +
@@ -44,8 +43,7 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   StreamDecoder decoder(tokenizer, /*skip_special=*/true, /*start_of_text=*/false);
 
   const Clock::time_point start = Clock::now();
-  if (source) session.source(0, ids);
-  std::vector<float> logits = session.prefill(source ? std::span<const int32_t>(start_token) : ids);
+  std::vector<float> logits = session.prompt(0, ids);
   if (options.max_new_tokens == 0) {  // the prompt read, nothing sampled
     stats.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     stats.stop_reason = "max tokens";
