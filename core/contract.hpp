@@ -62,6 +62,13 @@ enum class Role : uint8_t {
   // dt_proj [d_inner, dt_rank] with its bias, A_log [d_inner, d_state] and D
   // [d_inner] (parameters, named by their path itself), out_proj [d, d_inner].
   SsmNorm, SsmIn, SsmConv, SsmX, SsmDt, SsmA, SsmD, SsmOut,
+  // Multi-head latent attention (DeepSeek-V2/V3): q_a_proj [q_lora_rank, d]
+  // and its norm, q_b_proj [heads·(nope + rope), q_lora_rank] (or role Q of
+  // that shape without a q latent); kv_a_proj_with_mqa [kv_lora_rank + rope,
+  // d] (the latent, then the rotary key), the latent's norm, and kv_b_proj
+  // [heads·(nope + v), kv_lora_rank], each head's W_UK rows then its W_UV
+  // rows, which the attention reads as f32 arrays (absorbed, per head).
+  QA, QANorm, QB, KvA, KvANorm, KvB,
 };
 
 // A tensor named by its module path itself, without ".weight" or ".bias":
@@ -179,6 +186,7 @@ constexpr bool is_linear(Role r) {
     case Role::SharedGate: case Role::SharedUp: case Role::SharedDown: case Role::SharedExpertGate:
     case Role::CrossQ: case Role::CrossK: case Role::CrossV: case Role::CrossO:
     case Role::SsmIn: case Role::SsmX: case Role::SsmDt: case Role::SsmOut:
+    case Role::QA: case Role::QB: case Role::KvA: case Role::KvB:
       return true;
     default:
       return false;
@@ -195,7 +203,7 @@ constexpr bool is_rel_bias(Role r) { return r == Role::RelBias || r == Role::Enc
 // (T5's relative position bias is not: is_rel_bias; nor a Mamba layer's
 // conv taps, A_log, D and dt_proj, f32 arrays ssm_conv and ssm_scan index.)
 constexpr bool read_as_matrix(Role role, bool bias, size_t rank) {
-  if (is_ssm_param(role) || role == Role::SsmDt) return false;
+  if (is_ssm_param(role) || role == Role::SsmDt || role == Role::KvB) return false;
   return (rank == 2 && !is_rel_bias(role)) || (rank == 1 && is_linear(role) && !bias);
 }
 
@@ -221,6 +229,7 @@ constexpr bool is_norm(Role r) {
     case Role::EmbedNorm: case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
     case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
     case Role::EncoderEmbedNorm: case Role::EncoderFinalNorm: case Role::CrossNorm: case Role::SsmNorm:
+    case Role::QANorm: case Role::KvANorm:
       return true;
     default:
       return false;
@@ -313,6 +322,12 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::SsmA, "ssm_a", "SsmA"},
     {Role::SsmD, "ssm_d", "SsmD"},
     {Role::SsmOut, "ssm_out", "SsmOut"},
+    {Role::QA, "q_a", "QA"},
+    {Role::QANorm, "q_a_norm", "QANorm"},
+    {Role::QB, "q_b", "QB"},
+    {Role::KvA, "kv_a", "KvA"},
+    {Role::KvANorm, "kv_a_norm", "KvANorm"},
+    {Role::KvB, "kv_b", "KvB"},
 };
 inline constexpr Spelling<DType> kDTypeSpellings[] = {
     {DType::F32, "f32", "F32"},    {DType::F16, "f16", "F16"},    {DType::BF16, "bf16", "BF16"},

@@ -59,6 +59,11 @@ namespace lathe::push {
   X(v_offset, "v column offset")               \
   X(v_stride, "v row stride")
 
+// mla.comp: x's head h of row t starts at x_offset + t * x_stride + h * its head width.
+#define LATHE_PUSH_MLA(X)                     \
+  X(rows, "token rows in this chunk")         \
+  X(x_offset, "x column offset in its buffer") \
+  X(x_stride, "x row stride")
 struct FieldInfo {
   std::string_view name;
   std::string_view comment;
@@ -79,11 +84,15 @@ struct MatmulPush {
 struct AttentionPush {
   LATHE_PUSH_ATTENTION(LATHE_PUSH_MEMBER)
 };
+struct MlaPush {
+  LATHE_PUSH_MLA(LATHE_PUSH_MEMBER)
+};
 
 inline constexpr FieldInfo kRowsPush[] = {LATHE_PUSH_ROWS(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kEmbedPush[] = {LATHE_PUSH_EMBED(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kMatmulPush[] = {LATHE_PUSH_MATMUL(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kAttentionPush[] = {LATHE_PUSH_ATTENTION(LATHE_PUSH_INFO)};
+inline constexpr FieldInfo kMlaPush[] = {LATHE_PUSH_MLA(LATHE_PUSH_INFO)};
 
 #undef LATHE_PUSH_MEMBER
 #undef LATHE_PUSH_INFO
@@ -92,7 +101,9 @@ static_assert(sizeof(RowsPush) == 4 * std::size(kRowsPush));
 static_assert(sizeof(EmbedPush) == 4 * std::size(kEmbedPush));
 static_assert(sizeof(MatmulPush) == 4 * std::size(kMatmulPush));
 static_assert(sizeof(AttentionPush) == 4 * std::size(kAttentionPush));
-static_assert(offsetof(EmbedPush, rows) == 0 && offsetof(MatmulPush, rows) == 0 && offsetof(AttentionPush, rows) == 0);
+static_assert(sizeof(MlaPush) == 4 * std::size(kMlaPush));
+static_assert(offsetof(EmbedPush, rows) == 0 && offsetof(MatmulPush, rows) == 0 && offsetof(AttentionPush, rows) == 0 &&
+              offsetof(MlaPush, rows) == 0);
 
 // The most words of any layout: plans store push constants in arrays this long.
 inline constexpr size_t kMaxWords = 8;
@@ -215,6 +226,14 @@ struct BindingInfo {
   X(state, Storage, "[sequences][DI][N] f32: each one's h")                           \
   X(y, Storage, "[rows][DI] f32: (C·h + D·u) · SiLU(z)")
 
+// Multi-head latent attention's per-head maps through kv_b_proj (f32, [H ·
+// (NOPE + VD)][RANK]: each head's W_UK rows, then its W_UV rows): the
+// absorbed query [W_UKᵀ · q_nope | q_pe] of each head, or a head's values
+// W_UV · (its attention output's latent part).
+#define LATHE_BIND_MLA(X)                                                                   \
+  X(x, Storage, "[rows][H·(NOPE + ROPE)] f32 q, or [rows][H·(RANK + ROPE)] the attention's output") \
+  X(w, Storage, "kv_b [H·(NOPE + VD)][RANK] f32")                                             \
+  X(y, Storage, "[rows][H·(RANK + ROPE)] f32 the absorbed query, or [rows][H·VD] the values")
 #define LATHE_BIND_INFO(name, kind, comment) BindingInfo{#name, BindingKind::kind, comment},
 #define LATHE_BIND_MEMBER(name, kind, comment) B name{};
 #define LATHE_BIND_ELEMENT(name, kind, comment) name,
@@ -240,6 +259,7 @@ LATHE_BIND_STRUCT(MoeRouteBindings, LATHE_BIND_MOE_ROUTE)
 LATHE_BIND_STRUCT(MoeCombineBindings, LATHE_BIND_MOE_COMBINE)
 LATHE_BIND_STRUCT(SsmConvBindings, LATHE_BIND_SSM_CONV)
 LATHE_BIND_STRUCT(SsmScanBindings, LATHE_BIND_SSM_SCAN)
+LATHE_BIND_STRUCT(MlaBindings, LATHE_BIND_MLA)
 
 inline constexpr BindingInfo kEmbedBindings[] = {LATHE_BIND_EMBED(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kNormBindings[] = {LATHE_BIND_NORM(LATHE_BIND_INFO)};
@@ -252,6 +272,7 @@ inline constexpr BindingInfo kMoeRouteBindings[] = {LATHE_BIND_MOE_ROUTE(LATHE_B
 inline constexpr BindingInfo kMoeCombineBindings[] = {LATHE_BIND_MOE_COMBINE(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kSsmConvBindings[] = {LATHE_BIND_SSM_CONV(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kSsmScanBindings[] = {LATHE_BIND_SSM_SCAN(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
 
 #undef LATHE_BIND_INFO
 #undef LATHE_BIND_MEMBER
@@ -262,7 +283,7 @@ inline constexpr BindingInfo kSsmScanBindings[] = {LATHE_BIND_SSM_SCAN(LATHE_BIN
 inline constexpr size_t kMaxBindings = 10;
 
 enum class Family : uint8_t {
-  Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan
+  Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan, Mla
 };
 
 // Specialization constants a family takes after constant 0, the workgroup
@@ -306,6 +327,7 @@ inline constexpr FamilyInfo kFamilies[] = {
      kSsmConvBindings, SpecConstants::None},
     {Family::SsmScan, "ssm_scan", "SsmScan", "ssm_scan.comp", "RowsPush", push::kRowsPush, "SsmScanBindings",
      kSsmScanBindings, SpecConstants::None},
+    {Family::Mla, "mla", "Mla", "mla.comp", "MlaPush", push::kMlaPush, "MlaBindings", kMlaBindings, SpecConstants::None},
 };
 
 constexpr const FamilyInfo& family(Family f) {

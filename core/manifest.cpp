@@ -81,6 +81,12 @@ Component component_of(Role r) {
     case Role::SsmA:
     case Role::SsmD:
     case Role::SsmOut: return Component::Ssm;
+    case Role::QA:
+    case Role::QB:
+    case Role::KvA:
+    case Role::KvB: return Component::Attention;
+    case Role::QANorm:
+    case Role::KvANorm: return Component::Norms;
   }
   return Component::Norms;
 }
@@ -187,14 +193,28 @@ void block(Builder& b, const Spec& s, int64_t l, bool cross) {
   }
 
   const Attention& a = s.attention;
-  if (s.weights.fused_qkv) {
+  if (s.mla.enabled) {
+    // Multi-head latent attention, in DeepseekV2Attention's module order.
+    const Mla& m = s.mla;
+    if (m.q_lora_rank > 0) {
+      b.linear(Role::QA, m.q_lora_rank, d.hidden, false, l);
+      b.norm(Role::QANorm, m.q_lora_rank, l, false);
+      b.linear(Role::QB, d.heads * m.qk_head_dim(), m.q_lora_rank, false, l);
+    } else {
+      b.linear(Role::Q, d.heads * m.qk_head_dim(), d.hidden, false, l);
+    }
+    b.linear(Role::KvA, m.cache_width(), d.hidden, false, l);
+    b.norm(Role::KvANorm, m.kv_lora_rank, l, false);
+    b.linear(Role::KvB, d.heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank, false, l);
+    b.linear(Role::O, d.hidden, d.heads * m.v_head_dim, false, l);
+  } else if (s.weights.fused_qkv) {
     b.linear(Role::Qkv, q_width + 2 * kv_width, d.hidden, a.q_bias, l);
   } else {
     b.linear(Role::Q, q_width, d.hidden, a.q_bias, l);
     b.linear(Role::K, kv_width, d.hidden, a.k_bias, l);
     b.linear(Role::V, kv_width, d.hidden, a.v_bias, l);
   }
-  b.linear(Role::O, d.hidden, q_width, a.o_bias, l);
+  if (!s.mla.enabled) b.linear(Role::O, d.hidden, q_width, a.o_bias, l);
   if (a.qk_norm == QKNorm::PerHead) {
     b.norm(Role::QNorm, d.head_dim, l, false);
     b.norm(Role::KNorm, d.head_dim, l, false);

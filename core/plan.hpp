@@ -295,6 +295,9 @@ struct Plan {
   int64_t state_layers = 0;
   int64_t conv_state_floats = 0;
   int64_t scan_state_floats = 0;
+  // One position of one layer's V cache; 0: the layers have none (latent
+  // attention reads its values from the K cache, which binds as V too).
+  int64_t v_cache_row_bytes = 0;
 };
 
 // Whether a pass records `d`: split_only dispatches run only when attention
@@ -365,8 +368,10 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
           if (!in(x.index, p.packs.size()) || texel != (x.resource == Resource::Pack)) return bad;
           break;
         case Resource::KCache:
-        case Resource::VCache:
           if (!in(x.index, static_cast<size_t>(layers))) return bad;
+          break;
+        case Resource::VCache:
+          if (!in(x.index, static_cast<size_t>(layers)) || p.v_cache_row_bytes == 0) return bad;
           break;
         case Resource::Part:
           if (!in(x.index, p.parts.size()) || !texel) return bad;
@@ -385,8 +390,9 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
       }
     }
     // Attention runs its layer's window: the kernel's and the cache's agree.
+    // (Its workgroups take the query heads of a KV head a tile at a time.)
     if (f.family == kernels::Family::Attention &&
-        (d.groups_x != kv_heads || d.layer < 0 || d.layer >= layers || p.kernels[d.kernel].width != p.windows[static_cast<size_t>(d.layer)]))
+        (d.groups_x == 0 || d.groups_x % kv_heads != 0 || heads % d.groups_x != 0 || d.layer < 0 || d.layer >= layers || p.kernels[d.kernel].width != p.windows[static_cast<size_t>(d.layer)]))
       return bad;
     if (f.family == kernels::Family::AttentionCombine && d.groups_x != heads) return bad;
     // The gather reads the token rows of the table it binds: the whole

@@ -58,4 +58,8 @@ int64_t cache_row_bytes(const Spec& s) {
   return s.dims.kv_heads * s.dims.head_dim * static_cast<int64_t>(bytes_per_element(s.cache.dtype));
 }
 
+int64_t v_cache_row_bytes(const Spec& s) { return s.mla.enabled ? 0 : cache_row_bytes(s); }
+
+double yarn_mscale(double factor, double k) { return factor <= 1.0 ? 1.0 : 0.1 * k * std::log(factor) + 1.0; }
+
 }  // namespace lathe::spec

@@ -157,6 +157,13 @@ struct RopeScalingParams {
   double beta_fast = 32.0;  // yarn
   double beta_slow = 1.0;   // yarn
   std::optional<double> attention_factor;  // yarn; default 0.1·ln(factor) + 1
+  // DeepSeek's YaRN (its rope_scaling's mscale and mscale_all_dim, 0: not
+  // given): with both, the attention factor defaults to
+  // m(factor, mscale) / m(factor, mscale_all_dim), m(f, k) = 0.1·k·ln f + 1,
+  // and the score scale to 1/sqrt(head width) · m(factor, mscale_all_dim)²
+  // (the release's softmax_scale).
+  double mscale = 0;
+  double mscale_all_dim = 0;
 };
 
 struct Position {
@@ -298,6 +305,26 @@ struct Ssm {
   int64_t scan_state_bytes() const { return d_inner * d_state * 4; }
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3): keys and values come from a
+// latent of kv_lora_rank values a token (kv_a_proj_with_mqa, then its RMS
+// norm) through kv_b_proj's per-head up-projections, plus a rotary key of
+// qk_rope_head_dim values shared by every head. The cache keeps the latent
+// and the rotary key only, one "head" of kv_lora_rank + qk_rope_head_dim
+// values; a query is absorbed into the latent's space (W_UKᵀ·q_nope) and a
+// head's output leaves it through W_UV, so the latent is never expanded.
+// Under [mla] dims.kv_heads is 1 and dims.head_dim kv_lora_rank +
+// qk_rope_head_dim (the cache's and the attention kernel's geometry).
+struct Mla {
+  bool enabled = false;
+  int64_t q_lora_rank = 0;  // 0: q_proj [heads·(nope + rope), hidden]; else q_a_proj, its norm, q_b_proj
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int64_t cache_width() const { return kv_lora_rank + qk_rope_head_dim; }  // per token per layer
+};
+
 struct Cache {
   DType dtype = DType::F16;
 };
@@ -319,6 +346,7 @@ struct Spec {
   Cache cache;
   PoolingSpec pooling;
   Ssm ssm;
+  Mla mla;
 
   // The token an encoder–decoder's decoder starts from (T5: pad, 0; BART: </s>, 2).
   int64_t decoder_start = -1;
@@ -346,5 +374,13 @@ struct Spec {
 // elements of the cache dtype. The report counts the cache by it and the
 // plan tells the runtime to allocate by it.
 int64_t cache_row_bytes(const Spec& spec);
+// One position of one layer's V cache: as the K cache's, or 0 under MLA,
+// whose values are the first kv_lora_rank values of each key (read from the
+// K cache).
+int64_t v_cache_row_bytes(const Spec& spec);
+
+// m(factor, k) = 0.1·k·ln(factor) + 1 (1 for factor ≤ 1): YaRN's magnitude
+// scale as DeepSeek's yarn_get_mscale and transformers' get_mscale write it.
+double yarn_mscale(double factor, double k);
 
 }  // namespace lathe::spec

@@ -72,7 +72,15 @@ enum class OpKind : uint8_t {
   SsmScan,      // its selective scan: u = in[0], x_proj's dt | B | C = in[1], z the last DI columns of
                 //   in[2], gated by SiLU(z), with its sequence's h of layer `layer` (dims: DI, N, R;
                 //   tensor: dt_proj's weight, A_log; extra: dt_proj's bias, D)
+  MlaQuery,     // latent attention's absorbed query: per head h, [W_UK[h]ᵀ · q_nope[h] | q_pe[h]] of in[0]
+                //   = q ([H][NOPE + ROPE]); tensor[0] kv_b (dims: H, NOPE, ROPE, RANK, VD)
+  MlaValues,    // its heads' values out of the latent: per head h, W_UV[h] · in[0][h][0 … RANK) of the
+                //   attention's output ([H][RANK + ROPE]); tensor[0] kv_b (dims: H, NOPE, ROPE, RANK, VD)
 };
+
+// QKNorm's variants (Op::variant).
+inline constexpr uint8_t kQKNorm = 0;      // q and k, each head or each projection whole (dims[3] the group)
+inline constexpr uint8_t kLatentNorm = 1;  // k's first dims[3] values alone (latent attention's kv_a_layernorm)
 
 // Attention's variants (Op::variant).
 inline constexpr uint8_t kCausal = 0;
@@ -88,7 +96,7 @@ struct Op {
   uint32_t out = 0;
   uint32_t in[5] = {0, 0, 0, 0, 0};
   int32_t tensor[2] = {-1, -1};  // manifest indices: weight/scale, bias/shift
-  int64_t dims[4] = {0, 0, 0, 0};
+  int64_t dims[6] = {0, 0, 0, 0, 0, 0};  // rope: dims[4] the first rotated dim of each head
   double param = 0;     // eps, scale, offset, theta, softcap
   int32_t layer = -1;   // attention: which layer's cache
   uint8_t variant = 0;  // activation, pairing
@@ -372,6 +380,47 @@ class Recorder {
     op.extra[0] = dt_bias.tensor;
     op.extra[1] = d.tensor;
     return emit<DI>(op);
+  }
+
+  // Multi-head latent attention (DeepSeek-V2/V3) as attention over a cache
+  // of one head, the latent (Rank) and the rotary key (Rope): q of H heads
+  // [q_nope (Nope) | q_pe (Rope)] is absorbed into the latent's space, per
+  // head [W_UK[h]ᵀ · q_nope | q_pe]; kv_b holds each head's W_UK (Nope rows)
+  // then W_UV (Vd rows) of Rank columns.
+  template <int64_t H, int64_t Nope, int64_t Rope, int64_t Rank, int64_t Vd, int64_t NQ, int64_t R, int64_t C>
+  Act<H * (Rank + Rope)> mla_query(Act<NQ> q, Weight<R, C> kv_b) {
+    static_assert(NQ == H * (Nope + Rope), "mla_query: q is not heads × (qk_nope_head_dim + qk_rope_head_dim) wide");
+    static_assert(R == H * (Nope + Vd) && C == Rank,
+                  "mla_query: kv_b is not [heads × (qk_nope_head_dim + v_head_dim)][kv_lora_rank]");
+    return emit<H * (Rank + Rope)>(Op{OpKind::MlaQuery, 0, {q.id}, {kv_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}});
+  }
+  // The latent's RMSNorm, in place: kv's first Rank values (kv = [latent |
+  // rotary key], kv_a_proj_with_mqa's output), q the query it is rotated with.
+  template <int64_t H, int64_t Rank, int64_t Rope, int64_t NQ, int64_t NK, int64_t G>
+  void latent_norm(Act<NQ> q, Act<NK> kv, Vector<G> scale, double eps) {
+    static_assert(NQ == H * (Rank + Rope), "latent_norm: q is not heads × (kv_lora_rank + qk_rope_head_dim) wide");
+    static_assert(NK == Rank + Rope, "latent_norm: kv is not kv_lora_rank + qk_rope_head_dim wide");
+    static_assert(G == Rank, "latent_norm: the scale is not kv_lora_rank wide");
+    s_.ops.push_back(
+        Op{OpKind::QKNorm, 0, {q.id, kv.id}, {-1, scale.tensor}, {H, 1, Rank + Rope, Rank}, eps, -1, kLatentNorm});
+  }
+  // RoPE on the R dims from Offset of each head of q and k (latent
+  // attention's rotary parts, after the latent).
+  template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t R, int64_t Offset, int64_t NQ, int64_t NK>
+  void rope_at(Act<NQ> q, Act<NK> k, RopePairing pairing, double theta) {
+    static_assert(NQ == Hq * Dh, "rope: q is not heads × head_dim wide");
+    static_assert(NK == Hkv * Dh, "rope: k is not kv_heads × head_dim wide");
+    static_assert(R % 2 == 0 && Offset % 2 == 0 && Offset + R <= Dh, "rope: the rotary dims must be even and inside the head");
+    s_.ops.push_back(Op{OpKind::Rope, 0, {q.id, k.id}, {-1, -1}, {Hq, Hkv, Dh, R, Offset}, theta, -1,
+                        static_cast<uint8_t>(pairing)});
+  }
+  // Each head's values out of its attention output's latent part.
+  template <int64_t H, int64_t Nope, int64_t Rope, int64_t Rank, int64_t Vd, int64_t NA, int64_t R, int64_t C>
+  Act<H * Vd> mla_values(Act<NA> a, Weight<R, C> kv_b) {
+    static_assert(NA == H * (Rank + Rope), "mla_values: the attention output is not heads × (kv_lora_rank + qk_rope_head_dim) wide");
+    static_assert(R == H * (Nope + Vd) && C == Rank,
+                  "mla_values: kv_b is not [heads × (qk_nope_head_dim + v_head_dim)][kv_lora_rank]");
+    return emit<H * Vd>(Op{OpKind::MlaValues, 0, {a.id}, {kv_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}});
   }
 
   // The encode pass ends here: the ops after it are the decoder's pass.

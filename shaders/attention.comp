@@ -1,7 +1,7 @@
 // Causal attention of one query row over the KV cache: one subgroup-sized
 // workgroup per (KV head, row) computes the G = HQ / HKV query heads that
-// share the KV head, so each cached key and value is read once for all of
-// them. Lanes split the head's dims in 16-byte texels of the cache (read
+// share the KV head (GT of them at a time where G > 8: a workgroup per GT),
+// so each cached key and value is read once for all of them. Lanes split the head's dims in 16-byte texels of the cache (read
 // through texel views, kv.glsl); keys go four at a time, each
 // group costing one subgroupAdd of a vec4 per head for the scores and one
 // online-softmax update (running max m, sum l) of the lane's slice of the
@@ -16,6 +16,9 @@
 // Generated constants:
 //   HQ, HKV, DH   query heads, KV heads, head width; query head h reads KV head h / G
 //   G             HQ / HKV
+//   GT            query heads a workgroup (a divisor of G, at most 8): the workgroups of a KV
+//                 head take its G heads GT at a time (grid x: HQ / GT), so that latent
+//                 attention's one cached head (G = all heads) keeps its state in registers
 //   SCALE         score scale (1/sqrt(DH) unless the spec says otherwise)
 //   SOFTCAPPED    1: a scaled score s becomes c · tanh(s / c), c = SOFTCAP (Gemma 2)
 //   WINDOW        0: every earlier key; W: the query at position i sees keys j with 0 ≤ i − j < W
@@ -120,14 +123,14 @@ uvec2 key_range(uint t) {
 }
 
 // Every loop over heads and dims is unrolled so that these stay in registers.
-#define STATE float qv[G * W], acc[G * W], m[G], l[G]
+#define STATE float qv[GT * W], acc[GT * W], m[GT], l[GT]
 // The online-softmax update of every head by 4 keys at pos … pos + 3, and by 1.
 #define UPDATE4(pos, k0, k1, k2, k3, v0, v1, v2, v3)                                                                 \
-  [[unroll]] for (uint g = 0; g < G; ++g) {                                                                      \
+  [[unroll]] for (uint g = 0; g < GT; ++g) {                                                                     \
     vec4 partial = vec4(0.0);                                                                                    \
     [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * vec4(k0[d], k1[d], k2[d], k3[d]);         \
     vec4 score = subgroupAdd(partial);                                                                           \
-    score = adjust4(score, kv_head * G + g, pos, qpos);                                                          \
+    score = adjust4(score, head0 + g, pos, qpos);                                                                \
     const float m_new = max(m[g], max(max(score.x, score.y), max(score.z, score.w)));                            \
     const float correction = exp(m[g] - m_new);                                                                  \
     const vec4 weight = exp(score - m_new);                                                                      \
@@ -137,10 +140,10 @@ uvec2 key_range(uint t) {
     m[g] = m_new;                                                                                                \
   }
 #define UPDATE1(pos, k0, v0)                                                                                     \
-  [[unroll]] for (uint g = 0; g < G; ++g) {                                                                      \
+  [[unroll]] for (uint g = 0; g < GT; ++g) {                                                                     \
     float partial = 0.0;                                                                                         \
     [[unroll]] for (uint d = 0; d < W; ++d) partial += qv[g * W + d] * k0[d];                                    \
-    const float score = adjust4(vec4(subgroupAdd(partial)), kv_head * G + g, pos, qpos).x;                       \
+    const float score = adjust4(vec4(subgroupAdd(partial)), head0 + g, pos, qpos).x;                           \
     const float m_new = max(m[g], score);                                                                        \
     const float correction = exp(m[g] - m_new), weight = exp(score - m_new);                                     \
     l[g] = l[g] * correction + weight;                                                                           \
@@ -149,20 +152,20 @@ uvec2 key_range(uint t) {
   }
 
 #if RELATIVE
-// T5's bias of the workgroup's G query heads by distance, −REL_MAX … REL_MAX:
+// T5's bias of the workgroup's GT query heads by distance, −REL_MAX … REL_MAX:
 // looked up once a workgroup (a constant array indexed at run time is
 // copied into each invocation's memory where it is read; here it is read
 // only to fill this table).
-shared float rel_table[(2u * REL_MAX + 1u) * G];
-void load_relative(uint kv_head) {
-  for (uint i = gl_LocalInvocationIndex; i < (2u * REL_MAX + 1u) * G; i += gl_WorkGroupSize.x)
-    rel_table[i] = rel_bias[REL_BUCKET[i / G] * HQ + kv_head * G + i % G];
+shared float rel_table[(2u * REL_MAX + 1u) * GT];
+void load_relative(uint head0) {
+  for (uint i = gl_LocalInvocationIndex; i < (2u * REL_MAX + 1u) * GT; i += gl_WorkGroupSize.x)
+    rel_table[i] = rel_bias[REL_BUCKET[i / GT] * HQ + head0 + i % GT];
   barrier();
 }
-// The bias of query head h (of the workgroup's KV head) for key j seen from position i.
+// The bias of query head h (one of the workgroup's) for key j seen from position i.
 float relative(uint h, uint j, uint i) {
   const int r = clamp(int(j) - int(i), -int(REL_MAX), int(REL_MAX));
-  return rel_table[uint(r + int(REL_MAX)) * G + h % G];
+  return rel_table[uint(r + int(REL_MAX)) * GT + h % GT];
 }
 #endif
 
@@ -208,8 +211,8 @@ vec4 adjust4(vec4 score, uint h, uint pos, uint qpos) {
 
 // Row t's queries, scaled, and an empty softmax.
 #define START(t)                                                                         \
-  [[unroll]] for (uint g = 0; g < G; ++g) {                                              \
-    const uint qbase = pc.q_offset + (t) * pc.q_stride + (kv_head * G + g) * DH;         \
+  [[unroll]] for (uint g = 0; g < GT; ++g) {                                             \
+    const uint qbase = pc.q_offset + (t) * pc.q_stride + (head0 + g) * DH;               \
     [[unroll]] for (uint d = 0; d < W; ++d) {                                            \
       const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;                    \
       qv[g * W + d] = owns(lane, d) ? q[qbase + dim] * SCALE : 0.0;                      \
@@ -221,15 +224,15 @@ vec4 adjust4(vec4 score, uint h, uint pos, uint qpos) {
 
 // Row t's output (SPLITS = 1), or its key range's partial softmax.
 #define FINISH(t)                                                                        \
-  [[unroll]] for (uint g = 0; g < G; ++g) {                                              \
-    const uint obase = (t) * (HQ * DH) + (kv_head * G + g) * DH;                         \
+  [[unroll]] for (uint g = 0; g < GT; ++g) {                                             \
+    const uint obase = (t) * (HQ * DH) + (head0 + g) * DH;                               \
     [[unroll]] for (uint d = 0; d < W; ++d) {                                            \
       const uint dim = (lane + (d / CVPT) * LANES) * CVPT + d % CVPT;                    \
       if (!owns(lane, d)) continue;                                                      \
       if (SPLITS == 1) {                                                                 \
         o[obase + dim] = acc[g * W + d] / l[g];                                          \
       } else {                                                                           \
-        const uint at = (((t) * HQ + kv_head * G + g) * SPLITS + gl_WorkGroupID.z) * (DH + 2); \
+        const uint at = (((t) * HQ + head0 + g) * SPLITS + gl_WorkGroupID.z) * (DH + 2);   \
         part[at + 2 + dim] = acc[g * W + d];                                             \
         if (dim == 0) {                                                                  \
           part[at] = m[g]; /* -inf for an empty range: weighs nothing when merged */     \
@@ -241,10 +244,10 @@ vec4 adjust4(vec4 score, uint h, uint pos, uint qpos) {
 
 // QROWS rows a workgroup, keys and values staged BC at a time.
 void staged() {
-  const uint kv_head = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * QROWS;
+  const uint head0 = gl_WorkGroupID.x * GT, kv_head = head0 / G, t0 = gl_WorkGroupID.y * QROWS;
   if (t0 >= pc.rows) return;  // the whole workgroup
 #if RELATIVE
-  load_relative(gl_WorkGroupID.x);
+  load_relative(head0);
 #endif
   const uint lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationIndex;
   const bool live = t0 + gl_SubgroupID < pc.rows;
@@ -280,10 +283,10 @@ void main() {
     staged();
     return;
   }
-  const uint kv_head = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  const uint head0 = gl_WorkGroupID.x * GT, kv_head = head0 / G, t = gl_WorkGroupID.y;
   if (t >= pc.rows) return;
 #if RELATIVE
-  load_relative(kv_head);
+  load_relative(head0);
 #endif
   const uint lane = gl_LocalInvocationID.x;
   const uint sequence = io.rows[t].sequence;

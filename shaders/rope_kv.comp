@@ -15,8 +15,13 @@
 //                 reaches L = max(extent, position + 1) > NTK_ORIGINAL positions
 //                 turns with the base θ · (NTK_FACTOR · L / NTK_ORIGINAL − NTK_FACTOR + 1)^(ROT / (ROT − 2)),
 //                 i.e. INV_FREQ[j] (θ's) times that ratio^(−2j / ROT)
+//   ROT_OFF       the first rotated dim of each head (0; latent attention: its rotary part
+//                 after the latent), the rotation on dims ROT_OFF … ROT_OFF + ROT − 1
 //   QK_NORM       0: none; RMSNorm of q and k as they are read, 1: each head over DH
-//                 (Qwen3, Gemma 3), 2: each projection whole (OLMo 2)
+//                 (Qwen3, Gemma 3), 2: each projection whole (OLMo 2), 3: k's first LATENT
+//                 values alone (latent attention's kv_a_layernorm; q is not normed)
+//   LATENT        latent attention (its kv_lora_rank; 0: none): k = [latent | rotary key] is the
+//                 one cached head, and the value too: nothing is written to the V cache
 //   QK_EPS, QK_UNIT_OFFSET  its eps, and whether its scale is 1 + w (Gemma)
 //   CACHE_F16     cache dtype (kv.glsl)
 // Specialization constants: 0 the workgroup size; 1 RING, the positions the caches hold.
@@ -42,9 +47,12 @@ layout(std430, binding = BINDING_k_norm) readonly buffer KN { float kn[]; };
 // The groups a q/k norm takes its sums over: each head, or the whole row.
 #if QK_NORM == 1
 const uint Q_GROUPS = HQ, K_GROUPS = HKV, Q_GROUP = DH, K_GROUP = DH;
+#elif QK_NORM == 3
+const uint Q_GROUPS = 1, K_GROUPS = 1, Q_GROUP = 0, K_GROUP = LATENT;
 #else
 const uint Q_GROUPS = 1, K_GROUPS = 1, Q_GROUP = HQ * DH, K_GROUP = HKV * DH;
 #endif
+#define Q_NORMED (QK_NORM == 1 || QK_NORM == 2)
 
 // 1/rms of the `width` values of a row at `base` of q (or of k), every lane
 // getting the whole sum.
@@ -60,7 +68,7 @@ float inv_rms(bool of_q, uint base, uint width) {
 // The scale of dim d of head h: per head one vector for every head, whole
 // projections one value per dim.
 float scale_of(bool of_q, uint head, uint d) {
-  const uint i = QK_NORM == 1 ? d : head * DH + d;
+  const uint i = QK_NORM == 1 || QK_NORM == 3 ? d : head * DH + d;
   const float w = of_q ? qn[i] : kn[i];
   return QK_UNIT_OFFSET != 0 ? 1.0 + w : w;
 }
@@ -103,6 +111,18 @@ void pairing(uint d, out uint partner, out uint freq, out float sign_) {
 }
 #endif
 
+// Dim d of head `head` of k as read: normed (times k_factor, its group's
+// 1/rms) where a q/k norm covers it.
+float k_value(uint kbase, uint head, uint d, float k_factor) {
+  float x = k[kbase + d];
+#if QK_NORM == 3
+  if (d < LATENT) x *= k_factor * scale_of(false, head, d);
+#elif QK_NORM
+  x *= k_factor * scale_of(false, head, d);
+#endif
+  return x;
+}
+
 void main() {
   const uint t = gl_WorkGroupID.x;
   if (t >= pc.rows) return;
@@ -115,14 +135,17 @@ void main() {
 #if QK_NORM
   // Under a q/k norm every value of q and k is multiplied as it is read by
   // 1/rms of its group and its scale. All sums are taken before q is written.
-  float q_rms[Q_GROUPS], k_rms[K_GROUPS];
-  for (uint g = 0; g < Q_GROUPS; ++g) q_rms[g] = inv_rms(true, pc.q_offset + t * pc.q_stride + g * Q_GROUP, Q_GROUP);
+  float k_rms[K_GROUPS];
   for (uint g = 0; g < K_GROUPS; ++g) k_rms[g] = inv_rms(false, pc.k_offset + t * pc.k_stride + g * K_GROUP, K_GROUP);
+#endif
+#if Q_NORMED
+  float q_rms[Q_GROUPS];
+  for (uint g = 0; g < Q_GROUPS; ++g) q_rms[g] = inv_rms(true, pc.q_offset + t * pc.q_stride + g * Q_GROUP, Q_GROUP);
 
-  // Dims of q past the rotary width: normalized in place (the rotation below
-  // writes the others).
+  // Dims of q outside the rotary ones: normalized in place (the rotation
+  // below writes the others).
   for (uint i = lane; i < HQ * (DH - ROT); i += gl_WorkGroupSize.x) {
-    const uint head = i / (DH - ROT), d = ROT + i % (DH - ROT);
+    const uint head = i / (DH - ROT), e = i % (DH - ROT), d = e < ROT_OFF ? e : e + ROT;
     const uint at = pc.q_offset + t * pc.q_stride + head * DH + d;
     q[at] *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, d);
   }
@@ -140,9 +163,9 @@ void main() {
 #endif
     const float angle = float(position) * inv_freq(j, g);
     const float c = cos(angle) * ROPE_SCALE, s = sin(angle) * ROPE_SCALE;
-    const uint base = pc.q_offset + t * pc.q_stride + head * DH;
+    const uint base = pc.q_offset + t * pc.q_stride + head * DH + ROT_OFF;
     float x0 = q[base + a], x1 = q[base + b];
-#if QK_NORM
+#if Q_NORMED
     x0 *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, a);
     x1 *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, b);
 #endif
@@ -155,30 +178,30 @@ void main() {
   for (uint i = lane; i < HKV * (DH / 2); i += gl_WorkGroupSize.x) {
     const uint head = i / (DH / 2), p = i % (DH / 2);
     const uint kbase = pc.k_offset + t * pc.k_stride + head * DH;
-    vec2 kv = vec2(k[kbase + 2 * p], k[kbase + 2 * p + 1]);
 #if QK_NORM
     const float k_factor = k_rms[QK_NORM == 1 ? head : 0];
-    kv *= k_factor * vec2(scale_of(false, head, 2 * p), scale_of(false, head, 2 * p + 1));
+#else
+    const float k_factor = 1.0;
 #endif
+    vec2 kv = vec2(k_value(kbase, head, 2 * p, k_factor), k_value(kbase, head, 2 * p + 1, k_factor));
 #if ROPE
     for (uint e = 0; e < 2; ++e) {
       const uint d = 2 * p + e;
-      if (d >= ROT) break;
+      if (d < ROT_OFF || d >= ROT_OFF + ROT) continue;
       uint partner, freq;
       float sign_;
-      pairing(d, partner, freq, sign_);
+      pairing(d - ROT_OFF, partner, freq, sign_);
+      partner += ROT_OFF;
       const float angle = float(position) * inv_freq(freq, g);
-      float x = k[kbase + d], y = k[kbase + partner];
-#if QK_NORM
-      x *= k_factor * scale_of(false, head, d);
-      y *= k_factor * scale_of(false, head, partner);
-#endif
+      const float x = k_value(kbase, head, d, k_factor), y = k_value(kbase, head, partner, k_factor);
       kv[e] = (x * cos(angle) + sign_ * y * sin(angle)) * ROPE_SCALE;
     }
 #endif
-    const uint vbase = pc.v_offset + t * pc.v_stride + head * DH;
     const uint at = cache_pair(sequence, position, head, p);
     kc[at] = to_cache(kv);
+#if QK_NORM != 3  // latent attention writes no V
+    const uint vbase = pc.v_offset + t * pc.v_stride + head * DH;
     vc[at] = to_cache(vec2(v[vbase + 2 * p], v[vbase + 2 * p + 1]));
+#endif
   }
 }

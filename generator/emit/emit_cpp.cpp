@@ -71,10 +71,21 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                v(op.in[0]) + ");";
         break;
       case typed::OpKind::QKNorm:
+        if (op.variant == typed::kLatentNorm) {
+          code = "r.template latent_norm<heads, mla_kv_lora_rank, mla_qk_rope_head_dim>(" + v(op.in[0]) + ", " +
+                 v(op.in[1]) + ", " + b + ", norm_eps);";
+          break;
+        }
         code = "r.template qk_norm<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " + w + ", " + b +
                ", norm_eps);";
         break;
       case typed::OpKind::Rope:
+        if (op.dims[4] > 0) {  // latent attention's rotary part, after the latent
+          code = "r.template rope_at<heads, kv_heads, head_dim, rotary_dim, mla_kv_lora_rank>(" + v(op.in[0]) + ", " +
+                 v(op.in[1]) + ", RopePairing::" +
+                 std::string(spelling(static_cast<RopePairing>(op.variant)).enumerator) + ", rope_theta);";
+          break;
+        }
         code = "r.template rope<heads, kv_heads, head_dim, rotary_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) +
                ", RopePairing::" + std::string(spelling(static_cast<RopePairing>(op.variant)).enumerator) +
                (op.local ? ", rope_local_theta, true);" : ", rope_theta);");
@@ -122,6 +133,12 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         code = out_var + "r.template ssm_scan<ssm_d_inner, ssm_d_state, ssm_dt_rank>(" + v(op.in[0]) + ", " +
                v(op.in[1]) + ", " + v(op.in[2]) + ", " + w + ", " + g.handles[i][2] + ", " + b + ", " +
                g.handles[i][3] + ", " + std::to_string(op.layer) + ");";
+        break;
+      case typed::OpKind::MlaQuery:
+      case typed::OpKind::MlaValues:
+        code = out_var + "r.template " + (op.kind == typed::OpKind::MlaQuery ? "mla_query" : "mla_values") +
+               "<heads, mla_qk_nope_head_dim, mla_qk_rope_head_dim, mla_kv_lora_rank, mla_v_head_dim>(" + v(op.in[0]) +
+               ", " + w + ");";
         break;
       case typed::OpKind::CrossKv:
         code = "r.template cross_kv<kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
@@ -232,6 +249,21 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
     // moe_route keeps a bit per expert of its lane's share, 32 at most, on
     // subgroups of 8 lanes or more.
     if (s.moe.experts > 256) refuse("moe.experts", "at most 256 experts");
+    // A layer's experts of one role are one binding (the kernel finds expert
+    // e's rows at e · n of it): all of them must fit weights.max_part_bytes.
+    for (int64_t l = 0; l < s.dims.layers; ++l) {
+      if (!s.moe.sparse(l)) continue;
+      const int64_t d = s.dims.hidden, i = s.moe.expert_intermediate;
+      const int64_t widest = std::max(device_tensor_bytes(s.weights.matrix_dtype(Role::ExpertGate, l), 2, i, d),
+                                      device_tensor_bytes(s.weights.matrix_dtype(Role::ExpertDown, l), 2, d, i));
+      if (s.moe.experts * widest > s.weights.max_part_bytes) {
+        refuse("moe.experts", "a layer's " + std::to_string(s.moe.experts) + " experts of one role take " +
+                                  std::to_string(s.moe.experts * widest) + " bytes, over weights.max_part_bytes (" +
+                                  std::to_string(s.weights.max_part_bytes) + "), the most one binding holds; a smaller "
+                                  "dtype fits them");
+        break;
+      }
+    }
   }
   if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
     refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
@@ -350,6 +382,11 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   constant("ssm_d_conv", "int64_t", i(s.ssm.d_conv), "ssm.d_conv", "taps of its causal depthwise conv");
   constant("ssm_d_state", "int64_t", i(s.ssm.d_state), "ssm.d_state", "states per channel of its scan");
   constant("ssm_dt_rank", "int64_t", i(s.ssm.dt_rank), "ssm.dt_rank", "the rank of its dt_proj");
+  constant("mla_q_lora_rank", "int64_t", i(s.mla.q_lora_rank), "mla.q_lora_rank", "latent attention's query latent (0: none)");
+  constant("mla_kv_lora_rank", "int64_t", i(s.mla.kv_lora_rank), "mla.kv_lora_rank", "its key/value latent (0: no latent attention)");
+  constant("mla_qk_nope_head_dim", "int64_t", i(s.mla.qk_nope_head_dim), "mla.qk_nope_head_dim", "");
+  constant("mla_qk_rope_head_dim", "int64_t", i(s.mla.qk_rope_head_dim), "mla.qk_rope_head_dim", "");
+  constant("mla_v_head_dim", "int64_t", i(s.mla.v_head_dim), "mla.v_head_dim", "");
   constant("moe_experts", "int64_t", i(s.moe.experts), "moe.experts", "routed experts per sparse layer (0: dense)");
   constant("moe_top_k", "int64_t", i(s.moe.top_k), "moe.top_k", "experts per token");
   constant("cache_dtype", "DType", "DType::" + std::string(spelling(s.cache.dtype).enumerator), "cache.dtype",
@@ -376,6 +413,10 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
              "position.rotary_dim");
     contract("sliding_window <= max_context", "sliding_window is larger than max_context", "attention.sliding_window");
   }
+  if (s.mla.enabled)
+    contract("kv_heads == 1 && head_dim == mla_kv_lora_rank + mla_qk_rope_head_dim && rotary_dim == mla_qk_rope_head_dim",
+             "latent attention caches one head of kv_lora_rank + qk_rope_head_dim values, rotated in its last qk_rope_head_dim",
+             "mla.kv_lora_rank");
   root.set("asserts", asserts);
 
   kainjow::mustache::list entries;
@@ -537,6 +578,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("dispatches", dispatch_items);
   root.set("dispatch_count", i(static_cast<int64_t>(p.dispatches.size())));
   root.set("cache_row_bytes", i(model.cache_row_bytes));
+  root.set("v_cache_row_bytes", i(model.v_cache_row_bytes));
   root.set("partials_row_floats", i(model.partials_row_floats));
   root.set("widest_row_floats", i(model.widest_row_floats));
 

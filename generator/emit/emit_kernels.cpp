@@ -209,9 +209,11 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       std::string constants = head_constants(s) + flag("ROPE", rot > 0) + define("ROT", rot) +
                               flag("NEOX", k.pairing == RopePairing::Neox);
       // q/k norms: 1 each head over DH, 2 each projection whole (core/spec.hpp's QKNorm).
-      const int qk_norm = !k.qk_norm ? 0 : s.attention.qk_norm == QKNorm::PerHead ? 1 : 2;
+      // 3: latent attention's kv_a_layernorm, of k's first kv_lora_rank values (then no V is written).
+      const int qk_norm = !k.qk_norm ? 0 : k.latent ? 3 : s.attention.qk_norm == QKNorm::PerHead ? 1 : 2;
       constants += define("QK_NORM", std::to_string(qk_norm)) + define("QK_EPS", number_literal(s.norm.eps, 9)) +
-                   flag("QK_UNIT_OFFSET", s.norm.unit_offset);
+                   flag("QK_UNIT_OFFSET", s.norm.unit_offset) + define("ROT_OFF", k.rot_offset) +
+                   define("LATENT", k.latent ? s.mla.kv_lora_rank : int64_t{0});
       if (rot > 0) {
         const RopeTable table = rope_table(s, k.local);
         constants += define("ROPE_SCALE", number_literal(table.scale, 9)) + float_array("INV_FREQ", table.inv_freq);
@@ -226,7 +228,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Attention: {
       // Cross-attention adds no position bias (T5's encoder–decoder attention).
       const bool relative = s.position.kind == PositionKind::Relative && !k.cross;
-      return head_constants(s) + define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
+      if (k.head_tile <= 0 || (s.dims.heads / s.dims.kv_heads) % k.head_tile != 0)
+        throw std::logic_error("kernels: an attention instance without a head tile dividing HQ / HKV");
+      return head_constants(s) + define("GT", k.head_tile) +
+             define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
              flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9)) +
              define("WINDOW", k.window) + flag("BIDIRECTIONAL", k.bidirectional) + flag("ALIBI", s.position.kind == PositionKind::Alibi) +
              (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "") +
@@ -253,6 +258,9 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("WINDOWED", s.ssm.d_conv > 1);
     case kernels::Family::SsmScan:
       return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("R", s.ssm.dt_rank);
+    case kernels::Family::Mla:
+      return define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) + define("ROPE", s.mla.qk_rope_head_dim) +
+             define("RANK", s.mla.kv_lora_rank) + define("VD", s.mla.v_head_dim) + flag("QUERY", k.query);
   }
   throw std::logic_error("kernels: unknown family");
 }

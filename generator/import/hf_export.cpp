@@ -119,7 +119,10 @@ json rope_scaling(const Spec& s) {
                 {"original_max_position_embeddings", r.original_max_context},
                 {"beta_fast", r.beta_fast},
                 {"beta_slow", r.beta_slow}};
-      if (r.attention_factor) y["attention_factor"] = *r.attention_factor;
+      // (An attention factor the mscales imply is written as the mscales.)
+      if (r.mscale > 0) y["mscale"] = number(r.mscale);
+      if (r.mscale_all_dim > 0) y["mscale_all_dim"] = number(r.mscale_all_dim);
+      if (r.attention_factor && !(r.mscale > 0 && r.mscale_all_dim > 0)) y["attention_factor"] = *r.attention_factor;
       return y;
     }
   }
@@ -523,8 +526,70 @@ json mamba_config(const Spec& s) {
   return dtype_and_tie(c, s);
 }
 
+// DeepseekV2Config / DeepseekV3Config: latent attention with DeepSeek's MoE
+// (V3 when it routes by sigmoid scores or a correction bias, else V2).
+json deepseek_config(const Spec& s) {
+  if (s.weights.preset != "hf-llama")
+    refuse(s, "mla: a DeepSeek config's checkpoints have the hf-llama preset's attention names");
+  const Dims& d = s.dims;
+  const Mla& m = s.mla;
+  const Moe& e = s.moe;
+  const bool v3 = e.enabled() && (e.scoring == MoeScoring::Sigmoid || e.correction_bias);
+  const std::string type = v3 ? "deepseek_v3" : "deepseek_v2";
+  json c = {{"architectures", {v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM"}},
+            {"model_type", type},
+            {"hidden_size", d.hidden},
+            {"intermediate_size", d.intermediate},
+            {"num_hidden_layers", d.layers},
+            {"num_attention_heads", d.heads},
+            {"num_key_value_heads", d.heads},
+            {"q_lora_rank", m.q_lora_rank > 0 ? json(m.q_lora_rank) : json(nullptr)},
+            {"kv_lora_rank", m.kv_lora_rank},
+            {"qk_nope_head_dim", m.qk_nope_head_dim},
+            {"qk_rope_head_dim", m.qk_rope_head_dim},
+            {"v_head_dim", m.v_head_dim},
+            {"max_position_embeddings", d.max_context},
+            {"vocab_size", d.vocab},
+            {"rms_norm_eps", s.norm.eps},
+            {"rope_theta", s.position.theta},
+            {"rope_scaling", rope_scaling(s)},
+            {"attention_bias", false},
+            {"hidden_act", hf_activation(s.mlp.activation, false)}};
+  if (!e.enabled()) {
+    c["n_routed_experts"] = nullptr;
+    return dtype_and_tie(c, s);
+  }
+  // The dense layers must be the first k, or those off a layer frequency.
+  int64_t first = 0;
+  while (first < d.layers && !e.sparse(first)) ++first;
+  int64_t freq = 1;
+  while (freq < d.layers && first + freq < d.layers && !e.sparse(first + freq)) ++freq;
+  for (int64_t l = 0; l < d.layers; ++l)
+    if (e.sparse(l) != (l >= first && l % freq == 0))
+      refuse(s, "moe.dense_layers: DeepSeek's configs make layer l sparse iff l ≥ first_k_dense_replace and "
+                "l % moe_layer_freq == 0");
+  c["n_routed_experts"] = e.experts;
+  c["num_experts_per_tok"] = e.top_k;
+  c["moe_intermediate_size"] = e.expert_intermediate;
+  c["n_shared_experts"] = e.shared_experts;
+  c["first_k_dense_replace"] = first;
+  c["moe_layer_freq"] = freq;
+  c["scoring_func"] = e.scoring == MoeScoring::Sigmoid ? "sigmoid" : "softmax";
+  c["topk_method"] = e.correction_bias ? "noaux_tc" : e.groups > 1 ? "group_limited_greedy" : "greedy";
+  c["n_group"] = e.groups;
+  c["topk_group"] = e.topk_groups;
+  c["norm_topk_prob"] = e.norm_topk_prob;
+  c["routed_scaling_factor"] = e.routed_scaling_factor;
+  return dtype_and_tie(c, s);
+}
+
 json hf_config_from_spec(const Spec& s) {
   if (s.ssm.enabled()) return round_trip(s, mamba_config(s), "mamba");
+  if (s.mla.enabled) {
+    json c = deepseek_config(s);
+    const std::string type = c["model_type"];
+    return round_trip(s, std::move(c), type);
+  }
   // What no model type has, said plainly before the round trip would.
   const std::string named = named_family(s);
   const bool alibi_family = named == "bloom" || named == "mpt";

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "core/manifest.hpp"
@@ -27,6 +28,7 @@ namespace fs = std::filesystem;
 enum class Family {
   Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
   GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5, ModernBert, Bart, MBart, Mamba,
+  DeepseekV2, DeepseekV3,
 };
 
 struct FamilyInfo {
@@ -64,6 +66,8 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::Bart, "bart", "BartConfig", "Bart"},
     {Family::MBart, "mbart", "MBartConfig", "MBart"},
     {Family::Mamba, "mamba", "MambaConfig", "Mamba"},
+    {Family::DeepseekV2, "deepseek_v2", "DeepseekV2Config", "DeepseekV2"},
+    {Family::DeepseekV3, "deepseek_v3", "DeepseekV3Config", "DeepseekV3"},
 };
 
 bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
@@ -289,7 +293,7 @@ class Importer {
   Importer(const json& config, const FamilyInfo& info, const ImportOptions& options)
       : c_(config, options.file, info.config_class), info_(info), f_(info.family), options_(options) {
     // The tables in spec order; the empty ones are not written.
-    for (const char* t : {"model", "dims", "norm", "attention", "position", "position.scaling", "mlp", "moe", "ssm",
+    for (const char* t : {"model", "dims", "norm", "attention", "position", "position.scaling", "mlp", "moe", "ssm", "mla",
                           "embedding", "output", "weights", "weights.names", "weights.encoder_names", "pooling"})
       doc_.table(t);
   }
@@ -312,6 +316,7 @@ class Importer {
       case Family::ModernBert: read_modernbert(); break;
       case Family::Bart: case Family::MBart: read_bart(); break;
       case Family::Mamba: read_mamba(); break;
+      case Family::DeepseekV2: case Family::DeepseekV3: read_deepseek(); break;
       default: read_llama_like();
     }
     if (!c_.errors().empty()) throw ImportError(c_.errors());
@@ -1422,7 +1427,8 @@ class Importer {
   }
 
   // ---- the Llama family ------------------------------------------------------
-  void read_llama_like() {
+  // hidden_size and num_hidden_layers into [dims]; those and num_attention_heads, read.
+  std::tuple<Config::Field<int64_t>, Config::Field<int64_t>, Config::Field<int64_t>> read_widths() {
     TomlTable& d = t("dims");
     auto hidden = c_.required("hidden_size");
     auto layers = c_.required("num_hidden_layers", kMaxLayers);
@@ -1430,6 +1436,12 @@ class Importer {
     d.set("hidden", hidden.value, hidden.note);
     d.set("layers", layers.value, layers.note);
     layers_ = layers.value;
+    return {hidden, layers, heads};
+  }
+
+  void read_llama_like() {
+    TomlTable& d = t("dims");
+    auto [hidden, layers, heads] = read_widths();
     const int64_t natural = heads.value > 0 ? hidden.value / heads.value : 0;
 
     // head_dim: the key when a config has it (every family reads it then),
@@ -1930,11 +1942,12 @@ class Importer {
       set_num("beta_fast", "beta_fast", false);
       set_num("beta_slow", "beta_slow", false);
       set_num("attention_factor", "attention_factor", false);
+      // DeepSeek's: the attention factor m(factor, mscale) / m(factor,
+      // mscale_all_dim) (transformers' too), and under latent attention the
+      // release's score scale times m(factor, mscale_all_dim)² (spec.md).
       for (const char* k : {"mscale", "mscale_all_dim"}) {
         read.insert(k);
-        if (s.contains(k) && !s[k].is_null() && !(s[k].is_number() && s[k].get<double>() == 0))
-          c_.error(key + "." + k + " = " + shown(s[k]) +
-                   ": the spec's yarn scaling has no mscale (DeepSeek's attention-factor formula)");
+        if (s.contains(k) && !s[k].is_null() && !(s[k].is_number() && s[k].get<double>() == 0)) set_num(k, k, false);
       }
       read.insert("truncate");
       if (s.contains("truncate") && s["truncate"] == false)
@@ -1952,6 +1965,136 @@ class Importer {
     for (const auto& [k, v] : s.items())
       if (!read.count(k)) unread.push_back(k);
     if (!unread.empty()) warn(c_.file() + ": warning: " + key + " keys not read: " + join(unread));
+  }
+
+  // ---- DeepSeek-V2/V3 ----------------------------------------------------------
+  // DeepseekV2/V3ForCausalLM as the release's modeling_deepseek.py computes
+  // it (the checkpoints were trained with it): multi-head latent attention,
+  // RoPE in interleaved pairs on the rotary parts, YaRN with DeepSeek's
+  // mscale; the first first_k_dense_replace layers (and those off
+  // moe_layer_freq) dense, the others DeepSeek's MoE.
+  void read_deepseek() {
+    const bool v3 = f_ == Family::DeepseekV3;
+    TomlTable& d = t("dims");
+    auto [hidden, layers, heads] = read_widths();
+    d.set("heads", heads.value, "num_attention_heads (each a query head over the shared latent)");
+    // Every head reads the one latent: the spec has no KV heads to give.
+    c_.use("num_key_value_heads");
+    auto inter = c_.required("intermediate_size");
+    d.set("intermediate", inter.value, "intermediate_size (the dense layers' MLP width)");
+    auto vocab = c_.required("vocab_size");
+    d.set("vocab", vocab.value, "vocab_size");
+    auto context = c_.required("max_position_embeddings");
+    d.set("max_context", context.value, "max_position_embeddings");
+    max_context_ = context.value;
+
+    TomlTable& m = t("mla");
+    if (c_.is_null("q_lora_rank")) {
+      c_.use("q_lora_rank");
+      m.note("q_lora_rank = null: q_proj straight from the hidden state.");
+    } else if (auto q = c_.integer("q_lora_rank")) {
+      m.set("q_lora_rank", *q, "q_lora_rank");
+    }
+    for (const char* key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+      m.set(key, c_.required(key, 4096).value, key);
+
+    auto eps = epsilon("rms_norm_eps", 1e-6);
+    t("norm").set("kind", "rmsnorm").set("eps", eps.value, eps.note).set("placement", "pre");
+    if (c_.boolean("attention_bias").value_or(false))
+      c_.error("attention_bias = true: latent attention's projections have no biases in the spec");
+    read_position();
+    t("position").set("pairing", "interleaved",
+                      "modeling_deepseek.py rotates q_pe and k_pe in pairs (2i, 2i + 1): it de-interleaves them, then "
+                      "rotates halves");
+    read_activation("hidden_act", "silu");
+    t("mlp").set("gated", true);
+
+    // Experts: none when n_routed_experts is null.
+    const std::string L = "model.layers.{layer}.mlp.";
+    if (c_.is_null("n_routed_experts") || !c_.present("n_routed_experts")) {
+      c_.use("n_routed_experts");
+      for (const char* k : {"num_experts_per_tok", "moe_intermediate_size", "n_shared_experts", "first_k_dense_replace",
+                            "moe_layer_freq", "n_group", "topk_group", "topk_method", "scoring_func", "norm_topk_prob",
+                            "routed_scaling_factor"})
+        c_.use(k);
+    } else {
+      TomlTable& e = t("moe");
+      auto experts = c_.integer_or("n_routed_experts", v3 ? 256 : 64, 1, kMaxHeads);
+      auto top_k = c_.integer_or("num_experts_per_tok", v3 ? 8 : 6);
+      check_top_k(experts, top_k);
+      e.set("experts", experts.value, experts.note);
+      e.set("top_k", top_k.value, top_k.note);
+      auto width = c_.integer_or("moe_intermediate_size", v3 ? 2048 : 1407);
+      e.set("expert_intermediate", width.value, width.note);
+      auto shared = c_.integer_or("n_shared_experts", v3 ? 1 : 2, 0, kMaxHeads);
+      if (shared.value > 0) {
+        e.set("shared_experts", shared.value, shared.note + ": one MLP of n_shared_experts × moe_intermediate_size");
+        e.set("shared_intermediate", width.value, width.note);
+      }
+      // Layer l has experts iff l ≥ first_k_dense_replace and l % moe_layer_freq == 0.
+      auto first_dense = c_.integer_or("first_k_dense_replace", 0, 0, kMaxLayers);
+      auto freq = c_.integer_or("moe_layer_freq", 1, 1, kMaxLayers);
+      std::vector<int64_t> dense;
+      for (int64_t l = 0; l < layers.value; ++l)
+        if (l < first_dense.value || l % freq.value != 0) dense.push_back(l);
+      if (!dense.empty())
+        e.set("dense_layers", dense, first_dense.note + " and " + freq.note + ": these layers have the dense MLP");
+      auto scoring = c_.string("scoring_func").value_or("softmax");
+      if (scoring != "softmax" && scoring != "sigmoid")
+        c_.value_error("scoring_func", c_.at("scoring_func"), "the spec's moe.scoring is softmax or sigmoid");
+      else if (scoring != "softmax")
+        e.set("scoring", scoring, "scoring_func");
+      // topk_method: greedy (every expert a candidate), group_limited_greedy
+      // (V2: a group scored by its best expert), noaux_tc (V3: by the sum of
+      // its best two, choosing by score + e_score_correction_bias).
+      const std::string method = c_.string("topk_method").value_or(v3 ? "noaux_tc" : "greedy");
+      auto groups = c_.integer_or("n_group", 1, 1, 32);
+      auto topk_groups = c_.integer_or("topk_group", 1, 1, 32);
+      if (method == "group_limited_greedy" || method == "noaux_tc") {
+        if (groups.value > 1) {
+          e.set("groups", groups.value, groups.note);
+          e.set("topk_groups", topk_groups.value, topk_groups.note);
+          if (experts.value % groups.value != 0)
+            c_.error("n_routed_experts (" + std::to_string(experts.value) + ") is not a multiple of n_group (" +
+                     std::to_string(groups.value) + ")");
+        }
+        e.set("group_score", method == "noaux_tc" ? "top2_sum" : "max", "topk_method = \"" + method + "\"");
+        if (method == "noaux_tc") e.set("correction_bias", true, "noaux_tc: e_score_correction_bias chooses the experts");
+      } else if (method != "greedy") {
+        c_.value_error("topk_method", c_.at("topk_method"),
+                       "the spec routes by greedy, group_limited_greedy (V2) or noaux_tc (V3)");
+      }
+      auto norm = c_.boolean_or("norm_topk_prob", false);
+      e.set("norm_topk_prob", norm.value, norm.note);
+      auto scale = c_.number_or("routed_scaling_factor", 1.0);
+      // V2 scales the weights only when it does not renormalize them; V3 always.
+      if (!v3 && norm.value && top_k.value > 1) {
+        if (scale.value != 1.0)
+          e.note("routed_scaling_factor (" + shown(scale.value) +
+                 ") is not applied: DeepseekV2MoE renormalizes the top-k weights instead");
+      } else if (scale.value <= 0) {
+        c_.value_error("routed_scaling_factor", c_.at("routed_scaling_factor"), "must be positive");
+      } else if (scale.value != 1.0) {
+        e.set("routed_scaling_factor", scale.value, scale.note);
+      }
+      t("weights.names")
+          .note(std::string(info_.model_class) + "MoE's router and experts (the hf-llama preset names Mixtral's).")
+          .set("router", L + "gate")
+          .set("expert_gate", L + "experts.{expert}.gate_proj")
+          .set("expert_up", L + "experts.{expert}.up_proj")
+          .set("expert_down", L + "experts.{expert}.down_proj")
+          .set("shared_gate", L + "shared_experts.gate_proj")
+          .set("shared_up", L + "shared_experts.up_proj")
+          .set("shared_down", L + "shared_experts.down_proj");
+    }
+    // Training-only settings: the auxiliary losses and expert parallelism.
+    for (const char* k : {"aux_loss_alpha", "seq_aux", "ep_size"}) c_.use(k);
+    if (auto mtp = c_.integer("num_nextn_predict_layers", 0, kMaxLayers); mtp && *mtp > 0)
+      t("weights").note("num_nextn_predict_layers = " + std::to_string(*mtp) +
+                        ": the checkpoint's multi-token prediction layers after the last are not part of the model "
+                        "(their tensors are not in the manifest)");
+    read_embedding();
+    t("weights").set("preset", "hf-llama");
   }
 
   // ---- MLP, experts, embeddings --------------------------------------------
@@ -2093,16 +2236,21 @@ std::string summary(const spec::Spec& s) {
   if (s.encoder_decoder())
     parts.push_back("encoder-decoder, " + std::to_string(d.encoder_layers) + " + " + std::to_string(d.layers) +
                     " layers, cross-attention");
-  if (d.kv_heads == d.heads) parts.push_back("MHA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
+  if (s.mla.enabled) {
+    const spec::Mla& m = s.mla;
+    parts.push_back("multi-head latent attention, " + std::to_string(d.heads) + " heads over a latent of " +
+                    std::to_string(m.kv_lora_rank) + " + a rotary key of " + std::to_string(m.qk_rope_head_dim) +
+                    (m.q_lora_rank > 0 ? ", a query latent of " + std::to_string(m.q_lora_rank) : std::string()));
+  } else if (d.kv_heads == d.heads) parts.push_back("MHA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
   else if (d.kv_heads == 1) parts.push_back("MQA " + std::to_string(d.heads) + ":1");
   else parts.push_back("GQA " + std::to_string(d.heads) + ":" + std::to_string(d.kv_heads));
-  if (d.head_dim * d.heads != d.hidden) parts.back() += " with head_dim " + std::to_string(d.head_dim);
+  if (!s.mla.enabled && d.head_dim * d.heads != d.hidden) parts.back() += " with head_dim " + std::to_string(d.head_dim);
   std::string norm = std::string(spec::name(s.norm.kind)) + " (" + spec::name(s.norm.placement) + ")";
   if (s.norm.unit_offset) norm += " with (1 + w) scales";
   parts.push_back(norm);
   if (s.attention.qk_norm != spec::QKNorm::None) parts.push_back(std::string(spec::name(s.attention.qk_norm)) + " qk-norm");
   if (s.position.kind == spec::PositionKind::Rope) {
-    std::string rope = "rotate-half RoPE";
+    std::string rope = s.position.pairing == spec::RopePairing::Neox ? "rotate-half RoPE" : "interleaved-pair RoPE";
     if (s.position.scaling.kind != spec::RopeScaling::None)
       rope += " with " + std::string(spec::name(s.position.scaling.kind)) + " scaling";
     parts.push_back(rope);
@@ -2301,18 +2449,6 @@ TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
   if (!config.contains("model_type") || !config["model_type"].is_string())
     throw ImportError({options.file + ": no model_type (a string); supported model types: " + supported});
   const std::string model_type = config["model_type"].get<std::string>();
-  // DeepSeek-V2/V3: [moe] says their routing (scoring, correction_bias,
-  // groups, topk_groups, group_score, routed_scaling_factor, dense_layers),
-  // but no spec says their multi-head latent attention yet.
-  if (model_type == "deepseek_v2" || model_type == "deepseek_v3") {
-    std::string keys;
-    for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
-      if (config.contains(key)) keys += std::string(keys.empty() ? "" : ", ") + key + " " + shown(config[key]);
-    throw ImportError({options.file + ": model_type \"" + model_type + "\": multi-head latent attention (" +
-                       (keys.empty() ? std::string("kv_lora_rank, qk_rope_head_dim, ...") : keys) +
-                       ") is not supported yet; its MoE routing is expressible ([moe] scoring, correction_bias, "
-                       "groups, topk_groups, group_score, routed_scaling_factor, dense_layers), its attention is not"});
-  }
   const FamilyInfo* info = family_of(model_type);
   if (info == nullptr)
     throw ImportError({options.file + ": model_type \"" + model_type + "\" is not supported; supported model types: " +

@@ -1,5 +1,6 @@
 #include "generator/lower/graph.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -149,13 +150,90 @@ uint32_t ssm_block(Builder& b, const Spec& s, uint32_t x, int64_t layer) {
   return x;
 }
 
+// A block's self-attention of its normed input h: q, k, v, their norms and
+// rotation, attention over the layer's cache (T5's bias table `rel` when ≥ 0).
+uint32_t attention(Builder& b, const Spec& s, uint32_t h, int64_t layer, int32_t rel, uint8_t variant) {
+  const Dims& d = s.dims;
+  const int64_t q_width = d.heads * d.head_dim, kv_width = d.kv_heads * d.head_dim;
+  uint32_t q, k, v;
+  if (s.weights.fused_qkv) {
+    const uint32_t qkv = b.matmul("weights.fused_qkv", Role::Qkv, layer, h);
+    q = b.split("dims.heads", qkv, 0, q_width);
+    k = b.split("dims.kv_heads", qkv, q_width, kv_width);
+    v = b.split("dims.kv_heads", qkv, q_width + kv_width, kv_width);
+  } else {
+    q = b.matmul("dims.heads", Role::Q, layer, h);
+    k = b.matmul("dims.kv_heads", Role::K, layer, h);
+    v = b.matmul("dims.kv_heads", Role::V, layer, h);
+  }
+  if (s.attention.qk_norm != QKNorm::None) {
+    const int32_t qn = b.need(Role::QNorm, layer), kn = b.need(Role::KNorm, layer);
+    const int64_t group = s.attention.qk_norm == QKNorm::PerHead ? d.head_dim : q_width;
+    b.push("attention.qk_norm",
+           Op{OpKind::QKNorm, 0, {q, k}, {qn, kn}, {d.heads, d.kv_heads, d.head_dim, group}, s.norm.eps},
+           {b.handle(qn), b.handle(kn)});
+  }
+  // A windowed layer's attention carries its window (0: it sees every key).
+  const bool windowed = s.attention.windowed(layer);
+  if (s.position.kind == PositionKind::Rope) {
+    // Windowed layers may rotate by a base of their own (Gemma 3), unscaled.
+    const bool local = windowed && s.position.local_theta.has_value();
+    b.push(local ? "position.local_theta" : "position",
+           Op{OpKind::Rope, 0, {q, k}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, s.position.rotary_dim},
+              local ? *s.position.local_theta : s.position.theta, -1, static_cast<uint8_t>(s.position.pairing),
+              local});
+  }
+  const uint32_t a = b.add(windowed ? "attention.sliding_window" : rel >= 0 ? "position.kind" : "dims.kv_heads",
+                           Op{OpKind::Attention, 0, {q, k, v}, {rel, -1},
+                              {d.heads, d.kv_heads, d.head_dim, windowed ? s.attention.sliding_window : 0},
+                              s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer), variant},
+                           q_width, {b.handle(rel), ""});
+  return a;
+}
+
+// Multi-head latent attention (DeepseekV2Attention), absorbed: q (from
+// q_proj, or q_a_proj, its norm and q_b_proj) into the latent's space per
+// head; kv_a_proj_with_mqa's [latent | rotary key] normed in its latent part,
+// rotated in its rotary part, appended to the cache as one head that is
+// both the key and the value; each head's output leaves the latent by W_UV.
+uint32_t mla_attention(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
+  const Mla& m = s.mla;
+  const Dims& d = s.dims;
+  uint32_t q;
+  if (m.q_lora_rank > 0) {
+    const uint32_t qa = b.matmul("mla.q_lora_rank", Role::QA, layer, h);
+    q = b.matmul("mla.q_lora_rank", Role::QB, layer, b.norm("mla.q_lora_rank", qa, Role::QANorm, layer));
+  } else {
+    q = b.matmul("dims.heads", Role::Q, layer, h);
+  }
+  const uint32_t kv = b.matmul("mla.kv_lora_rank", Role::KvA, layer, h);
+  const int32_t kv_b = b.need(Role::KvB, layer), kv_norm = b.need(Role::KvANorm, layer);
+  const int64_t dims[6] = {d.heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.kv_lora_rank, m.v_head_dim, 0};
+  Op query{OpKind::MlaQuery, 0, {q}, {kv_b, -1}};
+  std::copy_n(dims, 6, query.dims);
+  const uint32_t qm = b.add("mla.kv_lora_rank", query, d.heads * d.head_dim, {b.handle(kv_b), ""});
+  b.push("mla.kv_lora_rank",
+         Op{OpKind::QKNorm, 0, {qm, kv}, {-1, kv_norm}, {d.heads, 1, d.head_dim, m.kv_lora_rank}, s.norm.eps, -1,
+            typed::kLatentNorm},
+         {"", b.handle(kv_norm)});
+  b.push("mla.qk_rope_head_dim",
+         Op{OpKind::Rope, 0, {qm, kv}, {-1, -1}, {d.heads, 1, d.head_dim, m.qk_rope_head_dim, m.kv_lora_rank},
+            s.position.theta, -1, static_cast<uint8_t>(s.position.pairing)});
+  const uint32_t a = b.add("mla", Op{OpKind::Attention, 0, {qm, kv, kv}, {-1, -1}, {d.heads, 1, d.head_dim, 0},
+                                     s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
+                           d.heads * d.head_dim);
+  Op values{OpKind::MlaValues, 0, {a}, {kv_b, -1}};
+  std::copy_n(dims, 6, values.dims);
+  return b.add("mla.v_head_dim", values, d.heads * m.v_head_dim, {b.handle(kv_b), ""});
+}
+
 // One block of layer `layer` (an encoder–decoder's numbering: encoder
 // layers first) on the stream x: its attention (causal or bidirectional,
 // with T5's bias table `rel` when ≥ 0), an encoder–decoder decoder layer's
 // cross-attention over the cache `cross` (≥ 0), and its MLP.
 uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel, uint8_t variant, int32_t cross) {
   const Dims& d = s.dims;
-  const int64_t q_width = d.heads * d.head_dim, kv_width = d.kv_heads * d.head_dim;
+  const int64_t q_width = d.heads * d.head_dim;
   // Where the norms of a block sit: before each branch (pre), before and
   // after (sandwich: x + N2(F(N1(x)))), after only (branch_output:
   // x + N(F(x))), after the residual add (post: N(x + F(x))), or before two
@@ -171,39 +249,7 @@ uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel
   {
     const bool attn_norm = norm_in && (layer > 0 || s.norm.first_attn_norm);  // ModernBERT: none in layer 0
     const uint32_t h = attn_norm ? b.norm("norm.kind", x, Role::AttnNorm, layer) : x;
-    uint32_t q, k, v;
-    if (s.weights.fused_qkv) {
-      const uint32_t qkv = b.matmul("weights.fused_qkv", Role::Qkv, layer, h);
-      q = b.split("dims.heads", qkv, 0, q_width);
-      k = b.split("dims.kv_heads", qkv, q_width, kv_width);
-      v = b.split("dims.kv_heads", qkv, q_width + kv_width, kv_width);
-    } else {
-      q = b.matmul("dims.heads", Role::Q, layer, h);
-      k = b.matmul("dims.kv_heads", Role::K, layer, h);
-      v = b.matmul("dims.kv_heads", Role::V, layer, h);
-    }
-    if (s.attention.qk_norm != QKNorm::None) {
-      const int32_t qn = b.need(Role::QNorm, layer), kn = b.need(Role::KNorm, layer);
-      const int64_t group = s.attention.qk_norm == QKNorm::PerHead ? d.head_dim : q_width;
-      b.push("attention.qk_norm",
-             Op{OpKind::QKNorm, 0, {q, k}, {qn, kn}, {d.heads, d.kv_heads, d.head_dim, group}, s.norm.eps},
-             {b.handle(qn), b.handle(kn)});
-    }
-    // A windowed layer's attention carries its window (0: it sees every key).
-    const bool windowed = s.attention.windowed(layer);
-    if (s.position.kind == PositionKind::Rope) {
-      // Windowed layers may rotate by a base of their own (Gemma 3), unscaled.
-      const bool local = windowed && s.position.local_theta.has_value();
-      b.push(local ? "position.local_theta" : "position",
-             Op{OpKind::Rope, 0, {q, k}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, s.position.rotary_dim},
-                local ? *s.position.local_theta : s.position.theta, -1, static_cast<uint8_t>(s.position.pairing),
-                local});
-    }
-    const uint32_t a = b.add(windowed ? "attention.sliding_window" : rel >= 0 ? "position.kind" : "dims.kv_heads",
-                             Op{OpKind::Attention, 0, {q, k, v}, {rel, -1},
-                                {d.heads, d.kv_heads, d.head_dim, windowed ? s.attention.sliding_window : 0},
-                                s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer), variant},
-                             q_width, {b.handle(rel), ""});
+    const uint32_t a = s.mla.enabled ? mla_attention(b, s, h, layer) : attention(b, s, h, layer, rel, variant);
     // Parallel blocks read the block's input in both branches: the MLP's
     // norm of it is taken before the attention's residual add overwrites it.
     uint32_t m = x;

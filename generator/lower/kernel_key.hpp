@@ -49,6 +49,10 @@ struct KernelKey {
   uint32_t stride = 0;
   uint32_t offset = 0;
   uint8_t shared = 0;           // moe_combine: 1 a shared expert added, 2 gated by sigmoid(gate)
+  int64_t rot_offset = 0;       // rope_kv: the first rotated dim of each head (latent attention: past the latent)
+  bool latent = false;          // rope_kv: latent attention's append: k's latent normed, no V (read from the K cache)
+  bool query = false;           // mla: the absorbed query (else the heads' values out of the latent)
+  int64_t head_tile = 0;        // attention: query heads a workgroup (GT, a divisor of HQ / HKV)
 
   bool operator==(const KernelKey&) const = default;
 
@@ -75,10 +79,11 @@ struct KernelKey {
       case kernels::Family::RopeKv:
         if (width == 0) return std::string("kv_append") + (qk_norm ? "_qk_norm" : "");
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (local ? "_local" : "") +
-               (qk_norm ? "_qk_norm" : "");
+               (rot_offset > 0 ? "_at" + std::to_string(rot_offset) : "") + (latent ? "_latent" : qk_norm ? "_qk_norm" : "");
+      case kernels::Family::Mla: return family_key + (query ? "_query" : "_values");
       case kernels::Family::Attention:
         return (cross ? family_key + "_cross" : bidirectional ? family_key + "_bidirectional" : family_key) +
-               (window > 0 ? "_w" + std::to_string(window) : "");
+               (window > 0 ? "_w" + std::to_string(window) : "");  // (head_tile: one per model)
       case kernels::Family::MoeCombine:
         return family_key + (shared == 0 ? "" : shared == 1 ? "_shared" : "_shared_gated");
       default: return family_key;

@@ -308,8 +308,19 @@ class Lowering {
       case OpKind::Rope: {
         if (!next || next->kind != OpKind::Attention || next->in[0] != op.in[0] || next->in[1] != op.in[1])
           unsupported(i, "rope must be followed by the attention of the same q and k");
-        lower_attention(i + 1, op.dims[3], static_cast<RopePairing>(op.variant), op.local);
+        lower_attention(i + 1, op.dims[3], static_cast<RopePairing>(op.variant), op.local, op.dims[4]);
         return 2;
+      }
+      case OpKind::MlaQuery:
+      case OpKind::MlaValues: {
+        // One workgroup per (head, row): kv_b's rows of the head, read as f32.
+        const Loc x = loc(i, op.in[0]);
+        const Loc out = materialize(op.out);
+        Dispatch& d = emit(i, KernelKey{.family = Family::Mla, .query = op.kind == OpKind::MlaQuery}, plan::Grid::Heads,
+                           {{"x", plan::activation(x.slot)}, {"w", plan::weight(op.tensor[0])}, {"y", plan::activation(out.slot)}},
+                           {{"x_offset", x.offset}, {"x_stride", x.stride}});
+        d.groups_x = static_cast<uint32_t>(op.dims[0]);
+        return 1;
       }
       case OpKind::Attention:
         lower_attention(i, 0, RopePairing::Neox, false);
@@ -572,7 +583,7 @@ class Lowering {
   Loc whole_rows(size_t i, uint32_t value) const {
     const Loc l = loc(i, value);
     if (l.offset != 0 || l.stride != static_cast<uint32_t>(s_.widths[value]))
-      unsupported(i, "a Mamba kernel reads a column view; only whole activations are supported");
+      unsupported(i, "a Mamba kernel reads whole activations, not a column view of one");
     return l;
   }
   // Layer `layer` keeps a Mamba state per sequence (layers 0 … state_layers − 1).
@@ -601,7 +612,7 @@ class Lowering {
     plan_.windows[l] = window;
   }
 
-  void lower_attention(size_t i, int64_t rotary, RopePairing pairing, bool local) {
+  void lower_attention(size_t i, int64_t rotary, RopePairing pairing, bool local, int64_t rot_offset = 0) {
     const Op& op = ops_[i];
     if (op.variant == typed::kCross) {
       // Cross-attention: the cache holds the encoder's output already.
@@ -616,15 +627,21 @@ class Lowering {
     const std::map<std::string, uint32_t> views = {{"q_offset", q.offset}, {"q_stride", q.stride},
                                                    {"k_offset", k.offset}, {"k_stride", k.stride},
                                                    {"v_offset", v.offset}, {"v_stride", v.stride}};
+    // Latent attention: k is also the value (the same activation), so the
+    // layer has no V cache: the values are read from the K cache.
+    const bool latent = op.in[1] == op.in[2];
+    if (latent && !(qk_norm_ && qk_norm_->variant == typed::kLatentNorm))
+      unsupported(i, "latent attention needs its latent norm, fused into the cache append");
     // Attributed to the rope op before the attention, when there is one.
     std::map<std::string, Binding> rope_bindings = kv_append_bindings(q, k, v, op.layer);
+    if (latent) rope_bindings["v_cache"] = plan::k_cache(op.layer);  // not written
     if (qk_norm_) {
-      rope_bindings["q_norm"] = plan::weight(qk_norm_->tensor[0]);
+      rope_bindings["q_norm"] = vector_or_none(qk_norm_->tensor[0]);
       rope_bindings["k_norm"] = plan::weight(qk_norm_->tensor[1]);
     }
     emit(rotary > 0 ? i - 1 : i,
          KernelKey{.family = Family::RopeKv, .width = rotary, .pairing = pairing, .qk_norm = qk_norm_ != nullptr,
-                   .local = local},
+                   .local = local, .rot_offset = rot_offset, .latent = latent},
          plan::Grid::Rows, std::move(rope_bindings), views);
     const Loc out = materialize(op.out);
     // The layer's window: its attention instance, and its cache (a ring when windowed).
@@ -632,23 +649,34 @@ class Lowering {
     window_of(i, op.layer, window);
     attention_dispatches(
         i, op, KernelKey{.family = Family::Attention, .window = window, .bidirectional = op.variant == typed::kBidirectional},
-        q, out, views);
+        q, out, views, latent);
+  }
+
+  // The query heads one attention workgroup serves: the G = Hq / Hkv of a
+  // KV head, or (G > 8: latent attention's one cached head, Falcon's MQA)
+  // the largest divisor of G up to 8, so that their state stays in registers.
+  static int64_t head_tile(const Op& op) {
+    const int64_t g = op.dims[0] / op.dims[1];
+    int64_t tile = std::min<int64_t>(g, 8);
+    while (g % tile != 0) --tile;
+    return tile;
   }
 
   // Attention over the cache op.layer, and the combine of its key ranges.
-  void attention_dispatches(size_t i, const Op& op, const KernelKey& key, const Loc& q, const Loc& out,
-                            const std::map<std::string, uint32_t>& views) {
-    // One workgroup per KV head serves its G query heads (and key range, when split).
+  void attention_dispatches(size_t i, const Op& op, KernelKey key, const Loc& q, const Loc& out,
+                            const std::map<std::string, uint32_t>& views, bool values_in_keys = false) {
+    // One workgroup per GT query heads of a KV head (and key range, when split).
+    key.head_tile = head_tile(op);
     emit(i, key, plan::Grid::Split,
          {{"io", plan::io()},
           {"q", plan::activation(q.slot)},
           {"k_cache", plan::k_cache(op.layer)},
-          {"v_cache", plan::v_cache(op.layer)},
+          {"v_cache", values_in_keys ? plan::k_cache(op.layer) : plan::v_cache(op.layer)},
           {"out", plan::activation(out.slot)},
           {"partials", plan::partials()},
           {"rel_bias", vector_or_none(op.tensor[0])}},
          views)
-        .groups_x = static_cast<uint32_t>(op.dims[1]);
+        .groups_x = static_cast<uint32_t>(op.dims[0] / key.head_tile);
     Dispatch& c = emit(i, KernelKey{.family = Family::AttentionCombine}, plan::Grid::Heads,
                        {{"partials", plan::partials()}, {"out", plan::activation(out.slot)}});
     c.groups_x = static_cast<uint32_t>(op.dims[0]);  // one per query head

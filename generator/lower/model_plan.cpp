@@ -26,6 +26,7 @@ std::optional<ModelPlan> plan_graph(const spec::Spec& s, spec::Manifest manifest
     return std::nullopt;
   }
   m.cache_row_bytes = spec::cache_row_bytes(s);
+  m.v_cache_row_bytes = spec::v_cache_row_bytes(s);
   m.partials_row_floats = s.dims.heads * (s.dims.head_dim + 2);
   m.widest_row_floats = 0;
   for (int64_t w : m.plan.slot_widths) m.widest_row_floats = std::max(m.widest_row_floats, w);

@@ -19,6 +19,7 @@ struct ModelPlan {
   Plan plan;
   // Sizes the runtime allocates by (core/plan.hpp).
   int64_t cache_row_bytes = 0;
+  int64_t v_cache_row_bytes = 0;  // 0: no V caches (latent attention)
   int64_t partials_row_floats = 0;
   int64_t widest_row_floats = 0;
 };

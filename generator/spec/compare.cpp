@@ -123,12 +123,22 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("position.scaling.beta_fast", as.beta_fast, bs.beta_fast);
   d.field("position.scaling.beta_slow", as.beta_slow, bs.beta_slow);
   d.field("position.scaling.attention_factor", as.attention_factor, bs.attention_factor);
+  d.field("position.scaling.mscale", as.mscale, bs.mscale);
+  d.field("position.scaling.mscale_all_dim", as.mscale_all_dim, bs.mscale_all_dim);
 
   d.field("mlp.activation", a.mlp.activation, b.mlp.activation);
   d.field("mlp.gated", a.mlp.gated, b.mlp.gated);
   d.field("mlp.bias", a.mlp.bias, b.mlp.bias);
   d.field("mlp.fused_gate_up", a.mlp.fused_gate_up, b.mlp.fused_gate_up);
 
+  d.field("mla", a.mla.enabled, b.mla.enabled);
+  if (a.mla.enabled && b.mla.enabled) {
+    d.field("mla.q_lora_rank", a.mla.q_lora_rank, b.mla.q_lora_rank);
+    d.field("mla.kv_lora_rank", a.mla.kv_lora_rank, b.mla.kv_lora_rank);
+    d.field("mla.qk_nope_head_dim", a.mla.qk_nope_head_dim, b.mla.qk_nope_head_dim);
+    d.field("mla.qk_rope_head_dim", a.mla.qk_rope_head_dim, b.mla.qk_rope_head_dim);
+    d.field("mla.v_head_dim", a.mla.v_head_dim, b.mla.v_head_dim);
+  }
   d.field("ssm.kind", a.ssm.kind, b.ssm.kind);
   if (a.ssm.enabled() && b.ssm.enabled()) {
     d.field("ssm.d_state", a.ssm.d_state, b.ssm.d_state);

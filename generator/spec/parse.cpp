@@ -305,6 +305,8 @@ void read_position(Table t, Spec& s) {
   set(r.beta_fast, sc.number("beta_fast", false, 0.0, 1e6, true));
   set(r.beta_slow, sc.number("beta_slow", false, 0.0, 1e6, true));
   if (auto af = sc.number("attention_factor", false, 0.0, 1e6, true)) r.attention_factor = *af;
+  set(r.mscale, sc.number("mscale", false, 0.0, 1e6, true));
+  set(r.mscale_all_dim, sc.number("mscale_all_dim", false, 0.0, 1e6, true));
   sc.finish();
   t.finish();
 }
@@ -360,6 +362,19 @@ void read_ssm(Table t, Spec& s) {
   set(m.dt_rank, t.integer("dt_rank", false, 1, kMaxDim));
   set(m.conv_bias, t.boolean("conv_bias"));
   set(m.bias, t.boolean("bias"));
+  t.finish();
+}
+
+// [mla]: multi-head latent attention (DeepSeek-V2/V3).
+void read_mla(Table t, Spec& s) {
+  Mla& m = s.mla;
+  if (!t.present()) return;
+  m.enabled = true;
+  set(m.q_lora_rank, t.integer("q_lora_rank", false, 1, kMaxDim));
+  set(m.kv_lora_rank, t.integer("kv_lora_rank", true, 1, kMaxDim));
+  set(m.qk_nope_head_dim, t.integer("qk_nope_head_dim", true, 1, 4096));
+  set(m.qk_rope_head_dim, t.integer("qk_rope_head_dim", true, 1, 4096));
+  set(m.v_head_dim, t.integer("v_head_dim", true, 1, 4096));
   t.finish();
 }
 
@@ -506,6 +521,28 @@ double round_to_significant_bits(double x, int bits) {
 
 // Defaults that depend on other fields.
 void resolve_defaults(Spec& s) {
+  RopeScalingParams& sc = s.position.scaling;
+  if (sc.kind == RopeScaling::Yarn && !sc.attention_factor && sc.mscale > 0 && sc.mscale_all_dim > 0)
+    sc.attention_factor = yarn_mscale(sc.factor, sc.mscale) / yarn_mscale(sc.factor, sc.mscale_all_dim);
+  if (s.mla.enabled) {
+    // The cache's and the attention kernel's geometry: one head of the latent
+    // and the rotary key; the rotation on the key's rotary part only. The
+    // score scale is of the heads' q·k width (nope + rope), times DeepSeek's
+    // YaRN magnitude squared.
+    const Mla& m = s.mla;
+    s.dims.kv_heads = 1;
+    s.dims.head_dim = m.cache_width();
+    s.dims.head_dim_explicit = true;
+    if (s.position.rotary_dim == 0) s.position.rotary_dim = m.qk_rope_head_dim;
+    if (!s.attention.scale) {
+      double scale = 1.0 / std::sqrt(static_cast<double>(m.qk_head_dim()));
+      if (sc.kind == RopeScaling::Yarn && sc.mscale_all_dim > 0) {
+        const double ms = yarn_mscale(sc.factor, sc.mscale_all_dim);
+        scale *= ms * ms;
+      }
+      s.attention.scale = scale;
+    }
+  }
   if (s.position.rotary_dim == 0) s.position.rotary_dim = s.dims.head_dim;
   if (s.position.table_size == 0) s.position.table_size = s.dims.max_context + s.position.offset;
   if (s.moe.expert_intermediate == 0) s.moe.expert_intermediate = s.dims.intermediate;
@@ -561,6 +598,7 @@ std::optional<Spec> parse_spec_string(std::string_view text, const std::string& 
   read_mlp(top.sub("mlp"), s);
   read_moe(top.sub("moe"), s);
   read_ssm(top.sub("ssm"), s);
+  read_mla(top.sub("mla"), s);
   read_embedding(top.sub("embedding"), s);
   read_output(top.sub("output"), s);
   read_weights(top.sub("weights"), s);

@@ -98,6 +98,13 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::SharedDown] = L + "mlp.shared_expert.down_proj";
     n[Role::SharedExpertGate] = L + "mlp.shared_expert_gate";
     n[Role::RouterBias] = L + "mlp.gate.e_score_correction_bias";  // DeepSeek-V3
+    // DeepSeek-V2/V3's multi-head latent attention.
+    n[Role::QA] = L + "self_attn.q_a_proj";
+    n[Role::QANorm] = L + "self_attn.q_a_layernorm";
+    n[Role::QB] = L + "self_attn.q_b_proj";
+    n[Role::KvA] = L + "self_attn.kv_a_proj_with_mqa";
+    n[Role::KvANorm] = L + "self_attn.kv_a_layernorm";
+    n[Role::KvB] = L + "self_attn.kv_b_proj";
     n[Role::FinalNorm] = "model.norm";
     n[Role::LmHead] = "lm_head";
   } else if (preset == "hf-gpt2") {
@@ -201,6 +208,13 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::SharedDown] = L + "ffn_down_shexp";
     n[Role::SharedExpertGate] = L + "ffn_gate_inp_shexp";  // a vector [hidden] (core/manifest.cpp)
     n[Role::RouterBias] = L + "exp_probs_b.bias";  // llama.cpp's deepseek2
+    // deepseek2's latent attention (files with the whole kv_b_proj).
+    n[Role::QA] = L + "attn_q_a";
+    n[Role::QANorm] = L + "attn_q_a_norm";
+    n[Role::QB] = L + "attn_q_b";
+    n[Role::KvA] = L + "attn_kv_a_mqa";
+    n[Role::KvANorm] = L + "attn_kv_a_norm";
+    n[Role::KvB] = L + "attn_kv_b";
     n[Role::GateUp] = L + "ffn_up";  // Phi-3: gate and up in one tensor
     n[Role::Down] = L + "ffn_down";
     n[Role::Router] = L + "ffn_gate_inp";

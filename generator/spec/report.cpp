@@ -120,8 +120,9 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
                                  : static_cast<double>(n);
     r.decode_weight_bytes += read * bytes_per_element(t.dtype);
     r.checkpoint_bytes += static_cast<int64_t>(std::ceil(static_cast<double>(n) * bytes_per_element(t.dtype)));
-    // (A rank-3 tensor, Mamba's conv taps, is f32 values on the device: as a vector of its elements.)
-    r.device_weight_bytes += t.shape.size() == 3 ? t.elements() * 4
+    // (A tensor the kernels index as an array, not a matrix, is f32 values on
+    // the device: Mamba's conv taps and dt_proj, latent attention's kv_b.)
+    r.device_weight_bytes += t.shape.size() >= 2 && !read_as_matrix(t.role, t.bias, t.shape.size()) ? t.elements() * 4
                                                  : device_tensor_bytes(t.dtype, t.shape.size(), t.shape[0],
                                                                        t.shape.size() == 2 ? t.shape[1] : 1);
     for (auto& [dt, bytes] : r.decode_bytes)
@@ -160,7 +161,9 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   }
   // Every cache of a sequence: an encoder-decoder's encoder layers' (its
   // encode pass's), its decoder's and their cross-attention caches.
-  const int64_t per_layer = s.ssm.enabled() ? 0 : 2 * cache_row_bytes(s);  // K and V
+  // (Latent attention's: the latent and the rotary key, its values read from them.)
+  const int64_t per_layer = s.ssm.enabled() ? 0 : cache_row_bytes(s) + v_cache_row_bytes(s);  // K and V
+  r.mla = s.mla.enabled;
   r.kv_bytes_per_token = per_layer * s.cache_layers();
   for (int64_t l = 0; l < s.cache_layers(); ++l) {
     const int64_t rows = s.attention.windowed(l) ? std::min(s.dims.max_context, s.attention.sliding_window) : s.dims.max_context;
@@ -221,7 +224,8 @@ std::string format_report(const Report& r) {
     out << "| **total** | **" << human_bytes(static_cast<double>(r.conv_state_bytes + r.scan_state_bytes)) << "** |\n";
     return out.str();
   }
-  out << "\n| " << (r.encoder ? "K and V of a pass" : r.encoder_decoder ? "KV caches (encoder, decoder, cross)" : "KV cache") << " (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
+  out << "\n| " << (r.encoder ? "K and V of a pass" : r.encoder_decoder ? "KV caches (encoder, decoder, cross)"
+                     : r.mla ? "latent cache (kv_lora_rank + qk_rope_head_dim a layer)" : "KV cache") << " (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
   out << "| per token | " << human_bytes(static_cast<double>(r.kv_bytes_per_token)) << " |\n";
   out << "| at max context (" << r.max_context << ") | " << human_bytes(static_cast<double>(r.kv_bytes_max_context)) << " |\n";
   return out.str();

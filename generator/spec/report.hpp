@@ -46,6 +46,8 @@ struct Report {
   // A state-space model: no KV cache; each sequence holds a fixed state of
   // every layer, its convolution window and its scan state (f32).
   bool ssm = false;
+  // Multi-head latent attention: the cache holds each layer's latent and rotary key, no V.
+  bool mla = false;
   int64_t conv_state_bytes = 0;
   int64_t scan_state_bytes = 0;
 };

@@ -74,6 +74,38 @@ void validate_ssm(const Spec& s, Diagnostics& diag) {
   if (s.norm.kind != NormKind::RMSNorm) at("norm.kind", "a Mamba block's norms are RMS norms");
 }
 
+// Multi-head latent attention: DeepSeek's widths and what its attention has
+// (no biases, no q/k norms, no windows; RoPE on the rotary part).
+void validate_mla(const Spec& s, Diagnostics& diag) {
+  auto at = [&](const std::string& path, std::string message) { diag.error(s.where(path), std::move(message)); };
+  const Mla& m = s.mla;
+  for (const char* key : {"dims.kv_heads", "dims.head_dim"})
+    if (s.locations.count(key))
+      at(key, std::string("under [mla] the heads' widths are mla.qk_nope_head_dim, qk_rope_head_dim and v_head_dim, "
+                          "and every head shares the latent: remove ") + key);
+  if (m.qk_rope_head_dim % 2 != 0)
+    at("mla.qk_rope_head_dim", "qk_rope_head_dim (" + num(m.qk_rope_head_dim) + ") must be even: RoPE turns pairs");
+  if (s.position.kind != PositionKind::Rope)
+    at("position.kind", "latent attention rotates its rotary key part: position.kind = \"rope\"");
+  else if (s.locations.count("position.rotary_dim") && s.position.rotary_dim != m.qk_rope_head_dim)
+    at("position.rotary_dim", "under [mla] RoPE turns the qk_rope_head_dim (" + num(m.qk_rope_head_dim) +
+                                  ") rotary dims of each head, not " + num(s.position.rotary_dim) + ": remove rotary_dim");
+  // The cache holds kv_lora_rank + qk_rope_head_dim values a token as 16-byte texels.
+  if (m.cache_width() % 8 != 0)
+    at("mla.kv_lora_rank", "kv_lora_rank + qk_rope_head_dim (" + num(m.cache_width()) + ") must be a multiple of 8");
+  const Attention& a = s.attention;
+  for (const char* key : {"attention.bias", "attention.q_bias", "attention.k_bias", "attention.v_bias", "attention.o_bias"})
+    if (s.locations.count(key) && (a.q_bias || a.k_bias || a.v_bias || a.o_bias))
+      at(key, "latent attention's projections have no biases");
+  if (a.qk_norm != QKNorm::None) at("attention.qk_norm", "latent attention has no q/k norms (its latents have their own)");
+  if (a.sliding_window > 0) at("attention.sliding_window", "latent attention sees every earlier key");
+  if (s.weights.fused_qkv) at("weights.fused_qkv", "latent attention has no fused q/k/v projection");
+  if (s.stack != Stack::Decoder) at("model.stack", "latent attention is a causal decoder's (model.stack = \"decoder\")");
+  if (s.ssm.enabled()) at("mla", "a model's layers are latent attention or state-space blocks, not both");
+  if (s.norm.kind != NormKind::RMSNorm) at("norm.kind", "the latents' norms are RMS norms (norm.kind = \"rmsnorm\")");
+  if (s.norm.unit_offset) at("norm.unit_offset", "the latents' norms scale by w, not 1 + w");
+}
+
 }  // namespace
 
 void validate(const Spec& s, Diagnostics& diag) {
@@ -123,9 +155,11 @@ void validate(const Spec& s, Diagnostics& diag) {
   // Positions.
   const Position& p = s.position;
   if (p.kind == PositionKind::Rope) {
-    if (p.rotary_dim > d.head_dim)
+    // (Latent attention's rotary width is mla.qk_rope_head_dim: validate_mla.)
+    if (p.rotary_dim > d.head_dim && !s.mla.enabled)
       at("position.rotary_dim", "rotary_dim (" + num(p.rotary_dim) + ") is larger than head_dim (" + num(d.head_dim) + ")");
-    if (p.rotary_dim % 2 != 0) at("position.rotary_dim", "rotary_dim (" + num(p.rotary_dim) + ") must be even");
+    if (p.rotary_dim % 2 != 0 && !s.mla.enabled)
+      at("position.rotary_dim", "rotary_dim (" + num(p.rotary_dim) + ") must be even");
     if (p.local_theta && a.sliding_window == 0)
       at("position.local_theta", "local_theta applies to windowed layers, but attention.sliding_window is not set");
     const RopeScalingParams& r = p.scaling;
@@ -263,6 +297,9 @@ void validate(const Spec& s, Diagnostics& diag) {
   }
 
   if (s.ssm.enabled()) validate_ssm(s, diag);
+  if (s.mla.enabled) validate_mla(s, diag);
+  if (!s.mla.enabled && s.locations.count("position.scaling.mscale_all_dim") && p.scaling.kind != RopeScaling::Yarn)
+    at("position.scaling.mscale_all_dim", "mscale_all_dim is DeepSeek's YaRN: position.scaling.kind = \"yarn\"");
 
   // Size.
   const Manifest sample = build_sample_manifest(s);

@@ -42,8 +42,8 @@ Session::Memory Session::Impl::memory() const {
   Session::Memory m;
   for (size_t i = 0; i < model.manifest.size(); ++i) m.weights += device_bytes(i);
   for (int64_t l = 0; l < model.cache_layers; ++l)
-    m.cache += 2 * static_cast<uint64_t>(options.sequences) * static_cast<uint64_t>(ring_positions(l)) *
-               static_cast<uint64_t>(plan.cache_row_bytes);
+    m.cache += static_cast<uint64_t>(options.sequences) * static_cast<uint64_t>(ring_positions(l)) *
+               static_cast<uint64_t>(plan.cache_row_bytes + plan.v_cache_row_bytes);  // K and V (none: latent)
   m.state = static_cast<uint64_t>(plan.state_layers) * static_cast<uint64_t>(options.sequences) *
             static_cast<uint64_t>(plan.conv_state_floats + plan.scan_state_floats) * 4;
   m.activations = static_cast<uint64_t>(std::max(options.max_chunk, options.sequences)) *
@@ -172,8 +172,11 @@ void Session::Impl::allocate() {
                       std::to_string(cache_bytes) + " bytes exceeds maxStorageBufferRange (" + std::to_string(range) +
                       " bytes) of " + device.info().name + ": lower the context or the sequences");
     k_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
-    v_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
     k_views.emplace_back(device, k_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
+    if (plan.v_cache_row_bytes == 0) continue;  // latent attention: the values are read from the K cache
+    if (plan.v_cache_row_bytes != plan.cache_row_bytes)
+      throw Error(ErrorKind::Unsupported, "the plan's V cache rows differ from its K cache rows");
+    v_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
     v_views.emplace_back(device, v_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
   }
   // A Mamba layer's state of each sequence, sequence s's after s − 1's;

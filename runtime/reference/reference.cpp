@@ -260,7 +260,18 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       L.q_norm = norm(Role::QNorm, l);
       L.k_norm = norm(Role::KNorm, l);
     }
-    if (spec_.weights.fused_qkv) {
+    if (spec_.mla.enabled) {
+      if (spec_.mla.q_lora_rank > 0) {
+        L.q_a = linear(Role::QA, l);
+        L.q_a_norm = norm(Role::QANorm, l);
+        L.q_b = linear(Role::QB, l);
+      } else {
+        L.q = linear(Role::Q, l);
+      }
+      L.kv_a = linear(Role::KvA, l);
+      L.kv_a_norm = norm(Role::KvANorm, l);
+      L.kv_b = linear(Role::KvB, l);
+    } else if (spec_.weights.fused_qkv) {
       L.qkv = linear(Role::Qkv, l);
     } else {
       L.q = linear(Role::Q, l);
@@ -632,6 +643,58 @@ void Reference::project_qkv(const Layer& L, const std::vector<double>& h, int64_
   }
 }
 
+// DeepseekV2Attention of one token: q from q_proj (or q_a_proj, its norm,
+// q_b_proj); the latent and the rotary key from kv_a_proj_with_mqa, the
+// latent normed, then kv_b_proj's k_nope and v of every head; RoPE on q's
+// and the key's rotary parts (the key's shared by every head).
+void Reference::project_mla(const Layer& L, const std::vector<double>& h, int64_t p, std::vector<double>& q,
+                            std::vector<double>& k, std::vector<double>& v) const {
+  const spec::Mla& m = spec_.mla;
+  const int64_t heads = spec_.dims.heads, nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim;
+  const int64_t qk = m.qk_head_dim(), vd = m.v_head_dim, rank = m.kv_lora_rank;
+  q = m.q_lora_rank > 0 ? apply(L.q_b, normalize(L.q_a_norm, apply(L.q_a, h))) : apply(L.q, h);
+  const std::vector<double> kva = apply(L.kv_a, h);
+  const std::vector<double> latent = normalize(L.kv_a_norm, std::vector<double>(kva.begin(), kva.begin() + rank));
+  std::vector<double> k_pe(kva.begin() + rank, kva.end());
+  apply_rope(k_pe.data(), rope_, spec_.position.pairing, p);
+  const std::vector<double> kv = apply(L.kv_b, latent);  // per head: k_nope, then v
+  k.assign(static_cast<size_t>(heads * qk), 0.0);
+  v.assign(static_cast<size_t>(heads * vd), 0.0);
+  for (int64_t hh = 0; hh < heads; ++hh) {
+    apply_rope(q.data() + hh * qk + nope, rope_, spec_.position.pairing, p);
+    std::copy_n(kv.begin() + hh * (nope + vd), nope, k.begin() + hh * qk);
+    std::copy_n(k_pe.begin(), rope, k.begin() + hh * qk + nope);
+    std::copy_n(kv.begin() + hh * (nope + vd) + nope, vd, v.begin() + hh * vd);
+  }
+}
+
+std::vector<double> Reference::attend_mla(const Layer& L, const std::vector<double>& q, int64_t p) const {
+  const spec::Mla& m = spec_.mla;
+  const int64_t heads = spec_.dims.heads, qk = m.qk_head_dim(), vd = m.v_head_dim;
+  const double scale = spec_.attention.effective_scale(qk);
+  std::vector<double> out(static_cast<size_t>(heads * vd), 0.0), scores(static_cast<size_t>(p + 1));
+  for (int64_t hh = 0; hh < heads; ++hh) {
+    double max_score = -INFINITY;
+    for (int64_t j = 0; j <= p; ++j) {
+      const double* kj = L.k_cache.data() + (j * heads + hh) * qk;
+      double s = 0;
+      for (int64_t e = 0; e < qk; ++e) s += q[static_cast<size_t>(hh * qk + e)] * kj[e];
+      s *= scale;
+      if (spec_.attention.softcap > 0) s = spec_.attention.softcap * std::tanh(s / spec_.attention.softcap);
+      scores[static_cast<size_t>(j)] = s;
+      max_score = std::max(max_score, s);
+    }
+    double total = 0;
+    for (double& s : scores) total += (s = std::exp(s - max_score));
+    for (int64_t j = 0; j <= p; ++j) {
+      const double w = scores[static_cast<size_t>(j)] / total;
+      const double* vj = L.v_cache.data() + (j * heads + hh) * vd;
+      for (int64_t e = 0; e < vd; ++e) out[static_cast<size_t>(hh * vd + e)] += w * vj[e];
+    }
+  }
+  return out;
+}
+
 // Attention of the query row at position p over the cached keys
 // [first, last]: softmax of the scaled (soft-capped, ALiBi-shifted) scores.
 std::vector<double> Reference::attend(const std::vector<double>& k_cache, const std::vector<double>& v_cache,
@@ -800,6 +863,13 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     const std::vector<double> h = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x) : x;
     const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
     std::vector<double> q, k, v;
+    if (spec_.mla.enabled) {
+      project_mla(L, h, p, q, k, v);
+      L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
+      L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
+      finish_block(L, static_cast<int64_t>(l), x, block_in, h, attend_mla(L, q, p));
+      continue;
+    }
     project_qkv(L, h, p, windowed, q, k, v);
     L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
     L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());

@@ -129,6 +129,12 @@ class Reference {
     const float* ssm_a_log = nullptr;      // [d_inner][d_state]: A = −exp(A_log)
     const float* ssm_d = nullptr;          // [d_inner]
     std::vector<double> conv_state, scan_state;
+    // Multi-head latent attention (spec.mla), as DeepSeek's release writes
+    // it: k and v expanded from the latent for every head, the cache holding
+    // them expanded ([position][heads·(nope + rope)] and [position][heads·v]
+    // in k_cache and v_cache), no absorption.
+    Linear q_a, q_b, kv_a, kv_b;
+    NormW q_a_norm, kv_a_norm;
   };
   // A stack's tables and layers: the decoder's (or the only one), or an
   // encoder–decoder's encoder.
@@ -163,6 +169,11 @@ class Reference {
   // k, v, with the stack's relative bias (null: none).
   std::vector<double> attend(const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& q,
                              int64_t position, int64_t first, int64_t last, const Stack* stack) const;
+  // Latent attention's q, k and v of one token (every head's, expanded, rotated).
+  void project_mla(const Layer& L, const std::vector<double>& h, int64_t position, std::vector<double>& q,
+                   std::vector<double>& k, std::vector<double>& v) const;
+  // Its attention of q over the keys 0 … position: [heads · v_head_dim].
+  std::vector<double> attend_mla(const Layer& L, const std::vector<double>& q, int64_t position) const;
   // A Mamba mixer's output for one token's normed input h, advancing the
   // layer's state by that token.
   std::vector<double> mamba(Layer& L, const std::vector<double>& h) const;

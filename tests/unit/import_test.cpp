@@ -503,7 +503,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 30);  // every file of models/, mamba-130m and llama-2-7b-dynamic-ntk the latest
+  CHECK(count == 32);  // every file of models/, deepseek-v2-lite and deepseek-v3 the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -559,6 +559,82 @@ TEST_CASE("encoder-decoder configs import to the shipped specs and their publish
     CHECK(build_manifest(imported.spec).total_elements() == p.params);
     const Spec shipped = load(source_dir() / "models" / p.shipped);
     for (const std::string& d : spec_differences(shipped, imported.spec)) CHECK_MESSAGE(false, d);
+  }
+}
+
+// DeepSeek-V2-Lite's and DeepSeek-V3's config.json (tests/data/import/):
+// their published counts (15.7B, 671B: the sums of the checkpoints' tensors,
+// V3's multi-token-prediction layer left out), the latent cache of 576
+// values a token and layer, and every routing key.
+TEST_CASE("DeepSeek configs: latent attention, DeepSeek's MoE and YaRN, the published counts") {
+  SUBCASE("DeepSeek-V2-Lite: no query latent, softmax greedy routing, mscale 0.707 twice") {
+    const Imported imported = import_config(read_fixture("deepseek-v2-lite.json"));
+    INFO(imported.text);
+    CHECK(imported.warnings.empty());
+    const Spec& s = imported.spec;
+    REQUIRE(s.mla.enabled);
+    CHECK(s.mla.q_lora_rank == 0);
+    CHECK(s.mla.kv_lora_rank == 512);
+    CHECK(s.dims.kv_heads == 1);
+    CHECK(s.dims.head_dim == 576);
+    CHECK(s.position.rotary_dim == 64);
+    CHECK(s.position.pairing == spec::RopePairing::Interleaved);
+    // m(40, 0.707)² / sqrt(192): the release's softmax_scale; the attention factor m/m = 1.
+    const double m = 0.1 * 0.707 * std::log(40.0) + 1.0;
+    CHECK(*s.attention.scale == doctest::Approx(m * m / std::sqrt(192.0)).epsilon(1e-12));
+    CHECK(*s.position.scaling.attention_factor == doctest::Approx(1.0));
+    CHECK(s.moe.experts == 64);
+    CHECK(s.moe.top_k == 6);
+    CHECK(s.moe.shared_experts * s.moe.shared_intermediate == 2 * 1408);
+    CHECK(s.moe.dense_layers == std::vector<int64_t>{0});
+    CHECK(s.moe.groups == 1);
+    CHECK(!s.moe.norm_topk_prob);
+    const Report r = make_report(s);
+    CHECK(r.total_params == 15'706'484'224);
+    CHECK(r.kv_bytes_per_token == 27 * 576 * 2);  // the latent and the rotary key, f16, no V
+    const Spec shipped = load(source_dir() / "models" / "deepseek-v2-lite.toml");
+    for (const std::string& d : spec_differences(shipped, s)) CHECK_MESSAGE(false, d);
+  }
+  SUBCASE("DeepSeek-V3 (its bf16 form): a query latent, sigmoid scores, noaux_tc groups, 2.5 scaling") {
+    json config = read_fixture("deepseek-v3.json");
+    config.erase("quantization_config");
+    const Imported imported = import_config(config);
+    INFO(imported.text);
+    const Spec& s = imported.spec;
+    CHECK(s.mla.q_lora_rank == 1536);
+    CHECK(s.moe.scoring == spec::MoeScoring::Sigmoid);
+    CHECK(s.moe.correction_bias);
+    CHECK(s.moe.groups == 8);
+    CHECK(s.moe.topk_groups == 4);
+    CHECK(s.moe.group_score == spec::GroupScore::Top2Sum);
+    CHECK(s.moe.norm_topk_prob);
+    CHECK(s.moe.routed_scaling_factor == 2.5);
+    CHECK(s.moe.dense_layers == std::vector<int64_t>{0, 1, 2});
+    CHECK(*s.attention.scale == doctest::Approx(1.0 / std::sqrt(192.0) * std::pow(0.1 * std::log(40.0) + 1.0, 2)));
+    const Report r = make_report(s);
+    CHECK(r.total_params == 671'026'419'200);
+    CHECK(r.active_params == 37'552'297'472);
+    const Spec shipped = load(source_dir() / "models" / "deepseek-v3.toml");
+    for (const std::string& d : spec_differences(shipped, s)) CHECK_MESSAGE(false, d);
+  }
+  SUBCASE("DeepSeek-V2: group-limited routing by each group's best expert; renormalized weights are not scaled") {
+    json config = read_fixture("deepseek-v2-lite.json");
+    config["n_group"] = 8;
+    config["topk_group"] = 3;
+    config["topk_method"] = "group_limited_greedy";
+    config["norm_topk_prob"] = true;
+    config["routed_scaling_factor"] = 16.0;
+    config["first_k_dense_replace"] = 2;
+    config["moe_layer_freq"] = 2;
+    const Imported imported = import_config(config);
+    const Spec& s = imported.spec;
+    CHECK(s.moe.group_score == spec::GroupScore::Max);
+    CHECK(s.moe.groups == 8);
+    CHECK(s.moe.topk_groups == 3);
+    CHECK(s.moe.routed_scaling_factor == 1.0);
+    // Layers 0, 1 and every odd one dense.
+    for (int64_t l = 0; l < 27; ++l) CHECK(s.moe.sparse(l) == (l >= 2 && l % 2 == 0));
+    CHECK(hf_config_from_spec(s)["moe_layer_freq"] == 2);
   }
 }
 
@@ -1019,8 +1095,17 @@ TEST_CASE("rope_scaling variants and transformers 5's rope_parameters") {
   CHECK(s.position.scaling.beta_slow == 1.0);
   CHECK(*s.position.scaling.attention_factor == 1.25);
 
+  // DeepSeek's mscale: alone it leaves transformers' default attention
+  // factor; with mscale_all_dim the factor is their ratio.
   config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale", 0.707}};
-  CHECK(contains(import_error(config), "rope_scaling.mscale = 0.707"));
+  s = import_config(config).spec;
+  CHECK(s.position.scaling.mscale == 0.707);
+  CHECK_FALSE(s.position.scaling.attention_factor.has_value());  // 0.1·ln(factor) + 1 by default
+  config["rope_scaling"]["mscale_all_dim"] = 1.0;
+  s = import_config(config).spec;
+  CHECK(*s.position.scaling.attention_factor ==
+        doctest::Approx((0.1 * 0.707 * std::log(4.0) + 1.0) / (0.1 * std::log(4.0) + 1.0)));
+  CHECK_FALSE(s.attention.scale.has_value());  // the squared mscale is latent attention's
 
   // transformers 5: one rope_parameters object instead of rope_theta + rope_scaling.
   json v5 = json::parse(kLlama32_1B);
@@ -1037,25 +1122,18 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     const std::string e = import_error(json::parse(R"({"model_type": "xlnet", "d_model": 768})"));
     CHECK(e == "config.json: model_type \"xlnet\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
-               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart, mamba");
+               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart, mamba, deepseek_v2, "
+               "deepseek_v3");
   }
-  SUBCASE("DeepSeek-V2/V3: the latent attention's keys, named as not supported yet") {
-    // DeepSeek-V3's config.json, its attention and routing keys.
-    const json v3 = json::parse(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
-      "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-      "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
-      "first_k_dense_replace": 3, "n_group": 8, "topk_group": 4, "topk_method": "noaux_tc", "scoring_func": "sigmoid",
-      "norm_topk_prob": true, "routed_scaling_factor": 2.5})");
-    CHECK(import_error(v3) ==
-          "config.json: model_type \"deepseek_v3\": multi-head latent attention (q_lora_rank 1536, kv_lora_rank 512, "
-          "qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128) is not supported yet; its MoE routing is "
-          "expressible ([moe] scoring, correction_bias, groups, topk_groups, group_score, routed_scaling_factor, "
-          "dense_layers), its attention is not");
-    // DeepSeek-V2-Lite: no q_lora_rank (a plain query projection).
-    const json lite = json::parse(R"({"model_type": "deepseek_v2", "q_lora_rank": null, "kv_lora_rank": 512,
-      "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "topk_method": "greedy"})");
-    CHECK(contains(import_error(lite), "model_type \"deepseek_v2\": multi-head latent attention (q_lora_rank null, "
-                                       "kv_lora_rank 512,"));
+  SUBCASE("DeepSeek: a quantized checkpoint, biased attention, an unknown routing method") {
+    json v3 = read_fixture("deepseek-v3.json");
+    CHECK(contains(import_error(v3), "quantization_config (quant_method \"fp8\"): quantized checkpoints are not imported"));
+    v3.erase("quantization_config");
+    v3["attention_bias"] = true;
+    v3["topk_method"] = "aux_free";
+    const std::string e = import_error(v3);
+    CHECK(contains(e, "attention_bias = true: latent attention's projections have no biases in the spec"));
+    CHECK(contains(e, "topk_method = \"aux_free\": the spec routes by greedy, group_limited_greedy (V2) or noaux_tc (V3)"));
   }
   SUBCASE("T5: a task head, a decoder table too small for its exact distances, an unknown activation") {
     json config = json::parse(kT5SmallEncoder);

@@ -127,6 +127,8 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
       {"qwen3-30b-a3b", {"width-depth", "moe-shared-expert"}},
       {"smollm2-135m", {"width-depth"}},
       {"mamba-130m", {"vocab-multiple"}},
+      {"deepseek-v2-lite", {"ffn-ratio"}},  // its one dense layer's 10,944 = 5.3 × hidden
+      {"deepseek-v3", {}},
       {"tinyllama-1.1b", {"width-depth"}},
   };
   size_t seen = 0;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/manifest.hpp"
+#include "generator/emit/emit_cpp.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
 
@@ -76,6 +77,11 @@ constexpr Published kPublished[] = {
     // State-space: state-spaces/mamba-130m-hf's model card count (tied: the
     // embeddings' 38,615,040, 24 layers of 3,771,648, the final norm's 768).
     {"mamba-130m.toml", 129'135'360},
+    // Latent attention: the sums of the published checkpoints' tensors
+    // (the model cards' 15.7B and 671B; V3's multi-token-prediction layer
+    // 61 is not part of the model).
+    {"deepseek-v2-lite.toml", 15'706'484'224},
+    {"deepseek-v3.toml", 671'026'419'200},
 };
 
 std::filesystem::path models_dir() { return std::filesystem::path(LATHE_SOURCE_DIR) / "models"; }
@@ -315,6 +321,40 @@ TEST_CASE("the encoder-decoders: each stack's tables and layers, the decoder's c
   check_shape(bm, "final_logits_bias", {50265});
   CHECK(find(bm, "model.encoder.layer_norm.weight") == nullptr);  // BART: no final norms
   CHECK(find(bm, "lm_head.weight") == nullptr);
+}
+
+TEST_CASE("deepseek-v2-lite and deepseek-v3: latent attention's tensors, a latent cache, V3 over one binding's bytes") {
+  auto lite = load("deepseek-v2-lite.toml");
+  REQUIRE(lite);
+  const Manifest m = build_manifest(*lite);
+  const std::string L = "model.layers.26.self_attn.";
+  check_shape(m, L + "q_proj.weight", {16 * 192, 2048});  // no query latent
+  check_shape(m, L + "kv_a_proj_with_mqa.weight", {576, 2048});
+  check_shape(m, L + "kv_a_layernorm.weight", {512});
+  check_shape(m, L + "kv_b_proj.weight", {16 * 256, 512});
+  check_shape(m, L + "o_proj.weight", {2048, 16 * 128});
+  CHECK(find(m, L + "k_proj.weight") == nullptr);
+  check_shape(m, "model.layers.0.mlp.gate_proj.weight", {10944, 2048});  // the dense layer
+  check_shape(m, "model.layers.1.mlp.experts.63.down_proj.weight", {2048, 1408});
+  check_shape(m, "model.layers.1.mlp.shared_experts.up_proj.weight", {2 * 1408, 2048});
+  // One head of 576 cached a token and layer, no V: 27 · 576 · 2 bytes.
+  CHECK(cache_row_bytes(*lite) == 576 * 2);
+  CHECK(v_cache_row_bytes(*lite) == 0);
+  CHECK(make_report(*lite).kv_bytes_per_token == 31'104);
+  Diagnostics diag("deepseek-v2-lite.toml");
+  CHECK_MESSAGE(lathe::emit::check_supported(*lite, diag), diag.format());
+
+  auto v3 = load("deepseek-v3.toml");
+  REQUIRE(v3);
+  check_shape(build_manifest(*v3), "model.layers.60.self_attn.q_b_proj.weight", {128 * 192, 1536});
+  // bf16: a layer's 256 experts of one role, 7.5 GB, are over the 2 GiB one binding holds; q4_k fits.
+  Diagnostics refused("deepseek-v3.toml");
+  CHECK(!lathe::emit::check_supported(*v3, refused));
+  CHECK(refused.format().find("not supported yet: moe.experts (a layer's 256 experts of one role take 7516192768 "
+                              "bytes, over weights.max_part_bytes (2147483648)") != std::string::npos);
+  v3->weights.dtype = DType::Q4_K;
+  Diagnostics fits("deepseek-v3.toml");
+  CHECK_MESSAGE(lathe::emit::check_supported(*v3, fits), fits.format());
 }
 
 TEST_CASE("mamba-130m: every layer a Mamba block; a fixed state per sequence, no KV cache") {

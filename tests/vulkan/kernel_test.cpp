@@ -134,11 +134,12 @@ class Constants {
 // Calls f(model, instance, constants) for every instance of one shaders/ file.
 // Every spec has one (`decoders_only`: every decoder's; an encoder has no LM
 // head and no argmax).
+// `needs`, when given, says which specs have one (latent attention's mla.comp).
 template <typename F>
-void for_each_instance(const char* file, F&& f, bool decoders_only = false) {
+void for_each_instance(const char* file, F&& f, bool decoders_only = false, bool (*needs)(const spec::Spec&) = nullptr) {
   size_t count = 0, expected = 0;
   for (const Model& m : models()) {
-    if (!decoders_only || !m.spec.encoder()) ++expected;
+    if ((!decoders_only || !m.spec.encoder()) && (needs == nullptr || needs(m.spec))) ++expected;
     for (const emit::KernelInstance& k : m.kernels) {
       if (k.source.file != file) continue;
       const std::string& spec_name = m.spec.name;
@@ -513,7 +514,7 @@ TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supp
                                "tiny-llama-q8", "tiny-gpt2-gguf", "gemma-2-2b", "olmo-2-1b", "phi-3-mini-4k", "gemma-3-1b",
                                "tiny-gemma2", "tiny-gemma3", "tiny-olmo2", "tiny-phi3", "tiny-neox", "tiny-phi2",
                                "tiny-gptj", "tiny-bloom", "tiny-falcon", "tiny-post-norm", "tiny-mixtral", "tiny-mpt",
-                               "tiny-moe-dense-layers", "tiny-deepseek-moe", "mixtral-8x7b", "tiny-bert", "tiny-rope-encoder", "tiny-t5", "tiny-bart"}) {
+                               "tiny-moe-dense-layers", "tiny-deepseek-moe", "tiny-deepseek-mla", "tiny-deepseek-mla-lite", "mixtral-8x7b", "tiny-bert", "tiny-rope-encoder", "tiny-t5", "tiny-bart"}) {
     CAPTURE(expected);
     CHECK(names.count(expected) == 1);
   }
@@ -903,11 +904,18 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       CHECK(c.flag("NTK_DYNAMIC") == dynamic);
       if (dynamic) CHECK(c.u("NTK_ORIGINAL") == s.position.scaling.original_max_context);
     }
+    // Latent attention's append: the rotation on the dims after the latent,
+    // k's latent alone normed, no V written (the values are read from K).
+    const bool latent = k.name.find("_latent") != std::string::npos;
+    CHECK(latent == s.mla.enabled);
+    const uint32_t rot_off = c.u("ROT_OFF");
+    CHECK(rot_off == (latent ? s.mla.kv_lora_rank : 0));
+    CHECK(c.u("LATENT") == (latent ? s.mla.kv_lora_rank : 0));
     // Head `h` of one row (`in` at the head's first dim), rotated.
     auto rotate = [&](const float* in, uint32_t position) {
       std::vector<double> out(in, in + dh);
       for (uint32_t j = 0; j < rot / 2; ++j) {
-        const uint32_t a = neox ? j : 2 * j, b = neox ? j + rot / 2 : 2 * j + 1;
+        const uint32_t a = rot_off + (neox ? j : 2 * j), b = rot_off + (neox ? j + rot / 2 : 2 * j + 1);
         const double angle = position * rotation.inv_freq[j];
         const double cs = std::cos(angle) * rotation.scale, sn = std::sin(angle) * rotation.scale;
         out[a] = in[a] * cs - in[b] * sn;
@@ -918,24 +926,28 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
 
     // A q/k norm: RMSNorm of each head (1) or each whole row (2) of q and k,
     // with random scales, applied before the rotation.
+    // (3: the latent norm, k's first LATENT dims.)
     const uint32_t qk = c.u("QK_NORM");
-    CHECK(qk == (s.attention.qk_norm == spec::QKNorm::None ? 0u : s.attention.qk_norm == spec::QKNorm::PerHead ? 1u : 2u));
+    CHECK(qk == (latent ? 3u
+                 : s.attention.qk_norm == spec::QKNorm::None ? 0u
+                 : s.attention.qk_norm == spec::QKNorm::PerHead ? 1u : 2u));
     CHECK(c.f("QK_EPS") == doctest::Approx(s.norm.eps).epsilon(1e-7));
     CHECK(c.flag("QK_UNIT_OFFSET") == s.norm.unit_offset);
     const std::vector<float> q_scale = random_floats(qk == 1 ? dh : size_t{hq} * dh);
-    const std::vector<float> k_scale = random_floats(qk == 1 ? dh : size_t{hkv} * dh);
+    const std::vector<float> k_scale = random_floats(qk == 1 ? dh : qk == 3 ? c.u("LATENT") : size_t{hkv} * dh);
     vk::Buffer q_scale_buffer = buffer_of(device, q_scale), k_scale_buffer = buffer_of(device, k_scale);
     // Head `h` of the row at `row` of `values` (`heads` heads), as the kernel reads it.
     auto read_head = [&](const std::vector<float>& values, size_t row, uint32_t h, uint32_t heads,
                          const std::vector<float>& scale) {
       std::vector<float> out(values.begin() + static_cast<long>(row + size_t{h} * dh),
                              values.begin() + static_cast<long>(row + size_t{h} * dh + dh));
-      if (qk == 0) return out;
-      const size_t start = qk == 1 ? row + size_t{h} * dh : row, width = qk == 1 ? dh : size_t{heads} * dh;
+      if (qk == 0 || (qk == 3 && &scale == &q_scale)) return out;  // the latent norm: k's only
+      const size_t start = qk == 1 ? row + size_t{h} * dh : row;
+      const size_t width = qk == 1 ? dh : qk == 3 ? c.u("LATENT") : size_t{heads} * dh;
       double sum = 0;
       for (size_t i = 0; i < width; ++i) sum += double{values[start + i]} * values[start + i];
       const double inv = 1.0 / std::sqrt(sum / static_cast<double>(width) + s.norm.eps);
-      for (uint32_t i = 0; i < dh; ++i) {
+      for (uint32_t i = 0; i < (qk == 3 ? width : dh); ++i) {
         const double w = scale[qk == 1 ? i : size_t{h} * dh + i];
         out[i] = static_cast<float>(out[i] * inv * (s.norm.unit_offset ? 1.0 + w : w));
       }
@@ -1024,7 +1036,8 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
           for (uint32_t i = 0; i < dh; ++i) {
             const size_t at = ((size_t{slot} * hkv + h) * dh + i) * cache_size;
             ek.add(load(cache, &kc_out[at]), expected[i]);
-            ev.add(load(cache, &vc_out[at]), vv[vbase + i]);
+            if (!latent) ev.add(load(cache, &vc_out[at]), vv[vbase + i]);
+            else if (std::memcmp(&vc_out[at], &vc0[at], cache_size) != 0) FAIL_CHECK("latent attention wrote the V cache");
           }
         }
       }
@@ -1034,6 +1047,67 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
     }
   });
   report_worst("rope_kv", worst);
+}
+
+// Latent attention's per-head maps through kv_b ([H·(NOPE + VD)][RANK] f32,
+// each head's W_UK rows then its W_UV rows): the absorbed query
+// [W_UK[h]ᵀ · q_nope | q_pe] of q [rows][H][NOPE + ROPE], and each head's
+// values W_UV[h] · o[h][0 … RANK) of an attention output [rows][H][RANK +
+// ROPE] (its rotary part unread). Guard values past the output must stay.
+TEST_CASE_FIXTURE(VulkanTest, "mla: the absorbed query and the heads' values through kv_b") {
+  Gpu gpu(device);
+  Worst worst;
+  for_each_instance("mla.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const spec::Spec& s = m.spec;
+    REQUIRE(s.mla.enabled);
+    const uint32_t H = c.u("H"), NOPE = c.u("NOPE"), ROPE = c.u("ROPE"), RANK = c.u("RANK"), VD = c.u("VD");
+    CHECK(H == s.dims.heads);
+    CHECK(NOPE == s.mla.qk_nope_head_dim);
+    CHECK(ROPE == s.mla.qk_rope_head_dim);
+    CHECK(RANK == s.mla.kv_lora_rank);
+    CHECK(VD == s.mla.v_head_dim);
+    const bool query = c.flag("QUERY");
+    CHECK(query == (k.name == "mla_query"));
+    const std::vector<float> w = random_floats(size_t{H} * (NOPE + VD) * RANK);
+    vk::Buffer wb = buffer_of(device, w);
+    Report report(m, k, worst);
+    for (const uint32_t rows : {1u, 5u}) {
+      CAPTURE(rows);
+      const uint32_t in_width = H * (query ? NOPE + ROPE : RANK + ROPE), out_width = H * (query ? RANK + ROPE : VD);
+      // x a column view of a wider buffer (a packed projection's output).
+      const uint32_t x_offset = 5, x_stride = in_width + 9;
+      const std::vector<float> x = random_floats(size_t{rows} * x_stride);
+      vk::Buffer xb = buffer_of(device, x);
+      vk::Buffer yb = buffer_of(device, std::vector<float>(size_t{rows} * out_width + 4, kGuard));
+      gpu.run(m, k, kernels::MlaBindings<vk::Binding>{.x = whole(xb), .w = whole(wb), .y = whole(yb)},
+              push::MlaPush{.rows = rows, .x_offset = x_offset, .x_stride = x_stride}, H, rows);
+      const std::vector<float> y = read_back<float>(device, yb, size_t{rows} * out_width + 4);
+      NormalizedError e;
+      for (uint32_t t = 0; t < rows; ++t)
+        for (uint32_t h = 0; h < H; ++h) {
+          const float* in = x.data() + x_offset + size_t{t} * x_stride + size_t{h} * (in_width / H);
+          const float* head = w.data() + size_t{h} * (NOPE + VD) * RANK;
+          const float* out = y.data() + size_t{t} * out_width + size_t{h} * (out_width / H);
+          if (query) {
+            for (uint32_t j = 0; j < RANK; ++j) {
+              double sum = 0;
+              for (uint32_t i = 0; i < NOPE; ++i) sum += double{head[size_t{i} * RANK + j]} * in[i];
+              e.add(out[j], sum);
+            }
+            for (uint32_t j = 0; j < ROPE; ++j) e.add(out[RANK + j], in[NOPE + j]);
+          } else {
+            for (uint32_t r = 0; r < VD; ++r) {
+              double sum = 0;
+              for (uint32_t j = 0; j < RANK; ++j) sum += double{head[size_t{NOPE + r} * RANK + j]} * in[j];
+              e.add(out[r], sum);
+            }
+          }
+        }
+      for (size_t i = size_t{rows} * out_width; i < y.size(); ++i) CHECK(y[i] == kGuard);
+      report.check(std::to_string(rows) + " rows", e.value(), kMatmulTolerance);
+    }
+  }, false, [](const spec::Spec& s) { return s.mla.enabled; });
+  report_worst("mla", worst);
 }
 
 // softmax(scale · q·Kᵀ) · V over positions 0 … io.position + t of the cache
@@ -1047,6 +1121,11 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     const spec::Spec& s = m.spec;
     check_head_constants(s, c);
     const uint32_t hq = c.u("HQ"), hkv = c.u("HKV"), dh = c.u("DH");
+    // GT query heads a workgroup: all G of a KV head, or a divisor of G up to 8.
+    const uint32_t gt = c.u("GT"), g_all = hq / hkv;
+    CHECK(g_all % gt == 0);
+    CHECK(gt == (g_all <= 8 ? g_all : gt));
+    CHECK(gt <= 8);
     const double scale = s.attention.effective_scale(dh);
     CHECK(c.f("SCALE") == doctest::Approx(scale).epsilon(1e-8));
     const double softcap = c.f("SOFTCAP");  // Gemma 2: c · tanh(s / c) of each scaled score
@@ -1132,8 +1211,8 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
                                                       .out = whole(o),
                                                       .partials = gpu.no_buffer(),
                                                       .rel_bias = relative ? whole(rel_buffer) : gpu.no_buffer()},
-              push, hkv, (cs.rows + cs.qrows - 1) / cs.qrows, {1, ring, cs.qrows}, 1,
-              device.info().subgroup_size * cs.qrows);  // a workgroup per KV head; one key range (split ranges: the model tests)
+              push, hq / gt, (cs.rows + cs.qrows - 1) / cs.qrows, {1, ring, cs.qrows}, 1,
+              device.info().subgroup_size * cs.qrows);  // a workgroup per GT heads; one key range (split ranges: the model tests)
       const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
 
       auto cached = [&](const std::vector<std::byte>& c_, uint32_t pos, uint32_t h, uint32_t i) {
