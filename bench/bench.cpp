@@ -109,10 +109,12 @@ double weight_bytes(const ModelInfo& m) {
 }
 
 // Bytes one decode step must read from memory at a cache of `context`
-// positions: every matrix (an untied LM head whole), one row of the embedding
-// table (of a mixture of experts, the chosen experts'), and the K and V
-// cache of every layer: its last W positions when the
-// layer has a window W. Vectors (norm scales) are noise.
+// positions: every matrix (an untied LM head whole; one the kernels read as
+// an f32 array, latent attention's kv_b or Mamba's dt_proj, as f32), one row
+// of the embedding table (of a mixture of experts, the chosen experts'), and
+// the K and V cache of every layer (latent attention's: the K cache alone):
+// its last W positions when the layer has a window W. Vectors (norm scales)
+// are noise.
 double decode_bytes(const ModelInfo& m, int64_t context) {
   double bytes = 0;
   for (const ManifestEntry& e : m.manifest) {
@@ -120,13 +122,14 @@ double decode_bytes(const ModelInfo& m, int64_t context) {
     // A token reads top_k of a mixture's experts (a long decode reads each
     // about equally): the experts' share top_k / experts.
     const double share = e.expert >= 0 ? static_cast<double>(m.top_k) / static_cast<double>(m.experts) : 1.0;
-    bytes += e.role == Role::Embed ? stored_bytes(e, e.shape[1]) : share * stored_bytes(e, e.elements());
+    if (!read_as_matrix(e.role, e.bias, e.rank)) bytes += share * 4.0 * static_cast<double>(e.elements());
+    else bytes += e.role == Role::Embed ? stored_bytes(e, e.shape[1]) : share * stored_bytes(e, e.elements());
   }
-  const double cache_element = m.cache_dtype == DType::F16 ? 2 : 4;
+  const double row = static_cast<double>(m.plan.cache_row_bytes + m.plan.v_cache_row_bytes);  // K and V
   for (int64_t layer = 0; layer < m.layers; ++layer) {
     const int64_t window = static_cast<size_t>(layer) < m.plan.windows.size() ? m.plan.windows[static_cast<size_t>(layer)] : 0;
     const int64_t keys = window > 0 ? std::min(window, context) : context;
-    bytes += 2 * static_cast<double>(keys) * static_cast<double>(m.kv_heads) * static_cast<double>(m.head_dim) * cache_element;
+    bytes += static_cast<double>(keys) * row;
   }
   return bytes;
 }

@@ -274,4 +274,23 @@ TEST_CASE("a checkpoint of another model is described in one line: its names, hi
         "import " + d.dir.string() + "` writes a spec that fits it");
 }
 
+// Latent attention's norm and a Mamba layer's A_log and D: a checkpoint
+// without them is refused naming each (the audit of every manifest entry).
+TEST_CASE("a checkpoint missing the latent norm or a Mamba layer's A_log and D is refused naming them") {
+  Dir d;
+  write_safetensors(d.file("model.safetensors"),
+                    {tensor("model.layers.0.self_attn.kv_a_proj_with_mqa.weight", {40, 8}),
+                     tensor("backbone.layers.0.mixer.in_proj.weight", {8, 4})});
+  constexpr ManifestEntry manifest[] = {
+      {Role::KvA, false, 0, -1, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight", 2, {40, 8}, DType::F32},
+      {Role::KvANorm, false, 0, -1, "model.layers.0.self_attn.kv_a_layernorm.weight", 1, {32, 1}, DType::F32},
+      {Role::SsmIn, false, 0, -1, "backbone.layers.0.mixer.in_proj.weight", 2, {8, 4}, DType::F32},
+      {Role::SsmA, false, 0, -1, "backbone.layers.0.mixer.A_log", 2, {4, 16}, DType::F32},
+      {Role::SsmD, false, 0, -1, "backbone.layers.0.mixer.D", 1, {4, 1}, DType::F32},
+  };
+  CHECK(error_of(d.file("model.safetensors"), manifest) ==
+        d.file("model.safetensors") + ": 3 problems:\n  model.layers.0.self_attn.kv_a_layernorm.weight: missing\n"
+                                      "  backbone.layers.0.mixer.A_log: missing\n  backbone.layers.0.mixer.D: missing");
+}
+
 }  // TEST_SUITE

@@ -690,8 +690,10 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     // f32: a one-row linear stored as a vector (GGUF's shared-expert gate, vectors in f32).
     const bool vector_gate = s.moe.shared_expert_gate && s.weights.preset == "gguf" && dtype == DType::F32;
     CHECK((spec_matrix_dtype(s, dtype) || vector_gate));
+    // (Latent attention's: q_b_proj reads the query latent, o_proj the heads' values.)
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate ||
-           K == s.moe.shared_experts * s.moe.shared_intermediate || (s.ssm.enabled() && K == s.ssm.d_inner)));
+           K == s.moe.shared_experts * s.moe.shared_intermediate || (s.ssm.enabled() && K == s.ssm.d_inner) ||
+           (s.mla.enabled && (K == s.mla.q_lora_rank || K == d.heads * s.mla.v_head_dim))));
     CHECK(c.u("ACT_NONE") == 0);
     if (gated || act != 0) CHECK(act == act_constant(c, s.mlp.activation));
     CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));
