@@ -279,6 +279,10 @@ inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
 #undef LATHE_BIND_ELEMENT
 #undef LATHE_BIND_STRUCT
 
+// Channels a workgroup of ssm_conv and ssm_scan takes (its lanes one at a
+// time each): the plan's Channels grid is ceil(d_inner / this).
+inline constexpr int64_t kSsmChannelsPerGroup = 32;
+
 // The most bindings of any family: plans store bindings in arrays this long.
 inline constexpr size_t kMaxBindings = 10;
 

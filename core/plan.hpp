@@ -103,8 +103,9 @@ constexpr std::array<Binding, kernels::kMaxBindings> bindings(const Named& named
 }
 
 // Experts: the matmul tiles of Tiles for each of groups_z experts (grid z).
-// Channels: (groups_x, 1, 1), a workgroup per channel over every row (a
-// Mamba layer's ssm_conv and ssm_scan, which walk the rows in order).
+// Channels: (groups_x, 1, 1), a workgroup per kSsmChannelsPerGroup channels
+// over every row (a Mamba layer's ssm_conv and ssm_scan, which walk the rows
+// in order).
 enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts, Channels };
 
 // One kernel instance of the model: its name and family. The SPIR-V is in

@@ -8,10 +8,12 @@
 // position 0 starts a sequence: its window is not read). A sequence's rows
 // in a pass are consecutive positions, in order (a prompt chunk: all rows;
 // a batched decode step: one row each). Each sequence's window then moves on
-// to its last DC - 1 inputs. One subgroup-sized workgroup per channel c; its
-// lanes take the rows.
+// to its last DC - 1 inputs. A workgroup takes CPW consecutive channels, its
+// lanes a channel at a time each, over every row: the lane that reads a
+// channel's window is the one that moves it.
 //
-// Generated constants: DI (d_inner), DC (d_conv), CONV_BIAS, WINDOWED (DC > 1).
+// Generated constants: DI (d_inner), DC (d_conv), CONV_BIAS, WINDOWED (DC > 1),
+// CPW (channels a workgroup).
 // Push constants (RowsPush): rows.
 // Buffers: io (IoRow: sequence, position); xz [rows][2·DI] f32 (x its first
 //          DI); w [DI][DC] f32; bias [DI] f32; state [sequences][DI][DC - 1]
@@ -44,27 +46,26 @@ float input_before(uint t, uint c, uint back) {
 }
 
 void main() {
-  const uint c = gl_WorkGroupID.x;
-  if (c >= DI) return;
-  for (uint t = gl_LocalInvocationID.x; t < pc.rows; t += gl_WorkGroupSize.x) {
+  const uint first = gl_WorkGroupID.x * CPW, end = min(first + CPW, DI);
+  for (uint c = first + gl_LocalInvocationID.x; c < end; c += gl_WorkGroupSize.x) {
+    for (uint t = 0u; t < pc.rows; ++t) {
 #if CONV_BIAS
-    float sum = bias[c];
+      float sum = bias[c];
 #else
-    float sum = 0.0;
+      float sum = 0.0;
 #endif
-    for (uint k = 0u; k < DC; ++k) sum += w[c * DC + k] * input_before(t, c, WINDOW - k);
-    u[t * DI + c] = sum / (1.0 + exp(-sum));
-  }
+      for (uint k = 0u; k < DC; ++k) sum += w[c * DC + k] * input_before(t, c, WINDOW - k);
+      u[t * DI + c] = sum / (1.0 + exp(-sum));
+    }
 #if WINDOWED
-  // Every lane's reads of the windows above come before any lane moves one:
-  // the lane of a sequence's last row in the pass moves its window alone.
-  barrier();
-  for (uint t = gl_LocalInvocationID.x; t < pc.rows; t += gl_WorkGroupSize.x) {
-    const uint seq = io.rows[t].sequence;
-    if (t + 1u < pc.rows && io.rows[t + 1u].sequence == seq) continue;
-    float next[WINDOW];
-    for (uint j = 0u; j < WINDOW; ++j) next[j] = input_before(t, c, WINDOW - 1u - j);
-    for (uint j = 0u; j < WINDOW; ++j) state[(seq * DI + c) * WINDOW + j] = next[j];
-  }
+    // Each sequence's window moves on to its last inputs, after every read of it above.
+    for (uint t = 0u; t < pc.rows; ++t) {
+      const uint seq = io.rows[t].sequence;
+      if (t + 1u < pc.rows && io.rows[t + 1u].sequence == seq) continue;
+      float next[WINDOW];
+      for (uint j = 0u; j < WINDOW; ++j) next[j] = input_before(t, c, WINDOW - 1u - j);
+      for (uint j = 0u; j < WINDOW; ++j) state[(seq * DI + c) * WINDOW + j] = next[j];
+    }
 #endif
+  }
 }

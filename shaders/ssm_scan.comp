@@ -7,10 +7,11 @@
 // x_proj's first R columns, folded in here) and A = -exp(A_log[c]),
 //   h[n] = exp(dt·A[n])·h[n] + dt·B[t][n]·u[t][c],
 //   y[t][c] = (Σ_n C[t][n]·h[n] + D[c]·u[t][c]) · silu(z[t][c]).
-// One subgroup-sized workgroup per channel; its lanes hold the states
-// n = lane, lane + WG, … and sum C·h with subgroupAdd.
+// A workgroup takes CPW consecutive channels, its lanes a channel at a time
+// each (lane l: channels l, l + WG, …), every state of it in registers: no
+// lane waits on another.
 //
-// Generated constants: DI (d_inner), N (d_state), R (dt_rank).
+// Generated constants: DI (d_inner), N (d_state), R (dt_rank), CPW (channels a workgroup).
 // Push constants (RowsPush): rows.
 // Buffers: io (IoRow: sequence, position); u [rows][DI]; dbc [rows][R + 2·N] (dt's low rank
 //          first, B at R, C at R + N); dt_w [DI][R]; dt_bias [DI]; xz [rows][2·DI] (z at DI);
@@ -35,35 +36,30 @@ layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
 const uint ROW = R + 2u * N;
 
 void main() {
-  const uint c = gl_WorkGroupID.x;
-  if (c >= DI) return;
-  const uint lane = gl_LocalInvocationID.x, lanes = gl_WorkGroupSize.x;
-  // This lane's states of the current row's sequence, in registers (slot i
-  // is n = lane + i·lanes).
-  float h[N], a[N];
-  for (uint i = 0u, n = lane; n < N; ++i, n += lanes) a[i] = -exp(a_log[c * N + n]);
-  const float skip = d_skip[c];
-  for (uint t = 0u; t < pc.rows; ++t) {
-    const uint seq = io.rows[t].sequence;
-    if (t == 0u || seq != io.rows[t - 1u].sequence) {  // the sequence's first row in the pass
-      const bool fresh = io.rows[t].position == 0u;
-      for (uint i = 0u, n = lane; n < N; ++i, n += lanes) h[i] = fresh ? 0.0 : state[(seq * DI + c) * N + n];
-    }
-    float raw = dt_bias[c];
-    for (uint r = 0u; r < R; ++r) raw += dt_w[c * R + r] * dbc[t * ROW + r];
-    const float dt = raw > 20.0 ? raw : log(1.0 + exp(raw));  // torch's softplus, threshold 20
-    const float x = u[t * DI + c];
-    float partial = 0.0;
-    for (uint i = 0u, n = lane; n < N; ++i, n += lanes) {
-      h[i] = exp(dt * a[i]) * h[i] + dt * dbc[t * ROW + R + n] * x;
-      partial += dbc[t * ROW + R + N + n] * h[i];
-    }
-    const float sum = subgroupAdd(partial);
-    if (lane == 0u) {
+  const uint first = gl_WorkGroupID.x * CPW, end = min(first + CPW, DI);
+  for (uint c = first + gl_LocalInvocationID.x; c < end; c += gl_WorkGroupSize.x) {
+    float h[N], a[N];
+    for (uint n = 0u; n < N; ++n) a[n] = -exp(a_log[c * N + n]);
+    const float skip = d_skip[c];
+    for (uint t = 0u; t < pc.rows; ++t) {
+      const uint seq = io.rows[t].sequence;
+      if (t == 0u || seq != io.rows[t - 1u].sequence) {  // the sequence's first row in the pass
+        const bool fresh = io.rows[t].position == 0u;
+        for (uint n = 0u; n < N; ++n) h[n] = fresh ? 0.0 : state[(seq * DI + c) * N + n];
+      }
+      float raw = dt_bias[c];
+      for (uint r = 0u; r < R; ++r) raw += dt_w[c * R + r] * dbc[t * ROW + r];
+      const float dt = raw > 20.0 ? raw : log(1.0 + exp(raw));  // torch's softplus, threshold 20
+      const float x = u[t * DI + c];
+      float sum = 0.0;
+      for (uint n = 0u; n < N; ++n) {
+        h[n] = exp(dt * a[n]) * h[n] + dt * dbc[t * ROW + R + n] * x;
+        sum += dbc[t * ROW + R + N + n] * h[n];
+      }
       const float z = xz[t * 2u * DI + DI + c];
       y[t * DI + c] = (sum + skip * x) * (z / (1.0 + exp(-z)));
+      if (t + 1u == pc.rows || io.rows[t + 1u].sequence != seq)  // its last row: keep h
+        for (uint n = 0u; n < N; ++n) state[(seq * DI + c) * N + n] = h[n];
     }
-    if (t + 1u == pc.rows || io.rows[t + 1u].sequence != seq)  // its last row: keep h
-      for (uint i = 0u, n = lane; n < N; ++i, n += lanes) state[(seq * DI + c) * N + n] = h[i];
   }
 }

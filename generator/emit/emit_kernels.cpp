@@ -255,9 +255,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("SHARED", k.shared > 0) + flag("SHARED_GATED", k.shared > 1) + define("GATE_STRIDE", k.stride) + define("GATE_OFFSET", k.offset);
     case kernels::Family::SsmConv:
       return define("DI", s.ssm.d_inner) + define("DC", s.ssm.d_conv) + flag("CONV_BIAS", s.ssm.conv_bias) +
-             flag("WINDOWED", s.ssm.d_conv > 1);
+             flag("WINDOWED", s.ssm.d_conv > 1) + define("CPW", kernels::kSsmChannelsPerGroup);
     case kernels::Family::SsmScan:
-      return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("R", s.ssm.dt_rank);
+      return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("R", s.ssm.dt_rank) +
+             define("CPW", kernels::kSsmChannelsPerGroup);
     case kernels::Family::Mla:
       return define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) + define("ROPE", s.mla.qk_rope_head_dim) +
              define("RANK", s.mla.kv_lora_rank) + define("VD", s.mla.v_head_dim) + flag("QUERY", k.query);

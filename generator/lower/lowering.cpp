@@ -432,7 +432,7 @@ class Lowering {
                             {"bias", vector_or_none(op.tensor[1])},
                             {"state", plan::conv_state(op.layer)},
                             {"u", plan::activation(out.slot)}});
-        d.groups_x = static_cast<uint32_t>(op.dims[0]);
+        d.groups_x = ssm_groups(op.dims[0]);
         return 1;
       }
       case OpKind::SsmScan: {
@@ -451,7 +451,7 @@ class Lowering {
                             {"d", plan::weight(op.extra[1])},
                             {"state", plan::scan_state(op.layer)},
                             {"y", plan::activation(out.slot)}});
-        d.groups_x = static_cast<uint32_t>(op.dims[0]);
+        d.groups_x = ssm_groups(op.dims[0]);
         return 1;
       }
       case OpKind::PosEmbed: unsupported(i, "add_positions must follow the embedding");
@@ -585,6 +585,10 @@ class Lowering {
     if (l.offset != 0 || l.stride != static_cast<uint32_t>(s_.widths[value]))
       unsupported(i, "a Mamba kernel reads whole activations, not a column view of one");
     return l;
+  }
+  // The Mamba kernels' workgroups over d_inner channels, kSsmChannelsPerGroup each.
+  static uint32_t ssm_groups(int64_t channels) {
+    return static_cast<uint32_t>((channels + kernels::kSsmChannelsPerGroup - 1) / kernels::kSsmChannelsPerGroup);
   }
   // Layer `layer` keeps a Mamba state per sequence (layers 0 … state_layers − 1).
   void state_of(size_t i, int32_t layer) {

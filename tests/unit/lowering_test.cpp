@@ -171,7 +171,7 @@ TEST_CASE("a Mamba layer lowers to in_proj, ssm_conv, x_proj, ssm_scan and out_p
     const kernels::Family f = p.kernel(d).family;
     if (f != kernels::Family::SsmConv && f != kernels::Family::SsmScan) continue;
     CHECK(d.grid == plan::Grid::Channels);
-    CHECK(d.groups_x == s->ssm.d_inner);
+    CHECK(d.groups_x == (s->ssm.d_inner + kernels::kSsmChannelsPerGroup - 1) / kernels::kSsmChannelsPerGroup);
     const plan::Binding state = d.binding("state");
     CHECK(state.resource == (f == kernels::Family::SsmConv ? plan::Resource::ConvState : plan::Resource::ScanState));
     CHECK(state.index == d.layer);

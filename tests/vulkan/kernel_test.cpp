@@ -1597,14 +1597,15 @@ TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
 // (a reset: its stale state must not be read). Each pass starts from the
 // states the one before left; the expected values are the recurrence
 // computed here in double, the CPU reference's step (runtime/reference's
-// mamba()). Real widths: 16 states over a subgroup's lanes; 5 states (lanes
-// idle) with 3 taps and no conv bias. dt_proj runs inside ssm_scan on
+// mamba()). Real widths: 16 states of 32 channels (one workgroup of
+// CPW = 32); 5 states of 40 channels (two workgroups, the second's lanes
+// mostly idle) with 3 taps and no conv bias. dt_proj runs inside ssm_scan on
 // x_proj's first dt_rank columns.
 TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry each sequence's state across passes") {
   Gpu gpu(device);
   for (const auto& [hidden, extra] :
        {std::pair<int, std::string>{16, "d_state = 16\nd_conv = 4\ndt_rank = 3\n"},
-        std::pair<int, std::string>{12, "d_state = 5\nd_conv = 3\ndt_rank = 2\nconv_bias = false\n"}}) {
+        std::pair<int, std::string>{20, "d_state = 5\nd_conv = 3\ndt_rank = 2\nconv_bias = false\n"}}) {
     spec::Diagnostics diag("ssm.toml");
     const auto s = spec::parse_spec_string("[model]\nname = \"ssm\"\n[dims]\nhidden = " + std::to_string(hidden) +
                                                "\nlayers = 1\nvocab = 16\nmax_context = 64\n[ssm]\nkind = \"mamba\"\n" +
@@ -1620,6 +1621,10 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry
     CHECK(DC == s->ssm.d_conv);
     CHECK(conv.flag("CONV_BIAS") == s->ssm.conv_bias);
     CHECK(N == s->ssm.d_state);
+    // CPW channels a workgroup, a lane a channel at a time.
+    const uint32_t CPW = conv.u("CPW");
+    CHECK(CPW == scan.u("CPW"));
+    const uint32_t groups = (DI + CPW - 1) / CPW;
     constexpr uint32_t kSequences = 2;
     const uint32_t W = DC - 1, ROW = R + 2 * N;
     const std::vector<float> w = random_floats(size_t{DI} * DC), bias = random_floats(DI);
@@ -1653,13 +1658,13 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry
               kernels::SsmConvBindings<vk::Binding>{.io = whole(iob), .xz = whole(xzb), .w = whole(wb),
                                                     .bias = s->ssm.conv_bias ? vk::Binding(whole(bb)) : gpu.no_buffer(),
                                                     .state = whole(conv_state), .u = whole(ub)},
-              push::RowsPush{.rows = rows}, DI);
+              push::RowsPush{.rows = rows}, groups);
       const std::vector<float> u = read_back<float>(device, ub, size_t{rows} * DI);
       gpu.run(m, m.kernels[1],
               kernels::SsmScanBindings<vk::Binding>{.io = whole(iob), .u = whole(ub), .dbc = whole(dbcb), .dt_w = whole(dtwb),
                                                     .dt_bias = whole(dtbb),                                                    .xz = whole(xzb), .a_log = whole(ab), .d = whole(db),
                                                     .state = whole(scan_state), .y = whole(yb)},
-              push::RowsPush{.rows = rows}, DI);
+              push::RowsPush{.rows = rows}, groups);
       const std::vector<float> y = read_back<float>(device, yb, size_t{rows} * DI);
       for (uint32_t t = 0; t < rows; ++t) {
         double* win = window.data() + size_t{pass[t].sequence} * DI * W;
