@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -105,7 +106,60 @@ constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxHeads = 4096;
 
 // A value as a message shows it: JSON, strings quoted.
-std::string shown(const json& v) { return v.dump(); }
+std::string shown(const json& v) {
+  if (v.is_number_float() && !std::isfinite(v.get<double>()))  // JSON's dump would say null
+    return std::isnan(v.get<double>()) ? "NaN" : v.get<double>() > 0 ? "Infinity" : "-Infinity";
+  return v.dump();
+}
+
+// Python's json module writes float("inf") and float("nan") as the bare
+// tokens Infinity, -Infinity and NaN (Mamba-2's time_step_limit), which JSON
+// does not have. Outside strings each becomes a marker string for the
+// parser, and each marker the double it stands for after.
+constexpr std::string_view kNonFinite = "\\u0000lathe-non-finite:";
+
+json parse_python_json(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false, any = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (const std::string_view token : {"-Infinity", "Infinity", "NaN"}) {
+      if (text.compare(i, token.size(), token) != 0) continue;
+      out += "\"" + std::string(kNonFinite) + std::string(token) + "\"";
+      i += token.size() - 1;
+      replaced = any = true;
+      break;
+    }
+    if (!replaced) out += c;
+  }
+  json j = json::parse(out);
+  if (!any) return j;
+  // Every value, depth first without recursion (a config may nest deep).
+  const std::string marker = std::string(1, '\0') + std::string(kNonFinite.substr(6));
+  std::vector<json*> pending = {&j};
+  while (!pending.empty()) {
+    json& v = *pending.back();
+    pending.pop_back();
+    if (v.is_structured()) {
+      for (json& item : v) pending.push_back(&item);
+    } else if (v.is_string() && v.get_ref<const std::string&>().rfind(marker, 0) == 0) {
+      const std::string token = v.get_ref<const std::string&>().substr(marker.size());
+      v = token == "NaN" ? std::numeric_limits<double>::quiet_NaN()
+          : token == "Infinity" ? std::numeric_limits<double>::infinity()
+                                : -std::numeric_limits<double>::infinity();
+    }
+  }
+  return j;
+}
 
 // The config being read: typed reads that remember which keys were read,
 // and all errors, each prefixed with the file.
@@ -1995,8 +2049,18 @@ class Importer {
     } else if (auto q = c_.integer("q_lora_rank")) {
       m.set("q_lora_rank", *q, "q_lora_rank");
     }
-    for (const char* key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
-      m.set(key, c_.required(key, 4096).value, key);
+    int64_t latent_width[4] = {};
+    const char* keys[4] = {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"};
+    for (size_t i = 0; i < 4; ++i) {
+      latent_width[i] = c_.required(keys[i], i == 0 ? kMaxDim : 4096).value;
+      m.set(keys[i], latent_width[i], keys[i]);
+    }
+    // The cache's rows: pairs turned by RoPE, in 16-byte texels.
+    if (latent_width[2] % 2 != 0)
+      c_.error("qk_rope_head_dim (" + std::to_string(latent_width[2]) + ") is odd, and RoPE turns pairs of dimensions");
+    else if ((latent_width[0] + latent_width[2]) % 8 != 0)
+      c_.error("kv_lora_rank + qk_rope_head_dim (" + std::to_string(latent_width[0] + latent_width[2]) +
+               ") is not a multiple of 8: the latent cache's rows");
 
     auto eps = epsilon("rms_norm_eps", 1e-6);
     t("norm").set("kind", "rmsnorm").set("eps", eps.value, eps.note).set("placement", "pre");
@@ -2051,14 +2115,26 @@ class Importer {
       auto groups = c_.integer_or("n_group", 1, 1, 32);
       auto topk_groups = c_.integer_or("topk_group", 1, 1, 32);
       if (method == "group_limited_greedy" || method == "noaux_tc") {
+        // Equal groups of consecutive experts, enough kept to hold top_k (one group: no limit).
         if (groups.value > 1) {
+          const int64_t per_group = experts.value / groups.value;
           e.set("groups", groups.value, groups.note);
           e.set("topk_groups", topk_groups.value, topk_groups.note);
+          e.set("group_score", method == "noaux_tc" ? "top2_sum" : "max", "topk_method = \"" + method + "\"");
           if (experts.value % groups.value != 0)
             c_.error("n_routed_experts (" + std::to_string(experts.value) + ") is not a multiple of n_group (" +
                      std::to_string(groups.value) + ")");
+          else if (topk_groups.value > groups.value)
+            c_.error("topk_group (" + std::to_string(topk_groups.value) + ") is larger than n_group (" +
+                     std::to_string(groups.value) + ")");
+          else if (top_k.value <= experts.value && top_k.value > topk_groups.value * per_group)
+            c_.error("num_experts_per_tok (" + std::to_string(top_k.value) + ") is larger than the experts of the " +
+                     "kept groups (topk_group · n_routed_experts / n_group = " +
+                     std::to_string(topk_groups.value * per_group) + ")");
+          else if (method == "noaux_tc" && per_group < 2)
+            c_.error("topk_method = \"noaux_tc\" scores a group by its best two experts, but each group has " +
+                     std::to_string(per_group));
         }
-        e.set("group_score", method == "noaux_tc" ? "top2_sum" : "max", "topk_method = \"" + method + "\"");
         if (method == "noaux_tc") e.set("correction_bias", true, "noaux_tc: e_score_correction_bias chooses the experts");
       } else if (method != "greedy") {
         c_.value_error("topk_method", c_.at("topk_method"),
@@ -2072,8 +2148,8 @@ class Importer {
         if (scale.value != 1.0)
           e.note("routed_scaling_factor (" + shown(scale.value) +
                  ") is not applied: DeepseekV2MoE renormalizes the top-k weights instead");
-      } else if (scale.value <= 0) {
-        c_.value_error("routed_scaling_factor", c_.at("routed_scaling_factor"), "must be positive");
+      } else if (scale.value <= 0 || scale.value > 1e6) {
+        c_.value_error("routed_scaling_factor", c_.at("routed_scaling_factor"), "must be in (0, 1e6]");
       } else if (scale.value != 1.0) {
         e.set("routed_scaling_factor", scale.value, scale.note);
       }
@@ -2487,7 +2563,7 @@ ImportResult import_hf(const std::string& path, ImportOptions options) {
   if (options.file == ImportOptions{}.file) options.file = config_path.string();
   json config;
   try {
-    config = json::parse(text);
+    config = parse_python_json(text);
   } catch (const json::exception& e) {  // what() says the line and column
     throw Error(ErrorKind::BadFile, config_path.string() + ": not valid JSON: " + e.what());
   }

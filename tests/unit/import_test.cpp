@@ -1117,6 +1117,37 @@ TEST_CASE("rope_scaling variants and transformers 5's rope_parameters") {
   CHECK(spec_differences(import_config(json::parse(kLlama32_1B)).spec, import_config(v5).spec).empty());
 }
 
+// Python's json writes float("inf") and float("nan") as bare tokens (Mamba-2's
+// time_step_limit = [0.0, Infinity]): config.json files that hold them import;
+// one in a key the spec reads is named with its token, and the words inside
+// strings stay words.
+TEST_CASE("config.json with Python's bare Infinity and NaN tokens") {
+  test::TempDir dir("lathe-import-nonfinite");
+  std::string text = kSmolLM2;
+  text.insert(text.rfind('}'), R"(, "time_step_limit": [0.0, Infinity], "floor": -Infinity,
+    "note": "NaN and Infinity in a string", "nested": {"x": [NaN, [Infinity]]})");
+  test::write_file(dir.file("config.json"), text);
+  std::vector<std::string> warnings;
+  ImportOptions options;
+  options.warn = [&](const std::string& w) { warnings.push_back(w); };
+  const ImportResult r = import_hf(dir.dir.string(), options);
+  CHECK(r.spec.dims.hidden == 576);
+  REQUIRE(warnings.size() == 1);
+  CHECK(contains(warnings[0], "keys not read (the spec may be missing what they change): floor, nested, note, time_step_limit"));
+
+  std::string bad = kSmolLM2;
+  const size_t eps = bad.find("\"rms_norm_eps\": ");
+  REQUIRE(eps != std::string::npos);
+  bad.replace(eps, bad.find(',', eps) - eps, "\"rms_norm_eps\": NaN");
+  test::write_file(dir.file("config.json"), bad);
+  try {
+    import_hf(dir.dir.string(), options);
+    FAIL("imported");
+  } catch (const ImportError& e) {
+    CHECK(contains(e.what(), "rms_norm_eps = NaN: expected a number"));
+  }
+}
+
 TEST_CASE("what a spec cannot say is an error naming the config key and value") {
   SUBCASE("an unknown model_type names it and the supported ones") {
     const std::string e = import_error(json::parse(R"({"model_type": "xlnet", "d_model": 768})"));
@@ -1134,6 +1165,15 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     const std::string e = import_error(v3);
     CHECK(contains(e, "attention_bias = true: latent attention's projections have no biases in the spec"));
     CHECK(contains(e, "topk_method = \"aux_free\": the spec routes by greedy, group_limited_greedy (V2) or noaux_tc (V3)"));
+    // Routing and widths a spec would refuse: named by their config keys, not left to the spec's rules.
+    v3["attention_bias"] = false;
+    v3["topk_method"] = "noaux_tc";
+    v3["n_group"] = 2;
+    v3["topk_group"] = 4;
+    v3["kv_lora_rank"] = 500;
+    const std::string f = import_error(v3);
+    CHECK(contains(f, "topk_group (4) is larger than n_group (2)"));
+    CHECK(contains(f, "kv_lora_rank + qk_rope_head_dim (564) is not a multiple of 8: the latent cache's rows"));
   }
   SUBCASE("T5: a task head, a decoder table too small for its exact distances, an unknown activation") {
     json config = json::parse(kT5SmallEncoder);
