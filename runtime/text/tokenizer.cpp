@@ -104,11 +104,16 @@ void spell_spm_bytes(std::vector<Token>& tokens, std::string_view replacement) {
 
 namespace {
 
+// A model may have more token rows than its tokenizer has tokens (a
+// vocabulary padded for the matmuls: Qwen2's 151,936 rows for 151,665
+// tokens); such an id, which a model can sample, is a token of no text, as
+// Hugging Face's tokenizers decode it. Negative ids are errors.
+bool absent(const TokenizerData& d, int32_t id) { return id >= 0 && static_cast<size_t>(id) >= d.tokens.size(); }
+
 const Token& token_at(const TokenizerData& d, int32_t id) {
-  if (id < 0 || static_cast<size_t>(id) >= d.tokens.size()) {
-    throw Error(ErrorKind::InvalidArgument, "token id " + std::to_string(id) + " is outside the vocabulary (" +
-                                                std::to_string(d.tokens.size()) + " tokens)");
-  }
+  static const Token kAbsent{};
+  if (id < 0) throw Error(ErrorKind::InvalidArgument, "token id " + std::to_string(id) + " is negative");
+  if (absent(d, id)) return kAbsent;
   return d.tokens[id];
 }
 
@@ -119,6 +124,7 @@ const Token& token_at(const TokenizerData& d, int32_t id) {
 // written out ("<s>▁Hello" → "<s> Hello") it stays; a skipped one does not
 // count.
 void append_token(const TokenizerData& d, int32_t id, bool skip_special, bool& at_start, std::string& out) {
+  if (absent(d, id)) return;  // no text, and the start of the text is still ahead
   const Token& t = token_at(d, id);
   if (t.kind == TokenKind::Special && skip_special) return;
   std::string_view bytes = t.bytes;

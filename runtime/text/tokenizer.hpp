@@ -48,7 +48,9 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = true) const;
   // The bytes the tokens stand for (not necessarily valid UTF-8 when a
   // character is cut). Special tokens show as their text unless skipped.
-  // Throws Error(InvalidArgument) for an id outside [0, vocab_size()).
+  // An id past vocab_size() (a model's padded rows, which it may sample)
+  // decodes to nothing, as Hugging Face's tokenizers decode it; a negative
+  // id throws Error(InvalidArgument).
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
   std::optional<int32_t> bos() const;
@@ -57,6 +59,7 @@ class Tokenizer {
   // tokenizer.json's padding.pad_id, else tokenizer.ggml.padding_token_id.
   std::optional<int32_t> pad() const;
   int32_t vocab_size() const;                       // one more than the largest id
+  // (These three give "", "" and false for an id past vocab_size().)
   const std::string& token_text(int32_t id) const;  // as the vocabulary spells it ("Ġworld", "▁world")
   std::string_view token_bytes(int32_t id) const;   // what the token decodes to
   bool is_special(int32_t id) const;                // control tokens: BOS, EOS, <|im_start|>, …

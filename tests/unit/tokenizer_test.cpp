@@ -353,6 +353,16 @@ TEST_SUITE("tokenizer") {
     CHECK(gpt2.token_text(kWorld) == "Ġworld");
     CHECK(gpt2.token_bytes(kWorld) == " world");
     CHECK(gpt2.decode(Ids{kHello, kWorld}) == "Hello world");
+    // An id past the vocabulary (a model's padded rows, which it can sample)
+    // decodes to nothing, as Hugging Face's tokenizers decode it, streamed or
+    // not; a negative one is an error.
+    CHECK(gpt2.decode(Ids{kHello, 274, 100000, kWorld}) == "Hello world");
+    CHECK(gpt2.token_text(274).empty());
+    CHECK(gpt2.token_bytes(100000).empty());
+    CHECK(!gpt2.is_special(274));
+    StreamDecoder stream(gpt2);
+    CHECK(stream.push(274) + stream.push(kHello) + stream.push(300) + stream.flush() == "Hello");
+    CHECK_THROWS_WITH_AS(gpt2.decode(Ids{-1}), "token id -1 is negative", Error);
     // Merges given as [a, b] arrays read the same.
     const Tokenizer arrays = load_json(tmp, byte_level_json(Flavour::Gpt2, true), "arrays.json");
     CHECK(arrays.encode("Hello world's 123  test", false) == gpt2.encode("Hello world's 123  test", false));
@@ -493,7 +503,8 @@ TEST_SUITE("tokenizer") {
     CHECK(d.push(0xE2).empty());
     CHECK(d.flush() == "\xE2");
     CHECK(d.flush().empty());
-    CHECK_THROWS_AS(d.push(100000), Error);
+    CHECK(d.push(100000).empty());  // past the vocabulary: no text
+    CHECK_THROWS_AS(d.push(-1), Error);
     CHECK_THROWS_AS(tok.decode(Ids{-1}), Error);
   }
 
