@@ -336,13 +336,16 @@ constexpr bool classes_valid(std::span<const DeviceClass> classes) {
 // Compile-time checks of an emitted plan against its manifest: every binding
 // names a resource that exists, in the form its kernel binds it (texels or
 // storage), every matmul's weight has the rows the dispatch computes, and
-// attention runs a workgroup per KV head (its combine one per query head) as
-// the model's head counts say, over its layer's window (a window per layer,
+// attention runs workgroups over a tile of each KV head's query heads (its
+// combine one per query head) as the model's head counts say, over its
+// layer's window (a window per layer, and V cache rows none or the K cache's,
 // or the first dispatch fails). The index of the first dispatch that fails,
 // or -1.
 constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const Plan& p, int64_t layers, int64_t heads,
                                 int64_t kv_heads) {
   if (p.windows.size() != static_cast<size_t>(layers)) return 0;
+  // A V cache row is a K cache row's twin, or there is none (latent attention).
+  if (p.v_cache_row_bytes != 0 && p.v_cache_row_bytes != p.cache_row_bytes) return 0;
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
     const Dispatch& d = p.dispatches[i];
     const int32_t bad = static_cast<int32_t>(i);

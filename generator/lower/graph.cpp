@@ -1,6 +1,5 @@
 #include "generator/lower/graph.hpp"
 
-#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -208,9 +207,8 @@ uint32_t mla_attention(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
   }
   const uint32_t kv = b.matmul("mla.kv_lora_rank", Role::KvA, layer, h);
   const int32_t kv_b = b.need(Role::KvB, layer), kv_norm = b.need(Role::KvANorm, layer);
-  const int64_t dims[6] = {d.heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.kv_lora_rank, m.v_head_dim, 0};
-  Op query{OpKind::MlaQuery, 0, {q}, {kv_b, -1}};
-  std::copy_n(dims, 6, query.dims);
+  const Op query{OpKind::MlaQuery, 0, {q}, {kv_b, -1},
+                 {d.heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.kv_lora_rank, m.v_head_dim}};
   const uint32_t qm = b.add("mla.kv_lora_rank", query, d.heads * d.head_dim, {b.handle(kv_b), ""});
   b.push("mla.kv_lora_rank",
          Op{OpKind::QKNorm, 0, {qm, kv}, {-1, kv_norm}, {d.heads, 1, d.head_dim, m.kv_lora_rank}, s.norm.eps, -1,
@@ -222,8 +220,9 @@ uint32_t mla_attention(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
   const uint32_t a = b.add("mla", Op{OpKind::Attention, 0, {qm, kv, kv}, {-1, -1}, {d.heads, 1, d.head_dim, 0},
                                      s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
                            d.heads * d.head_dim);
-  Op values{OpKind::MlaValues, 0, {a}, {kv_b, -1}};
-  std::copy_n(dims, 6, values.dims);
+  Op values = query;  // the same widths and kv_b
+  values.kind = OpKind::MlaValues;
+  values.in[0] = a;
   return b.add("mla.v_head_dim", values, d.heads * m.v_head_dim, {b.handle(kv_b), ""});
 }
 

@@ -596,14 +596,20 @@ class Lowering {
     plan_.state_layers = std::max<int64_t>(plan_.state_layers, int64_t{layer} + 1);
   }
 
+  // The values' cache of `layer`: its V cache, or (latent attention, whose
+  // values are its keys' latent part) its K cache.
+  static Binding value_cache(int32_t layer, bool values_in_keys) {
+    return values_in_keys ? plan::k_cache(layer) : plan::v_cache(layer);
+  }
   // rope_kv's bindings: q (rotated in place), k and v appended to the caches of `layer`.
-  static std::map<std::string, Binding> kv_append_bindings(const Loc& q, const Loc& k, const Loc& v, int32_t layer) {
+  static std::map<std::string, Binding> kv_append_bindings(const Loc& q, const Loc& k, const Loc& v, int32_t layer,
+                                                           bool values_in_keys = false) {
     return {{"io", plan::io()},
             {"q", plan::activation(q.slot)},
             {"k", plan::activation(k.slot)},
             {"v", plan::activation(v.slot)},
             {"k_cache", plan::k_cache(layer)},
-            {"v_cache", plan::v_cache(layer)}};
+            {"v_cache", value_cache(layer, values_in_keys)}};
   }
 
   // The cache `layer`'s window: every attention and append of it agrees.
@@ -637,8 +643,7 @@ class Lowering {
     if (latent && !(qk_norm_ && qk_norm_->variant == typed::kLatentNorm))
       unsupported(i, "latent attention needs its latent norm, fused into the cache append");
     // Attributed to the rope op before the attention, when there is one.
-    std::map<std::string, Binding> rope_bindings = kv_append_bindings(q, k, v, op.layer);
-    if (latent) rope_bindings["v_cache"] = plan::k_cache(op.layer);  // not written
+    std::map<std::string, Binding> rope_bindings = kv_append_bindings(q, k, v, op.layer, latent);  // (V not written)
     if (qk_norm_) {
       rope_bindings["q_norm"] = vector_or_none(qk_norm_->tensor[0]);
       rope_bindings["k_norm"] = plan::weight(qk_norm_->tensor[1]);
@@ -675,7 +680,7 @@ class Lowering {
          {{"io", plan::io()},
           {"q", plan::activation(q.slot)},
           {"k_cache", plan::k_cache(op.layer)},
-          {"v_cache", values_in_keys ? plan::k_cache(op.layer) : plan::v_cache(op.layer)},
+          {"v_cache", value_cache(op.layer, values_in_keys)},
           {"out", plan::activation(out.slot)},
           {"partials", plan::partials()},
           {"rel_bias", vector_or_none(op.tensor[0])}},

@@ -173,9 +173,9 @@ void Session::Impl::allocate() {
                       " bytes) of " + device.info().name + ": lower the context or the sequences");
     k_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
     k_views.emplace_back(device, k_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
-    if (plan.v_cache_row_bytes == 0) continue;  // latent attention: the values are read from the K cache
-    if (plan.v_cache_row_bytes != plan.cache_row_bytes)
-      throw Error(ErrorKind::Unsupported, "the plan's V cache rows differ from its K cache rows");
+    // Latent attention has no V cache: the values are read from the K cache
+    // (the plan's V rows are none or the K rows' size: plan::first_invalid).
+    if (plan.v_cache_row_bytes == 0) continue;
     v_cache.emplace_back(device, cache_bytes, kTexels, vk::MemoryUse::Device);
     v_views.emplace_back(device, v_cache.back().handle(), VK_FORMAT_R32G32B32A32_UINT, 0, cache_bytes);
   }

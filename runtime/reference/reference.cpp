@@ -668,52 +668,25 @@ void Reference::project_mla(const Layer& L, const std::vector<double>& h, int64_
   }
 }
 
-std::vector<double> Reference::attend_mla(const Layer& L, const std::vector<double>& q, int64_t p) const {
-  const spec::Mla& m = spec_.mla;
-  const int64_t heads = spec_.dims.heads, qk = m.qk_head_dim(), vd = m.v_head_dim;
-  const double scale = spec_.attention.effective_scale(qk);
-  std::vector<double> out(static_cast<size_t>(heads * vd), 0.0), scores(static_cast<size_t>(p + 1));
-  for (int64_t hh = 0; hh < heads; ++hh) {
-    double max_score = -INFINITY;
-    for (int64_t j = 0; j <= p; ++j) {
-      const double* kj = L.k_cache.data() + (j * heads + hh) * qk;
-      double s = 0;
-      for (int64_t e = 0; e < qk; ++e) s += q[static_cast<size_t>(hh * qk + e)] * kj[e];
-      s *= scale;
-      if (spec_.attention.softcap > 0) s = spec_.attention.softcap * std::tanh(s / spec_.attention.softcap);
-      scores[static_cast<size_t>(j)] = s;
-      max_score = std::max(max_score, s);
-    }
-    double total = 0;
-    for (double& s : scores) total += (s = std::exp(s - max_score));
-    for (int64_t j = 0; j <= p; ++j) {
-      const double w = scores[static_cast<size_t>(j)] / total;
-      const double* vj = L.v_cache.data() + (j * heads + hh) * vd;
-      for (int64_t e = 0; e < vd; ++e) out[static_cast<size_t>(hh * vd + e)] += w * vj[e];
-    }
-  }
-  return out;
-}
-
 // Attention of the query row at position p over the cached keys
 // [first, last]: softmax of the scaled (soft-capped, ALiBi-shifted) scores.
 std::vector<double> Reference::attend(const std::vector<double>& k_cache, const std::vector<double>& v_cache,
                                      const std::vector<double>& q, int64_t p, int64_t first, int64_t last,
-                                     const Stack* stack) const {
+                                     const Stack* stack, HeadWidths widths) const {
   const spec::Dims& d = spec_.dims;
-  const int64_t hd = d.head_dim;
-  const int64_t q_width = d.heads * hd, kv_width = d.kv_heads * hd;
-  const int64_t group = d.heads / d.kv_heads;
+  const int64_t hd = widths.qk > 0 ? widths.qk : d.head_dim, vd = widths.v > 0 ? widths.v : hd;
+  const int64_t kv_heads = widths.kv_heads > 0 ? widths.kv_heads : d.kv_heads;
+  const int64_t group = d.heads / kv_heads;
   const double scale = spec_.attention.effective_scale(hd);
   const double softcap = spec_.attention.softcap;
-  std::vector<double> attn(static_cast<size_t>(q_width), 0.0);
+  std::vector<double> attn(static_cast<size_t>(d.heads * vd), 0.0);
   std::vector<double> scores(static_cast<size_t>(last - first + 1));
   for (int64_t hh = 0; hh < d.heads; ++hh) {
     const int64_t kvh = hh / group;
     const double* qh = q.data() + hh * hd;
     double max_score = -INFINITY;
     for (int64_t j = first; j <= last; ++j) {
-      const double* kj = k_cache.data() + j * kv_width + kvh * hd;
+      const double* kj = k_cache.data() + (j * kv_heads + kvh) * hd;
       double s = 0;
       for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
       s *= scale;
@@ -729,11 +702,11 @@ std::vector<double> Reference::attend(const std::vector<double>& k_cache, const 
     }
     double total = 0;
     for (double& s : scores) total += (s = std::exp(s - max_score));
-    double* out = attn.data() + hh * hd;
+    double* out = attn.data() + hh * vd;
     for (int64_t j = first; j <= last; ++j) {
       const double w = scores[static_cast<size_t>(j - first)] / total;
-      const double* vj = v_cache.data() + j * kv_width + kvh * hd;
-      for (int64_t e = 0; e < hd; ++e) out[e] += w * vj[e];
+      const double* vj = v_cache.data() + (j * kv_heads + kvh) * vd;
+      for (int64_t e = 0; e < vd; ++e) out[e] += w * vj[e];
     }
   }
   return attn;
@@ -863,18 +836,16 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     const std::vector<double> h = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x) : x;
     const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
     std::vector<double> q, k, v;
-    if (spec_.mla.enabled) {
-      project_mla(L, h, p, q, k, v);
-      L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
-      L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
-      finish_block(L, static_cast<int64_t>(l), x, block_in, h, attend_mla(L, q, p));
-      continue;
-    }
-    project_qkv(L, h, p, windowed, q, k, v);
+    // Latent attention: every head its own expanded key (nope + rope wide) and value.
+    const spec::Mla& m = spec_.mla;
+    const HeadWidths widths = m.enabled ? HeadWidths{m.qk_head_dim(), m.v_head_dim, d.heads} : HeadWidths{};
+    if (m.enabled) project_mla(L, h, p, q, k, v);
+    else project_qkv(L, h, p, windowed, q, k, v);
     L.k_cache.insert(L.k_cache.end(), k.begin(), k.end());
     L.v_cache.insert(L.v_cache.end(), v.begin(), v.end());
     const int64_t first = windowed ? std::max<int64_t>(0, p - spec_.attention.sliding_window + 1) : 0;
-    finish_block(L, static_cast<int64_t>(l), x, block_in, h, attend(L.k_cache, L.v_cache, q, p, first, p, &stack_));
+    finish_block(L, static_cast<int64_t>(l), x, block_in, h,
+                 attend(L.k_cache, L.v_cache, q, p, first, p, &stack_, widths));
   }
   if (spec_.norm.final_norm) x = normalize(stack_.final_norm, x);
   for (int64_t t = 0; t < d.vocab; ++t) {

@@ -165,15 +165,19 @@ class Reference {
   void check_tokens(const std::vector<int32_t>& tokens) const;
   void project_qkv(const Layer& L, const std::vector<double>& h, int64_t position, bool windowed, std::vector<double>& q,
                    std::vector<double>& k, std::vector<double>& v) const;
+  // The heads' widths attention reads: a query and key head's, a value
+  // head's, and the cached heads (0: the spec's head_dim and kv_heads).
+  struct HeadWidths {
+    int64_t qk, v, kv_heads;  // (no member initializers: `= {}` zeroes them in a default argument)
+  };
   // Attention of q at `position` over the keys [first, last] of the caches
   // k, v, with the stack's relative bias (null: none).
   std::vector<double> attend(const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& q,
-                             int64_t position, int64_t first, int64_t last, const Stack* stack) const;
+                             int64_t position, int64_t first, int64_t last, const Stack* stack,
+                             HeadWidths widths = {}) const;
   // Latent attention's q, k and v of one token (every head's, expanded, rotated).
   void project_mla(const Layer& L, const std::vector<double>& h, int64_t position, std::vector<double>& q,
                    std::vector<double>& k, std::vector<double>& v) const;
-  // Its attention of q over the keys 0 … position: [heads · v_head_dim].
-  std::vector<double> attend_mla(const Layer& L, const std::vector<double>& q, int64_t position) const;
   // A Mamba mixer's output for one token's normed input h, advancing the
   // layer's state by that token.
   std::vector<double> mamba(Layer& L, const std::vector<double>& h) const;

@@ -8,7 +8,7 @@
 //
 //   node encdec.cjs <node_modules> <encoder-decoder executable> <serve options…>
 'use strict';
-const { withServer, post, main, step, assert } = require('./harness.cjs');
+const { withServer, post, main, step, assert, sameCompletion } = require('./harness.cjs');
 
 main(() => withServer(['--parallel', '2'], 240000, async ({ client, baseURL }) => {
   let model;
@@ -19,12 +19,7 @@ main(() => withServer(['--parallel', '2'], 240000, async ({ client, baseURL }) =
   });
 
   const ask = (prompt) => client.completions.create({ model, prompt, max_tokens: 6, temperature: 0, logprobs: 2 });
-  const close = (a, b) => {
-    const x = a.choices[0].logprobs.token_logprobs, y = b.choices[0].logprobs.token_logprobs;
-    assert.equal(x.length, y.length);
-    for (let i = 0; i < x.length; i++) assert.ok(Math.abs(x[i] - y[i]) < 1e-4, `token ${i}: ${x[i]} vs ${y[i]}`);
-    assert.equal(a.choices[0].text, b.choices[0].text);
-  };
+  const close = sameCompletion;
 
   let a, b;
   await step('token ids as the source: usage counts the source, six new tokens with logprobs', async () => {

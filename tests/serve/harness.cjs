@@ -90,4 +90,13 @@ async function step(name, body) {
   console.log(`ok  ${name}`);
 }
 
-module.exports = { withServer, post, main, step, assert };
+// Two greedy completions with logprobs are the same: their text, and each
+// token's logprob within 1e-4.
+function sameCompletion(a, b) {
+  const x = a.choices[0].logprobs.token_logprobs, y = b.choices[0].logprobs.token_logprobs;
+  assert.equal(x.length, y.length);
+  for (let i = 0; i < x.length; i++) assert.ok(Math.abs(x[i] - y[i]) < 1e-4, `token ${i}: ${x[i]} vs ${y[i]}`);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+}
+
+module.exports = { withServer, post, main, step, assert, sameCompletion };
