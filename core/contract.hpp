@@ -61,7 +61,11 @@ enum class Role : uint8_t {
   // d_conv] and its bias, x_proj [dt_rank + 2·d_state, d_inner] (dt, B, C),
   // dt_proj [d_inner, dt_rank] with its bias, A_log [d_inner, d_state] and D
   // [d_inner] (parameters, named by their path itself), out_proj [d, d_inner].
-  SsmNorm, SsmIn, SsmConv, SsmX, SsmDt, SsmA, SsmD, SsmOut,
+  // A Mamba-2 layer (Mamba2Mixer) has no x_proj or dt_proj: in_proj [2·d_inner
+  // + 2·groups·d_state + heads, d], the conv over d_inner + 2·groups·d_state
+  // channels, dt_bias, A_log and D [heads] (parameters), and the gated RMS
+  // norm's scale [d_inner] (mixer.norm) before out_proj.
+  SsmNorm, SsmIn, SsmConv, SsmX, SsmDt, SsmA, SsmD, SsmOut, SsmDtBias, SsmGateNorm,
   // Multi-head latent attention (DeepSeek-V2/V3): q_a_proj [q_lora_rank, d]
   // and its norm, q_b_proj [heads·(nope + rope), q_lora_rank] (or role Q of
   // that shape without a q latent); kv_a_proj_with_mqa [kv_lora_rank + rope,
@@ -73,14 +77,16 @@ enum class Role : uint8_t {
 
 // A tensor named by its module path itself, without ".weight" or ".bias":
 // BART's final_logits_bias, DeepSeek-V3's e_score_correction_bias, Mamba's A_log
-// and D (nn.Parameters of the mixer).
+// and D, Mamba-2's dt_bias (nn.Parameters of the mixer).
 constexpr bool bare_name(Role r) {
-  return r == Role::LogitsBias || r == Role::RouterBias || r == Role::SsmA || r == Role::SsmD;
+  return r == Role::LogitsBias || r == Role::RouterBias || r == Role::SsmA || r == Role::SsmD || r == Role::SsmDtBias;
 }
 
 // A state-space layer's parameters that stay f32 vectors-like on the device
 // whatever their rank: the conv taps (rank 3 as stored) and A_log (rank 2).
-constexpr bool is_ssm_param(Role r) { return r == Role::SsmConv || r == Role::SsmA || r == Role::SsmD; }
+constexpr bool is_ssm_param(Role r) {
+  return r == Role::SsmConv || r == Role::SsmA || r == Role::SsmD || r == Role::SsmDtBias;
+}
 
 // The dtype a stored matrix has on the device, as the kernels read it: every
 // dtype is kept, block formats as blocks (device_row below). (Vectors, norm
@@ -229,7 +235,7 @@ constexpr bool is_norm(Role r) {
     case Role::EmbedNorm: case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
     case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
     case Role::EncoderEmbedNorm: case Role::EncoderFinalNorm: case Role::CrossNorm: case Role::SsmNorm:
-    case Role::QANorm: case Role::KvANorm:
+    case Role::SsmGateNorm: case Role::QANorm: case Role::KvANorm:
       return true;
     default:
       return false;
@@ -322,6 +328,8 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::SsmA, "ssm_a", "SsmA"},
     {Role::SsmD, "ssm_d", "SsmD"},
     {Role::SsmOut, "ssm_out", "SsmOut"},
+    {Role::SsmDtBias, "ssm_dt_bias", "SsmDtBias"},
+    {Role::SsmGateNorm, "ssm_gate_norm", "SsmGateNorm"},
     {Role::QA, "q_a", "QA"},
     {Role::QANorm, "q_a_norm", "QANorm"},
     {Role::QB, "q_b", "QB"},

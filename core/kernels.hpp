@@ -209,11 +209,11 @@ struct BindingInfo {
 // channel) runs inside ssm_scan, which reads x_proj's first R columns.
 #define LATHE_BIND_SSM_CONV(X)                                                        \
   X(io, Storage, "sequence and position of each row")                                 \
-  X(xz, Storage, "[rows][2·DI] f32: in_proj's output, the scan's input x first")      \
-  X(w, Storage, "[DI][DC] f32: the taps, DC - 1 on the row itself")                   \
-  X(bias, Storage, "[DI] f32")                                                        \
-  X(state, Storage, "[sequences][DI][DC - 1] f32: each one's last inputs, oldest first") \
-  X(u, Storage, "[rows][DI] f32: SiLU of the convolution")
+  X(xz, Storage, "[rows][XSTRIDE] f32: in_proj's output, the conv's CH channels at XOFF") \
+  X(w, Storage, "[CH][DC] f32: the taps, DC - 1 on the row itself")                   \
+  X(bias, Storage, "[CH] f32")                                                        \
+  X(state, Storage, "[sequences][CH][DC - 1] f32: each one's last inputs, oldest first") \
+  X(u, Storage, "[rows][CH] f32: SiLU of the convolution")
 #define LATHE_BIND_SSM_SCAN(X)                                                        \
   X(io, Storage, "sequence and position of each row")                                 \
   X(u, Storage, "[rows][DI] f32: ssm_conv's output")                                  \
@@ -225,6 +225,18 @@ struct BindingInfo {
   X(d, Storage, "[DI] f32: the skip")                                                 \
   X(state, Storage, "[sequences][DI][N] f32: each one's h")                           \
   X(y, Storage, "[rows][DI] f32: (C·h + D·u) · SiLU(z)")
+
+// A Mamba-2 layer's scan (ssm_conv first, over x, B and C): per head, one
+// scalar decay and step, the B and C of its group.
+#define LATHE_BIND_MAMBA2_SCAN(X)                                                     \
+  X(io, Storage, "sequence and position of each row")                                 \
+  X(u, Storage, "[rows][DI + 2·G·N] f32: ssm_conv's output, x | B | C")              \
+  X(xz, Storage, "[rows][2·DI + 2·G·N + H] f32: in_proj's output, z at 0, dt at the end") \
+  X(dt_bias, Storage, "[H] f32")                                                      \
+  X(a_log, Storage, "[H] f32: A = -exp(A_log)")                                       \
+  X(d, Storage, "[H] f32: the skip")                                                  \
+  X(state, Storage, "[sequences][DI][N] f32: each one's h")                           \
+  X(y, Storage, "[rows][DI] f32: (C·h + D·x) · SiLU(z)")
 
 // Multi-head latent attention's per-head maps through kv_b_proj (f32, [H ·
 // (NOPE + VD)][RANK]: each head's W_UK rows, then its W_UV rows): the
@@ -259,6 +271,7 @@ LATHE_BIND_STRUCT(MoeRouteBindings, LATHE_BIND_MOE_ROUTE)
 LATHE_BIND_STRUCT(MoeCombineBindings, LATHE_BIND_MOE_COMBINE)
 LATHE_BIND_STRUCT(SsmConvBindings, LATHE_BIND_SSM_CONV)
 LATHE_BIND_STRUCT(SsmScanBindings, LATHE_BIND_SSM_SCAN)
+LATHE_BIND_STRUCT(Mamba2ScanBindings, LATHE_BIND_MAMBA2_SCAN)
 LATHE_BIND_STRUCT(MlaBindings, LATHE_BIND_MLA)
 
 inline constexpr BindingInfo kEmbedBindings[] = {LATHE_BIND_EMBED(LATHE_BIND_INFO)};
@@ -272,6 +285,7 @@ inline constexpr BindingInfo kMoeRouteBindings[] = {LATHE_BIND_MOE_ROUTE(LATHE_B
 inline constexpr BindingInfo kMoeCombineBindings[] = {LATHE_BIND_MOE_COMBINE(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kSsmConvBindings[] = {LATHE_BIND_SSM_CONV(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kSsmScanBindings[] = {LATHE_BIND_SSM_SCAN(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kMamba2ScanBindings[] = {LATHE_BIND_MAMBA2_SCAN(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
 
 #undef LATHE_BIND_INFO
@@ -279,15 +293,16 @@ inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
 #undef LATHE_BIND_ELEMENT
 #undef LATHE_BIND_STRUCT
 
-// Channels a workgroup of ssm_conv and ssm_scan takes (its lanes one at a
-// time each): the plan's Channels grid is ceil(d_inner / this).
+// Channels a workgroup of ssm_conv, ssm_scan and mamba2_scan takes (its
+// lanes one at a time each): the plan's Channels grid is ceil(channels / this).
 inline constexpr int64_t kSsmChannelsPerGroup = 32;
 
 // The most bindings of any family: plans store bindings in arrays this long.
 inline constexpr size_t kMaxBindings = 10;
 
 enum class Family : uint8_t {
-  Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan, Mla
+  Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan, Mamba2Scan,
+  Mla
 };
 
 // Specialization constants a family takes after constant 0, the workgroup
@@ -331,6 +346,8 @@ inline constexpr FamilyInfo kFamilies[] = {
      kSsmConvBindings, SpecConstants::None},
     {Family::SsmScan, "ssm_scan", "SsmScan", "ssm_scan.comp", "RowsPush", push::kRowsPush, "SsmScanBindings",
      kSsmScanBindings, SpecConstants::None},
+    {Family::Mamba2Scan, "mamba2_scan", "Mamba2Scan", "mamba2_scan.comp", "RowsPush", push::kRowsPush,
+     "Mamba2ScanBindings", kMamba2ScanBindings, SpecConstants::None},
     {Family::Mla, "mla", "Mla", "mla.comp", "MlaPush", push::kMlaPush, "MlaBindings", kMlaBindings, SpecConstants::None},
 };
 

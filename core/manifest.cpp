@@ -80,7 +80,9 @@ Component component_of(Role r) {
     case Role::SsmDt:
     case Role::SsmA:
     case Role::SsmD:
-    case Role::SsmOut: return Component::Ssm;
+    case Role::SsmOut:
+    case Role::SsmDtBias: return Component::Ssm;
+    case Role::SsmGateNorm: return Component::Norms;
     case Role::QA:
     case Role::QB:
     case Role::KvA:
@@ -274,13 +276,20 @@ void block(Builder& b, const Spec& s, int64_t l, bool cross) {
 void ssm_block(Builder& b, const Spec& s, int64_t l) {
   const Ssm& m = s.ssm;
   b.norm(Role::SsmNorm, s.dims.hidden, l, s.norm.bias);
-  b.linear(Role::SsmIn, 2 * m.d_inner, s.dims.hidden, m.bias, l);
-  b.tensor(Role::SsmConv, false, l, {m.d_inner, 1, m.d_conv});
-  if (m.conv_bias) b.tensor(Role::SsmConv, true, l, {m.d_inner});
-  b.linear(Role::SsmX, m.dt_rank + 2 * m.d_state, m.d_inner, false, l);
-  b.linear(Role::SsmDt, m.d_inner, m.dt_rank, true, l);
-  b.tensor(Role::SsmA, false, l, {m.d_inner, m.d_state});
-  b.tensor(Role::SsmD, false, l, {m.d_inner});
+  b.linear(Role::SsmIn, m.in_width(), s.dims.hidden, m.bias, l);
+  b.tensor(Role::SsmConv, false, l, {m.conv_channels(), 1, m.d_conv});
+  if (m.conv_bias) b.tensor(Role::SsmConv, true, l, {m.conv_channels()});
+  if (m.mamba2()) {  // Mamba2Mixer: dt from in_proj, one a head
+    b.tensor(Role::SsmDtBias, false, l, {m.heads});
+    b.tensor(Role::SsmA, false, l, {m.heads});
+    b.tensor(Role::SsmD, false, l, {m.heads});
+    b.norm(Role::SsmGateNorm, m.d_inner, l, false);
+  } else {
+    b.linear(Role::SsmX, m.dt_rank + 2 * m.d_state, m.d_inner, false, l);
+    b.linear(Role::SsmDt, m.d_inner, m.dt_rank, true, l);
+    b.tensor(Role::SsmA, false, l, {m.d_inner, m.d_state});
+    b.tensor(Role::SsmD, false, l, {m.d_inner});
+  }
   b.linear(Role::SsmOut, s.dims.hidden, m.d_inner, m.bias, l);
 }
 

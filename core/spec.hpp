@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,9 +38,9 @@ enum class GroupScore { Max, Top2Sum };
 // both, the decoder's layers attending to the encoder's output through
 // cross-attention (T5, BART).
 enum class Stack { Decoder, Encoder, EncoderDecoder };
-// The kind of a model's state-space layers ([ssm] kind): none, or Mamba (v1)
-// blocks in every layer. A hybrid's per-layer pattern extends this.
-enum class SsmKind { None, Mamba };
+// The kind of a model's state-space layers ([ssm] kind): none, Mamba (v1)
+// or Mamba-2 blocks in every layer.
+enum class SsmKind { None, Mamba, Mamba2 };
 using lathe::Pooling;
 using lathe::Activation;
 using lathe::DType;
@@ -78,7 +79,8 @@ inline constexpr Spelling<GroupScore> kGroupScoreSpellings[] = {{GroupScore::Max
 inline constexpr Spelling<Stack> kStackSpellings[] = {{Stack::Decoder, "decoder", "Decoder"},
                                                       {Stack::Encoder, "encoder", "Encoder"},
                                                       {Stack::EncoderDecoder, "encoder-decoder", "EncoderDecoder"}};
-inline constexpr Spelling<SsmKind> kSsmKindSpellings[] = {{SsmKind::None, "none", "None"}, {SsmKind::Mamba, "mamba", "Mamba"}};
+inline constexpr Spelling<SsmKind> kSsmKindSpellings[] = {
+    {SsmKind::None, "none", "None"}, {SsmKind::Mamba, "mamba", "Mamba"}, {SsmKind::Mamba2, "mamba2", "Mamba2"}};
 constexpr std::span<const Spelling<Stack>> spellings(Stack) { return kStackSpellings; }
 constexpr std::span<const Spelling<SsmKind>> spellings(SsmKind) { return kSsmKindSpellings; }
 constexpr std::span<const Spelling<NormPlacement>> spellings(NormPlacement) { return kNormPlacementSpellings; }
@@ -284,24 +286,44 @@ struct Weights {
   int64_t max_part_bytes = kDefaultMaxPartBytes;
 };
 
-// State-space layers (Mamba, transformers' MambaConfig). Each layer keeps,
-// per sequence, a fixed state instead of a KV cache: the last d_conv − 1
-// inputs of its convolution and the scan's h, [d_inner][d_state], in f32.
+// State-space layers (Mamba, transformers' MambaConfig; Mamba-2, its
+// Mamba2Config). Each layer keeps, per sequence, a fixed state instead of a
+// KV cache: the last d_conv − 1 inputs of its convolution and the scan's h,
+// [d_inner][d_state], in f32.
+//
+// Mamba-2 (the SSD layer of "Transformers are SSMs", mamba_ssm's Mamba2):
+// in_proj gives [z | x | B | C | dt] (d_inner, d_inner, groups·d_state twice,
+// heads); the convolution runs over x, B and C; each of the heads (head_dim
+// channels of x) has one scalar decay A and step dt, and reads the B and C
+// of its group (heads / groups heads a group); the output, gated by SiLU(z),
+// is RMS-normed per group of d_inner / groups channels before out_proj.
 struct Ssm {
   SsmKind kind = SsmKind::None;
-  int64_t d_state = 16;  // state_size
+  int64_t d_state = 16;  // state_size (Mamba-2's default: 128)
   int64_t d_conv = 4;    // conv_kernel: taps of the causal depthwise convolution
   int64_t expand = 2;
   int64_t d_inner = 0;   // intermediate_size; defaults to expand · hidden
-  int64_t dt_rank = 0;   // time_step_rank; defaults to ceil(hidden / 16)
+  int64_t dt_rank = 0;   // Mamba: time_step_rank; defaults to ceil(hidden / 16)
+  int64_t heads = 0;     // Mamba-2: num_heads; defaults to d_inner / head_dim
+  int64_t head_dim = 64;  // Mamba-2: channels a head
+  int64_t groups = 1;    // Mamba-2: n_groups, each one B and C for heads / groups heads
+  double dt_min = 0;     // Mamba-2: time_step_limit, the range dt is clamped to
+  double dt_max = std::numeric_limits<double>::infinity();
   bool conv_bias = true;  // use_conv_bias
   bool bias = false;      // use_bias: in_proj's and out_proj's
   bool enabled() const { return kind != SsmKind::None; }
+  bool mamba2() const { return kind == SsmKind::Mamba2; }
   // Layer `layer` is a state-space block (every layer, until a layer pattern).
   bool layer(int64_t) const { return enabled(); }
+  // The convolution's channels: x (Mamba), or x, B and C (Mamba-2).
+  int64_t conv_channels() const { return mamba2() ? d_inner + 2 * groups * d_state : d_inner; }
+  // in_proj's output: [x | z] (Mamba), or [z | x | B | C | dt] (Mamba-2), and
+  // where the convolution's input starts in it.
+  int64_t in_width() const { return mamba2() ? d_inner + conv_channels() + heads : 2 * d_inner; }
+  int64_t conv_offset() const { return mamba2() ? d_inner : 0; }
   // A sequence's state of one layer, in bytes (f32): the convolution's
   // window and the scan's h.
-  int64_t conv_state_bytes() const { return d_inner * (d_conv - 1) * 4; }
+  int64_t conv_state_bytes() const { return conv_channels() * (d_conv - 1) * 4; }
   int64_t scan_state_bytes() const { return d_inner * d_state * 4; }
 };
 

@@ -47,7 +47,8 @@ struct Vector {
 enum class OpKind : uint8_t {
   Embed,        // out[t] = scale · table[token[t]]
   PosEmbed,     // out[t] = in[t] + table[position[t] + offset] (+ types[0]: tensor[1], BERT's token-type row)
-  RMSNorm,      // out = in / sqrt(mean(in²) + eps) · g
+  RMSNorm,      // out = in / sqrt(mean(in²) + eps) · g; dims[1] > 0: each group of dims[1] features
+                //   normed on its own (Mamba-2's gated norm)
   LayerNorm,    // out = (in − μ) / sqrt(σ² + eps) · g + b
   MatMul,       // out = W · in (+ bias)
   Split,        // out = in[:, offset : offset + width]
@@ -66,12 +67,16 @@ enum class OpKind : uint8_t {
   Output,       // an encoder's final hidden states: out = in, every row, in the output buffer
   CrossKv,      // an encoder–decoder's encode pass: k (in[0]) and v (in[1]) of the encoder's output into
                 //   the cross-attention cache `layer` (no out)
-  SsmConv,      // a Mamba layer's causal depthwise conv and SiLU of x, the first DI columns of in[0]
-                //   (in_proj's [x | z]), with its sequence's window of layer `layer` (dims: DI, DC;
-                //   tensor: taps [DI][DC], bias)
+  SsmConv,      // a Mamba layer's causal depthwise conv and SiLU of CH channels of in[0] from column OFF
+                //   (Mamba: x of in_proj's [x | z]; Mamba-2: x, B and C of [z | x | B | C | dt]), with its
+                //   sequence's window of layer `layer` (dims: CH, DC, OFF; tensor: taps [CH][DC], bias)
   SsmScan,      // its selective scan: u = in[0], x_proj's dt | B | C = in[1], z the last DI columns of
                 //   in[2], gated by SiLU(z), with its sequence's h of layer `layer` (dims: DI, N, R;
                 //   tensor: dt_proj's weight, A_log; extra: dt_proj's bias, D)
+  Mamba2Scan,   // a Mamba-2 layer's scan: x, B and C = in[0] (ssm_conv's output), z and dt of in[1]
+                //   (in_proj's output), gated by SiLU(z), with its sequence's h of layer `layer` (dims:
+                //   DI, N, H, G; tensor: A_log [H], D [H]; extra[0]: dt_bias [H]); param: dt's upper
+                //   limit (0: none), scale: its lower limit
   MlaQuery,     // latent attention's absorbed query: per head h, [W_UK[h]ᵀ · q_nope[h] | q_pe[h]] of in[0]
                 //   = q ([H][NOPE + ROPE]); tensor[0] kv_b (dims: H, NOPE, ROPE, RANK, VD)
   MlaValues,    // its heads' values out of the latent: per head h, W_UV[h] · in[0][h][0 … RANK) of the
@@ -101,7 +106,7 @@ struct Op {
   int32_t layer = -1;   // attention: which layer's cache
   uint8_t variant = 0;  // activation, pairing
   bool local = false;   // rope: the windowed layers' own base, unscaled (Gemma 3)
-  double scale = 1;     // logits: out = scale · W · in (T5's tied head)
+  double scale = 1;     // logits: out = scale · W · in (T5's tied head); mamba2_scan: dt's lower limit
   int32_t extra[2] = {-1, -1};  // more manifest indices (ssm_scan: dt_proj's bias, D)
 };
 
@@ -141,6 +146,15 @@ class Recorder {
   Act<N> rmsnorm(Act<N> x, Vector<G> g, double eps) {
     static_assert(G == N, "rmsnorm: the scale vector's width does not match the activation width");
     return emit<N>(Op{OpKind::RMSNorm, 0, {x.id}, {g.tensor, -1}, {N}, eps});
+  }
+
+  // RMSNorm of each group of GS consecutive features on its own (Mamba-2's
+  // gated norm, per group of d_inner / n_groups).
+  template <int64_t GS, int64_t N, int64_t G>
+  Act<N> rmsnorm_grouped(Act<N> x, Vector<G> g, double eps) {
+    static_assert(G == N, "rmsnorm_grouped: the scale vector's width does not match the activation width");
+    static_assert(GS > 0 && N % GS == 0, "rmsnorm_grouped: the groups do not split the activation");
+    return emit<N>(Op{OpKind::RMSNorm, 0, {x.id}, {g.tensor, -1}, {N, GS}, eps});
   }
 
   template <int64_t N, int64_t G>
@@ -347,19 +361,38 @@ class Recorder {
     static_assert(NQ == Hq * Dh, "cross_attention: q is not heads × head_dim wide");
     return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id}, {-1, -1}, {Hq, Hkv, Dh, 0}, scale, cache, kCross});
   }
-  // A Mamba layer's causal depthwise conv (DC taps) and SiLU over x, the
-  // first DI columns of in_proj's output xz = [x | z], with the window of
-  // layer `layer` each sequence keeps.
-  template <int64_t DI, int64_t DC, int64_t NXZ, int64_t WR, int64_t WC, int64_t B>
-  Act<DI> ssm_conv(Act<NXZ> xz, Weight<WR, WC> taps, Vector<B> bias, int32_t layer) {
-    static_assert(NXZ == 2 * DI, "ssm_conv: in_proj's output is not 2 · d_inner wide (x, then z)");
-    static_assert(WR == DI && WC == DC, "ssm_conv: the taps are not [d_inner][d_conv]");
-    static_assert(B == DI, "ssm_conv: the conv bias is not d_inner wide");
-    return emit<DI>(Op{OpKind::SsmConv, 0, {xz.id}, {taps.tensor, bias.tensor}, {DI, DC}, 0, layer});
+  // A Mamba layer's causal depthwise conv (DC taps) and SiLU over CH
+  // channels of in_proj's output from column OFF (Mamba: x of [x | z];
+  // Mamba-2: x, B and C of [z | x | B | C | dt]), with the window of layer
+  // `layer` each sequence keeps.
+  template <int64_t CH, int64_t DC, int64_t OFF, int64_t NXZ, int64_t WR, int64_t WC, int64_t B>
+  Act<CH> ssm_conv(Act<NXZ> xz, Weight<WR, WC> taps, Vector<B> bias, int32_t layer) {
+    static_assert(OFF >= 0 && OFF + CH <= NXZ, "ssm_conv: the conv's channels are not inside in_proj's output");
+    static_assert(WR == CH && WC == DC, "ssm_conv: the taps are not [channels][d_conv]");
+    static_assert(B == CH, "ssm_conv: the conv bias is not one a channel");
+    return emit<CH>(Op{OpKind::SsmConv, 0, {xz.id}, {taps.tensor, bias.tensor}, {CH, DC, OFF}, 0, layer});
   }
-  template <int64_t DI, int64_t DC, int64_t NXZ, int64_t WR, int64_t WC>
-  Act<DI> ssm_conv(Act<NXZ> xz, Weight<WR, WC> taps, int32_t layer) {
-    return ssm_conv<DI, DC>(xz, taps, Vector<DI>{}, layer);
+  template <int64_t CH, int64_t DC, int64_t OFF, int64_t NXZ, int64_t WR, int64_t WC>
+  Act<CH> ssm_conv(Act<NXZ> xz, Weight<WR, WC> taps, int32_t layer) {
+    return ssm_conv<CH, DC, OFF>(xz, taps, Vector<CH>{}, layer);
+  }
+  // A Mamba-2 layer's scan (SSD as a recurrence): heads H of DI / H channels
+  // x, in groups G sharing B and C (N states each), from u = ssm_conv's
+  // output [x | B | C] and in_proj's output [z | x | B | C | dt]; gated by
+  // SiLU(z), with the h of layer `layer` each sequence keeps. dt is clamped
+  // to [dt_min, dt_max] (dt_max 0: no upper limit).
+  template <int64_t DI, int64_t N, int64_t H, int64_t G, int64_t NU, int64_t NXZ, int64_t AH, int64_t DH, int64_t BH>
+  Act<DI> mamba2_scan(Act<NU> u, Act<NXZ> xz, Vector<AH> a_log, Vector<DH> d, Vector<BH> dt_bias, double dt_min,
+                      double dt_max, int32_t layer) {
+    static_assert(H > 0 && DI % H == 0, "mamba2_scan: the heads do not split d_inner");
+    static_assert(G > 0 && H % G == 0, "mamba2_scan: heads is not a multiple of groups");
+    static_assert(NU == DI + 2 * G * N, "mamba2_scan: the conv's output is not d_inner + 2 · groups · d_state wide");
+    static_assert(NXZ == 2 * DI + 2 * G * N + H, "mamba2_scan: in_proj's output is not [z | x | B | C | dt] wide");
+    static_assert(AH == H && DH == H && BH == H, "mamba2_scan: A_log, D and dt_bias are not one a head");
+    Op op{OpKind::Mamba2Scan, 0, {u.id, xz.id}, {a_log.tensor, d.tensor}, {DI, N, H, G}, dt_max, layer};
+    op.extra[0] = dt_bias.tensor;
+    op.scale = dt_min;
+    return emit<DI>(op);
   }
   // Its selective scan of u (ssm_conv's output) with x_proj's output dbc =
   // [dt (R) | B (N) | C (N)], dt_proj (rank R) applied inside, gated by

@@ -4,6 +4,8 @@
 //
 // Generated constants:
 //   N            features per row
+//   GROUP        features normed together: N, or (Mamba-2's gated norm) each
+//                of N / GROUP consecutive groups on its own
 //   EPS          the spec's eps
 //   LAYER_NORM   1: (x - mean) / sqrt(var + eps) * g + b;  0: x / sqrt(mean(x²) + eps) * g
 //   HAS_BIAS     1: add b (LayerNorm with a shift)
@@ -27,37 +29,39 @@ layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
 void main() {
   const uint row = gl_WorkGroupID.x;
   if (row >= pc.rows) return;
-  const uint base = row * N;
   const uint lane = gl_SubgroupInvocationID;
   const uint lanes = gl_SubgroupSize;
 
-  float mean = 0.0;
+  for (uint first = 0u; first < N; first += GROUP) {
+    const uint base = row * N + first;
+    float mean = 0.0;
 #if LAYER_NORM
-  float sum = 0.0;
-  for (uint i = lane; i < N; i += lanes) sum += x[base + i];
-  mean = subgroupAdd(sum) / float(N);
+    float sum = 0.0;
+    for (uint i = lane; i < GROUP; i += lanes) sum += x[base + i];
+    mean = subgroupAdd(sum) / float(GROUP);
 #endif
-  float squares = 0.0;
-  for (uint i = lane; i < N; i += lanes) {
-    const float centered = x[base + i] - mean;
-    squares += centered * centered;
-  }
-  const float inv = inversesqrt(subgroupAdd(squares) / float(N) + EPS);
+    float squares = 0.0;
+    for (uint i = lane; i < GROUP; i += lanes) {
+      const float centered = x[base + i] - mean;
+      squares += centered * centered;
+    }
+    const float inv = inversesqrt(subgroupAdd(squares) / float(GROUP) + EPS);
 
-  for (uint i = lane; i < N; i += lanes) {
+    for (uint i = lane; i < GROUP; i += lanes) {
 #if UNIT_OFFSET
-    const float scale = 1.0 + g[i];
+      const float scale = 1.0 + g[first + i];
 #else
-    const float scale = g[i];
+      const float scale = g[first + i];
 #endif
-    float value = (x[base + i] - mean) * inv * scale;
+      float value = (x[base + i] - mean) * inv * scale;
 #if HAS_BIAS
-    value += b[i];
+      value += b[first + i];
 #endif
 #if RESIDUAL
-    y[base + i] += value;
+      y[base + i] += value;
 #else
-    y[base + i] = value;
+      y[base + i] = value;
 #endif
+    }
   }
 }

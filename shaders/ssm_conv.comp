@@ -1,5 +1,5 @@
-// A Mamba layer's causal depthwise convolution (transformers' MambaMixer:
-// Conv1d with groups = DI, DC taps, DC - 1 zeros of left padding at a
+// A Mamba layer's causal depthwise convolution (transformers' MambaMixer
+// and Mamba2Mixer: Conv1d with groups = CH, DC taps, DC - 1 zeros of left padding at a
 // sequence's start), then SiLU, over a pass's rows:
 // u[t][c] = silu(bias[c] + Σ_k w[c][k] · x(p - (DC - 1) + k)[c]) for row t
 // at position p of its sequence, x(q) that sequence's input at position q:
@@ -12,12 +12,13 @@
 // lanes a channel at a time each, over every row: the lane that reads a
 // channel's window is the one that moves it.
 //
-// Generated constants: DI (d_inner), DC (d_conv), CONV_BIAS, WINDOWED (DC > 1),
-// CPW (channels a workgroup).
+// Generated constants: CH (channels: Mamba's d_inner; Mamba-2's x, B and C),
+// XOFF and XSTRIDE (where they start in a row of in_proj's output, and its
+// width), DC (d_conv), CONV_BIAS, WINDOWED (DC > 1), CPW (channels a workgroup).
 // Push constants (RowsPush): rows.
-// Buffers: io (IoRow: sequence, position); xz [rows][2·DI] f32 (x its first
-//          DI); w [DI][DC] f32; bias [DI] f32; state [sequences][DI][DC - 1]
-//          f32, read and written; u [rows][DI] f32.
+// Buffers: io (IoRow: sequence, position); xz [rows][XSTRIDE] f32 (the
+//          input at XOFF); w [CH][DC] f32; bias [CH] f32; state
+//          [sequences][CH][DC - 1] f32, read and written; u [rows][CH] f32.
 
 #include "common.glsl"
 
@@ -41,12 +42,12 @@ float input_before(uint t, uint c, uint back) {
   const uint seq = io.rows[t].sequence;
   uint same = 0u;  // rows of the sequence before t in this pass, up to `back`
   while (same < back && same < t && io.rows[t - same - 1u].sequence == seq) ++same;
-  if (back <= same) return xz[(t - back) * 2u * DI + c];
-  return state[(seq * DI + c) * WINDOW + WINDOW - (back - same)];
+  if (back <= same) return xz[(t - back) * XSTRIDE + XOFF + c];
+  return state[(seq * CH + c) * WINDOW + WINDOW - (back - same)];
 }
 
 void main() {
-  const uint first = gl_WorkGroupID.x * CPW, end = min(first + CPW, DI);
+  const uint first = gl_WorkGroupID.x * CPW, end = min(first + CPW, CH);
   for (uint c = first + gl_LocalInvocationID.x; c < end; c += gl_WorkGroupSize.x) {
     for (uint t = 0u; t < pc.rows; ++t) {
 #if CONV_BIAS
@@ -55,7 +56,7 @@ void main() {
       float sum = 0.0;
 #endif
       for (uint k = 0u; k < DC; ++k) sum += w[c * DC + k] * input_before(t, c, WINDOW - k);
-      u[t * DI + c] = sum / (1.0 + exp(-sum));
+      u[t * CH + c] = sum / (1.0 + exp(-sum));
     }
 #if WINDOWED
     // Each sequence's window moves on to its last inputs, after every read of it above.
@@ -64,7 +65,7 @@ void main() {
       if (t + 1u < pc.rows && io.rows[t + 1u].sequence == seq) continue;
       float next[WINDOW];
       for (uint j = 0u; j < WINDOW; ++j) next[j] = input_before(t, c, WINDOW - 1u - j);
-      for (uint j = 0u; j < WINDOW; ++j) state[(seq * DI + c) * WINDOW + j] = next[j];
+      for (uint j = 0u; j < WINDOW; ++j) state[(seq * CH + c) * WINDOW + j] = next[j];
     }
 #endif
   }

@@ -59,7 +59,10 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         code = out_var + "r.add_positions(" + v(op.in[0]) + ", " + w + ", position_offset" +
                (b.empty() ? "" : ", " + b) + ");";
         break;
-      case typed::OpKind::RMSNorm: code = out_var + "r.rmsnorm(" + v(op.in[0]) + ", " + w + ", norm_eps);"; break;
+      case typed::OpKind::RMSNorm:
+        code = out_var + (op.dims[1] > 0 ? "r.template rmsnorm_grouped<" + std::to_string(op.dims[1]) + ">(" : "r.rmsnorm(") +
+               v(op.in[0]) + ", " + w + ", norm_eps);";
+        break;
       case typed::OpKind::LayerNorm:
         code = out_var + "r.layernorm(" + v(op.in[0]) + ", " + w + (b.empty() ? "" : ", " + b) + ", norm_eps);";
         break;
@@ -126,13 +129,18 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         break;
       case typed::OpKind::Output: code = "r.template output<hidden>(" + v(op.in[0]) + ");"; break;
       case typed::OpKind::SsmConv:
-        code = out_var + "r.template ssm_conv<ssm_d_inner, ssm_d_conv>(" + v(op.in[0]) + ", " + w +
+        code = out_var + "r.template ssm_conv<ssm_conv_channels, ssm_d_conv, ssm_conv_offset>(" + v(op.in[0]) + ", " + w +
                (b.empty() ? "" : ", " + b) + ", " + std::to_string(op.layer) + ");";
         break;
       case typed::OpKind::SsmScan:
         code = out_var + "r.template ssm_scan<ssm_d_inner, ssm_d_state, ssm_dt_rank>(" + v(op.in[0]) + ", " +
                v(op.in[1]) + ", " + v(op.in[2]) + ", " + w + ", " + g.handles[i][2] + ", " + b + ", " +
                g.handles[i][3] + ", " + std::to_string(op.layer) + ");";
+        break;
+      case typed::OpKind::Mamba2Scan:
+        code = out_var + "r.template mamba2_scan<ssm_d_inner, ssm_d_state, ssm_heads, ssm_groups>(" + v(op.in[0]) +
+               ", " + v(op.in[1]) + ", " + w + ", " + b + ", " + g.handles[i][2] + ", ssm_dt_min, ssm_dt_max, " +
+               std::to_string(op.layer) + ");";
         break;
       case typed::OpKind::MlaQuery:
       case typed::OpKind::MlaValues:
@@ -381,7 +389,15 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   constant("ssm_d_inner", "int64_t", i(s.ssm.d_inner), "ssm.d_inner", "a Mamba layer's channels (0: none)");
   constant("ssm_d_conv", "int64_t", i(s.ssm.d_conv), "ssm.d_conv", "taps of its causal depthwise conv");
   constant("ssm_d_state", "int64_t", i(s.ssm.d_state), "ssm.d_state", "states per channel of its scan");
-  constant("ssm_dt_rank", "int64_t", i(s.ssm.dt_rank), "ssm.dt_rank", "the rank of its dt_proj");
+  constant("ssm_dt_rank", "int64_t", i(s.ssm.dt_rank), "ssm.dt_rank", "the rank of its dt_proj (Mamba)");
+  constant("ssm_conv_channels", "int64_t", i(s.ssm.conv_channels()), "ssm.d_inner",
+           "its conv's channels: x (Mamba), or x, B and C (Mamba-2)");
+  constant("ssm_conv_offset", "int64_t", i(s.ssm.conv_offset()), "ssm.kind", "where they start in in_proj's output");
+  constant("ssm_heads", "int64_t", i(s.ssm.heads), "ssm.heads", "a Mamba-2 layer's heads");
+  constant("ssm_groups", "int64_t", i(s.ssm.groups), "ssm.groups", "its groups of B and C");
+  constant("ssm_dt_min", "double", number_literal(s.ssm.dt_min), "ssm.dt_min", "Mamba-2: dt's lower limit");
+  constant("ssm_dt_max", "double", number_literal(std::isinf(s.ssm.dt_max) ? 0.0 : s.ssm.dt_max), "ssm.dt_max",
+           "Mamba-2: dt's upper limit (0: none)");
   constant("mla_q_lora_rank", "int64_t", i(s.mla.q_lora_rank), "mla.q_lora_rank", "latent attention's query latent (0: none)");
   constant("mla_kv_lora_rank", "int64_t", i(s.mla.kv_lora_rank), "mla.kv_lora_rank", "its key/value latent (0: no latent attention)");
   constant("mla_qk_nope_head_dim", "int64_t", i(s.mla.qk_nope_head_dim), "mla.qk_nope_head_dim", "");
@@ -404,7 +420,11 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   if (s.ssm.enabled()) {  // a Mamba model: no attention, no heads
     contract("ssm_d_inner > 0 && ssm_d_conv > 0 && ssm_d_state > 0", "a Mamba layer has no channels, taps or states",
              "ssm.d_inner");
-    contract("ssm_dt_rank > 0 && ssm_dt_rank <= ssm_d_inner", "dt_rank must be in [1, d_inner]", "ssm.dt_rank");
+    if (s.ssm.mamba2())
+      contract("ssm_heads > 0 && ssm_heads % ssm_groups == 0 && ssm_d_inner % ssm_heads == 0",
+               "a Mamba-2 layer's heads split d_inner and come in whole groups", "ssm.heads");
+    else
+      contract("ssm_dt_rank > 0 && ssm_dt_rank <= ssm_d_inner", "dt_rank must be in [1, d_inner]", "ssm.dt_rank");
   } else {
     contract("head_dim_explicit || hidden == heads * head_dim", "hidden is not heads * head_dim (d = H_q * d_h)",
              "dims.heads");

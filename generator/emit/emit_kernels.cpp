@@ -187,10 +187,15 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       return define("D", k.width) + weight_constants(k.dtype, k.width) +
              define("SCALE", number_literal(s.embedding.scale, 9)) + flag("POSITIONS", k.positions) +
              flag("TYPES", k.types) + define("POS_OFFSET", s.position.offset);
-    case kernels::Family::Norm:
-      return define("N", k.width) + define("EPS", number_literal(s.norm.eps, 9)) +
-             flag("LAYER_NORM", s.norm.kind == NormKind::LayerNorm) + flag("HAS_BIAS", s.norm.bias) +
-             flag("UNIT_OFFSET", s.norm.unit_offset) + flag("RESIDUAL", k.residual);
+    case kernels::Family::Norm: {
+      // A norm per group (Mamba-2's gated norm) is a plain RMSNorm of each group.
+      const bool model_norm = k.group == 0;
+      return define("N", k.width) + define("GROUP", model_norm ? k.width : k.group) +
+             define("EPS", number_literal(s.norm.eps, 9)) +
+             flag("LAYER_NORM", model_norm && s.norm.kind == NormKind::LayerNorm) +
+             flag("HAS_BIAS", model_norm && s.norm.bias) + flag("UNIT_OFFSET", model_norm && s.norm.unit_offset) +
+             flag("RESIDUAL", k.residual);
+    }
     case kernels::Family::Matmul: {
       const lower::Epilogue& e = k.epilogue;
       const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
@@ -254,10 +259,17 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       return define("D", s.dims.hidden) + define("E", s.moe.experts) + define("TOPK", s.moe.top_k) +
              flag("SHARED", k.shared > 0) + flag("SHARED_GATED", k.shared > 1) + define("GATE_STRIDE", k.stride) + define("GATE_OFFSET", k.offset);
     case kernels::Family::SsmConv:
-      return define("DI", s.ssm.d_inner) + define("DC", s.ssm.d_conv) + flag("CONV_BIAS", s.ssm.conv_bias) +
+      return define("CH", s.ssm.conv_channels()) + define("XOFF", s.ssm.conv_offset()) +
+             define("XSTRIDE", s.ssm.in_width()) + define("DC", s.ssm.d_conv) + flag("CONV_BIAS", s.ssm.conv_bias) +
              flag("WINDOWED", s.ssm.d_conv > 1) + define("CPW", kernels::kSsmChannelsPerGroup);
     case kernels::Family::SsmScan:
       return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("R", s.ssm.dt_rank) +
+             define("CPW", kernels::kSsmChannelsPerGroup);
+    case kernels::Family::Mamba2Scan:
+      return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("H", s.ssm.heads) +
+             define("G", s.ssm.groups) + define("XSTRIDE", s.ssm.in_width()) +
+             define("DT_MIN", number_literal(s.ssm.dt_min, 9)) + flag("DT_CLAMP", !std::isinf(s.ssm.dt_max)) +
+             define("DT_MAX", number_literal(std::isinf(s.ssm.dt_max) ? 0.0 : s.ssm.dt_max, 9)) +
              define("CPW", kernels::kSsmChannelsPerGroup);
     case kernels::Family::Mla:
       return define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) + define("ROPE", s.mla.qk_rope_head_dim) +

@@ -1,5 +1,6 @@
 #include "generator/lower/graph.hpp"
 
+#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -127,22 +128,39 @@ uint32_t stack_input(Builder& b, const Spec& s, Role positions, Role norm) {
 
 // A Mamba block of layer `layer` (transformers' MambaBlock): x + out_proj(
 // scan(conv(in_proj(N(x))))). The norm folds into in_proj; dt_proj runs
-// inside the scan, on x_proj's first dt_rank columns.
+// inside the scan, on x_proj's first dt_rank columns. A Mamba-2 block
+// (Mamba2Block): the conv over x, B and C of in_proj's output, the scan
+// reading dt and the gate z from in_proj too, then the gated output's RMS
+// norm per group before out_proj.
 uint32_t ssm_block(Builder& b, const Spec& s, uint32_t x, int64_t layer) {
   const Ssm& m = s.ssm;
   b.layer = static_cast<int32_t>(layer);
   const uint32_t h = b.norm("norm.kind", x, Role::SsmNorm, layer);
   const uint32_t xz = b.matmul("ssm.d_inner", Role::SsmIn, layer, h);
   const int32_t taps = b.need(Role::SsmConv, layer), conv_bias = b.find(Role::SsmConv, true, layer);
-  const uint32_t u = b.add("ssm.d_conv", Op{OpKind::SsmConv, 0, {xz}, {taps, conv_bias}, {m.d_inner, m.d_conv}},
-                           m.d_inner, {b.handle(taps), b.handle(conv_bias)});
-  const uint32_t dbc = b.matmul("ssm.dt_rank", Role::SsmX, layer, u);
-  const int32_t dt = b.need(Role::SsmDt, layer), dt_bias = b.find(Role::SsmDt, true, layer);
+  const uint32_t u = b.add("ssm.d_conv",
+                           Op{OpKind::SsmConv, 0, {xz}, {taps, conv_bias}, {m.conv_channels(), m.d_conv, m.conv_offset()}},
+                           m.conv_channels(), {b.handle(taps), b.handle(conv_bias)});
   const int32_t a_log = b.need(Role::SsmA, layer), d = b.need(Role::SsmD, layer);
-  Op scan{OpKind::SsmScan, 0, {u, dbc, xz}, {dt, a_log}, {m.d_inner, m.d_state, m.dt_rank}};
-  scan.extra[0] = dt_bias;
-  scan.extra[1] = d;
-  const uint32_t y = b.add("ssm.d_state", scan, m.d_inner, {b.handle(dt), b.handle(a_log), b.handle(dt_bias), b.handle(d)});
+  uint32_t y = 0;
+  if (m.mamba2()) {
+    const int32_t dt_bias = b.need(Role::SsmDtBias, layer);
+    Op scan{OpKind::Mamba2Scan, 0, {u, xz}, {a_log, d}, {m.d_inner, m.d_state, m.heads, m.groups},
+            std::isinf(m.dt_max) ? 0.0 : m.dt_max};
+    scan.extra[0] = dt_bias;
+    scan.scale = m.dt_min;
+    const uint32_t gated = b.add("ssm.heads", scan, m.d_inner, {b.handle(a_log), b.handle(d), b.handle(dt_bias)});
+    const int32_t g = b.need(Role::SsmGateNorm, layer);
+    y = b.add("ssm.groups", Op{OpKind::RMSNorm, 0, {gated}, {g, -1}, {m.d_inner, m.d_inner / m.groups}, s.norm.eps},
+              m.d_inner, {b.handle(g), ""});
+  } else {
+    const uint32_t dbc = b.matmul("ssm.dt_rank", Role::SsmX, layer, u);
+    const int32_t dt = b.need(Role::SsmDt, layer), dt_bias = b.find(Role::SsmDt, true, layer);
+    Op scan{OpKind::SsmScan, 0, {u, dbc, xz}, {dt, a_log}, {m.d_inner, m.d_state, m.dt_rank}};
+    scan.extra[0] = dt_bias;
+    scan.extra[1] = d;
+    y = b.add("ssm.d_state", scan, m.d_inner, {b.handle(dt), b.handle(a_log), b.handle(dt_bias), b.handle(d)});
+  }
   const uint32_t o = b.matmul("ssm.d_inner", Role::SsmOut, layer, y);
   x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {s.dims.hidden}}, s.dims.hidden);
   b.layer = -1;

@@ -53,6 +53,7 @@ struct KernelKey {
   bool latent = false;          // rope_kv: latent attention's append: k's latent normed, no V (read from the K cache)
   bool query = false;           // mla: the absorbed query (else the heads' values out of the latent)
   int64_t head_tile = 0;        // attention: query heads a workgroup (GT, a divisor of HQ / HKV)
+  int64_t group = 0;            // norm: features normed together (Mamba-2's gated norm; 0: the whole row)
 
   bool operator==(const KernelKey&) const = default;
 
@@ -62,7 +63,9 @@ struct KernelKey {
     const std::string dt(dtype_name(dtype));
     switch (family) {
       case kernels::Family::Embed: return "embed_" + std::to_string(width) + "_" + dt + (positions ? "_pos" : "") + (types ? "_types" : "");
-      case kernels::Family::Norm: return "norm_" + std::to_string(width) + (residual ? "_residual" : "");
+      case kernels::Family::Norm:
+        return "norm_" + std::to_string(width) + (residual ? "_residual" : "") +
+               (group ? "_group" + std::to_string(group) : "");
       case kernels::Family::Matmul: {
         std::string n = "matmul_" + std::to_string(width) + "_" + dt;
         const std::string act(spelling(epilogue.act).key);

@@ -57,6 +57,7 @@ class Lowering {
         return {op.in[0], op.in[1], op.in[2]};
       case OpKind::CrossKv: return {op.in[0], op.in[1]};
       case OpKind::SsmScan: return {op.in[0], op.in[1], op.in[2]};
+      case OpKind::Mamba2Scan: return {op.in[0], op.in[1]};
       case OpKind::MoeCombine: {
         std::vector<uint32_t> in(op.in, op.in + 3 + (op.dims[3] > 0) + (op.dims[3] > 1));  // + shared, + its gate
         return in;
@@ -241,6 +242,16 @@ class Lowering {
       }
       case OpKind::RMSNorm:
       case OpKind::LayerNorm: {
+        // A norm per group of features (Mamba-2's gated norm): a dispatch of its own.
+        const int64_t group = op.dims[1] > 0 && op.dims[1] != op.dims[0] ? op.dims[1] : 0;
+        if (group > 0) {
+          emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .group = group}, plan::Grid::Rows,
+               {{"x", plan::activation(loc(i, op.in[0]).slot)},
+                {"scale", plan::weight(op.tensor[0])},
+                {"shift", vector_or_none(op.tensor[1])},
+                {"y", plan::activation(materialize(op.out).slot)}});
+          return 1;
+        }
         // A mixture of experts' input norm: folded into the router and into
         // the gated experts, which read it through moe_route's lists.
         if (next && next->kind == OpKind::MatMul && next->in[0] == op.out && at(i + 2) &&
@@ -449,6 +460,23 @@ class Lowering {
                             {"xz", plan::activation(xz.slot)},
                             {"a_log", plan::weight(op.tensor[1])},
                             {"d", plan::weight(op.extra[1])},
+                            {"state", plan::scan_state(op.layer)},
+                            {"y", plan::activation(out.slot)}});
+        d.groups_x = ssm_groups(op.dims[0]);
+        return 1;
+      }
+      case OpKind::Mamba2Scan: {
+        const Loc u = whole_rows(i, op.in[0]), xz = whole_rows(i, op.in[1]);
+        const Loc out = materialize(op.out);
+        state_of(i, op.layer);
+        plan_.scan_state_floats = op.dims[0] * op.dims[1];
+        Dispatch& d = emit(i, KernelKey{.family = Family::Mamba2Scan}, plan::Grid::Channels,
+                           {{"io", plan::io()},
+                            {"u", plan::activation(u.slot)},
+                            {"xz", plan::activation(xz.slot)},
+                            {"dt_bias", plan::weight(op.extra[0])},
+                            {"a_log", plan::weight(op.tensor[0])},
+                            {"d", plan::weight(op.tensor[1])},
                             {"state", plan::scan_state(op.layer)},
                             {"y", plan::activation(out.slot)}});
         d.groups_x = ssm_groups(op.dims[0]);

@@ -199,7 +199,7 @@ constexpr size_t kMaxTensorName = 256;  // GGUF allows 64; Hugging Face names ar
 // kernels store.
 constexpr Spelling<DType> kCacheDTypes[] = {{DType::F32, "f32", "F32"}, {DType::F16, "f16", "F16"}};
 // [ssm] kind: the kinds of state-space layer defined (none is its absence).
-constexpr Spelling<SsmKind> kSsmKinds[] = {{SsmKind::Mamba, "mamba", "Mamba"}};
+constexpr Spelling<SsmKind> kSsmKinds[] = {{SsmKind::Mamba, "mamba", "Mamba"}, {SsmKind::Mamba2, "mamba2", "Mamba2"}};
 
 template <class T>
 void set(T& field, const std::optional<T>& value) {
@@ -350,7 +350,7 @@ void read_moe(Table t, Spec& s) {
   t.finish();
 }
 
-// [ssm]: a state-space model's layers (Mamba: every layer).
+// [ssm]: a state-space model's layers (Mamba, Mamba-2: every layer).
 void read_ssm(Table t, Spec& s) {
   Ssm& m = s.ssm;
   if (!t.present()) return;
@@ -360,6 +360,11 @@ void read_ssm(Table t, Spec& s) {
   set(m.expand, t.integer("expand", false, 1, 64));
   set(m.d_inner, t.integer("d_inner", false, 1, kMaxDim));
   set(m.dt_rank, t.integer("dt_rank", false, 1, kMaxDim));
+  set(m.heads, t.integer("heads", false, 1, kMaxDim));
+  set(m.head_dim, t.integer("head_dim", false, 1, kMaxDim));
+  set(m.groups, t.integer("groups", false, 1, kMaxDim));
+  set(m.dt_min, t.number("dt_min", false, 0.0, 1e300, false));
+  set(m.dt_max, t.number("dt_max", false, 0.0, 1e300, true));
   set(m.conv_bias, t.boolean("conv_bias"));
   set(m.bias, t.boolean("bias"));
   t.finish();
@@ -551,7 +556,13 @@ void resolve_defaults(Spec& s) {
     // transformers' MambaConfig: intermediate_size = expand · hidden_size,
     // time_step_rank "auto" = ceil(hidden_size / 16).
     if (s.ssm.d_inner == 0) s.ssm.d_inner = s.ssm.expand * s.dims.hidden;
-    if (s.ssm.dt_rank == 0) s.ssm.dt_rank = (s.dims.hidden + 15) / 16;
+    if (s.ssm.mamba2()) {
+      // Mamba2Config: state_size 128, num_heads = d_inner / head_dim; no dt_proj.
+      if (!s.locations.count("ssm.d_state")) s.ssm.d_state = 128;
+      if (s.ssm.heads == 0) s.ssm.heads = s.ssm.d_inner / s.ssm.head_dim;
+    } else if (s.ssm.dt_rank == 0) {
+      s.ssm.dt_rank = (s.dims.hidden + 15) / 16;
+    }
     // No attention: no positions either.
     if (!s.locations.count("position")) s.position.kind = PositionKind::None;
   }

@@ -165,8 +165,9 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::LmHead] = "lm_head";
     n[Role::LogitsBias] = "final_logits_bias";
   } else if (preset == "hf-mamba") {
-    // transformers' MambaForCausalLM: backbone.layers.{layer} = MambaBlock
-    // (norm, mixer); A_log and D are the mixer's own parameters.
+    // transformers' MambaForCausalLM and Mamba2ForCausalLM:
+    // backbone.layers.{layer} = MambaBlock or Mamba2Block (norm, mixer);
+    // A_log, D and (Mamba-2) dt_bias are the mixer's own parameters.
     const std::string L = "backbone.layers.{layer}.";
     n[Role::Embed] = "backbone.embeddings";
     n[Role::SsmNorm] = L + "norm";
@@ -177,6 +178,8 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::SsmA] = L + "mixer.A_log";
     n[Role::SsmD] = L + "mixer.D";
     n[Role::SsmOut] = L + "mixer.out_proj";
+    n[Role::SsmDtBias] = L + "mixer.dt_bias";
+    n[Role::SsmGateNorm] = L + "mixer.norm";
     n[Role::FinalNorm] = "backbone.norm_f";
     n[Role::LmHead] = "lm_head";
   } else if (preset == "gguf") {

@@ -53,6 +53,24 @@ void validate_ssm(const Spec& s, Diagnostics& diag) {
   if (s.locations.count("ssm.d_inner") && s.locations.count("ssm.expand") && m.d_inner != m.expand * d)
     at("ssm.d_inner", "d_inner (" + num(m.d_inner) + ") is not expand (" + num(m.expand) + ") × dims.hidden (" + num(d) +
                           ") = " + num(m.expand * d));
+  if (m.mamba2()) {
+    // Mamba-2: heads of head_dim channels, sharing B and C in groups.
+    if (m.heads * m.head_dim != m.d_inner)
+      at(s.locations.count("ssm.heads") ? "ssm.heads" : "ssm.head_dim",
+         "heads (" + num(m.heads) + ") × head_dim (" + num(m.head_dim) + ") = " + num(m.heads * m.head_dim) +
+             ", but d_inner is " + num(m.d_inner) + ": a Mamba-2 layer's heads split d_inner");
+    if (m.heads % m.groups != 0)
+      at("ssm.groups", "heads (" + num(m.heads) + ") is not a multiple of groups (" + num(m.groups) +
+                           "): each group's B and C serve heads / groups heads");
+    if (m.dt_min > m.dt_max)
+      at("ssm.dt_min", "dt_min (" + sci(m.dt_min) + ") is above dt_max (" + sci(m.dt_max) + ")");
+    if (s.locations.count("ssm.dt_rank"))
+      at("ssm.dt_rank", "a Mamba-2 layer has no dt_proj: its dt comes from in_proj, one a head (remove dt_rank)");
+  } else {
+    for (const char* key : {"ssm.heads", "ssm.head_dim", "ssm.groups", "ssm.dt_min", "ssm.dt_max"})
+      if (s.locations.count(key))
+        at(key, std::string(key) + " is a Mamba-2 field: a Mamba (v1) layer's dt is per channel (kind = \"mamba2\"?)");
+  }
   if (m.dt_rank > m.d_inner)
     at("ssm.dt_rank", "dt_rank (" + num(m.dt_rank) + ") is larger than d_inner (" + num(m.d_inner) +
                           "): dt_proj maps dt_rank values to d_inner");

@@ -27,6 +27,10 @@ uint64_t next(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+double silu(double v) { return v / (1.0 + std::exp(-v)); }
+// torch's softplus (beta 1, threshold 20): linear above the threshold.
+double softplus(double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); }
+
 double uniform(uint64_t& state) {  // [-1, 1)
   return static_cast<double>(next(state) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
 }
@@ -232,8 +236,13 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       L.ssm_in = linear(Role::SsmIn, l);
       L.ssm_conv = tensor(Role::SsmConv, false, l).data;
       L.ssm_conv_bias = optional(Role::SsmConv, true, l);
-      L.ssm_x = linear(Role::SsmX, l);
-      L.ssm_dt = linear(Role::SsmDt, l);
+      if (spec_.ssm.mamba2()) {
+        L.ssm_dt_bias = tensor(Role::SsmDtBias, false, l).data;
+        L.ssm_gate_norm = norm(Role::SsmGateNorm, l);
+      } else {
+        L.ssm_x = linear(Role::SsmX, l);
+        L.ssm_dt = linear(Role::SsmDt, l);
+      }
       L.ssm_a_log = tensor(Role::SsmA, false, l).data;
       L.ssm_d = tensor(Role::SsmD, false, l).data;
       L.ssm_out = linear(Role::SsmOut, l);
@@ -379,32 +388,12 @@ std::vector<double> Reference::normalize(const NormW& n, const std::vector<doubl
 std::vector<double> Reference::mamba(Layer& L, const std::vector<double>& h) const {
   const spec::Ssm& m = spec_.ssm;
   const size_t inner = static_cast<size_t>(m.d_inner), state = static_cast<size_t>(m.d_state);
-  const size_t taps = static_cast<size_t>(m.d_conv), rank = static_cast<size_t>(m.dt_rank);
-  const auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
-  // torch's softplus (beta 1, threshold 20): linear above the threshold.
-  const auto softplus = [](double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); };
-  if (L.conv_state.empty()) {
-    L.conv_state.assign(inner * (taps - 1), 0.0);
-    L.scan_state.assign(inner * state, 0.0);
-  }
+  const size_t rank = static_cast<size_t>(m.dt_rank);
+  if (L.scan_state.empty()) L.scan_state.assign(inner * state, 0.0);
 
   // in_proj: the first d_inner rows are the scan's input x, the rest the gate z.
   const std::vector<double> xz = apply(L.ssm_in, h);
-  // The causal depthwise convolution (Conv1d, groups = d_inner, padding
-  // d_conv − 1, the first seq_len outputs): channel c's output is
-  // Σ_k w[c][k] · input[t − (d_conv − 1) + k], tap d_conv − 1 on this token.
-  std::vector<double> u(inner);
-  for (size_t c = 0; c < inner; ++c) {
-    const float* w = L.ssm_conv + c * taps;
-    double* window = L.conv_state.data() + c * (taps - 1);
-    double sum = static_cast<double>(w[taps - 1]) * xz[c];
-    for (size_t k = 0; k + 1 < taps; ++k) sum += static_cast<double>(w[k]) * window[k];
-    if (L.ssm_conv_bias) sum += static_cast<double>(L.ssm_conv_bias[c]);
-    u[c] = silu(sum);
-    // Slide the window: drop the oldest input, append this token's.
-    for (size_t k = 0; k + 2 < taps; ++k) window[k] = window[k + 1];
-    if (taps > 1) window[taps - 2] = xz[c];
-  }
+  const std::vector<double> u = causal_conv(L, xz.data(), inner);
 
   // x_proj: dt (dt_rank), then B and C (d_state each); dt_proj with its bias, softplus.
   const std::vector<double> p = apply(L.ssm_x, u);
@@ -425,6 +414,78 @@ std::vector<double> Reference::mamba(Layer& L, const std::vector<double>& h) con
       sum += C[n] * hs[n];
     }
     y[c] = (sum + static_cast<double>(L.ssm_d[c]) * u[c]) * silu(xz[inner + c]);
+  }
+  return apply(L.ssm_out, y);
+}
+
+// The causal depthwise convolution (Conv1d, groups = channels, padding
+// d_conv − 1, the first seq_len outputs), then SiLU: channel c's output is
+// Σ_k w[c][k] · input[t − (d_conv − 1) + k], tap d_conv − 1 on this token.
+std::vector<double> Reference::causal_conv(Layer& L, const double* in, size_t channels) const {
+  const size_t taps = static_cast<size_t>(spec_.ssm.d_conv);
+  if (L.conv_state.empty()) L.conv_state.assign(channels * (taps - 1), 0.0);
+  std::vector<double> u(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    const float* w = L.ssm_conv + c * taps;
+    double* window = L.conv_state.data() + c * (taps - 1);
+    double sum = static_cast<double>(w[taps - 1]) * in[c];
+    for (size_t k = 0; k + 1 < taps; ++k) sum += static_cast<double>(w[k]) * window[k];
+    if (L.ssm_conv_bias) sum += static_cast<double>(L.ssm_conv_bias[c]);
+    u[c] = silu(sum);
+    // Slide the window: drop the oldest input, append this token's.
+    for (size_t k = 0; k + 2 < taps; ++k) window[k] = window[k + 1];
+    if (taps > 1) window[taps - 2] = in[c];
+  }
+  return u;
+}
+
+// transformers' Mamba2Mixer.torch_forward in its one-token (cached) form, as
+// mamba_ssm's Mamba2.step: in_proj to [z | x | B | C | dt], the conv and
+// SiLU over x, B and C, per head one step dt and one decay A, the B and C of
+// its group; the output gated by SiLU(z), then RMS-normed per group of
+// d_inner / groups channels (mamba_ssm's RMSNormGated with group_size;
+// transformers norms all of d_inner at once, the same for one group).
+std::vector<double> Reference::mamba2(Layer& L, const std::vector<double>& h) const {
+  const spec::Ssm& m = spec_.ssm;
+  const size_t inner = static_cast<size_t>(m.d_inner), state = static_cast<size_t>(m.d_state);
+  const size_t heads = static_cast<size_t>(m.heads), groups = static_cast<size_t>(m.groups);
+  const size_t head_dim = inner / heads, heads_per_group = heads / groups;
+  if (L.scan_state.empty()) L.scan_state.assign(inner * state, 0.0);
+
+  const std::vector<double> p = apply(L.ssm_in, h);
+  const double* z = p.data();
+  const std::vector<double> u = causal_conv(L, p.data() + inner, static_cast<size_t>(m.conv_channels()));
+  const double* dt_raw = p.data() + inner + static_cast<size_t>(m.conv_channels());
+  const double* x = u.data();
+  const double* B = x + inner;            // [groups][state]
+  const double* C = B + groups * state;   // [groups][state]
+
+  std::vector<double> y(inner);
+  for (size_t hd = 0; hd < heads; ++hd) {
+    double dt = softplus(dt_raw[hd] + static_cast<double>(L.ssm_dt_bias[hd]));
+    dt = std::min(std::max(dt, m.dt_min), m.dt_max);
+    const double A = -std::exp(static_cast<double>(L.ssm_a_log[hd]));
+    const double decay = std::exp(dt * A);
+    const size_t g = hd / heads_per_group;
+    for (size_t i = 0; i < head_dim; ++i) {
+      const size_t c = hd * head_dim + i;
+      double* hs = L.scan_state.data() + c * state;
+      double sum = 0;
+      for (size_t n = 0; n < state; ++n) {
+        hs[n] = decay * hs[n] + dt * B[g * state + n] * x[c];
+        sum += C[g * state + n] * hs[n];
+      }
+      y[c] = (sum + static_cast<double>(L.ssm_d[hd]) * x[c]) * silu(z[c]);
+    }
+  }
+  // The gated norm, per group.
+  const size_t width = inner / groups;
+  for (size_t g = 0; g < groups; ++g) {
+    double squares = 0;
+    for (size_t i = 0; i < width; ++i) squares += y[g * width + i] * y[g * width + i];
+    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(width) + spec_.norm.eps);
+    for (size_t i = 0; i < width; ++i)
+      y[g * width + i] *= inv * static_cast<double>(L.ssm_gate_norm.weight[g * width + i]);
   }
   return apply(L.ssm_out, y);
 }
@@ -828,7 +889,8 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
   for (size_t l = stack_.first; l < stack_.end; ++l) {
     Layer& L = layers_[l];
     if (spec_.ssm.layer(static_cast<int64_t>(l))) {  // MambaBlock: x + mixer(norm(x))
-      const std::vector<double> out = mamba(L, normalize(L.ssm_norm, x));
+      const std::vector<double> hn = normalize(L.ssm_norm, x);
+      const std::vector<double> out = spec_.ssm.mamba2() ? mamba2(L, hn) : mamba(L, hn);
       for (size_t i = 0; i < hidden; ++i) x[i] += out[i];
       continue;
     }

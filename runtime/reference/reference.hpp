@@ -120,14 +120,16 @@ class Reference {
     std::vector<double> cross_k_cache, cross_v_cache;
     // A Mamba layer (spec.ssm): its tensors, and its state of the one
     // sequence, zeros at the start: the last d_conv − 1 inputs of the
-    // convolution, oldest first ([d_inner][d_conv − 1]), and the scan's h
-    // ([d_inner][d_state]).
-    NormW ssm_norm;
+    // convolution, oldest first ([channels][d_conv − 1]), and the scan's h
+    // ([d_inner][d_state]). Mamba-2: no x_proj or dt_proj; A_log, D and
+    // dt_bias one a head, and the gated norm's scale.
+    NormW ssm_norm, ssm_gate_norm;
     Linear ssm_in, ssm_x, ssm_dt, ssm_out;
-    const float* ssm_conv = nullptr;       // [d_inner][1][d_conv]
-    const float* ssm_conv_bias = nullptr;  // [d_inner], null: none
-    const float* ssm_a_log = nullptr;      // [d_inner][d_state]: A = −exp(A_log)
-    const float* ssm_d = nullptr;          // [d_inner]
+    const float* ssm_conv = nullptr;       // [channels][1][d_conv]
+    const float* ssm_conv_bias = nullptr;  // [channels], null: none
+    const float* ssm_a_log = nullptr;      // [d_inner][d_state] (Mamba-2: [heads]): A = −exp(A_log)
+    const float* ssm_d = nullptr;          // [d_inner] (Mamba-2: [heads])
+    const float* ssm_dt_bias = nullptr;    // Mamba-2: [heads]
     std::vector<double> conv_state, scan_state;
     // Multi-head latent attention (spec.mla), as DeepSeek's release writes
     // it: k and v expanded from the latent for every head, the cache holding
@@ -181,6 +183,10 @@ class Reference {
   // A Mamba mixer's output for one token's normed input h, advancing the
   // layer's state by that token.
   std::vector<double> mamba(Layer& L, const std::vector<double>& h) const;
+  std::vector<double> mamba2(Layer& L, const std::vector<double>& h) const;
+  // The causal depthwise conv and SiLU of one token's input (`channels`
+  // values at `in`), sliding the layer's window by it.
+  std::vector<double> causal_conv(Layer& L, const double* in, size_t channels) const;
   void finish_block(const Layer& L, int64_t layer, std::vector<double>& x, const std::vector<double>& block_in,
                     std::vector<double> h, const std::vector<double>& attn) const;
 
