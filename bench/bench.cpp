@@ -113,8 +113,9 @@ double weight_bytes(const ModelInfo& m) {
 // an f32 array, latent attention's kv_b or Mamba's dt_proj, as f32), one row
 // of the embedding table (of a mixture of experts, the chosen experts'), and
 // the K and V cache of every layer (latent attention's: the K cache alone):
-// its last W positions when the layer has a window W. Vectors (norm scales)
-// are noise.
+// its last W positions when the layer has a window W, and a state-space
+// layer's state, read and written once (Mamba-2's h: 128 values a channel).
+// Vectors (norm scales) are noise.
 double decode_bytes(const ModelInfo& m, int64_t context) {
   double bytes = 0;
   for (const ManifestEntry& e : m.manifest) {
@@ -126,11 +127,15 @@ double decode_bytes(const ModelInfo& m, int64_t context) {
     else bytes += e.role == Role::Embed ? stored_bytes(e, e.shape[1]) : share * stored_bytes(e, e.elements());
   }
   const double row = static_cast<double>(m.plan.cache_row_bytes + m.plan.v_cache_row_bytes);  // K and V
-  for (int64_t layer = 0; layer < m.layers; ++layer) {
+  // The decoder layers' self-attention caches (a hybrid's attention layers
+  // only; an encoder-decoder's encoder and cross caches are not counted).
+  for (int64_t layer = 0; layer < std::min(m.cache_layers, m.layers); ++layer) {
     const int64_t window = static_cast<size_t>(layer) < m.plan.windows.size() ? m.plan.windows[static_cast<size_t>(layer)] : 0;
     const int64_t keys = window > 0 ? std::min(window, context) : context;
     bytes += static_cast<double>(keys) * row;
   }
+  bytes += 2.0 * 4.0 * static_cast<double>(m.plan.state_layers) *
+           static_cast<double>(m.plan.conv_state_floats + m.plan.scan_state_floats);
   return bytes;
 }
 

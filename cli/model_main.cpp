@@ -54,9 +54,20 @@ int cmd_info() {
     per_layer[d.layer]++;
     kernels[plan.kernels[d.kernel].name]++;
   }
+  // Dispatches name their layer's cache or state: a hybrid numbers its
+  // attention and state-space layers apart, and its layers differ.
+  bool uniform = static_cast<int64_t>(per_layer.size() - per_layer.count(-1)) == m.layers;
+  for (const auto& [layer, n] : per_layer) {
+    if (layer < 0) continue;
+    uniform = uniform && n == per_layer[0];
+  }
   std::cout << "plan         " << lathe::plan::dispatch_count(plan, false) << " dispatches per pass ("
             << lathe::plan::dispatch_count(plan, true) << " with split attention): " << per_layer[-1]
-            << " outside the layers, " << (m.layers > 0 ? per_layer[0] : 0) << " per layer; " << plan.kernels.size()
+            << " outside the layers, "
+            << (uniform || m.layers == 0 ? std::to_string(m.layers > 0 ? per_layer[0] : 0) + " per layer; "
+                                         : std::to_string(lathe::plan::dispatch_count(plan, false) - per_layer[-1]) +
+                                               " in the layers; ")
+            << plan.kernels.size()
             << " kernel instances, " << plan.slot_widths.size() << " activation buffers, " << plan.packs.size()
             << " packs\n";
   if (m.encoder_decoder) {  // two passes of one plan

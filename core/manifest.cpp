@@ -174,9 +174,33 @@ void mlp(Builder& b, const Spec& s, Role gate, Role up, Role down, int64_t width
   b.linear(down, d, width, bias, layer, expert);
 }
 
-// One block's tensors: layer l of the model's numbering (an encoder–decoder's
-// encoder layers first); `cross`: a decoder layer with cross-attention.
-void block(Builder& b, const Spec& s, int64_t l, bool cross) {
+// A Mamba block (transformers' MambaBlock: norm, then MambaMixer), in the
+// mixer's module order. The conv1d weight keeps its stored rank 3 [d_inner,
+// 1, d_conv] (torch's Conv1d with groups = d_inner): the kernels read it as
+// [d_inner][d_conv] f32, like A_log and D.
+void ssm_block(Builder& b, const Spec& s, int64_t l) {
+  const Ssm& m = s.ssm;
+  b.norm(Role::SsmNorm, s.dims.hidden, l, s.norm.bias);
+  b.linear(Role::SsmIn, m.in_width(), s.dims.hidden, m.bias, l);
+  b.tensor(Role::SsmConv, false, l, {m.conv_channels(), 1, m.d_conv});
+  if (m.conv_bias) b.tensor(Role::SsmConv, true, l, {m.conv_channels()});
+  if (m.mamba2()) {  // Mamba2Mixer: dt from in_proj, one a head
+    b.tensor(Role::SsmDtBias, false, l, {m.heads});
+    b.tensor(Role::SsmA, false, l, {m.heads});
+    b.tensor(Role::SsmD, false, l, {m.heads});
+    b.norm(Role::SsmGateNorm, m.d_inner, l, false);
+  } else {
+    b.linear(Role::SsmX, m.dt_rank + 2 * m.d_state, m.d_inner, false, l);
+    b.linear(Role::SsmDt, m.d_inner, m.dt_rank, true, l);
+    b.tensor(Role::SsmA, false, l, {m.d_inner, m.d_state});
+    b.tensor(Role::SsmD, false, l, {m.d_inner});
+  }
+  b.linear(Role::SsmOut, s.dims.hidden, m.d_inner, m.bias, l);
+}
+
+// A block's attention: its norms, projections and q/k norms, and (`cross`:
+// a decoder layer of an encoder–decoder) its cross-attention.
+void attention(Builder& b, const Spec& s, int64_t l, bool cross) {
   const Dims& d = s.dims;
   const int64_t q_width = d.heads * d.head_dim;
   const int64_t kv_width = d.kv_heads * d.head_dim;
@@ -234,6 +258,16 @@ void block(Builder& b, const Spec& s, int64_t l, bool cross) {
     b.linear(Role::CrossV, kv_width, d.hidden, a.v_bias, l);
     b.linear(Role::CrossO, d.hidden, q_width, a.o_bias, l);
   }
+}
+
+// One block's tensors: layer l of the model's numbering (an encoder–decoder's
+// encoder layers first); `cross`: a decoder layer with cross-attention. A
+// hybrid's state-space layer has its Mamba mixer in attention's place.
+void block(Builder& b, const Spec& s, int64_t l, bool cross) {
+  const Dims& d = s.dims;
+  const bool nb = s.norm.bias;
+  if (s.ssm.layer(l)) ssm_block(b, s, l);
+  else attention(b, s, l, cross);
 
   switch (s.norm.placement) {
     case NormPlacement::Pre:
@@ -269,29 +303,6 @@ void block(Builder& b, const Spec& s, int64_t l, bool cross) {
   }
 }
 
-// A Mamba block (transformers' MambaBlock: norm, then MambaMixer), in the
-// mixer's module order. The conv1d weight keeps its stored rank 3 [d_inner,
-// 1, d_conv] (torch's Conv1d with groups = d_inner): the kernels read it as
-// [d_inner][d_conv] f32, like A_log and D.
-void ssm_block(Builder& b, const Spec& s, int64_t l) {
-  const Ssm& m = s.ssm;
-  b.norm(Role::SsmNorm, s.dims.hidden, l, s.norm.bias);
-  b.linear(Role::SsmIn, m.in_width(), s.dims.hidden, m.bias, l);
-  b.tensor(Role::SsmConv, false, l, {m.conv_channels(), 1, m.d_conv});
-  if (m.conv_bias) b.tensor(Role::SsmConv, true, l, {m.conv_channels()});
-  if (m.mamba2()) {  // Mamba2Mixer: dt from in_proj, one a head
-    b.tensor(Role::SsmDtBias, false, l, {m.heads});
-    b.tensor(Role::SsmA, false, l, {m.heads});
-    b.tensor(Role::SsmD, false, l, {m.heads});
-    b.norm(Role::SsmGateNorm, m.d_inner, l, false);
-  } else {
-    b.linear(Role::SsmX, m.dt_rank + 2 * m.d_state, m.d_inner, false, l);
-    b.linear(Role::SsmDt, m.d_inner, m.dt_rank, true, l);
-    b.tensor(Role::SsmA, false, l, {m.d_inner, m.d_state});
-    b.tensor(Role::SsmD, false, l, {m.d_inner});
-  }
-  b.linear(Role::SsmOut, s.dims.hidden, m.d_inner, m.bias, l);
-}
 
 }  // namespace
 
@@ -317,7 +328,7 @@ Manifest build_manifest(const Spec& s) {
   if (s.position.kind == PositionKind::Relative) b.matrix(Role::RelBias, s.position.buckets, d.heads);
   if (s.embedding.norm) b.norm(Role::EmbedNorm, d.hidden, -1, nb);
   for (int64_t l = encoder_layers; l < encoder_layers + d.layers; ++l) {
-    if (s.ssm.layer(l)) ssm_block(b, s, l);
+    if (s.ssm.layer(l) && !s.ssm.hybrid()) ssm_block(b, s, l);
     else block(b, s, l, s.encoder_decoder());
   }
 

@@ -3,6 +3,7 @@
 // file it was written (Spec::where), so later stages can report errors there.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -311,10 +312,23 @@ struct Ssm {
   double dt_max = std::numeric_limits<double>::infinity();
   bool conv_bias = true;  // use_conv_bias
   bool bias = false;      // use_bias: in_proj's and out_proj's
+  // A hybrid (Bamba, Jamba): the layers whose mixer is attention, in order;
+  // every other layer's is the state-space mixer. Each layer of a hybrid is
+  // a decoder block, its mixer then its MLP, each behind its pre-norm.
+  std::vector<int64_t> attention_layers;
   bool enabled() const { return kind != SsmKind::None; }
   bool mamba2() const { return kind == SsmKind::Mamba2; }
-  // Layer `layer` is a state-space block (every layer, until a layer pattern).
-  bool layer(int64_t) const { return enabled(); }
+  bool hybrid() const { return enabled() && !attention_layers.empty(); }
+  bool attention_at(int64_t layer) const {
+    return std::find(attention_layers.begin(), attention_layers.end(), layer) != attention_layers.end();
+  }
+  // Layer `layer` is a state-space block (or a hybrid's layer with a state-space mixer).
+  bool layer(int64_t layer) const { return enabled() && !attention_at(layer); }
+  // Its state's index among the state-space layers (the plan's ConvState and
+  // ScanState resources): the layers before it that are.
+  int64_t state_index(int64_t layer) const {
+    return layer - std::count_if(attention_layers.begin(), attention_layers.end(), [&](int64_t a) { return a < layer; });
+  }
   // The convolution's channels: x (Mamba), or x, B and C (Mamba-2).
   int64_t conv_channels() const { return mamba2() ? d_inner + 2 * groups * d_state : d_inner; }
   // in_proj's output: [x | z] (Mamba), or [z | x | B | C | dt] (Mamba-2), and
@@ -382,8 +396,15 @@ struct Spec {
   // The KV caches a sequence holds: one per block, and an encoder–decoder's
   // cross-attention K and V of the encoder's output, one per decoder layer,
   // after them.
-  // A Mamba model's layers keep no KV cache (their state: Ssm's sizes).
-  int64_t cache_layers() const { return ssm.enabled() ? 0 : blocks() + (encoder_decoder() ? dims.layers : 0); }
+  // A Mamba model's layers keep no KV cache (their state: Ssm's sizes); a
+  // hybrid's attention layers do, one each, numbered in order (cache_index).
+  int64_t cache_layers() const {
+    if (ssm.enabled()) return static_cast<int64_t>(ssm.attention_layers.size());
+    return blocks() + (encoder_decoder() ? dims.layers : 0);
+  }
+  int64_t cache_index(int64_t layer) const {
+    return ssm.enabled() ? layer - ssm.state_index(layer) : layer;
+  }
   int64_t cross_cache(int64_t decoder_layer) const { return blocks() + decoder_layer; }
 
   // Source position of every key that was written ("dims.hidden") and of

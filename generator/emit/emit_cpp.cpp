@@ -366,7 +366,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     constant("rope_local_theta", "double", number_literal(*s.position.local_theta), "position.local_theta",
              "windowed layers, unscaled");
   constant("position_offset", "int64_t", i(s.position.offset), "position.offset", "learned positions");
-  constant("attention_scale", "double", number_literal(s.ssm.enabled() ? 0.0 : s.attention.effective_scale(d.head_dim)),
+  constant("attention_scale", "double", number_literal(s.cache_layers() == 0 ? 0.0 : s.attention.effective_scale(d.head_dim)),
            "attention.scale", "0: no attention (a Mamba model)");
   constant("sliding_window", "int64_t", i(s.attention.sliding_window), "attention.sliding_window", "0: none");
   constant("embedding_scale", "double", number_literal(s.embedding.scale), "embedding.scale", "");
@@ -417,7 +417,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     a.set("line", std::to_string(std::max<uint32_t>(1, s.where(key).line)));
     asserts.push_back(a);
   };
-  if (s.ssm.enabled()) {  // a Mamba model: no attention, no heads
+  if (s.ssm.enabled()) {  // a Mamba model's state-space layers
     contract("ssm_d_inner > 0 && ssm_d_conv > 0 && ssm_d_state > 0", "a Mamba layer has no channels, taps or states",
              "ssm.d_inner");
     if (s.ssm.mamba2())
@@ -425,7 +425,8 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
                "a Mamba-2 layer's heads split d_inner and come in whole groups", "ssm.heads");
     else
       contract("ssm_dt_rank > 0 && ssm_dt_rank <= ssm_d_inner", "dt_rank must be in [1, d_inner]", "ssm.dt_rank");
-  } else {
+  }
+  if (!s.ssm.enabled() || s.ssm.hybrid()) {  // attention layers (a hybrid's some)
     contract("head_dim_explicit || hidden == heads * head_dim", "hidden is not heads * head_dim (d = H_q * d_h)",
              "dims.heads");
     contract("heads % kv_heads == 0", "heads is not a multiple of kv_heads", "dims.kv_heads");

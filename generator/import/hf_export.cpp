@@ -504,25 +504,72 @@ json round_trip(const Spec& s, json config, const std::string& type) {
   return config;
 }
 
-// MambaConfig: every layer a Mamba block (the only SSM kind so far).
+// time_step_limit when it is not (0, Infinity), its default: Python's json
+// writes Infinity, JSON (and so nlohmann's dump) has no such token.
+void time_step_limit(json& c, const Ssm& m) {
+  if (m.dt_min > 0 || !std::isinf(m.dt_max)) c["time_step_limit"] = {number(m.dt_min), m.dt_max};
+}
+
+// BambaConfig: Llama's decoder blocks, a Mamba-2 mixer but in the attention layers.
+json bamba_config(const Spec& s) {
+  if (s.weights.preset != "hf-bamba")
+    refuse(s, "ssm.attention_layers: a hybrid's config is BambaConfig, whose checkpoints have the hf-bamba preset's names");
+  const Ssm& m = s.ssm;
+  if (!m.mamba2()) refuse(s, "ssm.kind: BambaConfig's mixers are Mamba-2 mixers");
+  const Dims& d = s.dims;
+  json c = {{"architectures", {"BambaForCausalLM"}},
+            {"model_type", "bamba"},
+            {"hidden_size", d.hidden},
+            {"intermediate_size", d.intermediate},
+            {"num_hidden_layers", d.layers},
+            {"num_attention_heads", d.heads},
+            {"num_key_value_heads", d.kv_heads},
+            {"vocab_size", d.vocab},
+            {"max_position_embeddings", d.max_context},
+            {"rms_norm_eps", number(s.norm.eps)},
+            {"rope_theta", number(s.position.theta)},
+            {"hidden_act", "silu"},
+            {"attn_layer_indices", m.attention_layers},
+            {"mamba_n_heads", m.heads},
+            {"mamba_d_head", m.head_dim},
+            {"mamba_n_groups", m.groups},
+            {"mamba_d_state", m.d_state},
+            {"mamba_d_conv", m.d_conv},
+            {"mamba_expand", m.expand},
+            {"mamba_conv_bias", m.conv_bias},
+            {"mamba_proj_bias", m.bias}};
+  time_step_limit(c, m);
+  return dtype_and_tie(c, s);
+}
+
+// MambaConfig or Mamba2Config: every layer a Mamba or Mamba-2 block.
 json mamba_config(const Spec& s) {
   if (s.weights.preset != "hf-mamba")
-    refuse(s, "ssm: a Mamba model's config is MambaConfig, whose checkpoints have the hf-mamba preset's names");
+    refuse(s, "ssm: a Mamba model's config is MambaConfig or Mamba2Config, whose checkpoints have the hf-mamba preset's names");
   const Ssm& m = s.ssm;
-  json c = {{"architectures", {"MambaForCausalLM"}},
-            {"model_type", "mamba"},
+  const bool two = m.mamba2();
+  json c = {{"architectures", {two ? "Mamba2ForCausalLM" : "MambaForCausalLM"}},
+            {"model_type", two ? "mamba2" : "mamba"},
             {"hidden_size", s.dims.hidden},
             {"num_hidden_layers", s.dims.layers},
             {"vocab_size", s.dims.vocab},
             {"state_size", m.d_state},
             {"conv_kernel", m.d_conv},
             {"expand", m.expand},
-            {"intermediate_size", m.d_inner},
-            {"time_step_rank", m.dt_rank},
             {"use_conv_bias", m.conv_bias},
             {"use_bias", m.bias},
             {"hidden_act", "silu"},
             {"layer_norm_epsilon", number(s.norm.eps)}};
+  if (two) {
+    c["num_heads"] = m.heads;
+    c["head_dim"] = m.head_dim;
+    c["n_groups"] = m.groups;
+    c["rms_norm"] = true;
+    time_step_limit(c, m);
+  } else {
+    c["intermediate_size"] = m.d_inner;
+    c["time_step_rank"] = m.dt_rank;
+  }
   return dtype_and_tie(c, s);
 }
 
@@ -584,6 +631,7 @@ json deepseek_config(const Spec& s) {
 }
 
 json hf_config_from_spec(const Spec& s) {
+  if (s.ssm.hybrid()) return round_trip(s, bamba_config(s), "bamba");
   if (s.ssm.enabled()) return round_trip(s, mamba_config(s), "mamba");
   if (s.mla.enabled) {
     json c = deepseek_config(s);

@@ -126,16 +126,17 @@ uint32_t stack_input(Builder& b, const Spec& s, Role positions, Role norm) {
   return x;
 }
 
-// A Mamba block of layer `layer` (transformers' MambaBlock): x + out_proj(
-// scan(conv(in_proj(N(x))))). The norm folds into in_proj; dt_proj runs
-// inside the scan, on x_proj's first dt_rank columns. A Mamba-2 block
-// (Mamba2Block): the conv over x, B and C of in_proj's output, the scan
-// reading dt and the gate z from in_proj too, then the gated output's RMS
-// norm per group before out_proj.
-uint32_t ssm_block(Builder& b, const Spec& s, uint32_t x, int64_t layer) {
+// The Mamba mixer of layer `layer` (transformers' MambaMixer) on its normed
+// input h: out_proj(scan(conv(in_proj(h)))). dt_proj runs inside the scan,
+// on x_proj's first dt_rank columns. A Mamba-2 mixer (Mamba2Mixer): the conv
+// over x, B and C of in_proj's output, the scan reading dt and the gate z
+// from in_proj too, then the gated output's RMS norm per group before
+// out_proj. Its ops name the layer's state (its index among the
+// state-space layers).
+uint32_t ssm_mixer(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
   const Ssm& m = s.ssm;
-  b.layer = static_cast<int32_t>(layer);
-  const uint32_t h = b.norm("norm.kind", x, Role::SsmNorm, layer);
+  const int32_t outer = b.layer;
+  b.layer = static_cast<int32_t>(m.state_index(layer));
   const uint32_t xz = b.matmul("ssm.d_inner", Role::SsmIn, layer, h);
   const int32_t taps = b.need(Role::SsmConv, layer), conv_bias = b.find(Role::SsmConv, true, layer);
   const uint32_t u = b.add("ssm.d_conv",
@@ -162,6 +163,16 @@ uint32_t ssm_block(Builder& b, const Spec& s, uint32_t x, int64_t layer) {
     y = b.add("ssm.d_state", scan, m.d_inner, {b.handle(dt), b.handle(a_log), b.handle(dt_bias), b.handle(d)});
   }
   const uint32_t o = b.matmul("ssm.d_inner", Role::SsmOut, layer, y);
+  b.layer = outer;
+  return o;
+}
+
+// A Mamba or Mamba-2 block (MambaBlock, Mamba2Block): x + mixer(N(x)). The
+// norm folds into in_proj.
+uint32_t ssm_block(Builder& b, const Spec& s, uint32_t x, int64_t layer) {
+  b.layer = static_cast<int32_t>(s.ssm.state_index(layer));
+  const uint32_t h = b.norm("norm.kind", x, Role::SsmNorm, layer);
+  const uint32_t o = ssm_mixer(b, s, h, layer);
   x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {s.dims.hidden}}, s.dims.hidden);
   b.layer = -1;
   return x;
@@ -169,6 +180,7 @@ uint32_t ssm_block(Builder& b, const Spec& s, uint32_t x, int64_t layer) {
 
 // A block's self-attention of its normed input h: q, k, v, their norms and
 // rotation, attention over the layer's cache (T5's bias table `rel` when ≥ 0).
+
 uint32_t attention(Builder& b, const Spec& s, uint32_t h, int64_t layer, int32_t rel, uint8_t variant) {
   const Dims& d = s.dims;
   const int64_t q_width = d.heads * d.head_dim, kv_width = d.kv_heads * d.head_dim;
@@ -262,16 +274,21 @@ uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel
   const bool norm_in = placement == NormPlacement::Pre || placement == NormPlacement::Sandwich || parallel;
   const bool norm_out = placement == NormPlacement::Sandwich || placement == NormPlacement::BranchOutput;
   const bool norm_after = placement == NormPlacement::Post;
-  b.layer = static_cast<int32_t>(layer);
+  // The ops of an attention layer name its KV cache (a hybrid numbers its
+  // attention layers' caches in order).
+  b.layer = static_cast<int32_t>(s.cache_index(layer));
   {
+    // A hybrid's state-space layer: its Mamba mixer in attention's place.
+    const bool ssm = s.ssm.layer(layer);
     const bool attn_norm = norm_in && (layer > 0 || s.norm.first_attn_norm);  // ModernBERT: none in layer 0
-    const uint32_t h = attn_norm ? b.norm("norm.kind", x, Role::AttnNorm, layer) : x;
-    const uint32_t a = s.mla.enabled ? mla_attention(b, s, h, layer) : attention(b, s, h, layer, rel, variant);
+    const uint32_t h = attn_norm ? b.norm("norm.kind", x, ssm ? Role::SsmNorm : Role::AttnNorm, layer) : x;
+    uint32_t a = 0;
+    if (!ssm) a = s.mla.enabled ? mla_attention(b, s, h, layer) : attention(b, s, h, layer, rel, variant);
     // Parallel blocks read the block's input in both branches: the MLP's
     // norm of it is taken before the attention's residual add overwrites it.
     uint32_t m = x;
     if (parallel) m = s.norm.parallel_shared ? h : b.norm("norm.parallel_shared", x, Role::MlpNorm, layer);
-    uint32_t o = b.matmul("dims.hidden", Role::O, layer, a);
+    uint32_t o = ssm ? ssm_mixer(b, s, h, layer) : b.matmul("dims.hidden", Role::O, layer, a);
     if (norm_out) o = b.norm("norm.placement", o, Role::AttnPostNorm, layer);
     x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {d.hidden}}, d.hidden);
     if (norm_after) x = b.norm("norm.placement", x, Role::AttnNorm, layer);
@@ -397,7 +414,7 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
   // T5: the relative position bias table, added to every layer's scores.
   const int32_t rel = relative ? b.need(Role::RelBias, -1) : -1;
   for (int64_t layer = encoder_layers; layer < s.blocks(); ++layer)
-    x = s.ssm.layer(layer) ? ssm_block(b, s, x, layer)
+    x = s.ssm.layer(layer) && !s.ssm.hybrid() ? ssm_block(b, s, x, layer)
                            : block(b, s, x, layer, rel, s.encoder() ? typed::kBidirectional : typed::kCausal,
               s.encoder_decoder() ? static_cast<int32_t>(s.cross_cache(layer - encoder_layers)) : -1);
   if (s.norm.final_norm) x = b.norm("norm.final", x, Role::FinalNorm, -1);

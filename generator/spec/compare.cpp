@@ -145,6 +145,11 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
     d.field("ssm.d_conv", a.ssm.d_conv, b.ssm.d_conv);
     d.field("ssm.d_inner", a.ssm.d_inner, b.ssm.d_inner);
     d.field("ssm.dt_rank", a.ssm.dt_rank, b.ssm.dt_rank);
+    d.field("ssm.heads", a.ssm.heads, b.ssm.heads);
+    d.field("ssm.head_dim", a.ssm.head_dim, b.ssm.head_dim);
+    d.field("ssm.groups", a.ssm.groups, b.ssm.groups);
+    d.field("ssm.dt_min", a.ssm.dt_min, b.ssm.dt_min);
+    d.field("ssm.dt_max", a.ssm.dt_max, b.ssm.dt_max);
     d.field("ssm.conv_bias", a.ssm.conv_bias, b.ssm.conv_bias);
     d.field("ssm.bias", a.ssm.bias, b.ssm.bias);
   }

@@ -367,6 +367,16 @@ void read_ssm(Table t, Spec& s) {
   set(m.dt_max, t.number("dt_max", false, 0.0, 1e300, true));
   set(m.conv_bias, t.boolean("conv_bias"));
   set(m.bias, t.boolean("bias"));
+  if (const toml::array* layers = t.array("attention_layers")) {
+    for (const toml::node& item : *layers) {
+      if (!item.is_integer() || *item.value<int64_t>() < 0) {
+        t.error(item, "ssm.attention_layers: expected layer numbers (integers from 0), found " + std::string(type_word(item)));
+        m.attention_layers.clear();
+        break;
+      }
+      m.attention_layers.push_back(*item.value<int64_t>());
+    }
+  }
   t.finish();
 }
 
@@ -563,8 +573,8 @@ void resolve_defaults(Spec& s) {
     } else if (s.ssm.dt_rank == 0) {
       s.ssm.dt_rank = (s.dims.hidden + 15) / 16;
     }
-    // No attention: no positions either.
-    if (!s.locations.count("position")) s.position.kind = PositionKind::None;
+    // No attention: no positions either (a hybrid's attention layers have them).
+    if (!s.ssm.hybrid() && !s.locations.count("position")) s.position.kind = PositionKind::None;
   }
   if (s.moe.topk_groups == 0) s.moe.topk_groups = s.moe.groups;
   if (!s.locations.count("weights.vector_dtype"))
@@ -598,10 +608,13 @@ std::optional<Spec> parse_spec_string(std::string_view text, const std::string& 
   // norm before weights (norm names follow the placement).
   read_model(top.sub("model"), s);
   {
-    // A state-space model's layers have no attention or MLP widths.
+    // A state-space model's layers have no attention or MLP widths (a
+    // hybrid's, attention layers listed in [ssm], do).
+    const toml::table* ssm = root["ssm"].as_table();
+    const toml::array* hybrid = ssm ? (*ssm)["attention_layers"].as_array() : nullptr;
     Table dims = top.sub("dims");
     if (!dims.present()) diag.error(Loc{1, 1}, "missing required table [dims]");
-    else read_dims(dims, s, !root.contains("ssm"));
+    else read_dims(dims, s, !ssm || (hybrid && !hybrid->empty()));
   }
   read_norm(top.sub("norm"), s);
   read_attention(top.sub("attention"), s);

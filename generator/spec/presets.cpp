@@ -3,7 +3,8 @@
 
 namespace lathe::spec {
 
-std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "hf-t5", "hf-bart", "hf-mamba", "gguf"}; }
+std::vector<std::string> preset_list() { return {"hf-llama", "hf-gpt2", "hf-bert", "hf-t5", "hf-bart", "hf-mamba", "hf-bamba", "gguf"};
+}
 
 namespace {
 
@@ -66,7 +67,7 @@ std::map<Role, std::string> preset_encoder_names(const std::string& preset, Norm
 std::map<Role, std::string> preset_names(const std::string& preset, NormPlacement placement, Stack stack) {
   std::map<Role, std::string> n;
   const bool four_norms = placement == NormPlacement::Sandwich || placement == NormPlacement::BranchOutput;
-  if (preset == "hf-llama") {
+  if (preset == "hf-llama" || preset == "hf-bamba") {
     const std::string L = "model.layers.{layer}.";
     n[Role::Embed] = "model.embed_tokens";
     n[Role::AttnNorm] = L + "input_layernorm";
@@ -107,6 +108,24 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::KvB] = L + "self_attn.kv_b_proj";
     n[Role::FinalNorm] = "model.norm";
     n[Role::LmHead] = "lm_head";
+    if (preset == "hf-bamba") {
+      // transformers' BambaForCausalLM: Llama's attention; the Mamba-2 mixer
+      // (its own parameters and gated norm) as `mamba`, behind the same
+      // input_layernorm; the MLP as feed_forward behind pre_ff_layernorm.
+      n[Role::SsmNorm] = L + "input_layernorm";
+      n[Role::SsmIn] = L + "mamba.in_proj";
+      n[Role::SsmConv] = L + "mamba.conv1d";
+      n[Role::SsmDtBias] = L + "mamba.dt_bias";
+      n[Role::SsmA] = L + "mamba.A_log";
+      n[Role::SsmD] = L + "mamba.D";
+      n[Role::SsmGateNorm] = L + "mamba.norm";
+      n[Role::SsmOut] = L + "mamba.out_proj";
+      n[Role::MlpNorm] = L + "pre_ff_layernorm";
+      n[Role::Gate] = L + "feed_forward.gate_proj";
+      n[Role::Up] = L + "feed_forward.up_proj";
+      n[Role::Down] = L + "feed_forward.down_proj";
+      n[Role::FinalNorm] = "model.final_layernorm";
+    }
   } else if (preset == "hf-gpt2") {
     const std::string L = "h.{layer}.";
     n[Role::Embed] = "wte";

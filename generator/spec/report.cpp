@@ -154,15 +154,17 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
 
   // A state-space model's sequence holds a fixed state, whatever its length:
   // each layer's convolution window and scan state (f32).
+  // (A hybrid's attention layers keep a KV cache instead.)
   if (s.ssm.enabled()) {
     r.ssm = true;
-    r.conv_state_bytes = s.ssm.conv_state_bytes() * s.dims.layers;
-    r.scan_state_bytes = s.ssm.scan_state_bytes() * s.dims.layers;
+    const int64_t layers = s.dims.layers - static_cast<int64_t>(s.ssm.attention_layers.size());
+    r.conv_state_bytes = s.ssm.conv_state_bytes() * layers;
+    r.scan_state_bytes = s.ssm.scan_state_bytes() * layers;
   }
   // Every cache of a sequence: an encoder-decoder's encoder layers' (its
   // encode pass's), its decoder's and their cross-attention caches.
   // (Latent attention's: the latent and the rotary key, its values read from them.)
-  const int64_t per_layer = s.ssm.enabled() ? 0 : cache_row_bytes(s) + v_cache_row_bytes(s);  // K and V
+  const int64_t per_layer = s.cache_layers() == 0 ? 0 : cache_row_bytes(s) + v_cache_row_bytes(s);  // K and V
   r.mla = s.mla.enabled;
   r.kv_bytes_per_token = per_layer * s.cache_layers();
   for (int64_t l = 0; l < s.cache_layers(); ++l) {
@@ -211,7 +213,10 @@ std::string format_report(const Report& r) {
   out << "| weights (block rows repacked, vectors f32) | " << human_bytes(static_cast<double>(r.device_weight_bytes))
       << " |\n";
   for (const auto& [L, b] : r.device_bytes_at_context)
-    out << "| weights + " << (r.encoder ? "K and V of an input of " : r.ssm ? "a sequence's state at context " : "KV cache at context ") << L << " | "
+    out << "| weights + " << (r.encoder                                ? "K and V of an input of "
+                                : r.ssm && r.kv_bytes_per_token > 0 ? "KV cache and state at context "
+                                : r.ssm                             ? "a sequence's state at context "
+                                                                    : "KV cache at context ") << L << " | "
         << human_bytes(static_cast<double>(b)) << " |\n";
   out << "\n| work per token | FLOPs |\n|---|---:|\n";
   for (const auto& [T, f] : r.prefill_flops_per_token)

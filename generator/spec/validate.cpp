@@ -80,16 +80,39 @@ void validate_ssm(const Spec& s, Diagnostics& diag) {
     at("model.stack", "a state-space model is a causal decoder: model.stack = \"decoder\"");
   if (s.norm.placement != NormPlacement::Pre)
     at("norm.placement", "a Mamba block is pre-norm: x + mixer(norm(x)) (norm.placement = \"pre\")");
-  const std::string kind = "a " + std::string(name(m.kind)) + " model's layers";
-  for (const char* key : {"dims.heads", "dims.kv_heads", "dims.head_dim", "dims.intermediate"})
-    if (s.locations.count(key)) at(key, kind + " have no attention or MLP: remove " + std::string(key));
-  for (const char* table : {"attention", "position", "mlp", "moe"})
-    if (s.locations.count(table))
-      at(table, kind + " have no " + (std::string(table) == "position" ? "positions" : table) + ": remove [" +
-                    table + "]");
-  if (s.locations.count("cache"))
-    at("cache", kind + " keep an f32 state per sequence, no KV cache: remove [cache]");
+  if (m.hybrid()) {
+    // A hybrid: decoder blocks whose mixer is attention in the listed
+    // layers, the state-space mixer in the others, an MLP in every one.
+    std::vector<int64_t> seen;
+    for (int64_t l : m.attention_layers) {
+      if (l >= s.dims.layers)
+        at("ssm.attention_layers", "attention_layers names layer " + num(l) + ", but the model has " +
+                                       num(s.dims.layers) + " layers");
+      else if (std::find(seen.begin(), seen.end(), l) != seen.end())
+        at("ssm.attention_layers", "attention_layers names layer " + num(l) + " twice");
+      seen.push_back(l);
+    }
+    if (static_cast<int64_t>(seen.size()) >= s.dims.layers)
+      at("ssm.attention_layers", "every layer is an attention layer: a model without state-space layers has no [ssm]");
+    if (s.attention.sliding_window > 0)
+      at("attention.sliding_window", "a hybrid's attention layers attend to every key: sliding windows are not supported with [ssm] yet");
+    for (const char* table : {"moe", "mla"})
+      if (s.locations.count(table))
+        at(table, "a hybrid's layers are attention or state-space mixers with dense MLPs: [" + std::string(table) +
+                      "] is not supported with [ssm] yet");
+  } else {
+    const std::string kind = "a " + std::string(name(m.kind)) + " model's layers";
+    for (const char* key : {"dims.heads", "dims.kv_heads", "dims.head_dim", "dims.intermediate"})
+      if (s.locations.count(key)) at(key, kind + " have no attention or MLP: remove " + std::string(key));
+    for (const char* table : {"attention", "position", "mlp", "moe"})
+      if (s.locations.count(table))
+        at(table, kind + " have no " + (std::string(table) == "position" ? "positions" : table) + ": remove [" +
+                      table + "] (a hybrid lists its attention layers in ssm.attention_layers)");
+    if (s.locations.count("cache"))
+      at("cache", kind + " keep an f32 state per sequence, no KV cache: remove [cache]");
+  }
   if (s.norm.kind != NormKind::RMSNorm) at("norm.kind", "a Mamba block's norms are RMS norms");
+  if (s.norm.unit_offset) at("norm.unit_offset", "a Mamba block's norms scale by w, not 1 + w");
 }
 
 // Multi-head latent attention: DeepSeek's widths and what its attention has
@@ -119,7 +142,7 @@ void validate_mla(const Spec& s, Diagnostics& diag) {
   if (a.sliding_window > 0) at("attention.sliding_window", "latent attention sees every earlier key");
   if (s.weights.fused_qkv) at("weights.fused_qkv", "latent attention has no fused q/k/v projection");
   if (s.stack != Stack::Decoder) at("model.stack", "latent attention is a causal decoder's (model.stack = \"decoder\")");
-  if (s.ssm.enabled()) at("mla", "a model's layers are latent attention or state-space blocks, not both");
+  if (s.ssm.enabled() && !s.ssm.hybrid()) at("mla", "a model's layers are latent attention or state-space blocks, not both");
   if (s.norm.kind != NormKind::RMSNorm) at("norm.kind", "the latents' norms are RMS norms (norm.kind = \"rmsnorm\")");
   if (s.norm.unit_offset) at("norm.unit_offset", "the latents' norms scale by w, not 1 + w");
 }
@@ -131,10 +154,11 @@ void validate(const Spec& s, Diagnostics& diag) {
   const Dims& d = s.dims;
 
   // Shapes (of attention layers: a state-space model has none).
-  if (!s.ssm.enabled() && !d.head_dim_explicit && d.hidden % d.heads != 0)
+  const bool attention = !s.ssm.enabled() || s.ssm.hybrid();
+  if (attention && !d.head_dim_explicit && d.hidden % d.heads != 0)
     at("dims.heads", "hidden (" + num(d.hidden) + ") is not a multiple of heads (" + num(d.heads) +
                          "); set dims.head_dim if the head width is not hidden / heads");
-  if (!s.ssm.enabled() && d.heads % d.kv_heads != 0)
+  if (attention && d.heads % d.kv_heads != 0)
     at("dims.kv_heads", "heads (" + num(d.heads) + ") is not a multiple of kv_heads (" + num(d.kv_heads) + ")");
 
   // Norms.

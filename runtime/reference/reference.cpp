@@ -41,7 +41,7 @@ void check_supported(const spec::Spec& s) {
     if (s.position.rotary_dim % 2 != 0 || s.position.rotary_dim > s.dims.head_dim)
       unsupported("position.rotary_dim");
   }
-  if (!s.ssm.enabled() && s.dims.heads % s.dims.kv_heads != 0) unsupported("dims.kv_heads");
+  if ((!s.ssm.enabled() || s.ssm.hybrid()) && s.dims.heads % s.dims.kv_heads != 0) unsupported("dims.kv_heads");
 }
 
 }  // namespace
@@ -246,6 +246,10 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       L.ssm_a_log = tensor(Role::SsmA, false, l).data;
       L.ssm_d = tensor(Role::SsmD, false, l).data;
       L.ssm_out = linear(Role::SsmOut, l);
+      if (!spec_.ssm.hybrid()) continue;
+      // A hybrid's state-space layer: its MLP after the mixer (pre-norm, dense).
+      L.mlp_norm = norm(Role::MlpNorm, l);
+      L.mlp = mlp_weights(Role::Gate, Role::Up, Role::Down, l, -1);
       continue;
     }
     if (spec_.encoder_decoder() && l >= spec_.encoder_layers()) {
@@ -892,6 +896,10 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
       const std::vector<double> hn = normalize(L.ssm_norm, x);
       const std::vector<double> out = spec_.ssm.mamba2() ? mamba2(L, hn) : mamba(L, hn);
       for (size_t i = 0; i < hidden; ++i) x[i] += out[i];
+      if (spec_.ssm.hybrid()) {  // then the layer's MLP: x + MLP(N(x))
+        const std::vector<double> down = mlp(L.mlp, normalize(L.mlp_norm, x));
+        for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
+      }
       continue;
     }
     const std::vector<double> block_in = x;

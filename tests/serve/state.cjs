@@ -1,6 +1,7 @@
 // The official OpenAI client for Node against `serve` of a decoder whose
 // sequences keep something other than a KV cache of their own heads: a
-// Mamba model's fixed state, or latent attention's one cached head. Each
+// Mamba model's fixed state, latent attention's one cached head, or a
+// hybrid's KV caches in some layers and Mamba-2 states in the others. Each
 // request holds a sequence; greedy completions with logprobs are the same
 // alone, again, beside another request, and in a slot another request has
 // just left (its state or cache starts afresh).

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -503,7 +504,7 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 32);  // every file of models/, deepseek-v2-lite and deepseek-v3 the latest
+  CHECK(count == 34);  // every file of models/, mamba2-130m and bamba-9b the latest
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -1117,6 +1118,86 @@ TEST_CASE("rope_scaling variants and transformers 5's rope_parameters") {
   CHECK(spec_differences(import_config(json::parse(kLlama32_1B)).spec, import_config(v5).spec).empty());
 }
 
+// mamba2-130m as transformers' Mamba2Config writes it (time_step_limit [0.0,
+// Infinity], Python's bare token): the shipped spec, its count, the round trip.
+TEST_CASE("Mamba-2 configs: mamba2-130m, the dt limits, widths that do not split") {
+  const fs::path fixture = source_dir() / "tests" / "data" / "import" / "mamba2-130m.json";
+  std::vector<std::string> warnings;
+  ImportOptions options;
+  options.warn = [&](const std::string& w) { warnings.push_back(w); };
+  const ImportResult r = import_hf(fixture.string(), options);
+  CHECK(warnings.empty());
+  const Spec& s = r.spec;
+  CHECK(s.ssm.kind == spec::SsmKind::Mamba2);
+  CHECK(s.ssm.heads == 24);
+  CHECK(s.ssm.head_dim == 64);
+  CHECK(s.ssm.groups == 1);
+  CHECK(s.ssm.d_state == 128);
+  CHECK(s.ssm.dt_min == 0.0);
+  CHECK(std::isinf(s.ssm.dt_max));
+  CHECK(make_report(s).total_params == 128'989'632);
+  const Spec shipped = load(source_dir() / "models" / "mamba2-130m.toml");
+  for (const std::string& d : spec_differences(shipped, s)) CHECK_MESSAGE(false, d);
+  // Back to a config and in again: the same spec.
+  for (const std::string& d : spec_differences(s, import_config(hf_config_from_spec(s), s.name).spec))
+    CHECK_MESSAGE(false, d);
+
+  json config;
+  {
+    std::ifstream in(fixture);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string body = text.str();
+    body.replace(body.find("Infinity"), 8, "100.0");
+    config = json::parse(body);
+  }
+  SUBCASE("finite limits become dt_min and dt_max, and go back out") {
+    config["time_step_limit"] = {0.001, 100.0};
+    const Imported limited = import_config(config, "limited");
+    CHECK(limited.spec.ssm.dt_min == 0.001);
+    CHECK(limited.spec.ssm.dt_max == 100.0);
+    CHECK(spec_differences(limited.spec, import_config(hf_config_from_spec(limited.spec), "limited").spec).empty());
+  }
+  SUBCASE("heads that do not split d_inner, groups that do not split the heads, a limit upside down") {
+    config["num_heads"] = 25;
+    CHECK(contains(import_error(config), "num_heads (25) × head_dim (64) is not expand × hidden_size = 1536"));
+    config["num_heads"] = 24;
+    config["n_groups"] = 5;
+    CHECK(contains(import_error(config), "num_heads (24) is not a multiple of n_groups (5)"));
+    config["n_groups"] = 1;
+    config["time_step_limit"] = {1.0, 0.5};
+    CHECK(contains(import_error(config), "time_step_limit"));
+  }
+}
+
+// Bamba-9B's config.json: the shipped hybrid spec, its count, the errors.
+TEST_CASE("Bamba configs: attention layers by index, the mamba_* mixer, half-rotated heads") {
+  const json config = read_fixture("bamba-9b.json");
+  const Imported imported = import_config(config, "bamba-9b");
+  INFO(imported.text);
+  CHECK(imported.warnings.empty());
+  const Spec& s = imported.spec;
+  CHECK(s.ssm.kind == spec::SsmKind::Mamba2);
+  CHECK(s.ssm.attention_layers == std::vector<int64_t>{9, 18, 27});
+  CHECK(s.ssm.heads == 128);
+  CHECK(s.position.rotary_dim == 64);
+  CHECK(s.weights.preset == "hf-bamba");
+  CHECK(make_report(s).total_params == 9'780'235'392);
+  Spec shipped = load(source_dir() / "models" / "bamba-9b.toml");
+  for (const std::string& d : spec_differences(shipped, s)) CHECK_MESSAGE(false, d);
+
+  json bad = config;
+  bad["mamba_d_head"] = "auto";  // BambaConfig's default: d_inner / heads
+  CHECK(import_config(bad, "auto").spec.ssm.head_dim == 64);
+  bad["attn_layer_indices"] = {9, 32};
+  CHECK(contains(import_error(bad), "attn_layer_indices = [9,32]: expected layer numbers from 0 to num_hidden_layers - 1 (31)"));
+  bad.erase("attn_layer_indices");
+  CHECK(contains(import_error(bad), "a Bamba model without attention layers is a Mamba-2 model"));
+  bad = config;
+  bad["mamba_n_heads"] = 100;
+  CHECK(contains(import_error(bad), "mamba_n_heads (100) × mamba_d_head (64) is not expand × hidden_size = 8192"));
+}
+
 // Python's json writes float("inf") and float("nan") as bare tokens (Mamba-2's
 // time_step_limit = [0.0, Infinity]): config.json files that hold them import;
 // one in a key the spec reads is named with its token, and the words inside
@@ -1153,7 +1234,7 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     const std::string e = import_error(json::parse(R"({"model_type": "xlnet", "d_model": 768})"));
     CHECK(e == "config.json: model_type \"xlnet\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
-               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart, mamba, deepseek_v2, "
+               "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart, mamba, mamba2, bamba, deepseek_v2, "
                "deepseek_v3");
   }
   SUBCASE("DeepSeek: a quantized checkpoint, biased attention, an unknown routing method") {

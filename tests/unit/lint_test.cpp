@@ -127,6 +127,8 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
       {"qwen3-30b-a3b", {"width-depth", "moe-shared-expert"}},
       {"smollm2-135m", {"width-depth"}},
       {"mamba-130m", {"vocab-multiple"}},
+      {"mamba2-130m", {"vocab-multiple"}},  // 50,277 padded to a multiple of 16 only
+      {"bamba-9b", {"rope-base"}},          // θ 10,000 over 262,144 positions
       {"deepseek-v2-lite", {"ffn-ratio"}},  // its one dense layer's 10,944 = 5.3 × hidden
       {"deepseek-v3", {}},
       {"tinyllama-1.1b", {"width-depth"}},

@@ -77,6 +77,12 @@ constexpr Published kPublished[] = {
     // State-space: state-spaces/mamba-130m-hf's model card count (tied: the
     // embeddings' 38,615,040, 24 layers of 3,771,648, the final norm's 768).
     {"mamba-130m.toml", 129'135'360},
+    // Mamba-2-130M: the embeddings' 38,621,184 (50,288 padded rows), 24
+    // layers of 3,765,320, the final norm's 768.
+    {"mamba2-130m.toml", 128'989'632},
+    // Bamba-9B: the model card's 9.78B (29 Mamba-2 layers of 277,898,496
+    // with their MLPs, 3 attention layers of 217,990,144, untied head).
+    {"bamba-9b.toml", 9'780'235'392},
     // Latent attention: the sums of the published checkpoints' tensors
     // (the model cards' 15.7B and 671B; V3's multi-token-prediction layer
     // 61 is not part of the model).
@@ -387,4 +393,58 @@ TEST_CASE("mamba-130m: every layer a Mamba block; a fixed state per sequence, no
   // The same bytes at every context.
   REQUIRE(report.device_bytes_at_context.size() >= 2);
   CHECK(report.device_bytes_at_context.front().second == report.device_bytes_at_context.back().second);
+}
+
+TEST_CASE("mamba2-130m: Mamba-2 blocks, in_proj to [z | x | B | C | dt], a state per sequence") {
+  auto spec = load("mamba2-130m.toml");
+  REQUIRE(spec);
+  CHECK(spec->ssm.kind == SsmKind::Mamba2);
+  CHECK(spec->ssm.conv_channels() == 1536 + 2 * 128);
+  const Manifest m = build_manifest(*spec);
+  const std::string L = "backbone.layers.23.";
+  check_shape(m, L + "mixer.in_proj.weight", {2 * 1536 + 2 * 128 + 24, 768});
+  check_shape(m, L + "mixer.conv1d.weight", {1792, 1, 4});
+  check_shape(m, L + "mixer.conv1d.bias", {1792});
+  check_shape(m, L + "mixer.dt_bias", {24});  // parameters, one a head
+  check_shape(m, L + "mixer.A_log", {24});
+  check_shape(m, L + "mixer.D", {24});
+  check_shape(m, L + "mixer.norm.weight", {1536});  // the gated norm
+  check_shape(m, L + "mixer.out_proj.weight", {768, 1536});
+  CHECK(find(m, L + "mixer.x_proj.weight") == nullptr);
+  CHECK(find(m, L + "mixer.dt_proj.weight") == nullptr);
+  const Report report = make_report(*spec);
+  CHECK(report.kv_bytes_per_token == 0);
+  // 24 layers × 1792 conv channels × 3 inputs, and 1536 channels × 128 states, f32.
+  CHECK(report.conv_state_bytes == 24 * 1792 * 3 * 4);
+  CHECK(report.scan_state_bytes == 24 * 1536 * 128 * 4);
+}
+
+TEST_CASE("bamba-9b: a hybrid, Mamba-2 mixers but in layers 9, 18 and 27; KV caches in those three only") {
+  auto spec = load("bamba-9b.toml");
+  REQUIRE(spec);
+  CHECK(spec->ssm.hybrid());
+  CHECK(spec->ssm.layer(0));
+  CHECK_FALSE(spec->ssm.layer(9));
+  CHECK(spec->cache_layers() == 3);
+  CHECK(spec->cache_index(18) == 1);
+  CHECK(spec->ssm.state_index(19) == 17);  // layers 0-8 and 10-17 before it
+  CHECK(spec->position.rotary_dim == 64);  // half of each head of 128
+  const Manifest m = build_manifest(*spec);
+  check_shape(m, "model.layers.0.input_layernorm.weight", {4096});
+  check_shape(m, "model.layers.0.mamba.in_proj.weight", {2 * 8192 + 2 * 128 + 128, 4096});
+  check_shape(m, "model.layers.0.mamba.conv1d.weight", {8192 + 256, 1, 4});
+  check_shape(m, "model.layers.0.mamba.dt_bias", {128});
+  check_shape(m, "model.layers.0.mamba.norm.weight", {8192});
+  check_shape(m, "model.layers.0.pre_ff_layernorm.weight", {4096});
+  check_shape(m, "model.layers.0.feed_forward.gate_proj.weight", {14336, 4096});
+  check_shape(m, "model.layers.9.input_layernorm.weight", {4096});
+  check_shape(m, "model.layers.9.self_attn.k_proj.weight", {1024, 4096});
+  check_shape(m, "model.layers.9.feed_forward.down_proj.weight", {4096, 14336});
+  check_shape(m, "model.final_layernorm.weight", {4096});
+  CHECK(find(m, "model.layers.9.mamba.in_proj.weight") == nullptr);
+  CHECK(find(m, "model.layers.0.self_attn.q_proj.weight") == nullptr);
+  const Report report = make_report(*spec);
+  CHECK(report.kv_bytes_per_token == 3 * 2 * 8 * 128 * 2);  // three layers' K and V, f16
+  CHECK(report.conv_state_bytes == 29 * (8192 + 256) * 3 * 4);
+  CHECK(report.scan_state_bytes == int64_t{29} * 8192 * 128 * 4);
 }
