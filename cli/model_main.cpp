@@ -188,17 +188,21 @@ void warm_up(lathe::Session& session, int64_t rows) {
 }
 
 // Random values for one manifest tensor, deterministic in `state`: uniform
-// in [-scale, scale), norm scales around 1.
+// in [-scale, scale), norm scales around 1, a state-space layer's A, dt
+// bias and D in a trained model's ranges (lathe::ssm_parameter).
 std::vector<float> random_values(const lathe::ManifestEntry& e, uint64_t& state, float scale) {
   using lathe::Role;
   const bool norm = !e.bias && (e.role == Role::AttnNorm || e.role == Role::MlpNorm || e.role == Role::FinalNorm ||
                                 e.role == Role::AttnPostNorm || e.role == Role::MlpPostNorm ||
-                                e.role == Role::QNorm || e.role == Role::KNorm);
+                                e.role == Role::QNorm || e.role == Role::KNorm || e.role == Role::SsmNorm ||
+                                e.role == Role::SsmGateNorm);
+  const bool a_log = lathe::model_info().ssm_a_log;
   std::vector<float> values(static_cast<size_t>(e.elements()));
   for (float& v : values) {
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
     const float uniform = static_cast<float>(state >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
-    v = (norm ? 1.0f : 0.0f) + scale * uniform;
+    const std::optional<double> ssm = lathe::ssm_parameter(e.role, e.bias, a_log, (uniform + 1.0) / 2.0);
+    v = ssm ? static_cast<float>(*ssm) : (norm ? 1.0f : 0.0f) + scale * uniform;
   }
   return values;
 }

@@ -5,7 +5,9 @@
 // enumerator). Header-only, no dependencies, usable in constant expressions.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -267,6 +269,35 @@ struct ManifestEntry {
     return {shape[0]};
   }
 };
+
+// A state-space layer's parameter as a trained checkpoint has it, for
+// random weights that exercise what they feed (a uniform draw u in [0, 1)):
+// A_log = log(A) with A in [1, 16) (A itself stored: −A), dt's bias the
+// inverse softplus of a dt log-uniform in [0.001, 0.1) (mamba_ssm's
+// initialization: the scan then keeps a long memory), D in [0.5, 1.5).
+// nullopt for every other tensor.
+inline std::optional<double> ssm_parameter(Role role, bool bias, bool a_log, double u) {
+  if (role == Role::SsmA) return a_log ? std::log(1.0 + 15.0 * u) : -(1.0 + 15.0 * u);
+  if (role == Role::SsmDtBias || (role == Role::SsmDt && bias)) {
+    const double dt = std::exp(std::log(0.001) + u * (std::log(0.1) - std::log(0.001)));
+    return dt + std::log(-std::expm1(-dt));
+  }
+  if (role == Role::SsmD) return 0.5 + u;
+  return std::nullopt;
+}
+
+// Whether a checkpoint's tensor of shape `found` holds the values of a
+// manifest tensor stored as `expected`, in their order: the same shape, or
+// a reshape llama.cpp and others write — a vector as a row [1, n], a column
+// [n, 1] (llama.cpp's Mamba-2 A and D) or groups [g, n / g] (its Mamba-2
+// grouped norm), a depthwise conv's [r, 1, c] as [r, c].
+inline bool same_values(std::span<const int64_t> expected, std::span<const int64_t> found) {
+  if (std::equal(expected.begin(), expected.end(), found.begin(), found.end())) return true;
+  if (expected.size() == 1 && found.size() == 2) return found[0] * found[1] == expected[0] && found[0] > 0;
+  if (expected.size() == 3 && expected[1] == 1 && found.size() == 2)
+    return found[0] == expected[0] && found[1] == expected[2];
+  return false;
+}
 
 // One entry of a vocabulary's table: the spec key ("attn_norm", as specs,
 // reports and kernel names spell it) and the C++ enumerator ("AttnNorm", as

@@ -182,7 +182,9 @@ void ssm_block(Builder& b, const Spec& s, int64_t l) {
   const Ssm& m = s.ssm;
   b.norm(Role::SsmNorm, s.dims.hidden, l, s.norm.bias);
   b.linear(Role::SsmIn, m.in_width(), s.dims.hidden, m.bias, l);
-  b.tensor(Role::SsmConv, false, l, {m.conv_channels(), 1, m.d_conv});
+  // llama.cpp squeezes the conv's middle dim: [channels, d_conv].
+  if (s.weights.preset == "gguf") b.tensor(Role::SsmConv, false, l, {m.conv_channels(), m.d_conv});
+  else b.tensor(Role::SsmConv, false, l, {m.conv_channels(), 1, m.d_conv});
   if (m.conv_bias) b.tensor(Role::SsmConv, true, l, {m.conv_channels()});
   if (m.mamba2()) {  // Mamba2Mixer: dt from in_proj, one a head
     b.tensor(Role::SsmDtBias, false, l, {m.heads});

@@ -312,6 +312,9 @@ struct Ssm {
   double dt_max = std::numeric_limits<double>::infinity();
   bool conv_bias = true;  // use_conv_bias
   bool bias = false;      // use_bias: in_proj's and out_proj's
+  // The checkpoint holds A_log (A = −exp(A_log), transformers' and
+  // mamba_ssm's parameter), or A itself (llama.cpp's ssm_a).
+  bool a_log = true;
   // A hybrid (Bamba, Jamba): the layers whose mixer is attention, in order;
   // every other layer's is the state-space mixer. Each layer of a hybrid is
   // a decoder block, its mixer then its MLP, each behind its pre-norm.

@@ -14,7 +14,7 @@
 //
 // Generated constants: DI (d_inner), N (d_state), H (heads), G (groups),
 // XSTRIDE (in_proj's output width), DT_MIN, DT_CLAMP (an upper limit),
-// DT_MAX, CPW (channels a workgroup).
+// DT_MAX, A_LOG (the buffer holds A_log; else A), CPW (channels a workgroup).
 // Push constants (RowsPush): rows.
 // Buffers: io (IoRow: sequence, position); u [rows][DI + 2·G·N] (x, then
 //          each group's B, then each group's C); xz [rows][XSTRIDE] (z at 0,
@@ -42,7 +42,12 @@ void main() {
   for (uint c = first + gl_LocalInvocationID.x; c < end; c += gl_WorkGroupSize.x) {
     const uint hd = c / P, g = hd / (H / G);
     const uint b_at = DI + g * N, c_at = DI + G * N + g * N;
-    const float a = -exp(a_log[hd]), skip = d_skip[hd], bias = dt_bias[hd];
+#if A_LOG
+    const float a = -exp(a_log[hd]);
+#else
+    const float a = a_log[hd];  // A itself (llama.cpp's ssm_a)
+#endif
+    const float skip = d_skip[hd], bias = dt_bias[hd];
     float h[N];
     for (uint t = 0u; t < pc.rows; ++t) {
       const uint seq = io.rows[t].sequence;

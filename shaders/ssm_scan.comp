@@ -11,7 +11,8 @@
 // each (lane l: channels l, l + WG, …), every state of it in registers: no
 // lane waits on another.
 //
-// Generated constants: DI (d_inner), N (d_state), R (dt_rank), CPW (channels a workgroup).
+// Generated constants: DI (d_inner), N (d_state), R (dt_rank), A_LOG (the
+// buffer holds A_log; else A), CPW (channels a workgroup).
 // Push constants (RowsPush): rows.
 // Buffers: io (IoRow: sequence, position); u [rows][DI]; dbc [rows][R + 2·N] (dt's low rank
 //          first, B at R, C at R + N); dt_w [DI][R]; dt_bias [DI]; xz [rows][2·DI] (z at DI);
@@ -39,7 +40,11 @@ void main() {
   const uint first = gl_WorkGroupID.x * CPW, end = min(first + CPW, DI);
   for (uint c = first + gl_LocalInvocationID.x; c < end; c += gl_WorkGroupSize.x) {
     float h[N], a[N];
+#if A_LOG
     for (uint n = 0u; n < N; ++n) a[n] = -exp(a_log[c * N + n]);
+#else
+    for (uint n = 0u; n < N; ++n) a[n] = a_log[c * N + n];  // A itself (llama.cpp's ssm_a)
+#endif
     const float skip = d_skip[c];
     for (uint t = 0u; t < pc.rows; ++t) {
       const uint seq = io.rows[t].sequence;

@@ -394,6 +394,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
            "its conv's channels: x (Mamba), or x, B and C (Mamba-2)");
   constant("ssm_conv_offset", "int64_t", i(s.ssm.conv_offset()), "ssm.kind", "where they start in in_proj's output");
   constant("ssm_heads", "int64_t", i(s.ssm.heads), "ssm.heads", "a Mamba-2 layer's heads");
+  constant("ssm_a_log", "bool", s.ssm.a_log ? "true" : "false", "ssm.a_log", "the checkpoint holds A_log (else A)");
   constant("ssm_groups", "int64_t", i(s.ssm.groups), "ssm.groups", "its groups of B and C");
   constant("ssm_dt_min", "double", number_literal(s.ssm.dt_min), "ssm.dt_min", "Mamba-2: dt's lower limit");
   constant("ssm_dt_max", "double", number_literal(std::isinf(s.ssm.dt_max) ? 0.0 : s.ssm.dt_max), "ssm.dt_max",

@@ -264,10 +264,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("WINDOWED", s.ssm.d_conv > 1) + define("CPW", kernels::kSsmChannelsPerGroup);
     case kernels::Family::SsmScan:
       return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("R", s.ssm.dt_rank) +
-             define("CPW", kernels::kSsmChannelsPerGroup);
+             flag("A_LOG", s.ssm.a_log) + define("CPW", kernels::kSsmChannelsPerGroup);
     case kernels::Family::Mamba2Scan:
       return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("H", s.ssm.heads) +
-             define("G", s.ssm.groups) + define("XSTRIDE", s.ssm.in_width()) +
+             define("G", s.ssm.groups) + define("XSTRIDE", s.ssm.in_width()) + flag("A_LOG", s.ssm.a_log) +
              define("DT_MIN", number_literal(s.ssm.dt_min, 9)) + flag("DT_CLAMP", !std::isinf(s.ssm.dt_max)) +
              define("DT_MAX", number_literal(std::isinf(s.ssm.dt_max) ? 0.0 : s.ssm.dt_max, 9)) +
              define("CPW", kernels::kSsmChannelsPerGroup);

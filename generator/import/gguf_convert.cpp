@@ -1,6 +1,7 @@
 #include "generator/import/gguf_convert.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -81,6 +82,14 @@ void for_each_gguf_tensor(const spec::Spec& hf, const spec::Spec& gg, const std:
     if (t.role == Role::Qkv && hf.weights.qkv_layout != gg.weights.qkv_layout) values = qkv_blocks(values, rows, cols, hf);
     if (hf.norm.unit_offset && !gg.norm.unit_offset && is_norm(t.role) && !t.bias)
       for (float& v : values) v += 1.0f;
+    // llama.cpp's Mamba files: A itself (−exp(A_log)); Mamba-2's A and D
+    // as [heads, 1], its grouped norm as [groups, d_inner / groups].
+    if (t.role == Role::SsmA && hf.ssm.a_log && !gg.ssm.a_log)
+      for (float& v : values) v = -std::exp(v);
+    if (gg.weights.preset == "gguf" && gg.ssm.mamba2()) {
+      if (t.role == Role::SsmA || t.role == Role::SsmD) out.shape = {rows, 1};
+      if (t.role == Role::SsmGateNorm) out.shape = {gg.ssm.groups, gg.ssm.d_inner / gg.ssm.groups};
+    }
     if (t.slice < 0) {
       emit(out);
       continue;

@@ -30,6 +30,7 @@ struct Arch {
   bool alibi = false;
   bool encoder = false;  // bidirectional, ending at its hidden states (encoder_sections)
   bool encdec = false;   // an encoder, then a decoder that attends to it (t5_sections)
+  bool ssm = false;      // state-space layers, no attention (ssm_sections)
 };
 constexpr Arch kArchs[] = {
     {"llama", true, false},         {"qwen2", false, false},       {"qwen3", false, false},
@@ -40,6 +41,7 @@ constexpr Arch kArchs[] = {
     {"qwen3moe", false, false},     {"qwen2moe", false, false},
     {"bert", false, false, true, false, true}, {"nomic-bert", false, false, true, false, true},
     {"t5encoder", false, false, false, false, true}, {"t5", false, false, false, false, false, true},
+    {"mamba", false, false, false, false, false, false, true}, {"mamba2", false, false, false, false, false, false, true},
 };
 
 // The MLP activation each LayerNorm family's model computes (GGUF metadata
@@ -252,6 +254,65 @@ void learned_positions(Reader& r, TomlTable& position, int64_t context) {
   if (r.has(kRopeFreqs)) r.problem(kRopeFreqs + ": RoPE factors in a file of learned positions");
   if (const weights::TensorInfo* pe = r.tensor("position_embd.weight"); pe && pe->shape[0] != context)
     position.set("table_size", pe->shape[0], "position_embd rows");
+}
+
+// The token table, token_embd: a matrix, or the import ends here.
+const weights::TensorInfo* embedding_table(Reader& r) {
+  const weights::TensorInfo* embed = r.tensor("token_embd.weight");
+  if (embed == nullptr || embed->shape.size() != 2) {
+    r.problem("token_embd.weight: missing, or not a matrix");
+    throw ImportError(r.problems());
+  }
+  return embed;
+}
+
+// llama.cpp's mamba and mamba2 (every layer a Mamba or Mamba-2 block, no
+// attention): [dims], [norm], [ssm] and [embedding]. Its files hold A
+// itself (the converter writes −exp(A_log)), the conv taps squeezed, and
+// (mamba2) A and D as [heads, 1] and the grouped norm as [groups, d_inner /
+// groups]; ssm.time_step_rank is Mamba-2's head count.
+void ssm_sections(Reader& r, TomlDoc& doc, std::string_view an) {
+  const std::string a = std::string(an) + ".";
+  const bool two = an == "mamba2";
+  const int64_t hidden = r.required(a + "embedding_length");
+  const int64_t layers = r.required(a + "block_count");
+  const int64_t context = r.required(a + "context_length");
+  const weights::TensorInfo* embed = embedding_table(r);
+  TomlTable& dims = doc.table("dims");
+  dims.set("hidden", hidden, a + "embedding_length");
+  dims.set("layers", layers, a + "block_count");
+  dims.set("vocab", embed->shape[0], "token_embd rows");
+  dims.set("max_context", context, a + "context_length (no position table: the longest sequence accepted)");
+
+  TomlTable& norm = doc.table("norm");
+  norm.set("kind", "rmsnorm");
+  const std::string eps_key = a + "attention.layer_norm_rms_epsilon";
+  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
+  else r.problem(eps_key + ": missing");
+
+  TomlTable& m = doc.table("ssm");
+  m.set("kind", two ? "mamba2" : "mamba", "llama.cpp's " + std::string(an));
+  m.set("d_state", r.required(a + "ssm.state_size"), a + "ssm.state_size");
+  m.set("d_conv", r.required(a + "ssm.conv_kernel"), a + "ssm.conv_kernel");
+  const int64_t inner = r.required(a + "ssm.inner_size");
+  if (hidden > 0 && inner % hidden == 0) m.set("expand", inner / hidden, a + "ssm.inner_size / embedding_length");
+  else m.set("d_inner", inner, a + "ssm.inner_size");
+  const int64_t rank = r.required(a + "ssm.time_step_rank");
+  if (two) {
+    m.set("heads", rank, a + "ssm.time_step_rank: Mamba-2's heads");
+    if (rank > 0 && inner % rank == 0) m.set("head_dim", inner / rank, "ssm.inner_size / heads");
+    else r.problem(a + "ssm.time_step_rank: " + std::to_string(rank) + " heads do not split ssm.inner_size " +
+                   std::to_string(inner));
+    m.set("groups", r.integer(a + "ssm.group_count").value_or(1), a + "ssm.group_count");
+  } else {
+    m.set("dt_rank", rank, a + "ssm.time_step_rank");
+    if (const GgufValue* v = r.value(a + "ssm.dt_b_c_rms"); v && std::get_if<bool>(&v->value) && *std::get_if<bool>(&v->value))
+      r.problem(a + "ssm.dt_b_c_rms: Falcon-Mamba's norms of dt, B and C are not supported");
+  }
+  m.set("conv_bias", r.has("blk.0.ssm_conv1d.bias"), "blk.0.ssm_conv1d.bias");
+  m.set("bias", r.has("blk.0.ssm_in.bias"), "blk.0.ssm_in.bias");
+  m.set("a_log", false, "ssm_a holds A = -exp(A_log), as llama.cpp's converter writes it");
+  doc.table("embedding").set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight" : "no output.weight");
 }
 
 // The decoders' sections ([moe] to [output]) of llama.cpp's architecture `arch`.
@@ -693,56 +754,62 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   model.set("source", options.source.empty() ? std::filesystem::path(options.file).filename().string() + " (GGUF metadata)"
                                              : options.source);
 
-  // Dims: the metadata, checked against the tensors where they show them.
-  const int64_t hidden = r.required(a + "embedding_length");
-  const int64_t layers = r.required(a + "block_count");
-  const int64_t heads = r.required(a + "attention.head_count");
-  const int64_t kv_heads = r.integer(a + "attention.head_count_kv").value_or(heads);
-  const int64_t ff = r.required(a + "feed_forward_length");
-  const int64_t context = r.required(a + "context_length");
-  const weights::TensorInfo* embed = r.tensor("token_embd.weight");
-  if (embed == nullptr || embed->shape.size() != 2) {
-    r.problem("token_embd.weight: missing, or not a matrix");
-    throw ImportError(r.problems());
-  }
-  const int64_t vocab = r.integer(a + "vocab_size").value_or(embed->shape[0]);
-  if (embed->shape[1] != hidden)
-    r.problem("token_embd.weight: rows of " + std::to_string(embed->shape[1]) + " values, but " + a +
-              "embedding_length is " + std::to_string(hidden));
-  if (embed->shape[0] != vocab)
-    r.problem("token_embd.weight: " + std::to_string(embed->shape[0]) + " rows, but " + a + "vocab_size is " +
-              std::to_string(vocab));
-  const int64_t key_length = r.integer(a + "attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
-  if (const auto value_length = r.integer(a + "attention.value_length"); value_length && *value_length != key_length)
-    r.problem(a + "attention.value_length " + std::to_string(*value_length) + " differs from key_length " +
-              std::to_string(key_length) + " (the spec has one head_dim)");
-
-  TomlTable& dims = doc.table("dims");
-  dims.set("hidden", hidden, a + "embedding_length");
-  if (arch->encdec) {  // block_count counts the encoder's layers, decoder_block_count the decoder's
-    const std::string key = a + "decoder_block_count";
-    dims.set("layers", r.integer(key).value_or(layers), r.value(key) ? key : "no " + key + ": " + a + "block_count");
-    dims.set("encoder_layers", layers, a + "block_count");
-  } else {
-    dims.set("layers", layers, a + "block_count");
-  }
-  dims.set("heads", heads, a + "attention.head_count");
-  if (kv_heads != heads) dims.set("kv_heads", kv_heads, a + "attention.head_count_kv");
-  if (heads > 0 && key_length != hidden / heads) dims.set("head_dim", key_length, a + "attention.key_length");
-  dims.set("intermediate", ff, a + "feed_forward_length");
-  dims.set("vocab", vocab, "token_embd rows");
-  dims.set("max_context", context, a + "context_length");
-
   std::optional<std::string> mlp_norm_name;  // Falcon-40B's second norm
-  if (arch->encoder) encoder_sections(r, doc, an, a, key_length, context);
-  else if (arch->encdec) t5_sections(r, doc, a, hidden);
-  else decoder_sections(r, doc, arch, hidden, heads, layers, ff, key_length, context, rope_freqs, mlp_norm_name);
+  if (arch->ssm) {
+    ssm_sections(r, doc, an);
+  } else {
+    // Dims: the metadata, checked against the tensors where they show them.
+    const int64_t hidden = r.required(a + "embedding_length");
+    const int64_t layers = r.required(a + "block_count");
+    const int64_t heads = r.required(a + "attention.head_count");
+    const int64_t kv_heads = r.integer(a + "attention.head_count_kv").value_or(heads);
+    const int64_t ff = r.required(a + "feed_forward_length");
+    const int64_t context = r.required(a + "context_length");
+    const weights::TensorInfo* embed = embedding_table(r);
+    const int64_t vocab = r.integer(a + "vocab_size").value_or(embed->shape[0]);
+    if (embed->shape[1] != hidden)
+      r.problem("token_embd.weight: rows of " + std::to_string(embed->shape[1]) + " values, but " + a +
+                "embedding_length is " + std::to_string(hidden));
+    if (embed->shape[0] != vocab)
+      r.problem("token_embd.weight: " + std::to_string(embed->shape[0]) + " rows, but " + a + "vocab_size is " +
+                std::to_string(vocab));
+    const int64_t key_length = r.integer(a + "attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
+    if (const auto value_length = r.integer(a + "attention.value_length"); value_length && *value_length != key_length)
+      r.problem(a + "attention.value_length " + std::to_string(*value_length) + " differs from key_length " +
+                std::to_string(key_length) + " (the spec has one head_dim)");
+
+    TomlTable& dims = doc.table("dims");
+    dims.set("hidden", hidden, a + "embedding_length");
+    if (arch->encdec) {  // block_count counts the encoder's layers, decoder_block_count the decoder's
+      const std::string key = a + "decoder_block_count";
+      dims.set("layers", r.integer(key).value_or(layers), r.value(key) ? key : "no " + key + ": " + a + "block_count");
+      dims.set("encoder_layers", layers, a + "block_count");
+    } else {
+      dims.set("layers", layers, a + "block_count");
+    }
+    dims.set("heads", heads, a + "attention.head_count");
+    if (kv_heads != heads) dims.set("kv_heads", kv_heads, a + "attention.head_count_kv");
+    if (heads > 0 && key_length != hidden / heads) dims.set("head_dim", key_length, a + "attention.key_length");
+    dims.set("intermediate", ff, a + "feed_forward_length");
+    dims.set("vocab", vocab, "token_embd rows");
+    dims.set("max_context", context, a + "context_length");
+
+    if (arch->encoder) encoder_sections(r, doc, an, a, key_length, context);
+    else if (arch->encdec) t5_sections(r, doc, a, hidden);
+    else decoder_sections(r, doc, arch, hidden, heads, layers, ff, key_length, context, rope_freqs, mlp_norm_name);
+  }
 
 
   // Dtypes: every vector one dtype; the matrices' most common dtype.
   std::map<DType, std::vector<std::string>> matrix_dtypes, vector_dtypes;
-  for (const auto& [name, t] : r.tensors()) (t->shape.size() >= 2 ? matrix_dtypes : vector_dtypes)  // stacked experts: rank 3
-       [t->dtype].push_back(name);
+  // (A state-space layer's conv taps, A, D and grouped norm are f32 arrays
+  // whatever their rank: vectors.)
+  const auto ssm_param = [](const std::string& name) {
+    return name.ends_with(".ssm_conv1d.weight") || name.ends_with(".ssm_a") || name.ends_with(".ssm_d") ||
+           name.ends_with(".ssm_norm.weight");
+  };
+  for (const auto& [name, t] : r.tensors())
+    (t->shape.size() >= 2 && !ssm_param(name) ? matrix_dtypes : vector_dtypes)[t->dtype].push_back(name);
   auto one_dtype = [&](const std::map<DType, std::vector<std::string>>& found, const char* what) -> std::optional<DType> {
     if (found.empty()) return std::nullopt;
     if (found.size() > 1) {
@@ -894,7 +961,7 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
     std::vector<int64_t> shape = t.shape;
     if (t.slice >= 0) shape.insert(shape.begin(), result.spec.moe.experts);  // the layer's experts stacked
     if (found == nullptr) problems.push_back(path + ": " + t.name + ": the imported spec has it, the file does not");
-    else if (found->shape != shape)
+    else if (!same_values(shape, found->shape))
       problems.push_back(path + ": " + t.name + ": the imported spec's shape differs from the file's");
   }
   for (const weights::TensorInfo& t : file.tensors()) {
@@ -921,9 +988,10 @@ const Arch& arch_of(const Spec& s) {
   auto pick = [](std::string_view name) -> const Arch& { return *find_arch(name); };
   using spec::NormPlacement;
   using spec::QKNorm;
-  if (s.ssm.enabled())
-    throw Error(ErrorKind::Unsupported, "ssm: llama.cpp's mamba architecture (ssm_* tensors, A stored as −exp(A_log)) "
-                                        "is not read or written yet");
+  if (s.ssm.hybrid())
+    throw Error(ErrorKind::Unsupported, "ssm.attention_layers: llama.cpp's hybrids (granitehybrid, jamba) are not "
+                                        "read or written yet");
+  if (s.ssm.enabled()) return pick(s.ssm.mamba2() ? "mamba2" : "mamba");
   if (s.encoder_decoder()) {
     if (s.position.kind != spec::PositionKind::Relative)
       throw Error(ErrorKind::Unsupported, "position.kind: llama.cpp's one encoder-decoder, t5, has T5's relative "
@@ -1034,6 +1102,44 @@ void encoder_refusals(const Spec& s, std::string_view arch) {
 
 }  // namespace
 
+namespace {
+
+// llama.cpp's mamba and mamba2 metadata (its converter's keys), or what it
+// cannot say: an Error naming the field.
+std::map<std::string, GgufValue> ssm_metadata(const Spec& s, std::string_view an) {
+  auto refuse = [&](const std::string& field, const std::string& why) {
+    throw Error(ErrorKind::Unsupported, field + ": llama.cpp's " + std::string(an) + " " + why);
+  };
+  const spec::Ssm& m = s.ssm;
+  if (m.a_log) refuse("ssm.a_log", "files hold A itself (ssm_a = -exp(A_log)): a twin has a_log = false");
+  if (m.bias) refuse("ssm.bias", "has no in_proj or out_proj biases");
+  if (!m.conv_bias) refuse("ssm.conv_bias", "has a conv bias");
+  if (m.dt_min > 0 || !std::isinf(m.dt_max)) refuse("ssm.dt_min", "does not clamp dt");
+  if (!m.mamba2() && m.d_inner != 2 * s.dims.hidden) refuse("ssm.d_inner", "converter takes d_inner = 2 × hidden");
+  const std::string a = std::string(an) + ".";
+  const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+  std::map<std::string, GgufValue> out;
+  out["general.architecture"] = std::string(an);
+  out["general.name"] = s.name;
+  out["general.file_type"] = file_type(s.weights.dtype);
+  out[a + "vocab_size"] = u32(s.dims.vocab);
+  out[a + "context_length"] = u32(s.dims.max_context);
+  out[a + "embedding_length"] = u32(s.dims.hidden);
+  out[a + "block_count"] = u32(s.dims.layers);
+  out[a + "feed_forward_length"] = u32(0);    // "unused, but required when loading" (the converter)
+  out[a + "attention.head_count"] = u32(0);
+  out[a + "attention.layer_norm_rms_epsilon"] = GgufValue(static_cast<float>(s.norm.eps));
+  out[a + "ssm.conv_kernel"] = u32(m.d_conv);
+  out[a + "ssm.inner_size"] = u32(m.d_inner);
+  out[a + "ssm.state_size"] = u32(m.d_state);
+  out[a + "ssm.time_step_rank"] = u32(m.mamba2() ? m.heads : m.dt_rank);
+  if (m.mamba2()) out[a + "ssm.group_count"] = u32(m.groups);
+  else out[a + "ssm.dt_b_c_rms"] = false;
+  return out;
+}
+
+}  // namespace
+
 spec::Spec gguf_twin(const spec::Spec& spec) {
   Spec s = spec;
   const Arch& arch = arch_of(s);
@@ -1048,6 +1154,7 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
                              scale_by_hidden(arch.name, s.dims.layers) ? s.dims.hidden / s.dims.heads : s.dims.head_dim));
   if (s.attention.scale && std::abs(*s.attention.scale - implied) < 1e-12 * implied)
     s.attention.scale = scale_by_hidden(arch.name, s.dims.layers) ? std::optional<double>(implied) : std::nullopt;
+  if (arch.ssm) s.ssm.a_log = false;  // the converter writes A = −exp(A_log)
   s.weights.preset = "gguf";
   s.weights.names = spec::preset_names("gguf", s.norm.placement);
   if (arch.name == "t5encoder")
@@ -1073,6 +1180,7 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
 std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   const Arch& arch = arch_of(s);
   auto refuse = [](const std::string& what) { throw Error(ErrorKind::Unsupported, what); };
+  if (arch.ssm) return ssm_metadata(s, arch.name);
   if (arch.interleaved && s.position.pairing != spec::RopePairing::Interleaved)
     refuse("position.pairing: llama.cpp's Llama files pair RoPE dims interleaved (their q/k rows permuted)");
   if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk)

@@ -33,6 +33,11 @@ std::string text(const std::vector<std::string>& items) {
   for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + text(items[i]);
   return out + "]";
 }
+std::string text(const std::vector<int64_t>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + std::to_string(items[i]);
+  return out + "]";
+}
 std::string text(const std::vector<bool>& items) {
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + text(static_cast<bool>(items[i]));
@@ -150,6 +155,8 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
     d.field("ssm.groups", a.ssm.groups, b.ssm.groups);
     d.field("ssm.dt_min", a.ssm.dt_min, b.ssm.dt_min);
     d.field("ssm.dt_max", a.ssm.dt_max, b.ssm.dt_max);
+    d.field("ssm.a_log", a.ssm.a_log, b.ssm.a_log);
+    d.field("ssm.attention_layers", a.ssm.attention_layers, b.ssm.attention_layers);
     d.field("ssm.conv_bias", a.ssm.conv_bias, b.ssm.conv_bias);
     d.field("ssm.bias", a.ssm.bias, b.ssm.bias);
   }

@@ -367,6 +367,7 @@ void read_ssm(Table t, Spec& s) {
   set(m.dt_max, t.number("dt_max", false, 0.0, 1e300, true));
   set(m.conv_bias, t.boolean("conv_bias"));
   set(m.bias, t.boolean("bias"));
+  set(m.a_log, t.boolean("a_log"));
   if (const toml::array* layers = t.array("attention_layers")) {
     for (const toml::node& item : *layers) {
       if (!item.is_integer() || *item.value<int64_t>() < 0) {

@@ -238,6 +238,18 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::KvANorm] = L + "attn_kv_a_norm";
     n[Role::KvB] = L + "attn_kv_b";
     n[Role::GateUp] = L + "ffn_up";  // Phi-3: gate and up in one tensor
+    // mamba and mamba2: the mixer's norm is attn_norm; A (stored as A, not
+    // A_log) and D have no suffix, Mamba-2's dt_bias is ssm_dt's bias.
+    n[Role::SsmNorm] = L + "attn_norm";
+    n[Role::SsmIn] = L + "ssm_in";
+    n[Role::SsmConv] = L + "ssm_conv1d";
+    n[Role::SsmX] = L + "ssm_x";
+    n[Role::SsmDt] = L + "ssm_dt";
+    n[Role::SsmA] = L + "ssm_a";
+    n[Role::SsmD] = L + "ssm_d";
+    n[Role::SsmDtBias] = L + "ssm_dt.bias";
+    n[Role::SsmGateNorm] = L + "ssm_norm";
+    n[Role::SsmOut] = L + "ssm_out";
     n[Role::Down] = L + "ffn_down";
     n[Role::Router] = L + "ffn_gate_inp";
     n[Role::FinalNorm] = "output_norm";

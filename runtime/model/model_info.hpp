@@ -47,6 +47,9 @@ struct ModelInfo {
   int64_t encoder_layers = 0;
   int64_t cache_layers = 0;  // the KV caches of a sequence: the plan's cache layers (core/spec.hpp)
   int32_t decoder_start = -1;
+  // A state-space model's checkpoint holds A_log (A = −exp(A_log)), or A
+  // itself (llama.cpp's ssm_a): what random weights must draw.
+  bool ssm_a_log = true;
 };
 
 const ModelInfo& model_info();

@@ -31,6 +31,12 @@ double silu(double v) { return v / (1.0 + std::exp(-v)); }
 // torch's softplus (beta 1, threshold 20): linear above the threshold.
 double softplus(double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); }
 
+// A state-space layer's decay A from what the checkpoint holds: A_log
+// (A = −exp(A_log)), or A itself (llama.cpp's ssm_a).
+double ssm_a(const spec::Ssm& m, float stored) {
+  return m.a_log ? -std::exp(static_cast<double>(stored)) : static_cast<double>(stored);
+}
+
 double uniform(uint64_t& state) {  // [-1, 1)
   return static_cast<double>(next(state) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
 }
@@ -52,7 +58,11 @@ Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale) {
   for (const spec::TensorSpec& t : spec::build_manifest(spec).tensors) {
     std::vector<float> values(static_cast<size_t>(t.elements()));
     const bool near_one = is_norm(t.role) && !t.bias && !spec.norm.unit_offset;
-    for (float& v : values) v = static_cast<float>((near_one ? 1.0 : 0.0) + scale * uniform(state));
+    for (float& v : values) {
+      const double u = uniform(state);
+      const std::optional<double> ssm = ssm_parameter(t.role, t.bias, spec.ssm.a_log, (u + 1.0) / 2.0);
+      v = static_cast<float>(ssm ? *ssm : (near_one ? 1.0 : 0.0) + scale * u);
+    }
     std::vector<float>& stored = w.tensors[t.name];
     if (t.slice > 0) stored.insert(stored.end(), values.begin(), values.end());  // the next slice of a stack
     else stored = std::move(values);
@@ -413,7 +423,7 @@ std::vector<double> Reference::mamba(Layer& L, const std::vector<double>& h) con
     double* hs = L.scan_state.data() + c * state;
     double sum = 0;
     for (size_t n = 0; n < state; ++n) {
-      const double A = -std::exp(static_cast<double>(L.ssm_a_log[c * state + n]));
+      const double A = ssm_a(m, L.ssm_a_log[c * state + n]);
       hs[n] = std::exp(dt[c] * A) * hs[n] + dt[c] * B[n] * u[c];
       sum += C[n] * hs[n];
     }
@@ -468,7 +478,7 @@ std::vector<double> Reference::mamba2(Layer& L, const std::vector<double>& h) co
   for (size_t hd = 0; hd < heads; ++hd) {
     double dt = softplus(dt_raw[hd] + static_cast<double>(L.ssm_dt_bias[hd]));
     dt = std::min(std::max(dt, m.dt_min), m.dt_max);
-    const double A = -std::exp(static_cast<double>(L.ssm_a_log[hd]));
+    const double A = ssm_a(m, L.ssm_a_log[hd]);
     const double decay = std::exp(dt * A);
     const size_t g = hd / heads_per_group;
     for (size_t i = 0; i < head_dim; ++i) {

@@ -332,9 +332,9 @@ std::vector<std::string> audit(std::span<const TensorInfo* const> tensors, std::
     const TensorInfo* t = found->second;
     std::vector<int64_t> shape = e.stored_shape();
     if (e.slice >= 0) shape.insert(shape.begin(), stacked[e.name]);  // [entries][shape…]
-    // A vector may be stored as a row ([1, n]: BART's final_logits_bias).
-    const bool row_vector = shape.size() == 1 && t->shape.size() == 2 && t->shape[0] == 1 && t->shape[1] == shape[0];
-    if (t->shape != shape && !row_vector)
+    // A vector may be stored as a row ([1, n]: BART's final_logits_bias),
+    // or in llama.cpp's reshapes of the same values (core/contract.hpp).
+    if (!same_values(shape, t->shape))
       problems.push_back(name + ": shape " + shape_string(shape) + " expected, " + shape_string(t->shape) + " found");
     if (t->dtype != e.dtype)
       problems.push_back(name + ": dtype " + std::string(dtype_name(e.dtype)) + " expected, " +

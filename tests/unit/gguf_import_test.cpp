@@ -182,10 +182,10 @@ TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF met
       // ModernBERT: an encoder of pre-norm blocks, none of llama.cpp's
       // bert, nomic-bert and t5encoder; RoBERTa, XLM-R: llama.cpp's
       // converter cuts their first position rows; BART: llama.cpp's one
-      // encoder-decoder is t5; Mamba: llama.cpp's mamba is not converted
-      // yet; dynamic NTK RoPE: llama.cpp has none.
+      // encoder-decoder is t5; Bamba: llama.cpp's hybrids are not read or
+      // written yet; dynamic NTK RoPE: llama.cpp has none.
       MESSAGE(entry.path().filename().string() << ": " << std::string(e.what()));
-      CHECK((original.moe.enabled() || original.ssm.enabled() ||
+      CHECK((original.moe.enabled() || original.ssm.hybrid() ||
              original.position.scaling.kind == spec::RopeScaling::DynamicNtk || (original.encoder() && original.position.offset > 0) ||
              (original.encoder_decoder() && original.position.kind != spec::PositionKind::Relative) ||
              (original.encoder() && original.norm.placement == spec::NormPlacement::Pre &&
@@ -230,7 +230,7 @@ TEST_CASE("the GGUF twin of a Llama spec pairs RoPE interleaved and names tensor
 // twin imports back to it.
 TEST_CASE("the hand-written GGUF twins of the tiny models are their GGUF twins, and import back") {
   for (const std::string name : {"llama-gqa", "gpt2", "gemma2", "gemma3", "olmo2", "qwen3", "phi3", "neox", "bloom",
-                                 "phi2", "falcon", "mpt", "llama3-rope"}) {
+                                 "phi2", "falcon", "mpt", "llama3-rope", "mamba", "mamba2"}) {
     CAPTURE(name);
     const spec::Spec twin = gguf_twin(tiny(name + ".toml"));
     const spec::Spec written = tiny(name + "-gguf.toml");
@@ -269,8 +269,8 @@ TEST_CASE("what a spec cannot say is an error naming the key or tensor, all at o
   const std::vector<weights::TensorInfo> tensors = tensors_of(twin);
 
   Metadata unknown = good;
-  unknown["general.architecture"] = std::string("mamba");
-  CHECK(import_errors(unknown, tensors).find("x.gguf: general.architecture \"mamba\" is not supported (supported: llama, "
+  unknown["general.architecture"] = std::string("jamba");
+  CHECK(import_errors(unknown, tensors).find("x.gguf: general.architecture \"jamba\" is not supported (supported: llama, "
                                              "qwen2") != std::string::npos);
 
   Metadata missing = good;
