@@ -46,7 +46,8 @@ namespace lathe::push {
   X(gate_row0, "first weight row of W (a fused gate_up tensor's half)")     \
   X(up_row0, "first weight row of W2 (gated MLPs)")                         \
   X(col0, "first output column (a row range of a split matrix)")           \
-  X(y_stride, "y's row width")
+  X(y_stride, "y's row width")                                              \
+  X(expert0, "experts: the first expert of the part this dispatch binds")
 
 // rope_kv.comp and attention.comp: q, k, v live in one buffer each or in one
 // fused qkv buffer; element (t, i) of q is at q_offset + t * q_stride + i.

@@ -40,6 +40,8 @@
 //              matrices of n rows stacked; the workgroup's token rows are the
 //              slots moe_route listed for e, x read at the slot's token
 //              (slot / TOPK) or, X_OF_SLOT, at the slot itself; y written at the slot
+//              (W and W2 may hold a part of the experts, PART_EXPERTS from push
+//              expert0: a mixture too large for one binding is several dispatches)
 // Specialization constants: 0 the workgroup size (the subgroup size × GROUPS;
 // 128 tiled), 1 ROWS, 2 TOKENS, 3 XT (tiled: units of 32 values of K a
 // step), 4 GROUPS: subgroups a workgroup in decode, each its own ROWS rows
@@ -84,7 +86,11 @@ uint expert() { return gl_WorkGroupID.z < route[EXPERTS] ? route[EXPERTS + 1u + 
 #endif
 uint tile_rows() {
 #if EXPERT_MODE
-  return gl_WorkGroupID.z < route[EXPERTS] ? route[expert()] : 0u;
+  // An expert outside this dispatch's part (experts expert0 … expert0 +
+  // PART_EXPERTS − 1 in its binding) is another dispatch's.
+  const uint e = expert();
+  if (e < pc.expert0 || e >= pc.expert0 + PART_EXPERTS) return 0u;
+  return gl_WorkGroupID.z < route[EXPERTS] ? route[e] : 0u;
 #else
   return pc.rows;
 #endif
@@ -105,7 +111,7 @@ uint x_row(uint t) {
 }
 uint expert_row0() {
 #if EXPERT_MODE
-  return expert() * pc.n;
+  return (expert() - pc.expert0) * pc.n;
 #else
   return 0u;
 #endif

@@ -257,18 +257,18 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
     // moe_route keeps a bit per expert of its lane's share, 32 at most, on
     // subgroups of 8 lanes or more.
     if (s.moe.experts > 256) refuse("moe.experts", "at most 256 experts");
-    // A layer's experts of one role are one binding (the kernel finds expert
-    // e's rows at e · n of it): all of them must fit weights.max_part_bytes.
+    // A layer's experts of one role are bound in parts of whole experts
+    // (one binding, or as many as max_part_bytes holds each): one expert's
+    // matrix must fit a binding.
     for (int64_t l = 0; l < s.dims.layers; ++l) {
       if (!s.moe.sparse(l)) continue;
       const int64_t d = s.dims.hidden, i = s.moe.expert_intermediate;
       const int64_t widest = std::max(device_tensor_bytes(s.weights.matrix_dtype(Role::ExpertGate, l), 2, i, d),
                                       device_tensor_bytes(s.weights.matrix_dtype(Role::ExpertDown, l), 2, d, i));
-      if (s.moe.experts * widest > s.weights.max_part_bytes) {
-        refuse("moe.experts", "a layer's " + std::to_string(s.moe.experts) + " experts of one role take " +
-                                  std::to_string(s.moe.experts * widest) + " bytes, over weights.max_part_bytes (" +
-                                  std::to_string(s.weights.max_part_bytes) + "), the most one binding holds; a smaller "
-                                  "dtype fits them");
+      if (widest > s.weights.max_part_bytes) {
+        refuse("moe.expert_intermediate", "one expert's matrix takes " + std::to_string(widest) +
+                                              " bytes, over weights.max_part_bytes (" +
+                                              std::to_string(s.weights.max_part_bytes) + "), the most one binding holds");
         break;
       }
     }

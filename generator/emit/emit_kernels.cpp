@@ -207,6 +207,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("SCALED", e.scaled) + define("OUT_SCALE", number_literal(e.scaled ? s.output.scale : 1.0, 9)) +
              flag("EXPERT_MODE", e.experts != 0) + define("EXPERTS", e.experts ? s.moe.experts : 0) +
              define("TOPK", e.experts ? s.moe.top_k : 0) +
+             define("PART_EXPERTS", e.part_experts ? e.part_experts : (e.experts ? s.moe.experts : 0)) +
              flag("X_OF_SLOT", e.experts == 2);
     }
     case kernels::Family::RopeKv: {

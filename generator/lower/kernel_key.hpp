@@ -27,6 +27,10 @@ struct Epilogue {
   // Expert matmuls (grid z: the experts): the token rows routed to each, read
   // through moe_route's lists: 1 x by token (gate/up), 2 x by slot (down).
   uint8_t experts = 0;
+  // Experts whose matrices of a role are over max_part_bytes together: the
+  // experts one binding (a part) holds, each dispatch the part from its
+  // push constant expert0 (0: one binding holds them all).
+  uint16_t part_experts = 0;
   bool operator==(const Epilogue&) const = default;
 };
 
@@ -77,6 +81,7 @@ struct KernelKey {
         if (epilogue.softcap) n += "_softcap";
         if (epilogue.scaled) n += "_scaled";
         if (epilogue.experts) n += epilogue.experts == 1 ? "_experts" : "_experts_slot";
+        if (epilogue.part_experts) n += "_part" + std::to_string(epilogue.part_experts);
         return n;
       }
       case kernels::Family::RopeKv:

@@ -374,28 +374,38 @@ class Lowering {
         const bool fold = norm_ && norm_->out == op.in[0];  // the MLP's norm, applied as x is read
         const Loc x = loc(i, fold ? norm_->in[0] : op.in[0]), routing = loc(i, op.in[1]);
         const Loc out = materialize(op.out);
+        // A layer's experts of a role stacked in one binding, or (over
+        // max_part_bytes together) in parts of as many experts as one
+        // binding holds, a dispatch each; the kernel finds expert e's rows
+        // at (e − expert0) · n of its part.
+        const int64_t experts = op.dims[0], one = bytes(op.tensor[0], op.dims[1], op.dims[2]);
+        if (one > max_part_bytes_)
+          unsupported(i, "one expert's matrix takes " + std::to_string(one) + " bytes, over max_part_bytes (" +
+                             std::to_string(max_part_bytes_) + ")");
+        const int64_t per_part = std::min(experts, max_part_bytes_ / one);
         const Epilogue e{.gated = gated, .act = static_cast<Activation>(op.variant), .norm = fold,
-                         .experts = static_cast<uint8_t>(gated ? 1 : 2)};
-        std::map<std::string, Binding> b = {{"w", plan::pack(expert_pack(op.tensor[0], stride, op.dims[0]))},
-                                            {"x", plan::activation(x.slot)},
-                                            {"y", plan::activation(out.slot)},
-                                            {"route", plan::activation(routing.slot)}};
-        if (fold) {
-          b["norm_scale"] = plan::weight(norm_->tensor[0]);
-          b["norm_shift"] = vector_or_none(norm_->tensor[1]);
-        }
-        if (gated) b["w2"] = plan::pack(expert_pack(op.tensor[1], stride, op.dims[0]));
+                         .experts = static_cast<uint8_t>(gated ? 1 : 2),
+                         .part_experts = static_cast<uint16_t>(per_part < experts ? per_part : 0)};
         const uint32_t rows = static_cast<uint32_t>(op.dims[1]);
-        // Experts are not split into row ranges: the kernel finds expert e's
-        // rows at e · n of the one binding.
-        if (const int64_t all = op.dims[0] * bytes(op.tensor[0], op.dims[1], op.dims[2]); all > max_part_bytes_)
-          unsupported(i, "the experts' stacked matrices take " + std::to_string(all) + " bytes, over max_part_bytes (" +
-                             std::to_string(max_part_bytes_) + "); a smaller dtype fits them");
-        Dispatch& d = emit(i, matmul_key(op.dims[2], dtype(op.tensor[0]), e), plan::Grid::Experts, std::move(b),
-                           {{"n", rows}, {"gate_row0", 0}, {"up_row0", 0}, {"y_stride", rows}});
-        d.groups_x = rows;
-        d.groups_z = static_cast<uint32_t>(op.dims[0]);
-        d.groups_z_per_row = static_cast<uint32_t>(op.dims[3]);  // a chunk of T rows uses at most T · top_k experts
+        for (int64_t e0 = 0; e0 < experts; e0 += per_part) {
+          const int64_t count = std::min(per_part, experts - e0);
+          const int32_t first = static_cast<int32_t>(e0) * stride;
+          std::map<std::string, Binding> b = {{"w", plan::pack(expert_pack(op.tensor[0] + first, stride, count))},
+                                              {"x", plan::activation(x.slot)},
+                                              {"y", plan::activation(out.slot)},
+                                              {"route", plan::activation(routing.slot)}};
+          if (fold) {
+            b["norm_scale"] = plan::weight(norm_->tensor[0]);
+            b["norm_shift"] = vector_or_none(norm_->tensor[1]);
+          }
+          if (gated) b["w2"] = plan::pack(expert_pack(op.tensor[1] + first, stride, count));
+          Dispatch& d = emit(i, matmul_key(op.dims[2], dtype(op.tensor[0]), e), plan::Grid::Experts, std::move(b),
+                             {{"n", rows}, {"gate_row0", 0}, {"up_row0", 0}, {"y_stride", rows},
+                              {"expert0", static_cast<uint32_t>(e0)}});
+          d.groups_x = rows;
+          d.groups_z = static_cast<uint32_t>(experts);  // every expert with tokens: the part's run, the others leave
+          d.groups_z_per_row = static_cast<uint32_t>(op.dims[3]);  // a chunk of T rows uses at most T · top_k experts
+        }
         return 1;
       }
       case OpKind::MoeCombine: {

@@ -178,6 +178,32 @@ TEST_CASE("a Mamba layer lowers to in_proj, ssm_conv, x_proj, ssm_scan and out_p
   }
 }
 
+// A mixture whose experts of a role are over max_part_bytes together: each
+// role's experts bound in parts of whole experts (3 of 8 at 36,864 bytes), a
+// dispatch a part from its expert0, every one over all the routed experts.
+TEST_CASE("experts over max_part_bytes together are bound in parts of whole experts, a dispatch each") {
+  spec::Diagnostics diagnostics("tests/specs/tiny/moe-split-experts.toml");
+  const auto s = spec::parse_spec_file(LATHE_SOURCE_DIR "/tests/specs/tiny/moe-split-experts.toml", diagnostics);
+  REQUIRE(s);
+  const auto model = lower::plan_model(*s, diagnostics);
+  REQUIRE_MESSAGE(model, diagnostics.format());
+  const lower::Plan& p = model->plan;
+  std::vector<uint32_t> firsts;
+  std::vector<size_t> sizes;
+  for (const lower::Dispatch& d : p.dispatches) {
+    if (d.layer != 1 || d.grid != plan::Grid::Experts) continue;
+    CHECK(p.kernel_name(d).ends_with("_part3"));
+    CHECK(d.groups_z == 8);  // every routed expert: the part's run
+    firsts.push_back(d.push_value("expert0"));
+    const plan::Binding w = d.binding("w");
+    REQUIRE(w.resource == plan::Resource::Pack);
+    sizes.push_back(p.packs[static_cast<size_t>(w.index)].weights.size());
+  }
+  // gate/up, then down: parts of experts 0-2, 3-5, 6-7 each.
+  CHECK(firsts == std::vector<uint32_t>{0, 3, 6, 0, 3, 6});
+  CHECK(sizes == std::vector<size_t>{3, 3, 2, 3, 3, 2});
+}
+
 // Sliding windows by pattern: windowed layers run an attention instance with
 // their window and get a ring cache in the plan; the others see every key.
 TEST_CASE("windowed and full layers: their attention instances and the plan's per-layer windows") {
@@ -375,10 +401,16 @@ TEST_CASE("max_part_bytes: read from the spec, range-checked, and refused where 
   CHECK_FALSE(small);
   CHECK_MESSAGE(too_small.find("n.toml:15") != std::string::npos, too_small);
   CHECK(too_small.find("1024") != std::string::npos);
-  // The experts' matrices, stacked for one dispatch, are not split.
+  // The experts' matrices are bound in parts of whole experts (6 of 4,096
+  // bytes: 4 and 2 at 16,384), never an expert's rows apart: one expert over
+  // the limit is refused, by name.
   const auto [moe, experts] = plan("[moe]\nexperts = 6\ntop_k = 2\nexpert_intermediate = 32", "max_part_bytes = 16384");
-  CHECK_FALSE(moe);
-  CHECK(experts.find("the experts' stacked matrices take 24576 bytes, over max_part_bytes (16384)") != std::string::npos);
+  REQUIRE_MESSAGE(moe, experts);
+  const auto [big, expert] = plan("[moe]\nexperts = 6\ntop_k = 2\nexpert_intermediate = 512", "max_part_bytes = 16384");
+  CHECK_FALSE(big);
+  CHECK_MESSAGE(expert.find("one expert's matrix takes 65536 bytes, over max_part_bytes (16384)") !=
+                    std::string::npos,
+                expert);
   // Phi-3's fused gate_up (192 rows of 128 bytes) and GPT-2's learned
   // position table (f32) are not split either: refused, by name.
   using Case = std::pair<std::string, std::string>;

@@ -1458,19 +1458,29 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       }
       vk::Buffer hb = buffer_of(device, guarded(std::vector<float>(size_t{R} * K * NI, kGuard)));
       // An expert matmul as the session dispatches it: decode, prefill or
-      // tiled, grid z the experts with tokens (at most R · K).
-      const auto run_experts = [&](const emit::KernelInstance& k, vk::Binding w, vk::Binding w2, const vk::Buffer& in,
+      // tiled, grid z the experts with tokens (at most R · K); experts over
+      // one binding's bytes (DeepSeek-V3 in bf16) a dispatch per part, its
+      // PART_EXPERTS experts' rows bound alone from expert0 on.
+      const auto run_experts = [&](const emit::KernelInstance& k, Weights& w, Weights* w2, const vk::Buffer& in,
                                    const vk::Buffer& out, vk::Binding norm_scale, uint32_t n) {
         const uint32_t lanes = device.info().subgroup_size, per_group = tile.rows_per_group(lanes);
-        gpu.run(m, k,
-                kernels::MatmulBindings<vk::Binding>{.w = w, .w2 = w2, .x = whole(in), .bias = gpu.no_buffer(),
-                                                     .bias2 = gpu.no_buffer(), .y = whole(out), .norm_scale = norm_scale,
-                                                     .norm_shift = gpu.no_buffer(), .route = whole(rb)},
-                push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0, .col0 = 0, .y_stride = n},
-                (n + per_group - 1) / per_group, (R + tile.tokens - 1) / tile.tokens, {tile.rows, tile.tokens, tile.texels, tile.groups},
-                std::min(E, R * K), tile.threads(lanes));
+        const uint32_t part = Constants(k).u("PART_EXPERTS");
+        for (uint32_t e0 = 0; e0 < E; e0 += part) {
+          const int64_t first = int64_t{e0} * n, rows = int64_t{std::min(part, E - e0)} * n;
+          const bool whole_set = part >= E;
+          gpu.run(m, k,
+                  kernels::MatmulBindings<vk::Binding>{
+                      .w = whole_set ? vk::Binding(w.binding()) : vk::Binding(w.range(first, rows)),
+                      .w2 = !w2 ? gpu.no_texels() : whole_set ? vk::Binding(w2->binding()) : vk::Binding(w2->range(first, rows)),
+                      .x = whole(in), .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(out),
+                      .norm_scale = norm_scale, .norm_shift = gpu.no_buffer(), .route = whole(rb)},
+                  push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0, .col0 = 0, .y_stride = n,
+                                   .expert0 = e0},
+                  (n + per_group - 1) / per_group, (R + tile.tokens - 1) / tile.tokens,
+                  {tile.rows, tile.tokens, tile.texels, tile.groups}, std::min(E, R * K), tile.threads(lanes));
+        }
       };
-      run_experts(*gated_k, gate.binding(), up.binding(), xb, hb, norm ? vk::Binding(whole(gb)) : gpu.no_buffer(), NI);
+      run_experts(*gated_k, gate, &up, xb, hb, norm ? vk::Binding(whole(gb)) : gpu.no_buffer(), NI);
       const std::vector<float> h = read_back<float>(device, hb, size_t{R} * K * NI + kGuardWords);
       NormalizedError eh;
       for (uint32_t slot = 0; slot < R * K; ++slot) {
@@ -1492,7 +1502,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       const std::vector<float> hin = random_floats(size_t{R} * K * I);
       vk::Buffer hinb = buffer_of(device, hin);
       vk::Buffer yb = buffer_of(device, guarded(std::vector<float>(size_t{R} * K * ND, kGuard)));
-      run_experts(*down_k, down.binding(), gpu.no_texels(), hinb, yb, gpu.no_buffer(), ND);
+      run_experts(*down_k, down, nullptr, hinb, yb, gpu.no_buffer(), ND);
       const std::vector<float> y = read_back<float>(device, yb, size_t{R} * K * ND + kGuardWords);
       NormalizedError ey;
       for (uint32_t slot = 0; slot < R * K; ++slot) {
