@@ -10,10 +10,12 @@
 namespace lathe::spec {
 namespace {
 
-// Attention FLOPs of one query attending to `keys` keys, all layers.
+// Attention FLOPs of one query attending to `keys` keys, all layers (a
+// hybrid's attention layers only: its state-space layers attend to nothing).
 double attention_flops(const Spec& s, int64_t keys) {
   double total = 0;
   for (int64_t l = 0; l < s.dims.layers; ++l) {
+    if (s.ssm.layer(l)) continue;
     const int64_t k = s.attention.windowed(l) ? std::min(keys, s.attention.sliding_window) : keys;
     // q·kᵀ and p·v; in double: heads·head_dim·k overflows int64 for a large --decode context.
     total += 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim) * static_cast<double>(k);
@@ -33,6 +35,7 @@ double prefill_attention_flops(const Spec& s, int64_t T) {
   };
   double total = 0;
   for (int64_t l = 0; l < s.dims.layers; ++l) {
+    if (s.ssm.layer(l)) continue;
     const double k = s.attention.windowed(l) ? keys(static_cast<double>(s.attention.sliding_window))
                                              : keys(static_cast<double>(T));
     total += 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim) * k;
