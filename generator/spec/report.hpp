@@ -92,9 +92,15 @@ Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths
 
 std::string format_report(const Report& report);  // a table for people
 nlohmann::json report_json(const Report& report);
+// Pictures for people (generator/spec/report_svg.cpp): parameters and FLOPs
+// per layer and component, and the cache against context beside the
+// weights. Every number it shows is report_json's, named by a data-key
+// attribute (a JSON pointer into it); the whole of report_json is its
+// <metadata>.
+std::string report_svg(const Report& report);
 
-// The table's numbers: digits in groups of three ("8,192"); 4 significant
-// digits and an SI prefix ("16.06 GFLOP"); bytes in
+// The table's and the pictures' numbers: digits in groups of three
+// ("8,192"); 4 significant digits and an SI prefix ("16.06 GFLOP"); bytes in
 // binary units ("14.96 GiB").
 std::string grouped(int64_t v);
 std::string human(double v, const char* unit);
