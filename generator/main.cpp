@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -54,13 +57,63 @@ std::optional<lathe::spec::Spec> load_spec(const std::string& path) {
   return spec;
 }
 
+// Writes `text` to `path`; false (and why, naming the file and the option)
+// when it cannot.
+bool write_file(const std::string& path, const std::string& text, const char* option) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (file) file << text;
+  if (file) file.close();
+  if (!file) {
+    std::cerr << "lathe report: " << option << " " << path << ": cannot write: " << std::strerror(errno) << "\n";
+    return false;
+  }
+  return true;
+}
+
+// The report's pictures as a PNG: rsvg-convert (librsvg) renders the SVG,
+// read from a temporary file beside nothing else lathe writes.
+bool write_png(const std::string& path, const std::string& svg) {
+  // The PNG's path is checked first, so that its error names it rather
+  // than leaving rsvg-convert's to explain.
+  if (!write_file(path, "", "--png")) return false;
+  std::string temp = (std::filesystem::temp_directory_path() / "lathe-report-XXXXXX.svg").string();
+  const int fd = mkstemps(temp.data(), 4);
+  if (fd < 0) {
+    std::cerr << "lathe report: --png: cannot create a temporary file in "
+              << std::filesystem::temp_directory_path().string() << ": " << std::strerror(errno) << "\n";
+    return false;
+  }
+  close(fd);
+  const bool written = write_file(temp, svg, "--png");
+  const lathe::driver::Command command = {"rsvg-convert", "--format", "png", "--output", path, temp};
+  const int status = written ? lathe::driver::run_all({command}).front() : 1;
+  std::filesystem::remove(temp);
+  std::error_code ignored;
+  if (status != 0) std::filesystem::remove(path, ignored);  // no empty PNG left behind
+  if (!written) return false;
+  if (status == 127) {
+    std::cerr << "lathe report: --png needs rsvg-convert on the PATH (Debian and Ubuntu: the librsvg2-bin package); "
+                 "--svg writes the SVG without it\n";
+    return false;
+  }
+  if (status != 0) {
+    std::cerr << "lathe report: --png " << path << ": rsvg-convert failed (exit status " << status << ")\n";
+    return false;
+  }
+  return true;
+}
+
 int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& prefill,
-               const std::vector<int64_t>& decode) {
+               const std::vector<int64_t>& decode, const std::string& svg_path, const std::string& png_path) {
   auto spec = load_spec(path);
   if (!spec) return 1;
   const auto report = lathe::spec::make_report(*spec, prefill, decode);
   if (json) std::cout << lathe::spec::report_json(report).dump(2) << "\n";
   else std::cout << lathe::spec::format_report(report);
+  if (svg_path.empty() && png_path.empty()) return 0;
+  const std::string svg = lathe::spec::report_svg(report);
+  if (!svg_path.empty() && !write_file(svg_path, svg, "--svg")) return 1;
+  if (!png_path.empty() && !write_png(png_path, svg)) return 1;
   return 0;
 }
 
@@ -488,6 +541,11 @@ int main(int argc, char** argv) {
   report->add_flag("--json", json, "Print JSON for tools instead of a table");
   report->add_option("--prefill", prefill, "Prefill lengths T for FLOPs per token")->check(CLI::PositiveNumber);
   report->add_option("--decode", decode, "Decode contexts L for FLOPs per token")->check(CLI::PositiveNumber);
+  std::string svg_path, png_path;
+  report->add_option("--svg", svg_path,
+                     "Also write pictures (SVG): parameters and FLOPs per layer and component (the FLOPs at the last "
+                     "--decode context), the cache against context beside the weights");
+  report->add_option("--png", png_path, "The same pictures as a PNG (needs rsvg-convert, from librsvg)");
 
   auto* lint = app.add_subcommand("lint", "Advice on each hyperparameter of a spec far from practice, at its line");
   lint->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
@@ -577,7 +635,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, static_cast<int>(pointers.size()), const_cast<char**>(pointers.data()));
   try {
     if (*devices) return cmd_devices(validation);
-    if (*report) return cmd_report(spec_path, json, prefill, decode);
+    if (*report) return cmd_report(spec_path, json, prefill, decode, svg_path, png_path);
     if (*lint) return cmd_lint(spec_path);
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);

@@ -10,14 +10,19 @@
 namespace lathe::spec {
 namespace {
 
-// Attention FLOPs of one query attending to `keys` keys, all layers.
+// Attention FLOPs of one query attending to `keys` keys in layer l (none in
+// a hybrid's state-space layers).
+double layer_attention_flops(const Spec& s, int64_t l, int64_t keys) {
+  if (s.ssm.layer(l)) return 0;
+  const int64_t k = s.attention.windowed(l) ? std::min(keys, s.attention.sliding_window) : keys;
+  // q·kᵀ and p·v; in double: heads·head_dim·k overflows int64 for a large --decode context.
+  return 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim) * static_cast<double>(k);
+}
+
+// The same, all layers.
 double attention_flops(const Spec& s, int64_t keys) {
   double total = 0;
-  for (int64_t l = 0; l < s.dims.layers; ++l) {
-    const int64_t k = s.attention.windowed(l) ? std::min(keys, s.attention.sliding_window) : keys;
-    // q·kᵀ and p·v; in double: heads·head_dim·k overflows int64 for a large --decode context.
-    total += 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim) * static_cast<double>(k);
-  }
+  for (int64_t l = 0; l < s.dims.layers; ++l) total += layer_attention_flops(s, l, keys);
   return total;
 }
 
@@ -33,12 +38,40 @@ double prefill_attention_flops(const Spec& s, int64_t T) {
   };
   double total = 0;
   for (int64_t l = 0; l < s.dims.layers; ++l) {
+    if (s.ssm.layer(l)) continue;
     const double k = s.attention.windowed(l) ? keys(static_cast<double>(s.attention.sliding_window))
                                              : keys(static_cast<double>(T));
     total += 4.0 * static_cast<double>(s.dims.heads * s.dims.head_dim) * k;
   }
   return total;
 }
+
+// The cache bytes of a sequence at context L: `per_layer` bytes a position
+// in every cache layer, a windowed layer's at most its window.
+int64_t kv_bytes(const Spec& s, int64_t per_layer, int64_t L) {
+  int64_t kv = 0;
+  for (int64_t l = 0; l < s.cache_layers(); ++l)
+    kv += per_layer * (s.attention.windowed(l) ? std::min(L, s.attention.sliding_window) : L);
+  return kv;
+}
+
+// The components a layer's (or the globals') costs list, in the pictures'
+// order: the mixer, then the MLP or experts, then the norms.
+constexpr Component kCostOrder[] = {Component::Embedding, Component::Attention, Component::Ssm, Component::Mlp,
+                                    Component::Experts,   Component::Norms,     Component::LmHead};
+
+std::vector<ComponentCost> ordered_costs(const std::map<Component, ComponentCost>& costs) {
+  std::vector<ComponentCost> out;
+  for (Component c : kCostOrder) {
+    auto it = costs.find(c);
+    if (it == costs.end()) continue;
+    out.push_back(it->second);
+    out.back().component = name(c);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string grouped(int64_t v) {
   std::string digits = std::to_string(v), out;
@@ -75,6 +108,63 @@ std::string human_bytes(double v) {
   return out.str();
 }
 
+namespace {
+
+// The cache curves of a report whose weights and state are counted: for
+// each dtype [cache] dtype accepts, a position's bytes in every cache layer
+// (as cache_row_bytes counts them for the runtime), plus the state.
+void add_cache_curves(const Spec& s, Report& r) {
+  const int64_t state = r.conv_state_bytes + r.scan_state_bytes;
+  const std::string kind = s.encoder() ? "K and V of an input" : s.mla.enabled ? "latent cache" : "KV cache";
+  struct Curve {
+    CacheCurve curve;
+    int64_t per_layer;
+  };
+  std::vector<Curve> curves;
+  if (r.ssm) curves.push_back({{"state (f32)", DType::F32, {}, 0, false}, 0});
+  if (s.cache_layers() > 0)
+    for (DType dt : {DType::F16, DType::F32}) {
+      Spec as = s;
+      as.cache.dtype = dt;
+      curves.push_back({{kind + " (" + name(dt) + ")" + (r.ssm ? " + state" : ""), dt, {}, 0, dt == s.cache.dtype},
+                        cache_row_bytes(as) + v_cache_row_bytes(as)});
+    }
+  // The first context whose cache reaches the weights: a binary search, the
+  // bytes rising with L (a cache of windowed layers only may stop short).
+  constexpr int64_t kFarthest = int64_t{1} << 36;
+  const auto bytes = [&](const Curve& c, int64_t L) { return kv_bytes(s, c.per_layer, L) + state; };
+  for (Curve& c : curves) {
+    if (bytes(c, kFarthest) < r.device_weight_bytes) continue;
+    int64_t lo = 1, hi = kFarthest;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (bytes(c, mid) >= r.device_weight_bytes) hi = mid;
+      else lo = mid + 1;
+    }
+    c.curve.passes_weights_at = lo;
+  }
+  // Sampled for a log-log picture: at every half octave (a state plus a
+  // cache bends there) from ten octaves below the top, a power of two an
+  // octave past the farthest crossing short of 2^24 tokens, or max_context.
+  constexpr int64_t kLongest = int64_t{1} << 24;
+  int64_t top = s.dims.max_context;
+  for (const Curve& c : curves)
+    if (c.curve.passes_weights_at <= kLongest) top = std::max(top, 2 * c.curve.passes_weights_at);
+  int octaves = 0;
+  while ((int64_t{1} << octaves) < top) ++octaves;
+  std::vector<int64_t> contexts = {s.dims.max_context};
+  for (int half = 2 * std::max(0, octaves - 10); half <= 2 * octaves; ++half)
+    contexts.push_back(std::llround(std::exp2(half / 2.0)));
+  const int64_t lo = contexts[1], hi = contexts.back();
+  if (s.attention.sliding_window >= lo && s.attention.sliding_window <= hi) contexts.push_back(s.attention.sliding_window);
+  std::sort(contexts.begin(), contexts.end());
+  contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
+  for (Curve& c : curves) {
+    for (int64_t L : contexts) c.curve.bytes_at_context.emplace_back(L, bytes(c, L));
+    r.cache_curves.push_back(std::move(c.curve));
+  }
+}
+
 }  // namespace
 
 Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
@@ -104,16 +194,25 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     }
   };
   const Manifest manifest = build_manifest(s);
+  // The pictures' breakdown: [block][component], and the global tensors'.
+  std::vector<std::map<Component, ComponentCost>> layer_costs(static_cast<size_t>(s.blocks()));
+  std::map<Component, ComponentCost> global_costs;
   for (const Spelling<DType>& dt : kDTypeSpellings) r.decode_bytes.emplace_back(dt.value, 0.0);
   for (const TensorSpec& t : manifest.tensors) {
     const int64_t n = t.elements();
     per_component[component_of(t.role)] += n;
     r.total_params += n;
     const bool expert = t.expert >= 0;
-    if (!expert || t.expert < s.moe.top_k) r.active_params += n;
+    const bool active = !expert || t.expert < s.moe.top_k;
+    if (active) r.active_params += n;
     const bool encoding = encode_only(t);
-    if (!t.bias && is_linear(t.role) && (!expert || t.expert < s.moe.top_k))
+    ComponentCost& cost = (t.layer < 0 ? global_costs : layer_costs.at(static_cast<size_t>(t.layer)))[component_of(t.role)];
+    cost.params += n;
+    if (active) cost.active_params += n;
+    if (!t.bias && is_linear(t.role) && active) {
       (encoding ? linear_encode : linear_active) += static_cast<double>(n);
+      if (!encoding) cost.flops += 2.0 * static_cast<double>(n);
+    }
     const double read = encoding ? 0.0
                         : t.role == Role::Embed && !s.embedding.tied ? static_cast<double>(s.dims.hidden)
                         : expert ? static_cast<double>(n) * static_cast<double>(s.moe.top_k) / static_cast<double>(s.moe.experts)
@@ -147,6 +246,22 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     for (int64_t L : decode_contexts)
       r.decode_flops_per_token.emplace_back(L, matmul + attention_flops(s, L) * (s.encoder_decoder() ? 2.0 : 1.0));
 
+  // The breakdown's attention: each layer's keys at the context the last
+  // flops_per_token entry has (an encoder-decoder's decoder layers: their
+  // own and the source's), and the LM head.
+  const std::vector<int64_t>& breakdown_contexts = s.encoder() ? prefill_lengths : decode_contexts;
+  r.breakdown_context = breakdown_contexts.empty() ? 0 : breakdown_contexts.back();
+  r.encoder_layers = s.encoder_layers();
+  for (int64_t l = 0; l < s.dims.layers; ++l) {
+    const double keys = layer_attention_flops(s, l, r.breakdown_context);
+    if (keys > 0)
+      layer_costs.at(static_cast<size_t>(s.encoder_layers() + l))[Component::Attention].flops +=
+          keys * (s.encoder_decoder() ? 2.0 : 1.0);
+  }
+  if (!s.encoder()) global_costs[Component::LmHead].flops += 2.0 * head;
+  for (const auto& costs : layer_costs) r.layer_costs.push_back(ordered_costs(costs));
+  r.global_costs = ordered_costs(global_costs);
+
   // Block dtypes: the blocks' bytes (a Q4_K value costs 144 / 256 bytes).
   for (const Spelling<DType>& dt : kDTypeSpellings)
     r.weight_bytes.emplace_back(dt.value, static_cast<int64_t>(std::ceil(static_cast<double>(r.total_params) *
@@ -167,20 +282,16 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   const int64_t per_layer = s.cache_layers() == 0 ? 0 : cache_row_bytes(s) + v_cache_row_bytes(s);  // K and V
   r.mla = s.mla.enabled;
   r.kv_bytes_per_token = per_layer * s.cache_layers();
-  for (int64_t l = 0; l < s.cache_layers(); ++l) {
-    const int64_t rows = s.attention.windowed(l) ? std::min(s.dims.max_context, s.attention.sliding_window) : s.dims.max_context;
-    r.kv_bytes_max_context += per_layer * rows;
-  }
+  r.kv_bytes_max_context = kv_bytes(s, per_layer, s.dims.max_context);
+  const int64_t state = r.conv_state_bytes + r.scan_state_bytes;
   std::vector<int64_t> contexts = decode_contexts;
   contexts.push_back(s.dims.max_context);
   for (int64_t L : contexts) {
     if (L > s.dims.max_context) continue;
-    int64_t kv = 0;
-    for (int64_t l = 0; l < s.cache_layers(); ++l)
-      kv += per_layer * (s.attention.windowed(l) ? std::min(L, s.attention.sliding_window) : L);
     if (r.device_bytes_at_context.empty() || r.device_bytes_at_context.back().first != L)
-      r.device_bytes_at_context.emplace_back(L, r.device_weight_bytes + kv + r.conv_state_bytes + r.scan_state_bytes);
+      r.device_bytes_at_context.emplace_back(L, r.device_weight_bytes + kv_bytes(s, per_layer, L) + state);
   }
+  add_cache_curves(s, r);
   return r;
 }
 
@@ -251,6 +362,27 @@ nlohmann::json report_json(const Report& r) {
   for (const auto& [L, b] : r.device_bytes_at_context) j["device"]["bytes_at_context"][std::to_string(L)] = b;
   for (const auto& [T, f] : r.prefill_flops_per_token) j["flops_per_token"]["prefill"][std::to_string(T)] = f;
   for (const auto& [L, f] : r.decode_flops_per_token) j["flops_per_token"]["decode"][std::to_string(L)] = f;
+  // The pictures' numbers (report_svg points into these).
+  const auto costs_json = [](const std::vector<ComponentCost>& costs) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const ComponentCost& c : costs)
+      out[c.component] = {{"params", c.params}, {"active_params", c.active_params}, {"flops", c.flops}};
+    return out;
+  };
+  j["breakdown"]["context"] = r.breakdown_context;
+  j["breakdown"]["encoder_layers"] = r.encoder_layers;
+  j["breakdown"]["globals"] = costs_json(r.global_costs);
+  j["breakdown"]["layers"] = nlohmann::json::array();
+  for (const auto& costs : r.layer_costs) j["breakdown"]["layers"].push_back(costs_json(costs));
+  j["max_context"] = r.max_context;
+  j["cache_curves"] = nlohmann::json::array();
+  for (const CacheCurve& c : r.cache_curves) {
+    nlohmann::json curve = {
+        {"label", c.label}, {"dtype", name(c.dtype)}, {"spec_dtype", c.spec_dtype}, {"passes_weights_at", nullptr}};
+    if (c.passes_weights_at > 0) curve["passes_weights_at"] = c.passes_weights_at;
+    for (const auto& [L, b] : c.bytes_at_context) curve["bytes_at_context"][std::to_string(L)] = b;
+    j["cache_curves"].push_back(std::move(curve));
+  }
   if (r.ssm) {
     j["ssm_state"]["conv_bytes"] = r.conv_state_bytes;
     j["ssm_state"]["scan_bytes"] = r.scan_state_bytes;

@@ -12,6 +12,25 @@
 
 namespace lathe::spec {
 
+// A component's share of one layer (or of the model's global tensors): its
+// parameters, and a token's FLOPs in it as flops_per_token counts them.
+struct ComponentCost {
+  std::string component;  // name(Component): "attention", "ssm", "mlp", "experts", "norms", …
+  int64_t params = 0;
+  int64_t active_params = 0;  // per token: the routed experts' top_k only
+  double flops = 0;           // at Report::breakdown_context
+};
+
+// A sequence's cache against its context, in one of the dtypes the spec's
+// cache may take.
+struct CacheCurve {
+  std::string label;  // "KV cache (f16)", "latent cache (f32)", "state (f32)", "KV cache (f16) + state"
+  DType dtype = DType::F16;
+  std::vector<std::pair<int64_t, int64_t>> bytes_at_context;  // (L, bytes), L rising
+  int64_t passes_weights_at = 0;  // the first context whose cache holds device_weight_bytes or more; 0: none does
+  bool spec_dtype = false;        // the spec's [cache] dtype
+};
+
 struct Report {
   std::string name;
   std::vector<std::pair<std::string, int64_t>> components;  // parameters per component
@@ -50,6 +69,22 @@ struct Report {
   bool mla = false;
   int64_t conv_state_bytes = 0;
   int64_t scan_state_bytes = 0;
+
+  // Per layer and component, for the pictures: each block's (an
+  // encoder–decoder's encoder layers first) and the global tensors' (the
+  // embedding, its norm and the final norm, the LM head, which multiplies
+  // every token even when tied). Their FLOPs are a decode token's at the
+  // last decode context (an encoder: an input of the last prefill length):
+  // breakdown_context; they sum to that flops_per_token entry.
+  std::vector<std::vector<ComponentCost>> layer_costs;
+  std::vector<ComponentCost> global_costs;
+  int64_t breakdown_context = 0;
+  int64_t encoder_layers = 0;  // an encoder–decoder's: the first of layer_costs
+  // A sequence's cache in each dtype [cache] dtype accepts (f16, f32), and
+  // a state-space model's state (f32, fixed): sampled at half octaves up to
+  // an octave past where the cache reaches the weights (or max_context, if
+  // further), a window's knee and max_context among them.
+  std::vector<CacheCurve> cache_curves;
 };
 
 Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths = {128, 512},
@@ -57,5 +92,18 @@ Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths
 
 std::string format_report(const Report& report);  // a table for people
 nlohmann::json report_json(const Report& report);
+// Pictures for people (generator/spec/report_svg.cpp): parameters and FLOPs
+// per layer and component, and the cache against context beside the
+// weights. Every number it shows is report_json's, named by a data-key
+// attribute (a JSON pointer into it); the whole of report_json is its
+// <metadata>.
+std::string report_svg(const Report& report);
+
+// The table's and the pictures' numbers: digits in groups of three
+// ("8,192"); 4 significant digits and an SI prefix ("16.06 GFLOP"); bytes in
+// binary units ("14.96 GiB").
+std::string grouped(int64_t v);
+std::string human(double v, const char* unit);
+std::string human_bytes(double v);
 
 }  // namespace lathe::spec

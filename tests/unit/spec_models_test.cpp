@@ -453,4 +453,9 @@ TEST_CASE("bamba-9b: a hybrid, Mamba-2 mixers but in layers 9, 18 and 27; KV cac
   CHECK(report.kv_bytes_per_token == 3 * 2 * 8 * 128 * 2);  // three layers' K and V, f16
   CHECK(report.conv_state_bytes == 29 * (8192 + 256) * 3 * 4);
   CHECK(report.scan_state_bytes == int64_t{29} * 8192 * 128 * 4);
+  // A decode token's keys: 4 FLOPs a head dimension in each of the three
+  // attention layers (the Mamba-2 layers attend to nothing).
+  REQUIRE(report.decode_flops_per_token.size() == 2);
+  CHECK(report.decode_flops_per_token[1].second - report.decode_flops_per_token[0].second ==
+        3.0 * 4 * 32 * 128 * (2048 - 128));
 }
