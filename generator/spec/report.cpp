@@ -338,7 +338,7 @@ std::string format_report(const Report& r) {
     out << "| convolution windows | " << human_bytes(static_cast<double>(r.conv_state_bytes)) << " |\n";
     out << "| scan states | " << human_bytes(static_cast<double>(r.scan_state_bytes)) << " |\n";
     out << "| **total** | **" << human_bytes(static_cast<double>(r.conv_state_bytes + r.scan_state_bytes)) << "** |\n";
-    return out.str();
+    if (r.kv_bytes_per_token == 0) return out.str();  // a hybrid's attention layers keep a KV cache too
   }
   out << "\n| " << (r.encoder ? "K and V of a pass" : r.encoder_decoder ? "KV caches (encoder, decoder, cross)"
                      : r.mla ? "latent cache (kv_lora_rank + qk_rope_head_dim a layer)" : "KV cache") << " (" << name(r.kv_dtype) << ") | bytes |\n|---|---:|\n";
@@ -387,7 +387,7 @@ nlohmann::json report_json(const Report& r) {
     j["ssm_state"]["conv_bytes"] = r.conv_state_bytes;
     j["ssm_state"]["scan_bytes"] = r.scan_state_bytes;
     j["ssm_state"]["bytes_per_sequence"] = r.conv_state_bytes + r.scan_state_bytes;
-    return j;
+    if (r.kv_bytes_per_token == 0) return j;  // a hybrid's attention layers keep a KV cache too
   }
   j["kv_cache"]["dtype"] = name(r.kv_dtype);
   j["kv_cache"]["bytes_per_token"] = r.kv_bytes_per_token;

@@ -451,6 +451,10 @@ TEST_CASE("bamba-9b: a hybrid, Mamba-2 mixers but in layers 9, 18 and 27; KV cac
   CHECK(find(m, "model.layers.0.self_attn.q_proj.weight") == nullptr);
   const Report report = make_report(*spec);
   CHECK(report.kv_bytes_per_token == 3 * 2 * 8 * 128 * 2);  // three layers' K and V, f16
+  // The table and the JSON show both: the state, and the three layers' cache.
+  CHECK(report_json(report)["kv_cache"]["bytes_per_token"] == 3 * 2 * 8 * 128 * 2);
+  CHECK(report_json(report)["ssm_state"]["bytes_per_sequence"] == report.conv_state_bytes + report.scan_state_bytes);
+  CHECK(format_report(report).find("| KV cache (f16) | bytes |") != std::string::npos);
   CHECK(report.conv_state_bytes == 29 * (8192 + 256) * 3 * 4);
   CHECK(report.scan_state_bytes == int64_t{29} * 8192 * 128 * 4);
   // A decode token's keys: 4 FLOPs a head dimension in each of the three
