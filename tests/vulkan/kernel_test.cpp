@@ -131,6 +131,9 @@ class Constants {
   std::map<std::string, std::string> values_;
 };
 
+// A spec with attention layers (every one but a pure state-space model's).
+bool has_attention(const spec::Spec& s) { return !s.ssm.enabled() || s.ssm.hybrid(); }
+
 // Calls f(model, instance, constants) for every instance of one shaders/ file.
 // Every spec has one (`decoders_only`: every decoder's; an encoder has no LM
 // head and no argmax).
@@ -609,16 +612,21 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
   Worst worst;
   for_each_instance("norm.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
     const spec::Spec& s = m.spec;
-    const uint32_t n = c.u("N");
-    const bool layer_norm = s.norm.kind == spec::NormKind::LayerNorm;
-    CHECK(n == s.dims.hidden);
+    const uint32_t n = c.u("N"), group = c.u("GROUP");
+    // Mamba-2's gated norm: a plain RMSNorm of each group of d_inner / groups.
+    const bool grouped = group != n;
+    const bool layer_norm = !grouped && s.norm.kind == spec::NormKind::LayerNorm;
+    const bool bias = !grouped && s.norm.bias, unit_offset = !grouped && s.norm.unit_offset;
+    if (grouped) CHECK((n == s.ssm.d_inner && group == s.ssm.d_inner / s.ssm.groups));
+    else CHECK(n == s.dims.hidden);
     CHECK(c.flag("LAYER_NORM") == layer_norm);
-    CHECK(c.flag("HAS_BIAS") == s.norm.bias);
-    CHECK(c.flag("UNIT_OFFSET") == s.norm.unit_offset);
+    CHECK(c.flag("HAS_BIAS") == bias);
+    CHECK(c.flag("UNIT_OFFSET") == unit_offset);
     CHECK(c.f("EPS") == doctest::Approx(s.norm.eps).epsilon(1e-8));
     // y += N(x): the norm of a branch's output, added to the residual stream y.
     const bool residual = c.flag("RESIDUAL");
     CHECK((k.name == "norm_" + std::to_string(n) + "_residual") == residual);
+    if (grouped) CHECK(k.name == "norm_" + std::to_string(n) + "_group" + std::to_string(group));
     if (residual)
       CHECK((s.norm.placement == spec::NormPlacement::Sandwich || s.norm.placement == spec::NormPlacement::BranchOutput));
 
@@ -634,28 +642,29 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     vk::Buffer y = buffer_of(device, guarded(y0));
     gpu.run(m, k,
             kernels::NormBindings<vk::Binding>{
-                .x = whole(xb), .scale = whole(gb), .shift = s.norm.bias ? whole(bb) : gpu.no_buffer(), .y = whole(y)},
+                .x = whole(xb), .scale = whole(gb), .shift = bias ? whole(bb) : gpu.no_buffer(), .y = whole(y)},
             push::RowsPush{.rows = rows}, rows);
     const std::vector<float> out = read_back<float>(device, y, size_t{rows} * n + kGuardWords);
 
     NormalizedError e;
-    for (uint32_t t = 0; t < rows; ++t) {
-      const float* row = &x[size_t{t} * n];
-      double mean = 0;
-      if (layer_norm) {
-        for (uint32_t i = 0; i < n; ++i) mean += row[i];
-        mean /= n;
+    for (uint32_t t = 0; t < rows; ++t)
+      for (uint32_t first = 0; first < n; first += group) {  // each group on its own (one: the row)
+        const float* row = &x[size_t{t} * n + first];
+        double mean = 0;
+        if (layer_norm) {
+          for (uint32_t i = 0; i < group; ++i) mean += row[i];
+          mean /= group;
+        }
+        double squares = 0;
+        for (uint32_t i = 0; i < group; ++i) squares += (row[i] - mean) * (row[i] - mean);
+        const double inv = 1 / std::sqrt(squares / group + s.norm.eps);
+        for (uint32_t i = 0; i < group; ++i) {
+          double expected = (row[i] - mean) * inv * (unit_offset ? 1.0 + g[first + i] : double(g[first + i]));
+          if (bias) expected += b[first + i];
+          if (residual) expected += y0[size_t{t} * n + first + i];
+          e.add(out[size_t{t} * n + first + i], expected);
+        }
       }
-      double squares = 0;
-      for (uint32_t i = 0; i < n; ++i) squares += (row[i] - mean) * (row[i] - mean);
-      const double inv = 1 / std::sqrt(squares / n + s.norm.eps);
-      for (uint32_t i = 0; i < n; ++i) {
-        double expected = (row[i] - mean) * inv * (s.norm.unit_offset ? 1.0 + g[i] : double(g[i]));
-        if (s.norm.bias) expected += b[i];
-        if (residual) expected += y0[size_t{t} * n + i];
-        e.add(out[size_t{t} * n + i], expected);
-      }
-    }
     check_guard(out, size_t{rows} * n);
     Report(m, k, worst).check(std::to_string(rows) + " rows" + (residual ? ", added to y" : ""), e.value(), kNormTolerance);
   });
@@ -710,7 +719,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     // intermediate, the hidden width of a residual projection, else q/k/v
     // or the LM head.
     const int64_t qkv = s.weights.fused_qkv ? (d.heads + 2 * d.kv_heads) * d.head_dim : d.heads * d.head_dim;
-    const int64_t full = gated || act != 0 ? d.intermediate : residual ? d.hidden : bias ? qkv : std::max(qkv, d.vocab);
+    int64_t full = gated || act != 0 ? d.intermediate : residual ? d.hidden : bias ? qkv : std::max(qkv, d.vocab);
+    if (s.ssm.enabled()) full = std::max(full, s.ssm.in_width());  // a state-space mixer's in_proj (with its bias)
     // About 2^21 multiply-adds per token row; n not a multiple of either tile's 8 or 16 rows.
     uint32_t n = static_cast<uint32_t>(std::min<int64_t>(full, std::max<int64_t>(45, (int64_t{1} << 21) / K)));
     if (n % 8 == 0) n -= 3;
@@ -1047,7 +1057,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       report.check(what + ": K cache", ek.value(), tolerance);
       report.check(what + ": V cache", ev.value(), cache == DType::F16 ? kF16CacheTolerance : kCopyTolerance);
     }
-  });
+  }, false, has_attention);
   report_worst("rope_kv", worst);
 }
 
@@ -1264,7 +1274,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       check_guard(out, cs.rows * width);
       report.check(what, e.value(), kAttentionTolerance);
     }
-  });
+  }, false, has_attention);
   report_worst("attention", worst);
 }
 
