@@ -47,11 +47,14 @@ double prefill_attention_flops(const Spec& s, int64_t T) {
 }
 
 // The cache bytes of a sequence at context L: `per_layer` bytes a position
-// in every cache layer, a windowed layer's at most its window.
-int64_t kv_bytes(const Spec& s, int64_t per_layer, int64_t L) {
-  int64_t kv = 0;
+// in every cache layer, a windowed layer's at most its window. In double:
+// exact below 2^53, and the curves' search reaches 2^36 positions of the
+// widest caches, past int64.
+double kv_bytes(const Spec& s, int64_t per_layer, int64_t L) {
+  double kv = 0;
   for (int64_t l = 0; l < s.cache_layers(); ++l)
-    kv += per_layer * (s.attention.windowed(l) ? std::min(L, s.attention.sliding_window) : L);
+    kv += static_cast<double>(per_layer) *
+          static_cast<double>(s.attention.windowed(l) ? std::min(L, s.attention.sliding_window) : L);
   return kv;
 }
 
@@ -132,13 +135,14 @@ void add_cache_curves(const Spec& s, Report& r) {
   // The first context whose cache reaches the weights: a binary search, the
   // bytes rising with L (a cache of windowed layers only may stop short).
   constexpr int64_t kFarthest = int64_t{1} << 36;
-  const auto bytes = [&](const Curve& c, int64_t L) { return kv_bytes(s, c.per_layer, L) + state; };
+  const auto bytes = [&](const Curve& c, int64_t L) { return kv_bytes(s, c.per_layer, L) + static_cast<double>(state); };
+  const double weights = static_cast<double>(r.device_weight_bytes);
   for (Curve& c : curves) {
-    if (bytes(c, kFarthest) < r.device_weight_bytes) continue;
+    if (bytes(c, kFarthest) < weights) continue;
     int64_t lo = 1, hi = kFarthest;
     while (lo < hi) {
       const int64_t mid = lo + (hi - lo) / 2;
-      if (bytes(c, mid) >= r.device_weight_bytes) hi = mid;
+      if (bytes(c, mid) >= weights) hi = mid;
       else lo = mid + 1;
     }
     c.curve.passes_weights_at = lo;
@@ -160,7 +164,7 @@ void add_cache_curves(const Spec& s, Report& r) {
   std::sort(contexts.begin(), contexts.end());
   contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
   for (Curve& c : curves) {
-    for (int64_t L : contexts) c.curve.bytes_at_context.emplace_back(L, bytes(c, L));
+    for (int64_t L : contexts) c.curve.bytes_at_context.emplace_back(L, static_cast<int64_t>(bytes(c, L)));
     r.cache_curves.push_back(std::move(c.curve));
   }
 }
@@ -282,14 +286,14 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   const int64_t per_layer = s.cache_layers() == 0 ? 0 : cache_row_bytes(s) + v_cache_row_bytes(s);  // K and V
   r.mla = s.mla.enabled;
   r.kv_bytes_per_token = per_layer * s.cache_layers();
-  r.kv_bytes_max_context = kv_bytes(s, per_layer, s.dims.max_context);
+  r.kv_bytes_max_context = static_cast<int64_t>(kv_bytes(s, per_layer, s.dims.max_context));
   const int64_t state = r.conv_state_bytes + r.scan_state_bytes;
   std::vector<int64_t> contexts = decode_contexts;
   contexts.push_back(s.dims.max_context);
   for (int64_t L : contexts) {
     if (L > s.dims.max_context) continue;
     if (r.device_bytes_at_context.empty() || r.device_bytes_at_context.back().first != L)
-      r.device_bytes_at_context.emplace_back(L, r.device_weight_bytes + kv_bytes(s, per_layer, L) + state);
+      r.device_bytes_at_context.emplace_back(L, r.device_weight_bytes + static_cast<int64_t>(kv_bytes(s, per_layer, L)) + state);
   }
   add_cache_curves(s, r);
   return r;
