@@ -191,11 +191,7 @@ void warm_up(lathe::Session& session, int64_t rows) {
 // in [-scale, scale), norm scales around 1, a state-space layer's A, dt
 // bias and D in a trained model's ranges (lathe::ssm_parameter).
 std::vector<float> random_values(const lathe::ManifestEntry& e, uint64_t& state, float scale) {
-  using lathe::Role;
-  const bool norm = !e.bias && (e.role == Role::AttnNorm || e.role == Role::MlpNorm || e.role == Role::FinalNorm ||
-                                e.role == Role::AttnPostNorm || e.role == Role::MlpPostNorm ||
-                                e.role == Role::QNorm || e.role == Role::KNorm || e.role == Role::SsmNorm ||
-                                e.role == Role::SsmGateNorm);
+  const bool norm = !e.bias && lathe::is_norm(e.role);
   const bool a_log = lathe::model_info().ssm_a_log;
   std::vector<float> values(static_cast<size_t>(e.elements()));
   for (float& v : values) {

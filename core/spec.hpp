@@ -338,6 +338,10 @@ struct Ssm {
   // where the convolution's input starts in it.
   int64_t in_width() const { return mamba2() ? d_inner + conv_channels() + heads : 2 * d_inner; }
   int64_t conv_offset() const { return mamba2() ? d_inner : 0; }
+  // Whether dt is clamped at all (time_step_limit other than (0, Infinity)),
+  // and its upper limit as generated code and kernels take it (0: none).
+  bool dt_limited() const { return dt_min > 0 || dt_max < std::numeric_limits<double>::infinity(); }
+  double dt_upper() const { return dt_max < std::numeric_limits<double>::infinity() ? dt_max : 0.0; }
   // A sequence's state of one layer, in bytes (f32): the convolution's
   // window and the scan's h.
   int64_t conv_state_bytes() const { return conv_channels() * (d_conv - 1) * 4; }

@@ -397,7 +397,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   constant("ssm_a_log", "bool", s.ssm.a_log ? "true" : "false", "ssm.a_log", "the checkpoint holds A_log (else A)");
   constant("ssm_groups", "int64_t", i(s.ssm.groups), "ssm.groups", "its groups of B and C");
   constant("ssm_dt_min", "double", number_literal(s.ssm.dt_min), "ssm.dt_min", "Mamba-2: dt's lower limit");
-  constant("ssm_dt_max", "double", number_literal(std::isinf(s.ssm.dt_max) ? 0.0 : s.ssm.dt_max), "ssm.dt_max",
+  constant("ssm_dt_max", "double", number_literal(s.ssm.dt_upper()), "ssm.dt_max",
            "Mamba-2: dt's upper limit (0: none)");
   constant("mla_q_lora_rank", "int64_t", i(s.mla.q_lora_rank), "mla.q_lora_rank", "latent attention's query latent (0: none)");
   constant("mla_kv_lora_rank", "int64_t", i(s.mla.kv_lora_rank), "mla.kv_lora_rank", "its key/value latent (0: no latent attention)");

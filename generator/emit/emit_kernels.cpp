@@ -269,8 +269,8 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Mamba2Scan:
       return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("H", s.ssm.heads) +
              define("G", s.ssm.groups) + define("XSTRIDE", s.ssm.in_width()) + flag("A_LOG", s.ssm.a_log) +
-             define("DT_MIN", number_literal(s.ssm.dt_min, 9)) + flag("DT_CLAMP", !std::isinf(s.ssm.dt_max)) +
-             define("DT_MAX", number_literal(std::isinf(s.ssm.dt_max) ? 0.0 : s.ssm.dt_max, 9)) +
+             define("DT_MIN", number_literal(s.ssm.dt_min, 9)) + flag("DT_CLAMP", s.ssm.dt_upper() > 0) +
+             define("DT_MAX", number_literal(s.ssm.dt_upper(), 9)) +
              define("CPW", kernels::kSsmChannelsPerGroup);
     case kernels::Family::Mla:
       return define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) + define("ROPE", s.mla.qk_rope_head_dim) +

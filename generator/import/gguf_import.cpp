@@ -1104,6 +1104,22 @@ void encoder_refusals(const Spec& s, std::string_view arch) {
 
 namespace {
 
+// Every architecture's keys: general.*, and the vocabulary, context, width
+// and `blocks` (block_count) under `arch`.
+std::map<std::string, GgufValue> common_metadata(const Spec& s, std::string_view arch, int64_t blocks) {
+  const std::string a = std::string(arch) + ".";
+  const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+  std::map<std::string, GgufValue> m;
+  m["general.architecture"] = std::string(arch);
+  m["general.name"] = s.name;
+  m["general.file_type"] = file_type(s.weights.dtype);
+  m[a + "vocab_size"] = u32(s.dims.vocab);
+  m[a + "context_length"] = u32(s.dims.max_context);
+  m[a + "embedding_length"] = u32(s.dims.hidden);
+  m[a + "block_count"] = u32(blocks);
+  return m;
+}
+
 // llama.cpp's mamba and mamba2 metadata (its converter's keys), or what it
 // cannot say: an Error naming the field.
 std::map<std::string, GgufValue> ssm_metadata(const Spec& s, std::string_view an) {
@@ -1114,18 +1130,11 @@ std::map<std::string, GgufValue> ssm_metadata(const Spec& s, std::string_view an
   if (m.a_log) refuse("ssm.a_log", "files hold A itself (ssm_a = -exp(A_log)): a twin has a_log = false");
   if (m.bias) refuse("ssm.bias", "has no in_proj or out_proj biases");
   if (!m.conv_bias) refuse("ssm.conv_bias", "has a conv bias");
-  if (m.dt_min > 0 || !std::isinf(m.dt_max)) refuse("ssm.dt_min", "does not clamp dt");
+  if (m.dt_limited()) refuse("ssm.dt_min", "does not clamp dt");
   if (!m.mamba2() && m.d_inner != 2 * s.dims.hidden) refuse("ssm.d_inner", "converter takes d_inner = 2 × hidden");
   const std::string a = std::string(an) + ".";
   const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
-  std::map<std::string, GgufValue> out;
-  out["general.architecture"] = std::string(an);
-  out["general.name"] = s.name;
-  out["general.file_type"] = file_type(s.weights.dtype);
-  out[a + "vocab_size"] = u32(s.dims.vocab);
-  out[a + "context_length"] = u32(s.dims.max_context);
-  out[a + "embedding_length"] = u32(s.dims.hidden);
-  out[a + "block_count"] = u32(s.dims.layers);
+  std::map<std::string, GgufValue> out = common_metadata(s, an, s.dims.layers);
   out[a + "feed_forward_length"] = u32(0);    // "unused, but required when loading" (the converter)
   out[a + "attention.head_count"] = u32(0);
   out[a + "attention.layer_norm_rms_epsilon"] = GgufValue(static_cast<float>(s.norm.eps));
@@ -1208,15 +1217,8 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   const std::string a = std::string(arch.name) + ".";
   const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
   const auto f32 = [](double v) { return GgufValue(static_cast<float>(v)); };
-  std::map<std::string, GgufValue> m;
-  m["general.architecture"] = std::string(arch.name);
-  m["general.name"] = s.name;
-  m["general.file_type"] = file_type(s.weights.dtype);
-  m[a + "vocab_size"] = u32(s.dims.vocab);
-  m[a + "context_length"] = u32(s.dims.max_context);
-  m[a + "embedding_length"] = u32(s.dims.hidden);
   // llama.cpp's t5: block_count counts the encoder's layers.
-  m[a + "block_count"] = u32(arch.encdec ? s.dims.encoder_layers : s.dims.layers);
+  std::map<std::string, GgufValue> m = common_metadata(s, arch.name, arch.encdec ? s.dims.encoder_layers : s.dims.layers);
   m[a + "feed_forward_length"] = u32(s.dims.intermediate);
   m[a + "attention.head_count"] = u32(s.dims.heads);
   m[a + "attention.head_count_kv"] = u32(s.dims.kv_heads);

@@ -507,7 +507,7 @@ json round_trip(const Spec& s, json config, const std::string& type) {
 // time_step_limit when it is not (0, Infinity), its default: Python's json
 // writes Infinity, JSON (and so nlohmann's dump) has no such token.
 void time_step_limit(json& c, const Ssm& m) {
-  if (m.dt_min > 0 || !std::isinf(m.dt_max)) c["time_step_limit"] = {number(m.dt_min), m.dt_max};
+  if (m.dt_limited()) c["time_step_limit"] = {number(m.dt_min), m.dt_max};
 }
 
 // BambaConfig: Llama's decoder blocks, a Mamba-2 mixer but in the attention layers.

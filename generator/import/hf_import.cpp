@@ -625,17 +625,10 @@ class Importer {
   // MambaForCausalLM (state-spaces/mamba-*-hf): every layer a MambaBlock,
   // x + mixer(RMSNorm(x)); no attention, no positions.
   void read_mamba() {
-    auto hidden = c_.integer_or("hidden_size", 768);
-    auto layers = c_.integer_or("num_hidden_layers", 32, 1, kMaxLayers);
+    const Config::Field<int64_t> hidden = read_ssm_dims(768, 32, 50280);
     c_.use("n_layer");  // mamba_ssm's name of num_hidden_layers, written beside it
     c_.use("d_model");
-    TomlTable& d = t("dims");
-    d.set("hidden", hidden.value, hidden.note).set("layers", layers.value, layers.note);
-    layers_ = layers.value;
-    auto vocab = c_.integer_or("vocab_size", 50280, 1, kMaxDim);
-    d.set("vocab", vocab.value, vocab.note);
     c_.use("pad_vocab_size_multiple");  // vocab_size is the padded count already
-    set_max_context({8192, "MambaConfig has no context length (no position table, a fixed state): a default", false});
 
     TomlTable& m = t("ssm");
     m.set("kind", "mamba", info_.model_class + std::string("Mixer"));
@@ -663,20 +656,45 @@ class Importer {
     auto conv_bias = c_.boolean_or("use_conv_bias", true);
     auto bias = c_.boolean_or("use_bias", false);
     m.set("conv_bias", conv_bias.value, conv_bias.note).set("bias", bias.value, bias.note + ": in_proj and out_proj");
-    if (auto act = c_.string("hidden_act"); act && *act != "silu")
-      c_.value_error("hidden_act", c_.at("hidden_act"), "the Mamba mixer's activation is SiLU (\"silu\")");
-    if (auto rms = c_.boolean("rms_norm"); rms && !*rms)
-      c_.error("rms_norm = false: transformers' MambaBlock normalizes with MambaRMSNorm whatever it says");
     // Training-time settings: the initialization of dt and A, the residual's
     // dtype (the runtime adds in f32 anyway), mamba_ssm's fused kernels.
     for (const char* key : {"time_step_scale", "time_step_min", "time_step_max", "time_step_init_scheme", "time_step_floor",
                             "rescale_prenorm_residual", "residual_in_fp32", "fused_add_norm", "use_mambapy", "ssm_cfg",
                             "use_associative_scan"})
       c_.use(key);
+    read_ssm_blocks("MambaRMSNorm", true);
+  }
 
+  // A state-space model's [dims]: hidden_size, num_hidden_layers and
+  // vocab_size (their config class's defaults), and a max_context of its own
+  // (no position table, a fixed state: the config has none). Returns hidden_size.
+  Config::Field<int64_t> read_ssm_dims(int64_t hidden_default, int64_t layers_default, int64_t vocab_default) {
+    auto hidden = c_.integer_or("hidden_size", hidden_default);
+    auto layers = c_.integer_or("num_hidden_layers", layers_default, 1, kMaxLayers);
+    TomlTable& d = t("dims");
+    d.set("hidden", hidden.value, hidden.note).set("layers", layers.value, layers.note);
+    layers_ = layers.value;
+    auto vocab = c_.integer_or("vocab_size", vocab_default, 1, kMaxDim);
+    d.set("vocab", vocab.value, vocab.note);
+    set_max_context({8192, std::string(info_.config_class) +
+                               " has no context length (no position table, a fixed state): a default",
+                     false});
+    return hidden;
+  }
+
+  // A Mamba or Mamba-2 model's blocks around the mixer: SiLU inside it,
+  // RMS pre-norms (`norm_class`), the tie (`tied_default` when the config
+  // says nothing), the hf-mamba names.
+  void read_ssm_blocks(const char* norm_class, bool tied_default) {
+    if (auto act = c_.string("hidden_act"); act && *act != "silu")
+      c_.value_error("hidden_act", c_.at("hidden_act"), std::string("the ") + info_.model_class +
+                                                            " mixer's activation is SiLU (\"silu\")");
+    if (auto rms = c_.boolean("rms_norm"); rms && !*rms)
+      c_.error(std::string("rms_norm = false: transformers' ") + info_.model_class + "Block normalizes with " +
+               norm_class + " whatever it says");
     auto eps = epsilon("layer_norm_epsilon", 1e-5);
-    t("norm").set("kind", "rmsnorm", "MambaRMSNorm").set("eps", eps.value, eps.note);
-    set_tied(true);
+    t("norm").set("kind", "rmsnorm", norm_class).set("eps", eps.value, eps.note);
+    set_tied(tied_default);
     t("weights").set("preset", "hf-mamba");
   }
 
@@ -684,22 +702,11 @@ class Importer {
   // Mamba2Block, x + mixer(RMSNorm(x)); Mamba2Config's defaults are
   // Codestral's (8 groups, 128 heads, untied).
   void read_mamba2() {
-    auto hidden = c_.integer_or("hidden_size", 4096);
-    auto layers = c_.integer_or("num_hidden_layers", 64, 1, kMaxLayers);
-    TomlTable& d = t("dims");
-    d.set("hidden", hidden.value, hidden.note).set("layers", layers.value, layers.note);
-    layers_ = layers.value;
-    auto vocab = c_.integer_or("vocab_size", 32768, 1, kMaxDim);
-    d.set("vocab", vocab.value, vocab.note);
-    set_max_context({8192, "Mamba2Config has no context length (no position table, a fixed state): a default", false});
+    const Config::Field<int64_t> hidden = read_ssm_dims(4096, 64, 32768);
 
     read_mamba2_mixer({"state_size", "conv_kernel", "expand", "head_dim", "num_heads", "n_groups", "use_conv_bias",
                        "use_bias"},
                       hidden.value, 8, "Mamba2Mixer");
-    if (auto act = c_.string("hidden_act"); act && *act != "silu")
-      c_.value_error("hidden_act", c_.at("hidden_act"), "the Mamba-2 mixer's activation is SiLU (\"silu\")");
-    if (auto rms = c_.boolean("rms_norm"); rms && !*rms)
-      c_.error("rms_norm = false: transformers' Mamba2Block normalizes with Mamba2RMSNorm whatever it says");
     // Training-time settings (dt's and A's initialization, the residual's
     // dtype: the runtime adds in f32 anyway), the chunk of mamba_ssm's
     // chunked scan (a kernel's tiling, not the model's), time_step_rank
@@ -707,11 +714,7 @@ class Importer {
     for (const char* key : {"time_step_rank", "time_step_min", "time_step_max", "time_step_floor", "rescale_prenorm_residual",
                             "residual_in_fp32", "chunk_size", "initializer_range"})
       c_.use(key);
-
-    auto eps = epsilon("layer_norm_epsilon", 1e-5);
-    t("norm").set("kind", "rmsnorm", "Mamba2RMSNorm").set("eps", eps.value, eps.note);
-    set_tied(false);
-    t("weights").set("preset", "hf-mamba");
+    read_ssm_blocks("Mamba2RMSNorm", false);
   }
 
   // The keys of a Mamba-2 mixer's config (Mamba2Config's, or a hybrid's

@@ -1,6 +1,5 @@
 #include "generator/lower/graph.hpp"
 
-#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -147,7 +146,7 @@ uint32_t ssm_mixer(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
   if (m.mamba2()) {
     const int32_t dt_bias = b.need(Role::SsmDtBias, layer);
     Op scan{OpKind::Mamba2Scan, 0, {u, xz}, {a_log, d}, {m.d_inner, m.d_state, m.heads, m.groups},
-            std::isinf(m.dt_max) ? 0.0 : m.dt_max};
+            m.dt_upper()};
     scan.extra[0] = dt_bias;
     scan.scale = m.dt_min;
     const uint32_t gated = b.add("ssm.heads", scan, m.d_inner, {b.handle(a_log), b.handle(d), b.handle(dt_bias)});

@@ -242,19 +242,12 @@ class Lowering {
       }
       case OpKind::RMSNorm:
       case OpKind::LayerNorm: {
-        // A norm per group of features (Mamba-2's gated norm): a dispatch of its own.
+        // A norm per group of features (Mamba-2's gated norm; 0: the whole
+        // row): matmul epilogues norm whole rows, so it folds into none.
         const int64_t group = op.dims[1] > 0 && op.dims[1] != op.dims[0] ? op.dims[1] : 0;
-        if (group > 0) {
-          emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .group = group}, plan::Grid::Rows,
-               {{"x", plan::activation(loc(i, op.in[0]).slot)},
-                {"scale", plan::weight(op.tensor[0])},
-                {"shift", vector_or_none(op.tensor[1])},
-                {"y", plan::activation(materialize(op.out).slot)}});
-          return 1;
-        }
         // A mixture of experts' input norm: folded into the router and into
         // the gated experts, which read it through moe_route's lists.
-        if (next && next->kind == OpKind::MatMul && next->in[0] == op.out && at(i + 2) &&
+        if (group == 0 && next && next->kind == OpKind::MatMul && next->in[0] == op.out && at(i + 2) &&
             at(i + 2)->kind == OpKind::Route && at(i + 3) && at(i + 3)->kind == OpKind::Experts &&
             at(i + 3)->in[0] == op.out && last_use_[op.out] == static_cast<int32_t>(i + 3)) {
           norm_ = &op;
@@ -267,7 +260,7 @@ class Lowering {
         // Folded into the projections that read it, when they come next and
         // nothing after them reads it (a parallel block's shared norm, a
         // post-norm block's output: materialized).
-        if (next && (next->kind == OpKind::MatMul || next->kind == OpKind::Logits) && next->in[0] == op.out &&
+        if (group == 0 && next && (next->kind == OpKind::MatMul || next->kind == OpKind::Logits) && next->in[0] == op.out &&
             last_use_[op.out] <= static_cast<int32_t>(i + readers_next(i, op.out))) {
           norm_ = &op;
           size_t consumed = next->kind == OpKind::Logits ? lower_at(i + 1) : lower_matmul(i + 1);
@@ -288,7 +281,7 @@ class Lowering {
         // norm of a branch's output: sandwich and branch_output blocks).
         if (next && next->kind == OpKind::Add && (next->in[0] == op.out || next->in[1] == op.out)) {
           const Loc sum = residual_slot(i, *next, op.out);
-          emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .residual = true}, plan::Grid::Rows,
+          emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .residual = true, .group = group}, plan::Grid::Rows,
                {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])},
                 {"y", plan::activation(sum.slot)}});
           take_over(*next, op.out);
@@ -297,7 +290,7 @@ class Lowering {
         // An encoder's last norm writes its hidden states, every row, to the output.
         const bool output = next && next->kind == OpKind::Output && next->in[0] == op.out;
         const Binding y = output ? plan::logits() : plan::activation(materialize(op.out).slot);
-        emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0]}, plan::Grid::Rows,
+        emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .group = group}, plan::Grid::Rows,
              {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])}, {"y", y}});
         return output ? 2 : 1;
       }

@@ -120,6 +120,23 @@ class Table {
     return node->as_array();
   }
 
+  // An array of layer numbers (integers from 0; their range against
+  // dims.layers is validate's), or nothing with an error at the first
+  // item that is not one.
+  std::vector<int64_t> layer_numbers(std::string_view key) {
+    std::vector<int64_t> out;
+    if (const toml::array* items = array(key)) {
+      for (const toml::node& item : *items) {
+        if (!item.is_integer() || *item.value<int64_t>() < 0) {
+          error(item, full(key) + ": expected layer numbers (integers from 0), found " + std::string(type_word(item)));
+          return {};
+        }
+        out.push_back(*item.value<int64_t>());
+      }
+    }
+    return out;
+  }
+
   const toml::node* raw(std::string_view key) { return node_of(key, false); }
 
   Table sub(std::string_view key) {
@@ -337,16 +354,7 @@ void read_moe(Table t, Spec& s) {
   set(m.group_score, t.choice<GroupScore>("group_score", false));
   set(m.routed_scaling_factor, t.number("routed_scaling_factor", false, 0.0, 1e6, true));
   set(m.sparse_step, t.integer("sparse_step", false, 1, 1024));
-  if (const toml::array* dense = t.array("dense_layers")) {
-    for (const toml::node& item : *dense) {
-      if (!item.is_integer() || *item.value<int64_t>() < 0) {
-        t.error(item, "moe.dense_layers: expected layer numbers (integers from 0), found " + std::string(type_word(item)));
-        m.dense_layers.clear();
-        break;
-      }
-      m.dense_layers.push_back(*item.value<int64_t>());
-    }
-  }
+  m.dense_layers = t.layer_numbers("dense_layers");
   t.finish();
 }
 
@@ -368,16 +376,7 @@ void read_ssm(Table t, Spec& s) {
   set(m.conv_bias, t.boolean("conv_bias"));
   set(m.bias, t.boolean("bias"));
   set(m.a_log, t.boolean("a_log"));
-  if (const toml::array* layers = t.array("attention_layers")) {
-    for (const toml::node& item : *layers) {
-      if (!item.is_integer() || *item.value<int64_t>() < 0) {
-        t.error(item, "ssm.attention_layers: expected layer numbers (integers from 0), found " + std::string(type_word(item)));
-        m.attention_layers.clear();
-        break;
-      }
-      m.attention_layers.push_back(*item.value<int64_t>());
-    }
-  }
+  m.attention_layers = t.layer_numbers("attention_layers");
   t.finish();
 }
 

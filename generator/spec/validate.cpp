@@ -96,10 +96,9 @@ void validate_ssm(const Spec& s, Diagnostics& diag) {
       at("ssm.attention_layers", "every layer is an attention layer: a model without state-space layers has no [ssm]");
     if (s.attention.sliding_window > 0)
       at("attention.sliding_window", "a hybrid's attention layers attend to every key: sliding windows are not supported with [ssm] yet");
-    for (const char* table : {"moe", "mla"})
-      if (s.locations.count(table))
-        at(table, "a hybrid's layers are attention or state-space mixers with dense MLPs: [" + std::string(table) +
-                      "] is not supported with [ssm] yet");
+    if (s.locations.count("moe"))
+      at("moe", "a hybrid's layers are attention or state-space mixers with dense MLPs: [moe] is not supported with "
+                "[ssm] yet");
   } else {
     const std::string kind = "a " + std::string(name(m.kind)) + " model's layers";
     for (const char* key : {"dims.heads", "dims.kv_heads", "dims.head_dim", "dims.intermediate"})
@@ -142,7 +141,7 @@ void validate_mla(const Spec& s, Diagnostics& diag) {
   if (a.sliding_window > 0) at("attention.sliding_window", "latent attention sees every earlier key");
   if (s.weights.fused_qkv) at("weights.fused_qkv", "latent attention has no fused q/k/v projection");
   if (s.stack != Stack::Decoder) at("model.stack", "latent attention is a causal decoder's (model.stack = \"decoder\")");
-  if (s.ssm.enabled() && !s.ssm.hybrid()) at("mla", "a model's layers are latent attention or state-space blocks, not both");
+  if (s.ssm.enabled()) at("mla", "a model's layers are latent attention or state-space blocks, not both");
   if (s.norm.kind != NormKind::RMSNorm) at("norm.kind", "the latents' norms are RMS norms (norm.kind = \"rmsnorm\")");
   if (s.norm.unit_offset) at("norm.unit_offset", "the latents' norms scale by w, not 1 + w");
 }

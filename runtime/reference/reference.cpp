@@ -492,21 +492,20 @@ std::vector<double> Reference::mamba2(Layer& L, const std::vector<double>& h) co
       y[c] = (sum + static_cast<double>(L.ssm_d[hd]) * x[c]) * silu(z[c]);
     }
   }
-  // The gated norm, per group.
+  // The gated norm, each group on its own (the model's RMS norm, validated).
   const size_t width = inner / groups;
   for (size_t g = 0; g < groups; ++g) {
-    double squares = 0;
-    for (size_t i = 0; i < width; ++i) squares += y[g * width + i] * y[g * width + i];
-    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(width) + spec_.norm.eps);
-    for (size_t i = 0; i < width; ++i)
-      y[g * width + i] *= inv * static_cast<double>(L.ssm_gate_norm.weight[g * width + i]);
+    const auto first = y.begin() + static_cast<std::ptrdiff_t>(g * width);
+    const std::vector<double> normed =
+        normalize(NormW{L.ssm_gate_norm.weight + g * width, nullptr}, std::vector<double>(first, first + static_cast<std::ptrdiff_t>(width)));
+    std::copy(normed.begin(), normed.end(), first);
   }
   return apply(L.ssm_out, y);
 }
 
 double Reference::activate(double x) const {
   switch (spec_.mlp.activation) {
-    case spec::Activation::SiLU: return x / (1.0 + std::exp(-x));
+    case spec::Activation::SiLU: return silu(x);
     case spec::Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
     case spec::Activation::GeluTanh: {
       const double k = std::sqrt(2.0 / std::numbers::pi);
