@@ -28,6 +28,7 @@
 #include "runtime/vk/buffer.hpp"
 #include "runtime/vk/check.hpp"
 #include "runtime/vk/device.hpp"
+#include "runtime/vk/device_features.hpp"
 #include "runtime/weights/gguf.hpp"
 
 using namespace lathe;
@@ -195,6 +196,7 @@ struct Options {
   std::string decode_tiles, prefill_tiles;  // --decode-tiles, --prefill-tiles: a sweep instead of the class's tiles
   std::vector<int64_t> batches = {1, 32};   // an encoder's: inputs a pass
   int64_t length = 128;                     // an encoder's: tokens an input
+  int64_t profile = 0;                      // --profile: rows of the pass whose kernels are timed, instead of the table
 };
 
 // "rows,tokens,texels[,subgroups]/…" as tiles; throws InvalidArgument naming the option.
@@ -614,6 +616,45 @@ int run_encoder_decoder(const Options& opt) {
   return 0;
 }
 
+// --profile ROWS: the device time of each kernel in one prompt pass of ROWS
+// rows after 128 cached tokens (timestamps between dispatches), under each
+// device class the device meets, one table each: where a pass's time goes,
+// and a kernel's forms side by side in one run (a Mamba-2 scan runs chunked
+// on a class with chunked_scan and as the recurrence on the others).
+int run_profile(const Options& opt) {
+  const ModelInfo& m = model_info();
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
+  const plan::DeviceFeatures features = vk::device_features(device.info());
+  constexpr int64_t kCached = 128;
+  for (const plan::DeviceClass& c : m.plan.classes) {
+    if (!plan::meets(c, features)) continue;
+    SessionOptions so;
+    so.max_chunk = std::max(opt.profile, kCached);
+    so.context = std::min(m.max_context, kCached + opt.profile);
+    so.device_class = std::string(c.name);
+    Session session(device, m, so);
+    upload_random(session);
+    session.prefill(random_tokens(static_cast<size_t>(kCached), m.vocab, 7));
+    const uint32_t rows = static_cast<uint32_t>(opt.profile);
+    session.profile(rows);  // its pipelines made and compiled
+    std::map<std::string, std::pair<int, double>> by_kernel;
+    double total = 0;
+    for (const Session::KernelTime& k : session.profile(rows)) {
+      by_kernel[k.kernel].first++;
+      by_kernel[k.kernel].second += k.microseconds;
+      total += k.microseconds;
+    }
+    std::printf("\n%s on %s, class %s: a pass of %u rows after %lld cached, %.1f ms\n\n", std::string(m.name).c_str(),
+                device.info().name.c_str(), std::string(c.name).c_str(), rows, static_cast<long long>(kCached), total / 1e3);
+    std::printf("| kernel | dispatches | us each | share |\n|---|---:|---:|---:|\n");
+    for (const auto& [name, v] : by_kernel)
+      std::printf("| %s | %d | %.1f | %.1f %% |\n", name.c_str(), v.first, v.second / v.first, 100 * v.second / total);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -646,8 +687,13 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
   app.add_option("--length", opt.length, "An encoder's: tokens an input; an encoder-decoder's: of the source (default 128)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--profile", opt.profile,
+                 "Instead of the table: device time per kernel of a prompt pass of this many rows after 128 cached "
+                 "tokens, under each device class the device meets")
+      ->check(CLI::Range(1, 4096));
   CLI11_PARSE(app, argc, argv);
   try {
+    if (opt.profile > 0) return run_profile(opt);
     if (model_info().encoder) return run_encoder(opt);
     if (model_info().encoder_decoder) return run_encoder_decoder(opt);
     if (!opt.depths.empty()) return run_depths(opt);

@@ -297,13 +297,29 @@ inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
 // Channels a workgroup of ssm_conv, ssm_scan and mamba2_scan takes (its
 // lanes one at a time each): the plan's Channels grid is ceil(channels / this).
 inline constexpr int64_t kSsmChannelsPerGroup = 32;
+// Rows of a chunk of mamba2_chunk (Q of the SSD algorithm: each row of a
+// chunk sees the others before it through a Q × Q matrix in shared memory).
+inline constexpr int64_t kMamba2ChunkRows = 32;
+// State values of one head a workgroup of mamba2_chunk keeps in shared
+// memory at most (its channels × d_state): 8 KiB.
+inline constexpr int64_t kMamba2ChunkStateFloats = 2048;
+// Its workgroup size, fixed in the shader (local_size_x).
+inline constexpr int64_t kMamba2ChunkThreads = 128;
+// Channels of one head a workgroup of mamba2_chunk takes: the largest
+// divisor of the head's channels whose states fit kMamba2ChunkStateFloats
+// (1 at least).
+constexpr int64_t mamba2_chunk_channels(int64_t head_channels, int64_t d_state) {
+  for (int64_t c = head_channels; c > 1; --c)
+    if (head_channels % c == 0 && c * d_state <= kMamba2ChunkStateFloats) return c;
+  return 1;
+}
 
 // The most bindings of any family: plans store bindings in arrays this long.
 inline constexpr size_t kMaxBindings = 10;
 
 enum class Family : uint8_t {
   Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan, Mamba2Scan,
-  Mla
+  Mla, Mamba2Chunk
 };
 
 // Specialization constants a family takes after constant 0, the workgroup
@@ -350,6 +366,9 @@ inline constexpr FamilyInfo kFamilies[] = {
     {Family::Mamba2Scan, "mamba2_scan", "Mamba2Scan", "mamba2_scan.comp", "RowsPush", push::kRowsPush,
      "Mamba2ScanBindings", kMamba2ScanBindings, SpecConstants::None},
     {Family::Mla, "mla", "Mla", "mla.comp", "MlaPush", push::kMlaPush, "MlaBindings", kMlaBindings, SpecConstants::None},
+    // mamba2_scan's bindings: the other form of the same scan.
+    {Family::Mamba2Chunk, "mamba2_chunk", "Mamba2Chunk", "mamba2_chunk.comp", "RowsPush", push::kRowsPush,
+     "Mamba2ScanBindings", kMamba2ScanBindings, SpecConstants::None},
 };
 
 constexpr const FamilyInfo& family(Family f) {

@@ -108,6 +108,14 @@ constexpr std::array<Binding, kernels::kMaxBindings> bindings(const Named& named
 // in order).
 enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts, Channels };
 
+// The passes that record a dispatch (besides split_only). A Mamba-2 layer's
+// scan has two forms: the recurrence, a row at a time (mamba2_scan), runs in
+// every pass but a prompt chunk's on a class with chunked_scan; the chunked
+// form (mamba2_chunk: a chunk of rows at once, then the state carried to the
+// next chunk) runs in exactly those. A prompt chunk's rows are one
+// sequence's, which the chunked form needs.
+enum class Form : uint8_t { Any, Recurrent, Chunked };
+
 // One kernel instance of the model: its name and family. The SPIR-V is in
 // the model's kernel table at the same index (kernels.cpp).
 struct Kernel {
@@ -121,6 +129,7 @@ struct Dispatch {
   Grid grid = Grid::Rows;
   bool last_row = false;    // serves the last row only, unless the session keeps every row's logits
   bool split_only = false;  // runs only when attention is split into key ranges
+  Form form = Form::Any;    // which passes record it (above)
   uint32_t groups_x = 1;    // Heads, Split: heads; Tiles, Experts: output rows (MatmulPush::n)
   uint32_t groups_z = 1;    // Experts: the experts
   uint32_t groups_z_per_row = 0;  // Experts: at most this many per token row (top_k: a decode step's experts)
@@ -245,6 +254,10 @@ struct DeviceClass {
   // Rows of a prompt chunk an attention workgroup takes, a subgroup each,
   // sharing staged keys and values (1: a workgroup a row, as decode).
   uint32_t attention_rows = 1;
+  // A prompt chunk runs a Mamba-2 scan in its chunked form (Form::Chunked):
+  // every row of a chunk of kMamba2ChunkRows at once, which devices with
+  // many lanes want; the recurrence keeps a lane a channel over every row.
+  bool chunked_scan = false;
 };
 
 constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
@@ -301,11 +314,24 @@ struct Plan {
   int64_t v_cache_row_bytes = 0;
 };
 
-// Whether a pass records `d`: split_only dispatches run only when attention
-// is split into key ranges.
-constexpr bool runs(const Dispatch& d, bool split) { return !d.split_only || split; }
+// Whether a session records `d` in any pass (and builds its pipeline):
+// split_only dispatches run only when attention is split into key ranges,
+// Chunked ones only on a class with chunked_scan.
+constexpr bool runs(const Dispatch& d, bool split, bool chunked_scan = false) {
+  return (!d.split_only || split) && (d.form != Form::Chunked || chunked_scan);
+}
+// Whether a pass of a session that runs `d` records it: a prompt chunk's
+// pass (`prompt`: one sequence's consecutive rows) or a decode step's.
+constexpr bool in_pass(const Dispatch& d, bool prompt, bool chunked_scan) {
+  switch (d.form) {
+    case Form::Any: return true;
+    case Form::Recurrent: return !(prompt && chunked_scan);
+    case Form::Chunked: return prompt && chunked_scan;
+  }
+  return true;
+}
 
-// The dispatch count of one forward pass: those a session records.
+// The dispatch count of one decode step: those a session records.
 constexpr size_t dispatch_count(const Plan& p, bool split) {
   size_t n = 0;
   for (const Dispatch& d : p.dispatches) n += runs(d, split) ? 1 : 0;

@@ -211,6 +211,8 @@ std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatc
   std::string out = "{.kernel = " + std::to_string(d.kernel) + ", .grid = plan::Grid::" + grid_name(d.grid);
   if (d.last_row) out += ", .last_row = true";
   if (d.split_only) out += ", .split_only = true";
+  if (d.form == plan::Form::Recurrent) out += ", .form = plan::Form::Recurrent";
+  if (d.form == plan::Form::Chunked) out += ", .form = plan::Form::Chunked";
   out += ", .groups_x = " + std::to_string(d.groups_x);
   if (d.groups_z != 1) out += ", .groups_z = " + std::to_string(d.groups_z);
   if (d.groups_z_per_row != 0) out += ", .groups_z_per_row = " + std::to_string(d.groups_z_per_row);
@@ -553,7 +555,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     data item;
     item.set("init", "{\"" + std::string(c.name) + "\", " + (c.cpu_only ? "true" : "false") + ", " + i(c.min_subgroup) +
                          ", " + i(c.min_shared) + ", " + tile(c.decode) + ", " + tile(c.prefill) + ", " + tile(c.batch) + ", " + i(c.splits) + ", " +
-                         i(c.attention_rows) + "}");
+                         i(c.attention_rows) + ", " + (c.chunked_scan ? "true" : "false") + "}");
     class_items.push_back(item);
   }
   root.set("device_classes", class_items);

@@ -267,11 +267,17 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("R", s.ssm.dt_rank) +
              flag("A_LOG", s.ssm.a_log) + define("CPW", kernels::kSsmChannelsPerGroup);
     case kernels::Family::Mamba2Scan:
-      return define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("H", s.ssm.heads) +
-             define("G", s.ssm.groups) + define("XSTRIDE", s.ssm.in_width()) + flag("A_LOG", s.ssm.a_log) +
-             define("DT_MIN", number_literal(s.ssm.dt_min, 9)) + flag("DT_CLAMP", s.ssm.dt_upper() > 0) +
-             define("DT_MAX", number_literal(s.ssm.dt_upper(), 9)) +
-             define("CPW", kernels::kSsmChannelsPerGroup);
+    case kernels::Family::Mamba2Chunk: {
+      const std::string both =
+          define("DI", s.ssm.d_inner) + define("N", s.ssm.d_state) + define("H", s.ssm.heads) +
+          define("G", s.ssm.groups) + define("XSTRIDE", s.ssm.in_width()) + flag("A_LOG", s.ssm.a_log) +
+          define("DT_MIN", number_literal(s.ssm.dt_min, 9)) + flag("DT_CLAMP", s.ssm.dt_upper() > 0) +
+          define("DT_MAX", number_literal(s.ssm.dt_upper(), 9));
+      if (k.family == kernels::Family::Mamba2Scan) return both + define("CPW", kernels::kSsmChannelsPerGroup);
+      return both + define("Q", kernels::kMamba2ChunkRows) +
+             define("PB", kernels::mamba2_chunk_channels(s.ssm.d_inner / s.ssm.heads, s.ssm.d_state)) +
+             define("THREADS", kernels::kMamba2ChunkThreads);
+    }
     case kernels::Family::Mla:
       return define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) + define("ROPE", s.mla.qk_rope_head_dim) +
              define("RANK", s.mla.kv_lora_rank) + define("VD", s.mla.v_head_dim) + flag("QUERY", k.query);

@@ -473,16 +473,23 @@ class Lowering {
         const Loc out = materialize(op.out);
         state_of(i, op.layer);
         plan_.scan_state_floats = op.dims[0] * op.dims[1];
-        Dispatch& d = emit(i, KernelKey{.family = Family::Mamba2Scan}, plan::Grid::Channels,
-                           {{"io", plan::io()},
-                            {"u", plan::activation(u.slot)},
-                            {"xz", plan::activation(xz.slot)},
-                            {"dt_bias", plan::weight(op.extra[0])},
-                            {"a_log", plan::weight(op.tensor[0])},
-                            {"d", plan::weight(op.tensor[1])},
-                            {"state", plan::scan_state(op.layer)},
-                            {"y", plan::activation(out.slot)}});
-        d.groups_x = ssm_groups(op.dims[0]);
+        const std::map<std::string, plan::Binding> bindings{{"io", plan::io()},
+                                                             {"u", plan::activation(u.slot)},
+                                                             {"xz", plan::activation(xz.slot)},
+                                                             {"dt_bias", plan::weight(op.extra[0])},
+                                                             {"a_log", plan::weight(op.tensor[0])},
+                                                             {"d", plan::weight(op.tensor[1])},
+                                                             {"state", plan::scan_state(op.layer)},
+                                                             {"y", plan::activation(out.slot)}};
+        // Two forms of one scan (plan::Form): the recurrence, a lane a
+        // channel; the chunked form, a workgroup a head's block of channels.
+        Dispatch& step = emit(i, KernelKey{.family = Family::Mamba2Scan}, plan::Grid::Channels, bindings);
+        step.groups_x = ssm_groups(op.dims[0]);
+        step.form = plan::Form::Recurrent;
+        const int64_t heads = op.dims[2], channels = op.dims[0] / heads;
+        Dispatch& chunk = emit(i, KernelKey{.family = Family::Mamba2Chunk}, plan::Grid::Channels, bindings);
+        chunk.groups_x = static_cast<uint32_t>(heads * (channels / kernels::mamba2_chunk_channels(channels, op.dims[1])));
+        chunk.form = plan::Form::Chunked;
         return 1;
       }
       case OpKind::PosEmbed: unsupported(i, "add_positions must follow the embedding");
@@ -849,7 +856,7 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
       {"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1},
       {"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1},
       {"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes), gpu_decode, gpu_prefill,
-       gpu_batch, 16, 4},
+       gpu_batch, 16, 4, true},
       {"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16},  // workgroups of one subgroup: any device
   };
 }

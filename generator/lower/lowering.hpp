@@ -35,6 +35,7 @@ struct Dispatch {
   plan::Grid grid = plan::Grid::Rows;
   bool last_row = false;    // the last row only, unless the session keeps every row's logits
   bool split_only = false;  // only when attention is split into key ranges
+  plan::Form form = plan::Form::Any;  // which passes record it
   uint32_t groups_x = 1;    // Heads, Split: heads; Tiles, Experts: output rows
   uint32_t groups_z = 1;    // Experts: the experts
   uint32_t groups_z_per_row = 0;  // Experts: at most this many per token row (top_k)
@@ -81,10 +82,11 @@ struct Plan {
 
   const KernelKey& kernel(const Dispatch& d) const { return kernels[d.kernel]; }
   std::string kernel_name(const Dispatch& d) const { return kernels[d.kernel].name(); }
-  // The dispatches a pass records: split_only ones only when attention is split.
+  // The dispatches a decode step records: split_only ones only when
+  // attention is split, never a chunked scan.
   size_t dispatch_count(bool split) const {
     size_t n = 0;
-    for (const Dispatch& d : dispatches) n += (!d.split_only || split) ? 1 : 0;
+    for (const Dispatch& d : dispatches) n += (!d.split_only || split) && d.form != plan::Form::Chunked ? 1 : 0;
     return n;
   }
 };

@@ -67,7 +67,8 @@ std::string describe(const ModelPlan& m) {
         << p.dispatches.size() - p.encode_dispatches << " run the decoder\n";
   // Per layer: the dispatches every pass records, and those only a split attention adds.
   std::map<int32_t, std::pair<size_t, size_t>> per_layer;
-  for (const Dispatch& d : p.dispatches) (d.split_only ? per_layer[d.layer].second : per_layer[d.layer].first)++;
+  for (const Dispatch& d : p.dispatches)
+    if (d.form != plan::Form::Chunked) (d.split_only ? per_layer[d.layer].second : per_layer[d.layer].first)++;
   auto count = [](const std::pair<size_t, size_t>& n) {
     return std::to_string(n.first) + (n.second ? " (+" + std::to_string(n.second) + " split)" : "");
   };
@@ -96,7 +97,9 @@ std::string describe(const ModelPlan& m) {
     const Dispatch& d = p.dispatches[i];
     const kernels::FamilyInfo& f = kernels::family(p.kernel(d).family);
     out << i << ": " << p.kernel_name(d) << (d.layer >= 0 ? " [layer " + std::to_string(d.layer) + "]" : "")
-        << (d.last_row ? " [last row]" : "") << (d.split_only ? " [split only]" : "") << " groups_x=" << d.groups_x;
+        << (d.last_row ? " [last row]" : "") << (d.split_only ? " [split only]" : "")
+        << (d.form == plan::Form::Recurrent ? " [recurrent form]" : d.form == plan::Form::Chunked ? " [chunked form]" : "")
+        << " groups_x=" << d.groups_x;
     if (d.groups_z != 1) out << " groups_z=" << d.groups_z;
     for (const kernels::BindingInfo& b : f.bindings)
       if (const plan::Binding x = d.binding(std::string(b.name)); x.resource != plan::Resource::None)

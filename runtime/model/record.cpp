@@ -162,8 +162,8 @@ void Session::Impl::create_commands() {
 
 // Records the whole plan for a chunk of `rows` tokens; with a query pool,
 // a timestamp before the first dispatch and after each one.
-void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row, VkQueryPool timestamps,
-                           bool encode_pass) {
+void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row, bool prompt,
+                           VkQueryPool timestamps, bool encode_pass) {
   // An encoder–decoder's passes: the encode pass's dispatches come first.
   const size_t first = encode_pass ? 0 : encode_active, end = encode_pass ? encode_active : active.size();
   vk::check(vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer");
@@ -178,6 +178,11 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
   }
   const std::vector<const vk::Pipeline*>& ps = pipelines_for(tile);
   for (size_t n = first; n < end; ++n) {
+    if (!in_pass(n, prompt)) {  // the other form of a scan: no time passes
+      if (timestamps != VK_NULL_HANDLE)
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, static_cast<uint32_t>(n - first + 1));
+      continue;
+    }
     const plan::Dispatch& d = plan.dispatches[active[n]];
     const vk::Pipeline& p = *ps[n];
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
@@ -241,7 +246,7 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   std::vector<uint64_t> ticks(count);
   try {
     for (uint32_t r = 0; r < rows; ++r) s.io_rows()[r] = {0, 0, static_cast<uint32_t>(s.positions[0] + r)};
-    s.record(s.prefill_commands, rows, s.tile_for(rows), s.options.all_logits, pool);
+    s.record(s.prefill_commands, rows, s.tile_for(rows), s.options.all_logits, true, pool);
     s.submit(s.prefill_commands);
     vk::check(vkGetQueryPoolResults(s.device.handle(), pool, 0, count, ticks.size() * 8, ticks.data(), 8,
                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
@@ -254,7 +259,8 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   const double ns_per_tick = s.device.info().timestamp_period;
   std::vector<KernelTime> out;
   for (size_t n = s.encode_active; n < s.active.size(); ++n)
-    out.push_back({std::string(s.kernel(s.plan.dispatches[s.active[n]]).name),
+    if (s.in_pass(n, true))
+      out.push_back({std::string(s.kernel(s.plan.dispatches[s.active[n]]).name),
                    static_cast<double>(ticks[n - s.encode_active + 1] - ticks[n - s.encode_active]) * ns_per_tick / 1000.0});
   return out;
 }

@@ -72,7 +72,7 @@ void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
   if (rows == 1) {
     run_decode(1);
   } else {
-    record(prefill_commands, rows, tile_for(rows), options.all_logits);
+    record(prefill_commands, rows, tile_for(rows), options.all_logits, true);
     submit(prefill_commands);
   }
   positions[static_cast<size_t>(sequence)] += rows;
@@ -81,7 +81,7 @@ void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
 void Session::Impl::run_decode(uint32_t count) {
   const size_t at = count - 1;
   if (!decode_recorded[at]) {
-    record(decode_commands[at], count, count == 1 ? decode : batch, count > 1 || options.all_logits);
+    record(decode_commands[at], count, count == 1 ? decode : batch, count > 1 || options.all_logits, false);
     decode_recorded[at] = true;
   }
   submit(decode_commands[at]);
@@ -125,7 +125,7 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
   s.lanes = device.info().subgroup_size;
   s.choose_class();
   for (size_t i = 0; i < s.plan.dispatches.size(); ++i)
-    if (plan::runs(s.plan.dispatches[i], s.splits > 1)) {
+    if (plan::runs(s.plan.dispatches[i], s.splits > 1, s.device_class->chunked_scan)) {
       s.active.push_back(i);
       s.encode_active += i < s.plan.encode_dispatches ? 1 : 0;
     }
@@ -171,7 +171,11 @@ void Session::reset(int64_t sequence) {
   impl_->positions[static_cast<size_t>(sequence)] = 0;
   impl_->sources[static_cast<size_t>(sequence)] = 0;
 }
-size_t Session::dispatches_per_token() const { return impl_->active.size() - impl_->encode_active; }
+size_t Session::dispatches_per_token() const {
+  size_t n = 0;
+  for (size_t i = impl_->encode_active; i < impl_->active.size(); ++i) n += impl_->in_pass(i, false) ? 1 : 0;
+  return n;
+}
 const plan::DeviceClass& Session::device_class() const { return *impl_->device_class; }
 Session::Memory Session::memory() const { return impl_->memory(); }
 bool Session::pipelines_cached() const { return impl_->pipelines->from_disk(); }
@@ -309,7 +313,7 @@ void Session::source(int64_t sequence, std::span<const int32_t> tokens) {
     throw Error(ErrorKind::InvalidArgument, "a source of " + std::to_string(tokens.size()) + " tokens exceeds the " +
                                                 std::to_string(s.options.max_chunk) + " rows this device binds at once");
   const size_t rows = s.write_input(0, static_cast<uint32_t>(sequence), tokens);
-  s.record(s.prefill_commands, static_cast<uint32_t>(rows), s.tile_for(static_cast<uint32_t>(rows)), false,
+  s.record(s.prefill_commands, static_cast<uint32_t>(rows), s.tile_for(static_cast<uint32_t>(rows)), false, true,
            VK_NULL_HANDLE, true);
   s.submit(s.prefill_commands);
   s.sources[static_cast<size_t>(sequence)] = static_cast<int64_t>(tokens.size());

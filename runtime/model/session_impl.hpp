@@ -130,8 +130,13 @@ struct Session::Impl {
   // every_row: last_row dispatches serve every row (all_logits, or a batched
   // decode step, whose rows are each a sequence's last).
   // encode_pass: an encoder–decoder's encode pass, else its decoder's.
-  void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row,
+  // `prompt`: a prompt chunk's pass (one sequence's rows), else a decode
+  // step's (plan::in_pass).
+  void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row, bool prompt,
               VkQueryPool timestamps = VK_NULL_HANDLE, bool encode_pass = false);
+  bool in_pass(size_t n, bool prompt) const {
+    return plan::in_pass(plan.dispatches[active[n]], prompt, device_class->chunked_scan);
+  }
   void submit(VkCommandBuffer cb);
   const KernelBinary& kernel(const plan::Dispatch& d) const { return model.kernels[d.kernel]; }
   const kernels::FamilyInfo& family(const plan::Dispatch& d) const {

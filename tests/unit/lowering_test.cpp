@@ -50,6 +50,20 @@ typed::Schedule llama(bool standalone_add = false) {
   return std::move(r.schedule());
 }
 
+// A spec file of the checkout (its path from the source root), parsed and planned.
+struct Planned {
+  spec::Spec spec;
+  lower::ModelPlan model;
+};
+Planned planned(const std::string& file) {
+  spec::Diagnostics diagnostics(file);
+  const auto s = spec::parse_spec_file(std::string(LATHE_SOURCE_DIR "/") + file, diagnostics);
+  REQUIRE_MESSAGE(s, diagnostics.format());
+  auto model = lower::plan_model(*s, diagnostics);
+  REQUIRE_MESSAGE(model, diagnostics.format());
+  return {*s, std::move(*model)};
+}
+
 std::vector<std::string> names(const lower::Plan& p) {
   std::vector<std::string> out;
   for (const lower::Dispatch& d : p.dispatches) out.push_back(p.kernel_name(d));
@@ -131,11 +145,9 @@ TEST_CASE("a graph the kernels cannot run is refused naming the op") {
 }
 
 TEST_CASE("a spec's plan: every dispatch attributed to its spec line, and sizes for the runtime") {
-  spec::Diagnostics diagnostics("tests/specs/tiny/llama-gqa.toml");
-  const auto s = spec::parse_spec_file(LATHE_SOURCE_DIR "/tests/specs/tiny/llama-gqa.toml", diagnostics);
-  REQUIRE(s);
-  const auto model = lower::plan_model(*s, diagnostics);
-  REQUIRE(model);
+  const Planned planned_spec = planned("tests/specs/tiny/llama-gqa.toml");
+  const spec::Spec* s = &planned_spec.spec;
+  const lower::ModelPlan* model = &planned_spec.model;
   for (const lower::Dispatch& d : model->plan.dispatches) CHECK(s->where(model->graph.keys[d.op]).line > 0);
   CHECK(model->cache_row_bytes == s->dims.kv_heads * s->dims.head_dim * 2);  // f16 cache
   CHECK(model->partials_row_floats == s->dims.heads * (s->dims.head_dim + 2));
@@ -151,11 +163,9 @@ TEST_CASE("a spec's plan: every dispatch attributed to its spec line, and sizes 
 // dt_proj inside; each layer's conv windows and scan states bound as plan
 // resources, no KV cache.
 TEST_CASE("a Mamba layer lowers to in_proj, ssm_conv, x_proj, ssm_scan and out_proj, with its state per layer") {
-  spec::Diagnostics diagnostics("tests/specs/tiny/mamba.toml");
-  const auto s = spec::parse_spec_file(LATHE_SOURCE_DIR "/tests/specs/tiny/mamba.toml", diagnostics);
-  REQUIRE(s);
-  const auto model = lower::plan_model(*s, diagnostics);
-  REQUIRE_MESSAGE(model, diagnostics.format());
+  const Planned planned_spec = planned("tests/specs/tiny/mamba.toml");
+  const spec::Spec* s = &planned_spec.spec;
+  const lower::ModelPlan* model = &planned_spec.model;
   const lower::Plan& p = model->plan;
   std::vector<std::string> layer1;
   for (const lower::Dispatch& d : p.dispatches)
@@ -178,15 +188,55 @@ TEST_CASE("a Mamba layer lowers to in_proj, ssm_conv, x_proj, ssm_scan and out_p
   }
 }
 
+// Mamba-2's scan in its two forms: the recurrence for decode steps (and every
+// pass of a class without chunked_scan), the chunked form for a prompt chunk
+// on a class with it; a decode step counts the first only.
+TEST_CASE("a Mamba-2 layer's scan: the recurrence for decode steps, the chunked form for a GPU class's prompt chunks") {
+  const Planned mamba2 = planned("models/mamba2-130m.toml");
+  const lower::Plan& p = mamba2.model.plan;
+  std::vector<std::string> layer3;
+  std::vector<plan::Form> forms;
+  for (const lower::Dispatch& d : p.dispatches)
+    if (d.layer == 3) layer3.push_back(p.kernel_name(d)), forms.push_back(d.form);
+  CHECK(layer3 == std::vector<std::string>{"matmul_768_f32_norm", "ssm_conv", "mamba2_scan", "mamba2_chunk",
+                                           "matmul_1536_f32_residual_norm"});
+  CHECK(forms == std::vector<plan::Form>{plan::Form::Any, plan::Form::Any, plan::Form::Recurrent, plan::Form::Chunked,
+                                         plan::Form::Any});
+  const lower::Dispatch* step = nullptr;
+  const lower::Dispatch* chunk = nullptr;
+  for (const lower::Dispatch& d : p.dispatches) {
+    if (d.layer != 3) continue;
+    if (d.form == plan::Form::Recurrent) step = &d;
+    if (d.form == plan::Form::Chunked) chunk = &d;
+  }
+  REQUIRE(step);
+  REQUIRE(chunk);
+  CHECK(step->groups_x == 1536 / kernels::kSsmChannelsPerGroup);
+  // 24 heads of 64 channels × 128 states: 16 channels (8 KiB of states) a workgroup, 4 a head.
+  CHECK(kernels::mamba2_chunk_channels(64, 128) == 16);
+  CHECK(chunk->groups_x == 24 * 4);
+  for (const char* b : {"io", "u", "xz", "dt_bias", "a_log", "d", "state", "y"}) {  // one scan, the same buffers
+    CAPTURE(b);
+    CHECK(chunk->binding(b).resource == step->binding(b).resource);
+    CHECK(chunk->binding(b).index == step->binding(b).index);
+  }
+  CHECK(chunk->binding("state").resource == plan::Resource::ScanState);
+  CHECK(p.dispatch_count(false) == p.dispatches.size() - 24);  // a decode step: no chunked form
+  std::vector<std::string> chunked;
+  for (const plan::DeviceClass& c : p.classes)
+    if (c.chunked_scan) chunked.push_back(std::string(c.name));
+  CHECK(chunked == std::vector<std::string>{"gpu"});
+  CHECK(kernels::mamba2_chunk_channels(12, 5) == 12);
+  CHECK(kernels::mamba2_chunk_channels(64, 64) == 32);
+  CHECK(kernels::mamba2_chunk_channels(7, 4096) == 1);
+}
+
 // A mixture whose experts of a role are over max_part_bytes together: each
 // role's experts bound in parts of whole experts (3 of 8 at 36,864 bytes), a
 // dispatch a part from its expert0, every one over all the routed experts.
 TEST_CASE("experts over max_part_bytes together are bound in parts of whole experts, a dispatch each") {
-  spec::Diagnostics diagnostics("tests/specs/tiny/moe-split-experts.toml");
-  const auto s = spec::parse_spec_file(LATHE_SOURCE_DIR "/tests/specs/tiny/moe-split-experts.toml", diagnostics);
-  REQUIRE(s);
-  const auto model = lower::plan_model(*s, diagnostics);
-  REQUIRE_MESSAGE(model, diagnostics.format());
+  const Planned planned_spec = planned("tests/specs/tiny/moe-split-experts.toml");
+  const lower::ModelPlan* model = &planned_spec.model;
   const lower::Plan& p = model->plan;
   std::vector<uint32_t> firsts;
   std::vector<size_t> sizes;

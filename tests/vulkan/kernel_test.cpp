@@ -1738,28 +1738,37 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: the causal conv and the selective scan carry
 // B | C | dt] (its channels from column d_inner of a row that wide),
 // mamba2_scan (per head one dt and one decay, the B and C of its group, dt
 // clamped), and the gated output's RMS norm per group (norm with GROUP),
-// over the passes of the Mamba test above, against the recurrence computed
-// here in double (runtime/reference's mamba2()). Widths: 4 heads of 16 in 2
-// groups of 8 states, dt in [0.05, 1.5]; 3 heads of 12 in one group of 5
-// states (two workgroups), no conv bias, no upper limit.
+// over the passes of the Mamba test above and a prompt chunk of 70 rows
+// (three chunks of mamba2_chunk: 32, 32 and 6), against the recurrence
+// computed here in double (runtime/reference's mamba2()). The scan runs in
+// each of its forms (plan::Form): the recurrence in every pass, or the
+// chunked form in the passes of one sequence (a prompt chunk's), as a class
+// with chunked_scan runs it. Widths: 4 heads of 16 in 2 groups of 8 states,
+// dt in [0.05, 1.5]; 3 heads of 12 in one group of 5 states (two workgroups
+// of the recurrence), no conv bias, no upper limit; 2 heads of 64 with 64
+// states (two workgroups a head in the chunked form).
 TEST_CASE_FIXTURE(VulkanTest, "ssm: Mamba-2's conv, scan and per-group gated norm carry each sequence's state") {
   Gpu gpu(device);
+  for (const bool chunked : {false, true})
   for (const std::string& extra :
        {std::string("hidden = 32\n[ssm]\nkind = \"mamba2\"\nd_state = 8\nhead_dim = 16\ngroups = 2\ndt_min = 0.05\n"
                     "dt_max = 1.5\n"),
-        std::string("hidden = 18\n[ssm]\nkind = \"mamba2\"\nd_state = 5\nd_conv = 3\nhead_dim = 12\nconv_bias = false\n")}) {
+        std::string("hidden = 18\n[ssm]\nkind = \"mamba2\"\nd_state = 5\nd_conv = 3\nhead_dim = 12\nconv_bias = false\n"),
+        std::string("hidden = 64\n[ssm]\nkind = \"mamba2\"\nd_state = 64\nhead_dim = 64\n")}) {
     spec::Diagnostics diag("ssm.toml");
     const auto s = spec::parse_spec_string("[model]\nname = \"ssm2\"\n[dims]\nlayers = 1\nvocab = 16\nmax_context = 64\n" + extra +
                                                "[weights]\npreset = \"hf-mamba\"\n",
                                            "ssm.toml", diag);
     REQUIRE_MESSAGE(s, diag.format());
     CAPTURE(extra);
+    CAPTURE(chunked);
     const spec::Ssm& ms = s->ssm;
     const Model m{*s, {emit::kernel_instance(*s, lower::KernelKey{.family = kernels::Family::SsmConv}),
                        emit::kernel_instance(*s, lower::KernelKey{.family = kernels::Family::Mamba2Scan}),
                        emit::kernel_instance(*s, lower::KernelKey{.family = kernels::Family::Norm, .width = ms.d_inner,
-                                                                  .group = ms.d_inner / ms.groups})}};
-    const Constants conv(m.kernels[0]), scan(m.kernels[1]), norm(m.kernels[2]);
+                                                                  .group = ms.d_inner / ms.groups}),
+                       emit::kernel_instance(*s, lower::KernelKey{.family = kernels::Family::Mamba2Chunk})}};
+    const Constants conv(m.kernels[0]), scan(m.kernels[1]), norm(m.kernels[2]), chunk(m.kernels[3]);
     const uint32_t CH = conv.u("CH"), DC = conv.u("DC"), XOFF = conv.u("XOFF"), XS = conv.u("XSTRIDE");
     const uint32_t DI = scan.u("DI"), N = scan.u("N"), H = scan.u("H"), G = scan.u("G");
     CHECK(DI == ms.d_inner);
@@ -1768,6 +1777,10 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: Mamba-2's conv, scan and per-group gated nor
     CHECK(XS == 2 * DI + 2 * G * N + H);
     CHECK(scan.u("XSTRIDE") == XS);
     CHECK(norm.u("GROUP") == DI / G);
+    CHECK(chunk.u("Q") == kernels::kMamba2ChunkRows);
+    const uint32_t PB = chunk.u("PB");
+    CHECK(PB == (N == 64 ? 32 : DI / H));  // 64 channels of 64 states: a head in two workgroups
+    const uint32_t chunk_groups = H * (DI / H / PB);
     CHECK_FALSE(norm.flag("UNIT_OFFSET"));
     const uint32_t CPW = conv.u("CPW");
     const uint32_t conv_groups = (CH + CPW - 1) / CPW, scan_groups = (DI + CPW - 1) / CPW;
@@ -1781,7 +1794,9 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: Mamba-2's conv, scan and per-group gated nor
     vk::Buffer conv_state = buffer_of(device, random_floats(size_t{kSequences} * CH * W, 5.0f, 9.0f));
     vk::Buffer scan_state = buffer_of(device, random_floats(size_t{kSequences} * DI * N, 5.0f, 9.0f));
     std::vector<double> window(size_t{kSequences} * CH * W, 0.0), h(size_t{kSequences} * DI * N, 0.0);
-    const std::vector<std::vector<SsmRow>> passes = ssm_passes();
+    std::vector<std::vector<SsmRow>> passes = ssm_passes();
+    passes.emplace_back();
+    for (uint32_t p = 4; p < 74; ++p) passes.back().push_back({1, p});  // B's next prompt chunk
     NormalizedError eu, ey, en;
     bool clamped = false;
     for (const std::vector<SsmRow>& pass : passes) {
@@ -1799,11 +1814,13 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: Mamba-2's conv, scan and per-group gated nor
                                                     .bias = ms.conv_bias ? vk::Binding(whole(bb)) : gpu.no_buffer(),
                                                     .state = whole(conv_state), .u = whole(ub)},
               push::RowsPush{.rows = rows}, conv_groups);
-      gpu.run(m, m.kernels[1],
+      const bool one_sequence = std::all_of(pass.begin(), pass.end(), [&](const SsmRow& r) { return r.sequence == pass[0].sequence; });
+      const bool chunk_form = chunked && one_sequence;
+      gpu.run(m, m.kernels[chunk_form ? 3 : 1],
               kernels::Mamba2ScanBindings<vk::Binding>{.io = whole(iob), .u = whole(ub), .xz = whole(xzb),
                                                        .dt_bias = whole(dtbb), .a_log = whole(ab), .d = whole(db),
                                                        .state = whole(scan_state), .y = whole(yb)},
-              push::RowsPush{.rows = rows}, scan_groups);
+              push::RowsPush{.rows = rows}, chunk_form ? chunk_groups : scan_groups);
       gpu.run(m, m.kernels[2],
               kernels::NormBindings<vk::Binding>{.x = whole(yb), .scale = whole(sb), .shift = gpu.no_buffer(), .y = whole(nb)},
               push::RowsPush{.rows = rows}, rows);
@@ -1863,7 +1880,7 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: Mamba-2's conv, scan and per-group gated nor
     for (size_t i = 0; i < window.size(); ++i) ew.add(gw[i], window[i]);
     const std::vector<float> gh = read_back<float>(device, scan_state, h.size());
     for (size_t i = 0; i < h.size(); ++i) eh.add(gh[i], h[i]);
-    MESSAGE("mamba2 (" << H << " heads of " << P << ", " << G << " groups of " << N << " states): u " << eu.value()
+    MESSAGE("mamba2 " << std::string(chunked ? "chunked" : "recurrent") << " (" << H << " heads of " << P << ", " << G << " groups of " << N << " states): u " << eu.value()
                        << ", y " << ey.value() << ", normed " << en.value() << ", windows " << ew.value() << ", h "
                        << eh.value());
     CHECK(eu.value() < 1e-5);
