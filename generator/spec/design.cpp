@@ -435,35 +435,37 @@ struct Solver {
     return chosen;
   }
 
-  // Rounding h and L left the count over 1 % from the budget: a layer more
-  // or fewer (inside the band), then the MLP width in steps of 256 (within
-  // ±25 % of 8h/3), whichever lands nearest.
+  // Rounding h and L left the count over 1 % from the budget: the MLP width
+  // moves (within ±25 % of 8h/3, lint's range), then with it the depth by a
+  // layer (inside the band), in multiples of 256, else of 128, else of 64
+  // (in a small model one step of 256 is several percent); the first of
+  // these within 1 % is kept, else the nearest.
   Candidate adjust(const Candidate& from, const Band& band) {
+    const int64_t rule = swiglu_width(from.shape.hidden());
+    const int64_t least = from.shape.hybrid ? 2 : 1;
     Candidate best = from;
-    for (int64_t step : {-1, 1}) {
-      Shape s = from.shape;
-      s.layers += step;
-      const double ratio = static_cast<double>(s.hidden()) / static_cast<double>(std::max<int64_t>(1, s.layers));
-      if (s.layers < (s.hybrid ? 2 : 1) || ratio < band.low || ratio > band.high) continue;
-      const Candidate x = evaluate(s);
-      if (std::fabs(x.gap) < std::fabs(best.gap)) best = x;
-    }
-    if (best.shape.layers != from.shape.layers)
-      say("   " + std::to_string(from.shape.layers) + " layers miss the budget by " + percent(from.gap) + ": " +
-          std::to_string(best.shape.layers) + " layers give " + percent(best.gap));
-    if (std::fabs(best.gap) <= 0.01) return best;
-    const int64_t rule = swiglu_width(best.shape.hidden());
-    const Candidate before = best;
-    for (int64_t width = round_up(rule * 3 / 4, 256); width <= rule * 5 / 4; width += 256) {
-      Shape s = before.shape;
-      s.intermediate = width;
-      const Candidate x = evaluate(s);
-      if (std::fabs(x.gap) < std::fabs(best.gap)) best = x;
-    }
-    if (best.shape.intermediate != before.shape.intermediate)
-      say("   the MLP width moves from " + std::to_string(rule) + " (8h/3) to " + std::to_string(best.shape.intermediate) +
-          " to bring the count from " + percent(before.gap) + " to " + percent(best.gap) + " of the budget");
-    if (std::fabs(best.gap) > 0.01) say("   no depth or MLP width inside the rules brings the count within 1 %");
+    for (int64_t multiple : {256, 128, 64})
+      for (int64_t step : {0, -1, 1}) {
+        Shape s = from.shape;
+        s.layers += step;
+        const double ratio = static_cast<double>(s.hidden()) / static_cast<double>(std::max(least, s.layers));
+        if (step != 0 && (s.layers < least || ratio < band.low || ratio > band.high)) continue;
+        for (int64_t width = round_up(rule * 3 / 4, multiple); width <= rule * 5 / 4; width += multiple) {
+          s.intermediate = width;
+          const Candidate x = evaluate(s);
+          if (std::fabs(x.gap) < std::fabs(best.gap)) best = x;
+        }
+        if (std::fabs(best.gap) <= 0.01) {
+          say("   the MLP width moves from " + std::to_string(rule) + " (8h/3) to " +
+              std::to_string(best.shape.intermediate) + " (a multiple of " + std::to_string(multiple) + ")" +
+              (best.shape.layers != from.shape.layers ? " and the layers from " + std::to_string(from.shape.layers) +
+                                                            " to " + std::to_string(best.shape.layers)
+                                                      : "") +
+              ": the count from " + percent(from.gap) + " to " + percent(best.gap) + " of the budget");
+          return best;
+        }
+      }
+    say("   no depth or MLP width inside the rules brings the count within 1 %: the nearest is " + percent(best.gap));
     return best;
   }
 };
@@ -718,7 +720,7 @@ Design design(const DesignOptions& o) {
     const int64_t fit = std::max<int64_t>(256, static_cast<int64_t>(n / 4 / (e * static_cast<double>(chosen.shape.hidden()))) / 128 * 128);
     why.push_back("   the embedding" + std::string(s.tied ? "" : "s") + " of 32000 rows would hold " +
                   fixed(100 * e * static_cast<double>(s.vocab * chosen.shape.hidden()) / n, 0) +
-                  " % of the budget: the vocabulary shrinks to " + std::to_string(fit) + " (at most a quarter)");
+                  " % of the budget: the vocabulary shrinks to " + std::to_string(fit) + " (at most a quarter), and the shape is solved again");
     s.vocab = fit;
     comment["dims.vocab"] = "a quarter of the budget at most (the default 32000 would crowd out the layers), a multiple of 128";
     chosen = solver.solve(s, band);
@@ -774,8 +776,8 @@ Design design(const DesignOptions& o) {
   comment["dims.head_dim"] = head_rule;
   comment["dims.intermediate"] = f.intermediate == swiglu_width(h)
                                      ? "SwiGLU 8h/3 = " + std::to_string(std::llround(8.0 * static_cast<double>(h) / 3)) + ", rounded up to a multiple of 256 (Shazeer 2020; Llama)"
-                                     : "8h/3 rounded to 256 is " + std::to_string(swiglu_width(h)) +
-                                           "; moved to bring the parameters within 1 % of the budget";
+                                     : "8h/3 rounded up to 256 is " + std::to_string(swiglu_width(h)) +
+                                           "; moved to bring the parameters within 1 % of the budget (--explain)";
   if (f.moe) comment["dims.intermediate"] += "; each expert's";
   comment["model.name"] = o.name.empty() ? "design-<budget> (--name)" : "--name";
   comment["moe.experts"] = o.moe ? "--moe: a mixture of 8 experts (Mixtral)" : "MoE from 70B: 8 experts (Mixtral)";
