@@ -668,7 +668,7 @@ Design design(const DesignOptions& o) {
   if (s.context > s.train_context) {
     s.scaling = o.rope_scaling;
     const std::string kind = s.scaling == RopeScaling::Yarn ? "YaRN (Peng et al. 2023; Qwen2.5's 4 × 32768)"
-                                                            : "dynamic NTK (bloc97 2023; --rope-scaling ntk)";
+                                                            : "dynamic NTK (--rope-scaling ntk; transformers' \"dynamic\")";
     comment["position.scaling.kind"] = kind + ": the context past the trained one";
     comment["position.scaling.factor"] = "context / trained context = " + std::to_string(s.context) + " / " +
                                          std::to_string(s.train_context);
@@ -729,6 +729,10 @@ Design design(const DesignOptions& o) {
   // 4. The device's memory: fewer KV heads until the weights and a
   // sequence's cache at the full context fit.
   Report report = report_of(chosen.shape);
+  if (o.memory == 0)
+    why.push_back("4. memory: no --memory; the weights (" + std::string(name(s.dtype)) + ") take " +
+                  bytes_text(report.device_weight_bytes) + " and a sequence's cache at " + std::to_string(s.context) +
+                  " tokens " + bytes_text(device_bytes(report) - report.device_weight_bytes));
   if (o.memory > 0) {
     why.push_back("4. memory: " + bytes_text(o.memory) + " (--memory) must hold the weights (" + name(s.dtype) + ") and a sequence's cache at " +
                   std::to_string(s.context) + " tokens");
