@@ -54,7 +54,6 @@ std::string percent(double gap) {
   return out + fixed(100 * gap, 2) + " %";
 }
 
-// A TOML float: always with a point or an exponent.
 // 7.68e21 → "7.68e21".
 std::string scientific(double v) {
   char buf[32];
@@ -64,9 +63,10 @@ std::string scientific(double v) {
   return s;
 }
 
+// A TOML float: always with a point or an exponent.
 std::string toml_float(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
+  std::snprintf(buf, sizeof buf, "%.15g", v);
   std::string s = buf;
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
@@ -294,8 +294,9 @@ int64_t swiglu_width(int64_t hidden) { return round_up((8 * hidden + 2) / 3, 256
 // The band of hidden / layers and the point in it aimed at. Dense models
 // keep 100–130, mixtures of experts 70–120; larger models sit relatively
 // deeper (Levine et al. 2020: the depth a width can use grows with it), so
-// the aim falls from the band's top at 10B to its bottom at 100B (dense)
-// or 1T (MoE).
+// the aim falls with the logarithm of the budget from 128 (Llama 3 8B,
+// Mistral 7B) at 10B and below to 100 at 100B, and for experts from 120 at
+// 10B to 70 at 1T.
 struct Band {
   double low, high, aim;
 };
@@ -329,14 +330,14 @@ struct Solver {
   double budget = 0;
   int64_t kv_cap = 1 << 20;
   std::vector<std::string>* explain = nullptr;
-  int64_t reports = 0;
+  int64_t counted = 0;
 
   // The exact count of `s` at `layers`: its manifest's tensors, as
   // make_report sums them (the search counts many shapes; make_report
   // checks the one chosen).
   int64_t count(Shape s, int64_t layers) {
     s.layers = layers;
-    ++reports;
+    ++counted;
     return build_manifest(parsed(s)).total_elements();
   }
 
@@ -347,8 +348,10 @@ struct Solver {
     const int64_t least = s.hybrid ? 2 : 1;
     const int64_t p1 = count(s, least), p2 = count(s, least + 1);
     const double per_layer = static_cast<double>(p2 - p1);
+    // (At most 1024 layers, a spec's most.)
     auto estimate = [&](double slope, int64_t from, int64_t p_from) {
-      return std::max<int64_t>(least, std::llround(static_cast<double>(from) + (budget - static_cast<double>(p_from)) / slope));
+      const double layers = static_cast<double>(from) + (budget - static_cast<double>(p_from)) / slope;
+      return std::clamp<int64_t>(std::llround(std::min(layers, 1024.0)), least, 1024);
     };
     s.layers = estimate(per_layer, least, p1);
     if (s.layers > least + 1) {
@@ -437,14 +440,15 @@ struct Solver {
 
   // Rounding h and L left the count over 1 % from the budget: the MLP width
   // moves (within ±25 % of 8h/3, lint's range), then with it the depth by a
-  // layer (inside the band), in multiples of 256, else of 128, else of 64
-  // (in a small model one step of 256 is several percent); the first of
-  // these within 1 % is kept, else the nearest.
+  // layer (inside the band), in multiples of 256, else of 128, 64 or 32 (in
+  // a small model one step of 256 is several percent; 32 keeps the block
+  // dtypes' rows whole); the first of these within 1 % is kept, else the
+  // nearest.
   Candidate adjust(const Candidate& from, const Band& band) {
     const int64_t rule = swiglu_width(from.shape.hidden());
     const int64_t least = from.shape.hybrid ? 2 : 1;
     Candidate best = from;
-    for (int64_t multiple : {256, 128, 64})
+    for (int64_t multiple : {256, 128, 64, 32})
       for (int64_t step : {0, -1, 1}) {
         Shape s = from.shape;
         s.layers += step;
@@ -511,8 +515,10 @@ DesignOptions design_options(const DesignArgs& a) {
   if (a.moe && a.dense) fail("--moe and --dense contradict each other: keep one");
   if (a.params) {
     o.params = parse_count("--params", *a.params, "8B, 350M, 8e9");
-    if (*o.params < 1e6 || *o.params > 1e13)
-      fail("--params: " + *a.params + " is outside 1M … 10T parameters");
+    // (Below 10M a layer, an MLP step or a head is too much of the budget
+    // to land within 1 % of it.)
+    if (*o.params < 1e7 || *o.params > 1e13)
+      fail("--params: " + *a.params + " is outside 10M … 10T parameters");
   }
   if (a.overtrain) {
     char* stop = nullptr;
@@ -525,9 +531,9 @@ DesignOptions design_options(const DesignArgs& a) {
   if (a.flops) {
     o.flops = parse_count("--flops", *a.flops, "1e24, 3.8e25");
     const double n = std::sqrt(*o.flops / (120 * o.overtrain));
-    if (n < 1e6 || n > 1e13)
+    if (n < 1e7 || n > 1e13)
       fail("--flops: " + *a.flops + " FLOPs make a model of " + short_count(n) +
-           " parameters at 20·" + fixed(o.overtrain, 0) + " tokens a parameter, outside 1M … 10T");
+           " parameters at 20·" + fixed(o.overtrain, 0) + " tokens a parameter, outside 10M … 10T");
   }
   if (a.use) {
     const auto it = std::find_if(std::begin(kUseNames), std::end(kUseNames),
@@ -811,7 +817,7 @@ Design design(const DesignOptions& o) {
   why.push_back("5. result: h " + std::to_string(h) + ", L " + std::to_string(f.layers) + ", heads " + std::to_string(f.heads) +
                 "/" + std::to_string(f.kv_heads) + ", ffn " + std::to_string(f.intermediate) + ", vocab " +
                 std::to_string(f.vocab) + ": " + grouped(out.params) + " parameters, " + percent(gap) +
-                " of the budget (lathe report's exact count; " + std::to_string(solver.reports) + " shapes counted)");
+                " of the budget (lathe report's exact count; " + std::to_string(solver.counted) + " shapes counted)");
   return out;
 }
 
