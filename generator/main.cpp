@@ -698,7 +698,14 @@ int main(int argc, char** argv) {
   const std::vector<std::string> arguments = model_first(argc, argv);
   std::vector<const char*> pointers = {argv[0]};
   for (const std::string& a : arguments) pointers.push_back(a.c_str());
-  CLI11_PARSE(app, static_cast<int>(pointers.size()), const_cast<char**>(pointers.data()));
+  try {
+    app.parse(static_cast<int>(pointers.size()), const_cast<char**>(pointers.data()));
+  } catch (const CLI::ParseError& e) {
+    // CLI11_PARSE's exit, but a bad `lathe design` option exits 2 as the
+    // design's own refusals do (help and version still exit 0).
+    const int status = app.exit(e);
+    return status != 0 && design->parsed() ? 2 : status;
+  }
   try {
     if (*devices) return cmd_devices(validation);
     if (*report) return cmd_report(spec_path, json, prefill, decode, svg_path, png_path);
