@@ -24,6 +24,7 @@
 #include "generator/import/quantize.hpp"
 #include "generator/lower/device_report.hpp"
 #include "generator/lower/model_plan.hpp"
+#include "generator/spec/design.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/lint.hpp"
 #include "generator/spec/report.hpp"
@@ -125,6 +126,41 @@ int cmd_lint(const std::string& path) {
   const std::vector<lathe::spec::Advice> advice = lathe::spec::lint(*spec);
   std::cout << lathe::spec::format_advice(path, advice);
   if (advice.empty()) std::cout << path << ": every hyperparameter lint knows is within practice\n";
+  return 0;
+}
+
+// A spec from a budget: to stdout or `out`; the derivation (--explain) to
+// stderr, so that the spec alone goes down a pipe. Bad options exit 2.
+int cmd_design(lathe::spec::DesignArgs args, const std::string& out, bool explain, int argc, char** argv) {
+  // The command quoted in the spec: its options, not where it was written
+  // or whether it explained itself.
+  args.command = "lathe";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-o" || a == "--out") ++i;
+    else if (!a.starts_with("--out=") && !(a.starts_with("-o") && a.size() > 2) && a != "--explain") args.command += " " + a;
+  }
+  lathe::spec::Design design;
+  try {
+    design = lathe::spec::design(lathe::spec::design_options(args));
+  } catch (const lathe::spec::DesignError& e) {
+    std::cerr << "lathe design: " << e.what() << "\n";
+    return 2;
+  }
+  if (explain)
+    for (const std::string& line : design.explanation) std::cerr << line << "\n";
+  if (out.empty()) {
+    std::cout << design.spec;
+    return 0;
+  }
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  if (file) file << design.spec;
+  if (file) file.close();
+  if (!file) {
+    std::cerr << "lathe design: -o " << out << ": cannot write: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  std::cerr << out << " (written)\n";
   return 0;
 }
 
@@ -550,6 +586,36 @@ int main(int argc, char** argv) {
   auto* lint = app.add_subcommand("lint", "Advice on each hyperparameter of a spec far from practice, at its line");
   lint->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
 
+  lathe::spec::DesignArgs design_args;
+  std::string design_out;
+  bool explain = false;
+  auto* design = app.add_subcommand(
+      "design", "Write a spec from a budget (parameters or training FLOPs), a context and a use: every value "
+                "commented with the published rule that chose it");
+  const auto design_option = [&](const char* flag, std::optional<std::string>& value, const char* help) {
+    design->add_option_function<std::string>(flag, [&value](const std::string& v) { value = v; }, help);
+  };
+  design_option("--params", design_args.params, "Parameter budget: 8B, 350M, 8e9");
+  design_option("--flops", design_args.flops,
+                "Training-compute budget in FLOPs (1e24): N = sqrt(C / (6 · 20 · overtrain)), Chinchilla's 20 tokens a "
+                "parameter");
+  design_option("--overtrain", design_args.overtrain,
+                "Tokens a parameter as a multiple of Chinchilla's 20, for inference-heavy use (default 1)");
+  design_option("--context", design_args.context, "Longest context in tokens: 8192, 128k (default by use: 8192; code 16k; long-context 128k)");
+  design_option("--train-context", design_args.train_context,
+                "Context trained at (default: the context up to 32k); past it RoPE is scaled");
+  design_option("--use", design_args.use, "general, long-context, code, low-latency or memory-bound (default general)");
+  design_option("--memory", design_args.memory,
+                "Device memory the weights and one sequence's cache must fit: 24GiB, 80GB (K, M, G, T alone are binary)");
+  design_option("--vocab", design_args.vocab, "Vocabulary size (rounded up to a multiple of 128; default 32000, less in small models)");
+  design_option("--dtype", design_args.dtype, "Weight dtype: f32, f16, bf16 (default), q8_0, q4_0");
+  design_option("--rope-scaling", design_args.rope_scaling, "RoPE scaling past the trained context: yarn (default) or ntk");
+  design_option("--name", design_args.name, "[model] name (default design-<budget>)");
+  design->add_flag("--moe", design_args.moe, "A mixture of 8 experts, top-2, below 70B too");
+  design->add_flag("--dense", design_args.dense, "A dense MLP, from 70B too");
+  design->add_option("-o,--out", design_out, "The spec file to write (default: stdout)");
+  design->add_flag("--explain", explain, "Print the derivation, each step and number, to stderr");
+
   std::string out_dir = ".";
   auto* gen = app.add_subcommand("gen", "Generate the model-specific build of a spec");
   gen->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
@@ -632,11 +698,19 @@ int main(int argc, char** argv) {
   const std::vector<std::string> arguments = model_first(argc, argv);
   std::vector<const char*> pointers = {argv[0]};
   for (const std::string& a : arguments) pointers.push_back(a.c_str());
-  CLI11_PARSE(app, static_cast<int>(pointers.size()), const_cast<char**>(pointers.data()));
+  try {
+    app.parse(static_cast<int>(pointers.size()), const_cast<char**>(pointers.data()));
+  } catch (const CLI::ParseError& e) {
+    // CLI11_PARSE's exit, but a bad `lathe design` option exits 2 as the
+    // design's own refusals do (help and version still exit 0).
+    const int status = app.exit(e);
+    return status != 0 && design->parsed() ? 2 : status;
+  }
   try {
     if (*devices) return cmd_devices(validation);
     if (*report) return cmd_report(spec_path, json, prefill, decode, svg_path, png_path);
     if (*lint) return cmd_lint(spec_path);
+    if (*design) return cmd_design(design_args, design_out, explain, argc, argv);
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);
     if (*import) return cmd_import(import_path, import_out, import_name);
