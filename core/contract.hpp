@@ -74,7 +74,10 @@ enum class Role : uint8_t {
   // d] (the latent, then the rotary key), the latent's norm, and kv_b_proj
   // [heads·(nope + v), kv_lora_rank], each head's W_UK rows then its W_UV
   // rows, which the attention reads as f32 arrays (absorbed, per head).
-  QA, QANorm, QB, KvA, KvANorm, KvB,
+  // llama.cpp's files split kv_b_proj (spec mla.split_kv_b): k_b, each
+  // head's W_UK transposed, [heads·kv_lora_rank, nope] (stored [heads,
+  // kv_lora_rank, nope]), and v_b, each head's W_UV, [heads·v, kv_lora_rank].
+  QA, QANorm, QB, KvA, KvANorm, KvB, KB, VB,
 };
 
 // A tensor named by its module path itself, without ".weight" or ".bias":
@@ -194,7 +197,7 @@ constexpr bool is_linear(Role r) {
     case Role::SharedGate: case Role::SharedUp: case Role::SharedDown: case Role::SharedExpertGate:
     case Role::CrossQ: case Role::CrossK: case Role::CrossV: case Role::CrossO:
     case Role::SsmIn: case Role::SsmX: case Role::SsmDt: case Role::SsmOut:
-    case Role::QA: case Role::QB: case Role::KvA: case Role::KvB:
+    case Role::QA: case Role::QB: case Role::KvA: case Role::KvB: case Role::KB: case Role::VB:
       return true;
     default:
       return false;
@@ -211,7 +214,7 @@ constexpr bool is_rel_bias(Role r) { return r == Role::RelBias || r == Role::Enc
 // (T5's relative position bias is not: is_rel_bias; nor a Mamba layer's
 // conv taps, A_log, D and dt_proj, f32 arrays ssm_conv and ssm_scan index.)
 constexpr bool read_as_matrix(Role role, bool bias, size_t rank) {
-  if (is_ssm_param(role) || role == Role::SsmDt || role == Role::KvB) return false;
+  if (is_ssm_param(role) || role == Role::SsmDt || role == Role::KvB || role == Role::KB || role == Role::VB) return false;
   return (rank == 2 && !is_rel_bias(role)) || (rank == 1 && is_linear(role) && !bias);
 }
 
@@ -290,9 +293,12 @@ inline std::optional<double> ssm_parameter(Role role, bool bias, bool a_log, dou
 // manifest tensor stored as `expected`, in their order: the same shape, or
 // a reshape llama.cpp and others write — a vector as a row [1, n], a column
 // [n, 1] (llama.cpp's Mamba-2 A and D) or groups [g, n / g] (its Mamba-2
-// grouped norm), a depthwise conv's [r, 1, c] as [r, c].
+// grouped norm), a depthwise conv's [r, 1, c] as [r, c], a matrix's rows
+// grouped [g, r / g, c] (llama.cpp's attn_k_b and attn_v_b, a head each).
 inline bool same_values(std::span<const int64_t> expected, std::span<const int64_t> found) {
   if (std::equal(expected.begin(), expected.end(), found.begin(), found.end())) return true;
+  if (expected.size() == 2 && found.size() == 3)
+    return found[0] > 0 && found[0] * found[1] == expected[0] && found[2] == expected[1];
   if (expected.size() == 1 && found.size() == 2) return found[0] * found[1] == expected[0] && found[0] > 0;
   if (expected.size() == 3 && expected[1] == 1 && found.size() == 2)
     return found[0] == expected[0] && found[1] == expected[2];
@@ -367,6 +373,8 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::KvA, "kv_a", "KvA"},
     {Role::KvANorm, "kv_a_norm", "KvANorm"},
     {Role::KvB, "kv_b", "KvB"},
+    {Role::KB, "k_b", "KB"},
+    {Role::VB, "v_b", "VB"},
 };
 inline constexpr Spelling<DType> kDTypeSpellings[] = {
     {DType::F32, "f32", "F32"},    {DType::F16, "f16", "F16"},    {DType::BF16, "bf16", "BF16"},

@@ -86,7 +86,9 @@ Component component_of(Role r) {
     case Role::QA:
     case Role::QB:
     case Role::KvA:
-    case Role::KvB: return Component::Attention;
+    case Role::KvB:
+    case Role::KB:
+    case Role::VB: return Component::Attention;
     case Role::QANorm:
     case Role::KvANorm: return Component::Norms;
   }
@@ -233,7 +235,12 @@ void attention(Builder& b, const Spec& s, int64_t l, bool cross) {
     }
     b.linear(Role::KvA, m.cache_width(), d.hidden, false, l);
     b.norm(Role::KvANorm, m.kv_lora_rank, l, false);
-    b.linear(Role::KvB, d.heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank, false, l);
+    if (m.split_kv_b) {
+      b.linear(Role::KB, d.heads * m.kv_lora_rank, m.qk_nope_head_dim, false, l);
+      b.linear(Role::VB, d.heads * m.v_head_dim, m.kv_lora_rank, false, l);
+    } else {
+      b.linear(Role::KvB, d.heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank, false, l);
+    }
     b.linear(Role::O, d.hidden, d.heads * m.v_head_dim, false, l);
   } else if (s.weights.fused_qkv) {
     b.linear(Role::Qkv, q_width + 2 * kv_width, d.hidden, a.q_bias, l);

@@ -364,6 +364,9 @@ struct Mla {
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
+  // kv_b_proj as llama.cpp's files hold it: k_b (each head's W_UK
+  // transposed) and v_b (each head's W_UV), roles k_b and v_b.
+  bool split_kv_b = false;
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   int64_t cache_width() const { return kv_lora_rank + qk_rope_head_dim; }  // per token per layer
 };

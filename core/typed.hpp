@@ -81,11 +81,16 @@ enum class OpKind : uint8_t {
                 //   = q ([H][NOPE + ROPE]); tensor[0] kv_b (dims: H, NOPE, ROPE, RANK, VD)
   MlaValues,    // its heads' values out of the latent: per head h, W_UV[h] · in[0][h][0 … RANK) of the
                 //   attention's output ([H][RANK + ROPE]); tensor[0] kv_b (dims: H, NOPE, ROPE, RANK, VD)
+                //   (variant kSplitKvB: tensor[0] is k_b for the query, v_b for the values)
 };
 
 // QKNorm's variants (Op::variant).
 inline constexpr uint8_t kQKNorm = 0;      // q and k, each head or each projection whole (dims[3] the group)
 inline constexpr uint8_t kLatentNorm = 1;  // k's first dims[3] values alone (latent attention's kv_a_layernorm)
+
+// MlaQuery's and MlaValues's variants (Op::variant): the tensor they read.
+inline constexpr uint8_t kJointKvB = 0;  // kv_b_proj whole, [H·(NOPE + VD)][RANK]
+inline constexpr uint8_t kSplitKvB = 1;  // k_b [H·RANK][NOPE] (W_UK transposed), v_b [H·VD][RANK]
 
 // Attention's variants (Op::variant).
 inline constexpr uint8_t kCausal = 0;
@@ -427,6 +432,14 @@ class Recorder {
                   "mla_query: kv_b is not [heads × (qk_nope_head_dim + v_head_dim)][kv_lora_rank]");
     return emit<H * (Rank + Rope)>(Op{OpKind::MlaQuery, 0, {q.id}, {kv_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}});
   }
+  // The same from k_b, each head's W_UK transposed ([W_UK[h]ᵀ] rows, llama.cpp's attn_k_b).
+  template <int64_t H, int64_t Nope, int64_t Rope, int64_t Rank, int64_t Vd, int64_t NQ, int64_t R, int64_t C>
+  Act<H * (Rank + Rope)> mla_query_split(Act<NQ> q, Weight<R, C> k_b) {
+    static_assert(NQ == H * (Nope + Rope), "mla_query: q is not heads × (qk_nope_head_dim + qk_rope_head_dim) wide");
+    static_assert(R == H * Rank && C == Nope, "mla_query: k_b is not [heads × kv_lora_rank][qk_nope_head_dim]");
+    return emit<H * (Rank + Rope)>(
+        Op{OpKind::MlaQuery, 0, {q.id}, {k_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}, 0, -1, kSplitKvB});
+  }
   // The latent's RMSNorm, in place: kv's first Rank values (kv = [latent |
   // rotary key], kv_a_proj_with_mqa's output), q the query it is rotated with.
   template <int64_t H, int64_t Rank, int64_t Rope, int64_t NQ, int64_t NK, int64_t G>
@@ -454,6 +467,13 @@ class Recorder {
     static_assert(R == H * (Nope + Vd) && C == Rank,
                   "mla_values: kv_b is not [heads × (qk_nope_head_dim + v_head_dim)][kv_lora_rank]");
     return emit<H * Vd>(Op{OpKind::MlaValues, 0, {a.id}, {kv_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}});
+  }
+  // The same from v_b, each head's W_UV (llama.cpp's attn_v_b).
+  template <int64_t H, int64_t Nope, int64_t Rope, int64_t Rank, int64_t Vd, int64_t NA, int64_t R, int64_t C>
+  Act<H * Vd> mla_values_split(Act<NA> a, Weight<R, C> v_b) {
+    static_assert(NA == H * (Rank + Rope), "mla_values: the attention output is not heads × (kv_lora_rank + qk_rope_head_dim) wide");
+    static_assert(R == H * Vd && C == Rank, "mla_values: v_b is not [heads × v_head_dim][kv_lora_rank]");
+    return emit<H * Vd>(Op{OpKind::MlaValues, 0, {a.id}, {v_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}, 0, -1, kSplitKvB});
   }
 
   // The encode pass ends here: the ops after it are the decoder's pass.

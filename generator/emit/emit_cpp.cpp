@@ -145,6 +145,7 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
       case typed::OpKind::MlaQuery:
       case typed::OpKind::MlaValues:
         code = out_var + "r.template " + (op.kind == typed::OpKind::MlaQuery ? "mla_query" : "mla_values") +
+               (op.variant == typed::kSplitKvB ? "_split" : "") +
                "<heads, mla_qk_nope_head_dim, mla_qk_rope_head_dim, mla_kv_lora_rank, mla_v_head_dim>(" + v(op.in[0]) +
                ", " + w + ");";
         break;

@@ -280,7 +280,8 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     }
     case kernels::Family::Mla:
       return define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) + define("ROPE", s.mla.qk_rope_head_dim) +
-             define("RANK", s.mla.kv_lora_rank) + define("VD", s.mla.v_head_dim) + flag("QUERY", k.query);
+             define("RANK", s.mla.kv_lora_rank) + define("VD", s.mla.v_head_dim) + flag("QUERY", k.query) +
+             flag("SPLIT", k.split);
   }
   throw std::logic_error("kernels: unknown family");
 }

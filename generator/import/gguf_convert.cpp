@@ -46,6 +46,24 @@ std::vector<float> qkv_blocks(const std::vector<float>& v, int64_t rows, int64_t
   return out;
 }
 
+// deepseek2's kv_b_proj [H·(nope + v)][rank] (each head's W_UK rows, then
+// its W_UV rows) as llama.cpp's converter splits it: k_b [H][rank][nope],
+// each W_UK transposed (`keys`), or v_b [H][v][rank].
+std::vector<float> split_kv_b(const std::vector<float>& kv, bool keys, const spec::Mla& m, int64_t heads) {
+  const int64_t nope = m.qk_nope_head_dim, rank = m.kv_lora_rank, vd = m.v_head_dim;
+  std::vector<float> out(static_cast<size_t>(heads * rank * (keys ? nope : vd)));
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* head = kv.data() + h * (nope + vd) * rank;
+    if (keys) {
+      for (int64_t j = 0; j < rank; ++j)
+        for (int64_t i = 0; i < nope; ++i) out[static_cast<size_t>((h * rank + j) * nope + i)] = head[i * rank + j];
+    } else {
+      std::copy_n(head + nope * rank, vd * rank, out.begin() + h * vd * rank);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void for_each_gguf_tensor(const spec::Spec& hf, const spec::Spec& gg, const std::string& in, bool permute,
@@ -63,15 +81,25 @@ void for_each_gguf_tensor(const spec::Spec& hf, const spec::Spec& gg, const std:
   // [experts][rows][cols], and emitted with the last one.
   std::map<std::string, GgufTensorValues> stacks;
   for (const spec::TensorSpec& t : spec::build_manifest(gg).tensors) {
-    auto it = hf_tensors.find({t.role, t.bias, t.layer, t.expert});
+    // deepseek2's k_b and v_b: halves of the HF checkpoint's kv_b_proj.
+    const bool split = t.role == Role::KB || t.role == Role::VB;
+    auto it = hf_tensors.find({split ? Role::KvB : t.role, t.bias, t.layer, t.expert});
     if (it == hf_tensors.end() && t.role == Role::LmHead && hf.embedding.tied) it = hf_tensors.find({Role::Embed, false, -1, -1});
     if (it == hf_tensors.end()) throw Error(ErrorKind::InvalidArgument, t.name + ": the HF spec has no such tensor");
     const weights::Checkpoint::Tensor* source = checkpoint.find(it->second.name);
     if (source == nullptr) throw Error(ErrorKind::NotFound, in + ": no tensor " + it->second.name);
     GgufTensorValues out{t.name, t.shape, t.dtype, std::vector<float>(static_cast<size_t>(t.elements()))};
     std::vector<float>& values = out.values;
-    weights::convert(source->info->dtype, source->file->data(*source->info), DType::F32,
-                     std::as_writable_bytes(std::span(values)));
+    if (split) {
+      std::vector<float> kv(static_cast<size_t>(it->second.elements()));
+      weights::convert(source->info->dtype, source->file->data(*source->info), DType::F32,
+                       std::as_writable_bytes(std::span(kv)));
+      values = split_kv_b(kv, t.role == Role::KB, hf.mla, hf.dims.heads);
+      out.shape = {hf.dims.heads, t.shape[0] / hf.dims.heads, t.shape[1]};  // a head a slice, as the converter writes them
+    } else {
+      weights::convert(source->info->dtype, source->file->data(*source->info), DType::F32,
+                       std::as_writable_bytes(std::span(values)));
+    }
     const int64_t rows = t.shape[0], cols = t.shape.size() == 2 ? t.shape[1] : 1;
     if (is_linear(t.role) && t.shape.size() == 2 && hf.weights.layout != gg.weights.layout) {
       if (it->second.shape != std::vector<int64_t>{cols, rows})

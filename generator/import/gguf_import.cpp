@@ -42,6 +42,7 @@ constexpr Arch kArchs[] = {
     {"bert", false, false, true, false, true}, {"nomic-bert", false, false, true, false, true},
     {"t5encoder", false, false, false, false, true}, {"t5", false, false, false, false, false, true},
     {"mamba", false, false, false, false, false, false, true}, {"mamba2", false, false, false, false, false, false, true},
+    {"deepseek2", false, false},
 };
 
 // The MLP activation each LayerNorm family's model computes (GGUF metadata
@@ -266,6 +267,16 @@ const weights::TensorInfo* embedding_table(Reader& r) {
   return embed;
 }
 
+// [norm]: RMS norms of the file's epsilon (`a`: "<architecture>.").
+TomlTable& rms_norm_section(Reader& r, TomlDoc& doc, const std::string& a) {
+  TomlTable& norm = doc.table("norm");
+  norm.set("kind", "rmsnorm");
+  const std::string eps_key = a + "attention.layer_norm_rms_epsilon";
+  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
+  else r.problem(eps_key + ": missing");
+  return norm;
+}
+
 // llama.cpp's mamba and mamba2 (every layer a Mamba or Mamba-2 block, no
 // attention): [dims], [norm], [ssm] and [embedding]. Its files hold A
 // itself (the converter writes −exp(A_log)), the conv taps squeezed, and
@@ -284,11 +295,7 @@ void ssm_sections(Reader& r, TomlDoc& doc, std::string_view an) {
   dims.set("vocab", embed->shape[0], "token_embd rows");
   dims.set("max_context", context, a + "context_length (no position table: the longest sequence accepted)");
 
-  TomlTable& norm = doc.table("norm");
-  norm.set("kind", "rmsnorm");
-  const std::string eps_key = a + "attention.layer_norm_rms_epsilon";
-  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
-  else r.problem(eps_key + ": missing");
+  rms_norm_section(r, doc, a);
 
   TomlTable& m = doc.table("ssm");
   m.set("kind", two ? "mamba2" : "mamba", "llama.cpp's " + std::string(an));
@@ -312,6 +319,115 @@ void ssm_sections(Reader& r, TomlDoc& doc, std::string_view an) {
   m.set("conv_bias", r.has("blk.0.ssm_conv1d.bias"), "blk.0.ssm_conv1d.bias");
   m.set("bias", r.has("blk.0.ssm_in.bias"), "blk.0.ssm_in.bias");
   m.set("a_log", false, "ssm_a holds A = -exp(A_log), as llama.cpp's converter writes it");
+  doc.table("embedding").set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight" : "no output.weight");
+}
+
+// llama.cpp's deepseek2 (DeepSeek-V2/V3): [dims], [mla], [moe], [norm],
+// [position], [mlp] and [embedding]. The cache is the latent (head_count_kv
+// 1, key_length kv_lora_rank + rope); key_length_mla and value_length_mla
+// are the heads' widths (older files: key_length and value_length). Its
+// converter splits kv_b_proj into attn_k_b and attn_v_b (older files hold
+// attn_kv_b whole); its RoPE turns adjacent pairs as the release does;
+// yarn_log_multiplier is 0.1·mscale_all_dim, and cos and sin are left
+// unscaled (the release's mscale / mscale_all_dim = 1); a group of experts
+// scores as the sum of its best two (V3's rule, whatever the model).
+void deepseek2_sections(Reader& r, TomlDoc& doc) {
+  const std::string a = "deepseek2.";
+  const int64_t hidden = r.required(a + "embedding_length");
+  const int64_t layers = r.required(a + "block_count");
+  const int64_t context = r.required(a + "context_length");
+  const weights::TensorInfo* embed = embedding_table(r);
+  const int64_t vocab = r.integer(a + "vocab_size").value_or(embed->shape[0]);
+  const auto flag = [&](const std::string& key) {
+    const GgufValue* v = r.value(key);
+    const bool* b = v ? std::get_if<bool>(&v->value) : nullptr;
+    if (v != nullptr && b == nullptr) r.problem(key + ": a bool expected");
+    return b != nullptr && *b;
+  };
+  TomlTable& dims = doc.table("dims");
+  dims.set("hidden", hidden, a + "embedding_length");
+  dims.set("layers", layers, a + "block_count");
+  dims.set("heads", r.required(a + "attention.head_count"), a + "attention.head_count");
+  dims.set("intermediate", r.required(a + "feed_forward_length"), a + "feed_forward_length: the dense layers' MLP");
+  dims.set("vocab", vocab, "token_embd rows");
+  dims.set("max_context", context, a + "context_length");
+  TomlTable& mla = doc.table("mla");
+  const int64_t rank = r.required(a + "attention.kv_lora_rank");
+  const int64_t rope = r.required(a + "rope.dimension_count");
+  const bool mla_keys = r.value(a + "attention.key_length_mla") != nullptr;
+  // The latent is one cached head; older files (no *_mla keys) count the heads.
+  if (const auto kv = r.integer(a + "attention.head_count_kv"); kv && mla_keys && *kv != 1)
+    r.problem(a + "attention.head_count_kv " + std::to_string(*kv) + ": latent attention caches one head (1)");
+  const std::string qk_key = a + (mla_keys ? "attention.key_length_mla" : "attention.key_length");
+  const std::string v_key = a + (mla_keys ? "attention.value_length_mla" : "attention.value_length");
+  const int64_t qk = r.required(qk_key), vd = r.required(v_key);
+  if (const auto q = r.integer(a + "attention.q_lora_rank"); q && *q > 0) mla.set("q_lora_rank", *q, a + "attention.q_lora_rank");
+  mla.set("kv_lora_rank", rank, a + "attention.kv_lora_rank");
+  mla.set("qk_nope_head_dim", qk - rope, qk_key + " − rope.dimension_count");
+  mla.set("qk_rope_head_dim", rope, a + "rope.dimension_count");
+  mla.set("v_head_dim", vd, v_key);
+  if (r.has("blk.0.attn_k_b.weight")) mla.set("split_kv_b", true, "attn_k_b, attn_v_b: kv_b_proj split as the converter writes it");
+  else if (!r.has("blk.0.attn_kv_b.weight")) r.problem("blk.0.attn_k_b.weight: missing (and no attn_kv_b)");
+
+  if (const int64_t experts = r.integer(a + "expert_count").value_or(0); experts > 0) {
+    TomlTable& moe = doc.table("moe");
+    moe.set("experts", experts, a + "expert_count");
+    moe.set("top_k", r.required(a + "expert_used_count"), a + "expert_used_count");
+    moe.set("norm_topk_prob", flag(a + "expert_weights_norm"), a + "expert_weights_norm");
+    const int64_t width = r.required(a + "expert_feed_forward_length");
+    moe.set("expert_intermediate", width, a + "expert_feed_forward_length");
+    if (const int64_t shared = r.integer(a + "expert_shared_count").value_or(0); shared > 0) {
+      moe.set("shared_experts", shared, a + "expert_shared_count");
+      moe.set("shared_intermediate", width, "llama.cpp's deepseek2: each shared expert as wide as a routed one");
+    }
+    // include/llama.h's llama_expert_gating_func_type: 1 softmax, 2 sigmoid.
+    const int64_t gating = r.integer(a + "expert_gating_func").value_or(1);
+    if (gating == 2) moe.set("scoring", "sigmoid", a + "expert_gating_func 2");
+    else if (gating != 1) r.problem(a + "expert_gating_func " + std::to_string(gating) + ": only softmax (1) and sigmoid (2) are supported");
+    const int64_t dense = r.integer(a + "leading_dense_block_count").value_or(0);
+    if (dense >= layers && layers > 0)
+      r.problem(a + "leading_dense_block_count " + std::to_string(dense) + ": every one of the " + std::to_string(layers) +
+                " layers dense, beside " + std::to_string(experts) + " experts");
+    else if (dense > 1024)
+      r.problem(a + "leading_dense_block_count " + std::to_string(dense) + ": more layers than a spec holds (1024)");
+    else if (dense > 0) {
+      std::vector<int64_t> list;
+      for (int64_t l = 0; l < dense && l < layers; ++l) list.push_back(l);
+      moe.set("dense_layers", list, a + "leading_dense_block_count " + std::to_string(dense));
+    }
+    if (r.has("blk." + std::to_string(dense) + ".exp_probs_b.bias")) moe.set("correction_bias", true, "exp_probs_b.bias");
+    if (const int64_t groups = r.integer(a + "expert_group_count").value_or(1); groups > 1) {
+      moe.set("groups", groups, a + "expert_group_count");
+      moe.set("topk_groups", r.integer(a + "expert_group_used_count").value_or(groups), a + "expert_group_used_count");
+      moe.set("group_score", "top2_sum", "llama.cpp scores a group by the sum of its best two experts");
+    }
+    if (const auto scale = r.number(a + "expert_weights_scale"); scale && *scale != 1.0)
+      moe.set("routed_scaling_factor", *scale, a + "expert_weights_scale");
+  }
+
+  rms_norm_section(r, doc, a);
+
+  TomlTable& position = doc.table("position");
+  position.set("kind", "rope");
+  position.set("pairing", "interleaved", "llama.cpp's deepseek2 turns adjacent pairs, as the release");
+  position.set("theta", r.number(a + "rope.freq_base").value_or(10000.0), a + "rope.freq_base");
+  if (const auto type = r.string(a + "rope.scaling.type"); type && *type == "yarn") {
+    TomlTable& scaling = doc.table("position.scaling");
+    scaling.set("kind", "yarn", a + "rope.scaling.type");
+    if (auto f = r.number(a + "rope.scaling.factor")) scaling.set("factor", *f, a + "rope.scaling.factor");
+    scaling.set("original_max_context", r.required(a + "rope.scaling.original_context_length"),
+                a + "rope.scaling.original_context_length");
+    if (auto b = r.number(a + "rope.scaling.yarn_beta_fast")) scaling.set("beta_fast", *b, a + "rope.scaling.yarn_beta_fast");
+    if (auto b = r.number(a + "rope.scaling.yarn_beta_slow")) scaling.set("beta_slow", *b, a + "rope.scaling.yarn_beta_slow");
+    if (auto mul = r.number(a + "rope.scaling.yarn_log_multiplier")) {
+      const double all = from_f32(*mul / 0.1);
+      scaling.set("mscale", all, "llama.cpp leaves cos and sin unscaled: mscale = mscale_all_dim");
+      scaling.set("mscale_all_dim", all, a + "rope.scaling.yarn_log_multiplier / 0.1");
+    }
+  } else if (type && *type != "none") {
+    r.problem(a + "rope.scaling.type \"" + *type + "\": llama.cpp's deepseek2 runs yarn or none");
+  }
+  doc.table("mlp").set("activation", "silu").set("gated", true);
   doc.table("embedding").set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight" : "no output.weight");
 }
 
@@ -489,11 +605,7 @@ void decoder_sections(Reader& r, TomlDoc& doc, const Arch* arch, int64_t hidden,
 // and "dec" for a whole T5), each of which must agree.
 void t5_blocks(Reader& r, TomlDoc& doc, const std::string& a, const std::vector<std::string>& stacks) {
   const std::string arch = a.substr(0, a.size() - 1);
-  TomlTable& norm = doc.table("norm");
-  norm.set("kind", "rmsnorm");
-  const std::string eps_key = a + "attention.layer_norm_rms_epsilon";
-  if (auto eps = r.number(eps_key)) norm.set("eps", *eps, eps_key);
-  else r.problem(eps_key + ": missing");
+  TomlTable& norm = rms_norm_section(r, doc, a);
   norm.set("placement", "pre", stacks.size() == 1 ? "enc.blk.*.attn_norm and ffn_norm, then enc.output_norm"
                                                   : "*.blk.*.attn_norm and ffn_norm, then enc. and dec.output_norm");
 
@@ -757,6 +869,8 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   std::optional<std::string> mlp_norm_name;  // Falcon-40B's second norm
   if (arch->ssm) {
     ssm_sections(r, doc, an);
+  } else if (an == "deepseek2") {
+    deepseek2_sections(r, doc);
   } else {
     // Dims: the metadata, checked against the tensors where they show them.
     const int64_t hidden = r.required(a + "embedding_length");
@@ -992,6 +1106,7 @@ const Arch& arch_of(const Spec& s) {
     throw Error(ErrorKind::Unsupported, "ssm.attention_layers: llama.cpp's hybrids (granitehybrid, jamba) are not "
                                         "read or written yet");
   if (s.ssm.enabled()) return pick(s.ssm.mamba2() ? "mamba2" : "mamba");
+  if (s.mla.enabled) return pick("deepseek2");
   if (s.encoder_decoder()) {
     if (s.position.kind != spec::PositionKind::Relative)
       throw Error(ErrorKind::Unsupported, "position.kind: llama.cpp's one encoder-decoder, t5, has T5's relative "
@@ -1010,8 +1125,8 @@ const Arch& arch_of(const Spec& s) {
   }
   if (s.moe.enabled()) {
     if (s.moe.deepseek_routing())
-      throw Error(ErrorKind::Unsupported, "moe.scoring, correction_bias, groups, routed_scaling_factor: llama.cpp's "
-                                          "deepseek2 has latent attention, not supported yet");
+      throw Error(ErrorKind::Unsupported, "moe.scoring, correction_bias, groups, routed_scaling_factor: llama.cpp "
+                                          "routes so in deepseek2 alone, whose attention is latent ([mla])");
     if (s.moe.shared_experts > 1)
       throw Error(ErrorKind::Unsupported, "moe.shared_experts: llama.cpp's qwen2moe has one shared expert");
     if (s.moe.shared_experts > 0) {
@@ -1147,6 +1262,80 @@ std::map<std::string, GgufValue> ssm_metadata(const Spec& s, std::string_view an
   return out;
 }
 
+// llama.cpp's deepseek2 metadata (its converter's keys), or what it cannot
+// say: an Error naming the field.
+std::map<std::string, GgufValue> mla_metadata(const Spec& s) {
+  auto refuse = [&](const std::string& field, const std::string& why) {
+    throw Error(ErrorKind::Unsupported, field + ": llama.cpp's deepseek2 " + why);
+  };
+  const spec::Mla& mla = s.mla;
+  const spec::Moe& moe = s.moe;
+  const auto& sc = s.position.scaling;
+  if (!mla.split_kv_b) refuse("mla.split_kv_b", "files split kv_b_proj into attn_k_b and attn_v_b: a twin has split_kv_b = true");
+  if (s.position.pairing != spec::RopePairing::Interleaved) refuse("position.pairing", "turns adjacent (interleaved) pairs");
+  if (sc.kind != spec::RopeScaling::None && sc.kind != spec::RopeScaling::Yarn) refuse("position.scaling.kind", "runs yarn or none");
+  if (sc.kind == spec::RopeScaling::Yarn && sc.mscale != sc.mscale_all_dim)
+    refuse("position.scaling.mscale", "leaves cos and sin unscaled (mscale = mscale_all_dim)");
+  if (sc.kind == spec::RopeScaling::Yarn && sc.mscale_all_dim == 0)
+    refuse("position.scaling.mscale_all_dim", "scales YaRN by DeepSeek's mscale_all_dim (yarn_log_multiplier)");
+  if (sc.kind == spec::RopeScaling::Yarn && sc.attention_factor && *sc.attention_factor != 1.0)
+    refuse("position.scaling.attention_factor", "leaves cos and sin unscaled (1)");
+  const double m_all = sc.kind == spec::RopeScaling::Yarn ? spec::yarn_mscale(sc.factor, sc.mscale_all_dim) : 1.0;
+  const double release = m_all * m_all / std::sqrt(static_cast<double>(mla.qk_head_dim()));
+  if (std::abs(s.attention.effective_scale(s.dims.head_dim) / release - 1) > 1e-9)
+    refuse("attention.scale", "scales by the release's rule (1/sqrt(qk_head_dim), times m(factor, mscale_all_dim)²)");
+  int64_t dense = 0;
+  if (moe.enabled()) {
+    if (moe.groups > 1 && moe.group_score != spec::GroupScore::Top2Sum)
+      refuse("moe.group_score", "scores a group by the sum of its best two experts (top2_sum)");
+    if (moe.shared_experts > 0 && moe.shared_intermediate != moe.expert_intermediate)
+      refuse("moe.shared_intermediate", "makes each shared expert as wide as a routed one");
+    if (moe.shared_expert_gate) refuse("moe.shared_expert_gate", "does not gate its shared experts");
+    while (dense < s.dims.layers && !moe.sparse(dense)) ++dense;
+    for (int64_t l = dense; l < s.dims.layers; ++l)
+      if (!moe.sparse(l)) refuse("moe.dense_layers", "has dense layers only before its first sparse one");
+  }
+  const std::string a = "deepseek2.";
+  const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+  const auto f32 = [](double v) { return GgufValue(static_cast<float>(v)); };
+  std::map<std::string, GgufValue> m = common_metadata(s, "deepseek2", s.dims.layers);
+  m[a + "feed_forward_length"] = u32(s.dims.intermediate);
+  m[a + "attention.head_count"] = u32(s.dims.heads);
+  m[a + "attention.head_count_kv"] = u32(1);
+  m[a + "attention.layer_norm_rms_epsilon"] = f32(s.norm.eps);
+  if (mla.q_lora_rank > 0) m[a + "attention.q_lora_rank"] = u32(mla.q_lora_rank);
+  m[a + "attention.kv_lora_rank"] = u32(mla.kv_lora_rank);
+  m[a + "attention.key_length"] = u32(mla.cache_width());
+  m[a + "attention.value_length"] = u32(mla.kv_lora_rank);
+  m[a + "attention.key_length_mla"] = u32(mla.qk_head_dim());
+  m[a + "attention.value_length_mla"] = u32(mla.v_head_dim);
+  m[a + "rope.dimension_count"] = u32(mla.qk_rope_head_dim);
+  m[a + "rope.freq_base"] = f32(s.position.theta);
+  if (sc.kind == spec::RopeScaling::Yarn) {
+    m[a + "rope.scaling.type"] = std::string("yarn");
+    m[a + "rope.scaling.factor"] = f32(sc.factor);
+    m[a + "rope.scaling.original_context_length"] = u32(sc.original_max_context);
+    m[a + "rope.scaling.yarn_beta_fast"] = f32(sc.beta_fast);
+    m[a + "rope.scaling.yarn_beta_slow"] = f32(sc.beta_slow);
+    m[a + "rope.scaling.yarn_log_multiplier"] = f32(0.1 * sc.mscale_all_dim);
+  }
+  m[a + "leading_dense_block_count"] = u32(moe.enabled() ? dense : s.dims.layers);
+  m[a + "expert_feed_forward_length"] = u32(moe.enabled() ? moe.expert_intermediate : s.dims.intermediate);
+  m[a + "expert_shared_count"] = u32(moe.shared_experts);
+  if (moe.enabled()) {
+    m[a + "expert_count"] = u32(moe.experts);
+    m[a + "expert_used_count"] = u32(moe.top_k);
+    if (moe.routed_scaling_factor != 1.0) m[a + "expert_weights_scale"] = f32(moe.routed_scaling_factor);
+    if (moe.norm_topk_prob) m[a + "expert_weights_norm"] = true;
+    m[a + "expert_gating_func"] = u32(moe.scoring == spec::MoeScoring::Sigmoid ? 2 : 1);
+    if (moe.groups > 1) {
+      m[a + "expert_group_count"] = u32(moe.groups);
+      m[a + "expert_group_used_count"] = u32(moe.topk_groups);
+    }
+  }
+  return m;
+}
+
 }  // namespace
 
 spec::Spec gguf_twin(const spec::Spec& spec) {
@@ -1164,6 +1353,7 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
   if (s.attention.scale && std::abs(*s.attention.scale - implied) < 1e-12 * implied)
     s.attention.scale = scale_by_hidden(arch.name, s.dims.layers) ? std::optional<double>(implied) : std::nullopt;
   if (arch.ssm) s.ssm.a_log = false;  // the converter writes A = −exp(A_log)
+  if (arch.name == "deepseek2") s.mla.split_kv_b = true;  // the converter splits kv_b_proj
   s.weights.preset = "gguf";
   s.weights.names = spec::preset_names("gguf", s.norm.placement);
   if (arch.name == "t5encoder")
@@ -1190,6 +1380,7 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   const Arch& arch = arch_of(s);
   auto refuse = [](const std::string& what) { throw Error(ErrorKind::Unsupported, what); };
   if (arch.ssm) return ssm_metadata(s, arch.name);
+  if (arch.name == "deepseek2") return mla_metadata(s);
   if (arch.interleaved && s.position.pairing != spec::RopePairing::Interleaved)
     refuse("position.pairing: llama.cpp's Llama files pair RoPE dims interleaved (their q/k rows permuted)");
   if (s.position.scaling.kind == spec::RopeScaling::DynamicNtk)

@@ -235,10 +235,13 @@ uint32_t mla_attention(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
     q = b.matmul("dims.heads", Role::Q, layer, h);
   }
   const uint32_t kv = b.matmul("mla.kv_lora_rank", Role::KvA, layer, h);
-  const int32_t kv_b = b.need(Role::KvB, layer), kv_norm = b.need(Role::KvANorm, layer);
-  const Op query{OpKind::MlaQuery, 0, {q}, {kv_b, -1},
-                 {d.heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.kv_lora_rank, m.v_head_dim}};
-  const uint32_t qm = b.add("mla.kv_lora_rank", query, d.heads * d.head_dim, {b.handle(kv_b), ""});
+  // kv_b_proj whole, or split as llama.cpp's files hold it (k_b, v_b).
+  const int32_t k_b = b.need(m.split_kv_b ? Role::KB : Role::KvB, layer);
+  const int32_t v_b = m.split_kv_b ? b.need(Role::VB, layer) : k_b, kv_norm = b.need(Role::KvANorm, layer);
+  const Op query{OpKind::MlaQuery, 0, {q}, {k_b, -1},
+                 {d.heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.kv_lora_rank, m.v_head_dim}, 0, -1,
+                 m.split_kv_b ? typed::kSplitKvB : typed::kJointKvB};
+  const uint32_t qm = b.add("mla.kv_lora_rank", query, d.heads * d.head_dim, {b.handle(k_b), ""});
   b.push("mla.kv_lora_rank",
          Op{OpKind::QKNorm, 0, {qm, kv}, {-1, kv_norm}, {d.heads, 1, d.head_dim, m.kv_lora_rank}, s.norm.eps, -1,
             typed::kLatentNorm},
@@ -249,10 +252,11 @@ uint32_t mla_attention(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
   const uint32_t a = b.add("mla", Op{OpKind::Attention, 0, {qm, kv, kv}, {-1, -1}, {d.heads, 1, d.head_dim, 0},
                                      s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
                            d.heads * d.head_dim);
-  Op values = query;  // the same widths and kv_b
+  Op values = query;  // the same widths
   values.kind = OpKind::MlaValues;
   values.in[0] = a;
-  return b.add("mla.v_head_dim", values, d.heads * m.v_head_dim, {b.handle(kv_b), ""});
+  values.tensor[0] = v_b;
+  return b.add("mla.v_head_dim", values, d.heads * m.v_head_dim, {b.handle(v_b), ""});
 }
 
 // One block of layer `layer` (an encoder–decoder's numbering: encoder

@@ -320,7 +320,9 @@ class Lowering {
         // One workgroup per (head, row): kv_b's rows of the head, read as f32.
         const Loc x = loc(i, op.in[0]);
         const Loc out = materialize(op.out);
-        Dispatch& d = emit(i, KernelKey{.family = Family::Mla, .query = op.kind == OpKind::MlaQuery}, plan::Grid::Heads,
+        Dispatch& d = emit(i, KernelKey{.family = Family::Mla, .query = op.kind == OpKind::MlaQuery,
+                                        .split = op.variant == typed::kSplitKvB},
+                           plan::Grid::Heads,
                            {{"x", plan::activation(x.slot)}, {"w", plan::weight(op.tensor[0])}, {"y", plan::activation(out.slot)}},
                            {{"x_offset", x.offset}, {"x_stride", x.stride}});
         d.groups_x = static_cast<uint32_t>(op.dims[0]);

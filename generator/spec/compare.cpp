@@ -143,6 +143,7 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
     d.field("mla.qk_nope_head_dim", a.mla.qk_nope_head_dim, b.mla.qk_nope_head_dim);
     d.field("mla.qk_rope_head_dim", a.mla.qk_rope_head_dim, b.mla.qk_rope_head_dim);
     d.field("mla.v_head_dim", a.mla.v_head_dim, b.mla.v_head_dim);
+    d.field("mla.split_kv_b", a.mla.split_kv_b, b.mla.split_kv_b);
   }
   d.field("ssm.kind", a.ssm.kind, b.ssm.kind);
   if (a.ssm.enabled() && b.ssm.enabled()) {

@@ -390,6 +390,7 @@ void read_mla(Table t, Spec& s) {
   set(m.qk_nope_head_dim, t.integer("qk_nope_head_dim", true, 1, 4096));
   set(m.qk_rope_head_dim, t.integer("qk_rope_head_dim", true, 1, 4096));
   set(m.v_head_dim, t.integer("v_head_dim", true, 1, 4096));
+  set(m.split_kv_b, t.boolean("split_kv_b"));
   t.finish();
 }
 

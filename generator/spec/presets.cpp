@@ -230,13 +230,16 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
     n[Role::SharedDown] = L + "ffn_down_shexp";
     n[Role::SharedExpertGate] = L + "ffn_gate_inp_shexp";  // a vector [hidden] (core/manifest.cpp)
     n[Role::RouterBias] = L + "exp_probs_b.bias";  // llama.cpp's deepseek2
-    // deepseek2's latent attention (files with the whole kv_b_proj).
+    // deepseek2's latent attention: kv_b_proj whole (older files) or split
+    // into attn_k_b and attn_v_b (mla.split_kv_b: what its converter writes).
     n[Role::QA] = L + "attn_q_a";
     n[Role::QANorm] = L + "attn_q_a_norm";
     n[Role::QB] = L + "attn_q_b";
     n[Role::KvA] = L + "attn_kv_a_mqa";
     n[Role::KvANorm] = L + "attn_kv_a_norm";
     n[Role::KvB] = L + "attn_kv_b";
+    n[Role::KB] = L + "attn_k_b";
+    n[Role::VB] = L + "attn_v_b";
     n[Role::GateUp] = L + "ffn_up";  // Phi-3: gate and up in one tensor
     // mamba and mamba2: the mixer's norm is attn_norm; A (stored as A, not
     // A_log) and D have no suffix, Mamba-2's dt_bias is ssm_dt's bias.

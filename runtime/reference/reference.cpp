@@ -293,7 +293,7 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       }
       L.kv_a = linear(Role::KvA, l);
       L.kv_a_norm = norm(Role::KvANorm, l);
-      L.kv_b = linear(Role::KvB, l);
+      L.kv_b = spec_.mla.split_kv_b ? joined_kv_b(l) : linear(Role::KvB, l);
     } else if (spec_.weights.fused_qkv) {
       L.qkv = linear(Role::Qkv, l);
     } else {
@@ -349,6 +349,25 @@ Reference::Linear Reference::linear(Role role, int64_t layer, int64_t expert) co
   l.transposed = spec_.weights.layout == spec::Layout::InOut && spec::is_linear(role);
   l.out = l.weight.shape.at(l.transposed ? 1 : 0);
   l.in = l.weight.shape.at(l.transposed ? 0 : 1);
+  return l;
+}
+
+Reference::Linear Reference::joined_kv_b(int64_t layer) {
+  const spec::Mla& m = spec_.mla;
+  const int64_t heads = spec_.dims.heads, nope = m.qk_nope_head_dim, rank = m.kv_lora_rank, vd = m.v_head_dim;
+  const float* k_b = tensor(Role::KB, false, layer).data;  // [heads][rank][nope]
+  const float* v_b = tensor(Role::VB, false, layer).data;  // [heads][vd][rank]
+  std::vector<float>& kv = joined_.emplace_back(static_cast<size_t>(heads * (nope + vd) * rank));
+  for (int64_t h = 0; h < heads; ++h) {
+    float* head = kv.data() + h * (nope + vd) * rank;  // W_UK [nope][rank], then W_UV [vd][rank]
+    for (int64_t i = 0; i < nope; ++i)
+      for (int64_t j = 0; j < rank; ++j) head[i * rank + j] = k_b[(h * rank + j) * nope + i];
+    std::copy_n(v_b + h * vd * rank, vd * rank, head + nope * rank);
+  }
+  Linear l;
+  l.weight = Tensor{kv.data(), {heads * (nope + vd), rank}};
+  l.out = heads * (nope + vd);
+  l.in = rank;
   return l;
 }
 

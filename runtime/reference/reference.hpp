@@ -150,6 +150,9 @@ class Reference {
   const Tensor& tensor(spec::Role role, bool bias, int64_t layer, int64_t expert = -1) const;
   const float* optional(spec::Role role, bool bias, int64_t layer, int64_t expert = -1) const;
   Linear linear(spec::Role role, int64_t layer, int64_t expert = -1) const;
+  // Layer `layer`'s kv_b_proj whole, from a file that splits it
+  // (mla.split_kv_b: k_b, each W_UK transposed, and v_b), kept in joined_.
+  Linear joined_kv_b(int64_t layer);
   MlpW mlp_weights(spec::Role gate, spec::Role up, spec::Role down, int64_t layer, int64_t expert) const;
   std::vector<double> mlp(const MlpW& w, const std::vector<double>& x) const;
   std::vector<double> moe(const Layer& L, const std::vector<double>& x) const;
@@ -201,6 +204,7 @@ class Reference {
   int64_t source_len_ = 0;
   const float* lm_head_bias_ = nullptr;  // output.bias (Phi-2)
   std::vector<Layer> layers_;
+  std::vector<std::vector<float>> joined_;  // joined_kv_b()'s matrices
   int64_t cache_len_ = 0;
 };
 

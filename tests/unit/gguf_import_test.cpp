@@ -230,7 +230,7 @@ TEST_CASE("the GGUF twin of a Llama spec pairs RoPE interleaved and names tensor
 // twin imports back to it.
 TEST_CASE("the hand-written GGUF twins of the tiny models are their GGUF twins, and import back") {
   for (const std::string name : {"llama-gqa", "gpt2", "gemma2", "gemma3", "olmo2", "qwen3", "phi3", "neox", "bloom",
-                                 "phi2", "falcon", "mpt", "llama3-rope", "mamba", "mamba2"}) {
+                                 "phi2", "falcon", "mpt", "llama3-rope", "mamba", "mamba2", "deepseek-v3"}) {
     CAPTURE(name);
     const spec::Spec twin = gguf_twin(tiny(name + ".toml"));
     const spec::Spec written = tiny(name + "-gguf.toml");
@@ -247,6 +247,62 @@ TEST_CASE("the hand-written GGUF twins of the tiny models are their GGUF twins, 
     for (const std::string& d : spec::spec_differences(written, imported)) differences += d + "\n";
     CHECK_MESSAGE(differences.empty(), differences);
   }
+}
+
+// llama.cpp's deepseek2: what its converter writes of a DeepSeek-V3 (the
+// keys, kv_b_proj split into attn_k_b and attn_v_b), an older file's whole
+// attn_kv_b and heads-wide keys, and what the architecture cannot say.
+TEST_CASE("deepseek2: latent attention and DeepSeek's routing in llama.cpp's keys, older files, refusals") {
+  const spec::Spec v3 = tiny("deepseek-v3.toml");
+  const spec::Spec twin = gguf_twin(v3);
+  CHECK(twin.mla.split_kv_b);
+  const Metadata m = metadata_of(twin);
+  const auto u = [&](const std::string& key) { return std::get<uint32_t>(m.at("deepseek2." + key).value); };
+  CHECK(u("attention.head_count_kv") == 1);
+  CHECK(u("attention.key_length") == 32 + 8);  // the cached latent and rotary key
+  CHECK(u("attention.key_length_mla") == 16 + 8);
+  CHECK(u("attention.value_length_mla") == 12);
+  CHECK(u("leading_dense_block_count") == 1);
+  CHECK(u("expert_gating_func") == 2);  // sigmoid
+  CHECK(u("expert_group_count") == 4);
+  CHECK(std::get<float>(m.at("deepseek2.rope.scaling.yarn_log_multiplier").value) == doctest::Approx(0.0707));
+  std::vector<std::string> names;
+  for (const weights::TensorInfo& t : tensors_of(twin)) names.push_back(t.name);
+  CHECK(std::count(names.begin(), names.end(), "blk.1.attn_k_b.weight") == 1);
+  CHECK(std::count(names.begin(), names.end(), "blk.1.attn_kv_b.weight") == 0);
+
+  // An older file: kv_b_proj whole, key and value lengths of the heads, as many KV heads.
+  spec::Spec joint = twin;
+  joint.mla.split_kv_b = false;
+  Metadata older = m;
+  older.erase("deepseek2.attention.key_length_mla");
+  older.erase("deepseek2.attention.value_length_mla");
+  older["deepseek2.attention.key_length"] = uint32_t{16 + 8};
+  older["deepseek2.attention.value_length"] = uint32_t{12};
+  older["deepseek2.attention.head_count_kv"] = uint32_t{6};
+  const spec::Spec imported = parse_text(import_gguf_metadata(older, tensors_of(joint), file_named("old.gguf")).render());
+  CHECK(differences_of(joint, imported).empty());
+  CHECK_FALSE(imported.mla.split_kv_b);
+
+  // What llama.cpp's deepseek2 cannot say.
+  spec::Spec s = twin;
+  s.position.scaling.mscale = 1.0;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(s), doctest::Contains("position.scaling.mscale: llama.cpp's deepseek2 leaves cos and sin unscaled"), Error);
+  s = twin;
+  s.moe.group_score = spec::GroupScore::Max;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(s), doctest::Contains("moe.group_score"), Error);
+  s = twin;
+  s.moe.shared_intermediate = 16;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(s), doctest::Contains("moe.shared_intermediate"), Error);
+  s = twin;
+  s.moe.dense_layers = {1};
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(s), doctest::Contains("moe.dense_layers"), Error);
+  s = twin;
+  s.mla.split_kv_b = false;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(s), doctest::Contains("mla.split_kv_b"), Error);
+  // DeepSeek-V2's own rule (a group by its best expert) is not llama.cpp's.
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(gguf_twin(tiny("deepseek-mla.toml"))),
+                       doctest::Contains("llama.cpp's deepseek2"), Error);
 }
 
 TEST_CASE("Gemma's GGUF norm weights hold 1 + w: the imported spec has no unit offset") {

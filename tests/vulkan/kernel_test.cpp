@@ -1066,6 +1066,8 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
 // [W_UK[h]ᵀ · q_nope | q_pe] of q [rows][H][NOPE + ROPE], and each head's
 // values W_UV[h] · o[h][0 … RANK) of an attention output [rows][H][RANK +
 // ROPE] (its rotary part unread). Guard values past the output must stay.
+// A SPLIT instance reads llama.cpp's halves of the same kv_b instead: k_b
+// [H][RANK][NOPE] (each W_UK transposed) for the query, v_b [H][VD][RANK].
 TEST_CASE_FIXTURE(VulkanTest, "mla: the absorbed query and the heads' values through kv_b") {
   Gpu gpu(device);
   Worst worst;
@@ -1078,10 +1080,24 @@ TEST_CASE_FIXTURE(VulkanTest, "mla: the absorbed query and the heads' values thr
     CHECK(ROPE == s.mla.qk_rope_head_dim);
     CHECK(RANK == s.mla.kv_lora_rank);
     CHECK(VD == s.mla.v_head_dim);
-    const bool query = c.flag("QUERY");
-    CHECK(query == (k.name == "mla_query"));
+    const bool query = c.flag("QUERY"), split = c.flag("SPLIT");
+    CHECK(query == k.name.starts_with("mla_query"));
+    CHECK(split == k.name.ends_with("_split"));
+    CHECK(split == s.mla.split_kv_b);
     const std::vector<float> w = random_floats(size_t{H} * (NOPE + VD) * RANK);
-    vk::Buffer wb = buffer_of(device, w);
+    std::vector<float> bound = w;
+    if (split) {
+      bound.assign(size_t{H} * (query ? RANK * NOPE : VD * RANK), 0.0f);
+      for (uint32_t h = 0; h < H; ++h) {
+        const float* head = w.data() + size_t{h} * (NOPE + VD) * RANK;
+        for (uint32_t j = 0; j < RANK; ++j)
+          for (uint32_t i = 0; i < (query ? NOPE : VD); ++i) {
+            if (query) bound[(size_t{h} * RANK + j) * NOPE + i] = head[size_t{i} * RANK + j];
+            else bound[(size_t{h} * VD + i) * RANK + j] = head[size_t{NOPE + i} * RANK + j];
+          }
+      }
+    }
+    vk::Buffer wb = buffer_of(device, bound);
     Report report(m, k, worst);
     for (const uint32_t rows : {1u, 5u}) {
       CAPTURE(rows);
