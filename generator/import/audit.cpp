@@ -541,8 +541,7 @@ class Auditor {
     if (!spec_ || !topic_has_tensors("mlp")) return;
     const spec::Mlp& m = spec_->mlp;
     holds_with_tensors("mlp", std::string(m.gated ? "gated " : "") + spec::name(m.activation) + ", intermediate " +
-                                  num(spec_->dims.intermediate) +
-                                  (m.gated ? ", gate/up [intermediate, hidden], down [hidden, intermediate]" : ""));
+                                  num(spec_->dims.intermediate));
   }
 
   // Routing: the expert count, top-k within it, and the fields each family's
