@@ -8,6 +8,7 @@
 
 #include "core/manifest.hpp"
 #include "generator/import/import.hpp"
+#include "generator/spec/report.hpp"
 #include "runtime/error.hpp"
 #include "runtime/text/chat_template.hpp"
 #include "runtime/text/json_file.hpp"
@@ -61,7 +62,10 @@ struct Findings {
   bool applies = false;  // reported even when nothing was found wrong
   std::string ok;        // the ok line
 
+  std::vector<std::string> tensor_errors;  // after the rules' errors, which explain them
+
   void error(std::string s) { errors.push_back(std::move(s)), applies = true; }
+  void tensor_error(std::string s) { tensor_errors.push_back(std::move(s)), applies = true; }
   // A rule's error, unless the importer's words already name `key` (the
   // same fault said once).
   void error_unless_named(const std::string& key, std::string s) {
@@ -236,9 +240,10 @@ class Auditor {
       if (it == topics_.end() || !it->second.applies) continue;
       const Findings& f = it->second;
       AuditCheck c{id, AuditStatus::Ok, f.ok};
-      if (!f.errors.empty()) {
+      if (!f.errors.empty() || !f.tensor_errors.empty()) {
         c.status = AuditStatus::Error;
         std::vector<std::string> all = f.errors;
+        all.insert(all.end(), f.tensor_errors.begin(), f.tensor_errors.end());
         all.insert(all.end(), f.warnings.begin(), f.warnings.end());
         c.message = first_few(all);
       } else if (!f.warnings.empty()) {
@@ -386,11 +391,11 @@ class Auditor {
       const auto it = by_name_.find(name);
       if (it != by_name_.end()) {
         const std::string hint = rule_of(*it->second);
-        topic(topic_of(it->second->role)).error(p + (hint.empty() || p.ends_with("missing") ? "" : " (" + hint + ")"));
+        topic(topic_of(it->second->role)).tensor_error(p + (hint.empty() || p.ends_with("missing") ? "" : " (" + hint + ")"));
       } else if (p.find("unexpected tensor") != std::string::npos) {
         topic("unexpected").warn(p);
       } else {
-        topic("files").error(p);
+        topic("files").tensor_error(p);
       }
     }
     if (!checkpoint_->renaming().empty()) topic("files").ok += "; " + checkpoint_->renaming();
@@ -489,8 +494,12 @@ class Auditor {
                                                            num(h.value) + " × " + num(d_h) + " = " +
                                                            num(h.value * d_h)));
     } else if (hidden.value % h.value != 0) {
-      f.error(hidden.key + " (" + num(hidden.value) + ") is not a multiple of " + h.key + " (" + num(h.value) +
-              ") and no head_dim is given: d_h = d / H_q must be whole");
+      // transformers floors d / H_q (LlamaAttention's head_dim), and so
+      // does the importer: the projections then map d to H_q · d_h < d.
+      d_h = hidden.value / h.value;
+      f.warn(hidden.key + " (" + num(hidden.value) + ") is not a multiple of " + h.key + " (" + num(h.value) +
+             ") and no head_dim is given: d_h is floored to " + num(d_h) + ", q/o map " + num(hidden.value) + " to " +
+             num(h.value * d_h));
     } else {
       d_h = hidden.value / h.value;
       facts.push_back(hidden.key + " " + num(hidden.value) + " = " + num(h.value) + " heads × head_dim " + num(d_h));
@@ -501,6 +510,22 @@ class Auditor {
                       num(kv->value) + " KV heads × " + num(d_h) + " = " + num(kv->value * d_h) +
                       " values a token and layer for K and for V" +
                       (group > 1 ? " (" + num(group) + " query heads a KV head)" : ""));
+    }
+    // The cache the build allocates (report.cpp's accounting, what the
+    // runtime holds) must be the one of H_kv heads: 2 · layers · H_kv · d_h.
+    if (spec_ && spec_->stack == spec::Stack::Decoder && !latent && d_h > 0 && kv->value > 0) {
+      std::set<int64_t> kv_layers;
+      for (const spec::TensorSpec& t : manifest_.tensors)
+        if (t.role == Role::K || t.role == Role::Qkv) kv_layers.insert(t.layer);
+      const spec::Report report = spec::make_report(*spec_);
+      const auto expected = static_cast<int64_t>(2.0 * static_cast<double>(kv_layers.size()) *
+                                                 static_cast<double>(kv->value * d_h) * spec::bytes_per_element(report.kv_dtype));
+      const std::string cache = std::string(dtype_name(report.kv_dtype)) + " cache";
+      if (report.kv_bytes_per_token != expected)
+        f.error("the build's " + cache + " holds " + num(report.kv_bytes_per_token) + " bytes a token, not 2 × " +
+                num(static_cast<int64_t>(kv_layers.size())) + " layers × " + num(kv->value) + " KV heads × " +
+                num(d_h) + " = " + num(expected));
+      else facts.push_back("the build's " + cache + ": " + num(expected) + " bytes a token");
     }
     holds_with_tensors("attention", join(facts, "; "));
   }

@@ -141,6 +141,8 @@ TEST_CASE("audit: a good Hugging Face checkpoint audits clean, every check ok") 
     CHECK_MESSAGE(r.find(id), id);
   CHECK(message_of(r, "attention").find("hidden_size 64 = 4 heads × head_dim 16") != std::string::npos);
   CHECK(message_of(r, "attention").find("the KV cache on 2 KV heads × 16") != std::string::npos);
+  // 2 layers × (K and V) × 2 KV heads × 16 × 2 bytes.
+  CHECK(message_of(r, "attention").find("the build's f16 cache: 256 bytes a token") != std::string::npos);
   CHECK(message_of(r, "vocab").find("211 rows, one for each token of tokenizer.json") != std::string::npos);
   CHECK(message_of(r, "special_tokens").find("config.json eos_token_id 2 \"<|im_end|>\"") != std::string::npos);
   CHECK(message_of(r, "chat_template").find("renders a user/assistant conversation") != std::string::npos);
@@ -191,6 +193,24 @@ TEST_CASE("audit: heads that do not divide into KV heads fail the attention chec
   expect_error(r, "attention", "num_attention_heads (4) is not a multiple of num_key_value_heads (3)");
   // The spec cannot be made: config says so (a warning: the error is attention's).
   CHECK(r.find("config")->status == AuditStatus::Warning);
+}
+
+TEST_CASE("audit: a hidden size heads do not divide, without head_dim, warns with the floored head_dim") {
+  // transformers' Llama floors d / H_q: 5 heads of 12 over a width of 64.
+  spec::Spec s = tiny("llama-gqa");
+  s.dims.heads = s.dims.kv_heads = 5;
+  s.dims.head_dim = 12;
+  s.dims.head_dim_explicit = true;
+  s.position.rotary_dim = 12;
+  HfCheckpoint c(s);
+  REQUIRE(c.config.contains("head_dim"));
+  c.config.erase("head_dim");
+  const AuditResult r = c.audit();
+  INFO(importer::format_audit(r));
+  CHECK(with_status(r, AuditStatus::Error).empty());
+  CHECK(with_status(r, AuditStatus::Warning) == std::set<std::string>{"attention"});
+  CHECK(message_of(r, "attention") == "hidden_size (64) is not a multiple of num_attention_heads (5) and no head_dim is "
+                                      "given: d_h is floored to 12, q/o map 64 to 60");
 }
 
 TEST_CASE("audit: a declared tie with a separate head errs; an untied head identical to the embedding warns") {
