@@ -50,7 +50,7 @@ constexpr const char* kTemplate =
 // … (no merges, no byte-level step: enough to load, count and name ids).
 json tokenizer_json(int64_t n) {
   json vocab = json::object();
-  for (int64_t i = 3; i < n; ++i) vocab["t" + std::to_string(i)] = i;
+  for (int64_t i = 3; i < n; ++i) vocab[std::string("t").append(std::to_string(i))] = i;  // (GCC 12 -Wrestrict misfires on "t" + s)
   json added = json::array();
   const char* specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   for (int64_t i = 0; i < 3; ++i)
@@ -314,16 +314,24 @@ TEST_CASE("audit: RoPE scaling without its factor, and a trained context past th
   }
 }
 
-TEST_CASE("audit: a mixture of experts: clean, then top-k above the expert count") {
+TEST_CASE("audit: a mixture of experts: clean, then a router of the wrong shape, then top-k above the expert count") {
   HfCheckpoint c(tiny("mixtral"));
   const AuditResult good = c.audit();
   expect_clean(good);
   CHECK(message_of(good, "moe").find("4 experts, top 2") != std::string::npos);
+  {
+    HfCheckpoint wrong(tiny("mixtral"));
+    weights::TensorToWrite& router = *wrong.tensor("model.layers.1.block_sparse_moe.gate.weight");
+    router.shape = {3, 64};
+    router.data.resize(3 * 64 * 2);
+    expect_error(wrong.audit(), "moe",
+                 "model.layers.1.block_sparse_moe.gate.weight: shape [4, 64] expected, [3, 64] found (rows = experts 4)");
+  }
   c.config["num_experts_per_tok"] = 5;
   expect_error(c.audit(), "moe", "num_experts_per_tok = 5 is larger than num_local_experts = 4");
 }
 
-TEST_CASE("audit: latent attention without its latent norm, a hybrid without A_log") {
+TEST_CASE("audit: latent attention without its latent norm, a Mamba without D, a hybrid without A_log") {
   {
     HfCheckpoint c(tiny("deepseek-mla-lite"));
     const AuditResult good = c.audit();
@@ -331,6 +339,15 @@ TEST_CASE("audit: latent attention without its latent norm, a hybrid without A_l
     CHECK(message_of(good, "latent").find("kv_a_layernorm") != std::string::npos);
     c.drop("model.layers.0.self_attn.kv_a_layernorm.weight");
     expect_error(c.audit(), "latent", "model.layers.0.self_attn.kv_a_layernorm.weight: missing");
+  }
+  {
+    // Mamba's config states no context: the importer's default (8192) is the spec's.
+    spec::Spec mamba = tiny("mamba");
+    mamba.dims.max_context = mamba.position.table_size = 8192;
+    HfCheckpoint c(mamba);
+    expect_clean(c.audit());
+    c.drop("backbone.layers.1.mixer.D");
+    expect_error(c.audit(), "ssm", "backbone.layers.1.mixer.D: missing");
   }
   {
     HfCheckpoint c(tiny("bamba"));
