@@ -250,6 +250,13 @@ class Auditor {
         c.status = AuditStatus::Warning;
         c.message = first_few(f.warnings);
       }
+      // One line a check: a multi-line message (the GGUF importer's list of
+      // keys) joined.
+      for (size_t at = c.message.find('\n'); at != std::string::npos; at = c.message.find('\n', at)) {
+        size_t end = at + 1;
+        while (end < c.message.size() && c.message[end] == ' ') ++end;
+        c.message.replace(at, end - at, at > 0 && c.message[at - 1] == ':' ? " " : "; ");
+      }
       result_.checks.push_back(std::move(c));
     }
     return std::move(result_);
@@ -343,18 +350,21 @@ class Auditor {
       problems = e.problems();
     } catch (const Error& e) {
       // A config whose numbers break the spec's contract (heads that do not
-      // divide) is refused by the spec's parser after the import: its
-      // diagnostics, not the spec text it read.
+      // divide) is refused by the spec's parser after the import, as
+      // "<headline>:" then a line per problem (the GGUF importer's keys, the
+      // parser's diagnostics; not the spec text it read): each line a problem.
       std::string what = e.what();
       if (const size_t cut = what.find("--- spec ---"); cut != std::string::npos) what.resize(cut);
-      size_t start = what.rfind("internal error", 0) == 0 ? what.find('\n') : std::string::npos;
-      if (start == std::string::npos) problems.push_back(what);
-      else
-        for (++start; start < what.size();) {
-          const size_t end = std::min(what.find('\n', start), what.size());
-          if (end > start) problems.push_back(what.substr(start, end - start));
-          start = end + 1;
-        }
+      std::vector<std::string> lines;
+      for (size_t start = 0; start < what.size();) {
+        const size_t end = std::min(what.find('\n', start), what.size());
+        size_t first = start;
+        while (first < end && what[first] == ' ') ++first;
+        if (end > first) lines.push_back(what.substr(first, end - first));
+        start = end + 1;
+      }
+      if (lines.size() > 1 && lines.front().ends_with(":")) lines.erase(lines.begin());
+      problems = lines;
     }
     size_t routed = 0;
     for (const std::string& p : problems) {
@@ -707,8 +717,9 @@ class Auditor {
   std::optional<Keyed> embedding_rows() const {
     if (const weights::Checkpoint::Tensor* embed = tensor_of(Role::Embed); embed && !embed->info->shape.empty())
       return Keyed{embed->info->shape[0], embed->name};
-    if (spec_) return Keyed{spec_->dims.vocab, "the config's vocab"};
-    if (const auto v = raw_.integer({"vocab_size", "n_vocab", "padded_vocab_size"}, "vocab_size")) return v;
+    if (spec_) return Keyed{spec_->dims.vocab, "the embedding (the config's vocab)"};
+    if (const auto v = raw_.integer({"vocab_size", "n_vocab", "padded_vocab_size"}, "vocab_size"))
+      return Keyed{v->value, "the embedding (" + v->key + ")"};
     return std::nullopt;
   }
 

@@ -396,6 +396,18 @@ TEST_CASE("audit: a GGUF file audits clean with its own vocabulary; an EOS id pa
   // The directory holding it audits the same.
   CHECK(importer::audit_checkpoint(dir.dir.string()).count(AuditStatus::Ok) == good.count(AuditStatus::Ok));
 
+  // Heads that do not divide: the importer's words, under attention, on one line.
+  std::map<std::string, weights::GgufValue> heads = metadata;
+  heads["llama.attention.head_count_kv"] = uint32_t{3};
+  weights::write_gguf(path, heads, tensors);
+  const AuditResult bad_heads = importer::audit_checkpoint(path);
+  {
+    INFO(importer::format_audit(bad_heads));
+    CHECK(with_status(bad_heads, AuditStatus::Error) == std::set<std::string>{"attention"});
+    CHECK(message_of(bad_heads, "attention").find("llama.attention.head_count_kv") != std::string::npos);
+    CHECK(message_of(bad_heads, "attention").find('\n') == std::string::npos);
+  }
+
   metadata["tokenizer.ggml.eos_token_id"] = uint32_t{400};
   weights::write_gguf(path, metadata, tensors);
   const AuditResult bad = importer::audit_checkpoint(path);
