@@ -606,7 +606,12 @@ class Auditor {
     if (const std::optional<std::string> type = raw_.model_type())
       if (const auto it = kRouting.find(*type); it != kRouting.end())
         for (const char* key : it->second)
-          if (!raw_.hf.contains(key)) f.warn(std::string(key) + " is absent: transformers' default for " + *type + " applies");
+          if (!raw_.hf.contains(key))
+            f.warn(std::string(key) + " is absent: transformers' default for " + *type + " applies" +
+                   (spec_ && std::string_view(key) == "norm_topk_prob"
+                        ? std::string(spec_->moe.norm_topk_prob ? " (true" : " (false") + ": top-k weights " +
+                              (spec_->moe.norm_topk_prob ? "renormalized)" : "as scored)")
+                        : ""));
     std::string rule;
     if (experts && top_k) rule = num(experts->value) + " experts, top " + num(top_k->value);
     if (spec_) {

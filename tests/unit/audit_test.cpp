@@ -331,6 +331,19 @@ TEST_CASE("audit: a mixture of experts: clean, then a router of the wrong shape,
   expect_error(c.audit(), "moe", "num_experts_per_tok = 5 is larger than num_local_experts = 4");
 }
 
+TEST_CASE("audit: a routing field transformers defaults warns with the default") {
+  HfCheckpoint c(tiny("qwen3-moe"));
+  expect_clean(c.audit());
+  REQUIRE(c.config.contains("norm_topk_prob"));
+  c.config.erase("norm_topk_prob");
+  const AuditResult r = c.audit();
+  INFO(importer::format_audit(r));
+  CHECK(with_status(r, AuditStatus::Error).empty());
+  CHECK(with_status(r, AuditStatus::Warning) == std::set<std::string>{"moe"});
+  CHECK(message_of(r, "moe") ==
+        "norm_topk_prob is absent: transformers' default for qwen3_moe applies (false: top-k weights as scored)");
+}
+
 TEST_CASE("audit: latent attention without its latent norm, a Mamba without D, a hybrid without A_log") {
   {
     HfCheckpoint c(tiny("deepseek-mla-lite"));
