@@ -198,13 +198,15 @@ std::string string_at(const json& j, const char* key) {
 // A token's text quoted as JSON, bytes that are not UTF-8 replaced.
 std::string quoted(const std::string& text) { return json(text).dump(-1, ' ', false, json::error_handler_t::replace); }
 
-std::optional<json> read_json(const fs::path& path, std::string* error) {
+// A JSON file of the checkpoint, or nullopt when it is absent or not JSON
+// (config.json's errors are the importer's to name; the other files'
+// values are read where they are valid).
+std::optional<json> read_json(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
   try {
     return text::detail::parse_json_file(path);
-  } catch (const Error& e) {
-    if (error) *error = e.what();
+  } catch (const Error&) {
     return std::nullopt;
   }
 }
@@ -309,8 +311,7 @@ class Auditor {
     }
     if (!gguf_) {
       config_file_ = (dir_ / "config.json").string();
-      std::string error;
-      if (std::optional<json> c = read_json(config_file_, &error); c && c->is_object()) raw_.hf = *c;
+      if (std::optional<json> c = read_json(config_file_); c && c->is_object()) raw_.hf = *c;
       found.push_back("config.json");
     }
     if (checkpoint_) {
@@ -318,7 +319,9 @@ class Auditor {
       for (const weights::Checkpoint::Tensor& t : checkpoint_->tensors()) ++dtypes[std::string(dtype_name(t.info->dtype))];
       std::vector<std::string> counts;
       for (const auto& [dtype, n] : dtypes) counts.push_back(dtype + " " + num(n));
+      const size_t files = checkpoint_->files().size();
       found.push_back(fs::path(checkpoint_->path()).filename().string() + " (" +
+                      (files > 1 ? num(static_cast<int64_t>(files)) + " files, " : "") +
                       num(static_cast<int64_t>(checkpoint_->tensors().size())) + " tensors: " + join(counts, ", ") + ")");
       if (gguf_) {
         gguf_file_ = dynamic_cast<const weights::GgufFile*>(checkpoint_->files().front().get());
@@ -774,8 +777,8 @@ class Auditor {
             for (int64_t id : ids_of(j[key])) check_id(file + " " + key, id);
       };
       from_ids(raw_.hf, "config.json");
-      if (const std::optional<json> g = read_json(dir_ / "generation_config.json", nullptr)) from_ids(*g, "generation_config.json");
-      if (const std::optional<json> t = read_json(dir_ / "tokenizer_config.json", nullptr); t && t->is_object())
+      if (const std::optional<json> g = read_json(dir_ / "generation_config.json")) from_ids(*g, "generation_config.json");
+      if (const std::optional<json> t = read_json(dir_ / "tokenizer_config.json"); t && t->is_object())
         for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
           if (!t->contains(key)) continue;
           const std::optional<std::string> text = token_text_of((*t)[key]);
@@ -878,7 +881,7 @@ class Auditor {
     std::vector<std::string> agree = {max->key + " " + num(max->value)};
     if (!gguf_) {
       const auto compare = [&](const fs::path& file, const char* key) {
-        const std::optional<json> j = read_json(dir_ / file, nullptr);
+        const std::optional<json> j = read_json(dir_ / file);
         if (!j || !j->is_object() || !j->contains(key) || !(*j)[key].is_number()) return;
         const double v = (*j)[key].get<double>();
         if (v >= 1e9) return;  // transformers' "no limit" (VERY_LARGE_INTEGER)

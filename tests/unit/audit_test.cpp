@@ -70,6 +70,8 @@ struct HfCheckpoint {
   std::vector<weights::TensorToWrite> tensors;
   int64_t tokens;
   json tokenizer_config, generation_config;
+  bool sharded = false;  // two shards and model.safetensors.index.json
+  json index_changes = json::object();  // weight_map entries written over the true ones
 
   explicit HfCheckpoint(spec::Spec s) : spec(std::move(s)), config(importer::hf_config_from_spec(spec)) {
     uint64_t state = 0x9E3779B97F4A7C15ull;
@@ -95,7 +97,18 @@ struct HfCheckpoint {
 
   AuditResult audit() {
     test::write_file(dir.file("config.json"), config.dump(2));
-    weights::write_safetensors(dir.file("model.safetensors"), tensors);
+    if (sharded) {
+      const auto half = tensors.begin() + static_cast<std::ptrdiff_t>(tensors.size() / 2);
+      const std::string first = "model-00001-of-00002.safetensors", second = "model-00002-of-00002.safetensors";
+      weights::write_safetensors(dir.file(first), {tensors.begin(), half});
+      weights::write_safetensors(dir.file(second), {half, tensors.end()});
+      json map = json::object();
+      for (auto t = tensors.begin(); t != tensors.end(); ++t) map[t->name] = t < half ? first : second;
+      map.update(index_changes);
+      test::write_file(dir.file("model.safetensors.index.json"), json({{"metadata", json::object()}, {"weight_map", map}}).dump());
+    } else {
+      weights::write_safetensors(dir.file("model.safetensors"), tensors);
+    }
     test::write_file(dir.file("tokenizer.json"), tokenizer_json(tokens).dump());
     test::write_file(dir.file("tokenizer_config.json"), tokenizer_config.dump(2));
     test::write_file(dir.file("generation_config.json"), generation_config.dump(2));
@@ -188,6 +201,18 @@ TEST_CASE("audit: a dropped tensor, a wrong shape and an extra tensor are named 
     c.tensors.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", DType::F32, {8}, std::vector<std::byte>(32)});
     expect_warning(c.audit(), "unexpected", "model.layers.0.self_attn.rotary_emb.inv_freq: unexpected tensor");
   }
+}
+
+TEST_CASE("audit: a sharded checkpoint audits clean; an index that misplaces a tensor errs") {
+  HfCheckpoint c(tiny("llama-gqa"));
+  c.sharded = true;
+  const AuditResult r = c.audit();
+  expect_clean(r);
+  CHECK(message_of(r, "files").find("model.safetensors.index.json (2 files, 21 tensors: f16 21)") != std::string::npos);
+  c.index_changes["lm_head.weight"] = "model-00001-of-00002.safetensors";
+  expect_error(c.audit(), "lm_head",
+               "lm_head.weight: the index places it in " + c.dir.file("model-00001-of-00002.safetensors") +
+                   ", which does not hold it");
 }
 
 TEST_CASE("audit: heads that do not divide into KV heads fail the attention check with both numbers") {
