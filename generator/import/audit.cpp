@@ -433,10 +433,16 @@ class Auditor {
   }
 
   // The tensors of a topic as one phrase: the first layer's, then the
-  // globals ("q_proj [64, 64], k_proj [32, 64] × 2 layers; norm [64]").
+  // globals ("q_proj [64, 64], k_proj [32, 64] × 2 layers; norm [64]"),
+  // each by its last module name, or by its path inside the layer where two
+  // share it (BERT's attention.output.LayerNorm and output.LayerNorm).
   std::string tensors_of(const std::string& id) const {
-    std::vector<std::string> per_layer, global;
-    std::set<std::string> seen;
+    struct Shown {
+      const spec::TensorSpec* t;
+      std::string label;
+    };
+    std::vector<Shown> shown;
+    std::map<std::string, int> uses;
     std::set<int64_t> layers;
     int64_t first = -1;
     for (const spec::TensorSpec& t : manifest_.tensors) {
@@ -446,9 +452,22 @@ class Auditor {
         if (first < 0) first = t.layer;
         if (t.layer != first) continue;
       }
-      const std::string s = short_name(t.name);
-      if (!seen.insert(s).second) continue;
-      (t.layer >= 0 ? per_layer : global).push_back(s + " " + weights::shape_string(t.shape));
+      shown.push_back({&t, short_name(t.name)});
+      ++uses[shown.back().label];
+    }
+    std::vector<std::string> per_layer, global;
+    for (Shown& s : shown) {
+      if (uses[s.label] > 1) {
+        // The path after the layer's number ("model.layers.0.") or, for a
+        // global, the whole name, less ".weight".
+        std::string path = s.t->name;
+        if (path.ends_with(".weight")) path.resize(path.size() - 7);
+        const std::string marker = std::string(".").append(num(s.t->layer)).append(".");  // (GCC 12 -Wrestrict misfires on "." + s)
+        if (const size_t at = s.t->layer >= 0 ? path.find(marker) : std::string::npos; at != std::string::npos)
+          path = path.substr(at + marker.size());
+        s.label = path;
+      }
+      (s.t->layer >= 0 ? per_layer : global).push_back(s.label + " " + weights::shape_string(s.t->shape));
     }
     std::string out = join(per_layer, ", ");
     if (!per_layer.empty())
@@ -517,7 +536,9 @@ class Auditor {
       d_h = hidden.value / h.value;
       facts.push_back(hidden.key + " " + num(hidden.value) + " = " + num(h.value) + " heads × head_dim " + num(d_h));
     }
-    if (d_h > 0 && kv->value > 0 && h.value % kv->value == 0) {
+    // An encoder attends over its input in one pass: no cache.
+    const bool caches = !spec_ || spec_->stack != spec::Stack::Encoder;
+    if (caches && d_h > 0 && kv->value > 0 && h.value % kv->value == 0) {
       const int64_t group = h.value / kv->value;
       facts.push_back(std::string(group == 1 ? "MHA" : kv->value == 1 ? "MQA" : "GQA") + ", the KV cache on " +
                       num(kv->value) + " KV heads × " + num(d_h) + " = " + num(kv->value * d_h) +
