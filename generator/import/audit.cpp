@@ -124,23 +124,29 @@ std::string topic_of(Role r) {
 }
 
 // An importer's problem goes to the check whose keys it names; the rest stay
-// with "config".
+// with "config". The key is what the line starts with, after the file's name
+// ("mamba/config.json: …"); failing that, what it says before any list
+// ("model_type \"xlnet\" is not supported; supported model types: …, mamba"
+// is config's).
 std::string topic_of_problem(const std::string& line) {
-  // Not the file's name the line starts with ("mamba/config.json: …").
   const size_t colon = line.find(": ");
   const std::string p = colon != std::string::npos && line.substr(0, colon).find(' ') == std::string::npos
                             ? line.substr(colon + 2)
                             : line;
-  const auto has = [&](std::initializer_list<const char*> words) {
-    return std::any_of(words.begin(), words.end(), [&](const char* w) { return p.find(w) != std::string::npos; });
+  const auto topic_in = [](const std::string& text) -> std::string {
+    const auto has = [&](std::initializer_list<const char*> words) {
+      return std::any_of(words.begin(), words.end(), [&](const char* w) { return text.find(w) != std::string::npos; });
+    };
+    if (has({"rope_scaling", "rope_parameters", "rope.scaling", "position.scaling", "rope_type"})) return "rope";
+    if (has({"kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "mla."})) return "latent";
+    if (has({"expert", "top_k", "topk", "moe."})) return "moe";
+    if (has({"state_size", "conv_kernel", "time_step", "ssm.", "ssm_", "mamba"})) return "ssm";
+    if (has({"heads", "head_dim", "head_count", "key_length", "d_kv"})) return "attention";
+    if (has({"max_position_embeddings", "context_length", "max_context"})) return "context";
+    return "config";
   };
-  if (has({"rope_scaling", "rope_parameters", "rope.scaling", "position.scaling", "rope_type"})) return "rope";
-  if (has({"kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "mla."})) return "latent";
-  if (has({"expert", "top_k", "topk", "moe."})) return "moe";
-  if (has({"state_size", "conv_kernel", "time_step", "ssm.", "ssm_", "mamba"})) return "ssm";
-  if (has({"heads", "head_dim", "head_count", "key_length"})) return "attention";
-  if (has({"max_position_embeddings", "context_length", "max_context"})) return "context";
-  return "config";
+  if (const std::string t = topic_in(p.substr(0, p.find(' '))); t != "config") return t;
+  return topic_in(p.substr(0, p.find(';')));
 }
 
 // A value of the config as it is, before the importer, and the key it came from.
@@ -504,7 +510,7 @@ class Auditor {
     if (!kv && raw_.hf.contains("multi_query") && raw_.hf["multi_query"] == true) kv = Keyed{1, "multi_query"};
     if (!kv && spec_) kv = Keyed{spec_->dims.kv_heads, "dims.kv_heads"};
     if (!kv) kv = Keyed{h.value, h.key + " (no KV head count: MHA)"};
-    const std::optional<Keyed> head_dim = raw_.integer({"head_dim"}, "attention.key_length");
+    const std::optional<Keyed> head_dim = raw_.integer({"head_dim", "d_kv"}, "attention.key_length");  // d_kv: T5's
     std::vector<std::string> facts;
     if (h.value <= 0) {
       f.error(h.key + " = " + num(h.value) + ": no attention heads");

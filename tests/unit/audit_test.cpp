@@ -461,6 +461,13 @@ TEST_CASE("audit: a path that cannot be read is an error naming it, never a cras
   const AuditResult garbage = importer::audit_checkpoint(dir.file("garbage.gguf"));
   CHECK(with_status(garbage, AuditStatus::Error) == std::set<std::string>{"files"});
 
+  // An unsupported model type is config's error, though the list of the
+  // supported ones names mamba.
+  test::write_file(dir.file("config.json"), R"({"model_type": "xlnet", "d_model": 64})");
+  const AuditResult xlnet = importer::audit_checkpoint(dir.dir.string());
+  CHECK(with_status(xlnet, AuditStatus::Error) == std::set<std::string>{"files", "config"});
+  CHECK(message_of(xlnet, "config").find("model_type \"xlnet\" is not supported") != std::string::npos);
+
   test::write_file(dir.file("config.json"), "{ not json");
   const AuditResult bad_json = importer::audit_checkpoint(dir.dir.string());
   CHECK(with_status(bad_json, AuditStatus::Error).count("config"));
