@@ -17,6 +17,18 @@ int64_t Manifest::total_elements() const {
   return n;
 }
 
+std::vector<ManifestEntry> manifest_entries(const Manifest& manifest) {
+  std::vector<ManifestEntry> entries;
+  entries.reserve(manifest.tensors.size());
+  for (const TensorSpec& t : manifest.tensors)
+    // A rank-3 depthwise conv1d weight [rows, 1, cols] as [rows, cols], as the
+    // emitted manifest holds it (emit_cpp.cpp).
+    entries.push_back({t.role, t.bias, static_cast<int32_t>(t.layer), static_cast<int32_t>(t.expert), t.name,
+                       static_cast<uint8_t>(t.shape.size()), {t.shape[0], t.shape.size() > 1 ? t.shape.back() : 1},
+                       t.dtype, static_cast<int32_t>(t.slice)});
+  return entries;
+}
+
 const char* name(Component c) {
   switch (c) {
     case Component::Embedding: return "embedding";

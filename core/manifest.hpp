@@ -39,6 +39,11 @@ struct Manifest {
 // A role without a name gets "<unnamed role>"; validate() reports those.
 Manifest build_manifest(const Spec& spec);
 
+// The manifest as a build's constexpr one reads it (core/contract.hpp), for
+// the checkpoint audits of the runtime's loaders. The names point into
+// `manifest`, which must outlive the entries.
+std::vector<ManifestEntry> manifest_entries(const Manifest& manifest);
+
 // The global tensors and those of layer 0 and expert 0 only: enough to know
 // which roles and shapes a model has without building it at full size.
 Manifest build_sample_manifest(const Spec& spec);

@@ -20,6 +20,7 @@
 #include "generator/driver/process.hpp"
 #include "generator/emit/emit_cpp.hpp"
 #include "generator/emit/emit_kernels.hpp"
+#include "generator/import/audit.hpp"
 #include "generator/import/import.hpp"
 #include "generator/import/quantize.hpp"
 #include "generator/lower/device_report.hpp"
@@ -127,6 +128,16 @@ int cmd_lint(const std::string& path) {
   std::cout << lathe::spec::format_advice(path, advice);
   if (advice.empty()) std::cout << path << ": every hyperparameter lint knows is within practice\n";
   return 0;
+}
+
+// The checkpoint's contract checked, a line per check (audit.hpp): exit 1
+// when a check errs, 0 with warnings alone. A path that cannot be read is an
+// error check naming it.
+int cmd_audit(const std::string& path, bool json) {
+  const lathe::importer::AuditResult result = lathe::importer::audit_checkpoint(path);
+  if (json) std::cout << lathe::importer::audit_json(result).dump(2) << "\n";
+  else std::cout << lathe::importer::format_audit(result);
+  return result.count(lathe::importer::AuditStatus::Error) > 0 ? 1 : 0;
 }
 
 // A spec from a budget: to stdout or `out`; the derivation (--explain) to
@@ -412,11 +423,7 @@ int cmd_build(const std::string& model, const std::string& weights, const std::s
     if (!spec) return 1;
     // The spec's manifest as a build's constexpr one reads (names point into `manifest`).
     const lathe::spec::Manifest manifest = lathe::spec::build_manifest(*spec);
-    std::vector<lathe::ManifestEntry> entries;
-    for (const lathe::spec::TensorSpec& t : manifest.tensors)
-      entries.push_back({t.role, t.bias, static_cast<int32_t>(t.layer), static_cast<int32_t>(t.expert), t.name,
-                         static_cast<uint8_t>(t.shape.size()), {t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1},
-                         t.dtype, static_cast<int32_t>(t.slice)});
+    const std::vector<lathe::ManifestEntry> entries = lathe::spec::manifest_entries(manifest);
     lathe::weights::Checkpoint file(checkpoint);
     file.match_names(entries);
     const std::string misfit = file.misfit(spec->name, spec->dims.hidden, spec->dims.layers);
@@ -586,6 +593,15 @@ int main(int argc, char** argv) {
   auto* lint = app.add_subcommand("lint", "Advice on each hyperparameter of a spec far from practice, at its line");
   lint->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
 
+  std::string audit_path;
+  auto* audit = app.add_subcommand(
+      "audit", "Check a checkpoint's whole contract: config, tokenizer and tensors must agree (a line per check; exit "
+               "1 on errors)");
+  audit->add_option("checkpoint", audit_path, "A Hugging Face model directory (or its config.json), a .gguf file, or "
+                                              "a directory holding one")
+      ->required();
+  audit->add_flag("--json", json, "Print JSON for tools instead of lines");
+
   lathe::spec::DesignArgs design_args;
   std::string design_out;
   bool explain = false;
@@ -702,14 +718,16 @@ int main(int argc, char** argv) {
     app.parse(static_cast<int>(pointers.size()), const_cast<char**>(pointers.data()));
   } catch (const CLI::ParseError& e) {
     // CLI11_PARSE's exit, but a bad `lathe design` option exits 2 as the
-    // design's own refusals do (help and version still exit 0).
+    // design's own refusals do, and so does a bad `lathe audit` (1 is its
+    // errors; help and version still exit 0).
     const int status = app.exit(e);
-    return status != 0 && design->parsed() ? 2 : status;
+    return status != 0 && (design->parsed() || audit->parsed()) ? 2 : status;
   }
   try {
     if (*devices) return cmd_devices(validation);
     if (*report) return cmd_report(spec_path, json, prefill, decode, svg_path, png_path);
     if (*lint) return cmd_lint(spec_path);
+    if (*audit) return cmd_audit(audit_path, json);
     if (*design) return cmd_design(design_args, design_out, explain, argc, argv);
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);

@@ -2764,7 +2764,7 @@ ImportResult import_hf(const std::string& path, ImportOptions options) {
   if (!spec) throw Error(ErrorKind::InvalidArgument, "internal error: " + diagnostics.format());
   result.spec = std::move(*spec);
 
-  if (has_weights(dir)) result.checkpoint = check_checkpoint(result.spec, dir, options.file);
+  if (options.check_weights && has_weights(dir)) result.checkpoint = check_checkpoint(result.spec, dir, options.file);
   return result;
 }
 

@@ -26,6 +26,10 @@ struct ImportOptions {
   // (import_hf reads it): generate() starts an encoder-decoder's decoder
   // from it, before the config's own.
   std::optional<int64_t> generation_decoder_start;
+  // Check the spec against the checkpoint beside the config (import_hf's
+  // parameter count, import_gguf's manifest). `lathe audit` turns it off:
+  // it checks the tensors itself, each problem under its own check.
+  bool check_weights = true;
 };
 
 // Everything a config says that a spec cannot, or that the checkpoint
