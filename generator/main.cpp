@@ -28,6 +28,7 @@
 #include "generator/spec/design.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/lint.hpp"
+#include "generator/spec/placement.hpp"
 #include "generator/spec/report.hpp"
 #include "core/manifest.hpp"
 #include "runtime/cache_dir.hpp"
@@ -105,13 +106,39 @@ bool write_png(const std::string& path, const std::string& svg) {
   return true;
 }
 
+// --devices (and --split, --context, --sequences): where a pipeline split
+// would put the model's layers, each device's bytes (placement.hpp).
+struct SplitOptions {
+  std::string devices, split = "memory";
+  int64_t context = 0, sequences = 1;  // context 0: the spec's max_context
+};
+
 int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& prefill,
-               const std::vector<int64_t>& decode, const std::string& svg_path, const std::string& png_path) {
+               const std::vector<int64_t>& decode, const std::string& svg_path, const std::string& png_path,
+               const SplitOptions& split) {
   auto spec = load_spec(path);
   if (!spec) return 1;
   const auto report = lathe::spec::make_report(*spec, prefill, decode);
-  if (json) std::cout << lathe::spec::report_json(report).dump(2) << "\n";
-  else std::cout << lathe::spec::format_report(report);
+  std::optional<lathe::spec::Placement> placement;
+  if (!split.devices.empty()) {
+    try {
+      placement = lathe::spec::place(*spec, report, lathe::spec::parse_capacities(split.devices),
+                                     lathe::spec::parse_split(split.split),
+                                     split.context ? split.context : spec->dims.max_context, split.sequences);
+    } catch (const lathe::spec::PlacementError& e) {
+      std::cerr << "lathe report: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  if (json) {
+    nlohmann::json j = lathe::spec::report_json(report);
+    if (placement) j["placement"] = lathe::spec::placement_json(*placement);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << lathe::spec::format_report(report);
+    if (placement) std::cout << lathe::spec::format_placement(*placement);
+  }
+  if (placement && !placement->fits()) return 1;
   if (svg_path.empty() && png_path.empty()) return 0;
   const std::string svg = lathe::spec::report_svg(report);
   if (!svg_path.empty() && !write_file(svg_path, svg, "--svg")) return 1;
@@ -589,6 +616,18 @@ int main(int argc, char** argv) {
                      "Also write pictures (SVG): parameters and FLOPs per layer and component (the FLOPs at the last "
                      "--decode context), the cache against context beside the weights");
   report->add_option("--png", png_path, "The same pictures as a PNG (needs rsvg-convert, from librsvg)");
+  SplitOptions split;
+  report->add_option("--devices", split.devices,
+                     "Place the layers on devices of these sizes (24GiB,24GiB) and print each one's bytes; exit 1 "
+                     "when a device's share does not fit");
+  report->add_option("--split", split.split, "With --devices: memory (a share of the need for each device's size, "
+                                             "the default) or layers:N,N,… (the layers of each device)");
+  report->add_option("--context", split.context, "With --devices: the positions each sequence's cache holds "
+                                                 "(default: the spec's max_context)")
+      ->check(CLI::PositiveNumber);
+  report->add_option("--sequences", split.sequences, "With --devices: sequences whose caches the devices hold "
+                                                     "(default 1)")
+      ->check(CLI::Range(1, 4096));
 
   auto* lint = app.add_subcommand("lint", "Advice on each hyperparameter of a spec far from practice, at its line");
   lint->add_option("spec", spec_path, "The architecture spec (TOML)")->required()->check(CLI::ExistingFile);
@@ -725,7 +764,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*devices) return cmd_devices(validation);
-    if (*report) return cmd_report(spec_path, json, prefill, decode, svg_path, png_path);
+    if (*report) return cmd_report(spec_path, json, prefill, decode, svg_path, png_path, split);
     if (*lint) return cmd_lint(spec_path);
     if (*audit) return cmd_audit(audit_path, json);
     if (*design) return cmd_design(design_args, design_out, explain, argc, argv);

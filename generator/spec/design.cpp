@@ -821,4 +821,6 @@ Design design(const DesignOptions& o) {
   return out;
 }
 
+int64_t parse_memory(const char* option, const std::string& text) { return parse_bytes(option, text); }
+
 }  // namespace lathe::spec

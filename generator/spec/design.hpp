@@ -68,4 +68,8 @@ Design design(const DesignOptions& options);
 
 const char* name(DesignUse);
 
+// An amount of memory as an option gives it: 24GiB, 80GB, 512MiB (K, M, G
+// and T alone are binary), 1 MiB … 1 PB; throws DesignError naming `option`.
+int64_t parse_memory(const char* option, const std::string& text);
+
 }  // namespace lathe::spec

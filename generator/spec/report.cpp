@@ -225,9 +225,15 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     r.checkpoint_bytes += static_cast<int64_t>(std::ceil(static_cast<double>(n) * bytes_per_element(t.dtype)));
     // (A tensor the kernels index as an array, not a matrix, is f32 values on
     // the device: Mamba's conv taps and dt_proj, latent attention's kv_b.)
-    r.device_weight_bytes += t.shape.size() >= 2 && !read_as_matrix(t.role, t.bias, t.shape.size()) ? t.elements() * 4
-                                                 : device_tensor_bytes(t.dtype, t.shape.size(), t.shape[0],
-                                                                       t.shape.size() == 2 ? t.shape[1] : 1);
+    const int64_t device = t.shape.size() >= 2 && !read_as_matrix(t.role, t.bias, t.shape.size())
+                               ? t.elements() * 4
+                               : device_tensor_bytes(t.dtype, t.shape.size(), t.shape[0], t.shape.size() == 2 ? t.shape[1] : 1);
+    r.device_weight_bytes += device;
+    if (r.layer_device_bytes.empty()) r.layer_device_bytes.assign(static_cast<size_t>(s.blocks()), 0);
+    if (t.layer >= 0) r.layer_device_bytes.at(static_cast<size_t>(t.layer)) += device;
+    else if (t.role == Role::FinalNorm || t.role == Role::LmHead || t.role == Role::LogitsBias) r.head_device_bytes += device;
+    else r.embedding_device_bytes += device;
+    if (t.role == Role::Embed && !t.bias) r.embedding_table_device_bytes += device;
     for (auto& [dt, bytes] : r.decode_bytes)
       bytes += read * bytes_per_element(t.shape.size() == 2 && !is_ssm_param(t.role) ? dt : t.dtype);
   }

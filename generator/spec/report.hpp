@@ -48,6 +48,12 @@ struct Report {
   // them out), vectors in f32; and with the KV cache at each context.
   int64_t device_weight_bytes = 0;
   std::vector<std::pair<int64_t, int64_t>> device_bytes_at_context;
+  // The same by where a pipeline split puts them (placement.hpp): each
+  // block's tensors; the embedding's (its table, norm and position tables:
+  // the first stage); the final norm's and LM head's (the last stage); the
+  // embedding table alone (which a tied head reads on the last stage too).
+  std::vector<int64_t> layer_device_bytes;
+  int64_t embedding_device_bytes = 0, head_device_bytes = 0, embedding_table_device_bytes = 0;
   // Matmul and attention FLOPs (2 per multiply-add; elementwise ops excluded).
   std::vector<std::pair<int64_t, double>> prefill_flops_per_token;  // (T, FLOPs/token) from an empty cache
   std::vector<std::pair<int64_t, double>> decode_flops_per_token;   // (L, FLOPs) for one token at context L
