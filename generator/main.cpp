@@ -138,12 +138,12 @@ int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& p
     std::cout << lathe::spec::format_report(report);
     if (placement) std::cout << lathe::spec::format_placement(*placement);
   }
-  if (placement && !placement->fits()) return 1;
-  if (svg_path.empty() && png_path.empty()) return 0;
-  const std::string svg = lathe::spec::report_svg(report);
+  const int status = placement && !placement->fits() ? 1 : 0;
+  if (svg_path.empty() && png_path.empty()) return status;
+  const std::string svg = lathe::spec::report_svg(report, placement ? &*placement : nullptr);
   if (!svg_path.empty() && !write_file(svg_path, svg, "--svg")) return 1;
   if (!png_path.empty() && !write_png(png_path, svg)) return 1;
-  return 0;
+  return status;
 }
 
 // Advice on the spec's hyperparameters (warnings at their lines; never an

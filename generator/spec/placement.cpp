@@ -175,6 +175,7 @@ nlohmann::json placement_json(const Placement& p) {
   j["fits"] = p.fits();
   for (const DeviceShare& d : p.devices)
     j["devices"].push_back({{"first_layer", d.first_layer},
+                            {"last_layer", d.end_layer - 1},
                             {"end_layer", d.end_layer},
                             {"embedding", d.embedding},
                             {"head", d.head},

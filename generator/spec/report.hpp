@@ -102,8 +102,11 @@ nlohmann::json report_json(const Report& report);
 // per layer and component, and the cache against context beside the
 // weights. Every number it shows is report_json's, named by a data-key
 // attribute (a JSON pointer into it); the whole of report_json is its
-// <metadata>.
-std::string report_svg(const Report& report);
+// <metadata>. With a placement (--devices), a third picture: each device's
+// weights and cache beside its memory, its numbers placement_json's under
+// "placement" in the metadata.
+struct Placement;
+std::string report_svg(const Report& report, const Placement* placement = nullptr);
 
 // The table's and the pictures' numbers: digits in groups of three
 // ("8,192"); 4 significant digits and an SI prefix ("16.06 GFLOP"); bytes in

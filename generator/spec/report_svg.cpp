@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "generator/spec/placement.hpp"
 #include "generator/spec/report.hpp"
 
 namespace lathe::spec {
@@ -410,15 +411,62 @@ double cache_chart(const Report& r, Svg& svg, double top) {
   return plot_y + plot_h + 56;
 }
 
+// A split over devices (--devices): per device, its layers, a bar of its
+// weights and one of its cache end to end, and its memory as an outline on
+// the same scale.
+double placement_chart(const Placement& p, Svg& svg, double top) {
+  double most = 0;
+  for (const DeviceShare& d : p.devices) most = std::max({most, static_cast<double>(d.capacity), static_cast<double>(d.need())});
+  const double scale = most > 0 ? 600 / most : 0, x0 = 270;
+  svg.text(20, top + 20, {{"Placement: each device's weights and cache beside its memory, ", ""},
+                          {grouped(p.context), "/placement/context"}, {" positions for ", ""},
+                          {grouped(p.sequences), "/placement/sequences"}, {p.sequences == 1 ? " sequence" : " sequences", ""}},
+           "font-size=\"16\" font-weight=\"bold\"");
+  double y = top + 40;
+  for (size_t i = 0; i < p.devices.size(); ++i) {
+    const DeviceShare& d = p.devices[i];
+    const std::string at = "/placement/devices/" + std::to_string(i) + "/";
+    if (i % 2 == 0) svg.rect(10, y, kWidth - 20, 2 * kRow, "fill=\"#f2f2f2\"");
+    svg.text(20, y + kRow / 2 + 4,
+             {{"layers ", ""}, {grouped(d.first_layer), at + "first_layer"}, {"\u2013", ""},
+              {grouped(d.end_layer - 1), at + "last_layer"},
+              {std::string(d.embedding ? " + embedding" : "") + (d.head ? " + head" : ""), ""}},
+             "font-size=\"12\"");
+    const double bar_y = y + (kRow - kBarHeight) / 2;
+    const auto bar = [&](double x, double bytes, const std::string& field, const char* colour) {
+      svg.rect(x, bar_y, bytes * scale, kBarHeight,
+               "class=\"bar\" data-column=\"devices\" data-key=\"" + at + field + "\" fill=\"" + colour + "\"");
+      return x + bytes * scale;
+    };
+    const double weights = bar(x0, static_cast<double>(d.weights), "weight_bytes", "#4c78a8");
+    bar(weights, static_cast<double>(d.cache), "cache_bytes", "#f58518");
+    svg.rect(x0, bar_y - 2, static_cast<double>(d.capacity) * scale, kBarHeight + 4,
+             "class=\"bar\" data-column=\"devices\" data-key=\"" + at + "capacity_bytes\" fill=\"none\" stroke=\"" +
+                 (d.fits() ? "#222222" : "#d62728") + "\" stroke-width=\"1.5\"");
+    svg.text(x0, y + kRow + 14,
+             {{"weights ", ""}, {human_bytes(static_cast<double>(d.weights)), at + "weight_bytes"}, {" + cache ", ""},
+              {human_bytes(static_cast<double>(d.cache)), at + "cache_bytes"}, {" = ", ""},
+              {human_bytes(static_cast<double>(d.need())), at + "need_bytes"}, {" of ", ""},
+              {human_bytes(static_cast<double>(d.capacity)), at + "capacity_bytes"},
+              {d.fits() ? ": fits" : ": does not fit", ""}},
+             std::string("font-size=\"11\"") + (d.fits() ? "" : " fill=\"#d62728\""));
+    y += 2 * kRow + 6;
+  }
+  return y + 10;
+}
+
 }  // namespace
 
-std::string report_svg(const Report& r) {
+std::string report_svg(const Report& r, const Placement* placement) {
   Svg svg;
-  const double height = cache_chart(r, svg, bar_chart(r, svg) + 20);
+  double height = cache_chart(r, svg, bar_chart(r, svg) + 20);
+  if (placement) height = placement_chart(*placement, svg, height);
+  nlohmann::json metadata = report_json(r);
+  if (placement) metadata["placement"] = placement_json(*placement);
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coord(kWidth) + "\" height=\"" + coord(height) +
          "\" viewBox=\"0 0 " + coord(kWidth) + " " + coord(height) + "\" font-family=\"" + kFont + "\">\n";
-  out += "<metadata id=\"lathe-report\">" + escape(report_json(r).dump()) + "</metadata>\n";
+  out += "<metadata id=\"lathe-report\">" + escape(metadata.dump()) + "</metadata>\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   out += svg.body();
   out += "</svg>\n";

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "generator/spec/parse.hpp"
+#include "generator/spec/placement.hpp"
 #include "generator/spec/report.hpp"
 
 using namespace lathe::spec;
@@ -360,4 +361,29 @@ TEST_CASE("report --svg: text is escaped") {
   const Checked checked = check_svg(svg, report_json(r));
   INFO(joined(checked.problems));
   CHECK(checked.problems.empty());
+}
+
+// With --devices, a third picture: each device's layers, its weights and
+// cache end to end, its memory as an outline on the same scale; every
+// number placement_json's (the metadata holds report_json with "placement").
+TEST_CASE("report --svg with --devices: each device's weights and cache beside its memory, placement_json's numbers") {
+  const std::string path = (std::filesystem::path(LATHE_SOURCE_DIR) / "models" / "llama-3-8b.toml").string();
+  Diagnostics diag(path);
+  const auto spec = parse_spec_file(path, diag);
+  REQUIRE(spec);
+  const Report r = make_report(*spec, {128, 512}, {128, 2048});
+  const int64_t GiB = int64_t{1} << 30;
+  for (const auto& counts : {std::optional<std::vector<int64_t>>{}, std::optional<std::vector<int64_t>>{{16, 16}}}) {
+    const Placement p = place(*spec, r, std::vector<int64_t>{24 * GiB, 4 * GiB}, counts, 8192);
+    json expected = report_json(r);
+    expected["placement"] = placement_json(p);
+    const std::string svg = report_svg(r, &p);
+    const Checked c = check_svg(svg, expected);
+    CHECK_MESSAGE(c.problems.empty(), joined(c.problems));
+    int device_bars = 0;
+    for (const Element& e : elements_of(svg))
+      if (e.attributes.count("data-column") && e.attributes.at("data-column") == "devices") ++device_bars;
+    CHECK(device_bars == 6);  // weights, cache and memory of each device
+    CHECK((svg.find("does not fit") != std::string::npos) == !p.fits());
+  }
 }
