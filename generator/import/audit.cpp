@@ -159,6 +159,8 @@ struct Keyed {
 // <arch>.* keys.
 struct RawConfig {
   json hf = json::object();
+  // A directory's generation_config.json and tokenizer_config.json (null: absent or unreadable).
+  json generation, tokenizer;
   const weights::GgufFile* gguf = nullptr;
   std::string arch;  // general.architecture
 
@@ -318,6 +320,8 @@ class Auditor {
     if (!gguf_) {
       config_file_ = (dir_ / "config.json").string();
       if (std::optional<json> c = read_json(config_file_); c && c->is_object()) raw_.hf = *c;
+      raw_.generation = read_json(dir_ / "generation_config.json").value_or(json());
+      raw_.tokenizer = read_json(dir_ / "tokenizer_config.json").value_or(json());
       found.push_back("config.json");
     }
     if (checkpoint_) {
@@ -804,8 +808,8 @@ class Auditor {
             for (int64_t id : ids_of(j[key])) check_id(file + " " + key, id);
       };
       from_ids(raw_.hf, "config.json");
-      if (const std::optional<json> g = read_json(dir_ / "generation_config.json")) from_ids(*g, "generation_config.json");
-      if (const std::optional<json> t = read_json(dir_ / "tokenizer_config.json"); t && t->is_object())
+      from_ids(raw_.generation, "generation_config.json");
+      if (const json* t = &raw_.tokenizer; t->is_object())
         for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
           if (!t->contains(key)) continue;
           const std::optional<std::string> text = token_text_of((*t)[key]);
@@ -907,18 +911,17 @@ class Auditor {
     }
     std::vector<std::string> agree = {max->key + " " + num(max->value)};
     if (!gguf_) {
-      const auto compare = [&](const fs::path& file, const char* key) {
-        const std::optional<json> j = read_json(dir_ / file);
-        if (!j || !j->is_object() || !j->contains(key) || !(*j)[key].is_number()) return;
-        const double v = (*j)[key].get<double>();
+      const auto compare = [&](const json& j, const char* file, const char* key) {
+        if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return;
+        const double v = j[key].get<double>();
         if (v >= 1e9) return;  // transformers' "no limit" (VERY_LARGE_INTEGER)
-        const std::string where = file.string() + " " + key + " " + num(static_cast<int64_t>(v));
+        const std::string where = std::string(file) + " " + key + " " + num(static_cast<int64_t>(v));
         if (v > static_cast<double>(max->value))
           f.warn(where + " is beyond " + max->key + " " + num(max->value) + ": positions past it were never trained");
         else agree.push_back(where);
       };
-      compare("generation_config.json", "max_length");
-      compare("tokenizer_config.json", "model_max_length");
+      compare(raw_.generation, "generation_config.json", "max_length");
+      compare(raw_.tokenizer, "tokenizer_config.json", "model_max_length");
     }
     if (spec_ && spec_->dims.max_context != max->value)
       agree.push_back("the spec's max_context " + num(spec_->dims.max_context) + " (scaled)");

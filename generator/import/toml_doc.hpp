@@ -17,6 +17,8 @@
 #include <variant>
 #include <vector>
 
+#include "generator/spec/toml_text.hpp"
+
 namespace lathe::importer {
 
 // One value. The constructors are explicit per type so that a string literal
@@ -44,13 +46,9 @@ class TomlValue {
   Variant v_;
 };
 
-// A float as TOML text that parses back to exactly `v`: integral values get
-// ".0" (10000.0, 500000.0), others the shortest round-trip form with the
-// exponent's leading zeros dropped (1e-5, 0.0625, 1.5e+20).
-// NaN and infinities print as nan / inf / -inf.
-std::string toml_float(double v);
-// A basic string, quoted, with ", \ and control characters escaped.
-std::string toml_string(std::string_view s);
+// TOML text of a float and a string (generator/spec/toml_text.hpp).
+using spec::toml_float;
+using spec::toml_string;
 
 // One line of a table: a key with its value, or (key empty) a comment line.
 struct TomlEntry {

@@ -11,6 +11,7 @@
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/report.hpp"
+#include "generator/spec/toml_text.hpp"
 
 namespace lathe::spec {
 namespace {
@@ -61,32 +62,6 @@ std::string scientific(double v) {
   std::string s = buf;
   if (const size_t e = s.find("e+"); e != std::string::npos) s.erase(e + 1, 1);
   return s;
-}
-
-// A TOML float: always with a point or an exponent.
-std::string toml_float(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.15g", v);
-  std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
-
-// A TOML basic string: quotes, backslashes and control characters escaped
-// (the command line quoted in the header may hold any of them).
-std::string toml_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 std::string lower(std::string s) {

@@ -20,16 +20,6 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-// A sequence's cache or state in block `l` at `context` positions: a
-// state-space layer's conv window and scan state, an attention layer's K
-// and V (its window's, if windowed; latent attention's latent alone).
-int64_t layer_cache_bytes(const Spec& s, int64_t l, int64_t context) {
-  if (s.ssm.layer(l)) return s.ssm.conv_state_bytes() + s.ssm.scan_state_bytes();
-  const int64_t c = s.cache_index(l);
-  const int64_t positions = s.attention.windowed(c) ? std::min(context, s.attention.sliding_window) : context;
-  return (cache_row_bytes(s) + v_cache_row_bytes(s)) * positions;
-}
-
 std::string layers_text(const DeviceShare& d) {
   std::string out = d.end_layer - d.first_layer == 1 ? "layer " + std::to_string(d.first_layer)
                                                      : "layers " + std::to_string(d.first_layer) + "–" +

@@ -53,8 +53,7 @@ double prefill_attention_flops(const Spec& s, int64_t T) {
 double kv_bytes(const Spec& s, int64_t per_layer, int64_t L) {
   double kv = 0;
   for (int64_t l = 0; l < s.cache_layers(); ++l)
-    kv += static_cast<double>(per_layer) *
-          static_cast<double>(s.attention.windowed(l) ? std::min(L, s.attention.sliding_window) : L);
+    kv += static_cast<double>(per_layer) * static_cast<double>(cached_positions(s, l, L));
   return kv;
 }
 
@@ -171,6 +170,15 @@ void add_cache_curves(const Spec& s, Report& r) {
 
 }  // namespace
 
+int64_t cached_positions(const Spec& s, int64_t cache_layer, int64_t context) {
+  return s.attention.windowed(cache_layer) ? std::min(context, s.attention.sliding_window) : context;
+}
+
+int64_t layer_cache_bytes(const Spec& s, int64_t block, int64_t context) {
+  if (s.ssm.layer(block)) return s.ssm.conv_state_bytes() + s.ssm.scan_state_bytes();
+  return (cache_row_bytes(s) + v_cache_row_bytes(s)) * cached_positions(s, s.cache_index(block), context);
+}
+
 Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
                    const std::vector<int64_t>& decode_contexts) {
   Report r;
@@ -202,6 +210,7 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   std::vector<std::map<Component, ComponentCost>> layer_costs(static_cast<size_t>(s.blocks()));
   std::map<Component, ComponentCost> global_costs;
   for (const Spelling<DType>& dt : kDTypeSpellings) r.decode_bytes.emplace_back(dt.value, 0.0);
+  r.layer_device_bytes.assign(static_cast<size_t>(s.blocks()), 0);
   for (const TensorSpec& t : manifest.tensors) {
     const int64_t n = t.elements();
     per_component[component_of(t.role)] += n;
@@ -229,7 +238,6 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
                                ? t.elements() * 4
                                : device_tensor_bytes(t.dtype, t.shape.size(), t.shape[0], t.shape.size() == 2 ? t.shape[1] : 1);
     r.device_weight_bytes += device;
-    if (r.layer_device_bytes.empty()) r.layer_device_bytes.assign(static_cast<size_t>(s.blocks()), 0);
     if (t.layer >= 0) r.layer_device_bytes.at(static_cast<size_t>(t.layer)) += device;
     else if (t.role == Role::FinalNorm || t.role == Role::LmHead || t.role == Role::LogitsBias) r.head_device_bytes += device;
     else r.embedding_device_bytes += device;

@@ -93,6 +93,14 @@ struct Report {
   std::vector<CacheCurve> cache_curves;
 };
 
+// The positions a sequence's cache layer `cache_layer` holds at `context`:
+// a windowed layer's at most its window.
+int64_t cached_positions(const Spec& spec, int64_t cache_layer, int64_t context);
+// A sequence's cache or state in block `block` at `context` positions: a
+// state-space layer's conv window and scan state, an attention layer's K
+// and V (latent attention's latent alone).
+int64_t layer_cache_bytes(const Spec& spec, int64_t block, int64_t context);
+
 Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths = {128, 512},
                    const std::vector<int64_t>& decode_contexts = {128, 2048});
 
