@@ -830,16 +830,20 @@ class Lowering {
 // rows (q4_k_m 46 against 58) and keep 16 × 2.
 // A GPU splits attention into 16 key ranges: it needs more workgroups over a
 // long cache than heads × rows give in decode; a CPU has a few threads and
-// enough already. A GPU's tiles are unmeasured (no GPU has run lathe yet;
-// bench/gpu/run --sweep measures them): decode one row a subgroup, each lane
-// reading 2 texels (32 bytes) of a row per step, consecutive lanes
-// consecutive texels, so that a 4096-row matrix gives 4096 subgroups where
-// 32 rows a subgroup would leave an H100's 132 multiprocessors 128, and 4
-// subgroups a workgroup (a multiprocessor holds a bounded number of
-// workgroups: 32 on NVIDIA's, so one-subgroup workgroups would fill half
-// its 64 warp slots); a prompt
+// enough already. A GPU's tiles, measured on an H200 (bench/gpu/run --sweep,
+// 2026-11-26, the 8B q4_k_m model at depth 128; bench/README.md): decode
+// reads 2 texels (32 bytes) of a row a lane per step, consecutive lanes
+// consecutive texels, in workgroups of 4 subgroups (a multiprocessor holds a
+// bounded number of workgroups: 32 on NVIDIA's, so one-subgroup workgroups
+// would fill half its 64 warp slots; 8 subgroups measured 6 % slower, 1 the
+// same). Block weights take 2 rows a subgroup, which share each lane's
+// unpacked x (88 tok/s against 75 with 1 row; 4 rows 87, 32 rows 24);
+// f16 and q8_0 were not swept and keep 1 row, so that a 4096-row matrix
+// gives 4096 subgroups. A prompt runs
 // the tiled layout, 64 rows × 32 tokens a workgroup of 128 invocations (a
-// 4 × 4 block of sums each), whose shared memory (22,784 bytes gated) every
+// 4 × 4 block of sums each: 1351 tok/s, against 1163 for 64 × 64, 1141 for
+// 128 × 64, 1119 for 128 × 32, 786 with 2 texels a step and 941 for the
+// broadcast layout), whose shared memory (22,784 bytes gated) every
 // GPU past the Vulkan minimum of 16 KiB has, and lavapipe too, so the class
 // runs in the tests; its prompt's attention takes 4 rows a workgroup, a
 // subgroup each, over keys and values staged in shared memory (each read
@@ -852,7 +856,7 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   const bool blocks = std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return is_block_dtype(d); });
   const plan::Tile decode{32, 1, 2};
   const plan::Tile cpu_batch = blocks ? plan::Tile{16, 4, 2} : plan::Tile{64, 4, 1};
-  const plan::Tile gpu_decode{1, 1, 2, 4}, gpu_prefill{64, 32, 1}, gpu_batch{4, 4, 2, 4};
+  const plan::Tile gpu_decode{blocks ? 2u : 1u, 1, 2, 4}, gpu_prefill{64, 32, 1}, gpu_batch{4, 4, 2, 4};
   constexpr uint32_t wide = plan::Tile::kPrefillTokens;
   return {
       {"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1},
