@@ -151,10 +151,74 @@ CLI::Validator finite_positive() {
       "> 0");
 }
 
-// --device: an index or part of a name; empty: LATHE_DEVICE, else the best.
+// --device: an index or part of a name; empty: LATHE_DEVICE, else the best;
+// several, comma-separated ("0,1"), split the model's layers over them.
 lathe::vk::ContextOptions device_options(const std::string& device) {
   lathe::vk::ContextOptions options;
   options.device = device;
+  return options;
+}
+
+// --split (every command's, given before or after it): how the layers go
+// over the devices --device names: "layers:16,16" as given, "memory" in
+// proportion to each device's largest device-local heap (the layers taken
+// as alike), empty: as evenly as they divide (the first stages one more).
+std::string g_split;
+
+std::vector<int64_t> stage_layers(const std::string& split, const std::vector<lathe::vk::Device*>& devices) {
+  const int64_t layers = static_cast<int64_t>(lathe::model_info().plan.carried.size());
+  const size_t n = devices.size();
+  if (n == 1) {
+    if (!split.empty()) throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + " needs several --device entries (\"0,1\")");
+    return {};
+  }
+  std::vector<int64_t> stages;
+  if (split.rfind("layers:", 0) == 0) {
+    std::stringstream in(split.substr(7));
+    for (std::string item; std::getline(in, item, ',');) {
+      size_t used = 0;
+      int64_t v = -1;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != item.size())
+        throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + ": '" + item + "' is not a number of layers");
+      stages.push_back(v);
+    }
+    if (stages.size() != n)
+      throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + " gives " + std::to_string(stages.size()) +
+                                                                " stages for the " + std::to_string(n) + " devices of --device");
+    return stages;
+  }
+  std::vector<double> weight(n, 1.0);
+  if (split == "memory") {
+    for (size_t i = 0; i < n; ++i) {
+      weight[i] = 0;
+      for (const lathe::vk::MemoryHeap& h : devices[i]->info().heaps)
+        if (h.device_local) weight[i] = std::max(weight[i], static_cast<double>(h.size));
+    }
+  } else if (!split.empty()) {
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + ": expected layers:N,N,... or memory");
+  }
+  // Each stage its share, rounded down, at least one layer; what is left to the first ones.
+  double total = 0;
+  for (double w : weight) total += w;
+  int64_t given = 0;
+  for (size_t i = 0; i < n; ++i) {
+    stages.push_back(std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(layers) * weight[i] / total)));
+    given += stages.back();
+  }
+  for (size_t i = 0; given < layers; i = (i + 1) % n, ++given) ++stages[i];
+  for (size_t i = n; given > layers && i-- > 0;)
+    while (given > layers && stages[i] > 1) --stages[i], --given;
+  return stages;
+}
+
+// A command's session options over the context's devices (--split).
+lathe::SessionOptions split_over(lathe::SessionOptions options, lathe::vk::Context& vk) {
+  options.stages = stage_layers(g_split, vk.devices());
   return options;
 }
 
@@ -279,7 +343,7 @@ int cmd_profile(uint32_t rows, int64_t position, const std::string& device) {
   lathe::vk::Context vk(device_options(device));
   lathe::SessionOptions options;
   options.max_chunk = std::max<int64_t>({rows, 1, std::min<int64_t>(position, 256)});
-  lathe::Session session(vk.device(), m, options);
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
   load_weights(session, nullptr, true);
   if (position > 0) session.prefill(std::vector<int32_t>(static_cast<size_t>(position), 1));
   session.profile(rows);  // warm-up: first dispatches compile pipelines
@@ -340,7 +404,7 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, const
   lathe::SessionOptions options;
   options.all_logits = true;
   options.context = context;
-  lathe::Session session(vk.device(), m, options);
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
   session.load(*checkpoint, {.check_finite = check});
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(ErrorKind::Io, out_path + ": cannot write");
@@ -375,7 +439,7 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
   lathe::SessionOptions options;
   options.context = context;
   options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(prompt.size()), 512));
-  lathe::Session session(vk.device(), m, options);
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
   load_weights(session, checkpoint.get(), check);
   if (weights.empty()) std::cerr << "(random weights: the tokens mean nothing; the speed does)\n";
   warm_up(session, static_cast<int64_t>(prompt.size()));
@@ -465,7 +529,7 @@ struct TextRun {
         sampler(o.generate.sampling),
         checkpoint(checked(o.weights)),
         vk(device_options(o.device)),
-        session(vk.device(), lathe::model_info(), session_options(o.context)) {
+        session(vk.devices(), lathe::model_info(), split_over(session_options(o.context), vk)) {
     if (o.verbose)
       std::cerr << "seed " << o.generate.sampling.seed << " (--seed " << o.generate.sampling.seed
                 << " samples this text again)\n";
@@ -612,7 +676,7 @@ int cmd_perplexity(const PerplexityOptions& o) {
   options.context = n_ctx;
   options.max_chunk = n_ctx;
   options.all_logits = true;
-  lathe::Session session(vk.device(), m, options);
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
   session.load(*checkpoint, {.check_finite = !o.no_check});
   warm_up(session, n_ctx);
   const bool terminal = isatty(STDERR_FILENO) != 0;
@@ -683,7 +747,7 @@ int cmd_embed(const EmbedOptions& o) {
   lathe::SessionOptions options;
   options.context = o.context;
   options.sequences = std::min<int64_t>(o.batch, static_cast<int64_t>(inputs.size()));
-  lathe::Session session(vk.device(), m, options);
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
   load_weights(session, checkpoint.get(), !o.no_check);
   std::ofstream out;
   if (!o.out_path.empty()) {
@@ -758,7 +822,7 @@ int cmd_serve(const ServeOptions& o) {
   options.context = o.context;
   options.max_chunk = 64;  // the scheduler's prompt chunk (an encoder-decoder's source runs whole)
   options.sequences = o.parallel;
-  lathe::Session session(vk.device(), m, options);
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
   load_weights(session, checkpoint.get(), !o.no_check);
   warm_up(session, options.max_chunk);
   lathe::serve::SessionEngine engine(session);
@@ -829,7 +893,7 @@ int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int rep
   lathe::SessionOptions options;
   options.context = std::min<int64_t>(m.max_context, prompt + steps + 1);
   options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(prompt, 512));
-  lathe::Session session(vk.device(), m, options);
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
   load_weights(session, checkpoint.get(), check);
   std::vector<int32_t> tokens(static_cast<size_t>(prompt));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 1) % static_cast<size_t>(m.vocab));
@@ -860,6 +924,10 @@ int main(int argc, char** argv) {
   const lathe::ModelInfo& m = lathe::model_info();
   CLI::App app{std::string("lathe build of ") + std::string(m.name)};
   app.require_subcommand(1);
+  app.fallthrough();  // --split after the command's name too
+  app.add_option("--split", g_split,
+                 "With several --device entries (\"0,1\"): the layers of each, \"layers:16,16\", or \"memory\" "
+                 "(by each device's memory); default: as even as they divide");
   app.set_version_flag("--version", [&] { return lathe::version_text(std::string(m.name) + " (lathe)"); });
   auto* info = app.add_subcommand("info", "The model's configuration, manifest and dispatch plan");
 

@@ -312,6 +312,11 @@ struct Plan {
   // One position of one layer's V cache; 0: the layers have none (latent
   // attention reads its values from the K cache, which binds as V too).
   int64_t v_cache_row_bytes = 0;
+  // Per layer: the activation slots (bit i: slot i) live at its first
+  // dispatch. A model split into pipeline stages by layers hands these
+  // slots' rows from one stage's device to the next one's. Empty: the plan
+  // cannot be split (an encoder–decoder's two passes).
+  std::span<const uint64_t> carried;
 };
 
 // Whether a session records `d` in any pass (and builds its pipeline):
@@ -372,6 +377,9 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
   if (p.windows.size() != static_cast<size_t>(layers)) return 0;
   // A V cache row is a K cache row's twin, or there is none (latent attention).
   if (p.v_cache_row_bytes != 0 && p.v_cache_row_bytes != p.cache_row_bytes) return 0;
+  // The slots a stage receives exist.
+  for (uint64_t c : p.carried)
+    if (p.slot_widths.size() < 64 && (c >> p.slot_widths.size()) != 0) return 0;
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
     const Dispatch& d = p.dispatches[i];
     const int32_t bad = static_cast<int32_t>(i);

@@ -544,6 +544,10 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   for (int64_t w : p.windows) windows += (windows.empty() ? "" : ", ") + i(w);
   root.set("windows", windows);
   root.set("window_count", i(static_cast<int64_t>(p.windows.size())));
+  std::string carried;
+  for (uint64_t c : p.carried) carried += (carried.empty() ? "" : ", ") + std::to_string(c) + "u";
+  root.set("carried", carried);
+  root.set("carried_count", i(static_cast<int64_t>(p.carried.size())));
   root.set("encode_dispatches", i(static_cast<int64_t>(p.encode_dispatches)));
   root.set("state_layers", i(p.state_layers));
   root.set("conv_state_floats", i(p.conv_state_floats));

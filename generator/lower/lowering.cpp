@@ -43,6 +43,7 @@ class Lowering {
     for (const Dispatch& d : plan_.dispatches) plan_.encode_dispatches += d.op < s_.encode_ops ? 1 : 0;
     for (int64_t& w : plan_.windows) w = std::max<int64_t>(w, 0);  // a cache no attention named
     plan_.max_part_bytes = max_part_bytes_;
+    if (!splittable_ || s_.encode_ops > 0) plan_.carried.clear();
     return std::move(plan_);
   }
 
@@ -104,6 +105,25 @@ class Lowering {
     return it->second;
   }
 
+  // Before the dispatch about to be emitted: at the first of a layer, the
+  // slots whose values were live when its op's lowering began (a stage that
+  // starts at the layer receives them: Plan::carried; the dispatches of one
+  // lower_at call share their first op's layer). A plan whose layers are not in order, or
+  // with a dispatch outside the layers between two of them, cannot be
+  // split into stages.
+  void note_boundary() {
+    if (layer_ < 0) {
+      after_layers_ = after_layers_ || !plan_.carried.empty();
+      return;
+    }
+    if (after_layers_) splittable_ = false;
+    if (static_cast<size_t>(layer_) == plan_.carried.size()) {
+      plan_.carried.push_back(live_);
+    } else if (static_cast<size_t>(layer_) + 1 != plan_.carried.size()) {
+      splittable_ = false;
+    }
+  }
+
   // Values whose last reader has run give their slot back.
   void release_dead(int32_t done) {
     for (auto it = locs_.begin(); it != locs_.end();) {
@@ -141,6 +161,7 @@ class Lowering {
     d.push = std::move(push);
     d.op = i;
     d.layer = layer_;
+    note_boundary();
     plan_.dispatches.push_back(std::move(d));
     return plan_.dispatches.back();
   }
@@ -216,6 +237,13 @@ class Lowering {
     const Op& op = ops_[i];
     const Op* next = at(i + 1);
     layer_ = op.layer;
+    live_ = 0;
+    for (const auto& [value, l] : locs_) {
+      (void)value;
+      if (l.slot < 0) continue;
+      if (l.slot >= 64) throw std::logic_error("lowering: more than 64 activation slots");
+      live_ |= uint64_t{1} << l.slot;
+    }
     switch (op.kind) {
       case OpKind::Embed: {
         const bool positions = next && next->kind == OpKind::PosEmbed && next->in[0] == op.out;
@@ -813,6 +841,9 @@ class Lowering {
   const Op* norm_ = nullptr;  // a norm being folded into the matmuls that read its output
   const Op* qk_norm_ = nullptr;  // a q/k norm being folded into the rope_kv after it
   int32_t layer_ = -1;        // the layer of the ops being lowered
+  bool after_layers_ = false;  // a dispatch outside the layers came after one in them (note_boundary)
+  bool splittable_ = true;
+  uint64_t live_ = 0;  // the slots of the values live when the current op's lowering began
 };
 
 }  // namespace

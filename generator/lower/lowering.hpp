@@ -76,6 +76,11 @@ struct Plan {
   int64_t state_layers = 0;
   int64_t conv_state_floats = 0;
   int64_t scan_state_floats = 0;
+  // Per layer: the activation slots (bit i: slot i) live at its first
+  // dispatch, which a pipeline stage starting there receives from the
+  // stage before. Empty: the plan cannot be split into stages (an
+  // encoder–decoder's two passes).
+  std::vector<uint64_t> carried;
   std::vector<plan::DeviceClass> classes;  // device_classes()
   std::vector<plan::Part> parts;           // row ranges of the matrices over max_part_bytes
   int64_t max_part_bytes = 0;

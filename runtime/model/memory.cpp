@@ -38,54 +38,100 @@ int64_t Session::Impl::ring_positions(int64_t layer) const {
   return window > 0 ? std::min(context, window + options.max_chunk - 1) : context;
 }
 
+void Session::Impl::own_bound() {
+  const bool all = first_stage && last_stage;
+  const auto mark = [all](std::vector<char>& v, size_t n) { v.assign(n, all ? 1 : 0); };
+  mark(owned.tensors, model.manifest.size());
+  mark(owned.packs, plan.packs.size());
+  mark(owned.parts, plan.parts.size());
+  mark(owned.caches, static_cast<size_t>(model.cache_layers));
+  mark(owned.states, static_cast<size_t>(plan.state_layers));
+  if (all) return;
+  for (size_t n : active)
+    for (const plan::Binding& b : plan.dispatches[n].bindings) {
+      const size_t i = static_cast<size_t>(b.index);
+      switch (b.resource) {
+        case plan::Resource::Weight: owned.tensors.at(i) = 1; break;
+        case plan::Resource::Pack:
+        case plan::Resource::PackBias:
+          owned.packs.at(i) = 1;
+          for (int32_t m : plan::weight_members(plan.packs[i])) owned.tensors.at(static_cast<size_t>(m)) = 1;
+          for (int32_t m : std::span(plan.packs[i].biases).first(plan.packs[i].bias_count))
+            owned.tensors.at(static_cast<size_t>(m)) = 1;
+          break;
+        case plan::Resource::Part: owned.tensors.at(static_cast<size_t>(plan.parts[i].tensor)) = 1; break;
+        case plan::Resource::KCache:
+        case plan::Resource::VCache: owned.caches.at(i) = 1; break;
+        case plan::Resource::ConvState:
+        case plan::Resource::ScanState: owned.states.at(i) = 1; break;
+        default: break;
+      }
+    }
+  // A split matrix's row ranges go where the matrix goes.
+  for (size_t p = 0; p < plan.parts.size(); ++p) owned.parts[p] = owned.tensors[static_cast<size_t>(plan.parts[p].tensor)];
+}
+
 Session::Memory Session::Impl::memory() const {
   Session::Memory m;
-  for (size_t i = 0; i < model.manifest.size(); ++i) m.weights += device_bytes(i);
+  for (size_t i = 0; i < model.manifest.size(); ++i)
+    if (owned.tensors[i]) m.weights += device_bytes(i);
   for (int64_t l = 0; l < model.cache_layers; ++l)
-    m.cache += static_cast<uint64_t>(options.sequences) * static_cast<uint64_t>(ring_positions(l)) *
-               static_cast<uint64_t>(plan.cache_row_bytes + plan.v_cache_row_bytes);  // K and V (none: latent)
-  m.state = static_cast<uint64_t>(plan.state_layers) * static_cast<uint64_t>(options.sequences) *
-            static_cast<uint64_t>(plan.conv_state_floats + plan.scan_state_floats) * 4;
-  m.activations = static_cast<uint64_t>(std::max(options.max_chunk, options.sequences)) *
-                  static_cast<uint64_t>(model.output_width) * 4;  // the logits (an encoder's states)
+    if (owned.caches[static_cast<size_t>(l)])
+      m.cache += static_cast<uint64_t>(options.sequences) * static_cast<uint64_t>(ring_positions(l)) *
+                 static_cast<uint64_t>(plan.cache_row_bytes + plan.v_cache_row_bytes);  // K and V (none: latent)
+  for (int64_t l = 0; l < plan.state_layers; ++l)
+    if (owned.states[static_cast<size_t>(l)])
+      m.state += static_cast<uint64_t>(options.sequences) *
+                 static_cast<uint64_t>(plan.conv_state_floats + plan.scan_state_floats) * 4;
+  if (last_stage)
+    m.activations = static_cast<uint64_t>(std::max(options.max_chunk, options.sequences)) *
+                    static_cast<uint64_t>(model.output_width) * 4;  // the logits (an encoder's states)
   for (int64_t width : plan.slot_widths)
     m.activations += static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(width) * 4;
   return m;
 }
 
-void Session::Impl::check_memory() const {
+Session::Impl::Fit Session::Impl::fit() const {
   const Session::Memory m = memory();
-  const VkDeviceSize weights = m.weights, cache = m.cache, activations = m.activations, state = m.state;
-  VkDeviceSize heap = 0;
+  Fit f;
+  f.need = m.weights + m.cache + m.activations + m.state;
   for (const vk::MemoryHeap& h : device.info().heaps)
-    if (h.device_local) heap = std::max<VkDeviceSize>(heap, h.size);
+    if (h.device_local) f.heap = std::max<VkDeviceSize>(f.heap, h.size);
   // A CPU device's memory is the host's: lavapipe of Mesa 22 reports a heap
   // of 2 GiB whatever the host holds, and allocates from host memory.
   const VkDeviceSize host_bytes = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? host_memory() : 0;
-  const bool host = host_bytes > heap;
-  if (host) heap = host_bytes;
-  const VkDeviceSize total = weights + cache + activations + state;
-  auto mib = [](VkDeviceSize b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
-  if (heap > 0 && total > heap)
-    throw Error(ErrorKind::Unsupported, std::string(model.name) + " needs " + mib(total) + " of device memory (weights " +
-                                            mib(weights) + ", KV cache of " + std::to_string(options.sequences) +
-                                            " sequence(s) at context " + std::to_string(context) + " " +
-                                            mib(cache) + (state > 0 ? ", Mamba state " + mib(state) : "") +
-                                            ", activations " + mib(activations) + "); the largest " +
-                                            "device-local heap of " + device.info().name +
-                                            (host ? " (the host's memory)" : "") + " holds " + mib(heap));
+  f.host = host_bytes > f.heap;
+  if (f.host) f.heap = host_bytes;
+  return f;
 }
 
-void Session::Impl::allocate() {
+std::string Session::Impl::mib(VkDeviceSize bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+std::string Session::Impl::memory_text() const {
+  const Session::Memory m = memory();
+  return "weights " + mib(m.weights) + ", KV cache of " + std::to_string(options.sequences) + " sequence(s) at context " +
+         std::to_string(context) + " " + mib(m.cache) + (m.state > 0 ? ", Mamba state " + mib(m.state) : "") +
+         ", activations " + mib(m.activations);
+}
+
+void Session::Impl::check_memory() const {
+  const Fit f = fit();
+  if (f.heap > 0 && f.need > f.heap)
+    throw Error(ErrorKind::Unsupported, std::string(model.name) + " needs " + mib(f.need) + " of device memory (" +
+                                            memory_text() + "); the largest device-local heap of " + device.info().name +
+                                            (f.host ? " (the host's memory)" : "") + " holds " + mib(f.heap));
+}
+
+void Session::Impl::assign_dtypes() {
   tensors.resize(model.manifest.size());
   for (size_t i = 0; i < model.manifest.size(); ++i) {
     const ManifestEntry& entry = model.manifest[i];  // matrices in their dtype, vectors and tables f32
     tensors[i].dtype =
         read_as_matrix(entry.role, entry.bias, entry.rank) && entry.rank == 2 ? device_dtype(entry.dtype) : DType::F32;
   }
+}
 
-  check_memory();
-
+void Session::Impl::allocate() {
   // Each pack's members are laid end to end in one buffer.
   packs.resize(plan.packs.size());
   for (size_t p = 0; p < plan.packs.size(); ++p) {
@@ -102,6 +148,7 @@ void Session::Impl::allocate() {
       }
       return total;
     };
+    if (!owned.packs[p]) continue;
     const plan::Pack& pk = plan.packs[p];
     const std::vector<int32_t> members = plan::weight_members(pk);
     const VkDeviceSize bytes = stack(members, packs[p].weights);
@@ -121,6 +168,12 @@ void Session::Impl::allocate() {
     const VkDeviceSize row = device_bytes(i) / static_cast<VkDeviceSize>(rows);
     for (size_t p = first; p < end; ++p) {
       const plan::Part& pt = plan.parts[p];
+      if (!owned.parts[p]) {  // another stage's: a placeholder keeps the parts in the plan's order
+        vk::Buffer buffer(device, kTexel, kTexels, vk::MemoryUse::Device);
+        vk::TexelView view(device, buffer.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kTexel);
+        parts.push_back(DevicePart{std::move(buffer), std::move(view), 0});
+        continue;
+      }
       const VkDeviceSize bytes = row * static_cast<VkDeviceSize>(pt.rows);
       try {
         if (row * static_cast<VkDeviceSize>(rows) != device_bytes(i) || bytes % kTexel != 0)
@@ -140,7 +193,7 @@ void Session::Impl::allocate() {
   for (size_t i = 0; i < model.manifest.size(); ++i) {
     const ManifestEntry& e = model.manifest[i];
     DeviceTensor& t = tensors[i];
-    if (t.home != nullptr || t.part_count > 0) continue;
+    if (t.home != nullptr || t.part_count > 0 || !owned.tensors[i]) continue;
     const VkDeviceSize bytes = device_bytes(i);
     try {
       t.buffer.emplace(device, bytes, kTexels, vk::MemoryUse::Device);
@@ -163,8 +216,11 @@ void Session::Impl::allocate() {
   const uint64_t range = device.info().max_storage_buffer_range;
   for (int64_t l = 0; l < model.cache_layers; ++l) {
     ring.push_back(static_cast<uint32_t>(ring_positions(l)));
-    const VkDeviceSize cache_bytes = static_cast<VkDeviceSize>(options.sequences) * ring.back() *
-                                     static_cast<VkDeviceSize>(plan.cache_row_bytes);
+    // Another stage's layer: a texel's placeholder keeps the layers' order.
+    const VkDeviceSize cache_bytes = !owned.caches[static_cast<size_t>(l)]
+                                         ? kTexel
+                                         : static_cast<VkDeviceSize>(options.sequences) * ring.back() *
+                                               static_cast<VkDeviceSize>(plan.cache_row_bytes);
     if (range > 0 && cache_bytes > range)
       throw Error(ErrorKind::Unsupported,
                   "layer " + std::to_string(l) + "'s K cache of " + std::to_string(options.sequences) + " sequences × " +
@@ -181,18 +237,28 @@ void Session::Impl::allocate() {
   }
   // A Mamba layer's state of each sequence, sequence s's after s − 1's;
   // zeros are never read (a row at position 0 starts its sequence afresh).
-  const auto state_buffer = [&](int64_t floats) {
-    return vk::Buffer(device, static_cast<VkDeviceSize>(options.sequences) * static_cast<VkDeviceSize>(std::max<int64_t>(floats, 1)) * 4,
+  const auto state_buffer = [&](int64_t floats, bool held) {  // not held: another stage's layer, a word
+    return vk::Buffer(device, held ? static_cast<VkDeviceSize>(options.sequences) * static_cast<VkDeviceSize>(std::max<int64_t>(floats, 1)) * 4 : 4,
                       kStorage, vk::MemoryUse::Device);
   };
   for (int64_t l = 0; l < plan.state_layers; ++l) {
-    conv_state.push_back(state_buffer(plan.conv_state_floats));  // d_conv 1 keeps no window: a word to bind
-    scan_state.push_back(state_buffer(plan.scan_state_floats));
+    const bool held = owned.states[static_cast<size_t>(l)] != 0;
+    conv_state.push_back(state_buffer(plan.conv_state_floats, held));  // d_conv 1 keeps no window: a word to bind
+    scan_state.push_back(state_buffer(plan.scan_state_floats, held));
   }
   io.emplace(device, rows * sizeof(plan::IoRow), kStorage, vk::MemoryUse::Staging);
   const VkDeviceSize logit_rows = options.all_logits ? rows : static_cast<VkDeviceSize>(options.sequences);
-  logits.emplace(device, logit_rows * static_cast<VkDeviceSize>(model.output_width) * 4, kStorage,
+  logits.emplace(device, last_stage ? logit_rows * static_cast<VkDeviceSize>(model.output_width) * 4 : 4, kStorage,
                  vk::MemoryUse::Device);
+  // The carried slots' rows, slot after slot, on their way between stages.
+  const auto handoff = [&](uint64_t carried) {
+    VkDeviceSize floats = 0;
+    for (size_t i = 0; i < plan.slot_widths.size(); ++i)
+      if (carried >> i & 1) floats += static_cast<VkDeviceSize>(plan.slot_widths[i]);
+    return vk::Buffer(device, rows * floats * 4, kStorage, vk::MemoryUse::Staging);
+  };
+  if (carried_in) handoff_in.emplace(handoff(carried_in));
+  if (carried_out) handoff_out.emplace(handoff(carried_out));
   if (splits > 1 && plan.partials_row_floats > 0)  // a model without attention has no partials
     partials.emplace(device, rows * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4, kStorage,
                      vk::MemoryUse::Device);

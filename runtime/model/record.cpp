@@ -78,9 +78,11 @@ void Session::set_tiles(const Tile& decode, const Tile& prefill) {
                     "(32 or 64 tokens, 64 or 128 rows, texels 1–4, within the device's " +
                     std::to_string(s.device.info().max_compute_shared_memory) + " bytes of shared memory" +
                     (prefill.tiled() ? "; this tile needs " + std::to_string(prefill.shared_bytes(true)) : std::string()) + ")");
-  s.decode = decode;
-  s.prefill = prefill;
-  s.decode_recorded.assign(s.decode_recorded.size(), false);
+  for (Impl* stage : s.stages()) {
+    stage->decode = decode;
+    stage->prefill = prefill;
+    stage->decode_recorded.assign(stage->decode_recorded.size(), false);
+  }
 }
 
 std::pair<Tile, Tile> Session::tiles() const { return {impl_->decode, impl_->prefill}; }
@@ -176,6 +178,14 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
     vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(end - first + 1));
     vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, 0);
   }
+  if (carried_in) {  // the stage before's carried slots, from host-visible memory, before any kernel reads them
+    copy_carried(cb, rows, true);
+    VkMemoryBarrier copied{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    copied.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    copied.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &copied, 0,
+                         nullptr, 0, nullptr);
+  }
   const std::vector<const vk::Pipeline*>& ps = pipelines_for(tile);
   for (size_t n = first; n < end; ++n) {
     if (!in_pass(n, prompt)) {  // the other form of a scan: no time passes
@@ -221,7 +231,30 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
   to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
   vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        0, 1, &to_host, 0, nullptr, 0, nullptr);
+  if (carried_out) {  // the next stage's carried slots, to host-visible memory
+    copy_carried(cb, rows, false);
+    VkMemoryBarrier copied{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    copied.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    copied.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &copied, 0, nullptr, 0,
+                         nullptr);
+  }
   vk::check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+}
+
+void Session::Impl::copy_carried(VkCommandBuffer cb, uint32_t rows, bool in) const {
+  const uint64_t carried = in ? carried_in : carried_out;
+  const vk::Buffer& handoff = in ? *handoff_in : *handoff_out;
+  VkDeviceSize at = 0;
+  for (size_t i = 0; i < plan.slot_widths.size(); ++i) {
+    if (!(carried >> i & 1)) continue;
+    VkBufferCopy region{};
+    region.size = static_cast<VkDeviceSize>(rows) * static_cast<VkDeviceSize>(plan.slot_widths[i]) * 4;
+    (in ? region.srcOffset : region.dstOffset) = at;
+    if (in) vkCmdCopyBuffer(cb, handoff.handle(), slots[i].handle(), 1, &region);
+    else vkCmdCopyBuffer(cb, slots[i].handle(), handoff.handle(), 1, &region);
+    at += region.size;
+  }
 }
 
 void Session::Impl::submit(VkCommandBuffer cb) {
@@ -237,6 +270,7 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   Impl& s = *impl_;
   s.check_ready(0, rows);
   if (rows < 1 || rows > s.options.max_chunk) throw Error(ErrorKind::InvalidArgument, "profile: rows must be in [1, max_chunk]");
+  if (!s.later.empty()) throw Error(ErrorKind::InvalidArgument, "profile: a session split over devices (profile one device's)");
   const uint32_t count = static_cast<uint32_t>(s.active.size() - s.encode_active + 1);
   VkQueryPoolCreateInfo create{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
   create.queryType = VK_QUERY_TYPE_TIMESTAMP;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "runtime/error.hpp"
@@ -29,9 +30,10 @@ void Session::Impl::check_sequence(int64_t sequence) const {
 }
 
 void Session::Impl::check_ready(int64_t sequence, size_t count) const {
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (!tensors[i].uploaded)
-      throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[i].name) + ": not loaded before the first forward pass");
+  for (const Impl* stage : stages())
+    for (size_t i = 0; i < stage->tensors.size(); ++i)
+      if (stage->owned.tensors[i] && !stage->tensors[i].uploaded)
+        throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[i].name) + ": not loaded before the first forward pass");
   check_sequence(sequence);
   const int64_t position = positions[static_cast<size_t>(sequence)];
   if (position + static_cast<int64_t>(count) > context)
@@ -72,37 +74,80 @@ void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
   if (rows == 1) {
     run_decode(1);
   } else {
-    record(prefill_commands, rows, tile_for(rows), options.all_logits, true);
-    submit(prefill_commands);
+    run_pass(rows, false);
+    run_later(rows, false);
   }
   positions[static_cast<size_t>(sequence)] += rows;
 }
 
 void Session::Impl::run_decode(uint32_t count) {
-  const size_t at = count - 1;
+  run_pass(count, true);
+  run_later(count, true);
+}
+
+void Session::Impl::run_pass(uint32_t rows, bool decode_step) {
+  if (!decode_step) {
+    record(prefill_commands, rows, tile_for(rows), options.all_logits, true);
+    submit(prefill_commands);
+    return;
+  }
+  const size_t at = rows - 1;
   if (!decode_recorded[at]) {
-    record(decode_commands[at], count, count == 1 ? decode : batch, count > 1 || options.all_logits, false);
+    record(decode_commands[at], rows, rows == 1 ? decode : batch, rows > 1 || options.all_logits, false);
     decode_recorded[at] = true;
   }
   submit(decode_commands[at]);
 }
 
+void Session::Impl::run_later(uint32_t rows, bool decode_step) {
+  const Impl* before = this;
+  for (const std::unique_ptr<Impl>& stage : later) {
+    std::memcpy(stage->io_rows(), io_rows(), rows * sizeof(plan::IoRow));
+    // The handoff holds `rows` rows of each carried slot, slot after slot.
+    const VkDeviceSize bytes = stage->handoff_in->size() / static_cast<VkDeviceSize>(options.max_chunk) * rows;
+    std::memcpy(stage->handoff_in->mapped(), before->handoff_out->mapped(), bytes);
+    stage->run_pass(rows, decode_step);
+    before = stage.get();
+  }
+  if (!later.empty()) io_rows()[0] = later.back()->io_rows()[0];  // argmax's pick, where the next step's embedding reads it
+}
+
 std::vector<float> Session::Impl::read_logits(uint32_t rows) {
+  const Impl& last = later.empty() ? *this : *later.back();
   std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(model.output_width));
-  vk::download(device, *logits, out.data(), out.size() * sizeof(float));
+  vk::download(last.device, *last.logits, out.data(), out.size() * sizeof(float));
   return out;
 }
 
 Session::Session(vk::Device& device, const ModelInfo& model, const SessionOptions& options)
-    : impl_(std::make_unique<Impl>(device, model, options)) {
-  Impl& s = *impl_;
-  vk::check_requirements(device.info(), vk::DeviceRequirements{.subgroup_arithmetic = true, .subgroup_ballot = true});
+    : Session(std::vector<vk::Device*>{&device}, model, options) {}
+
+Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, const SessionOptions& options) {
+  const size_t count = options.stages.empty() ? 1 : options.stages.size();
+  if (devices.size() != count)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(devices.size()) + " device(s) for " + std::to_string(count) +
+                                                " pipeline stage(s): one device runs each stage's layers");
+  if (count > 1) {
+    if (model.plan.carried.empty())
+      throw Error(ErrorKind::Unsupported, std::string(model.name) + ": an encoder-decoder's plan cannot be split into pipeline stages");
+    int64_t layers = 0;
+    std::string sum;
+    for (int64_t n : options.stages) {
+      if (n < 1) throw Error(ErrorKind::InvalidArgument, "a pipeline stage of " + std::to_string(n) + " layers: each runs at least one");
+      layers += n;
+      sum += (sum.empty() ? "" : " + ") + std::to_string(n);
+    }
+    if (layers != static_cast<int64_t>(model.plan.carried.size()))
+      throw Error(ErrorKind::InvalidArgument, "the pipeline stages' layers " + sum + " = " + std::to_string(layers) +
+                                                  ", not the " + std::to_string(model.plan.carried.size()) +
+                                                  " layers of " + std::string(model.name));
+  }
   if (model.kernels.size() != model.plan.kernels.size())
     throw Error(ErrorKind::Unsupported, std::string(model.name) + ": the build has " + std::to_string(model.kernels.size()) +
                                             " kernel binaries for a plan of " + std::to_string(model.plan.kernels.size()) +
                                             " kernels (regenerate the build)");
-  s.context = options.context ? options.context : model.max_context;
-  if (s.context < 1 || s.context > model.max_context)
+  const int64_t context = options.context ? options.context : model.max_context;
+  if (context < 1 || context > model.max_context)
     throw Error(ErrorKind::InvalidArgument, "context " + std::to_string(options.context) + " is outside [1, " +
                                                 std::to_string(model.max_context) + "], the spec's max_context of " +
                                                 std::string(model.name));
@@ -112,44 +157,100 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
     throw Error(ErrorKind::InvalidArgument, "sequences " + std::to_string(options.sequences) + " is outside [1, " +
                                                 std::to_string(options.max_chunk) +
                                                 "]: a batched decode step is one pass of a row per sequence");
+  SessionOptions effective = options;
   if (model.encoder) {
     // An encoder's input runs in one pass (its rows see each other's keys),
     // every row's hidden states kept.
-    s.options.all_logits = true;
-    s.options.max_chunk = std::max(options.max_chunk, s.context * options.sequences);
+    effective.all_logits = true;
+    effective.max_chunk = std::max(options.max_chunk, context * options.sequences);
   }
   // An encoder–decoder's source runs in one pass too.
-  if (model.encoder_decoder) s.options.max_chunk = std::max(options.max_chunk, s.context);
-  s.positions.assign(static_cast<size_t>(options.sequences), 0);
-  s.sources.assign(static_cast<size_t>(options.sequences), 0);
-  s.lanes = device.info().subgroup_size;
-  s.choose_class();
-  for (size_t i = 0; i < s.plan.dispatches.size(); ++i)
-    if (plan::runs(s.plan.dispatches[i], s.splits > 1, s.device_class->chunked_scan)) {
-      s.active.push_back(i);
-      s.encode_active += i < s.plan.encode_dispatches ? 1 : 0;
-    }
+  if (model.encoder_decoder) effective.max_chunk = std::max(options.max_chunk, context);
   // Every activation (and the logits of every row) is bound whole as a
   // storage buffer: a chunk may hold no more rows than maxStorageBufferRange
-  // allows (128 MiB on lavapipe: 261 rows of a 128256-token vocabulary).
+  // of every device allows (128 MiB on lavapipe: 261 rows of a 128256-token
+  // vocabulary).
   const int64_t widest =
-      std::max(s.plan.widest_row_floats, s.options.all_logits || options.sequences > 1 ? model.output_width : 0);
-  const uint64_t range = device.info().max_storage_buffer_range;
-  if (range > 0 && widest > 0) {
+      std::max(model.plan.widest_row_floats, effective.all_logits || options.sequences > 1 ? model.output_width : 0);
+  for (vk::Device* device : devices) {
+    const uint64_t range = device->info().max_storage_buffer_range;
+    if (range == 0 || widest == 0) continue;
     const int64_t fit = static_cast<int64_t>(range / (static_cast<uint64_t>(widest) * 4));
     if (fit < 1)
       throw Error(ErrorKind::Unsupported, "a row of " + std::to_string(widest) + " values exceeds maxStorageBufferRange (" +
-                                              std::to_string(range) + " bytes) of " + device.info().name);
-    s.options.max_chunk = std::min(s.options.max_chunk, fit);
+                                              std::to_string(range) + " bytes) of " + device->info().name);
+    effective.max_chunk = std::min(effective.max_chunk, fit);
     if (options.sequences > fit)
       throw Error(ErrorKind::Unsupported, std::to_string(options.sequences) + " sequences: a batched step's rows of " +
                                               std::to_string(widest) + " values exceed maxStorageBufferRange (" +
-                                              std::to_string(range) + " bytes) of " + device.info().name +
+                                              std::to_string(range) + " bytes) of " + device->info().name +
                                               " beyond " + std::to_string(fit) + " sequences");
   }
-  s.allocate();
-  s.build_sets();
-  s.create_commands();
+
+  // Each stage: its device's class and kernels, the dispatches of its layers
+  // (the embedding's on the first, the head's on the last) and what they bind.
+  int64_t first_layer = 0;
+  size_t first_layered = model.plan.dispatches.size();  // the first dispatch inside the layers
+  for (size_t i = 0; i < model.plan.dispatches.size() && first_layered == model.plan.dispatches.size(); ++i)
+    if (model.plan.dispatches[i].layer >= 0) first_layered = i;
+  for (size_t k = 0; k < count; ++k) {
+    vk::Device& device = *devices[k];
+    vk::check_requirements(device.info(), vk::DeviceRequirements{.subgroup_arithmetic = true, .subgroup_ballot = true});
+    std::unique_ptr<Impl> stage = std::make_unique<Impl>(device, model, effective);
+    Impl& s = *stage;
+    if (k == 0) impl_ = std::move(stage);
+    else impl_->later.push_back(std::move(stage));
+    s.context = context;
+    s.positions.assign(static_cast<size_t>(options.sequences), 0);
+    s.sources.assign(static_cast<size_t>(options.sequences), 0);
+    s.first_stage = k == 0;
+    s.last_stage = k + 1 == count;
+    s.first_layer = first_layer;
+    s.end_layer = count == 1 ? std::numeric_limits<int64_t>::max() : first_layer + options.stages[k];
+    first_layer = s.end_layer;
+    if (!s.first_stage) s.carried_in = model.plan.carried[static_cast<size_t>(s.first_layer)];
+    if (!s.last_stage) s.carried_out = model.plan.carried[static_cast<size_t>(s.end_layer)];
+    s.lanes = device.info().subgroup_size;
+    s.choose_class();
+    for (size_t i = 0; i < s.plan.dispatches.size(); ++i) {
+      const plan::Dispatch& d = s.plan.dispatches[i];
+      const bool here = d.layer >= 0 ? d.layer >= s.first_layer && d.layer < s.end_layer
+                                     : (i < first_layered ? s.first_stage : s.last_stage);
+      if (here && plan::runs(d, s.splits > 1, s.device_class->chunked_scan)) {
+        s.active.push_back(i);
+        s.encode_active += i < s.plan.encode_dispatches ? 1 : 0;
+      }
+    }
+    s.assign_dtypes();
+    s.own_bound();
+  }
+
+  // Before anything is allocated: every stage's need against its device.
+  const std::vector<Impl*> stages = impl_->stages();
+  if (count == 1) {
+    impl_->check_memory();
+  } else {
+    std::string table;
+    bool fits = true;
+    for (size_t k = 0; k < count; ++k) {
+      const Impl& s = *stages[k];
+      const Impl::Fit f = s.fit();
+      const bool over = f.heap > 0 && f.need > f.heap;
+      fits = fits && !over;
+      table += "\n  stage " + std::to_string(k) + ", layers " + std::to_string(s.first_layer) + "-" +
+               std::to_string(s.end_layer - 1) + ", on " + s.device.info().name + ": needs " + Impl::mib(f.need) + " (" +
+               s.memory_text() + "), holds " + (f.heap ? Impl::mib(f.heap) : std::string("an unknown amount")) +
+               (f.host ? " (the host's memory)" : "") + (over ? ": does not fit" : "");
+    }
+    if (!fits)
+      throw Error(ErrorKind::Unsupported, std::string(model.name) + " split over " + std::to_string(count) +
+                                              " devices does not fit:" + table);
+  }
+  for (Impl* s : stages) {
+    s->allocate();
+    s->build_sets();
+    s->create_commands();
+  }
 }
 
 Session::~Session() = default;
@@ -173,12 +274,33 @@ void Session::reset(int64_t sequence) {
 }
 size_t Session::dispatches_per_token() const {
   size_t n = 0;
-  for (size_t i = impl_->encode_active; i < impl_->active.size(); ++i) n += impl_->in_pass(i, false) ? 1 : 0;
+  for (const Impl* s : impl_->stages())
+    for (size_t i = s->encode_active; i < s->active.size(); ++i) n += s->in_pass(i, false) ? 1 : 0;
   return n;
 }
 const plan::DeviceClass& Session::device_class() const { return *impl_->device_class; }
-Session::Memory Session::memory() const { return impl_->memory(); }
-bool Session::pipelines_cached() const { return impl_->pipelines->from_disk(); }
+Session::Memory Session::memory() const {
+  Memory m;
+  for (const Impl* s : impl_->stages()) {
+    const Memory sm = s->memory();
+    m.weights += sm.weights;
+    m.cache += sm.cache;
+    m.activations += sm.activations;
+    m.state += sm.state;
+  }
+  return m;
+}
+std::vector<Session::Memory> Session::stage_memory() const {
+  std::vector<Memory> out;
+  for (const Impl* s : impl_->stages()) out.push_back(s->memory());
+  return out;
+}
+size_t Session::stages() const { return impl_->later.size() + 1; }
+bool Session::pipelines_cached() const {
+  for (const Impl* s : impl_->stages())
+    if (!s->pipelines->from_disk()) return false;
+  return true;
+}
 
 void Session::warm_up(int64_t rows, const WarmUpProgress& progress) {
   const Impl& s = *impl_;

@@ -44,6 +44,11 @@ struct SessionOptions {
   // Error(Unsupported) when the device does not meet the named class's needs.
   std::string device_class;
   int64_t sequences = 1;  // independent KV caches of `context` positions each (at most max_chunk)
+  // A model split over devices: the layers of each pipeline stage, in order,
+  // one device each (the Session's devices): {16, 16} runs layers 0–15 on the
+  // first device, with the embedding, and 16–31 on the second, with the
+  // final norm and head. Empty: one device runs every layer.
+  std::vector<int64_t> stages;
 };
 
 // Throws Error(BadFile, "<where>: the logits hold NaN at token 17 (2048 of
@@ -63,6 +68,18 @@ class Session {
   // max_context, Error(Unsupported) for a device without subgroup
   // arithmetic, Error(OutOfMemory) when something does not fit.
   Session(vk::Device& device, const ModelInfo& model, const SessionOptions& options = {});
+  // A model split into pipeline stages over several devices
+  // (options.stages, one device each; Vulkan devices of one process, or one
+  // physical device opened twice). Each device holds its stage's weights,
+  // caches and activations; a pass runs stage after stage, the slots live at
+  // a stage's first layer (plan::Plan::carried) handed on through
+  // host-visible memory. With every device of one class the logits are
+  // bit-identical to one device's: the same kernels sum in the same order.
+  // Throws Error(InvalidArgument) when the devices and stages do not match
+  // or the stages' layers are not the model's, Error(Unsupported) for an
+  // encoder–decoder or, before anything is allocated, when a stage does not
+  // fit its device (every stage's need and memory named).
+  Session(std::span<vk::Device* const> devices, const ModelInfo& model, const SessionOptions& options);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -168,7 +185,9 @@ class Session {
     uint64_t weights = 0, cache = 0, activations = 0;
     uint64_t state = 0;  // a Mamba model's conv windows and scan states of every sequence
   };
-  Memory memory() const;
+  Memory memory() const;               // every stage's together
+  std::vector<Memory> stage_memory() const;  // each pipeline stage's
+  size_t stages() const;               // pipeline stages (devices): 1 unless split
 
   // Runs the pipelines a prefill of `rows` tokens and the decode steps after
   // it use — one pass of that many rows (at most a chunk) and a decode step,
@@ -189,7 +208,7 @@ class Session {
 
   // Device time of each dispatch of one pass over `rows` tokens at the
   // current position (timestamp queries; the cache position is not
-  // advanced). For benchmarks: which kernels dominate.
+  // advanced). For benchmarks: which kernels dominate. One device only.
   struct KernelTime {
     std::string kernel;
     double microseconds;

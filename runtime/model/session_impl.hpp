@@ -75,6 +75,39 @@ struct Session::Impl {
   uint32_t attention_rows(const Tile& tile) const {
     return tile == prefill && !(prefill == decode) ? device_class->attention_rows : 1;
   }
+  // A pipeline stage of a session split over devices (SessionOptions::stages):
+  // it runs layers [first_layer, end_layer), the embedding when it is the
+  // first and the final norm and head when it is the last. It holds only
+  // what its dispatches bind (`owned`), receives the plan's carried slots of
+  // its first layer from the stage before through host-visible memory
+  // (handoff_in) and hands those of the next stage's first layer on
+  // (handoff_out). One device: a single stage that holds everything.
+  int64_t first_layer = 0, end_layer = 0;
+  bool first_stage = true, last_stage = true;
+  uint64_t carried_in = 0, carried_out = 0;     // slot masks (plan::Plan::carried)
+  std::optional<vk::Buffer> handoff_in, handoff_out;  // host-visible: [rows] of each carried slot, slot after slot
+  struct Owned {
+    std::vector<char> tensors, packs, parts, caches, states;
+  } owned;
+  std::vector<std::unique_ptr<Impl>> later;     // the first stage's: the stages after it, in order
+  std::vector<Impl*> stages() {                 // the first stage's: every stage, itself first
+    std::vector<Impl*> all{this};
+    for (const auto& l : later) all.push_back(l.get());
+    return all;
+  }
+  std::vector<const Impl*> stages() const {
+    std::vector<const Impl*> all{this};
+    for (const auto& l : later) all.push_back(l.get());
+    return all;
+  }
+  void own_bound();  // memory.cpp: `owned` from the active dispatches' bindings (a single stage: everything)
+  // Copies the carried slots' `rows` rows between the slots and a handoff buffer.
+  void copy_carried(VkCommandBuffer cb, uint32_t rows, bool in) const;
+  // The first stage's: after its pass over `rows` rows, each later stage's,
+  // the IO rows and the carried slots handed on; the last stage's IO row 0
+  // (argmax's pick) back into this one's.
+  void run_later(uint32_t rows, bool decode_step);
+
   std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
   size_t encode_active = 0;    // an encoder–decoder's: the first of `active`, its encode pass
   std::vector<int64_t> sources;  // an encoder–decoder's, per sequence: its source's length (0: none yet)
@@ -114,7 +147,15 @@ struct Session::Impl {
   ~Impl();
 
   // memory.cpp
-  Session::Memory memory() const;  // what allocate() takes
+  void assign_dtypes();            // each tensor's device dtype, which its bytes depend on
+  Session::Memory memory() const;  // what allocate() takes (this stage's)
+  struct Fit {
+    VkDeviceSize need = 0, heap = 0;  // heap: the largest device-local one (0: unknown)
+    bool host = false;                // the heap is the host's memory (a CPU device)
+  };
+  Fit fit() const;
+  std::string memory_text() const;  // memory() in words
+  static std::string mib(VkDeviceSize bytes);
   void check_memory() const;       // throws when the session cannot fit the device's heap
   int64_t ring_positions(int64_t layer) const;  // the positions each sequence's cache of `layer` holds
   void allocate();
@@ -171,6 +212,13 @@ struct Session::Impl {
   void run_chunk(int64_t sequence, uint32_t rows);
   // A decode step of `count` rows already in io, one sequence each.
   void run_decode(uint32_t count);
+  // This stage's pass over `rows` rows: a prompt chunk's, or a decode step's
+  // (its command buffer recorded once).
+  void run_pass(uint32_t rows, bool decode_step);
+  // A tensor's device bytes into every stage that holds it (`owned`), or,
+  // where each one's memory is mapped, converted straight into it.
+  void store(size_t tensor, std::span<const std::byte> bytes);
+  bool store_mapped(size_t tensor, DType from, std::span<const std::byte> data);
   std::vector<float> read_logits(uint32_t rows);
 };
 

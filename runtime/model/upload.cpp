@@ -47,6 +47,23 @@ void Session::Impl::write(size_t tensor, std::span<const std::byte> bytes) {
   for (DevicePart& part : ranges) vk::upload(device, part.buffer, bytes.data() + part.begin, part.buffer.size(), 0);
 }
 
+void Session::Impl::store(size_t tensor, std::span<const std::byte> bytes) {
+  for (Impl* stage : stages())
+    if (stage->owned.tensors[tensor]) {
+      stage->write(tensor, bytes);
+      stage->tensors[tensor].uploaded = true;
+    }
+}
+
+bool Session::Impl::store_mapped(size_t tensor, DType from, std::span<const std::byte> data) {
+  for (Impl* stage : stages())
+    if (stage->owned.tensors[tensor]) {
+      if (!stage->convert_mapped(tensor, from, data)) return false;  // (nothing written: store() then writes each)
+      stage->tensors[tensor].uploaded = true;
+    }
+  return true;
+}
+
 // Unified memory: values converted straight into the mapping (each row
 // range's, for a split matrix: rows are whole values here), no host copy.
 // False where the device memory is not mapped.
@@ -75,7 +92,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   if (index >= s.tensors.size())
     throw Error(ErrorKind::InvalidArgument, "tensor index " + std::to_string(index) + " is outside the manifest");
   const ManifestEntry& e = s.model.manifest[index];
-  DeviceTensor& t = s.tensors[index];
+  const DeviceTensor& t = s.tensors[index];  // its dtype (every stage's the same)
   const size_t elements = static_cast<size_t>(e.elements());
   if (is_block_dtype(dtype)) {
     const weights::BlockFormat f = weights::block_format(dtype);
@@ -93,8 +110,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
     // out (the generator checked the rows are whole blocks of out_in matrices).
     std::vector<std::byte> rows = weights::repack_blocks(dtype, e.shape[0], e.shape[1], data);
     if (e.role == Role::Qkv && s.model.qkv_layout != QkvLayout::Blocks) reorder_qkv(s.model, e, rows);
-    s.write(index, rows);
-    t.uploaded = true;
+    s.store(index, rows);
     return;
   }
   if (is_block_dtype(t.dtype)) {  // values for a block tensor: quantized as ggml's reference quantizer does
@@ -109,10 +125,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   const size_t size = weights::dtype_size(t.dtype);
   const bool transpose = e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role);
   const bool reorder = e.role == Role::Qkv && s.model.qkv_layout != QkvLayout::Blocks;
-  if (!transpose && !reorder && s.convert_mapped(index, dtype, data)) {
-    t.uploaded = true;
-    return;
-  }
+  if (!transpose && !reorder && s.store_mapped(index, dtype, data)) return;
   std::vector<std::byte> converted(elements * size);
   weights::convert(dtype, data, t.dtype, converted);
   if (transpose) {
@@ -125,8 +138,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
     converted.swap(transposed);
   }
   if (reorder) reorder_qkv(s.model, e, converted);
-  s.write(index, converted);
-  t.uploaded = true;
+  s.store(index, converted);
 }
 
 std::unique_ptr<weights::Checkpoint> open_checkpoint(const ModelInfo& m, const std::string& path) {

@@ -66,8 +66,24 @@ Device::~Device() {
 Context::Context(const ContextOptions& options) {
   instance_ = std::make_unique<Instance>(InstanceOptions{options.validation});
   const std::vector<DeviceInfo> devices = query_devices(instance_->handle());
-  const DeviceInfo& chosen = select_device(devices, device_selector(options.device));
-  device_ = std::make_unique<Device>(chosen, options.requirements);
+  // "0,1": several devices, each its own logical device (a model split over
+  // them); one named twice is opened twice.
+  const std::string selector = device_selector(options.device);
+  size_t at = 0;
+  do {
+    const size_t comma = selector.find(',', at);
+    const std::string one = selector.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (one.empty() && selector.find(',') != std::string::npos)
+      throw Error(ErrorKind::InvalidArgument, "device list '" + selector + "' has an empty entry");
+    devices_.push_back(std::make_unique<Device>(select_device(devices, one), options.requirements));
+    at = comma == std::string::npos ? std::string::npos : comma + 1;
+  } while (at != std::string::npos);
+}
+
+std::vector<Device*> Context::devices() {
+  std::vector<Device*> all;
+  for (const std::unique_ptr<Device>& d : devices_) all.push_back(d.get());
+  return all;
 }
 
 }  // namespace lathe::vk

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/vk/device_info.hpp"
 #include "runtime/vk/instance.hpp"
@@ -46,7 +47,9 @@ class Device {
 
 struct ContextOptions {
   bool validation = false;
-  std::string device;  // index or name substring; empty: LATHE_DEVICE, then the best device
+  // Index or name substring; empty: LATHE_DEVICE, then the best device.
+  // Several, comma-separated ("0,1"): each opened (a model split over them).
+  std::string device;
   DeviceRequirements requirements;
 };
 
@@ -56,11 +59,12 @@ class Context {
   explicit Context(const ContextOptions& options = {});
 
   Instance& instance() { return *instance_; }
-  Device& device() { return *device_; }
+  Device& device() { return *devices_.front(); }  // the first
+  std::vector<Device*> devices();                 // every one the options named, in order
 
  private:
   std::unique_ptr<Instance> instance_;
-  std::unique_ptr<Device> device_;
+  std::vector<std::unique_ptr<Device>> devices_;  // destroyed before the instance
 };
 
 }  // namespace lathe::vk

@@ -353,6 +353,75 @@ TEST_CASE_FIXTURE(test::VulkanTest, "batched decode steps of several sequences g
   CHECK(batched.position(1) == static_cast<int64_t>(prompts[1].size() + done[1]));
 }
 
+// Issue 29's one-machine split: the one device opened again as a second
+// (and third) logical device, each a pipeline stage of the model's layers.
+TEST_CASE_FIXTURE(test::VulkanTest, "a split over devices gives one device's logits bit for bit") {
+  const int64_t layers = model_info().layers;
+  if (model_info().plan.carried.empty() || layers < 2) {
+    MESSAGE(model_info().name << ": " << layers << " layer(s), carried slots " << model_info().plan.carried.size()
+                              << ": nothing to split");
+    return;
+  }
+  vk::Device second(device.info()), third(device.info());
+  // Two stages (the first a layer), and three where there are layers for it.
+  std::vector<std::vector<int64_t>> splits = {{1, layers - 1}};
+  if (layers >= 3) splits.push_back({layers - 2, 1, 1});
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  const std::vector<int32_t> prompt = random_tokens(37, 41), stream = random_tokens(48, 42);
+  SessionOptions options;
+  options.max_chunk = 16;  // 37 tokens: chunks of 16, 16 and 5 rows
+  options.sequences = 2;
+  Session one(device, model_info(), options);
+  upload_all(one);
+  const std::vector<float> one_prompt = one.prefill(prompt);
+  std::vector<std::vector<float>> one_steps;
+  for (int32_t t : stream) one_steps.push_back(one.decode(t));
+  const std::vector<float> one_other = one.prefill(1, std::span(prompt).first(5));
+  const std::vector<Session::Step> both = {{1, stream[0]}, {0, stream[1]}};
+  const std::vector<float> one_batched = one.decode(both);
+  one.reset();
+  const std::vector<int32_t> one_greedy = one.generate_greedy(prompt[0], 12);
+  for (const std::vector<int64_t>& stages : splits) {
+    CAPTURE(stages.size());
+    options.stages = stages;
+    std::vector<vk::Device*> devices = {&device, &second, &third};
+    devices.resize(stages.size());
+    Session split(devices, model_info(), options);
+    CHECK(split.stages() == stages.size());
+    upload_all(split);
+    CHECK(std::memcmp(split.prefill(prompt).data(), one_prompt.data(), V * sizeof(float)) == 0);
+    for (size_t i = 0; i < stream.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::memcmp(split.decode(stream[i]).data(), one_steps[i].data(), V * sizeof(float)) == 0);
+    }
+    CHECK(std::memcmp(split.prefill(1, std::span(prompt).first(5)).data(), one_other.data(), V * sizeof(float)) == 0);
+    CHECK(std::memcmp(split.decode(both).data(), one_batched.data(), 2 * V * sizeof(float)) == 0);
+    split.reset();
+    CHECK(split.generate_greedy(prompt[0], 12) == one_greedy);  // argmax's pick handed back to the first stage
+    // Each stage holds its layers' weights and caches; together at least one device's.
+    const std::vector<Session::Memory> parts = split.stage_memory();
+    REQUIRE(parts.size() == stages.size());
+    uint64_t weights = 0, cache = 0;
+    for (const Session::Memory& m : parts) {
+      CHECK(m.weights < one.memory().weights);
+      weights += m.weights;
+      cache += m.cache;
+    }
+    CHECK(weights >= one.memory().weights);
+    CHECK(cache == one.memory().cache);
+  }
+  // Devices and stages that do not match, and layers that are not the model's.
+  options.stages = {1, layers - 1};
+  const std::vector<vk::Device*> lone = {&device};
+  CHECK_THROWS_WITH_AS(Session(lone, model_info(), options), doctest::Contains("1 device(s) for 2 pipeline stage(s)"), Error);
+  options.stages = {1, layers};
+  const std::vector<vk::Device*> pair = {&device, &second};
+  const std::string sum = "= " + std::to_string(layers + 1) + ", not the " + std::to_string(layers);
+  CHECK_THROWS_WITH_AS(Session(pair, model_info(), options), doctest::Contains(sum.c_str()), Error);
+  options.stages = {0, layers};
+  CHECK_THROWS_WITH_AS(Session(pair, model_info(), options), doctest::Contains("a pipeline stage of 0 layers"), Error);
+}
+
 }  // TEST_SUITE
 
 TEST_SUITE("model") {
