@@ -17,9 +17,17 @@
 #include <type_traits>
 #include <sstream>
 #include <csignal>
+#include <cstdlib>
+#include <memory>
 #include <pthread.h>
 #include <thread>
 #include <unistd.h>
+
+#ifdef LATHE_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only: no C++ bindings to link
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
 
 #include "runtime/error.hpp"
 #include "runtime/model/model_info.hpp"
@@ -29,6 +37,7 @@
 #include "runtime/text/chat_template.hpp"
 #include "runtime/version.hpp"
 #include "runtime/text/generate.hpp"
+#include "runtime/model/stage_link.hpp"
 #include "runtime/vk/device.hpp"
 #include "runtime/weights/checkpoint.hpp"
 #include "runtime/weights/gguf.hpp"
@@ -151,11 +160,103 @@ CLI::Validator finite_positive() {
       "> 0");
 }
 
+// A model split over processes: `mpirun -np N <model> <command> …` runs the
+// command on rank 0 and one pipeline stage of the layers on every rank
+// (--split layers:…; as even as they divide without it), each rank on its
+// own device and its own copy of the checkpoint, the hidden states passed
+// as MPI messages (Open MPI; a build without it refuses to run under
+// mpirun). Null: one process.
+lathe::StageLink* g_link = nullptr;
+
+#ifdef LATHE_HAVE_MPI
+class MpiLink final : public lathe::StageLink {
+ public:
+  MpiLink() {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks_);
+  }
+  ~MpiLink() override {
+    if (rank_ == 0 && !configured) lathe::Session::stop_stages(*this);
+    MPI_Finalize();
+  }
+  int rank() const override { return rank_; }
+  int ranks() const override { return ranks_; }
+  void send(int to, const void* data, size_t bytes) override {
+    for (size_t at = 0; at < bytes || bytes == 0; at += kPiece) {  // MPI counts are ints
+      const int n = static_cast<int>(std::min(kPiece, bytes - at));
+      check(MPI_Send(static_cast<const char*>(data) + at, n, MPI_BYTE, to, 0, MPI_COMM_WORLD), "MPI_Send", to);
+      if (bytes == 0) break;
+    }
+  }
+  void receive(int from, void* data, size_t bytes) override {
+    for (size_t at = 0; at < bytes || bytes == 0; at += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, bytes - at));
+      check(MPI_Recv(static_cast<char*>(data) + at, n, MPI_BYTE, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv",
+            from);
+      if (bytes == 0) break;
+    }
+  }
+  // Ends every rank: no rank waits on one that failed.
+  [[noreturn]] void abort(int code) {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::exit(code);
+  }
+
+ private:
+  static constexpr size_t kPiece = size_t{1} << 30;
+  void check(int result, const char* what, int peer) const {
+    if (result != MPI_SUCCESS)
+      throw lathe::Error(lathe::ErrorKind::Io, std::string(what) + " between ranks " + std::to_string(rank_) + " and " +
+                                                   std::to_string(peer) + " failed (" + std::to_string(result) + ")");
+  }
+  int rank_ = 0, ranks_ = 1;
+};
+#endif
+
+// Under mpirun with several ranks (Open MPI's OMPI_COMM_WORLD_SIZE), the
+// link between them; null for one process.
+std::unique_ptr<lathe::StageLink> open_link(const char* program) {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!size || std::atoi(size) <= 1) return nullptr;
+#ifdef LATHE_HAVE_MPI
+  return std::make_unique<MpiLink>();
+#else
+  std::cerr << program << ": launched by mpirun with " << size
+            << " ranks, but this build has no MPI (install libopenmpi-dev and rebuild)\n";
+  std::exit(1);
+#endif
+}
+
+[[noreturn]] void abort_ranks(lathe::StageLink& link, int code) {
+#ifdef LATHE_HAVE_MPI
+  static_cast<MpiLink&>(link).abort(code);
+#else
+  (void)link;
+  std::exit(code);
+#endif
+}
+
+// One entry of a --device list: a rank's under MPI when it lists one a rank.
+std::string rank_device(const std::string& device, int rank, int ranks) {
+  std::vector<std::string> entries;
+  std::stringstream in(device);
+  for (std::string item; std::getline(in, item, ',');) entries.push_back(item);
+  if (entries.size() <= 1) return device;
+  if (entries.size() != static_cast<size_t>(ranks))
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--device " + device + " lists " + std::to_string(entries.size()) +
+                                                               " devices for " + std::to_string(ranks) +
+                                                               " ranks: one, or one a rank");
+  return entries[static_cast<size_t>(rank)];
+}
+
 // --device: an index or part of a name; empty: LATHE_DEVICE, else the best;
-// several, comma-separated ("0,1"), split the model's layers over them.
+// several, comma-separated ("0,1"), split the model's layers over them (under
+// MPI: each rank's).
 lathe::vk::ContextOptions device_options(const std::string& device) {
   lathe::vk::ContextOptions options;
-  options.device = device;
+  options.device = g_link ? rank_device(device, g_link->rank(), g_link->ranks()) : device;
   return options;
 }
 
@@ -167,7 +268,10 @@ std::string g_split;
 
 std::vector<int64_t> stage_layers(const std::string& split, const std::vector<lathe::vk::Device*>& devices) {
   const int64_t layers = static_cast<int64_t>(lathe::model_info().plan.carried.size());
-  const size_t n = devices.size();
+  const size_t n = g_link ? static_cast<size_t>(g_link->ranks()) : devices.size();
+  if (g_link && split == "memory")
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split memory divides a process's devices; over MPI ranks give "
+                                                          "--split layers:N,N,…");
   if (n == 1) {
     if (!split.empty()) throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + " needs several --device entries (\"0,1\")");
     return {};
@@ -219,7 +323,40 @@ std::vector<int64_t> stage_layers(const std::string& split, const std::vector<la
 // A command's session options over the context's devices (--split).
 lathe::SessionOptions split_over(lathe::SessionOptions options, lathe::vk::Context& vk) {
   options.stages = stage_layers(g_split, vk.devices());
+  options.link = g_link;
   return options;
+}
+
+// A rank above 0 of a split over processes: its stage of the command's
+// model, from the command line's --weights, --device and --no-check (every
+// rank is given the same command).
+int run_stage_rank(int argc, char** argv, lathe::StageLink& link) {
+  std::string weights, device;
+  bool check = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&](const std::string& s, const std::string& l, std::string& out) {
+      if ((a == s || a == l) && i + 1 < argc) out = argv[++i];
+      else if (a.rfind(l + "=", 0) == 0) out = a.substr(l.size() + 1);
+    };
+    value("-w", "--weights", weights);
+    value("-d", "--device", device);
+    if (a == "--no-check") check = false;
+  }
+  const std::string me = std::string(argv[0]) + " (rank " + std::to_string(link.rank()) + ")";
+  try {
+    lathe::vk::Context vk(device_options(device));
+    lathe::Session::serve_stage(vk.device(), lathe::model_info(), link, [&](lathe::Session& session) {
+      if (weights.empty())  // (a command without a session, such as info, never gets here)
+        throw lathe::Error(lathe::ErrorKind::InvalidArgument,
+                           "the command gives no --weights: every rank loads its stage's weights from its own copy");
+      session.load(*lathe::open_checkpoint(lathe::model_info(), weights), lathe::Session::LoadOptions{check});
+    });
+  } catch (const std::exception& e) {
+    std::cerr << me << ": " << e.what() << "\n";
+    abort_ranks(link, 1);
+  }
+  return 0;
 }
 
 // Before anything is timed. On a first run the kernels compile (llvmpipe
@@ -921,6 +1058,9 @@ int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int rep
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::unique_ptr<lathe::StageLink> link = open_link(argv[0]);
+  if (link && link->rank() > 0) return run_stage_rank(argc, argv, *link);
+  g_link = link.get();
   const lathe::ModelInfo& m = lathe::model_info();
   CLI::App app{std::string("lathe build of ") + std::string(m.name)};
   app.require_subcommand(1);
@@ -1207,6 +1347,7 @@ int main(int argc, char** argv) {
     if (*serve) return cmd_serve(srv);
   } catch (const Error& e) {
     std::cerr << argv[0] << ": " << e.what() << "\n";
+    if (link) abort_ranks(*link, 1);  // the other ranks may wait on this one
     return 1;
   }
   return 0;

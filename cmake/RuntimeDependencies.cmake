@@ -16,3 +16,7 @@ pkg_check_modules(LATHE_SENTENCEPIECE REQUIRED IMPORTED_TARGET GLOBAL sentencepi
 # The server's HTTP (Debian's libcpp-httplib-dev: a compiled library, whose
 # .pc file carries the defines its header must be read with).
 pkg_check_modules(LATHE_HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
+# Open MPI (Debian's libopenmpi-dev), when installed: a model executable
+# then runs a model split over machines, a rank a pipeline stage
+# (`mpirun -np 2 <model> generate …`). Without it every other command works.
+pkg_check_modules(LATHE_MPI QUIET IMPORTED_TARGET GLOBAL mpi-c)

@@ -9,6 +9,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/model/session_impl.hpp"
+#include "runtime/model/stage_link.hpp"
 #include "runtime/vk/buffer.hpp"
 #include "runtime/vk/check.hpp"
 
@@ -100,11 +101,15 @@ void Session::Impl::run_pass(uint32_t rows, bool decode_step) {
 }
 
 void Session::Impl::run_later(uint32_t rows, bool decode_step) {
+  if (link) {
+    send_pass(rows, decode_step);
+    return;
+  }
   const Impl* before = this;
   for (const std::unique_ptr<Impl>& stage : later) {
     std::memcpy(stage->io_rows(), io_rows(), rows * sizeof(plan::IoRow));
     // The handoff holds `rows` rows of each carried slot, slot after slot.
-    const VkDeviceSize bytes = stage->handoff_in->size() / static_cast<VkDeviceSize>(options.max_chunk) * rows;
+    const VkDeviceSize bytes = carried_bytes(stage->carried_in, rows);
     std::memcpy(stage->handoff_in->mapped(), before->handoff_out->mapped(), bytes);
     stage->run_pass(rows, decode_step);
     before = stage.get();
@@ -112,7 +117,42 @@ void Session::Impl::run_later(uint32_t rows, bool decode_step) {
   if (!later.empty()) io_rows()[0] = later.back()->io_rows()[0];  // argmax's pick, where the next step's embedding reads it
 }
 
+// A split over processes: rank 0 sends each pass to rank 1 (what it is, its
+// IO rows and the carried slots' rows), each rank runs its stage and sends
+// on, and the last sends back argmax's pick (IO row 0) and the logits rows
+// a caller reads.
+namespace {
+enum class StageMessage : uint32_t { Start = 1, Stop = 2, Pass = 3 };
+struct PassHeader {
+  StageMessage kind = StageMessage::Pass;
+  uint32_t rows = 0, decode_step = 0, logit_rows = 0;
+};
+// The options every rank's stage is built with, rank 0's (its device's
+// caps applied), then the stages' layers.
+struct StageStart {
+  StageMessage kind = StageMessage::Start;
+  uint32_t all_logits = 0;
+  int64_t context = 0, max_chunk = 0, sequences = 0, attention_splits = 0, stages = 0;
+};
+}  // namespace
+
+void Session::Impl::send_pass(uint32_t rows, bool decode_step) {
+  const int last = link->ranks() - 1;
+  const PassHeader header{StageMessage::Pass, rows, decode_step ? 1u : 0u, logit_rows(rows, decode_step)};
+  link->send(1, &header, sizeof header);
+  link->send(1, io_rows(), rows * sizeof(plan::IoRow));
+  link->send(1, handoff_out->mapped(), carried_bytes(carried_out, rows));
+  link->receive(last, io_rows(), sizeof(plan::IoRow));  // argmax's pick, where the next step's embedding reads it
+  remote_logits.resize(static_cast<size_t>(header.logit_rows) * static_cast<size_t>(model.output_width));
+  link->receive(last, remote_logits.data(), remote_logits.size() * sizeof(float));
+}
+
 std::vector<float> Session::Impl::read_logits(uint32_t rows) {
+  if (link) {
+    const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(model.output_width);
+    if (n > remote_logits.size()) throw Error(ErrorKind::InvalidArgument, "logits of " + std::to_string(rows) + " rows were not sent back");
+    return std::vector<float>(remote_logits.begin(), remote_logits.begin() + static_cast<std::ptrdiff_t>(n));
+  }
   const Impl& last = later.empty() ? *this : *later.back();
   std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(model.output_width));
   vk::download(last.device, *last.logits, out.data(), out.size() * sizeof(float));
@@ -124,7 +164,12 @@ Session::Session(vk::Device& device, const ModelInfo& model, const SessionOption
 
 Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, const SessionOptions& options) {
   const size_t count = options.stages.empty() ? 1 : options.stages.size();
-  if (devices.size() != count)
+  StageLink* const link = options.link;
+  if (link && (count != static_cast<size_t>(link->ranks()) || devices.size() != 1))
+    throw Error(ErrorKind::InvalidArgument, std::to_string(count) + " pipeline stage(s) and " + std::to_string(devices.size()) +
+                                                " device(s) for " + std::to_string(link->ranks()) +
+                                                " ranks: each rank runs one stage on one device");
+  if (!link && devices.size() != count)
     throw Error(ErrorKind::InvalidArgument, std::to_string(devices.size()) + " device(s) for " + std::to_string(count) +
                                                 " pipeline stage(s): one device runs each stage's layers");
   if (count > 1) {
@@ -194,12 +239,17 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
   for (size_t i = 0; i < model.plan.dispatches.size() && first_layered == model.plan.dispatches.size(); ++i)
     if (model.plan.dispatches[i].layer >= 0) first_layered = i;
   for (size_t k = 0; k < count; ++k) {
-    vk::Device& device = *devices[k];
+    if (link && k != static_cast<size_t>(link->rank())) {  // another process's stage
+      first_layer += options.stages[k];
+      continue;
+    }
+    vk::Device& device = *devices[link ? 0 : k];
     vk::check_requirements(device.info(), vk::DeviceRequirements{.subgroup_arithmetic = true, .subgroup_ballot = true});
     std::unique_ptr<Impl> stage = std::make_unique<Impl>(device, model, effective);
     Impl& s = *stage;
-    if (k == 0) impl_ = std::move(stage);
+    if (!impl_) impl_ = std::move(stage);
     else impl_->later.push_back(std::move(stage));
+    s.link = link;
     s.context = context;
     s.positions.assign(static_cast<size_t>(options.sequences), 0);
     s.sources.assign(static_cast<size_t>(options.sequences), 0);
@@ -232,12 +282,12 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
   } else {
     std::string table;
     bool fits = true;
-    for (size_t k = 0; k < count; ++k) {
+    for (size_t k = 0; k < stages.size(); ++k) {
       const Impl& s = *stages[k];
       const Impl::Fit f = s.fit();
       const bool over = f.heap > 0 && f.need > f.heap;
       fits = fits && !over;
-      table += "\n  stage " + std::to_string(k) + ", layers " + std::to_string(s.first_layer) + "-" +
+      table += "\n  stage " + std::to_string(link ? link->rank() : static_cast<int>(k)) + ", layers " + std::to_string(s.first_layer) + "-" +
                std::to_string(s.end_layer - 1) + ", on " + s.device.info().name + ": needs " + Impl::mib(f.need) + " (" +
                s.memory_text() + "), holds " + (f.heap ? Impl::mib(f.heap) : std::string("an unknown amount")) +
                (f.host ? " (the host's memory)" : "") + (over ? ": does not fit" : "");
@@ -251,9 +301,84 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
     s->build_sets();
     s->create_commands();
   }
+  // Rank 0 tells the others how to build their stages.
+  if (link && link->rank() == 0) {
+    const StageStart start{StageMessage::Start, effective.all_logits ? 1u : 0u, context, effective.max_chunk,
+                           options.sequences, options.attention_splits, static_cast<int64_t>(count)};
+    for (int r = 1; r < link->ranks(); ++r) {
+      link->send(r, &start, sizeof start);
+      link->send(r, options.stages.data(), count * sizeof(int64_t));
+    }
+    link->configured = true;
+  }
 }
 
-Session::~Session() = default;
+void Session::stop_stages(StageLink& link) {
+  StageStart stop;
+  stop.kind = StageMessage::Stop;
+  for (int r = 1; r < link.ranks(); ++r) link.send(r, &stop, sizeof stop);
+  link.configured = true;
+}
+
+void Session::serve_stage(vk::Device& device, const ModelInfo& model, StageLink& link,
+                          const std::function<void(Session&)>& load) {
+  StageStart start;
+  link.receive(0, &start, sizeof start);
+  if (start.kind == StageMessage::Stop) return;  // rank 0 ended without a session
+  if (start.kind != StageMessage::Start || start.stages != link.ranks())
+    throw Error(ErrorKind::Io, "rank " + std::to_string(link.rank()) + ": an unexpected first message from rank 0");
+  SessionOptions options;
+  options.context = start.context;
+  options.max_chunk = start.max_chunk;
+  options.sequences = start.sequences;
+  options.all_logits = start.all_logits != 0;
+  options.attention_splits = start.attention_splits;
+  options.stages.resize(static_cast<size_t>(start.stages));
+  link.receive(0, options.stages.data(), options.stages.size() * sizeof(int64_t));
+  options.link = &link;
+  std::vector<vk::Device*> one = {&device};
+  Session session(one, model, options);
+  Impl& s = *session.impl_;
+  if (s.options.max_chunk != start.max_chunk)
+    throw Error(ErrorKind::Unsupported, "rank " + std::to_string(link.rank()) + ": " + device.info().name + " binds " +
+                                            std::to_string(s.options.max_chunk) + " rows a pass, rank 0's device " +
+                                            std::to_string(start.max_chunk) + " (lower max_chunk)");
+  load(session);
+  s.check_ready(0, 0);
+  const int before = link.rank() - 1, after = link.rank() + 1;
+  for (;;) {
+    PassHeader header;
+    link.receive(before, &header, sizeof header);
+    if (header.kind == StageMessage::Stop) {
+      if (!s.last_stage) link.send(after, &header, sizeof header);
+      return;
+    }
+    if (header.kind != StageMessage::Pass || header.rows < 1 || header.rows > s.options.max_chunk)
+      throw Error(ErrorKind::Io, "rank " + std::to_string(link.rank()) + ": a bad pass message");
+    link.receive(before, s.io_rows(), header.rows * sizeof(plan::IoRow));
+    link.receive(before, s.handoff_in->mapped(), s.carried_bytes(s.carried_in, header.rows));
+    s.run_pass(header.rows, header.decode_step != 0);
+    if (!s.last_stage) {
+      link.send(after, &header, sizeof header);
+      link.send(after, s.io_rows(), header.rows * sizeof(plan::IoRow));
+      link.send(after, s.handoff_out->mapped(), s.carried_bytes(s.carried_out, header.rows));
+      continue;
+    }
+    link.send(0, s.io_rows(), sizeof(plan::IoRow));
+    std::vector<float> rows(static_cast<size_t>(header.logit_rows) * static_cast<size_t>(model.output_width));
+    vk::download(device, *s.logits, rows.data(), rows.size() * sizeof(float));
+    link.send(0, rows.data(), rows.size() * sizeof(float));
+  }
+}
+
+Session::~Session() {
+  if (!impl_ || !impl_->link || impl_->link->rank() != 0) return;
+  const PassHeader stop{StageMessage::Stop, 0, 0, 0};
+  try {
+    impl_->link->send(1, &stop, sizeof stop);
+  } catch (const std::exception&) {  // the job is ending anyway: its launcher stops the other ranks
+  }
+}
 
 const ModelInfo& Session::model() const { return impl_->model; }
 int64_t Session::context() const { return impl_->context; }

@@ -31,6 +31,7 @@ namespace lathe {
 namespace weights {
 class Checkpoint;
 }
+class StageLink;
 
 struct SessionOptions {
   int64_t context = 0;      // KV-cache positions; 0: the model's max_context
@@ -49,6 +50,13 @@ struct SessionOptions {
   // first device, with the embedding, and 16–31 on the second, with the
   // final norm and head. Empty: one device runs every layer.
   std::vector<int64_t> stages;
+  // A model split over processes (machines): this one runs stage
+  // link->rank() of `stages`, one stage a rank, on the one device it is
+  // given. Rank 0's session is the API (prefill, decode, …): each pass goes
+  // on from its stage to rank 1's and so on, and the last rank sends back
+  // the logits rows read and argmax's pick; the other ranks run
+  // Session::serve_stage. Null: every stage in this process.
+  StageLink* link = nullptr;
 };
 
 // Throws Error(BadFile, "<where>: the logits hold NaN at token 17 (2048 of
@@ -80,7 +88,21 @@ class Session {
   // encoder–decoder or, before anything is allocated, when a stage does not
   // fit its device (every stage's need and memory named).
   Session(std::span<vk::Device* const> devices, const ModelInfo& model, const SessionOptions& options);
+  // Rank 0 of a split over processes tells the other ranks to stop.
   ~Session();
+  // A rank above 0 of a split over processes (link.rank() > 0): receives
+  // from rank 0's session the options its stage needs, builds the stage on
+  // `device`, calls `load` to fill its weights (each rank reads its own
+  // copy of the checkpoint; a stage uploads only the tensors it holds), then
+  // runs each pass rank 0's session sends until that session ends. Rank 0
+  // ending without a session returns at once. Errors are thrown; the
+  // caller ends the job (MPI_Abort), so no rank waits for one that failed.
+  static void serve_stage(vk::Device& device, const ModelInfo& model, StageLink& link,
+                          const std::function<void(Session&)>& load);
+  // Rank 0 of a split over processes that ends without a session (a
+  // command that needs none, or one refused before its session): tells the
+  // other ranks, waiting in serve_stage, to return.
+  static void stop_stages(StageLink& link);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

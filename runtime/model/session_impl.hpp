@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/model/session.hpp"
+#include "runtime/model/stage_link.hpp"
 #include "runtime/vk/buffer.hpp"
 #include "runtime/vk/descriptors.hpp"
 #include "runtime/vk/pipeline.hpp"
@@ -90,6 +91,21 @@ struct Session::Impl {
     std::vector<char> tensors, packs, parts, caches, states;
   } owned;
   std::vector<std::unique_ptr<Impl>> later;     // the first stage's: the stages after it, in order
+  // A split over processes (SessionOptions::link): this process's stage is
+  // link->rank()'s; rank 0 keeps the logits rows the last rank sent back.
+  StageLink* link = nullptr;
+  std::vector<float> remote_logits;
+  // Bytes of `rows` rows of the slots in `carried` (a handoff's used part).
+  VkDeviceSize carried_bytes(uint64_t carried, uint32_t rows) const {
+    VkDeviceSize floats = 0;
+    for (size_t i = 0; i < plan.slot_widths.size(); ++i)
+      if (carried >> i & 1) floats += static_cast<VkDeviceSize>(plan.slot_widths[i]);
+    return floats * rows * 4;
+  }
+  // The logits rows a pass leaves that a caller reads: every row with
+  // all_logits or in a decode step, else the last.
+  uint32_t logit_rows(uint32_t rows, bool decode_step) const { return options.all_logits || decode_step ? rows : 1; }
+  void send_pass(uint32_t rows, bool decode_step);  // rank 0: the pass on to rank 1, then the answer back
   std::vector<Impl*> stages() {                 // the first stage's: every stage, itself first
     std::vector<Impl*> all{this};
     for (const auto& l : later) all.push_back(l.get());
