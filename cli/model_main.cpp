@@ -221,6 +221,7 @@ std::unique_ptr<lathe::StageLink> open_link(const char* program) {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!size || std::atoi(size) <= 1) return nullptr;
 #ifdef LATHE_HAVE_MPI
+  (void)program;
   return std::make_unique<MpiLink>();
 #else
   std::cerr << program << ": launched by mpirun with " << size
