@@ -350,7 +350,10 @@ int run_stage_rank(int argc, char** argv, lathe::StageLink& link) {
       session.load(*lathe::open_checkpoint(lathe::model_info(), weights), lathe::Session::LoadOptions{check});
     });
   } catch (const std::exception& e) {
-    std::cerr << me << ": " << e.what() << "\n";
+    // One write: mpirun interleaves the ranks' output (and its own notice) by write.
+    const std::string line = me + ": " + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     abort_ranks(link, 1);
   }
   return 0;
@@ -1343,7 +1346,9 @@ int main(int argc, char** argv) {
     if (*perplexity) return cmd_perplexity(ppl);
     if (*serve) return cmd_serve(srv);
   } catch (const Error& e) {
-    std::cerr << argv[0] << ": " << e.what() << "\n";
+    const std::string line = std::string(argv[0]) + ": " + e.what() + "\n";  // one write (mpirun interleaves by write)
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     if (link) abort_ranks(*link, 1);  // the other ranks may wait on this one
     return 1;
   }
