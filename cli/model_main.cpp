@@ -263,7 +263,7 @@ lathe::vk::ContextOptions device_options(const std::string& device) {
 
 // --split (every command's, given before or after it): how the layers go
 // over the devices --device names: "layers:16,16" as given, "memory" in
-// proportion to each device's largest device-local heap (the layers taken
+// proportion to each device's memory (vk::device_memory; the layers taken
 // as alike), empty: as evenly as they divide (the first stages one more).
 std::string g_split;
 
@@ -299,11 +299,7 @@ std::vector<int64_t> stage_layers(const std::string& split, const std::vector<la
   }
   std::vector<double> weight(n, 1.0);
   if (split == "memory") {
-    for (size_t i = 0; i < n; ++i) {
-      weight[i] = 0;
-      for (const lathe::vk::MemoryHeap& h : devices[i]->info().heaps)
-        if (h.device_local) weight[i] = std::max(weight[i], static_cast<double>(h.size));
-    }
+    for (size_t i = 0; i < n; ++i) weight[i] = static_cast<double>(lathe::vk::device_memory(devices[i]->info()).bytes);
   } else if (!split.empty()) {
     throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + ": expected layers:N,N,... or memory");
   }
@@ -354,7 +350,10 @@ int run_stage_rank(int argc, char** argv, lathe::StageLink& link) {
       session.load(*lathe::open_checkpoint(lathe::model_info(), weights), lathe::Session::LoadOptions{check});
     });
   } catch (const std::exception& e) {
-    std::cerr << me << ": " << e.what() << "\n";
+    // One write: mpirun interleaves the ranks' output (and its own notice) by write.
+    const std::string line = me + ": " + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     abort_ranks(link, 1);
   }
   return 0;
@@ -1347,7 +1346,9 @@ int main(int argc, char** argv) {
     if (*perplexity) return cmd_perplexity(ppl);
     if (*serve) return cmd_serve(srv);
   } catch (const Error& e) {
-    std::cerr << argv[0] << ": " << e.what() << "\n";
+    const std::string line = std::string(argv[0]) + ": " + e.what() + "\n";  // one write (mpirun interleaves by write)
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     if (link) abort_ranks(*link, 1);  // the other ranks may wait on this one
     return 1;
   }

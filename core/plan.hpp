@@ -135,8 +135,9 @@ struct Dispatch {
   uint32_t groups_z_per_row = 0;  // Experts: at most this many per token row (top_k: a decode step's experts)
   std::array<Binding, kernels::kMaxBindings> bindings{};  // binding i of the kernel's family
   std::array<uint32_t, push::kMaxWords> push{};           // the push struct's words; `rows` is set when recorded
-  int32_t layer = -1;       // the layer it belongs to, -1 outside the layers
+  int32_t layer = -1;       // the layer it belongs to, -1 outside the layers (a hybrid's: its cache's or state's index)
   uint32_t line = 0;        // the spec line of the op it comes from (0: none)
+  int32_t block = -1;       // the model's block (layer of the stack) it belongs to, -1 outside: pipeline stages split by it
 };
 
 // Matrices of one input width whose products are taken together (a layer's
@@ -312,10 +313,10 @@ struct Plan {
   // One position of one layer's V cache; 0: the layers have none (latent
   // attention reads its values from the K cache, which binds as V too).
   int64_t v_cache_row_bytes = 0;
-  // Per layer: the activation slots (bit i: slot i) live at its first
-  // dispatch. A model split into pipeline stages by layers hands these
-  // slots' rows from one stage's device to the next one's. Empty: the plan
-  // cannot be split (an encoder–decoder's two passes).
+  // Per block (Dispatch::block): the activation slots (bit i: slot i) live
+  // at its first dispatch. A model split into pipeline stages by layers
+  // hands these slots' rows from one stage's device to the next one's.
+  // Empty: the plan cannot be split (an encoder–decoder's two passes).
   std::span<const uint64_t> carried;
 };
 

@@ -113,6 +113,10 @@ struct Op {
   bool local = false;   // rope: the windowed layers' own base, unscaled (Gemma 3)
   double scale = 1;     // logits: out = scale · W · in (T5's tied head); mamba2_scan: dt's lower limit
   int32_t extra[2] = {-1, -1};  // more manifest indices (ssm_scan: dt_proj's bias, D)
+  // The model's block (its layer of the stack: a hybrid counts attention
+  // and state-space layers together) the op belongs to; -1 outside the
+  // blocks. `layer` names a cache or state, which differ from it in hybrids.
+  int32_t block = -1;
 };
 
 struct Schedule {

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
+#include <sstream>
 
 #include "generator/clang/check.hpp"
 #include "generator/clang/format.hpp"
@@ -113,6 +115,40 @@ struct SplitOptions {
   int64_t context = 0, sequences = 1;  // context 0: the spec's max_context
 };
 
+// --devices: amounts of memory (24GiB) or devices of this machine by index
+// or name (0, llvmpipe): a device's memory as a session counts it
+// (vk::device_memory; said on stderr). Throws PlacementError naming an item
+// that is neither.
+std::vector<int64_t> device_capacities(const std::string& text) {
+  std::vector<int64_t> out;
+  std::unique_ptr<lathe::vk::Instance> instance;  // opened at the first device named
+  std::vector<lathe::vk::DeviceInfo> devices;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      out.push_back(lathe::spec::parse_capacities(item).front());
+      continue;
+    } catch (const lathe::spec::PlacementError& e) {
+      if (item.empty()) throw;
+    }
+    try {
+      if (!instance) {
+        instance = std::make_unique<lathe::vk::Instance>();
+        devices = lathe::vk::query_devices(instance->handle());
+      }
+      const lathe::vk::DeviceInfo& d = lathe::vk::select_device(devices, item);
+      const lathe::vk::DeviceMemory memory = lathe::vk::device_memory(d);
+      std::cerr << "--devices: " << item << " is [" << d.index << "] " << d.name << ", " << (memory.bytes >> 20) << " MiB"
+                << (memory.host ? " (the host's memory)" : "") << "\n";
+      out.push_back(static_cast<int64_t>(memory.bytes));
+    } catch (const lathe::Error& e) {
+      throw lathe::spec::PlacementError("--devices: \"" + item + "\" is neither an amount of memory (24GiB) nor a device of " +
+                                        "this machine (" + e.what() + ")");
+    }
+  }
+  return out;
+}
+
 int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& prefill,
                const std::vector<int64_t>& decode, const std::string& svg_path, const std::string& png_path,
                const SplitOptions& split) {
@@ -122,7 +158,7 @@ int cmd_report(const std::string& path, bool json, const std::vector<int64_t>& p
   std::optional<lathe::spec::Placement> placement;
   if (!split.devices.empty()) {
     try {
-      placement = lathe::spec::place(*spec, report, lathe::spec::parse_capacities(split.devices),
+      placement = lathe::spec::place(*spec, report, device_capacities(split.devices),
                                      lathe::spec::parse_split(split.split),
                                      split.context ? split.context : spec->dims.max_context, split.sequences);
     } catch (const lathe::spec::PlacementError& e) {
@@ -618,8 +654,8 @@ int main(int argc, char** argv) {
   report->add_option("--png", png_path, "The same pictures as a PNG (needs rsvg-convert, from librsvg)");
   SplitOptions split;
   report->add_option("--devices", split.devices,
-                     "Place the layers on devices of these sizes (24GiB,24GiB) and print each one's bytes; exit 1 "
-                     "when a device's share does not fit");
+                     "Place the layers on devices of these sizes (24GiB,24GiB), or on this machine's devices by "
+                     "index or name (0,1), and print each one's bytes; exit 1 when a device's share does not fit");
   report->add_option("--split", split.split, "With --devices: memory (a share of the need for each device's size, "
                                              "the default) or layers:N,N,… (the layers of each device)");
   report->add_option("--context", split.context, "With --devices: the positions each sequence's cache holds "

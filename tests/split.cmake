@@ -50,7 +50,7 @@ endif()
 execute_process(COMMAND ${mpirun} 1 ${MODEL} ${logits} -o ${WORK_DIR}/x.f32 : -np 1 ${MODEL} logits
                         -w ${WORK_DIR}/missing.safetensors -t ${prompt} -o ${WORK_DIR}/x.f32
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
-if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "\\(rank 1\\): [^\n]*missing.safetensors")
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "\\(rank 1\\): [^\n]*missing.safetensors: cannot open")
   message(FATAL_ERROR "a rank without the checkpoint was not named (${rc}): ${out}${err}")
 endif()
 # A rank that dies (killed before it starts): the job ends, rank 0 does not wait.

@@ -234,6 +234,7 @@ std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatc
   if (d.layer >= 0) out += ", .layer = " + std::to_string(d.layer);
   const Loc loc = s.where(m.graph.keys[d.op]);
   if (loc.line > 0) out += ", .line = " + std::to_string(loc.line);
+  if (d.block >= 0) out += ", .block = " + std::to_string(d.block);
   return out + "}";
 }
 

@@ -72,11 +72,13 @@ class Builder {
   }
   void push(const std::string& key, Op op, std::array<std::string, 4> handles = {}) {
     op.layer = layer;  // the layer every op of a block belongs to (attention: whose cache it reads)
+    op.block = block;
     g_.schedule.ops.push_back(op);
     g_.keys.push_back(key);
     g_.handles.push_back(std::move(handles));
   }
-  int32_t layer = -1;  // the block being built, -1 outside the blocks
+  int32_t layer = -1;  // the block being built, -1 outside the blocks (a cache's or state's index in a hybrid)
+  int32_t block = -1;  // the block being built in the stack's order, -1 outside (Op::block)
 
   int64_t width(uint32_t value) const { return g_.schedule.widths[value]; }
   void end_encode() { g_.schedule.encode_ops = static_cast<uint32_t>(g_.schedule.ops.size()); }
@@ -416,10 +418,13 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
   uint32_t x = stack_input(b, s, Role::PosEmbed, Role::EmbedNorm);
   // T5: the relative position bias table, added to every layer's scores.
   const int32_t rel = relative ? b.need(Role::RelBias, -1) : -1;
-  for (int64_t layer = encoder_layers; layer < s.blocks(); ++layer)
+  for (int64_t layer = encoder_layers; layer < s.blocks(); ++layer) {
+    b.block = static_cast<int32_t>(layer - encoder_layers);
     x = s.ssm.layer(layer) && !s.ssm.hybrid() ? ssm_block(b, s, x, layer)
                            : block(b, s, x, layer, rel, s.encoder() ? typed::kBidirectional : typed::kCausal,
               s.encoder_decoder() ? static_cast<int32_t>(s.cross_cache(layer - encoder_layers)) : -1);
+  }
+  b.block = -1;
   if (s.norm.final_norm) x = b.norm("norm.final", x, Role::FinalNorm, -1);
   if (s.encoder()) {
     b.add("model.stack", Op{OpKind::Output, 0, {x}, {-1, -1}, {d.hidden}}, d.hidden);

@@ -105,21 +105,21 @@ class Lowering {
     return it->second;
   }
 
-  // Before the dispatch about to be emitted: at the first of a layer, the
+  // Before the dispatch about to be emitted: at the first of a block, the
   // slots whose values were live when its op's lowering began (a stage that
-  // starts at the layer receives them: Plan::carried; the dispatches of one
-  // lower_at call share their first op's layer). A plan whose layers are not in order, or
+  // starts at the block receives them: Plan::carried; the dispatches of one
+  // lower_at call share their first op's block). A plan whose layers are not in order, or
   // with a dispatch outside the layers between two of them, cannot be
   // split into stages.
   void note_boundary() {
-    if (layer_ < 0) {
+    if (block_ < 0) {
       after_layers_ = after_layers_ || !plan_.carried.empty();
       return;
     }
     if (after_layers_) splittable_ = false;
-    if (static_cast<size_t>(layer_) == plan_.carried.size()) {
+    if (static_cast<size_t>(block_) == plan_.carried.size()) {
       plan_.carried.push_back(live_);
-    } else if (static_cast<size_t>(layer_) + 1 != plan_.carried.size()) {
+    } else if (static_cast<size_t>(block_) + 1 != plan_.carried.size()) {
       splittable_ = false;
     }
   }
@@ -161,6 +161,7 @@ class Lowering {
     d.push = std::move(push);
     d.op = i;
     d.layer = layer_;
+    d.block = block_;
     note_boundary();
     plan_.dispatches.push_back(std::move(d));
     return plan_.dispatches.back();
@@ -237,6 +238,7 @@ class Lowering {
     const Op& op = ops_[i];
     const Op* next = at(i + 1);
     layer_ = op.layer;
+    block_ = op.block;
     live_ = 0;
     for (const auto& [value, l] : locs_) {
       (void)value;
@@ -841,6 +843,7 @@ class Lowering {
   const Op* norm_ = nullptr;  // a norm being folded into the matmuls that read its output
   const Op* qk_norm_ = nullptr;  // a q/k norm being folded into the rope_kv after it
   int32_t layer_ = -1;        // the layer of the ops being lowered
+  int32_t block_ = -1;        // their block (Op::block)
   bool after_layers_ = false;  // a dispatch outside the layers came after one in them (note_boundary)
   bool splittable_ = true;
   uint64_t live_ = 0;  // the slots of the values live when the current op's lowering began

@@ -45,6 +45,7 @@ struct Dispatch {
   std::map<std::string, uint32_t> push;
   size_t op = 0;  // the graph op it comes from
   int32_t layer = -1;
+  int32_t block = -1;  // the model's block (Op::block)
 
   plan::Binding binding(const std::string& name) const {
     auto it = bindings.find(name);
@@ -76,9 +77,9 @@ struct Plan {
   int64_t state_layers = 0;
   int64_t conv_state_floats = 0;
   int64_t scan_state_floats = 0;
-  // Per layer: the activation slots (bit i: slot i) live at its first
-  // dispatch, which a pipeline stage starting there receives from the
-  // stage before. Empty: the plan cannot be split into stages (an
+  // Per block (Dispatch::block): the activation slots (bit i: slot i) live
+  // at its first dispatch, which a pipeline stage starting there receives
+  // from the stage before. Empty: the plan cannot be split into stages (an
   // encoder–decoder's two passes).
   std::vector<uint64_t> carried;
   std::vector<plan::DeviceClass> classes;  // device_classes()

@@ -1,7 +1,6 @@
 // Every buffer a session's plan binds: weights (alone or stacked in packs),
 // activation slots, the KV cache (a Mamba model's state), the IO buffer,
 // logits and attention partials, each sized by the plan.
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -15,11 +14,6 @@ namespace {
 constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
 constexpr VkBufferUsageFlags kTexels = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
 constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
-
-VkDeviceSize host_memory() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<VkDeviceSize>(pages) * static_cast<VkDeviceSize>(page) : 0;
-}
 
 }  // namespace
 
@@ -95,13 +89,9 @@ Session::Impl::Fit Session::Impl::fit() const {
   const Session::Memory m = memory();
   Fit f;
   f.need = m.weights + m.cache + m.activations + m.state;
-  for (const vk::MemoryHeap& h : device.info().heaps)
-    if (h.device_local) f.heap = std::max<VkDeviceSize>(f.heap, h.size);
-  // A CPU device's memory is the host's: lavapipe of Mesa 22 reports a heap
-  // of 2 GiB whatever the host holds, and allocates from host memory.
-  const VkDeviceSize host_bytes = device.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? host_memory() : 0;
-  f.host = host_bytes > f.heap;
-  if (f.host) f.heap = host_bytes;
+  const vk::DeviceMemory memory = vk::device_memory(device.info());  // a CPU device's: the host's
+  f.heap = memory.bytes;
+  f.host = memory.host;
   return f;
 }
 

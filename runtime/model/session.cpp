@@ -235,9 +235,9 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
   // Each stage: its device's class and kernels, the dispatches of its layers
   // (the embedding's on the first, the head's on the last) and what they bind.
   int64_t first_layer = 0;
-  size_t first_layered = model.plan.dispatches.size();  // the first dispatch inside the layers
+  size_t first_layered = model.plan.dispatches.size();  // the first dispatch inside the blocks
   for (size_t i = 0; i < model.plan.dispatches.size() && first_layered == model.plan.dispatches.size(); ++i)
-    if (model.plan.dispatches[i].layer >= 0) first_layered = i;
+    if (model.plan.dispatches[i].block >= 0) first_layered = i;
   for (size_t k = 0; k < count; ++k) {
     if (link && k != static_cast<size_t>(link->rank())) {  // another process's stage
       first_layer += options.stages[k];
@@ -264,7 +264,7 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
     s.choose_class();
     for (size_t i = 0; i < s.plan.dispatches.size(); ++i) {
       const plan::Dispatch& d = s.plan.dispatches[i];
-      const bool here = d.layer >= 0 ? d.layer >= s.first_layer && d.layer < s.end_layer
+      const bool here = d.block >= 0 ? d.block >= s.first_layer && d.block < s.end_layer
                                      : (i < first_layered ? s.first_stage : s.last_stage);
       if (here && plan::runs(d, s.splits > 1, s.device_class->chunked_scan)) {
         s.active.push_back(i);

@@ -1,5 +1,7 @@
 #include "runtime/vk/device_info.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -247,6 +249,18 @@ const DeviceInfo& select_device(const std::vector<DeviceInfo>& devices, std::str
     throw Error(ErrorKind::NotFound, "no Vulkan 1.1 device with a compute queue; devices:" + listing() +
                                          "\n(install mesa-vulkan-drivers for lavapipe, the CPU device)");
   return *best;
+}
+
+DeviceMemory device_memory(const DeviceInfo& info) {
+  DeviceMemory m;
+  for (const MemoryHeap& h : info.heaps)
+    if (h.device_local) m.bytes = std::max<uint64_t>(m.bytes, h.size);
+  if (info.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    const uint64_t host = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+    if (host > m.bytes) m = {host, true};
+  }
+  return m;
 }
 
 }  // namespace lathe::vk

@@ -80,4 +80,15 @@ const DeviceInfo& select_device(const std::vector<DeviceInfo>& devices, std::str
 // `explicit_selector` when it is non-empty, else the LATHE_DEVICE variable.
 std::string device_selector(std::string_view explicit_selector = {});
 
+// The memory a model's buffers can fill on a device: its largest
+// device-local heap, or, for a CPU device, the host's physical memory when
+// that is larger (lavapipe of Mesa 22 reports a heap of 2 GiB whatever the
+// host holds, and allocates from host memory). What a session's memory
+// check and a split's placement by memory count.
+struct DeviceMemory {
+  uint64_t bytes = 0;  // 0: the device reports no device-local heap
+  bool host = false;   // the host's memory
+};
+DeviceMemory device_memory(const DeviceInfo& info);
+
 }  // namespace lathe::vk
