@@ -123,7 +123,8 @@ class Session {
   // tensor's values are checked first (weights/finite.hpp): a NaN or an
   // infinity is Error(BadFile) naming the file, the tensor and the first bad
   // value. On a terminal a progress line shows a load that takes over a
-  // second.
+  // second. A rank of a split over processes reads, checks and converts
+  // only the tensors its stage holds (upload() skips the others too).
   struct LoadOptions {
     bool check_finite = true;  // false: --no-check, the values as they are
   };

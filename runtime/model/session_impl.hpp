@@ -117,6 +117,13 @@ struct Session::Impl {
     return all;
   }
   void own_bound();  // memory.cpp: `owned` from the active dispatches' bindings (a single stage: everything)
+  // The first stage's: whether a stage of this process holds the tensor (a
+  // split over processes holds only its rank's; one device holds every one).
+  bool held(size_t tensor) const {
+    for (const Impl* stage : stages())
+      if (stage->owned.tensors[tensor]) return true;
+    return false;
+  }
   // Copies the carried slots' `rows` rows between the slots and a handoff buffer.
   void copy_carried(VkCommandBuffer cb, uint32_t rows, bool in) const;
   // The first stage's: after its pass over `rows` rows, each later stage's,

@@ -91,6 +91,7 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   Impl& s = *impl_;
   if (index >= s.tensors.size())
     throw Error(ErrorKind::InvalidArgument, "tensor index " + std::to_string(index) + " is outside the manifest");
+  if (!s.held(index)) return;  // another process's stage holds it: nothing to convert here
   const ManifestEntry& e = s.model.manifest[index];
   const DeviceTensor& t = s.tensors[index];  // its dtype (every stage's the same)
   const size_t elements = static_cast<size_t>(e.elements());
@@ -170,10 +171,12 @@ void Session::load(const weights::Checkpoint& checkpoint, const LoadOptions& opt
   const bool terminal = isatty(STDERR_FILENO) != 0;
   const Clock::time_point start = Clock::now();
   uint64_t done = 0, total = 0;
-  for (const ManifestEntry& e : m.manifest) total += checkpoint.data(e).size();
+  for (size_t i = 0; i < m.manifest.size(); ++i)
+    if (impl_->held(i)) total += checkpoint.data(m.manifest[i]).size();
   bool shown = false;
   for (size_t i = 0; i < m.manifest.size(); ++i) {
     const ManifestEntry& e = m.manifest[i];
+    if (!impl_->held(i)) continue;  // a rank of a split over processes reads only its stage's tensors
     const std::span<const std::byte> data = checkpoint.data(e);
     if (options.check_finite) checkpoint.check_finite(e);  // one pass over the mapped bytes
     upload(i, checkpoint.find(e.name)->info->dtype, data);
