@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
 #include <pthread.h>
 #include <thread>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include <mpi.h>
 #endif
 
+#include "core/plan.hpp"
 #include "runtime/error.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/serve/embedder.hpp"
@@ -183,20 +185,23 @@ class MpiLink final : public lathe::StageLink {
   }
   int rank() const override { return rank_; }
   int ranks() const override { return ranks_; }
+  // In pieces under 2 GiB: MPI counts are ints.
   void send(int to, const void* data, size_t bytes) override {
-    for (size_t at = 0; at < bytes || bytes == 0; at += kPiece) {  // MPI counts are ints
+    size_t at = 0;
+    do {
       const int n = static_cast<int>(std::min(kPiece, bytes - at));
       check(MPI_Send(static_cast<const char*>(data) + at, n, MPI_BYTE, to, 0, MPI_COMM_WORLD), "MPI_Send", to);
-      if (bytes == 0) break;
-    }
+      at += static_cast<size_t>(n);
+    } while (at < bytes);
   }
   void receive(int from, void* data, size_t bytes) override {
-    for (size_t at = 0; at < bytes || bytes == 0; at += kPiece) {
+    size_t at = 0;
+    do {
       const int n = static_cast<int>(std::min(kPiece, bytes - at));
       check(MPI_Recv(static_cast<char*>(data) + at, n, MPI_BYTE, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv",
             from);
-      if (bytes == 0) break;
-    }
+      at += static_cast<size_t>(n);
+    } while (at < bytes);
   }
   // Ends every rank: no rank waits on one that failed.
   [[noreturn]] void abort(int code) {
@@ -241,9 +246,7 @@ std::unique_ptr<lathe::StageLink> open_link(const char* program) {
 
 // One entry of a --device list: a rank's under MPI when it lists one a rank.
 std::string rank_device(const std::string& device, int rank, int ranks) {
-  std::vector<std::string> entries;
-  std::stringstream in(device);
-  for (std::string item; std::getline(in, item, ',');) entries.push_back(item);
+  const std::vector<std::string> entries = lathe::vk::device_list(device);
   if (entries.size() <= 1) return device;
   if (entries.size() != static_cast<size_t>(ranks))
     throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--device " + device + " lists " + std::to_string(entries.size()) +
@@ -277,32 +280,22 @@ std::vector<int64_t> stage_layers(const std::string& split, const std::vector<la
     if (!split.empty()) throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + " needs several --device entries (\"0,1\")");
     return {};
   }
-  std::vector<int64_t> stages;
-  if (split.rfind("layers:", 0) == 0) {
-    std::stringstream in(split.substr(7));
-    for (std::string item; std::getline(in, item, ',');) {
-      size_t used = 0;
-      int64_t v = -1;
-      try {
-        v = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != item.size())
-        throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + ": '" + item + "' is not a number of layers");
-      stages.push_back(v);
-    }
-    if (stages.size() != n)
-      throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + " gives " + std::to_string(stages.size()) +
+  std::optional<std::vector<int64_t>> counts;  // (empty --split: as even as they divide)
+  try {
+    if (!split.empty()) counts = lathe::plan::parse_split(split);  // lathe report --split's syntax
+  } catch (const std::invalid_argument& e) {
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument, e.what());
+  }
+  if (counts) {
+    if (counts->size() != n)
+      throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + " gives " + std::to_string(counts->size()) +
                                                                 " stages for the " + std::to_string(n) + " devices of --device");
-    return stages;
+    return *counts;
   }
+  std::vector<int64_t> stages;
   std::vector<double> weight(n, 1.0);
-  if (split == "memory") {
+  if (split == "memory")
     for (size_t i = 0; i < n; ++i) weight[i] = static_cast<double>(lathe::vk::device_memory(devices[i]->info()).bytes);
-  } else if (!split.empty()) {
-    throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--split " + split + ": expected layers:N,N,... or memory");
-  }
   // Each stage its share, rounded down, at least one layer; what is left to the first ones.
   double total = 0;
   for (double w : weight) total += w;

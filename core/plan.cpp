@@ -1,6 +1,8 @@
 #include "core/plan.hpp"
 
 #include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 namespace lathe::plan {
@@ -35,6 +37,28 @@ std::string class_text(const DeviceClass& c) {
          (c.prefill == c.decode ? "the decode layout" : tile_text(c.prefill) + (c.prefill.tiled() ? " tiled" : "")) + ", batch " + tile_text(c.batch) +
          "; attention in " + std::to_string(c.splits) + (c.splits == 1 ? " key range" : " key ranges") +
          (c.attention_rows > 1 ? ", a prompt's " + std::to_string(c.attention_rows) + " rows a workgroup" : "");
+}
+
+std::optional<std::vector<int64_t>> parse_split(std::string_view text) {
+  if (text == "memory") return std::nullopt;
+  constexpr std::string_view kLayers = "layers:";
+  if (!text.starts_with(kLayers))
+    throw std::invalid_argument("--split: \"" + std::string(text) + "\" is neither memory nor layers:N,N,…");
+  std::vector<int64_t> counts;
+  const std::string list(text.substr(kLayers.size()));
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || end != item.c_str() + item.size() || v < 1 || v > 1 << 20) {
+      if (list.empty()) throw std::invalid_argument("--split: no layer counts after layers:");
+      throw std::invalid_argument("--split: \"" + item + "\" is not a count of layers (1 or more)");
+    }
+    counts.push_back(v);
+    at = comma + 1;
+  }
+  return counts;
 }
 
 }  // namespace lathe::plan

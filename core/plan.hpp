@@ -277,6 +277,11 @@ std::string tile_text(const Tile& t);
 // "rows,tokens,texels[,groups]" (LATHE_TILE_*, lathe_bench's tile lists) as a tile,
 // or nullopt; whether matmul can run it is the caller's to check.
 std::optional<Tile> parse_tile(std::string_view text);
+// --split (lathe report's and a model executable's): "memory" (nullopt: each
+// device a share by its memory) or "layers:N,N,…" (each 1 or more, the
+// layers of each pipeline stage). Throws std::invalid_argument naming
+// --split and the item at fault.
+std::optional<std::vector<int64_t>> parse_split(std::string_view text);
 
 // The first class `f` meets, or -1.
 constexpr int32_t first_met(std::span<const DeviceClass> classes, const DeviceFeatures& f) {

@@ -13,7 +13,7 @@ execute_process(COMMAND ${MODEL} random-weights -o ${WORK_DIR}/w.safetensors --s
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "random-weights failed (${rc}): ${err}")
 endif()
-# A prompt over two chunks' worth of rows, then 64 greedy decode steps.
+# A 20-token prompt, then 64 greedy decode steps.
 set(prompt 5,0,17,2,9,11,3,8,1,4,7,6,12,10,15,13,14,16,18,19)
 set(logits logits -w ${WORK_DIR}/w.safetensors -t ${prompt} -n 64)
 function(run name)

@@ -108,9 +108,9 @@ class Lowering {
   // Before the dispatch about to be emitted: at the first of a block, the
   // slots whose values were live when its op's lowering began (a stage that
   // starts at the block receives them: Plan::carried; the dispatches of one
-  // lower_at call share their first op's block). A plan whose layers are not in order, or
-  // with a dispatch outside the layers between two of them, cannot be
-  // split into stages.
+  // lower_at call share their first op's block). A plan whose blocks are
+  // not in order, or with a dispatch outside the blocks between two of
+  // them, cannot be split into stages.
   void note_boundary() {
     if (block_ < 0) {
       after_layers_ = after_layers_ || !plan_.carried.empty();

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
+#include "core/plan.hpp"
 #include "generator/spec/design.hpp"
 
 namespace lathe::spec {
@@ -49,19 +51,11 @@ std::vector<int64_t> parse_capacities(const std::string& text) {
 }
 
 std::optional<std::vector<int64_t>> parse_split(const std::string& text) {
-  if (text == "memory") return std::nullopt;
-  constexpr std::string_view kLayers = "layers:";
-  if (!text.starts_with(kLayers)) fail("--split: \"" + text + "\" is neither memory nor layers:N,N,…");
-  std::vector<int64_t> counts;
-  for (const std::string& item : split_list(text.substr(kLayers.size()))) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || end != item.c_str() + item.size() || v < 1 || v > 1 << 20)
-      fail("--split: \"" + item + "\" is not a count of layers (1 or more)");
-    counts.push_back(v);
+  try {
+    return plan::parse_split(text);  // the model executables' --split too
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
   }
-  if (counts.empty()) fail("--split: no layer counts after layers:");
-  return counts;
 }
 
 Placement place(const Spec& s, const Report& r, std::span<const int64_t> capacities,

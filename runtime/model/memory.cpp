@@ -242,10 +242,7 @@ void Session::Impl::allocate() {
                  vk::MemoryUse::Device);
   // The carried slots' rows, slot after slot, on their way between stages.
   const auto handoff = [&](uint64_t carried) {
-    VkDeviceSize floats = 0;
-    for (size_t i = 0; i < plan.slot_widths.size(); ++i)
-      if (carried >> i & 1) floats += static_cast<VkDeviceSize>(plan.slot_widths[i]);
-    return vk::Buffer(device, rows * floats * 4, kStorage, vk::MemoryUse::Staging);
+    return vk::Buffer(device, carried_bytes(carried, static_cast<uint32_t>(rows)), kStorage, vk::MemoryUse::Staging);
   };
   if (carried_in) handoff_in.emplace(handoff(carried_in));
   if (carried_out) handoff_out.emplace(handoff(carried_out));

@@ -31,10 +31,15 @@ void Session::Impl::check_sequence(int64_t sequence) const {
 }
 
 void Session::Impl::check_ready(int64_t sequence, size_t count) const {
-  for (const Impl* stage : stages())
-    for (size_t i = 0; i < stage->tensors.size(); ++i)
-      if (stage->owned.tensors[i] && !stage->tensors[i].uploaded)
-        throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[i].name) + ": not loaded before the first forward pass");
+  // Every tensor a stage holds, once: a tensor stays uploaded (every decode
+  // step calls this).
+  if (!loaded) {
+    for (const Impl* stage : stages())
+      for (size_t i = 0; i < stage->tensors.size(); ++i)
+        if (stage->owned.tensors[i] && !stage->tensors[i].uploaded)
+          throw Error(ErrorKind::InvalidArgument, std::string(model.manifest[i].name) + ": not loaded before the first forward pass");
+    loaded = true;
+  }
   check_sequence(sequence);
   const int64_t position = positions[static_cast<size_t>(sequence)];
   if (position + static_cast<int64_t>(count) > context)

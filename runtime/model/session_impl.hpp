@@ -95,6 +95,7 @@ struct Session::Impl {
   // link->rank()'s; rank 0 keeps the logits rows the last rank sent back.
   StageLink* link = nullptr;
   std::vector<float> remote_logits;
+  mutable bool loaded = false;  // the first stage's: every held tensor uploaded (check_ready)
   // Bytes of `rows` rows of the slots in `carried` (a handoff's used part).
   VkDeviceSize carried_bytes(uint64_t carried, uint32_t rows) const {
     VkDeviceSize floats = 0;

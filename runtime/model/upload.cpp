@@ -58,7 +58,7 @@ void Session::Impl::store(size_t tensor, std::span<const std::byte> bytes) {
 bool Session::Impl::store_mapped(size_t tensor, DType from, std::span<const std::byte> data) {
   for (Impl* stage : stages())
     if (stage->owned.tensors[tensor]) {
-      if (!stage->convert_mapped(tensor, from, data)) return false;  // (nothing written: store() then writes each)
+      if (!stage->convert_mapped(tensor, from, data)) return false;  // unmapped: store() then writes every stage
       stage->tensors[tensor].uploaded = true;
     }
   return true;

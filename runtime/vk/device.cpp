@@ -68,16 +68,8 @@ Context::Context(const ContextOptions& options) {
   const std::vector<DeviceInfo> devices = query_devices(instance_->handle());
   // "0,1": several devices, each its own logical device (a model split over
   // them); one named twice is opened twice.
-  const std::string selector = device_selector(options.device);
-  size_t at = 0;
-  do {
-    const size_t comma = selector.find(',', at);
-    const std::string one = selector.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (one.empty() && selector.find(',') != std::string::npos)
-      throw Error(ErrorKind::InvalidArgument, "device list '" + selector + "' has an empty entry");
+  for (const std::string& one : device_list(device_selector(options.device)))
     devices_.push_back(std::make_unique<Device>(select_device(devices, one), options.requirements));
-    at = comma == std::string::npos ? std::string::npos : comma + 1;
-  } while (at != std::string::npos);
 }
 
 std::vector<Device*> Context::devices() {

@@ -251,6 +251,19 @@ const DeviceInfo& select_device(const std::vector<DeviceInfo>& devices, std::str
   return *best;
 }
 
+std::vector<std::string> device_list(std::string_view selector) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= selector.size();) {
+    const size_t comma = std::min(selector.find(',', at), selector.size());
+    out.emplace_back(selector.substr(at, comma - at));
+    at = comma + 1;
+  }
+  if (out.size() > 1)
+    for (const std::string& one : out)
+      if (one.empty()) throw Error(ErrorKind::InvalidArgument, "device list '" + std::string(selector) + "' has an empty entry");
+  return out;
+}
+
 DeviceMemory device_memory(const DeviceInfo& info) {
   DeviceMemory m;
   for (const MemoryHeap& h : info.heaps)

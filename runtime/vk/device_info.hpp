@@ -80,6 +80,11 @@ const DeviceInfo& select_device(const std::vector<DeviceInfo>& devices, std::str
 // `explicit_selector` when it is non-empty, else the LATHE_DEVICE variable.
 std::string device_selector(std::string_view explicit_selector = {});
 
+// The entries of a selector that names several devices ("0,1": a model
+// split over them; one named twice is two entries); one entry otherwise.
+// Throws ErrorKind::InvalidArgument for an empty entry of a list.
+std::vector<std::string> device_list(std::string_view selector);
+
 // The memory a model's buffers can fill on a device: its largest
 // device-local heap, or, for a CPU device, the host's physical memory when
 // that is larger (lavapipe of Mesa 22 reports a heap of 2 GiB whatever the
