@@ -200,6 +200,7 @@ struct Options {
   std::vector<int64_t> batches = {1, 32};   // an encoder's: inputs a pass
   int64_t length = 128;                     // an encoder's: tokens an input
   int64_t profile = 0;                      // --profile: rows of the pass whose kernels are timed, instead of the table
+  std::string mla_form;                     // --mla-form: latent attention's form in a prompt chunk (empty: the class's)
 };
 
 // "rows,tokens,texels[,subgroups]/…" as tiles; throws InvalidArgument naming the option.
@@ -498,6 +499,7 @@ int run_depths(const Options& opt) {
   const double copy = std::max(bandwidth.kernel, bandwidth.copy_command);
   const int64_t deepest = *std::max_element(opt.depths.begin(), opt.depths.end());
   SessionOptions so;
+  so.mla_form = opt.mla_form;
   so.max_chunk = std::min<int64_t>(opt.pp, 512);
   so.context = deepest + std::max(opt.pp, opt.tg + 1);
   if (so.context > m.max_context)
@@ -677,6 +679,7 @@ int run_profile(const Options& opt) {
     so.max_chunk = std::max(opt.profile, kCached);
     so.context = std::min(m.max_context, kCached + opt.profile);
     so.device_class = std::string(c.name);
+    so.mla_form = opt.mla_form;
     Session session(device, m, so);
     upload_random(session);
     session.prefill(random_tokens(static_cast<size_t>(kCached), m.vocab, 7));
@@ -735,6 +738,10 @@ int main(int argc, char** argv) {
                  "Instead of the table: device time per kernel of a prompt pass of this many rows after 128 cached "
                  "tokens, under each device class the device meets")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--mla-form", opt.mla_form,
+                 "With --depths or --profile: latent attention's form in every prompt chunk, absorbed or expanded "
+                 "(default: the device class's, expanded from the plan's fewest rows where the class has it)")
+      ->check(CLI::IsMember({"absorbed", "expanded"}));
   CLI11_PARSE(app, argc, argv);
   try {
     if (opt.profile > 0) return run_profile(opt);

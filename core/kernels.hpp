@@ -65,6 +65,16 @@ namespace lathe::push {
   X(rows, "token rows in this chunk")         \
   X(x_offset, "x column offset in its buffer") \
   X(x_stride, "x row stride")
+
+// mla_prefill.comp: head h of row t of q (the raw query, [q_nope | q_pe]) at
+// q_offset + t * q_stride + h * (NOPE + ROPE), of r (the absorbed query's
+// rows, its rotary part rotated) at r_offset + t * r_stride + h * (RANK + ROPE).
+#define LATHE_PUSH_MLA_PREFILL(X)             \
+  X(rows, "token rows in this chunk")         \
+  X(q_offset, "q column offset in its buffer") \
+  X(q_stride, "q row stride")                 \
+  X(r_offset, "r column offset in its buffer") \
+  X(r_stride, "r row stride")
 struct FieldInfo {
   std::string_view name;
   std::string_view comment;
@@ -88,12 +98,16 @@ struct AttentionPush {
 struct MlaPush {
   LATHE_PUSH_MLA(LATHE_PUSH_MEMBER)
 };
+struct MlaPrefillPush {
+  LATHE_PUSH_MLA_PREFILL(LATHE_PUSH_MEMBER)
+};
 
 inline constexpr FieldInfo kRowsPush[] = {LATHE_PUSH_ROWS(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kEmbedPush[] = {LATHE_PUSH_EMBED(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kMatmulPush[] = {LATHE_PUSH_MATMUL(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kAttentionPush[] = {LATHE_PUSH_ATTENTION(LATHE_PUSH_INFO)};
 inline constexpr FieldInfo kMlaPush[] = {LATHE_PUSH_MLA(LATHE_PUSH_INFO)};
+inline constexpr FieldInfo kMlaPrefillPush[] = {LATHE_PUSH_MLA_PREFILL(LATHE_PUSH_INFO)};
 
 #undef LATHE_PUSH_MEMBER
 #undef LATHE_PUSH_INFO
@@ -103,8 +117,9 @@ static_assert(sizeof(EmbedPush) == 4 * std::size(kEmbedPush));
 static_assert(sizeof(MatmulPush) == 4 * std::size(kMatmulPush));
 static_assert(sizeof(AttentionPush) == 4 * std::size(kAttentionPush));
 static_assert(sizeof(MlaPush) == 4 * std::size(kMlaPush));
+static_assert(sizeof(MlaPrefillPush) == 4 * std::size(kMlaPrefillPush));
 static_assert(offsetof(EmbedPush, rows) == 0 && offsetof(MatmulPush, rows) == 0 && offsetof(AttentionPush, rows) == 0 &&
-              offsetof(MlaPush, rows) == 0);
+              offsetof(MlaPush, rows) == 0 && offsetof(MlaPrefillPush, rows) == 0);
 
 // The most words of any layout: plans store push constants in arrays this long.
 inline constexpr size_t kMaxWords = 8;
@@ -247,6 +262,20 @@ struct BindingInfo {
   X(x, Storage, "[rows][H·(NOPE + ROPE)] f32 q, or [rows][H·(RANK + ROPE)] the attention's output") \
   X(w, Storage, "kv_b [H·(NOPE + VD)][RANK] f32")                                             \
   X(y, Storage, "[rows][H·(RANK + ROPE)] f32 the absorbed query, or [rows][H·VD] the values")
+
+// Latent attention's expanded form, for a prompt chunk of one sequence: the
+// expansion (EXPAND 1) maps every cached latent of the sequence through
+// kv_b to each head's [k_nope | v]; the attention (EXPAND 0) scores each
+// head's [q_nope | q_pe] against [k_nope | k_pe] and sums the v.
+#define LATHE_BIND_MLA_PREFILL(X)                                                        \
+  X(io, Storage, "sequence and position of each row")                                   \
+  X(q, Storage, "[rows][H·(NOPE + ROPE)] f32: the query, q_nope read")                  \
+  X(r, Storage, "[rows][H·(RANK + ROPE)] f32: the absorbed query rows, q_pe rotated")   \
+  X(k_cache, Storage, "[ring][RANK + ROPE] in the cache dtype: latent | rotated k_pe")  \
+  X(w, Storage, "kv_b [H·(NOPE + VD)][RANK] f32, or k_b [H][RANK][NOPE] (SPLIT)")        \
+  X(w2, Storage, "v_b [H][VD][RANK] f32 (SPLIT)")                                        \
+  X(e, Storage, "[keys][H][NOPE + VD] f32: the expanded keys and values")               \
+  X(out, Storage, "[rows][H·VD] f32: the heads' values")
 #define LATHE_BIND_INFO(name, kind, comment) BindingInfo{#name, BindingKind::kind, comment},
 #define LATHE_BIND_MEMBER(name, kind, comment) B name{};
 #define LATHE_BIND_ELEMENT(name, kind, comment) name,
@@ -274,6 +303,7 @@ LATHE_BIND_STRUCT(SsmConvBindings, LATHE_BIND_SSM_CONV)
 LATHE_BIND_STRUCT(SsmScanBindings, LATHE_BIND_SSM_SCAN)
 LATHE_BIND_STRUCT(Mamba2ScanBindings, LATHE_BIND_MAMBA2_SCAN)
 LATHE_BIND_STRUCT(MlaBindings, LATHE_BIND_MLA)
+LATHE_BIND_STRUCT(MlaPrefillBindings, LATHE_BIND_MLA_PREFILL)
 
 inline constexpr BindingInfo kEmbedBindings[] = {LATHE_BIND_EMBED(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kNormBindings[] = {LATHE_BIND_NORM(LATHE_BIND_INFO)};
@@ -288,6 +318,7 @@ inline constexpr BindingInfo kSsmConvBindings[] = {LATHE_BIND_SSM_CONV(LATHE_BIN
 inline constexpr BindingInfo kSsmScanBindings[] = {LATHE_BIND_SSM_SCAN(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kMamba2ScanBindings[] = {LATHE_BIND_MAMBA2_SCAN(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kMlaPrefillBindings[] = {LATHE_BIND_MLA_PREFILL(LATHE_BIND_INFO)};
 
 #undef LATHE_BIND_INFO
 #undef LATHE_BIND_MEMBER
@@ -297,6 +328,10 @@ inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
 // Channels a workgroup of ssm_conv, ssm_scan and mamba2_scan takes (its
 // lanes one at a time each): the plan's Channels grid is ceil(channels / this).
 inline constexpr int64_t kSsmChannelsPerGroup = 32;
+// Keys a workgroup of mla_prefill's expansion takes (each weight read once
+// for them; their latents in shared memory, KB · kv_lora_rank f32): the
+// plan's Keys grid is ceil(keys / this).
+inline constexpr int64_t kMlaExpandKeys = 4;
 // Rows of a chunk of mamba2_chunk (Q of the SSD algorithm: each row of a
 // chunk sees the others before it through a Q × Q matrix in shared memory).
 inline constexpr int64_t kMamba2ChunkRows = 32;
@@ -319,7 +354,7 @@ inline constexpr size_t kMaxBindings = 10;
 
 enum class Family : uint8_t {
   Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan, Mamba2Scan,
-  Mla, Mamba2Chunk
+  Mla, Mamba2Chunk, MlaPrefill
 };
 
 // Specialization constants a family takes after constant 0, the workgroup
@@ -369,6 +404,8 @@ inline constexpr FamilyInfo kFamilies[] = {
     // mamba2_scan's bindings: the other form of the same scan.
     {Family::Mamba2Chunk, "mamba2_chunk", "Mamba2Chunk", "mamba2_chunk.comp", "RowsPush", push::kRowsPush,
      "Mamba2ScanBindings", kMamba2ScanBindings, SpecConstants::None},
+    {Family::MlaPrefill, "mla_prefill", "MlaPrefill", "mla_prefill.comp", "MlaPrefillPush", push::kMlaPrefillPush,
+     "MlaPrefillBindings", kMlaPrefillBindings, SpecConstants::Ring},
 };
 
 constexpr const FamilyInfo& family(Family f) {

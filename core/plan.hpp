@@ -57,6 +57,7 @@ enum class Resource : uint8_t {
   Part,        // part `index`: a row range of a matrix over the binding limit (texels)
   ConvState,   // layer `index`'s Mamba conv windows: [sequences][conv_state_floats] f32
   ScanState,   // layer `index`'s Mamba scan states h: [sequences][scan_state_floats] f32
+  Expanded,    // latent attention's keys and values of a prompt's sequence, expanded: [rows][expanded_row_floats] f32
 };
 
 // One token row of a pass, as the kernels read it from the IO buffer
@@ -92,6 +93,7 @@ constexpr Binding partials() { return {Resource::Partials, 0}; }
 constexpr Binding part(int32_t index) { return {Resource::Part, index}; }
 constexpr Binding conv_state(int32_t layer) { return {Resource::ConvState, layer}; }
 constexpr Binding scan_state(int32_t layer) { return {Resource::ScanState, layer}; }
+constexpr Binding expanded() { return {Resource::Expanded, 0}; }
 
 // A family's named bindings as a plan's fixed-size array.
 template <class Named>
@@ -105,16 +107,24 @@ constexpr std::array<Binding, kernels::kMaxBindings> bindings(const Named& named
 // Experts: the matmul tiles of Tiles for each of groups_z experts (grid z).
 // Channels: (groups_x, 1, 1), a workgroup per kSsmChannelsPerGroup channels
 // over every row (a Mamba layer's ssm_conv and ssm_scan, which walk the rows
-// in order).
-enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts, Channels };
+// in order). Keys: (groups_x, ceil(keys / kMlaExpandKeys)) over the keys of
+// a prompt chunk's sequence once it is appended (its first row's position
+// + rows).
+enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts, Channels, Keys };
 
 // The passes that record a dispatch (besides split_only). A Mamba-2 layer's
 // scan has two forms: the recurrence, a row at a time (mamba2_scan), runs in
 // every pass but a prompt chunk's on a class with chunked_scan; the chunked
 // form (mamba2_chunk: a chunk of rows at once, then the state carried to the
 // next chunk) runs in exactly those. A prompt chunk's rows are one
-// sequence's, which the chunked form needs.
-enum class Form : uint8_t { Any, Recurrent, Chunked };
+// sequence's, which the chunked form needs. Latent attention has two forms
+// too: absorbed (queries into the latent's space, attention over the cached
+// latent as one key head), in every pass but the expanded ones; expanded
+// (each head's keys and values out of the cached latent, attention at the
+// heads' own widths), in a prompt chunk's pass on a class with expanded_mla
+// when the chunk has Plan::expanded_min_rows rows or more and its sequence's
+// keys fit the session's expansion rows.
+enum class Form : uint8_t { Any, Recurrent, Chunked, Absorbed, Expanded };
 
 // One kernel instance of the model: its name and family. The SPIR-V is in
 // the model's kernel table at the same index (kernels.cpp).
@@ -259,6 +269,11 @@ struct DeviceClass {
   // every row of a chunk of kMamba2ChunkRows at once, which devices with
   // many lanes want; the recurrence keeps a lane a channel over every row.
   bool chunked_scan = false;
+  // A prompt chunk runs latent attention in its expanded form
+  // (Form::Expanded): a head's query against keys of its own width, read
+  // once per chunk, where the absorbed form reads the latent's (576 wide for
+  // DeepSeek-V3) for every query row and head.
+  bool expanded_mla = false;
 };
 
 constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
@@ -323,21 +338,35 @@ struct Plan {
   // hands these slots' rows from one stage's device to the next one's.
   // Empty: the plan cannot be split (an encoder–decoder's two passes).
   std::span<const uint64_t> carried;
+  // Latent attention's expanded form: per key of a prompt's sequence, every
+  // head's k_nope and v (heads × (qk_nope_head_dim + v_head_dim) f32), for
+  // up to expanded_rows keys (a session holds min(this, its context)). 0: none.
+  // A chunk takes the expanded form from expanded_min_rows rows: there it
+  // does fewer multiply-adds than the absorbed form (lowering.cpp).
+  int64_t expanded_row_floats = 0;
+  int64_t expanded_rows = 0;
+  int64_t expanded_min_rows = 0;
 };
 
 // Whether a session records `d` in any pass (and builds its pipeline):
 // split_only dispatches run only when attention is split into key ranges,
-// Chunked ones only on a class with chunked_scan.
-constexpr bool runs(const Dispatch& d, bool split, bool chunked_scan = false) {
-  return (!d.split_only || split) && (d.form != Form::Chunked || chunked_scan);
+// Chunked ones only on a class with chunked_scan, Expanded ones only on a
+// class with expanded_mla.
+constexpr bool runs(const Dispatch& d, bool split, bool chunked_scan = false, bool expanded_mla = false) {
+  return (!d.split_only || split) && (d.form != Form::Chunked || chunked_scan) &&
+         (d.form != Form::Expanded || expanded_mla);
 }
 // Whether a pass of a session that runs `d` records it: a prompt chunk's
-// pass (`prompt`: one sequence's consecutive rows) or a decode step's.
-constexpr bool in_pass(const Dispatch& d, bool prompt, bool chunked_scan) {
+// pass (`prompt`: one sequence's consecutive rows) or a decode step's;
+// `expanded`: the pass runs latent attention expanded (a prompt chunk's, on
+// a class with expanded_mla, whose keys fit the expansion rows).
+constexpr bool in_pass(const Dispatch& d, bool prompt, bool chunked_scan, bool expanded = false) {
   switch (d.form) {
     case Form::Any: return true;
     case Form::Recurrent: return !(prompt && chunked_scan);
     case Form::Chunked: return prompt && chunked_scan;
+    case Form::Absorbed: return !expanded;
+    case Form::Expanded: return expanded;
   }
   return true;
 }
@@ -424,6 +453,9 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
         case Resource::ScanState:
           if (!in(x.index, static_cast<size_t>(p.state_layers)) || texel) return bad;
           break;
+        case Resource::Expanded:
+          if (p.expanded_row_floats == 0) return bad;
+          [[fallthrough]];
         case Resource::Io:
         case Resource::Logits:
         case Resource::Partials:

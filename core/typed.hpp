@@ -464,20 +464,27 @@ class Recorder {
     s_.ops.push_back(Op{OpKind::Rope, 0, {q.id, k.id}, {-1, -1}, {Hq, Hkv, Dh, R, Offset}, theta, -1,
                         static_cast<uint8_t>(pairing)});
   }
-  // Each head's values out of its attention output's latent part.
-  template <int64_t H, int64_t Nope, int64_t Rope, int64_t Rank, int64_t Vd, int64_t NA, int64_t R, int64_t C>
-  Act<H * Vd> mla_values(Act<NA> a, Weight<R, C> kv_b) {
+  // Each head's values out of its attention output's latent part; q (the
+  // query) and r (the absorbed query, rotated) for the expanded form a
+  // prompt chunk may take instead.
+  template <int64_t H, int64_t Nope, int64_t Rope, int64_t Rank, int64_t Vd, int64_t NA, int64_t NQ, int64_t NR, int64_t R,
+            int64_t C>
+  Act<H * Vd> mla_values(Act<NA> a, Act<NQ> q, Act<NR> r, Weight<R, C> kv_b) {
     static_assert(NA == H * (Rank + Rope), "mla_values: the attention output is not heads × (kv_lora_rank + qk_rope_head_dim) wide");
+    static_assert(NQ == H * (Nope + Rope) && NR == H * (Rank + Rope), "mla_values: q or the absorbed query is of another width");
     static_assert(R == H * (Nope + Vd) && C == Rank,
                   "mla_values: kv_b is not [heads × (qk_nope_head_dim + v_head_dim)][kv_lora_rank]");
-    return emit<H * Vd>(Op{OpKind::MlaValues, 0, {a.id}, {kv_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}});
+    return emit<H * Vd>(Op{OpKind::MlaValues, 0, {a.id, q.id, r.id}, {kv_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}});
   }
   // The same from v_b, each head's W_UV (llama.cpp's attn_v_b).
-  template <int64_t H, int64_t Nope, int64_t Rope, int64_t Rank, int64_t Vd, int64_t NA, int64_t R, int64_t C>
-  Act<H * Vd> mla_values_split(Act<NA> a, Weight<R, C> v_b) {
+  template <int64_t H, int64_t Nope, int64_t Rope, int64_t Rank, int64_t Vd, int64_t NA, int64_t NQ, int64_t NR, int64_t R,
+            int64_t C>
+  Act<H * Vd> mla_values_split(Act<NA> a, Act<NQ> q, Act<NR> r, Weight<R, C> v_b) {
     static_assert(NA == H * (Rank + Rope), "mla_values: the attention output is not heads × (kv_lora_rank + qk_rope_head_dim) wide");
+    static_assert(NQ == H * (Nope + Rope) && NR == H * (Rank + Rope), "mla_values: q or the absorbed query is of another width");
     static_assert(R == H * Vd && C == Rank, "mla_values: v_b is not [heads × v_head_dim][kv_lora_rank]");
-    return emit<H * Vd>(Op{OpKind::MlaValues, 0, {a.id}, {v_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}, 0, -1, kSplitKvB});
+    return emit<H * Vd>(
+        Op{OpKind::MlaValues, 0, {a.id, q.id, r.id}, {v_b.tensor, -1}, {H, Nope, Rope, Rank, Vd}, 0, -1, kSplitKvB});
   }
 
   // The encode pass ends here: the ops after it are the decoder's pass.

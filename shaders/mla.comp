@@ -7,10 +7,12 @@
 //            x[t][h] = [q_nope (NOPE) | q_pe (ROPE)]: lanes take the latent's
 //            dims j, each summing down column j of W_UK[h] (consecutive lanes
 //            read consecutive values of a row).
+//            ROPE_ONLY: q_pe alone (latent attention's expanded form rotates
+//            it there; mla_prefill reads q_nope from x itself).
 //   QUERY 0: the head's values, y[t][h] = W_UV[h] · x[t][h][0 … RANK) of the
 //            attention's output [latent part (RANK) | rotary part (ROPE)]:
 //            lanes split each row of W_UV[h], one subgroupAdd a value.
-// Generated constants: H, NOPE, ROPE, RANK, VD, QUERY, SPLIT.
+// Generated constants: H, NOPE, ROPE, RANK, VD, QUERY, SPLIT, ROPE_ONLY.
 // Specialization constant 0: the workgroup size (one subgroup).
 // Push constants (MlaPush): rows, x's column offset and row stride. Buffers: x, w, y (kernels.hpp's MLA bindings).
 
@@ -36,6 +38,7 @@ void main() {
   const uint lane = gl_LocalInvocationID.x, lanes = gl_WorkGroupSize.x;
 #if QUERY
   const uint q = pc.x_offset + t * pc.x_stride + h * (NOPE + ROPE), dst = (t * H + h) * (RANK + ROPE);
+#if !ROPE_ONLY
   for (uint j = lane; j < RANK; j += lanes) {
     float s = 0.0;
 #if SPLIT
@@ -45,6 +48,7 @@ void main() {
 #endif
     y[dst + j] = s;
   }
+#endif
   for (uint j = lane; j < ROPE; j += lanes) y[dst + RANK + j] = x[q + NOPE + j];
 #else
   const uint a = pc.x_offset + t * pc.x_stride + h * (RANK + ROPE), dst = (t * H + h) * VD;

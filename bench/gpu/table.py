@@ -4,7 +4,8 @@
 Reads, from the directory given: lathe-<model>.md (lathe_bench --depths rows:
 | lathe | model | dtype | weights MiB | test | tok/s | GB/s | roofline |) and
 llama-<model>.jsonl (llama-bench -o jsonl), where <model> is the bench model's
-name (bench-8b-q4_k_m); prints one Markdown row per model and test with both
+name (bench-8b-q4_k_m; a suffix after it, -absorbed, labels a run of the
+same model forced another way); prints one Markdown row per model and test with both
 engines' tok/s, their ratio, and lathe's decode roofline fraction.
 """
 import glob
@@ -16,12 +17,16 @@ import sys
 def lathe_rows(directory):
     rows = {}
     for path in sorted(glob.glob(os.path.join(directory, "lathe-*.md"))):
+        # The file's name labels its rows: lathe-bench-mla-f16-absorbed.md is
+        # the same model run another way (a forced form), a row of its own.
+        label = os.path.basename(path)[len("lathe-"):-len(".md")]
         with open(path) as f:
             for line in f:
                 cells = [c.strip() for c in line.strip().strip("|").split("|")]
                 if len(cells) == 8 and cells[0] == "lathe":
                     _, model, dtype, mib, test, tps, gbs, roof = cells
-                    rows[(model, test)] = {"dtype": dtype, "mib": mib, "tps": float(tps), "gbs": gbs, "roof": roof}
+                    rows[(label if label.startswith(model) else model, test)] = {
+                        "dtype": dtype, "mib": mib, "tps": float(tps), "gbs": gbs, "roof": roof}
     return rows
 
 

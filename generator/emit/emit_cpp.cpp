@@ -147,7 +147,7 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         code = out_var + "r.template " + (op.kind == typed::OpKind::MlaQuery ? "mla_query" : "mla_values") +
                (op.variant == typed::kSplitKvB ? "_split" : "") +
                "<heads, mla_qk_nope_head_dim, mla_qk_rope_head_dim, mla_kv_lora_rank, mla_v_head_dim>(" + v(op.in[0]) +
-               ", " + w + ");";
+               (op.kind == typed::OpKind::MlaValues ? ", " + v(op.in[1]) + ", " + v(op.in[2]) : "") + ", " + w + ");";
         break;
       case typed::OpKind::CrossKv:
         code = "r.template cross_kv<kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
@@ -188,6 +188,7 @@ std::string binding_expr(const plan::Binding& b) {
     case plan::Resource::Part: return "plan::part(" + i + ")";
     case plan::Resource::ConvState: return "plan::conv_state(" + i + ")";
     case plan::Resource::ScanState: return "plan::scan_state(" + i + ")";
+    case plan::Resource::Expanded: return "plan::expanded()";
   }
   return "{}";
 }
@@ -201,6 +202,7 @@ const char* grid_name(plan::Grid g) {
     case plan::Grid::Single: return "Single";
     case plan::Grid::Experts: return "Experts";
     case plan::Grid::Channels: return "Channels";
+    case plan::Grid::Keys: return "Keys";
   }
   return "?";
 }
@@ -214,6 +216,8 @@ std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatc
   if (d.split_only) out += ", .split_only = true";
   if (d.form == plan::Form::Recurrent) out += ", .form = plan::Form::Recurrent";
   if (d.form == plan::Form::Chunked) out += ", .form = plan::Form::Chunked";
+  if (d.form == plan::Form::Absorbed) out += ", .form = plan::Form::Absorbed";
+  if (d.form == plan::Form::Expanded) out += ", .form = plan::Form::Expanded";
   out += ", .groups_x = " + std::to_string(d.groups_x);
   if (d.groups_z != 1) out += ", .groups_z = " + std::to_string(d.groups_z);
   if (d.groups_z_per_row != 0) out += ", .groups_z_per_row = " + std::to_string(d.groups_z_per_row);
@@ -553,6 +557,9 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("state_layers", i(p.state_layers));
   root.set("conv_state_floats", i(p.conv_state_floats));
   root.set("scan_state_floats", i(p.scan_state_floats));
+  root.set("expanded_row_floats", i(p.expanded_row_floats));
+  root.set("expanded_rows", i(p.expanded_rows));
+  root.set("expanded_min_rows", i(p.expanded_min_rows));
   kainjow::mustache::list class_items;
   for (const plan::DeviceClass& c : p.classes) {
     const auto tile = [&](const plan::Tile& t) {
@@ -561,7 +568,8 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     data item;
     item.set("init", "{\"" + std::string(c.name) + "\", " + (c.cpu_only ? "true" : "false") + ", " + i(c.min_subgroup) +
                          ", " + i(c.min_shared) + ", " + tile(c.decode) + ", " + tile(c.prefill) + ", " + tile(c.batch) + ", " + i(c.splits) + ", " +
-                         i(c.attention_rows) + ", " + (c.chunked_scan ? "true" : "false") + "}");
+                         i(c.attention_rows) + ", " + (c.chunked_scan ? "true" : "false") + ", " +
+                         (c.expanded_mla ? "true" : "false") + "}");
     class_items.push_back(item);
   }
   root.set("device_classes", class_items);

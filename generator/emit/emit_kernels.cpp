@@ -281,7 +281,14 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Mla:
       return define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) + define("ROPE", s.mla.qk_rope_head_dim) +
              define("RANK", s.mla.kv_lora_rank) + define("VD", s.mla.v_head_dim) + flag("QUERY", k.query) +
-             flag("SPLIT", k.split);
+             flag("SPLIT", k.split) + flag("ROPE_ONLY", k.expand);
+    case kernels::Family::MlaPrefill:
+      return head_constants(s) + define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) +
+             define("ROPE", s.mla.qk_rope_head_dim) + define("RANK", s.mla.kv_lora_rank) +
+             define("VD", s.mla.v_head_dim) + flag("SPLIT", k.split) + flag("EXPAND", k.expand) +
+             define("KB", kernels::kMlaExpandKeys) +
+             define("SCALE", number_literal(s.attention.effective_scale(s.dims.head_dim), 9)) +
+             flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9));
   }
   throw std::logic_error("kernels: unknown family");
 }

@@ -254,9 +254,14 @@ uint32_t mla_attention(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
   const uint32_t a = b.add("mla", Op{OpKind::Attention, 0, {qm, kv, kv}, {-1, -1}, {d.heads, 1, d.head_dim, 0},
                                      s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer)},
                            d.heads * d.head_dim);
+  // A prompt chunk may take the expanded form instead (plan::Form): each
+  // head's query q against keys expanded from the cache, the rotary part
+  // read from qm, rotated; the values op reads both, so they live to it.
   Op values = query;  // the same widths
   values.kind = OpKind::MlaValues;
   values.in[0] = a;
+  values.in[1] = q;
+  values.in[2] = qm;
   values.tensor[0] = v_b;
   return b.add("mla.v_head_dim", values, d.heads * m.v_head_dim, {b.handle(v_b), ""});
 }

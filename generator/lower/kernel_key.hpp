@@ -56,7 +56,10 @@ struct KernelKey {
   int64_t rot_offset = 0;       // rope_kv: the first rotated dim of each head (latent attention: past the latent)
   bool latent = false;          // rope_kv: latent attention's append: k's latent normed, no V (read from the K cache)
   bool query = false;           // mla: the absorbed query (else the heads' values out of the latent)
-  bool split = false;           // mla: from k_b or v_b (llama.cpp's split kv_b_proj), not kv_b
+  bool split = false;           // mla, mla_prefill: from k_b or v_b (llama.cpp's split kv_b_proj), not kv_b
+  // mla: the query's rotary part alone (latent attention's expanded form);
+  // mla_prefill: the expansion of the cached latent (else the attention).
+  bool expand = false;
   int64_t head_tile = 0;        // attention: query heads a workgroup (GT, a divisor of HQ / HKV)
   int64_t group = 0;            // norm: features normed together (Mamba-2's gated norm; 0: the whole row)
 
@@ -89,7 +92,9 @@ struct KernelKey {
         if (width == 0) return std::string("kv_append") + (qk_norm ? "_qk_norm" : "");
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (local ? "_local" : "") +
                (rot_offset > 0 ? "_at" + std::to_string(rot_offset) : "") + (latent ? "_latent" : qk_norm ? "_qk_norm" : "");
-      case kernels::Family::Mla: return family_key + (query ? "_query" : "_values") + (split ? "_split" : "");
+      case kernels::Family::Mla:
+        return family_key + (query ? (expand ? "_query_rope" : "_query") : "_values") + (split ? "_split" : "");
+      case kernels::Family::MlaPrefill: return family_key + (expand ? "_expand" : "_attend") + (split ? "_split" : "");
       case kernels::Family::Attention:
         return (cross ? family_key + "_cross" : bidirectional ? family_key + "_bidirectional" : family_key) +
                (window > 0 ? "_w" + std::to_string(window) : "");  // (head_tile: one per model)

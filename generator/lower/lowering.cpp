@@ -19,6 +19,11 @@ struct Loc {
   uint32_t stride = 0;  // the slot's row width
 };
 
+// The most bytes latent attention's expanded keys and values of one prompt
+// take (a session holds min(these rows, its context)): 16,384 keys of
+// DeepSeek-V2-Lite (16 heads of 128 + 128), 2,048 of V3 (128 heads).
+constexpr int64_t kExpandedBytes = int64_t{256} << 20;
+
 // The input of a matmul: x, and the folded norm's scale and shift if any.
 struct MatmulInput {
   Binding x, norm_scale, norm_shift;
@@ -59,6 +64,7 @@ class Lowering {
       case OpKind::CrossKv: return {op.in[0], op.in[1]};
       case OpKind::SsmScan: return {op.in[0], op.in[1], op.in[2]};
       case OpKind::Mamba2Scan: return {op.in[0], op.in[1]};
+      case OpKind::MlaValues: return {op.in[0], op.in[1], op.in[2]};
       case OpKind::MoeCombine: {
         std::vector<uint32_t> in(op.in, op.in + 3 + (op.dims[3] > 0) + (op.dims[3] > 1));  // + shared, + its gate
         return in;
@@ -348,14 +354,21 @@ class Lowering {
       case OpKind::MlaQuery:
       case OpKind::MlaValues: {
         // One workgroup per (head, row): kv_b's rows of the head, read as f32.
+        // Latent attention's absorbed form; the expanded form's query is its
+        // rotary part alone, and its attention writes the values (below).
+        const bool query = op.kind == OpKind::MlaQuery, split = op.variant == typed::kSplitKvB;
         const Loc x = loc(i, op.in[0]);
         const Loc out = materialize(op.out);
-        Dispatch& d = emit(i, KernelKey{.family = Family::Mla, .query = op.kind == OpKind::MlaQuery,
-                                        .split = op.variant == typed::kSplitKvB},
-                           plan::Grid::Heads,
-                           {{"x", plan::activation(x.slot)}, {"w", plan::weight(op.tensor[0])}, {"y", plan::activation(out.slot)}},
-                           {{"x_offset", x.offset}, {"x_stride", x.stride}});
-        d.groups_x = static_cast<uint32_t>(op.dims[0]);
+        const std::map<std::string, Binding> bindings = {
+            {"x", plan::activation(x.slot)}, {"w", plan::weight(op.tensor[0])}, {"y", plan::activation(out.slot)}};
+        for (const bool expand : {false, true}) {
+          if (expand && (!query || expanded_min_rows(op) == 0)) break;
+          Dispatch& d = emit(i, KernelKey{.family = Family::Mla, .query = query, .split = split, .expand = expand},
+                             plan::Grid::Heads, bindings, {{"x_offset", x.offset}, {"x_stride", x.stride}});
+          d.groups_x = static_cast<uint32_t>(op.dims[0]);
+          d.form = expand ? plan::Form::Expanded : plan::Form::Absorbed;
+        }
+        if (!query && expanded_min_rows(op) > 0) mla_expanded(i, op, out);
         return 1;
       }
       case OpKind::Attention:
@@ -729,6 +742,58 @@ class Lowering {
     attention_dispatches(
         i, op, KernelKey{.family = Family::Attention, .window = window, .bidirectional = op.variant == typed::kBidirectional},
         q, out, views, latent);
+    if (latent)  // the absorbed form: a prompt chunk may run the expanded one (mla_expanded)
+      for (auto d = plan_.dispatches.end() - 2; d != plan_.dispatches.end(); ++d) d->form = plan::Form::Absorbed;
+  }
+
+  // Latent attention's expanded form, at its values op (MlaValues: in[1] q,
+  // in[2] the absorbed query, its rotary part rotated; the cache appended):
+  // every cached latent of the prompt's sequence through kv_b to each head's
+  // [k_nope | v] (grid: heads × keys), then each (head, row)'s attention at
+  // the head's widths into the values' slot.
+  // The fewest rows of a prompt chunk for which latent attention's expanded
+  // form does fewer multiply-adds than the absorbed one; 0: never. Per key
+  // and head, a chunk of n rows costs the absorbed form n · (RANK + ROPE +
+  // RANK) (scores over the cached latent and rotary key, values over the
+  // latent) and the expanded form (NOPE + VD) · RANK (the key's expansion,
+  // once a chunk) + n · (NOPE + ROPE + VD). DeepSeek-V2/V3: from 171 rows,
+  // 1.9× fewer at 512, 3.4× at most.
+  static int64_t expanded_min_rows(const Op& op) {
+    const int64_t nope = op.dims[1], rope = op.dims[2], rank = op.dims[3], vd = op.dims[4];
+    const int64_t saved = 2 * rank + rope - (nope + rope + vd);  // a row's multiply-adds fewer, per key and head
+    return saved > 0 ? (nope + vd) * rank / saved + 1 : 0;
+  }
+
+  void mla_expanded(size_t i, const Op& op, const Loc& out) {
+    const bool split = op.variant == typed::kSplitKvB;
+    const Loc q = loc(i, op.in[1]), r = loc(i, op.in[2]);
+    // Split: k_b is the query op's tensor, v_b this op's.
+    int32_t k_b = op.tensor[0];
+    for (size_t j = i; split && j-- > 0;)
+      if (ops_[j].kind == OpKind::MlaQuery && ops_[j].out == op.in[2]) k_b = ops_[j].tensor[0];
+    const int64_t heads = op.dims[0], row_floats = heads * (op.dims[1] + op.dims[4]);
+    plan_.expanded_row_floats = row_floats;
+    // (A dispatch's grid y is a key: at most 65,535, every device's limit.)
+    plan_.expanded_rows = std::clamp<int64_t>(kExpandedBytes / (row_floats * 4), 1, 65535);
+    plan_.expanded_min_rows = expanded_min_rows(op);
+    Dispatch& e = emit(i, KernelKey{.family = Family::MlaPrefill, .split = split, .expand = true}, plan::Grid::Keys,
+                       {{"io", plan::io()},
+                        {"k_cache", plan::k_cache(op.layer)},
+                        {"w", plan::weight(k_b)},
+                        {"w2", split ? plan::weight(op.tensor[0]) : Binding{}},
+                        {"e", plan::expanded()}});
+    e.groups_x = static_cast<uint32_t>(heads);
+    e.form = plan::Form::Expanded;
+    Dispatch& a = emit(i, KernelKey{.family = Family::MlaPrefill}, plan::Grid::Heads,
+                       {{"io", plan::io()},
+                        {"q", plan::activation(q.slot)},
+                        {"r", plan::activation(r.slot)},
+                        {"k_cache", plan::k_cache(op.layer)},
+                        {"e", plan::expanded()},
+                        {"out", plan::activation(out.slot)}},
+                       {{"q_offset", q.offset}, {"q_stride", q.stride}, {"r_offset", r.offset}, {"r_stride", r.stride}});
+    a.groups_x = static_cast<uint32_t>(heads);
+    a.form = plan::Form::Expanded;
   }
 
   // The query heads one attention workgroup serves: the G = Hq / Hkv of a
@@ -896,7 +961,7 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
       {"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1},
       {"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1},
       {"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes), gpu_decode, gpu_prefill,
-       gpu_batch, 16, 4, true},
+       gpu_batch, 16, 4, true, true},
       {"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16},  // workgroups of one subgroup: any device
   };
 }

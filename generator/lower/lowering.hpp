@@ -77,6 +77,11 @@ struct Plan {
   int64_t state_layers = 0;
   int64_t conv_state_floats = 0;
   int64_t scan_state_floats = 0;
+  // Latent attention's expanded form (core/plan.hpp's Plan): each key's
+  // expanded floats, and the most keys the expansion holds.
+  int64_t expanded_row_floats = 0;
+  int64_t expanded_rows = 0;
+  int64_t expanded_min_rows = 0;  // a prompt chunk's fewest rows that take it
   // Per block (Dispatch::block): the activation slots (bit i: slot i) live
   // at its first dispatch, which a pipeline stage starting there receives
   // from the stage before. Empty: the plan cannot be split into stages (an
@@ -89,10 +94,12 @@ struct Plan {
   const KernelKey& kernel(const Dispatch& d) const { return kernels[d.kernel]; }
   std::string kernel_name(const Dispatch& d) const { return kernels[d.kernel].name(); }
   // The dispatches a decode step records: split_only ones only when
-  // attention is split, never a chunked scan.
+  // attention is split, never a prompt chunk's form (a chunked scan,
+  // latent attention expanded).
   size_t dispatch_count(bool split) const {
     size_t n = 0;
-    for (const Dispatch& d : dispatches) n += (!d.split_only || split) && d.form != plan::Form::Chunked ? 1 : 0;
+    for (const Dispatch& d : dispatches)
+      n += (!d.split_only || split) && d.form != plan::Form::Chunked && d.form != plan::Form::Expanded ? 1 : 0;
     return n;
   }
 };

@@ -50,8 +50,20 @@ std::string binding_text(const plan::Binding& b) {
     case plan::Resource::Part: return "part" + std::to_string(b.index);
     case plan::Resource::ConvState: return "conv_state" + std::to_string(b.index);
     case plan::Resource::ScanState: return "scan_state" + std::to_string(b.index);
+    case plan::Resource::Expanded: return "expanded";
   }
   return "?";
+}
+
+const char* form_text(plan::Form f) {
+  switch (f) {
+    case plan::Form::Any: return "";
+    case plan::Form::Recurrent: return " [recurrent form]";
+    case plan::Form::Chunked: return " [chunked form]";
+    case plan::Form::Absorbed: return " [absorbed form]";
+    case plan::Form::Expanded: return " [expanded form]";
+  }
+  return "";
 }
 
 }  // namespace
@@ -68,7 +80,7 @@ std::string describe(const ModelPlan& m) {
   // Per layer: the dispatches every pass records, and those only a split attention adds.
   std::map<int32_t, std::pair<size_t, size_t>> per_layer;
   for (const Dispatch& d : p.dispatches)
-    if (d.form != plan::Form::Chunked) (d.split_only ? per_layer[d.layer].second : per_layer[d.layer].first)++;
+    if (d.form != plan::Form::Chunked && d.form != plan::Form::Expanded) (d.split_only ? per_layer[d.layer].second : per_layer[d.layer].first)++;
   auto count = [](const std::pair<size_t, size_t>& n) {
     return std::to_string(n.first) + (n.second ? " (+" + std::to_string(n.second) + " split)" : "");
   };
@@ -98,7 +110,7 @@ std::string describe(const ModelPlan& m) {
     const kernels::FamilyInfo& f = kernels::family(p.kernel(d).family);
     out << i << ": " << p.kernel_name(d) << (d.layer >= 0 ? " [layer " + std::to_string(d.layer) + "]" : "")
         << (d.last_row ? " [last row]" : "") << (d.split_only ? " [split only]" : "")
-        << (d.form == plan::Form::Recurrent ? " [recurrent form]" : d.form == plan::Form::Chunked ? " [chunked form]" : "")
+        << form_text(d.form)
         << " groups_x=" << d.groups_x;
     if (d.groups_z != 1) out << " groups_z=" << d.groups_z;
     for (const kernels::BindingInfo& b : f.bindings)

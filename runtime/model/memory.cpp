@@ -65,6 +65,13 @@ void Session::Impl::own_bound() {
   for (size_t p = 0; p < plan.parts.size(); ++p) owned.parts[p] = owned.tensors[static_cast<size_t>(plan.parts[p].tensor)];
 }
 
+bool Session::Impl::binds(plan::Resource r) const {
+  return std::any_of(active.begin(), active.end(), [&](size_t n) {
+    const auto& bindings = plan.dispatches[n].bindings;
+    return std::any_of(bindings.begin(), bindings.end(), [&](const plan::Binding& b) { return b.resource == r; });
+  });
+}
+
 Session::Memory Session::Impl::memory() const {
   Session::Memory m;
   for (size_t i = 0; i < model.manifest.size(); ++i)
@@ -82,6 +89,8 @@ Session::Memory Session::Impl::memory() const {
                     static_cast<uint64_t>(model.output_width) * 4;  // the logits (an encoder's states)
   for (int64_t width : plan.slot_widths)
     m.activations += static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(width) * 4;
+  if (expanded_rows > 0 && binds(plan::Resource::Expanded))  // latent attention's expanded keys and values
+    m.activations += static_cast<uint64_t>(expanded_rows) * static_cast<uint64_t>(plan.expanded_row_floats) * 4;
   return m;
 }
 
@@ -249,6 +258,9 @@ void Session::Impl::allocate() {
   if (splits > 1 && plan.partials_row_floats > 0)  // a model without attention has no partials
     partials.emplace(device, rows * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4, kStorage,
                      vk::MemoryUse::Device);
+  if (expanded_rows > 0 && binds(plan::Resource::Expanded))  // a stage without latent attention has none
+    expanded.emplace(device, static_cast<VkDeviceSize>(expanded_rows) * static_cast<VkDeviceSize>(plan.expanded_row_floats) * 4,
+                     kStorage, vk::MemoryUse::Device);
   dummy.emplace(device, kTexel, kTexels, vk::MemoryUse::Device);
   dummy_view.emplace(device, dummy->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kTexel);
 }
@@ -283,6 +295,9 @@ vk::Binding Session::Impl::resolve(const plan::Binding& b, kernels::BindingKind 
     case plan::Resource::Part: return vk::TexelBinding{parts[i].view.handle()};
     case plan::Resource::ConvState: return whole(conv_state[i]);
     case plan::Resource::ScanState: return whole(scan_state[i]);
+    case plan::Resource::Expanded:
+      if (expanded) return whole(*expanded);
+      break;
   }
   if (texel) return vk::TexelBinding{dummy_view->handle()};
   return whole(*dummy);

@@ -66,6 +66,12 @@ void Session::Impl::choose_class() {
   batch = tile_from_env("LATHE_TILE_BATCH", device_class->batch, features.shared);
   batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, options.sequences));
   splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits) : device_class->splits;
+  const std::string& form = options.mla_form;
+  if (!form.empty() && form != "absorbed" && form != "expanded")
+    throw Error(ErrorKind::InvalidArgument, "mla_form: '" + form + "' is not absorbed or expanded (empty: the device class's)");
+  const bool expanded = form.empty() ? device_class->expanded_mla : form == "expanded";
+  expanded_rows = expanded ? std::min(plan.expanded_rows, context) : 0;
+  expanded_min_rows = form.empty() ? plan.expanded_min_rows : 1;
 }
 
 void Session::set_tiles(const Tile& decode, const Tile& prefill) {
@@ -187,8 +193,10 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
                          nullptr, 0, nullptr);
   }
   const std::vector<const vk::Pipeline*>& ps = pipelines_for(tile);
+  const bool expanded = prompt && !encode_pass && expands(rows);
+  const uint32_t keys = prompt ? io_rows()[0].position + rows : 0;  // a prompt chunk's sequence's, appended
   for (size_t n = first; n < end; ++n) {
-    if (!in_pass(n, prompt)) {  // the other form of a scan: no time passes
+    if (!in_pass(n, prompt, expanded)) {  // the other form of a scan or of latent attention: no time passes
       if (timestamps != VK_NULL_HANDLE)
         vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, static_cast<uint32_t>(n - first + 1));
       continue;
@@ -220,6 +228,7 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
         break;
       case plan::Grid::Single: vkCmdDispatch(cb, 1, 1, 1); break;
       case plan::Grid::Channels: vkCmdDispatch(cb, d.groups_x, 1, 1); break;
+      case plan::Grid::Keys: vkCmdDispatch(cb, d.groups_x, ceil_div(keys, kernels::kMlaExpandKeys), 1); break;
     }
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between,
                          0, nullptr, 0, nullptr);
@@ -292,8 +301,9 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   vkDestroyQueryPool(s.device.handle(), pool, nullptr);
   const double ns_per_tick = s.device.info().timestamp_period;
   std::vector<KernelTime> out;
+  const bool expanded = s.expands(rows);
   for (size_t n = s.encode_active; n < s.active.size(); ++n)
-    if (s.in_pass(n, true))
+    if (s.in_pass(n, true, expanded))
       out.push_back({std::string(s.kernel(s.plan.dispatches[s.active[n]]).name),
                    static_cast<double>(ticks[n - s.encode_active + 1] - ticks[n - s.encode_active]) * ns_per_tick / 1000.0});
   return out;

@@ -44,6 +44,11 @@ struct SessionOptions {
   // LATHE_DEVICE_CLASS variable, else the first class the device meets.
   // Error(Unsupported) when the device does not meet the named class's needs.
   std::string device_class;
+  // Latent attention's form in a prompt chunk (plan::Form): empty, the
+  // class's (expanded from the plan's expanded_min_rows rows, on a class
+  // with expanded_mla); "absorbed" or "expanded" (every chunk whose keys fit
+  // the expansion) for a measurement or a test.
+  std::string mla_form;
   int64_t sequences = 1;  // independent KV caches of `context` positions each (at most max_chunk)
   // A model split over devices: the layers of each pipeline stage, in order,
   // one device each (the Session's devices): {16, 16} runs layers 0–15 on the

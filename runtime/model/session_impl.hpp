@@ -61,6 +61,10 @@ struct Session::Impl {
   std::vector<int64_t> positions;       // per sequence: the positions its cache holds
   uint32_t lanes = 0;
   uint32_t splits = 1;  // key ranges of attention
+  // Keys latent attention's expanded form holds (the class's form, the
+  // plan's rows up to the context; 0: the absorbed form everywhere), and
+  // the fewest rows of a chunk that takes it.
+  int64_t expanded_rows = 0, expanded_min_rows = 0;
   const plan::DeviceClass* device_class = nullptr;  // choose_class()
   Tile decode{}, prefill{}, batch{};    // batch: a decode step of several sequences
   // Chunks of fewer rows run the decode layout: for a few tokens it is about
@@ -150,6 +154,7 @@ struct Session::Impl {
   std::optional<vk::Buffer> io;                 // host-visible: plan::IoRow[max_chunk]
   std::optional<vk::Buffer> logits;             // [max_chunk with all_logits, else sequences][vocab] f32
   std::optional<vk::Buffer> partials;           // [max_chunk][splits][partials_row_floats] f32, when split
+  std::optional<vk::Buffer> expanded;           // [expanded_rows][expanded_row_floats] f32, when the class expands
   std::optional<vk::Buffer> dummy;              // unused bindings
   std::optional<vk::TexelView> dummy_view;
   std::vector<VkDescriptorSet> sets;  // one per active dispatch
@@ -181,6 +186,7 @@ struct Session::Impl {
   std::string memory_text() const;  // memory() in words
   static std::string mib(VkDeviceSize bytes);
   void check_memory() const;       // throws when the session cannot fit the device's heap
+  bool binds(plan::Resource r) const;  // whether a dispatch this stage records binds r
   int64_t ring_positions(int64_t layer) const;  // the positions each sequence's cache of `layer` holds
   void allocate();
   vk::Binding resolve(const plan::Binding& b, kernels::BindingKind kind) const;
@@ -199,8 +205,15 @@ struct Session::Impl {
   // step's (plan::in_pass).
   void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row, bool prompt,
               VkQueryPool timestamps = VK_NULL_HANDLE, bool encode_pass = false);
-  bool in_pass(size_t n, bool prompt) const {
-    return plan::in_pass(plan.dispatches[active[n]], prompt, device_class->chunked_scan);
+  // `expanded`: the pass runs latent attention expanded (expands()).
+  bool in_pass(size_t n, bool prompt, bool expanded) const {
+    return plan::in_pass(plan.dispatches[active[n]], prompt, device_class->chunked_scan, expanded);
+  }
+  // Whether a prompt chunk of `rows` rows (its first row's position in io)
+  // runs latent attention expanded: its sequence's keys fit the expansion.
+  bool expands(uint32_t rows) const {
+    return expanded_rows > 0 && rows >= expanded_min_rows &&
+           static_cast<int64_t>(io_rows()[0].position) + rows <= expanded_rows;
   }
   void submit(VkCommandBuffer cb);
   const KernelBinary& kernel(const plan::Dispatch& d) const { return model.kernels[d.kernel]; }

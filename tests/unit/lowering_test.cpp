@@ -231,6 +231,61 @@ TEST_CASE("a Mamba-2 layer's scan: the recurrence for decode steps, the chunked 
   CHECK(kernels::mamba2_chunk_channels(7, 4096) == 1);
 }
 
+// Latent attention in its two forms: absorbed (the query into the latent's
+// space, attention over the cached latent, the values out of it) in decode
+// steps and short chunks; expanded (the rotary query alone, every cached key
+// expanded per head, attention at the heads' widths into the values' slot)
+// in a GPU class's prompt chunks of 171 rows or more, where DeepSeek-V2's
+// widths make it fewer multiply-adds. A decode step counts the first only.
+TEST_CASE("latent attention: absorbed for decode steps, expanded for a GPU class's long prompt chunks") {
+  const Planned lite = planned("models/deepseek-v2-lite.toml");
+  const lower::Plan& p = lite.model.plan;
+  std::vector<std::string> names;
+  std::vector<plan::Form> forms;
+  for (const lower::Dispatch& d : p.dispatches)
+    if (d.layer == 3 && (d.form != plan::Form::Any || p.kernel(d).family == kernels::Family::MlaPrefill))
+      names.push_back(p.kernel_name(d)), forms.push_back(d.form);
+  CHECK(names == std::vector<std::string>{"mla_query", "mla_query_rope", "attention", "attention_combine", "mla_values",
+                                          "mla_prefill_expand", "mla_prefill_attend"});
+  using plan::Form;
+  CHECK(forms == std::vector<Form>{Form::Absorbed, Form::Expanded, Form::Absorbed, Form::Absorbed, Form::Absorbed,
+                                   Form::Expanded, Form::Expanded});
+  const lower::Dispatch* values = nullptr;
+  const lower::Dispatch* attend = nullptr;
+  const lower::Dispatch* query = nullptr;
+  const lower::Dispatch* rope_only = nullptr;
+  for (const lower::Dispatch& d : p.dispatches) {
+    if (d.layer != 3) continue;
+    const std::string name = p.kernel_name(d);
+    if (name == "mla_values") values = &d;
+    if (name == "mla_prefill_attend") attend = &d;
+    if (name == "mla_query") query = &d;
+    if (name == "mla_query_rope") rope_only = &d;
+  }
+  REQUIRE(values);
+  REQUIRE(attend);
+  REQUIRE(query);
+  REQUIRE(rope_only);
+  // Either form leaves the heads' values in the same slot; both queries in one.
+  CHECK(attend->binding("out").index == values->binding("y").index);
+  CHECK(rope_only->binding("y").index == query->binding("y").index);
+  CHECK(attend->binding("r").index == query->binding("y").index);
+  CHECK(attend->binding("q").index == query->binding("x").index);
+  CHECK(attend->binding("e").resource == plan::Resource::Expanded);
+  CHECK(attend->binding("k_cache").resource == plan::Resource::KCache);
+  CHECK(attend->binding("k_cache").index == 3);
+  // 16 heads × (128 + 128) f32 a key; 256 MiB of them.
+  CHECK(p.expanded_row_floats == 16 * 256);
+  CHECK(p.expanded_rows == 16384);
+  CHECK(p.expanded_min_rows == 171);
+  // A decode step: no expanded form (3 a layer), no combine (attention not split).
+  CHECK(p.dispatch_count(false) == p.dispatches.size() - 27 * 3 - 27);
+  std::vector<std::string> expanded;
+  for (const plan::DeviceClass& c : p.classes)
+    if (c.expanded_mla) expanded.push_back(std::string(c.name));
+  CHECK(expanded == std::vector<std::string>{"gpu"});
+}
+
 // A mixture whose experts of a role are over max_part_bytes together: each
 // role's experts bound in parts of whole experts (3 of 8 at 36,864 bytes), a
 // dispatch a part from its expert0, every one over all the routed experts.

@@ -228,6 +228,40 @@ TEST_CASE_FIXTURE(test::VulkanTest, "tiles set for a measurement give the refere
   CHECK(session.tiles() == std::make_pair(decode, prefill));  // as they were
 }
 
+// Latent attention's two forms (plan::Form), each forced in every prompt
+// chunk: the chunks (16, 16, 8 rows, the later ones re-expanding the keys
+// before them) give the reference's logits either way, and the forms agree
+// within f32's roundings; the decode steps after them are the absorbed
+// form's. A bad form name is refused.
+TEST_CASE_FIXTURE(test::VulkanTest, "latent attention's absorbed and expanded prompt forms give the reference's logits" *
+                  doctest::skip(model_info().plan.expanded_row_floats == 0)) {
+  const std::vector<int32_t> tokens = random_tokens(40, 29);
+  reference::Reference ref(test_spec(), test_weights());
+  const std::vector<float> expected = ref.forward(tokens);
+  const std::vector<float> expected_step = ref.forward({tokens[3]});
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  std::vector<std::vector<float>> by_form;
+  for (const char* form : {"absorbed", "expanded"}) {
+    CAPTURE(form);
+    SessionOptions options;
+    options.all_logits = true;
+    options.max_chunk = 16;
+    options.mla_form = form;
+    Session session(device, model_info(), options);
+    upload_all(session);
+    by_form.push_back(session.prefill(tokens));
+    const double worst = worst_row_error(by_form.back(), expected, V);
+    const double step = normalized_error(session.decode(tokens[3]).data(), expected_step.data(), V);
+    MESSAGE(form << ": worst row normalized error " << worst << ", the step after " << step);
+    CHECK(worst < tolerance());
+    CHECK(step < tolerance());
+  }
+  CHECK(worst_row_error(by_form[1], by_form[0], V) < 1e-4);
+  SessionOptions bad;
+  bad.mla_form = "compressed";
+  CHECK_THROWS_WITH_AS(Session(device, model_info(), bad), doctest::Contains("mla_form: 'compressed'"), Error);
+}
+
 TEST_CASE_FIXTURE(test::VulkanTest, "decode continues from the cache position, not from 0") {
   // The same token at position 0 and after a prompt gives different logits,
   // and the latter are the reference's.
