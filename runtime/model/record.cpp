@@ -66,6 +66,13 @@ void Session::Impl::choose_class() {
   batch = tile_from_env("LATHE_TILE_BATCH", device_class->batch, features.shared);
   batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, options.sequences));
   splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits) : device_class->splits;
+  // Split attention's partials (a chunk's rows × splits × heads × (head_dim
+  // + 2) f32) are bound whole as a storage buffer: no more key ranges than
+  // maxStorageBufferRange holds (128 MiB on lavapipe: a 256-row chunk of
+  // DeepSeek's 16 heads × 578 takes 8 ranges, not 16).
+  const uint64_t per_split = static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(plan.partials_row_floats) * 4;
+  if (splits > 1 && per_split > 0 && info.max_storage_buffer_range > 0)
+    splits = static_cast<uint32_t>(std::clamp<uint64_t>(info.max_storage_buffer_range / per_split, 1, splits));
   const std::string& form = options.mla_form;
   if (!form.empty() && form != "absorbed" && form != "expanded")
     throw Error(ErrorKind::InvalidArgument, "mla_form: '" + form + "' is not absorbed or expanded (empty: the device class's)");

@@ -262,6 +262,34 @@ TEST_CASE_FIXTURE(test::VulkanTest, "latent attention's absorbed and expanded pr
   CHECK_THROWS_WITH_AS(Session(device, model_info(), bad), doctest::Contains("mla_form: 'compressed'"), Error);
 }
 
+// Model-independent: one model shows it. Split attention's partials are one
+// storage binding of max_chunk rows × splits: a chunk so long that the
+// class's 16 ranges would exceed maxStorageBufferRange takes fewer ranges
+// (before, the session's descriptors were refused), with the same logits.
+TEST_CASE_FIXTURE(test::VulkanTest, "a long chunk's split attention takes the key ranges its partials' binding holds" *
+                  doctest::skip(model_info().name != std::string_view("tiny-llama-gqa"))) {
+  const plan::DeviceFeatures features = vk::device_features(device.info());
+  const plan::DeviceClass* split = nullptr;
+  for (const plan::DeviceClass& c : model_info().plan.classes)
+    if (c.splits > 2 && plan::meets(c, features)) split = &c;
+  REQUIRE(split);
+  const uint64_t range = device.info().max_storage_buffer_range, row = model_info().plan.partials_row_floats * 4;
+  SessionOptions options;
+  options.device_class = std::string(split->name);
+  options.max_chunk = static_cast<int64_t>(range / (row * split->splits)) + 1;  // the class's ranges do not fit
+  options.context = 64;
+  Session session(device, model_info(), options);
+  upload_all(session);
+  const std::vector<int32_t> prompt = random_tokens(12, 13);
+  const std::vector<float> last = session.prefill(prompt);
+  const std::vector<float> step = session.decode(prompt[2]);
+  reference::Reference ref(test_spec(), test_weights());
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  const std::vector<float> expected = ref.forward(prompt);
+  CHECK(normalized_error(last.data(), &expected[(prompt.size() - 1) * V], V) < tolerance());
+  CHECK(normalized_error(step.data(), ref.forward({prompt[2]}).data(), V) < tolerance());
+}
+
 TEST_CASE_FIXTURE(test::VulkanTest, "decode continues from the cache position, not from 0") {
   // The same token at position 0 and after a prompt gives different logits,
   // and the latter are the reference's.
