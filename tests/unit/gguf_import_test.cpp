@@ -229,7 +229,8 @@ TEST_CASE("the GGUF twin of a Llama spec pairs RoPE interleaved and names tensor
 // twin imports back to it.
 TEST_CASE("the hand-written GGUF twins of the tiny models are their GGUF twins, and import back") {
   for (const std::string name : {"llama-gqa", "gpt2", "gemma2", "gemma3", "olmo2", "qwen3", "phi3", "neox", "bloom",
-                                 "phi2", "falcon", "mpt", "llama3-rope", "mamba", "mamba2", "deepseek-v3"}) {
+                                 "phi2", "falcon", "mpt", "llama3-rope", "mamba", "mamba2", "deepseek-v3",
+                                 "granite-hybrid"}) {
     CAPTURE(name);
     const spec::Spec twin = gguf_twin(tiny(name + ".toml"));
     const spec::Spec written = tiny(name + "-gguf.toml");
