@@ -71,7 +71,10 @@ void for_each_gguf_tensor(const spec::Spec& hf, const spec::Spec& gg, const std:
   permute = permute && hf.position.pairing == spec::RopePairing::Neox &&
             gg.position.pairing == spec::RopePairing::Interleaved;
   if (permute && hf.position.rotary_dim != hf.dims.head_dim)
-    throw Error(ErrorKind::InvalidArgument, "the q/k permutation covers whole heads: rotary_dim must be head_dim");
+    throw Error(ErrorKind::InvalidArgument,
+                "the q/k permutation covers whole heads: rotary_dim must be head_dim (llama.cpp's converter permutes "
+                "whole heads also for a partial rotary, as Bamba's; its adjacent pairs then join rotated dims to "
+                "unrotated ones, which is no rotate-half model)");
   using Key = std::tuple<Role, bool, int64_t, int64_t>;
   std::map<Key, spec::TensorSpec> hf_tensors;
   for (const spec::TensorSpec& t : spec::build_manifest(hf).tensors) hf_tensors[{t.role, t.bias, t.layer, t.expert}] = t;

@@ -31,6 +31,7 @@ struct Arch {
   bool encoder = false;  // bidirectional, ending at its hidden states (encoder_sections)
   bool encdec = false;   // an encoder, then a decoder that attends to it (t5_sections)
   bool ssm = false;      // state-space layers, no attention (ssm_sections)
+  bool hybrid = false;   // Mamba-2 layers and attention layers (granitehybrid_sections)
 };
 constexpr Arch kArchs[] = {
     {"llama", true, false},         {"qwen2", false, false},       {"qwen3", false, false},
@@ -43,6 +44,7 @@ constexpr Arch kArchs[] = {
     {"t5encoder", false, false, false, false, true}, {"t5", false, false, false, false, false, true},
     {"mamba", false, false, false, false, false, false, true}, {"mamba2", false, false, false, false, false, false, true},
     {"deepseek2", false, false},
+    {"granitehybrid", true, false, false, false, false, false, false, true},
 };
 
 // The MLP activation each LayerNorm family's model computes (GGUF metadata
@@ -267,6 +269,18 @@ const weights::TensorInfo* embedding_table(Reader& r) {
   return embed;
 }
 
+// The keys every architecture has (`a`: "<architecture>."), and the token table.
+struct Basics {
+  int64_t hidden, layers, context;
+  const weights::TensorInfo* embed;
+};
+Basics basics(Reader& r, const std::string& a) {
+  const int64_t hidden = r.required(a + "embedding_length");
+  const int64_t layers = r.required(a + "block_count");
+  const int64_t context = r.required(a + "context_length");
+  return {hidden, layers, context, embedding_table(r)};
+}
+
 // [norm]: RMS norms of the file's epsilon (`a`: "<architecture>.").
 TomlTable& rms_norm_section(Reader& r, TomlDoc& doc, const std::string& a) {
   TomlTable& norm = doc.table("norm");
@@ -277,26 +291,31 @@ TomlTable& rms_norm_section(Reader& r, TomlDoc& doc, const std::string& a) {
   return norm;
 }
 
-// llama.cpp's mamba and mamba2 (every layer a Mamba or Mamba-2 block, no
-// attention): [dims], [norm], [ssm] and [embedding]. Its files hold A
-// itself (the converter writes −exp(A_log)), the conv taps squeezed, and
-// (mamba2) A and D as [heads, 1] and the grouped norm as [groups, d_inner /
-// groups]; ssm.time_step_rank is Mamba-2's head count.
-void ssm_sections(Reader& r, TomlDoc& doc, std::string_view an) {
+// [embedding] tied = whether the file has no output.weight (the head).
+void tied_embedding(const Reader& r, TomlDoc& doc) {
+  doc.table("embedding").set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight" : "no output.weight");
+}
+
+// RoPE that llama.cpp does not scale (nomic-bert, granitehybrid): the
+// pairing, the rotary dims (rope.dimension_count) and the base; a scaling
+// type is an error.
+void unscaled_rope(Reader& r, TomlTable& position, const std::string& a, int64_t key_length, const char* pairing,
+                   const std::string& why) {
+  position.set("kind", "rope");
+  position.set("pairing", pairing, why);
+  const int64_t rotary_dim = r.integer(a + "rope.dimension_count").value_or(key_length);
+  if (rotary_dim != key_length) position.set("rotary_dim", rotary_dim, a + "rope.dimension_count");
+  position.set("theta", r.number(a + "rope.freq_base").value_or(10000.0), a + "rope.freq_base");
+  if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none")
+    r.problem(a + "rope.scaling.type \"" + *type + "\": " + a.substr(0, a.size() - 1) + "'s RoPE is not scaled");
+}
+
+// [ssm] of llama.cpp's mamba, mamba2 and granitehybrid (its Mamba-2 layers):
+// the ssm.* keys, and the biases of the first state-space layer (`blk`, its
+// names' start).
+TomlTable& ssm_table(Reader& r, TomlDoc& doc, std::string_view an, int64_t hidden, const std::string& blk) {
   const std::string a = std::string(an) + ".";
-  const bool two = an == "mamba2";
-  const int64_t hidden = r.required(a + "embedding_length");
-  const int64_t layers = r.required(a + "block_count");
-  const int64_t context = r.required(a + "context_length");
-  const weights::TensorInfo* embed = embedding_table(r);
-  TomlTable& dims = doc.table("dims");
-  dims.set("hidden", hidden, a + "embedding_length");
-  dims.set("layers", layers, a + "block_count");
-  dims.set("vocab", embed->shape[0], "token_embd rows");
-  dims.set("max_context", context, a + "context_length (no position table: the longest sequence accepted)");
-
-  rms_norm_section(r, doc, a);
-
+  const bool two = an != "mamba";
   TomlTable& m = doc.table("ssm");
   m.set("kind", two ? "mamba2" : "mamba", "llama.cpp's " + std::string(an));
   m.set("d_state", r.required(a + "ssm.state_size"), a + "ssm.state_size");
@@ -316,10 +335,121 @@ void ssm_sections(Reader& r, TomlDoc& doc, std::string_view an) {
     if (const GgufValue* v = r.value(a + "ssm.dt_b_c_rms"); v && std::get_if<bool>(&v->value) && *std::get_if<bool>(&v->value))
       r.problem(a + "ssm.dt_b_c_rms: Falcon-Mamba's norms of dt, B and C are not supported");
   }
-  m.set("conv_bias", r.has("blk.0.ssm_conv1d.bias"), "blk.0.ssm_conv1d.bias");
-  m.set("bias", r.has("blk.0.ssm_in.bias"), "blk.0.ssm_in.bias");
+  m.set("conv_bias", r.has(blk + "ssm_conv1d.bias"), blk + "ssm_conv1d.bias");
+  m.set("bias", r.has(blk + "ssm_in.bias"), blk + "ssm_in.bias");
   m.set("a_log", false, "ssm_a holds A = -exp(A_log), as llama.cpp's converter writes it");
-  doc.table("embedding").set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight" : "no output.weight");
+  return m;
+}
+
+// llama.cpp's mamba and mamba2 (every layer a Mamba or Mamba-2 block, no
+// attention): [dims], [norm], [ssm] and [embedding]. Its files hold A
+// itself (the converter writes −exp(A_log)), the conv taps squeezed, and
+// (mamba2) A and D as [heads, 1] and the grouped norm as [groups, d_inner /
+// groups]; ssm.time_step_rank is Mamba-2's head count.
+void ssm_sections(Reader& r, TomlDoc& doc, std::string_view an) {
+  const std::string a = std::string(an) + ".";
+  const auto [hidden, layers, context, embed] = basics(r, a);
+  TomlTable& dims = doc.table("dims");
+  dims.set("hidden", hidden, a + "embedding_length");
+  dims.set("layers", layers, a + "block_count");
+  dims.set("vocab", embed->shape[0], "token_embd rows");
+  dims.set("max_context", context, a + "context_length (no position table: the longest sequence accepted)");
+
+  rms_norm_section(r, doc, a);
+  ssm_table(r, doc, an, hidden, "blk.0.");
+  tied_embedding(r, doc);
+}
+
+// llama.cpp's granitehybrid (Bamba; src/models/granite-hybrid.cpp): pre-norm
+// blocks whose mixer is a Mamba-2 mixer or, in the layers whose
+// attention.head_count_kv is not 0, attention; each then a SwiGLU MLP. The
+// Mamba-2 parts are stored as mamba2's. Its converter permutes the q/k rows
+// of whole heads as Llama's, and its RoPE turns adjacent pairs of the first
+// rope.dimension_count dims: what this spec says. (Of a transformers Bamba,
+// which rotates halves of the first half of each head, that is another
+// model: the permutation pairs a rotated dim with an unrotated one.)
+void granitehybrid_sections(Reader& r, TomlDoc& doc) {
+  const std::string a = "granitehybrid.";
+  const auto [hidden, layers, context, embed] = basics(r, a);
+  const int64_t heads = r.required(a + "attention.head_count");
+  const int64_t ff = r.required(a + "feed_forward_length");
+
+  // head_count_kv: one count per layer, 0 for a Mamba-2 layer; the spec has
+  // one kv_heads for the attention layers.
+  const std::string kv_key = a + "attention.head_count_kv";
+  std::vector<int64_t> attention;
+  int64_t kv_heads = 0;
+  const GgufValue* kv = r.value(kv_key);
+  const auto* per_layer = kv ? std::get_if<weights::GgufArray>(&kv->value) : nullptr;
+  if (per_layer == nullptr) {
+    r.problem(kv_key + (kv ? ": one count per layer expected (0 for a Mamba-2 layer), a " +
+                                 std::string(weights::gguf_type_name(kv->type())) + " found"
+                           : ": missing"));
+  } else if (static_cast<int64_t>(per_layer->items.size()) != layers) {
+    r.problem(kv_key + ": " + std::to_string(per_layer->items.size()) + " counts, but block_count is " +
+              std::to_string(layers));
+  } else {
+    for (size_t l = 0; l < per_layer->items.size(); ++l) {
+      const auto count = std::visit(
+          [](const auto& x) -> std::optional<int64_t> {
+            if constexpr (std::is_integral_v<std::decay_t<decltype(x)>> && !std::is_same_v<std::decay_t<decltype(x)>, bool>)
+              return x >= 0 ? std::optional<int64_t>(static_cast<int64_t>(x)) : std::nullopt;
+            else return std::nullopt;
+          },
+          per_layer->items[l].value);
+      if (!count) {
+        r.problem(kv_key + "[" + std::to_string(l) + "]: not a count");
+      } else if (*count > 0) {
+        if (kv_heads > 0 && *count != kv_heads)
+          r.problem(kv_key + "[" + std::to_string(l) + "]: " + std::to_string(*count) + " KV heads, but layer " +
+                    std::to_string(attention.front()) + " has " + std::to_string(kv_heads) +
+                    " (the spec has one kv_heads)");
+        kv_heads = *count;
+        attention.push_back(static_cast<int64_t>(l));
+      }
+    }
+    if (attention.empty())
+      r.problem(kv_key + ": every count 0: no attention layer (a Mamba-2 model is llama.cpp's mamba2)");
+    else if (static_cast<int64_t>(attention.size()) == layers)
+      r.problem(kv_key + ": no count 0: no Mamba-2 layer (llama.cpp's converter writes such a model as granite)");
+  }
+  // What Granite 4.0's hybrids add and a spec does not say (Bamba has none of it).
+  for (const char* key : {"embedding_scale", "residual_scale", "logit_scale", "attention.scale"})
+    if (r.value(a + key) != nullptr) r.problem(a + key + ": Granite's multipliers are not read (Bamba has none)");
+  if (r.integer(a + "expert_count").value_or(0) > 0)
+    r.problem(a + "expert_count: Granite 4.0's experts are not read (Bamba has none)");
+  if (const GgufValue* v = r.value(a + "rope.scaling.finetuned")) {
+    const bool* rope = std::get_if<bool>(&v->value);
+    if (rope == nullptr) r.problem(a + "rope.scaling.finetuned: a bool expected");
+    else if (!*rope) r.problem(a + "rope.scaling.finetuned = false: attention without RoPE (Granite 4.0) is not read");
+  }
+
+  const int64_t key_length = r.integer(a + "attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
+  TomlTable& dims = doc.table("dims");
+  dims.set("hidden", hidden, a + "embedding_length");
+  dims.set("layers", layers, a + "block_count");
+  dims.set("heads", heads, a + "attention.head_count");
+  if (kv_heads > 0 && kv_heads != heads) dims.set("kv_heads", kv_heads, kv_key + " of the attention layers");
+  if (heads > 0 && key_length != hidden / heads) dims.set("head_dim", key_length, a + "attention.key_length");
+  dims.set("intermediate", ff, a + "feed_forward_length");
+  dims.set("vocab", embed->shape[0], "token_embd rows");
+  dims.set("max_context", context, a + "context_length");
+
+  std::string first_ssm = "blk.0.";
+  for (int64_t l = 0; l < layers; ++l)
+    if (std::find(attention.begin(), attention.end(), l) == attention.end()) {
+      first_ssm = "blk." + std::to_string(l) + ".";
+      break;
+    }
+  TomlTable& m = ssm_table(r, doc, "granitehybrid", hidden, first_ssm);
+  if (!attention.empty()) m.set("attention_layers", attention, kv_key + " not 0");
+
+  rms_norm_section(r, doc, a);
+  if (!attention.empty()) attention_biases(r, doc.table("attention"), "blk." + std::to_string(attention.front()) + ".");
+  unscaled_rope(r, doc.table("position"), a, key_length, "interleaved",
+                "llama.cpp permutes the q/k rows of whole heads for it");
+  doc.table("mlp").set("activation", "silu").set("gated", true);
+  tied_embedding(r, doc);
 }
 
 // llama.cpp's deepseek2 (DeepSeek-V2/V3): [dims], [mla], [moe], [norm],
@@ -333,10 +463,7 @@ void ssm_sections(Reader& r, TomlDoc& doc, std::string_view an) {
 // scores as the sum of its best two (V3's rule, whatever the model).
 void deepseek2_sections(Reader& r, TomlDoc& doc) {
   const std::string a = "deepseek2.";
-  const int64_t hidden = r.required(a + "embedding_length");
-  const int64_t layers = r.required(a + "block_count");
-  const int64_t context = r.required(a + "context_length");
-  const weights::TensorInfo* embed = embedding_table(r);
+  const auto [hidden, layers, context, embed] = basics(r, a);
   const int64_t vocab = r.integer(a + "vocab_size").value_or(embed->shape[0]);
   const auto flag = [&](const std::string& key) {
     const GgufValue* v = r.value(key);
@@ -428,7 +555,7 @@ void deepseek2_sections(Reader& r, TomlDoc& doc) {
     r.problem(a + "rope.scaling.type \"" + *type + "\": llama.cpp's deepseek2 runs yarn or none");
   }
   doc.table("mlp").set("activation", "silu").set("gated", true);
-  doc.table("embedding").set("tied", !r.has("output.weight"), r.has("output.weight") ? "output.weight" : "no output.weight");
+  tied_embedding(r, doc);
 }
 
 // The decoders' sections ([moe] to [output]) of llama.cpp's architecture `arch`.
@@ -700,13 +827,7 @@ void encoder_sections(Reader& r, TomlDoc& doc, std::string_view an, const std::s
   // t5encoder's positions and MLP: t5_blocks.
   TomlTable& position = doc.table("position");
   if (nomic) {
-    position.set("kind", "rope");
-    position.set("pairing", "neox", "llama.cpp's nomic-bert keeps rotate-half");
-    const int64_t rotary_dim = r.integer(a + "rope.dimension_count").value_or(key_length);
-    if (rotary_dim != key_length) position.set("rotary_dim", rotary_dim, a + "rope.dimension_count");
-    position.set("theta", r.number(a + "rope.freq_base").value_or(10000.0), a + "rope.freq_base");
-    if (const auto type = r.string(a + "rope.scaling.type"); type && *type != "none")
-      r.problem(a + "rope.scaling.type \"" + *type + "\": nomic-bert's RoPE is not scaled");
+    unscaled_rope(r, position, a, key_length, "neox", "llama.cpp's nomic-bert keeps rotate-half");
   } else if (!t5) {
     learned_positions(r, position, context);
   }
@@ -869,6 +990,8 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
   std::optional<std::string> mlp_norm_name;  // Falcon-40B's second norm
   if (arch->ssm) {
     ssm_sections(r, doc, an);
+  } else if (arch->hybrid) {
+    granitehybrid_sections(r, doc);
   } else if (an == "deepseek2") {
     deepseek2_sections(r, doc);
   } else {
@@ -1103,9 +1226,12 @@ const Arch& arch_of(const Spec& s) {
   auto pick = [](std::string_view name) -> const Arch& { return *find_arch(name); };
   using spec::NormPlacement;
   using spec::QKNorm;
-  if (s.ssm.hybrid())
-    throw Error(ErrorKind::Unsupported, "ssm.attention_layers: llama.cpp's hybrids (granitehybrid, jamba) are not "
-                                        "read or written yet");
+  if (s.ssm.hybrid()) {
+    if (!s.ssm.mamba2())
+      throw Error(ErrorKind::Unsupported, "ssm.kind: llama.cpp's Mamba hybrid, jamba, is not read or written yet "
+                                          "(granitehybrid's mixers are Mamba-2 mixers)");
+    return pick("granitehybrid");
+  }
   if (s.ssm.enabled()) return pick(s.ssm.mamba2() ? "mamba2" : "mamba");
   if (s.mla.enabled) return pick("deepseek2");
   if (s.encoder_decoder()) {
@@ -1236,9 +1362,9 @@ std::map<std::string, GgufValue> common_metadata(const Spec& s, std::string_view
   return m;
 }
 
-// llama.cpp's mamba and mamba2 metadata (its converter's keys), or what it
-// cannot say: an Error naming the field.
-std::map<std::string, GgufValue> ssm_metadata(const Spec& s, std::string_view an) {
+// The ssm.* keys of llama.cpp's mamba, mamba2 and granitehybrid (its
+// converter's), added to `out`, or what they cannot say: an Error naming the field.
+void ssm_keys(const Spec& s, std::string_view an, std::map<std::string, GgufValue>& out) {
   auto refuse = [&](const std::string& field, const std::string& why) {
     throw Error(ErrorKind::Unsupported, field + ": llama.cpp's " + std::string(an) + " " + why);
   };
@@ -1247,12 +1373,10 @@ std::map<std::string, GgufValue> ssm_metadata(const Spec& s, std::string_view an
   if (m.bias) refuse("ssm.bias", "has no in_proj or out_proj biases");
   if (!m.conv_bias) refuse("ssm.conv_bias", "has a conv bias");
   if (m.dt_limited()) refuse("ssm.dt_min", "does not clamp dt");
-  if (!m.mamba2() && m.d_inner != 2 * s.dims.hidden) refuse("ssm.d_inner", "converter takes d_inner = 2 × hidden");
+  if ((!m.mamba2() || an == "granitehybrid") && m.d_inner != 2 * s.dims.hidden)
+    refuse("ssm.d_inner", "takes d_inner = 2 × hidden");
   const std::string a = std::string(an) + ".";
   const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
-  std::map<std::string, GgufValue> out = common_metadata(s, an, s.dims.layers);
-  out[a + "feed_forward_length"] = u32(0);    // "unused, but required when loading" (the converter)
-  out[a + "attention.head_count"] = u32(0);
   out[a + "attention.layer_norm_rms_epsilon"] = GgufValue(static_cast<float>(s.norm.eps));
   out[a + "ssm.conv_kernel"] = u32(m.d_conv);
   out[a + "ssm.inner_size"] = u32(m.d_inner);
@@ -1260,7 +1384,60 @@ std::map<std::string, GgufValue> ssm_metadata(const Spec& s, std::string_view an
   out[a + "ssm.time_step_rank"] = u32(m.mamba2() ? m.heads : m.dt_rank);
   if (m.mamba2()) out[a + "ssm.group_count"] = u32(m.groups);
   else out[a + "ssm.dt_b_c_rms"] = false;
+}
+
+// llama.cpp's mamba and mamba2 metadata (its converter's keys), or what it
+// cannot say: an Error naming the field.
+std::map<std::string, GgufValue> ssm_metadata(const Spec& s, std::string_view an) {
+  const std::string a = std::string(an) + ".";
+  const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+  std::map<std::string, GgufValue> out = common_metadata(s, an, s.dims.layers);
+  out[a + "feed_forward_length"] = u32(0);    // "unused, but required when loading" (the converter)
+  out[a + "attention.head_count"] = u32(0);
+  ssm_keys(s, an, out);
   return out;
+}
+
+// llama.cpp's granitehybrid metadata as its converter writes a Bamba's
+// (conversion/granite.py): Llama's keys, attention.head_count_kv one i32 per
+// layer (0 for a Mamba-2 layer), mamba2's ssm.* keys, rope.scaling.finetuned
+// (true: the attention layers turn RoPE). rope.dimension_count is the
+// config's attn_rotary_emb, which Bamba's checkpoints give. Or what it
+// cannot say: an Error naming the field.
+std::map<std::string, GgufValue> granitehybrid_metadata(const Spec& s) {
+  auto refuse = [&](const std::string& field, const std::string& why) {
+    throw Error(ErrorKind::Unsupported, field + ": llama.cpp's granitehybrid " + why);
+  };
+  using spec::RopePairing;
+  if (s.position.kind != spec::PositionKind::Rope || s.position.pairing != RopePairing::Interleaved)
+    refuse("position.pairing", "turns adjacent (interleaved) pairs, its q/k rows permuted for them");
+  if (s.position.scaling.kind != spec::RopeScaling::None) refuse("position.scaling", "does not scale RoPE");
+  if (std::abs(s.attention.effective_scale(s.dims.head_dim) * std::sqrt(static_cast<double>(s.dims.head_dim)) - 1) > 1e-9)
+    refuse("attention.scale", "scales Bamba's scores by 1/sqrt(head_dim)");
+  if (s.embedding.scale != 1.0 || s.embedding.scale_sqrt_hidden) refuse("embedding.scale", "is read without Granite's multipliers");
+  if (s.output.scale != 1.0 || s.output.softcap > 0) refuse("output.scale", "is read without Granite's multipliers");
+  if (s.moe.enabled()) refuse("moe", "is read without Granite 4.0's experts");
+  if (s.dims.head_dim * s.dims.heads != s.dims.hidden) refuse("dims.head_dim", "converter drops head_dim (hidden / heads)");
+  if (s.attention.qk_norm != spec::QKNorm::None || s.attention.sliding_window > 0 || s.weights.fused_qkv)
+    refuse("attention", "has q, k and v apart, no q/k norms, no window");
+  if (s.norm.kind != spec::NormKind::RMSNorm || s.norm.placement != spec::NormPlacement::Pre)
+    refuse("norm", "has pre-norm RMS blocks");
+  if (!s.mlp.gated || s.mlp.activation != spec::Activation::SiLU || s.mlp.fused_gate_up != spec::FusedGateUp::None)
+    refuse("mlp", "computes SwiGLU (gated silu), gate and up apart");
+  const std::string a = "granitehybrid.";
+  const auto u32 = [](int64_t v) { return GgufValue(static_cast<uint32_t>(v)); };
+  std::map<std::string, GgufValue> m = common_metadata(s, "granitehybrid", s.dims.layers);
+  m[a + "feed_forward_length"] = u32(s.dims.intermediate);
+  m[a + "attention.head_count"] = u32(s.dims.heads);
+  weights::GgufArray kv{weights::GgufType::I32, {}};  // Python ints: gguf-py writes an i32 array
+  for (int64_t l = 0; l < s.dims.layers; ++l)
+    kv.items.emplace_back(static_cast<int32_t>(s.ssm.attention_at(l) ? s.dims.kv_heads : 0));
+  m[a + "attention.head_count_kv"] = std::move(kv);
+  m[a + "rope.dimension_count"] = u32(s.position.rotary_dim);
+  m[a + "rope.freq_base"] = GgufValue(static_cast<float>(s.position.theta));
+  m[a + "rope.scaling.finetuned"] = true;
+  ssm_keys(s, "granitehybrid", m);
+  return m;
 }
 
 // llama.cpp's deepseek2 metadata (its converter's keys), or what it cannot
@@ -1353,7 +1530,7 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
                              scale_by_hidden(arch.name, s.dims.layers) ? s.dims.hidden / s.dims.heads : s.dims.head_dim));
   if (s.attention.scale && std::abs(*s.attention.scale - implied) < 1e-12 * implied)
     s.attention.scale = scale_by_hidden(arch.name, s.dims.layers) ? std::optional<double>(implied) : std::nullopt;
-  if (arch.ssm) s.ssm.a_log = false;  // the converter writes A = −exp(A_log)
+  if (arch.ssm || arch.hybrid) s.ssm.a_log = false;  // the converter writes A = −exp(A_log)
   if (arch.name == "deepseek2") s.mla.split_kv_b = true;  // the converter splits kv_b_proj
   s.weights.preset = "gguf";
   s.weights.names = spec::preset_names("gguf", s.norm.placement);
@@ -1381,6 +1558,7 @@ std::map<std::string, GgufValue> gguf_metadata_from_spec(const spec::Spec& s) {
   const Arch& arch = arch_of(s);
   auto refuse = [](const std::string& what) { throw Error(ErrorKind::Unsupported, what); };
   if (arch.ssm) return ssm_metadata(s, arch.name);
+  if (arch.hybrid) return granitehybrid_metadata(s);
   if (arch.name == "deepseek2") return mla_metadata(s);
   if (arch.interleaved && s.position.pairing != spec::RopePairing::Interleaved)
     refuse("position.pairing: llama.cpp's Llama files pair RoPE dims interleaved (their q/k rows permuted)");

@@ -182,10 +182,9 @@ TEST_CASE("every shipped spec llama.cpp can express round-trips through GGUF met
       // ModernBERT: an encoder of pre-norm blocks, none of llama.cpp's
       // bert, nomic-bert and t5encoder; RoBERTa, XLM-R: llama.cpp's
       // converter cuts their first position rows; BART: llama.cpp's one
-      // encoder-decoder is t5; Bamba: llama.cpp's hybrids are not read or
-      // written yet; dynamic NTK RoPE: llama.cpp has none.
+      // encoder-decoder is t5; dynamic NTK RoPE: llama.cpp has none.
       MESSAGE(entry.path().filename().string() << ": " << std::string(e.what()));
-      CHECK((original.moe.enabled() || original.ssm.hybrid() ||
+      CHECK((original.moe.enabled() ||
              original.position.scaling.kind == spec::RopeScaling::DynamicNtk || (original.encoder() && original.position.offset > 0) ||
              (original.encoder_decoder() && original.position.kind != spec::PositionKind::Relative) ||
              (original.encoder() && original.norm.placement == spec::NormPlacement::Pre &&
@@ -230,7 +229,8 @@ TEST_CASE("the GGUF twin of a Llama spec pairs RoPE interleaved and names tensor
 // twin imports back to it.
 TEST_CASE("the hand-written GGUF twins of the tiny models are their GGUF twins, and import back") {
   for (const std::string name : {"llama-gqa", "gpt2", "gemma2", "gemma3", "olmo2", "qwen3", "phi3", "neox", "bloom",
-                                 "phi2", "falcon", "mpt", "llama3-rope", "mamba", "mamba2", "deepseek-v3"}) {
+                                 "phi2", "falcon", "mpt", "llama3-rope", "mamba", "mamba2", "deepseek-v3",
+                                 "granite-hybrid"}) {
     CAPTURE(name);
     const spec::Spec twin = gguf_twin(tiny(name + ".toml"));
     const spec::Spec written = tiny(name + "-gguf.toml");
@@ -303,6 +303,83 @@ TEST_CASE("deepseek2: latent attention and DeepSeek's routing in llama.cpp's key
   // DeepSeek-V2's own rule (a group by its best expert) is not llama.cpp's.
   CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(gguf_twin(tiny("deepseek-mla.toml"))),
                        doctest::Contains("llama.cpp's deepseek2"), Error);
+}
+
+// llama.cpp's granitehybrid, as its converter writes a Bamba: the per-layer
+// head_count_kv (0 for a Mamba-2 layer) gives the attention layers, the
+// Mamba-2 layers are mamba2's, and RoPE turns adjacent pairs of the first
+// rope.dimension_count dims of the permuted rows.
+TEST_CASE("granitehybrid: Bamba's layers from the per-layer head_count_kv, the keys, the refusals") {
+  const spec::Spec twin = gguf_twin(tiny("bamba.toml"));
+  CHECK(twin.position.pairing == spec::RopePairing::Interleaved);
+  CHECK_FALSE(twin.ssm.a_log);
+  const Metadata m = metadata_of(twin);
+  CHECK(std::get<std::string>(m.at("general.architecture").value) == "granitehybrid");
+  const auto u = [&](const std::string& key) { return std::get<uint32_t>(m.at("granitehybrid." + key).value); };
+  CHECK(u("attention.head_count") == 4);
+  CHECK(u("feed_forward_length") == 64);
+  CHECK(u("rope.dimension_count") == 4);
+  CHECK(u("ssm.inner_size") == 64);
+  CHECK(u("ssm.time_step_rank") == 4);  // Mamba-2's heads
+  CHECK(u("ssm.group_count") == 1);
+  CHECK(std::get<bool>(m.at("granitehybrid.rope.scaling.finetuned").value));
+  const auto& kv = std::get<weights::GgufArray>(m.at("granitehybrid.attention.head_count_kv").value);
+  CHECK(kv.item_type == weights::GgufType::I32);
+  CHECK(kv.items == std::vector<weights::GgufValue>{int32_t{0}, int32_t{2}, int32_t{0}, int32_t{2}});
+
+  const std::vector<weights::TensorInfo> tensors = tensors_of(twin);
+  const std::string text = import_gguf_metadata(m, tensors, file_named("b.gguf")).render();
+  const spec::Spec imported = parse_text(text);
+  CHECK_MESSAGE(differences_of(twin, imported).empty(), differences_of(twin, imported) << text);
+  CHECK(imported.ssm.attention_layers == std::vector<int64_t>{1, 3});
+  CHECK(imported.dims.kv_heads == 2);
+  CHECK(imported.position.rotary_dim == 4);
+  int64_t elements = 0;
+  for (const weights::TensorInfo& t : tensors) elements += t.shape.size() == 1 ? t.shape[0] : t.shape[0] * t.shape[1];
+  CHECK(spec::build_manifest(imported).total_elements() == elements);
+  CHECK(spec::build_manifest(imported).total_elements() == spec::build_manifest(tiny("bamba.toml")).total_elements());
+  std::vector<std::string> names;
+  for (const weights::TensorInfo& t : tensors) names.push_back(t.name);
+  for (const char* name : {"blk.0.ssm_in.weight", "blk.0.ssm_dt.bias", "blk.0.attn_norm.weight", "blk.1.attn_q.weight",
+                           "blk.1.attn_norm.weight", "blk.3.ffn_norm.weight", "output.weight"})
+    CHECK_MESSAGE(std::count(names.begin(), names.end(), name) == 1, name);
+  CHECK(std::count(names.begin(), names.end(), "blk.1.ssm_in.weight") == 0);
+
+  // head_count_kv: one count per layer, one width for the attention layers.
+  Metadata bad = m;
+  bad["granitehybrid.attention.head_count_kv"] = weights::GgufArray{weights::GgufType::I32, {int32_t{0}, int32_t{2}, int32_t{0}}};
+  CHECK(import_errors(bad, tensors).find("x.gguf: granitehybrid.attention.head_count_kv: 3 counts, but block_count is 4") !=
+        std::string::npos);
+  bad["granitehybrid.attention.head_count_kv"] = uint32_t{2};
+  CHECK(import_errors(bad, tensors).find("granitehybrid.attention.head_count_kv: one count per layer expected "
+                                         "(0 for a Mamba-2 layer), a u32 found") != std::string::npos);
+  bad["granitehybrid.attention.head_count_kv"] =
+      weights::GgufArray{weights::GgufType::I32, {int32_t{0}, int32_t{2}, int32_t{0}, int32_t{4}}};
+  CHECK(import_errors(bad, tensors).find("granitehybrid.attention.head_count_kv[3]: 4 KV heads, but layer 1 has 2") !=
+        std::string::npos);
+  bad["granitehybrid.attention.head_count_kv"] =
+      weights::GgufArray{weights::GgufType::I32, {int32_t{0}, int32_t{0}, int32_t{0}, int32_t{0}}};
+  CHECK(import_errors(bad, tensors).find("every count 0: no attention layer") != std::string::npos);
+  bad = m;
+  bad["granitehybrid.residual_scale"] = 0.22f;
+  CHECK(import_errors(bad, tensors).find("granitehybrid.residual_scale: Granite's multipliers are not read") !=
+        std::string::npos);
+  bad = m;
+  bad["granitehybrid.rope.scaling.finetuned"] = false;
+  CHECK(import_errors(bad, tensors).find("rope.scaling.finetuned = false") != std::string::npos);
+
+  // What the architecture cannot say.
+  spec::Spec s = twin;
+  s.position.pairing = spec::RopePairing::Neox;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(s), doctest::Contains("position.pairing: llama.cpp's granitehybrid"), Error);
+  s = twin;
+  s.ssm.expand = 4;
+  s.ssm.d_inner = 128;
+  s.ssm.heads = 8;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(s), doctest::Contains("ssm.d_inner: llama.cpp's granitehybrid takes d_inner = 2 × hidden"), Error);
+  s = twin;
+  s.ssm.dt_max = 0.1;
+  CHECK_THROWS_WITH_AS(gguf_metadata_from_spec(s), doctest::Contains("ssm.dt_min: llama.cpp's granitehybrid does not clamp dt"), Error);
 }
 
 TEST_CASE("Gemma's GGUF norm weights hold 1 + w: the imported spec has no unit offset") {
