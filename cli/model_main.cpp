@@ -266,8 +266,9 @@ lathe::vk::ContextOptions device_options(const std::string& device) {
 
 // --split (every command's, given before or after it): how the layers go
 // over the devices --device names: "layers:16,16" as given, "memory" in
-// proportion to each device's memory (vk::device_memory; the layers taken
-// as alike), empty: as evenly as they divide (the first stages one more).
+// proportion to what each device can take now (vk::device_memory: its
+// budget less its usage where it reports them, else its heap; the layers
+// taken as alike), empty: as evenly as they divide (the first stages one more).
 std::string g_split;
 
 std::vector<int64_t> stage_layers(const std::string& split, const std::vector<lathe::vk::Device*>& devices) {
@@ -295,7 +296,10 @@ std::vector<int64_t> stage_layers(const std::string& split, const std::vector<la
   std::vector<int64_t> stages;
   std::vector<double> weight(n, 1.0);
   if (split == "memory")
-    for (size_t i = 0; i < n; ++i) weight[i] = static_cast<double>(lathe::vk::device_memory(devices[i]->info()).bytes);
+    for (size_t i = 0; i < n; ++i) {
+      const lathe::vk::DeviceMemory m = lathe::vk::device_memory(devices[i]->info());
+      weight[i] = static_cast<double>(m.available > 0 ? m.available : m.bytes);
+    }
   // Each stage its share, rounded down, at least one layer; what is left to the first ones.
   double total = 0;
   for (double w : weight) total += w;

@@ -139,7 +139,9 @@ std::vector<int64_t> device_capacities(const std::string& text) {
       const lathe::vk::DeviceInfo& d = lathe::vk::select_device(devices, item);
       const lathe::vk::DeviceMemory memory = lathe::vk::device_memory(d);
       std::cerr << "--devices: " << item << " is [" << d.index << "] " << d.name << ", " << (memory.bytes >> 20) << " MiB"
-                << (memory.host ? " (the host's memory)" : "") << "\n";
+                << (memory.host ? " (the host's memory)" : "")
+                << (memory.available > 0 ? ", " + std::to_string(memory.available >> 20) + " MiB of it available now" : "")
+                << "\n";
       out.push_back(static_cast<int64_t>(memory.bytes));
     } catch (const lathe::Error& e) {
       throw lathe::spec::PlacementError("--devices: \"" + item + "\" is neither an amount of memory (24GiB) nor a device of " +

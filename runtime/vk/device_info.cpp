@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "runtime/error.hpp"
@@ -40,6 +41,19 @@ std::string bytes_string(uint64_t bytes) {
 }
 
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
+
+// The host's MemAvailable (/proc/meminfo: free memory and what the kernel
+// can reclaim without swapping); 0 where it is not reported.
+uint64_t host_available() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    uint64_t kib = 0;
+    std::string unit;
+    if (!(in >> kib >> unit)) break;
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
 
 DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
   DeviceInfo info;
@@ -108,12 +122,27 @@ DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
   info.storage_buffer_16bit = storage16.storageBuffer16BitAccess == VK_TRUE;
   info.storage_buffer_8bit = storage8.storageBuffer8BitAccess == VK_TRUE;
 
-  VkPhysicalDeviceMemoryProperties memory{};
-  vkGetPhysicalDeviceMemoryProperties(physical, &memory);
+  // Each heap's budget and usage where the device has VK_EXT_memory_budget.
+  uint32_t extension_count = 0;
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &extension_count, nullptr);
+  std::vector<VkExtensionProperties> extensions(extension_count);
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &extension_count, extensions.data());
+  const bool budgeted = std::any_of(extensions.begin(), extensions.end(), [](const VkExtensionProperties& e) {
+    return std::string_view(e.extensionName) == VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+  });
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryProperties2 memory2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+  if (budgeted) memory2.pNext = &budget;
+  vkGetPhysicalDeviceMemoryProperties2(physical, &memory2);
+  const VkPhysicalDeviceMemoryProperties& memory = memory2.memoryProperties;
   info.heaps.resize(memory.memoryHeapCount);
   for (uint32_t h = 0; h < memory.memoryHeapCount; ++h) {
     info.heaps[h].size = memory.memoryHeaps[h].size;
     info.heaps[h].device_local = (memory.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+    if (budgeted) {
+      info.heaps[h].budget = budget.heapBudget[h];
+      info.heaps[h].usage = budget.heapUsage[h];
+    }
   }
   for (uint32_t t = 0; t < memory.memoryTypeCount; ++t) {
     if (memory.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
@@ -188,6 +217,8 @@ std::string format_device_list(const std::vector<DeviceInfo>& devices) {
       out << "    memory heap " << h << "         " << bytes_string(d.heaps[h].size);
       if (d.heaps[h].device_local) out << ", device-local";
       if (d.heaps[h].host_visible) out << ", host-visible";
+      if (d.heaps[h].budget > 0)
+        out << ", budget " << bytes_string(d.heaps[h].budget) << " (" << bytes_string(d.heaps[h].usage) << " used)";
       out << "\n";
     }
     out << "    unified memory        " << yes_no(d.unified_memory) << "\n";
@@ -267,11 +298,14 @@ std::vector<std::string> device_list(std::string_view selector) {
 DeviceMemory device_memory(const DeviceInfo& info) {
   DeviceMemory m;
   for (const MemoryHeap& h : info.heaps)
-    if (h.device_local) m.bytes = std::max<uint64_t>(m.bytes, h.size);
+    if (h.device_local && h.size > m.bytes) {
+      m.bytes = h.size;
+      m.available = h.budget > h.usage ? h.budget - h.usage : 0;
+    }
   if (info.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     const uint64_t host = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-    if (host > m.bytes) m = {host, true};
+    if (host > m.bytes) m = {host, true, std::min(host, host_available())};
   }
   return m;
 }

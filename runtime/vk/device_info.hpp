@@ -15,6 +15,9 @@ struct MemoryHeap {
   uint64_t size = 0;
   bool device_local = false;
   bool host_visible = false;  // some memory type of this heap can be mapped
+  // VK_EXT_memory_budget, when the device has it (else 0, 0): what this
+  // process may allocate from the heap, and what it holds, when described.
+  uint64_t budget = 0, usage = 0;
 };
 
 struct DeviceInfo {
@@ -93,6 +96,10 @@ std::vector<std::string> device_list(std::string_view selector);
 struct DeviceMemory {
   uint64_t bytes = 0;  // 0: the device reports no device-local heap
   bool host = false;   // the host's memory
+  // What it can take now (0: not reported): the heap's budget less its
+  // usage (VK_EXT_memory_budget: what other processes hold is out of the
+  // budget), or the host's MemAvailable.
+  uint64_t available = 0;
 };
 DeviceMemory device_memory(const DeviceInfo& info);
 

@@ -19,6 +19,26 @@ TEST_CASE_FIXTURE(VulkanTest, "the context runs with validation on a device with
   MESSAGE("device: " << info.name << " (" << info.driver_name << ")");
 }
 
+// What the device can take now: a budgeted heap's budget within its size
+// (VK_EXT_memory_budget), and device_memory's available within its bytes; a
+// CPU device (lavapipe) reports the host's MemAvailable. Buffers this
+// process holds count in a budgeted heap's usage.
+TEST_CASE_FIXTURE(VulkanTest, "a device's memory: its size, and what it can take now") {
+  const auto& info = device.info();
+  for (const lathe::vk::MemoryHeap& h : info.heaps) {
+    CHECK(h.budget <= h.size);
+    CHECK((h.budget > 0 || h.usage == 0));
+  }
+  const lathe::vk::DeviceMemory m = lathe::vk::device_memory(info);
+  CHECK(m.bytes > 0);
+  CHECK(m.available <= m.bytes);
+  if (info.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    CHECK(m.host);
+    CHECK(m.available > 0);
+  }
+  MESSAGE("memory: " << (m.bytes >> 20) << " MiB, " << (m.available >> 20) << " MiB available now");
+}
+
 TEST_CASE_FIXTURE(VulkanTest, "LATHE_DEVICE picks the device the harness runs on") {
   const char* selector = std::getenv("LATHE_DEVICE");
   if (selector == nullptr) {
