@@ -76,6 +76,10 @@ void Session::Impl::choose_class() {
   const std::string& form = options.mla_form;
   if (!form.empty() && form != "absorbed" && form != "expanded")
     throw Error(ErrorKind::InvalidArgument, "mla_form: '" + form + "' is not absorbed or expanded (empty: the device class's)");
+  if (form == "expanded" && plan.expanded_row_floats == 0)
+    throw Error(ErrorKind::InvalidArgument, "mla_form: " + std::string(model.name) +
+                                                " has no expanded form of latent attention (no [mla], or widths at "
+                                                "which it never takes fewer multiply-adds)");
   const bool expanded = form.empty() ? device_class->expanded_mla : form == "expanded";
   expanded_rows = expanded ? std::min(plan.expanded_rows, context) : 0;
   expanded_min_rows = form.empty() ? plan.expanded_min_rows : 1;

@@ -262,6 +262,17 @@ TEST_CASE_FIXTURE(test::VulkanTest, "latent attention's absorbed and expanded pr
   CHECK_THROWS_WITH_AS(Session(device, model_info(), bad), doctest::Contains("mla_form: 'compressed'"), Error);
 }
 
+// Model-independent: one model shows it.
+TEST_CASE_FIXTURE(test::VulkanTest, "a model without latent attention refuses its expanded form, runs the absorbed" *
+                  doctest::skip(model_info().name != std::string_view("tiny-llama-gqa"))) {
+  SessionOptions expanded;
+  expanded.mla_form = "expanded";
+  CHECK_THROWS_WITH_AS(Session(device, model_info(), expanded), doctest::Contains("has no expanded form"), Error);
+  SessionOptions absorbed;
+  absorbed.mla_form = "absorbed";  // what it runs anyway
+  CHECK_NOTHROW(Session(device, model_info(), absorbed));
+}
+
 // Model-independent: one model shows it. Split attention's partials are one
 // storage binding of max_chunk rows × splits: a chunk so long that the
 // class's 16 ranges would exceed maxStorageBufferRange takes fewer ranges
