@@ -101,6 +101,7 @@ Session::Impl::Fit Session::Impl::fit() const {
   const vk::DeviceMemory memory = vk::device_memory(device.info());  // a CPU device's: the host's
   f.heap = memory.bytes;
   f.host = memory.host;
+  f.available = memory.available;
   return f;
 }
 

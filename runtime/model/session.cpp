@@ -295,7 +295,8 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
       table += "\n  stage " + std::to_string(link ? link->rank() : static_cast<int>(k)) + ", layers " + std::to_string(s.first_layer) + "-" +
                std::to_string(s.end_layer - 1) + ", on " + s.device.info().name + ": needs " + Impl::mib(f.need) + " (" +
                s.memory_text() + "), holds " + (f.heap ? Impl::mib(f.heap) : std::string("an unknown amount")) +
-               (f.host ? " (the host's memory)" : "") + (over ? ": does not fit" : "");
+               (f.host ? " (the host's memory)" : "") +
+               (f.available > 0 ? ", " + Impl::mib(f.available) + " of it free now" : "") + (over ? ": does not fit" : "");
     }
     if (!fits)
       throw Error(ErrorKind::Unsupported, std::string(model.name) + " split over " + std::to_string(count) +

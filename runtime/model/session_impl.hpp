@@ -181,6 +181,7 @@ struct Session::Impl {
   struct Fit {
     VkDeviceSize need = 0, heap = 0;  // heap: the largest device-local one (0: unknown)
     bool host = false;                // the heap is the host's memory (a CPU device)
+    VkDeviceSize available = 0;       // what it can take now (vk::DeviceMemory; 0: not reported)
   };
   Fit fit() const;
   std::string memory_text() const;  // memory() in words
