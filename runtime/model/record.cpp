@@ -277,13 +277,21 @@ void Session::Impl::copy_carried(VkCommandBuffer cb, uint32_t rows, bool in) con
   }
 }
 
-void Session::Impl::submit(VkCommandBuffer cb) {
+void Session::Impl::start(VkCommandBuffer cb) {
   VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cb;
   vk::check(vkResetFences(device.handle(), 1, &fence), "vkResetFences");
   vk::check(vkQueueSubmit(device.queue(), 1, &submit, fence), "vkQueueSubmit");
+}
+
+void Session::Impl::finish() {
   vk::check(vkWaitForFences(device.handle(), 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+}
+
+void Session::Impl::submit(VkCommandBuffer cb) {
+  start(cb);
+  finish();
 }
 
 std::vector<Session::KernelTime> Session::profile(uint32_t rows) {

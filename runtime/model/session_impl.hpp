@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -216,7 +217,9 @@ struct Session::Impl {
     return expanded_rows > 0 && rows >= expanded_min_rows &&
            static_cast<int64_t>(io_rows()[0].position) + rows <= expanded_rows;
   }
-  void submit(VkCommandBuffer cb);
+  void submit(VkCommandBuffer cb);  // start(cb), then finish()
+  void start(VkCommandBuffer cb);   // submitted, not waited for (the stage's fence)
+  void finish();                    // waits for what start() submitted
   const KernelBinary& kernel(const plan::Dispatch& d) const { return model.kernels[d.kernel]; }
   const kernels::FamilyInfo& family(const plan::Dispatch& d) const {
     return kernels::family(plan.kernels[d.kernel].family);
@@ -250,6 +253,12 @@ struct Session::Impl {
   void run_chunk(int64_t sequence, uint32_t rows);
   // A decode step of `count` rows already in io, one sequence each.
   void run_decode(uint32_t count);
+  // The first stage's, over stages in this process: a prompt's chunks of
+  // `rows` each (the last the rest) with the stages working at once, stage
+  // k on chunk t − k at step t; calls `done(c)` as the last stage finishes
+  // chunk c, its logits then in place. Advances `sequence`.
+  void run_chunks_pipelined(int64_t sequence, std::span<const int32_t> tokens, uint32_t rows,
+                            const std::function<void(size_t)>& done);
   // This stage's pass over `rows` rows: a prompt chunk's, or a decode step's
   // (its command buffer recorded once).
   void run_pass(uint32_t rows, bool decode_step);
