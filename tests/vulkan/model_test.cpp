@@ -483,6 +483,24 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a split over devices gives one device's log
     CHECK(weights >= one.memory().weights);
     CHECK(cache == one.memory().cache);
   }
+  // Every row's logits (all_logits), read chunk by chunk as the last stage
+  // finishes each while the stages before it run the next ones.
+  SessionOptions every = options;
+  every.all_logits = true;
+  every.stages.clear();
+  Session one_all(device, model_info(), every);
+  upload_all(one_all);
+  const std::vector<float> one_rows = one_all.prefill(prompt);
+  every.stages = splits.back();
+  std::vector<vk::Device*> all_devices = {&device, &second, &third};
+  all_devices.resize(every.stages.size());
+  Session split_all(all_devices, model_info(), every);
+  upload_all(split_all);
+  const std::vector<float> split_rows = split_all.prefill(prompt);
+  REQUIRE(split_rows.size() == one_rows.size());
+  CHECK(std::memcmp(split_rows.data(), one_rows.data(), one_rows.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(split_all.decode(stream[0]).data(), one_all.decode(stream[0]).data(), V * sizeof(float)) == 0);
+
   // Devices and stages that do not match, and layers that are not the model's.
   options.stages = {1, layers - 1};
   const std::vector<vk::Device*> lone = {&device};
