@@ -203,7 +203,7 @@ TEST_CASE("audit: a dropped tensor, a wrong shape and an extra tensor are named 
   }
 }
 
-TEST_CASE("audit: a sharded checkpoint audits clean; an index that misplaces a tensor errs") {
+TEST_CASE("audit: a sharded checkpoint audits clean, an index that misplaces a tensor errs") {
   HfCheckpoint c(tiny("llama-gqa"));
   c.sharded = true;
   const AuditResult r = c.audit();
@@ -240,7 +240,7 @@ TEST_CASE("audit: a hidden size heads do not divide, without head_dim, warns wit
   CHECK(message_of(r, "attention").starts_with("hidden_size (64)"));  // the warning alone, not the ok line
 }
 
-TEST_CASE("audit: a declared tie with a separate head errs; an untied head identical to the embedding warns") {
+TEST_CASE("audit: a declared tie with a separate head errs, an untied head identical to the embedding warns") {
   {
     HfCheckpoint c(tiny("llama-gqa"));
     c.config["tie_word_embeddings"] = true;
@@ -264,7 +264,7 @@ TEST_CASE("audit: a declared tie with a separate head errs; an untied head ident
   }
 }
 
-TEST_CASE("audit: a tokenizer larger than the embedding errs; a smaller one is padding") {
+TEST_CASE("audit: a tokenizer larger than the embedding errs, a smaller one is padding") {
   {
     HfCheckpoint c(tiny("llama-gqa"));
     c.tokens = 250;
@@ -392,7 +392,7 @@ TEST_CASE("audit: latent attention without its latent norm, a Mamba without D, a
   }
 }
 
-TEST_CASE("audit: a GGUF file audits clean with its own vocabulary; an EOS id past it errs") {
+TEST_CASE("audit: a GGUF file audits clean with its own vocabulary, an EOS id past it errs") {
   test::TempDir dir("lathe-audit-gguf");
   const spec::Spec twin = importer::gguf_twin(tiny("llama-gqa"));
   std::vector<weights::GgufTensorToWrite> tensors;

@@ -204,7 +204,7 @@ TEST_CASE("parse errors name the line and column") {
   CHECK(error_of("{{ x").kind() == ErrorKind::BadFile);
 }
 
-TEST_CASE("runtime errors name the line; raise_exception names the template's message") {
+TEST_CASE("runtime errors name the line, raise_exception names the template's message") {
   Error e = error_of("a\nb\n{{ x | frobnicate }}");
   CHECK(e.kind() == ErrorKind::BadFile);
   CHECK(std::string(e.what()) == "chat template:3: unknown filter 'frobnicate'");

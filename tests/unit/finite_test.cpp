@@ -59,7 +59,7 @@ std::string error_of(const Checkpoint& checkpoint, const ManifestEntry& entry) {
 
 TEST_SUITE("finite") {
 
-TEST_CASE("finite values pass; the first NaN or inf of f32, f16 and bf16 is found, in chunks and in the tail") {
+TEST_CASE("finite values pass, the first NaN or inf of f32, f16 and bf16 is found, in chunks and in the tail") {
   for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
     CAPTURE(dtype_name(dtype));
     // 5000 values: whole chunks of the eight-byte scan (1024 f16/bf16 or

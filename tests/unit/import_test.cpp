@@ -747,7 +747,7 @@ TEST_CASE("imported keys: T5 v1.0 and v1.1, BART and mBART") {
 // A checkpoint as transformers saves an encoder-decoder: every stack's
 // embed_tokens and a tied lm_head are the shared table again, and
 // generation_config.json names the decoder's first token.
-TEST_CASE("an encoder-decoder checkpoint: the shared table's copies are ignored; generation_config.json starts the decoder") {
+TEST_CASE("an encoder-decoder checkpoint: the shared table's copies are ignored, generation_config.json starts the decoder") {
   for (const char* fixture : {"t5-small.json", "bart-base.json"}) {
     CAPTURE(fixture);
     json config = read_fixture(fixture);
@@ -1414,7 +1414,7 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
   }
 }
 
-TEST_CASE("a mutated published config imports, or fails with an ImportError; never an internal error") {
+TEST_CASE("a mutated published config imports, or fails with an ImportError, never an internal error") {
   const std::vector<json> replacements = {nullptr, 0, -1, 3, 1 << 25, 1.5, 1e30, "x", true, json::array(),
                                           json::object()};
   int imported = 0, refused = 0;

@@ -50,7 +50,7 @@ std::vector<std::string> rules(const std::vector<Advice>& advice) {
 
 }  // namespace
 
-TEST_CASE("lint: a spec within practice gets no advice; each rule fires on what breaks it, at its line") {
+TEST_CASE("lint: a spec within practice gets no advice, each rule fires on what breaks it, at its line") {
   CHECK(lint_text(llama()).empty());
   const auto only = [](const std::string& text, const std::string& rule) {
     const std::vector<Advice> advice = lint_text(text);

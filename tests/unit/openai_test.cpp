@@ -80,7 +80,7 @@ TEST_CASE("openai: echoed values are printable and bounded") {
   CHECK(std::string(e.what()).size() < 400);
 }
 
-TEST_CASE("openai: a prompt far over the context is refused from a prefix; one that fits is encoded exactly") {
+TEST_CASE("openai: a prompt far over the context is refused from a prefix, one that fits is encoded exactly") {
   const Model model = demo_model(256);
   std::string words;
   while (words.size() < 200000) words += "and the LORD said unto Moses ";

@@ -66,7 +66,7 @@ TEST_CASE("a split holds every byte of the single device once, the layers in ord
   }
 }
 
-TEST_CASE("by memory each device takes a share for its size; layer counts are taken as given") {
+TEST_CASE("by memory each device takes a share for its size, layer counts are taken as given") {
   const Spec s = load("models/llama-3-8b.toml");
   const Report r = make_report(s);
   const Placement even = place(s, r, std::vector<int64_t>{8 * GiB, 8 * GiB}, std::nullopt, 8192);

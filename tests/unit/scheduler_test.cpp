@@ -193,7 +193,7 @@ TEST_CASE("scheduler: a prompt is prefilled in chunks of the same size, one chun
   CHECK(stats.queued == 0);
 }
 
-TEST_CASE("scheduler: beyond the queue limit submit refuses; a cancelled request frees its sequence") {
+TEST_CASE("scheduler: beyond the queue limit submit refuses, a cancelled request frees its sequence") {
   FakeEngine engine = make_engine(1);
   SchedulerOptions o;
   o.queue_limit = 1;
@@ -236,7 +236,7 @@ TEST_CASE("scheduler: with a queue limit of 0 a free sequence still takes a requ
   CHECK(collect(*again).tokens.size() == 4);
 }
 
-TEST_CASE("scheduler: stop strings end the text; requests that cannot run are refused") {
+TEST_CASE("scheduler: stop strings end the text, requests that cannot run are refused") {
   FakeEngine engine = make_engine(1, 64);
   Scheduler s(engine, demo_tokenizer());
   const Result whole = collect(*s.submit(request(prompt_of(5, 10), 20)));

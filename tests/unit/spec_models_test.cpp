@@ -369,7 +369,7 @@ TEST_CASE("deepseek-v2-lite and deepseek-v3: latent attention's tensors, a laten
   CHECK_MESSAGE(lathe::emit::check_supported(*v3, fits), fits.format());
 }
 
-TEST_CASE("mamba-130m: every layer a Mamba block; a fixed state per sequence, no KV cache") {
+TEST_CASE("mamba-130m: every layer a Mamba block, a fixed state per sequence, no KV cache") {
   auto spec = load("mamba-130m.toml");
   REQUIRE(spec);
   CHECK(spec->ssm.kind == SsmKind::Mamba);
@@ -425,7 +425,7 @@ TEST_CASE("mamba2-130m: Mamba-2 blocks, in_proj to [z | x | B | C | dt], a state
   CHECK(report.scan_state_bytes == 24 * 1536 * 128 * 4);
 }
 
-TEST_CASE("bamba-9b: a hybrid, Mamba-2 mixers but in layers 9, 18 and 27; KV caches in those three only") {
+TEST_CASE("bamba-9b: a hybrid, Mamba-2 mixers but in layers 9, 18 and 27, KV caches in those three only") {
   auto spec = load("bamba-9b.toml");
   REQUIRE(spec);
   CHECK(spec->ssm.hybrid());

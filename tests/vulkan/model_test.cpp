@@ -203,7 +203,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "matrices split into row ranges give the ref
 }
 
 // Model-independent: one model shows it.
-TEST_CASE_FIXTURE(test::VulkanTest, "tiles set for a measurement give the reference's logits; others are refused" *
+TEST_CASE_FIXTURE(test::VulkanTest, "tiles set for a measurement give the reference's logits, others are refused" *
                   doctest::skip(model_info().name != std::string_view("tiny-llama-gqa"))) {
   Session session(device, model_info());
   upload_all(session);

@@ -111,7 +111,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 TEST_SUITE("pipeline") {
 
-TEST_CASE_FIXTURE(VulkanTest, "a pipeline is created once per key; another spec constant is another pipeline") {
+TEST_CASE_FIXTURE(VulkanTest, "a pipeline is created once per key, another spec constant is another pipeline") {
   Pipelines pipelines(device, "-");
   CHECK(pipelines.cache_path().empty());
   const Pipeline& first = pipelines.get(scale_add(), scale_add_key());
