@@ -91,6 +91,8 @@ Session::Memory Session::Impl::memory() const {
     m.activations += static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(width) * 4;
   if (expanded_rows > 0 && binds(plan::Resource::Expanded))  // latent attention's expanded keys and values
     m.activations += static_cast<uint64_t>(expanded_rows) * static_cast<uint64_t>(plan.expanded_row_floats) * 4;
+  if (splits > 1 && plan.partials_row_floats > 0)  // split attention's partials, as allocate() makes them
+    m.activations += static_cast<uint64_t>(options.max_chunk) * splits * static_cast<uint64_t>(plan.partials_row_floats) * 4;
   return m;
 }
 

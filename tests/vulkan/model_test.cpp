@@ -301,6 +301,22 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a long chunk's split attention takes the ke
   CHECK(normalized_error(step.data(), ref.forward({prompt[2]}).data(), V) < tolerance());
 }
 
+// Model-independent: one model shows it. The memory a session counts (and
+// checks against the device) holds split attention's partials: a chunk's
+// rows × key ranges × heads × (head_dim + 2) f32.
+TEST_CASE_FIXTURE(test::VulkanTest, "the memory a session counts holds split attention's partials" *
+                  doctest::skip(model_info().name != std::string_view("tiny-llama-gqa"))) {
+  SessionOptions options;
+  options.max_chunk = 32;
+  options.attention_splits = 1;
+  const Session::Memory whole = Session(device, model_info(), options).memory();
+  options.attention_splits = 4;
+  const Session::Memory split = Session(device, model_info(), options).memory();
+  CHECK(split.activations - whole.activations == uint64_t{32} * 4 * static_cast<uint64_t>(model_info().plan.partials_row_floats) * 4);
+  CHECK(split.weights == whole.weights);
+  CHECK(split.cache == whole.cache);
+}
+
 TEST_CASE_FIXTURE(test::VulkanTest, "decode continues from the cache position, not from 0") {
   // The same token at position 0 and after a prompt gives different logits,
   // and the latter are the reference's.
