@@ -61,14 +61,18 @@ int cmd_info() {
             << "parameters   " << m.total_params << " in " << m.manifest.size() << " tensors\n";
   std::map<int32_t, size_t> per_layer;
   std::map<std::string_view, int> kernels;
-  std::vector<std::string_view> chunked_classes;
-  for (const lathe::plan::DeviceClass& c : plan.classes)
-    if (c.chunked_scan) chunked_classes.push_back(c.name);
-  bool chunked = false;  // a Mamba-2 scan's chunked form, in place of the recurrence in a prompt chunk
+  // The classes whose prompt chunks take a Mamba-2 scan's chunked form, and latent attention's expanded one.
+  std::string chunked_classes, expanded_classes;
+  for (const lathe::plan::DeviceClass& c : plan.classes) {
+    if (c.chunked_scan) chunked_classes += (chunked_classes.empty() ? "" : ", ") + std::string(c.name);
+    if (c.expanded_mla) expanded_classes += (expanded_classes.empty() ? "" : ", ") + std::string(c.name);
+  }
+  bool chunked = false, expanded = false;  // the plan has those forms (a prompt chunk's, in place of a decode step's)
   for (const lathe::plan::Dispatch& d : plan.dispatches) {
     kernels[plan.kernels[d.kernel].name]++;
-    if (d.form == lathe::plan::Form::Chunked) chunked = true;
-    else per_layer[d.layer]++;
+    chunked = chunked || d.form == lathe::plan::Form::Chunked;
+    expanded = expanded || d.form == lathe::plan::Form::Expanded;
+    if (!lathe::plan::prompt_only(d.form)) per_layer[d.layer]++;
   }
   // Dispatches name their layer's cache or state: a hybrid numbers its
   // attention and state-space layers apart, and its layers differ.
@@ -95,13 +99,15 @@ int cmd_info() {
               << m.decoder_start << "\n";
   }
   for (const auto& [name, n] : kernels) std::cout << "  " << n << " × " << name << "\n";
-  if (chunked) {
-    std::string names;
-    for (std::string_view c : chunked_classes) names += (names.empty() ? "" : ", ") + std::string(c);
-    std::cout << "scan forms   a prompt chunk on class " << names << " runs each Mamba-2 scan chunked ("
+  if (chunked)
+    std::cout << "scan forms   a prompt chunk on class " << chunked_classes << " runs each Mamba-2 scan chunked ("
               << lathe::kernels::kMamba2ChunkRows << " rows at once, mamba2_chunk); decode steps and the other classes "
               << "run the recurrence (mamba2_scan)\n";
-  }
+  if (expanded)
+    std::cout << "MLA forms    a prompt chunk of " << plan.expanded_min_rows << " rows or more on class " << expanded_classes
+              << " runs latent attention expanded (mla_prefill_expand, mla_prefill_attend; keys of up to "
+              << plan.expanded_rows << " positions); decode steps, shorter chunks and the other classes run it "
+              << "absorbed (mla_query, attention, mla_values)\n";
   std::cout << "device classes (a device takes the first whose needs it meets; LATHE_DEVICE_CLASS forces one):\n";
   for (const lathe::plan::DeviceClass& c : plan.classes)
     std::cout << "  " << c.name << std::string(12 - std::min<size_t>(c.name.size(), 11), ' ') << lathe::plan::class_text(c) << "\n";

@@ -125,6 +125,8 @@ enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts, Channels
 // when the chunk has Plan::expanded_min_rows rows or more and its sequence's
 // keys fit the session's expansion rows.
 enum class Form : uint8_t { Any, Recurrent, Chunked, Absorbed, Expanded };
+// The forms only a prompt chunk's pass records: a decode step never does.
+constexpr bool prompt_only(Form f) { return f == Form::Chunked || f == Form::Expanded; }
 
 // One kernel instance of the model: its name and family. The SPIR-V is in
 // the model's kernel table at the same index (kernels.cpp).

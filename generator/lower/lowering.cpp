@@ -746,11 +746,6 @@ class Lowering {
       for (auto d = plan_.dispatches.end() - 2; d != plan_.dispatches.end(); ++d) d->form = plan::Form::Absorbed;
   }
 
-  // Latent attention's expanded form, at its values op (MlaValues: in[1] q,
-  // in[2] the absorbed query, its rotary part rotated; the cache appended):
-  // every cached latent of the prompt's sequence through kv_b to each head's
-  // [k_nope | v] (grid: heads × keys), then each (head, row)'s attention at
-  // the head's widths into the values' slot.
   // The fewest rows of a prompt chunk for which latent attention's expanded
   // form does fewer multiply-adds than the absorbed one; 0: never. Per key
   // and head, a chunk of n rows costs the absorbed form n · (RANK + ROPE +
@@ -764,6 +759,11 @@ class Lowering {
     return saved > 0 ? (nope + vd) * rank / saved + 1 : 0;
   }
 
+  // Latent attention's expanded form, at its values op (MlaValues: in[1] q,
+  // in[2] the absorbed query, its rotary part rotated; the cache appended):
+  // every cached latent of the prompt's sequence through kv_b to each head's
+  // [k_nope | v] (grid: heads × keys), then each (head, row)'s attention at
+  // the head's widths into the values' slot.
   void mla_expanded(size_t i, const Op& op, const Loc& out) {
     const bool split = op.variant == typed::kSplitKvB;
     const Loc q = loc(i, op.in[1]), r = loc(i, op.in[2]);

@@ -80,7 +80,7 @@ std::string describe(const ModelPlan& m) {
   // Per layer: the dispatches every pass records, and those only a split attention adds.
   std::map<int32_t, std::pair<size_t, size_t>> per_layer;
   for (const Dispatch& d : p.dispatches)
-    if (d.form != plan::Form::Chunked && d.form != plan::Form::Expanded) (d.split_only ? per_layer[d.layer].second : per_layer[d.layer].first)++;
+    if (!plan::prompt_only(d.form)) (d.split_only ? per_layer[d.layer].second : per_layer[d.layer].first)++;
   auto count = [](const std::pair<size_t, size_t>& n) {
     return std::to_string(n.first) + (n.second ? " (+" + std::to_string(n.second) + " split)" : "");
   };

@@ -65,13 +65,6 @@ void Session::Impl::own_bound() {
   for (size_t p = 0; p < plan.parts.size(); ++p) owned.parts[p] = owned.tensors[static_cast<size_t>(plan.parts[p].tensor)];
 }
 
-bool Session::Impl::binds(plan::Resource r) const {
-  return std::any_of(active.begin(), active.end(), [&](size_t n) {
-    const auto& bindings = plan.dispatches[n].bindings;
-    return std::any_of(bindings.begin(), bindings.end(), [&](const plan::Binding& b) { return b.resource == r; });
-  });
-}
-
 Session::Memory Session::Impl::memory() const {
   Session::Memory m;
   for (size_t i = 0; i < model.manifest.size(); ++i)
@@ -89,10 +82,7 @@ Session::Memory Session::Impl::memory() const {
                     static_cast<uint64_t>(model.output_width) * 4;  // the logits (an encoder's states)
   for (int64_t width : plan.slot_widths)
     m.activations += static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(width) * 4;
-  if (expanded_rows > 0 && binds(plan::Resource::Expanded))  // latent attention's expanded keys and values
-    m.activations += static_cast<uint64_t>(expanded_rows) * static_cast<uint64_t>(plan.expanded_row_floats) * 4;
-  if (splits > 1 && plan.partials_row_floats > 0)  // split attention's partials, as allocate() makes them
-    m.activations += static_cast<uint64_t>(options.max_chunk) * splits * static_cast<uint64_t>(plan.partials_row_floats) * 4;
+  m.activations += partials_bytes() + expanded_bytes();
   return m;
 }
 
@@ -258,12 +248,8 @@ void Session::Impl::allocate() {
   };
   if (carried_in) handoff_in.emplace(handoff(carried_in));
   if (carried_out) handoff_out.emplace(handoff(carried_out));
-  if (splits > 1 && plan.partials_row_floats > 0)  // a model without attention has no partials
-    partials.emplace(device, rows * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4, kStorage,
-                     vk::MemoryUse::Device);
-  if (expanded_rows > 0 && binds(plan::Resource::Expanded))  // a stage without latent attention has none
-    expanded.emplace(device, static_cast<VkDeviceSize>(expanded_rows) * static_cast<VkDeviceSize>(plan.expanded_row_floats) * 4,
-                     kStorage, vk::MemoryUse::Device);
+  if (const VkDeviceSize bytes = partials_bytes()) partials.emplace(device, bytes, kStorage, vk::MemoryUse::Device);
+  if (const VkDeviceSize bytes = expanded_bytes()) expanded.emplace(device, bytes, kStorage, vk::MemoryUse::Device);
   dummy.emplace(device, kTexel, kTexels, vk::MemoryUse::Device);
   dummy_view.emplace(device, dummy->handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kTexel);
 }

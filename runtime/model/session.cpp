@@ -86,43 +86,37 @@ void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
   positions[static_cast<size_t>(sequence)] += rows;
 }
 
-void Session::Impl::run_chunks_pipelined(int64_t sequence, std::span<const int32_t> tokens, uint32_t rows,
-                                         const std::function<void(size_t)>& done) {
+void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens, const std::function<void(uint32_t)>& done) {
   const std::vector<Impl*> all = stages();
-  const size_t n = all.size(), chunks = (tokens.size() + rows - 1) / rows;
+  const size_t most = static_cast<size_t>(options.max_chunk), n = all.size(), chunks = (tokens.size() + most - 1) / most;
   const int64_t position = positions[static_cast<size_t>(sequence)];
   const uint32_t extent = extent_of(sequence, static_cast<uint32_t>(position + static_cast<int64_t>(tokens.size())));
-  const auto chunk_rows = [&](size_t c) { return static_cast<uint32_t>(std::min<size_t>(rows, tokens.size() - c * rows)); };
-  // Chunk c's IO rows, as prefill writes them, into a stage's IO buffer.
-  const auto write_rows = [&](Impl& stage, size_t c) {
-    for (uint32_t r = 0; r < chunk_rows(c); ++r) {
-      const size_t at = c * rows + r;
-      stage.io_rows()[r] = {static_cast<uint32_t>(tokens[at]), static_cast<uint32_t>(sequence),
-                            static_cast<uint32_t>(position + static_cast<int64_t>(at)), extent};
-    }
-  };
+  const auto chunk_rows = [&](size_t c) { return static_cast<uint32_t>(std::min(most, tokens.size() - c * most)); };
   for (size_t t = 0; t + 1 < chunks + n; ++t) {
-    // Hand on first, last stage first: stage k takes chunk t − k from stage
-    // k − 1's handoff, which that stage wrote at step t − 1 and is about to
-    // overwrite with chunk t − k + 1.
+    // Hand on first, last stage first: stage k takes chunk t − k (its IO
+    // rows, and stage k − 1's handoff, which that stage wrote at step t − 1
+    // and is about to overwrite with chunk t − k + 1).
     std::vector<size_t> running;  // the stages with a chunk this step
     for (size_t k = n; k-- > 0;) {
       if (t < k || t - k >= chunks) continue;
       const size_t c = t - k;
-      write_rows(*all[k], c);
+      for (uint32_t r = 0; r < chunk_rows(c); ++r) {
+        const size_t at = c * most + r;
+        all[k]->io_rows()[r] = {static_cast<uint32_t>(tokens[at]), static_cast<uint32_t>(sequence),
+                                static_cast<uint32_t>(position + static_cast<int64_t>(at)), extent};
+      }
       if (k > 0)
         std::memcpy(all[k]->handoff_in->mapped(), all[k - 1]->handoff_out->mapped(),
                     all[k]->carried_bytes(all[k]->carried_in, chunk_rows(c)));
       running.push_back(k);
     }
-    // Each on its own device at once; every one waited for before an error leaves.
+    // Each on its own device at once (a chunk of one row as a decode step,
+    // as run_chunk runs it); every one waited for before an error leaves.
     size_t started = 0;
     try {
       for (size_t k : running) {
-        Impl& stage = *all[k];
-        const uint32_t r = chunk_rows(t - k);
-        stage.record(stage.prefill_commands, r, stage.tile_for(r), options.all_logits, true);
-        stage.start(stage.prefill_commands);
+        const uint32_t rows = chunk_rows(t - k);
+        all[k]->begin_pass(rows, rows == 1);
         ++started;
       }
     } catch (...) {
@@ -130,10 +124,14 @@ void Session::Impl::run_chunks_pipelined(int64_t sequence, std::span<const int32
       throw;
     }
     for (size_t k : running) all[k]->finish();
-    if (running.front() == n - 1) done(t - (n - 1));  // the last stage's chunk: its logits
+    if (running.front() != n - 1) continue;
+    // The last stage's chunk (over processes: rank 0's, passed on to the others).
+    const uint32_t rows = chunk_rows(t - (n - 1));
+    if (link) send_pass(rows, rows == 1);
+    else io_rows()[0] = all.back()->io_rows()[0];  // argmax's pick, where the next step's embedding reads it
+    positions[static_cast<size_t>(sequence)] += rows;
+    done(rows);
   }
-  positions[static_cast<size_t>(sequence)] += static_cast<int64_t>(tokens.size());
-  io_rows()[0] = all.back()->io_rows()[0];  // argmax's pick, where the next step's embedding reads it
 }
 
 void Session::Impl::run_decode(uint32_t count) {
@@ -142,9 +140,14 @@ void Session::Impl::run_decode(uint32_t count) {
 }
 
 void Session::Impl::run_pass(uint32_t rows, bool decode_step) {
+  begin_pass(rows, decode_step);
+  finish();
+}
+
+void Session::Impl::begin_pass(uint32_t rows, bool decode_step) {
   if (!decode_step) {
     record(prefill_commands, rows, tile_for(rows), options.all_logits, true);
-    submit(prefill_commands);
+    start(prefill_commands);
     return;
   }
   const size_t at = rows - 1;
@@ -152,7 +155,7 @@ void Session::Impl::run_pass(uint32_t rows, bool decode_step) {
     record(decode_commands[at], rows, rows == 1 ? decode : batch, rows > 1 || options.all_logits, false);
     decode_recorded[at] = true;
   }
-  submit(decode_commands[at]);
+  start(decode_commands[at]);
 }
 
 void Session::Impl::run_later(uint32_t rows, bool decode_step) {
@@ -527,41 +530,20 @@ std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> t
   for (int32_t t : tokens) s.check_token(t);
   s.check_ready(sequence, tokens.size());
   s.check_source(sequence);
+  // Chunk by chunk; stages in this process work at once on consecutive
+  // chunks (run_prompt).
   std::vector<float> all;
   std::vector<float> last;
-  // Stages in this process work at once on consecutive chunks of a long
-  // prompt: a chunk's later layers need only the caches the earlier chunks
-  // left in them.
-  const uint32_t most = static_cast<uint32_t>(s.options.max_chunk);
-  if (!s.later.empty() && !s.link && tokens.size() > most) {
-    const size_t chunks = (tokens.size() + most - 1) / most;
-    s.run_chunks_pipelined(sequence, tokens, most, [&](size_t c) {
-      const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(most, tokens.size() - c * most));
-      if (s.options.all_logits) {
-        const std::vector<float> part = s.read_logits(rows);
-        all.insert(all.end(), part.begin(), part.end());
-      } else if (c + 1 == chunks) {
-        last = s.read_logits(1);
-      }
-    });
-    return s.options.all_logits ? all : last;
-  }
-  for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(s.options.max_chunk)) {
-    const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(tokens.size() - at, static_cast<size_t>(s.options.max_chunk)));
-    const int64_t position = s.positions[static_cast<size_t>(sequence)];
-    const uint32_t extent = s.extent_of(
-        sequence, static_cast<uint32_t>(position - static_cast<int64_t>(at) + static_cast<int64_t>(tokens.size())));
-    for (uint32_t r = 0; r < rows; ++r)
-      s.io_rows()[r] = {static_cast<uint32_t>(tokens[at + r]), static_cast<uint32_t>(sequence),
-                        static_cast<uint32_t>(position + r), extent};
-    s.run_chunk(sequence, rows);
+  size_t read = 0;
+  s.run_prompt(sequence, tokens, [&](uint32_t rows) {
+    read += rows;
     if (s.options.all_logits) {
-      const std::vector<float> chunk = s.read_logits(rows);
-      all.insert(all.end(), chunk.begin(), chunk.end());
-    } else if (at + rows == tokens.size()) {
+      const std::vector<float> part = s.read_logits(rows);
+      all.insert(all.end(), part.begin(), part.end());
+    } else if (read == tokens.size()) {
       last = s.read_logits(1);
     }
-  }
+  });
   return s.options.all_logits ? all : last;
 }
 

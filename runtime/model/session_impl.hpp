@@ -188,7 +188,16 @@ struct Session::Impl {
   std::string memory_text() const;  // memory() in words
   static std::string mib(VkDeviceSize bytes);
   void check_memory() const;       // throws when the session cannot fit the device's heap
-  bool binds(plan::Resource r) const;  // whether a dispatch this stage records binds r
+  // Split attention's partials, [max_chunk][splits][partials_row_floats]
+  // f32 (0: attention not split, or none), and latent attention's expanded
+  // keys and values, [expanded_rows][expanded_row_floats] f32 (0: the
+  // absorbed form only): what allocate() makes and memory() counts.
+  VkDeviceSize partials_bytes() const {
+    return splits > 1 ? static_cast<VkDeviceSize>(options.max_chunk) * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4 : 0;
+  }
+  VkDeviceSize expanded_bytes() const {
+    return static_cast<VkDeviceSize>(expanded_rows) * static_cast<VkDeviceSize>(plan.expanded_row_floats) * 4;
+  }
   int64_t ring_positions(int64_t layer) const;  // the positions each sequence's cache of `layer` holds
   void allocate();
   vk::Binding resolve(const plan::Binding& b, kernels::BindingKind kind) const;
@@ -253,15 +262,17 @@ struct Session::Impl {
   void run_chunk(int64_t sequence, uint32_t rows);
   // A decode step of `count` rows already in io, one sequence each.
   void run_decode(uint32_t count);
-  // The first stage's, over stages in this process: a prompt's chunks of
-  // `rows` each (the last the rest) with the stages working at once, stage
-  // k on chunk t − k at step t; calls `done(c)` as the last stage finishes
-  // chunk c, its logits then in place. Advances `sequence`.
-  void run_chunks_pipelined(int64_t sequence, std::span<const int32_t> tokens, uint32_t rows,
-                            const std::function<void(size_t)>& done);
+  // The first stage's: a prompt of `sequence` in chunks of max_chunk rows
+  // (the last the rest), the stages of this process working at once, stage
+  // k on chunk t − k at step t (over processes, each chunk passed on to
+  // rank 1); calls `done(rows)` as the last stage finishes each chunk, its
+  // logits then readable, the sequence advanced past it.
+  void run_prompt(int64_t sequence, std::span<const int32_t> tokens, const std::function<void(uint32_t)>& done);
   // This stage's pass over `rows` rows: a prompt chunk's, or a decode step's
-  // (its command buffer recorded once).
+  // (its command buffer recorded once); begin_pass submits it, finish()
+  // waits for it.
   void run_pass(uint32_t rows, bool decode_step);
+  void begin_pass(uint32_t rows, bool decode_step);
   // A tensor's device bytes into every stage that holds it (`owned`), or,
   // where each one's memory is mapped, converted straight into it.
   void store(size_t tensor, std::span<const std::byte> bytes);

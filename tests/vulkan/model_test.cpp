@@ -516,6 +516,12 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a split over devices gives one device's log
   REQUIRE(split_rows.size() == one_rows.size());
   CHECK(std::memcmp(split_rows.data(), one_rows.data(), one_rows.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(split_all.decode(stream[0]).data(), one_all.decode(stream[0]).data(), V * sizeof(float)) == 0);
+  // A prompt whose last chunk is one row (16, 16, 1): that chunk runs as a
+  // decode step on every stage, as on one device.
+  one_all.reset();
+  split_all.reset();
+  const std::span<const int32_t> odd = std::span(prompt).first(33);
+  CHECK(std::memcmp(split_all.prefill(odd).data(), one_all.prefill(odd).data(), 33 * V * sizeof(float)) == 0);
 
   // Devices and stages that do not match, and layers that are not the model's.
   options.stages = {1, layers - 1};
