@@ -35,7 +35,7 @@ namespace lathe::push {
   X(token0, "first token of the table bound")                 \
   X(tokens, "tokens of the table bound")
 
-// matmul.comp: y[t][col0 + r] = epilogue(W[r + *_row0] · x[t + x_row0]),
+// matmul_*.comp: y[t][col0 + r] = epilogue(W[r + *_row0] · x[t + x_row0]),
 // the biases read at col0 + *_row0 + r. A matrix over the binding limit is
 // split into row ranges (plan::Part), one dispatch each: its W rows are the
 // part's, col0 its first row in the whole matrix.
@@ -176,7 +176,20 @@ struct BindingInfo {
   X(y, Storage, "[rows][n] f32 (added to under a residual epilogue)")        \
   X(norm_scale, Storage, "[K] f32: the norm folded into the read of x")      \
   X(norm_shift, Storage, "[K] f32")                                          \
-  X(route, Storage, "moe_route's routing: the expert matmuls' token lists")
+  X(route, Storage, "moe_route's routing: the expert matmuls' token lists")  \
+  X(xq, Storage, "[rows] x as quantize wrote it (the dot layout reads it)")
+
+// quantize.comp: x (normalized first, under a folded norm) in 8-bit blocks
+// of 32 consecutive values, a row at a time, for the dot layout's integer
+// dot products. Row r of xq (kernels::xq_row_words(K) 32-bit words from
+// r · xq_row_words): K / 4 words of signed bytes (value k is byte k % 4 of
+// word k / 4), then K / 32 pairs of f32 (d, s) (block b: its values are
+// d · q, s = d · Σ q over the block).
+#define LATHE_BIND_QUANTIZE(X)                                        \
+  X(x, Storage, "[rows][K] f32")                                      \
+  X(xq, Storage, "[rows][xq_row_words(K)] 32-bit words")              \
+  X(norm_scale, Storage, "[K] f32: the norm folded into the read of x") \
+  X(norm_shift, Storage, "[K] f32")
 
 #define LATHE_BIND_ROPE_KV(X)                                \
   X(io, Storage, "position")                                 \
@@ -304,6 +317,7 @@ LATHE_BIND_STRUCT(SsmScanBindings, LATHE_BIND_SSM_SCAN)
 LATHE_BIND_STRUCT(Mamba2ScanBindings, LATHE_BIND_MAMBA2_SCAN)
 LATHE_BIND_STRUCT(MlaBindings, LATHE_BIND_MLA)
 LATHE_BIND_STRUCT(MlaPrefillBindings, LATHE_BIND_MLA_PREFILL)
+LATHE_BIND_STRUCT(QuantizeBindings, LATHE_BIND_QUANTIZE)
 
 inline constexpr BindingInfo kEmbedBindings[] = {LATHE_BIND_EMBED(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kNormBindings[] = {LATHE_BIND_NORM(LATHE_BIND_INFO)};
@@ -319,6 +333,7 @@ inline constexpr BindingInfo kSsmScanBindings[] = {LATHE_BIND_SSM_SCAN(LATHE_BIN
 inline constexpr BindingInfo kMamba2ScanBindings[] = {LATHE_BIND_MAMBA2_SCAN(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kMlaPrefillBindings[] = {LATHE_BIND_MLA_PREFILL(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kQuantizeBindings[] = {LATHE_BIND_QUANTIZE(LATHE_BIND_INFO)};
 
 #undef LATHE_BIND_INFO
 #undef LATHE_BIND_MEMBER
@@ -354,8 +369,13 @@ inline constexpr size_t kMaxBindings = 10;
 
 enum class Family : uint8_t {
   Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan, Mamba2Scan,
-  Mla, Mamba2Chunk, MlaPrefill
+  Mla, Mamba2Chunk, MlaPrefill, Quantize
 };
+
+// The values of one of quantize's 8-bit blocks of x, and the 32-bit words a
+// row of xq takes (core/kernels.hpp's LATHE_BIND_QUANTIZE says how they lie).
+inline constexpr int64_t kXqBlock = 32;
+constexpr int64_t xq_row_words(int64_t k) { return k / 4 + 2 * (k / kXqBlock); }
 
 // Specialization constants a family takes after constant 0, the workgroup
 // size (the device's subgroup size).
@@ -382,7 +402,7 @@ struct FamilyInfo {
 inline constexpr FamilyInfo kFamilies[] = {
     {Family::Embed, "embed", "Embed", "embed.comp", "EmbedPush", push::kEmbedPush, "EmbedBindings", kEmbedBindings, SpecConstants::None},
     {Family::Norm, "norm", "Norm", "norm.comp", "RowsPush", push::kRowsPush, "NormBindings", kNormBindings, SpecConstants::None},
-    {Family::Matmul, "matmul", "Matmul", "matmul.comp", "MatmulPush", push::kMatmulPush, "MatmulBindings", kMatmulBindings, SpecConstants::Tile},
+    {Family::Matmul, "matmul", "Matmul", "matmul_rows.comp", "MatmulPush", push::kMatmulPush, "MatmulBindings", kMatmulBindings, SpecConstants::Tile},
     {Family::RopeKv, "rope_kv", "RopeKv", "rope_kv.comp", "AttentionPush", push::kAttentionPush, "RopeKvBindings", kRopeKvBindings,
      SpecConstants::Ring},
     {Family::Attention, "attention", "Attention", "attention.comp", "AttentionPush", push::kAttentionPush, "AttentionBindings", kAttentionBindings,
@@ -406,7 +426,27 @@ inline constexpr FamilyInfo kFamilies[] = {
      "Mamba2ScanBindings", kMamba2ScanBindings, SpecConstants::None},
     {Family::MlaPrefill, "mla_prefill", "MlaPrefill", "mla_prefill.comp", "MlaPrefillPush", push::kMlaPrefillPush,
      "MlaPrefillBindings", kMlaPrefillBindings, SpecConstants::Ring},
+    {Family::Quantize, "quantize", "Quantize", "quantize.comp", "RowsPush", push::kRowsPush, "QuantizeBindings",
+     kQuantizeBindings, SpecConstants::None},
 };
+
+// matmul's layouts, a kernel file each (shaders/matmul.glsl has what they
+// share): a matmul instance is compiled once per layout its plan's device
+// classes run (plan::Tile says which a pass runs).
+enum class Layout : uint8_t {
+  Rows,       // matmul_rows.comp: decode and batched decode (tokens < 8)
+  Broadcast,  // matmul_broadcast.comp: a CPU device's prompt (8 tokens broadcast from 8 lanes)
+  Tiled,      // matmul_tiled.comp: a GPU's prompt, tiles staged in shared memory
+  Dot,        // matmul_dot.comp: decode of block weights with integer dot products
+  Coop,       // matmul_coop.comp: a GPU's prompt on matrix units (VK_NV_cooperative_matrix)
+  CoopKhr,    // the same module rewritten for VK_KHR_cooperative_matrix (generator/emit/coop_khr.cpp)
+};
+inline constexpr size_t kLayouts = 6;
+inline constexpr std::string_view kLayoutFiles[kLayouts] = {"matmul_rows.comp", "matmul_broadcast.comp", "matmul_tiled.comp",
+                                                            "matmul_dot.comp",  "matmul_coop.comp",      "matmul_coop.comp"};
+inline constexpr std::string_view kLayoutNames[kLayouts] = {"rows", "broadcast", "tiled", "dot", "coop", "coop-khr"};
+constexpr std::string_view layout_file(Layout l) { return kLayoutFiles[static_cast<size_t>(l)]; }
+constexpr std::string_view layout_name(Layout l) { return kLayoutNames[static_cast<size_t>(l)]; }
 
 constexpr const FamilyInfo& family(Family f) {
   for (const FamilyInfo& i : kFamilies)

@@ -15,12 +15,16 @@ std::string needs_text(const DeviceClass& c) {
   if (c.min_shared > 0)
     out += (out.empty() ? "" : " and ") + std::to_string(c.min_shared) + " bytes of shared memory or more";
   if (c.attention_rows > 1) out += ", workgroups of " + std::to_string(c.attention_rows) + " subgroups";
+  if (c.integer_dot) out += (out.empty() ? "" : ", ") + std::string("integer dot products (shaderIntegerDotProduct)");
+  if (c.coop_nv) out += (out.empty() ? "" : ", ") + std::string("VK_NV_cooperative_matrix (16×16×16 f16 → f32)");
+  if (c.coop_khr) out += (out.empty() ? "" : ", ") + std::string("VK_KHR_cooperative_matrix (16×16×16 f16 → f32)");
   return out.empty() ? "nothing" : out;
 }
 
 std::string tile_text(const Tile& t) {
   return std::to_string(t.rows) + "×" + std::to_string(t.tokens) + "×" + std::to_string(t.texels) +
-         (t.groups > 1 ? " in " + std::to_string(t.groups) + " subgroups" : "");
+         (t.groups > 1 ? " in " + std::to_string(t.groups) + " subgroups" : "") +
+         (t.variant == Variant::Plain ? "" : " (" + std::string(kernels::layout_name(t.layout())) + ")");
 }
 
 std::optional<Tile> parse_tile(std::string_view text) {
@@ -36,7 +40,9 @@ std::string class_text(const DeviceClass& c) {
   return "needs " + needs_text(c) + "; matmul tiles (rows×tokens×texels) decode " + tile_text(c.decode) + ", prefill " +
          (c.prefill == c.decode ? "the decode layout" : tile_text(c.prefill) + (c.prefill.tiled() ? " tiled" : "")) + ", batch " + tile_text(c.batch) +
          "; attention in " + std::to_string(c.splits) + (c.splits == 1 ? " key range" : " key ranges") +
-         (c.attention_rows > 1 ? ", a prompt's " + std::to_string(c.attention_rows) + " rows a workgroup" : "");
+         (c.attention_rows > 1 ? ", a prompt's " + std::to_string(c.attention_rows) + " rows a workgroup" : "") +
+         (c.forced_only ? "; taken only when named (not yet verified on a device)" : "") +
+         (c.verified.empty() ? "" : "; verified on " + std::string(c.verified));
 }
 
 std::optional<std::vector<int64_t>> parse_split(std::string_view text) {

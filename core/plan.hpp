@@ -190,26 +190,42 @@ inline std::vector<int32_t> weight_members(const Pack& p) {
   return out;
 }
 
-// matmul.comp's layouts, its specialization constants 1–3: decode (tokens <
-// 8) gives a subgroup-sized workgroup `rows` weight rows for `tokens` tokens
-// (1, or a batched decode step's sequences), texels per lane per chunk of K,
-// and a workgroup of `groups` such subgroups (1–8, specialization constant 4);
-// prefill (tokens 8) gives each lane `rows` rows for 8 tokens; tiled
-// (tokens 32 or 64: GPUs) gives a workgroup of kTiledThreads invocations
-// `rows` rows (64 or 128) × `tokens` tokens, staged in shared memory
-// 32 · texels values of K (texels 1–4) a step.
+// matmul's tile: its specialization constants 1–4 and the layout they run
+// (kernels::Layout, a kernel file each). The rows layout (tokens < 8) gives
+// a subgroup-sized workgroup `rows` weight rows for `tokens` tokens (1, or
+// a batched decode step's sequences), texels per lane per chunk of K, and a
+// workgroup of `groups` such subgroups (1–8, specialization constant 4); the
+// broadcast layout (tokens 8) gives each lane `rows` rows for 8 tokens; the
+// tiled one (tokens 32 or 64: GPUs) gives a workgroup of kTiledThreads
+// invocations `rows` rows (64 or 128) × `tokens` tokens, staged in shared
+// memory 32 · texels values of K (texels 1–4) a step. The variant picks
+// another kernel for the same shape of work: Dot, integer dot products in
+// the rows layout (block weights; other dtypes keep the plain kernel); Coop
+// and CoopKhr, a tiled prompt on matrix units.
+enum class Variant : uint8_t { Plain, Dot, Coop, CoopKhr };
+
 struct Tile {
   uint32_t rows = 0, tokens = 0, texels = 0, groups = 1;
+  Variant variant = Variant::Plain;
   static constexpr uint32_t kPrefillTokens = 8;
   static constexpr uint32_t kTiledThreads = 128;
   constexpr bool tiled() const { return tokens > kPrefillTokens; }
+  constexpr kernels::Layout layout() const {
+    if (tokens < kPrefillTokens) return variant == Variant::Dot ? kernels::Layout::Dot : kernels::Layout::Rows;
+    if (!tiled()) return kernels::Layout::Broadcast;
+    return variant == Variant::Coop      ? kernels::Layout::Coop
+           : variant == Variant::CoopKhr ? kernels::Layout::CoopKhr
+                                         : kernels::Layout::Tiled;
+  }
   constexpr uint32_t rows_per_group(uint32_t lanes) const {
     return tokens == kPrefillTokens ? rows * lanes : tiled() ? rows : rows * groups;
   }
   // The workgroup size (specialization constant 0).
   constexpr uint32_t threads(uint32_t lanes) const { return tiled() ? kTiledThreads : lanes * groups; }
   // Shared memory the layout declares, in bytes, for a matmul with one weight
-  // matrix or two (gated): matmul.comp's ws, ws2, xs, tstats and partial.
+  // matrix or two (gated): matmul_tiled.comp's ws, ws2, xs, tstats and
+  // partial (matmul_coop.comp stages the same tiles in f16, with room for
+  // its f32 results: never more).
   constexpr uint32_t shared_bytes(bool gated) const {
     if (!tiled()) return 0;
     const uint32_t k = 32 * texels;
@@ -218,14 +234,16 @@ struct Tile {
   constexpr bool operator==(const Tile&) const = default;
 };
 
-// A tile matmul.comp can run: rows in [1, 64], texels in [1, 8], groups in
-// [1, 8] (the decode layout's; 1 otherwise); tiled as above.
+// A tile matmul can run: rows in [1, 64], texels in [1, 8], groups in
+// [1, 8] (the rows layout's; 1 otherwise); tiled as above; Dot only in the
+// rows layout, Coop and CoopKhr only tiled.
 constexpr bool tile_fits(const Tile& t) {
   if (t.tiled())
     return (t.rows == 64 || t.rows == 128) && (t.tokens == 32 || t.tokens == 64) && t.texels >= 1 && t.texels <= 4 &&
-           t.groups == 1;
+           t.groups == 1 && t.variant != Variant::Dot;
+  const bool rows_layout = t.tokens < Tile::kPrefillTokens;
   return t.rows >= 1 && t.rows <= 64 && t.texels >= 1 && t.texels <= 8 && t.groups >= 1 && t.groups <= 8 &&
-         (t.groups == 1 || t.tokens < Tile::kPrefillTokens);
+         (t.groups == 1 || rows_layout) && (t.variant == Variant::Plain || (t.variant == Variant::Dot && rows_layout));
 }
 // A decode tile takes 1 token; a prefill tile is the decode tile itself, 8
 // tokens broadcast from 8 lanes (subgroups of `lanes` or more), or tiled
@@ -243,6 +261,11 @@ struct DeviceFeatures {
   uint32_t subgroup = 0;  // subgroupSize: the lanes of a workgroup
   uint32_t shared = 0;    // maxComputeSharedMemorySize, bytes
   uint32_t invocations = 0;  // maxComputeWorkGroupInvocations
+  bool integer_dot = false;  // shaderIntegerDotProduct (Vulkan 1.3 or VK_KHR_shader_integer_dot_product)
+  // Cooperative matrices with a 16 × 16 × 16 f16 × f16 → f32 shape in the
+  // subgroup scope: VK_NV_cooperative_matrix, VK_KHR_cooperative_matrix.
+  bool coop_nv = false;
+  bool coop_khr = false;
 };
 
 // Shared memory attention stages its keys and values in when it takes
@@ -276,10 +299,21 @@ struct DeviceClass {
   // once per chunk, where the absorbed form reads the latent's (576 wide for
   // DeepSeek-V3) for every query row and head.
   bool expanded_mla = false;
+  // Needs the features its tiles' variants use: integer dot products
+  // (Variant::Dot), cooperative matrices (Coop: NV's, CoopKhr: KHR's).
+  bool integer_dot = false;
+  bool coop_nv = false;
+  bool coop_khr = false;
+  // A class whose kernels no device of its kind has passed the tests on yet
+  // is taken only when named (LATHE_DEVICE_CLASS); `verified` names the
+  // device its kernel and model tests passed on once they have.
+  bool forced_only = false;
+  std::string_view verified;
 };
 
 constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
   return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup && f.shared >= c.min_shared &&
+         (!c.integer_dot || f.integer_dot) && (!c.coop_nv || f.coop_nv) && (!c.coop_khr || f.coop_khr) &&
          f.invocations >= std::max({f.subgroup * c.attention_rows, c.prefill.threads(f.subgroup),
                                     c.decode.threads(f.subgroup), c.batch.threads(f.subgroup)});
 }
@@ -300,10 +334,10 @@ std::optional<Tile> parse_tile(std::string_view text);
 // --split and the item at fault.
 std::optional<std::vector<int64_t>> parse_split(std::string_view text);
 
-// The first class `f` meets, or -1.
+// The first class `f` meets and that is not forced_only, or -1.
 constexpr int32_t first_met(std::span<const DeviceClass> classes, const DeviceFeatures& f) {
   for (size_t i = 0; i < classes.size(); ++i)
-    if (meets(classes[i], f)) return static_cast<int32_t>(i);
+    if (!classes[i].forced_only && meets(classes[i], f)) return static_cast<int32_t>(i);
   return -1;
 }
 
@@ -389,9 +423,15 @@ constexpr bool classes_valid(std::span<const DeviceClass> classes) {
   if (classes.empty()) return false;
   const DeviceClass& last = classes.back();  // needs nothing: workgroups of one subgroup, no shared memory
   if (last.cpu_only || last.min_subgroup > 1 || last.min_shared > 0 || last.attention_rows > 1 ||
-      last.decode.groups > 1 || last.batch.groups > 1 || last.prefill.tiled())
+      last.decode.groups > 1 || last.batch.groups > 1 || last.prefill.tiled() || last.integer_dot || last.coop_nv ||
+      last.coop_khr || last.forced_only)
     return false;
   for (const DeviceClass& c : classes) {
+    // A variant's feature is among the class's needs.
+    const auto uses = [&](Variant v) { return c.decode.variant == v || c.prefill.variant == v || c.batch.variant == v; };
+    if ((uses(Variant::Dot) && !c.integer_dot) || (uses(Variant::Coop) && !c.coop_nv) ||
+        (uses(Variant::CoopKhr) && !c.coop_khr))
+      return false;
     if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup, c.min_shared) || !tile_fits(c.batch) ||
         c.splits < 1 || c.attention_rows < 1 || c.attention_rows > 8 ||
         (c.attention_rows > 1 && (c.min_shared < kAttentionStageBytes || c.prefill == c.decode)))

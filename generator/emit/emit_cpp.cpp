@@ -562,14 +562,21 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("expanded_min_rows", i(p.expanded_min_rows));
   kainjow::mustache::list class_items;
   for (const plan::DeviceClass& c : p.classes) {
+    const auto b = [](bool v) { return std::string(v ? "true" : "false"); };
     const auto tile = [&](const plan::Tile& t) {
-      return "{" + i(t.rows) + ", " + i(t.tokens) + ", " + i(t.texels) + "}";
+      static constexpr const char* kVariants[] = {"Plain", "Dot", "Coop", "CoopKhr"};
+      return "{" + i(t.rows) + ", " + i(t.tokens) + ", " + i(t.texels) + ", " + i(t.groups) + ", plan::Variant::" +
+             kVariants[static_cast<size_t>(t.variant)] + "}";
     };
     data item;
-    item.set("init", "{\"" + std::string(c.name) + "\", " + (c.cpu_only ? "true" : "false") + ", " + i(c.min_subgroup) +
-                         ", " + i(c.min_shared) + ", " + tile(c.decode) + ", " + tile(c.prefill) + ", " + tile(c.batch) + ", " + i(c.splits) + ", " +
-                         i(c.attention_rows) + ", " + (c.chunked_scan ? "true" : "false") + ", " +
-                         (c.expanded_mla ? "true" : "false") + "}");
+    item.set("init", "{.name = \"" + std::string(c.name) + "\", .cpu_only = " + b(c.cpu_only) +
+                         ", .min_subgroup = " + i(c.min_subgroup) + ", .min_shared = " + i(c.min_shared) +
+                         ", .decode = " + tile(c.decode) + ", .prefill = " + tile(c.prefill) + ", .batch = " + tile(c.batch) +
+                         ", .splits = " + i(c.splits) + ", .attention_rows = " + i(c.attention_rows) +
+                         ", .chunked_scan = " + b(c.chunked_scan) + ", .expanded_mla = " + b(c.expanded_mla) +
+                         ", .integer_dot = " + b(c.integer_dot) + ", .coop_nv = " + b(c.coop_nv) +
+                         ", .coop_khr = " + b(c.coop_khr) + ", .forced_only = " + b(c.forced_only) +
+                         ", .verified = \"" + std::string(c.verified) + "\"}");
     class_items.push_back(item);
   }
   root.set("device_classes", class_items);

@@ -208,7 +208,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("EXPERT_MODE", e.experts != 0) + define("EXPERTS", e.experts ? s.moe.experts : 0) +
              define("TOPK", e.experts ? s.moe.top_k : 0) +
              define("PART_EXPERTS", e.part_experts ? e.part_experts : (e.experts ? s.moe.experts : 0)) +
-             flag("X_OF_SLOT", e.experts == 2);
+             flag("X_OF_SLOT", e.experts == 2) + define("XQ_ROW_WORDS", kernels::xq_row_words(k.width));
     }
     case kernels::Family::RopeKv: {
       const int64_t rot = k.width;
@@ -282,6 +282,13 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       return define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) + define("ROPE", s.mla.qk_rope_head_dim) +
              define("RANK", s.mla.kv_lora_rank) + define("VD", s.mla.v_head_dim) + flag("QUERY", k.query) +
              flag("SPLIT", k.split) + flag("ROPE_ONLY", k.expand);
+    case kernels::Family::Quantize: {
+      const lower::Epilogue& e = k.epilogue;  // its norm: the matmuls' that read xq
+      const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
+      return define("K", k.width) + define("XQ_ROW_WORDS", kernels::xq_row_words(k.width)) +
+             define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
+             flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset);
+    }
     case kernels::Family::MlaPrefill:
       return head_constants(s) + define("H", s.dims.heads) + define("NOPE", s.mla.qk_nope_head_dim) +
              define("ROPE", s.mla.qk_rope_head_dim) + define("RANK", s.mla.kv_lora_rank) +
@@ -318,11 +325,50 @@ std::vector<KernelInstance> kernel_instances(const Spec& s) {
   return kernel_instances(s, model->plan);
 }
 
+std::vector<kernels::Layout> planned_layouts(std::span<const plan::DeviceClass> classes) {
+  std::vector<kernels::Layout> out;
+  for (const plan::DeviceClass& c : classes)
+    for (const plan::Tile* t : {&c.decode, &c.prefill, &c.batch})
+      if (std::find(out.begin(), out.end(), t->layout()) == out.end()) out.push_back(t->layout());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+kernels::Layout module_layout(kernels::Layout layout, DType dtype) {
+  if (layout == kernels::Layout::Dot && !is_block_dtype(dtype)) return kernels::Layout::Rows;
+  return layout;
+}
+
+KernelSource layout_source(const KernelSource& source, kernels::Layout layout) {
+  KernelSource out = source;
+  out.file = std::string(kernels::layout_file(layout));
+  return out;
+}
+
 std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& plan) {
+  const std::vector<kernels::Layout> layouts = planned_layouts(plan.classes);
   std::vector<CompiledKernel> out;
-  for (KernelInstance& k : kernel_instances(s, plan)) {
-    std::vector<uint32_t> spirv = compile_kernel(k.source);
-    out.push_back({std::move(k), std::move(spirv)});
+  std::vector<KernelInstance> instances = kernel_instances(s, plan);
+  for (size_t i = 0; i < instances.size(); ++i) {
+    CompiledKernel c{std::move(instances[i]), {}, {}};
+    c.layout_module.fill(0xff);
+    const KernelKey& key = plan.kernels[i];
+    if (key.family != kernels::Family::Matmul) {
+      c.modules.push_back({c.instance.source.file, compile_kernel(c.instance.source)});
+      c.layout_module.fill(0);
+    } else {
+      std::map<kernels::Layout, uint8_t> compiled;  // by the layout whose module it is
+      for (kernels::Layout l : layouts) {
+        const kernels::Layout m = module_layout(l, key.dtype);
+        auto [at, fresh] = compiled.emplace(m, static_cast<uint8_t>(c.modules.size()));
+        if (fresh) {
+          const KernelSource source = layout_source(c.instance.source, m);
+          c.modules.push_back({source.file, compile_kernel(source)});
+        }
+        c.layout_module[static_cast<size_t>(l)] = at->second;
+      }
+    }
+    out.push_back(std::move(c));
   }
   return out;
 }
@@ -335,23 +381,31 @@ std::string emit_kernels_source(const Spec& s, const std::string& spec_path, con
                     "#include \"runtime/model/model_info.hpp\"\n\n"
                     "namespace lathe::models::" + model_namespace(s.name) + " {\n\n";
   out += "namespace {\n";
+  // A kernel's modules: <name>_m<i>, its table <name>_modules.
   for (const CompiledKernel& c : kernels) {
     const KernelInstance& k = c.instance;
-    const std::vector<uint32_t>& words = c.spirv;
-    out += "// shaders/" + k.source.file + "\nconstexpr uint32_t " + k.name + "_spirv[] = {";
-    for (size_t i = 0; i < words.size(); ++i) {
-      if (i % 8 == 0) out += "\n   ";
-      char word[16];
-      std::snprintf(word, sizeof word, " 0x%08x,", words[i]);
-      out += word;
+    std::string table;
+    for (size_t m = 0; m < c.modules.size(); ++m) {
+      const std::vector<uint32_t>& words = c.modules[m].spirv;
+      const std::string id = k.name + "_m" + std::to_string(m);
+      out += "// shaders/" + c.modules[m].file + "\nconstexpr uint32_t " + id + "[] = {";
+      for (size_t i = 0; i < words.size(); ++i) {
+        if (i % 8 == 0) out += "\n   ";
+        char word[16];
+        std::snprintf(word, sizeof word, " 0x%08x,", words[i]);
+        out += word;
+      }
+      out += "\n};\n";
+      table += "    {\"" + c.modules[m].file + "\", " + id + ", std::size(" + id + ")},\n";
     }
-    out += "\n};\n";
+    out += "constexpr KernelModule " + k.name + "_modules[] = {\n" + table + "};\n";
   }
   out += "}  // namespace\n\nextern const KernelBinary kernels[] = {\n";
   for (const CompiledKernel& c : kernels) {
     const KernelInstance& k = c.instance;
-    out += "    {\"" + k.name + "\", \"" + k.source.file + "\", " + k.name + "_spirv, std::size(" + k.name +
-           "_spirv), sizeof(push::" + k.push->name + ")},\n";
+    std::string layouts;
+    for (size_t l = 0; l < c.layout_module.size(); ++l) layouts += (l ? ", " : "") + std::to_string(c.layout_module[l]);
+    out += "    {\"" + k.name + "\", " + k.name + "_modules, {" + layouts + "}, sizeof(push::" + k.push->name + ")},\n";
   }
   out += "};\nextern const size_t kernel_count = std::size(kernels);\n\n";
   // Both tables come from the plan's one kernel list; this pins their order.
@@ -367,8 +421,12 @@ std::string dump_kernels(const std::vector<CompiledKernel>& kernels) {
   std::string out;
   for (const CompiledKernel& c : kernels) {
     const KernelInstance& k = c.instance;
-    out += "==== " + k.name + " (shaders/" + k.source.file + ")\n" + assemble_glsl(k.source) + "\n";
-    out += "==== " + k.name + " SPIR-V\n" + disassemble_spirv(c.spirv) + "\n";
+    for (const CompiledModule& m : c.modules) {
+      KernelSource source = k.source;
+      source.file = m.file;
+      out += "==== " + k.name + " (shaders/" + m.file + ")\n" + assemble_glsl(source) + "\n";
+      out += "==== " + k.name + " SPIR-V (shaders/" + m.file + ")\n" + disassemble_spirv(m.spirv) + "\n";
+    }
   }
   return out;
 }

@@ -3,6 +3,8 @@
 // embedded in kernels.cpp.
 #pragma once
 
+#include <array>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,10 +21,26 @@ struct KernelInstance {
   const PushLayout* push;
 };
 
-struct CompiledKernel {
-  KernelInstance instance;
+struct CompiledModule {
+  std::string file;  // its shaders/ source
   std::vector<uint32_t> spirv;
 };
+
+struct CompiledKernel {
+  KernelInstance instance;
+  // One module, or a matmul's one per layout its plan's classes run.
+  std::vector<CompiledModule> modules;
+  std::array<uint8_t, kernels::kLayouts> layout_module{};  // as lathe::KernelBinary's (0xff: none)
+};
+
+// The layouts of matmul the plan's device classes run (their tiles').
+std::vector<kernels::Layout> planned_layouts(std::span<const plan::DeviceClass> classes);
+// The module a matmul instance of weight dtype `dtype` runs for `layout`:
+// the layout itself, or where it has no kernel for that dtype the plain one
+// (integer dot products serve block weights alone: others decode in rows).
+kernels::Layout module_layout(kernels::Layout layout, DType dtype);
+// A matmul instance's source for a layout: its constants, the layout's file.
+KernelSource layout_source(const KernelSource& source, kernels::Layout layout);
 
 // The instance of one kernel key: its shaders/ file and its constants (the
 // key's, the spec's single-valued ones and its family's interface block).

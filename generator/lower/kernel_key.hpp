@@ -36,10 +36,10 @@ struct Epilogue {
 
 struct KernelKey {
   kernels::Family family = kernels::Family::Embed;
-  int64_t width = 0;            // embed: D; norm: N; matmul: K; rope_kv: the rotary width (0: the KV append alone)
+  int64_t width = 0;            // embed: D; norm: N; matmul, quantize: K; rope_kv: the rotary width (0: the KV append alone)
   bool residual = false;        // norm: y += N(x), the norm of a branch's output before its residual add
   DType dtype = DType::F32;     // embed: the table's; matmul: the weights' (as the device stores them)
-  Epilogue epilogue;            // matmul
+  Epilogue epilogue;            // matmul (quantize: its norm alone)
   bool positions = false;       // embed: add the learned position table
   bool types = false;           // embed: add row 0 of the token-type table (BERT)
   RopePairing pairing = RopePairing::Neox;  // rope_kv
@@ -95,6 +95,7 @@ struct KernelKey {
       case kernels::Family::Mla:
         return family_key + (query ? (expand ? "_query_rope" : "_query") : "_values") + (split ? "_split" : "");
       case kernels::Family::MlaPrefill: return family_key + (expand ? "_expand" : "_attend") + (split ? "_split" : "");
+      case kernels::Family::Quantize: return family_key + "_" + std::to_string(width) + (epilogue.norm ? "_norm" : "");
       case kernels::Family::Attention:
         return (cross ? family_key + "_cross" : bidirectional ? family_key + "_bidirectional" : family_key) +
                (window > 0 ? "_w" + std::to_string(window) : "");  // (head_tile: one per model)

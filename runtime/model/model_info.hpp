@@ -2,6 +2,7 @@
 // Each library built by lathe_add_model defines lathe::model_info().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -11,13 +12,26 @@
 
 namespace lathe {
 
-// One compiled kernel instance of the model.
-struct KernelBinary {
-  std::string_view name;  // "norm_576"
+// One SPIR-V module of a kernel instance.
+struct KernelModule {
   std::string_view file;  // its shaders/ source
   const uint32_t* spirv;
   size_t words;
+};
+
+// One compiled kernel instance of the model: a module, or a matmul's one
+// per layout its plan's device classes run.
+struct KernelBinary {
+  static constexpr uint8_t kNone = 0xff;
+  std::string_view name;  // "norm_576"
+  std::span<const KernelModule> modules;
+  // Matmul: the module of each layout (kernels::Layout; kNone: no class
+  // runs it). Every other family: module 0 for all.
+  std::array<uint8_t, kernels::kLayouts> layout_module{};
   size_t push_size;  // bytes of its push-constant struct
+  // The module a pass in `layout` runs; throws std::logic_error where the
+  // generator compiled none (a plan's class runs a layout it did not plan).
+  const KernelModule& module(kernels::Layout layout) const;
 };
 
 struct ModelInfo {

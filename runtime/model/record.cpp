@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "runtime/error.hpp"
@@ -28,12 +29,21 @@ Tile tile_from_env(const char* name, Tile t, uint32_t shared) {
     const Tile& e = *parsed;
     const bool batch_tokens = t.tokens > 1 && t.tokens < Tile::kPrefillTokens && e.tokens >= 1 && e.tokens < Tile::kPrefillTokens;
     if (t.tiled() != e.tiled() || (e.tiled() && e.shared_bytes(true) > shared)) return t;
-    return Tile{e.rows, batch_tokens || e.tiled() ? e.tokens : t.tokens, e.texels, t.tiled() || t.tokens == Tile::kPrefillTokens ? 1u : e.groups};
+    return Tile{e.rows, batch_tokens || e.tiled() ? e.tokens : t.tokens, e.texels,
+                t.tiled() || t.tokens == Tile::kPrefillTokens ? 1u : e.groups, t.variant};
   }
   return t;
 }
 
 }  // namespace
+
+const KernelModule& KernelBinary::module(kernels::Layout layout) const {
+  const uint8_t i = layout_module[static_cast<size_t>(layout)];
+  if (i == kNone || i >= modules.size())
+    throw std::logic_error(std::string(name) + ": no module of the " + std::string(kernels::layout_name(layout)) +
+                           " layout (the generator compiles those its plan's device classes run)");
+  return modules[i];
+}
 
 void Session::Impl::choose_class() {
   const vk::DeviceInfo& info = device.info();
@@ -107,8 +117,11 @@ std::pair<Tile, Tile> Session::tiles() const { return {impl_->decode, impl_->pre
 vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, const Tile& tile) const {
   const KernelBinary& k = kernel(d);
   const kernels::FamilyInfo& f = family(d);
+  // A matmul's module is its tile's layout's (the generator compiled those
+  // the plan's classes run); every other family has one.
+  const KernelModule& m = k.module(f.spec_constants == kernels::SpecConstants::Tile ? tile.layout() : kernels::Layout::Rows);
   vk::PipelineKey key;
-  key.kernel = std::string(k.name);
+  key.kernel = std::string(k.name) + "/" + std::string(m.file);
   for (const kernels::BindingInfo& b : f.bindings)
     key.bindings.push_back(b.kind == kernels::BindingKind::Texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                                                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
@@ -128,7 +141,7 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
     }
   }
   key.push_size = static_cast<uint32_t>(k.push_size);
-  return {vk::KernelCode{k.name, k.spirv, k.words, key.push_size}, std::move(key)};
+  return {vk::KernelCode{k.name, m.spirv, m.words, key.push_size}, std::move(key)};
 }
 
 // A layout's pipelines are created when a pass first records it, all at
@@ -136,7 +149,7 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
 // a batched step never builds the prefill or batch layout's kernels (on
 // lavapipe most of a quantized model's start).
 const std::vector<const vk::Pipeline*>& Session::Impl::pipelines_for(const Tile& tile) {
-  std::vector<const vk::Pipeline*>& out = layouts[{tile.rows, tile.tokens, tile.texels, tile.groups}];
+  std::vector<const vk::Pipeline*>& out = layouts[{tile.rows, tile.tokens, tile.texels, tile.groups, static_cast<uint32_t>(tile.variant)}];
   if (out.empty()) {
     std::vector<vk::Pipelines::Request> requests;
     for (size_t i : active) requests.push_back(pipeline_request(plan.dispatches[i], tile));

@@ -142,7 +142,7 @@ struct Session::Impl {
   std::vector<int64_t> sources;  // an encoder–decoder's, per sequence: its source's length (0: none yet)
 
   std::shared_ptr<vk::Pipelines> pipelines;  // shared with the other sessions on this device (Pipelines::shared)
-  std::map<std::array<uint32_t, 4>, std::vector<const vk::Pipeline*>> layouts;  // pipelines_for, by rows, tokens, texels, groups
+  std::map<std::array<uint32_t, 5>, std::vector<const vk::Pipeline*>> layouts;  // pipelines_for, by rows, tokens, texels, groups, variant
   vk::DescriptorArena arena;
   std::vector<DeviceTensor> tensors;
   std::vector<DevicePack> packs;

@@ -156,6 +156,14 @@ void for_each_instance(const char* file, F&& f, bool decoders_only = false, bool
   CHECK_MESSAGE(count >= expected, "every supported spec needs " << file);
 }
 
+// A matmul instance as a pass in `tile` runs it: the module of the tile's
+// layout (emit::compile_kernels compiles the same one).
+emit::KernelInstance matmul_in(const emit::KernelInstance& k, const plan::Tile& tile, DType dtype) {
+  emit::KernelInstance out = k;
+  out.source = emit::layout_source(k.source, emit::module_layout(tile.layout(), dtype));
+  return out;
+}
+
 // ---- Numbers.
 
 // ‖gpu − cpu‖₂ / ‖cpu‖₂ over the elements added; infinite once a GPU value is not finite.
@@ -682,7 +690,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
   Gpu gpu(device);
   Worst worst;
   std::set<std::tuple<uint32_t, bool, uint32_t, bool>> wide_tiles_run;  // dtype, gated, norm, bias: the wider tiles ran
-  for_each_instance("matmul.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+  for_each_instance("matmul_rows.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
     const spec::Spec& s = m.spec;
     const spec::Dims& d = s.dims;
     const uint32_t K = c.u("K");
@@ -800,7 +808,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       Weights& second = cs.fused ? w : w2;
       const vk::Buffer& second_bias = cs.fused ? bb : bb2;
       const uint32_t computed = n - cs.col0;
-      gpu.run(m, k,
+      gpu.run(m, matmul_in(k, cs.tile(), dtype),
               kernels::MatmulBindings<vk::Binding>{
                   .w = cs.col0 > 0 ? w.range(cs.col0, computed) : w.binding(),
                   .w2 = !gated      ? gpu.no_texels()
@@ -1453,7 +1461,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
       const Constants c(k);
       if (k.source.file == "moe_route.comp") route_k = &k;
       if (k.source.file == "moe_combine.comp") combine_k = &k;
-      if (k.source.file == "matmul.comp" && c.flag("EXPERT_MODE")) (c.flag("X_OF_SLOT") ? down_k : gated_k) = &k;
+      if (k.source.file == "matmul_rows.comp" && c.flag("EXPERT_MODE")) (c.flag("X_OF_SLOT") ? down_k : gated_k) = &k;
     }
     REQUIRE(route_k);
     REQUIRE(gated_k);
@@ -1610,7 +1618,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
         for (uint32_t e0 = 0; e0 < E; e0 += part) {
           const int64_t first = int64_t{e0} * n, rows = int64_t{std::min(part, E - e0)} * n;
           const bool whole_set = part >= E;
-          gpu.run(m, k,
+          gpu.run(m, matmul_in(k, tile, weight_dtype(Constants(k).u("WDTYPE"))),
                   kernels::MatmulBindings<vk::Binding>{
                       .w = whole_set ? vk::Binding(w.binding()) : vk::Binding(w.range(first, rows)),
                       .w2 = !w2 ? gpu.no_texels() : whole_set ? vk::Binding(w2->binding()) : vk::Binding(w2->range(first, rows)),
