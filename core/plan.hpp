@@ -79,6 +79,7 @@ static_assert(sizeof(IoRow) == 16, "common.glsl's IoRow is four 32-bit words");
 struct Binding {
   Resource resource = Resource::None;
   int32_t index = 0;  // slot, manifest tensor, pack or layer
+  constexpr bool operator==(const Binding&) const = default;
 };
 
 constexpr Binding io() { return {Resource::Io, 0}; }
@@ -123,8 +124,11 @@ enum class Grid : uint8_t { Rows, Heads, Split, Tiles, Single, Experts, Channels
 // (each head's keys and values out of the cached latent, attention at the
 // heads' own widths), in a prompt chunk's pass on a class with expanded_mla
 // when the chunk has Plan::expanded_min_rows rows or more and its sequence's
-// keys fit the session's expansion rows.
-enum class Form : uint8_t { Any, Recurrent, Chunked, Absorbed, Expanded };
+// keys fit the session's expansion rows. A quantize dispatch (the 8-bit
+// blocks of a matmul's input that the dot layout reads) is Quantized: built
+// on a class whose tiles use the dot layout, recorded in a pass whose matmul
+// tile does.
+enum class Form : uint8_t { Any, Recurrent, Chunked, Absorbed, Expanded, Quantized };
 // The forms only a prompt chunk's pass records: a decode step never does.
 constexpr bool prompt_only(Form f) { return f == Form::Chunked || f == Form::Expanded; }
 
@@ -384,25 +388,32 @@ struct Plan {
   int64_t expanded_min_rows = 0;
 };
 
+// Whether a class runs the dot layout in any pass.
+constexpr bool uses_dot(const DeviceClass& c) {
+  return c.decode.variant == Variant::Dot || c.prefill.variant == Variant::Dot || c.batch.variant == Variant::Dot;
+}
+
 // Whether a session records `d` in any pass (and builds its pipeline):
 // split_only dispatches run only when attention is split into key ranges,
 // Chunked ones only on a class with chunked_scan, Expanded ones only on a
-// class with expanded_mla.
-constexpr bool runs(const Dispatch& d, bool split, bool chunked_scan = false, bool expanded_mla = false) {
+// class with expanded_mla, Quantized ones only on a class with a dot tile.
+constexpr bool runs(const Dispatch& d, bool split, bool chunked_scan = false, bool expanded_mla = false, bool dot = false) {
   return (!d.split_only || split) && (d.form != Form::Chunked || chunked_scan) &&
-         (d.form != Form::Expanded || expanded_mla);
+         (d.form != Form::Expanded || expanded_mla) && (d.form != Form::Quantized || dot);
 }
 // Whether a pass of a session that runs `d` records it: a prompt chunk's
 // pass (`prompt`: one sequence's consecutive rows) or a decode step's;
 // `expanded`: the pass runs latent attention expanded (a prompt chunk's, on
-// a class with expanded_mla, whose keys fit the expansion rows).
-constexpr bool in_pass(const Dispatch& d, bool prompt, bool chunked_scan, bool expanded = false) {
+// a class with expanded_mla, whose keys fit the expansion rows); `dot`: its
+// matmul tile is the dot layout.
+constexpr bool in_pass(const Dispatch& d, bool prompt, bool chunked_scan, bool expanded = false, bool dot = false) {
   switch (d.form) {
     case Form::Any: return true;
     case Form::Recurrent: return !(prompt && chunked_scan);
     case Form::Chunked: return prompt && chunked_scan;
     case Form::Absorbed: return !expanded;
     case Form::Expanded: return expanded;
+    case Form::Quantized: return dot;
   }
   return true;
 }

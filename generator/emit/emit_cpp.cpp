@@ -218,6 +218,7 @@ std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatc
   if (d.form == plan::Form::Chunked) out += ", .form = plan::Form::Chunked";
   if (d.form == plan::Form::Absorbed) out += ", .form = plan::Form::Absorbed";
   if (d.form == plan::Form::Expanded) out += ", .form = plan::Form::Expanded";
+  if (d.form == plan::Form::Quantized) out += ", .form = plan::Form::Quantized";
   out += ", .groups_x = " + std::to_string(d.groups_x);
   if (d.groups_z != 1) out += ", .groups_z = " + std::to_string(d.groups_z);
   if (d.groups_z_per_row != 0) out += ", .groups_z_per_row = " + std::to_string(d.groups_z_per_row);

@@ -95,7 +95,8 @@ struct KernelKey {
       case kernels::Family::Mla:
         return family_key + (query ? (expand ? "_query_rope" : "_query") : "_values") + (split ? "_split" : "");
       case kernels::Family::MlaPrefill: return family_key + (expand ? "_expand" : "_attend") + (split ? "_split" : "");
-      case kernels::Family::Quantize: return family_key + "_" + std::to_string(width) + (epilogue.norm ? "_norm" : "");
+      case kernels::Family::Quantize:
+        return family_key + "_" + std::to_string(width) + (epilogue.norm ? "_norm" : "") + (epilogue.experts == 2 ? "_slots" : "");
       case kernels::Family::Attention:
         return (cross ? family_key + "_cross" : bidirectional ? family_key + "_bidirectional" : family_key) +
                (window > 0 ? "_w" + std::to_string(window) : "");  // (head_tile: one per model)

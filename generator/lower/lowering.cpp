@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 
 namespace lathe::lower {
 namespace {
@@ -957,18 +958,87 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   const plan::Tile cpu_batch = blocks ? plan::Tile{16, 4, 2} : plan::Tile{64, 4, 1};
   const plan::Tile gpu_decode{blocks ? 2u : 1u, 1, 2, 4}, gpu_prefill{64, 32, 1}, gpu_batch{4, 4, 2, 4};
   constexpr uint32_t wide = plan::Tile::kPrefillTokens;
-  return {
-      {"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1},
-      {"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1},
-      {"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes), gpu_decode, gpu_prefill,
-       gpu_batch, 16, 4, true, true},
-      {"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16},  // workgroups of one subgroup: any device
+  const plan::DeviceClass cpu{"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1};
+  const plan::DeviceClass gpu{"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes),
+                              gpu_decode, gpu_prefill, gpu_batch, 16, 4, true, true};
+  std::vector<plan::DeviceClass> out;
+  // Block weights decode with integer dot products on a device that has
+  // them (matmul_dot.comp, reading x as quantize's 8-bit blocks): the same
+  // tiles in the dot layout. Not yet verified on a GPU, nor measured faster
+  // on a CPU: taken only when named.
+  const auto dot = [](plan::DeviceClass c, std::string_view name) {
+    c.name = name;
+    c.decode.variant = c.batch.variant = plan::Variant::Dot;
+    c.integer_dot = c.forced_only = true;
+    return c;
   };
+  if (blocks) out.push_back(dot(cpu, "cpu-dot"));
+  out.push_back(cpu);
+  out.push_back({"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1});
+  if (blocks) out.push_back(dot(gpu, "gpu-dot"));
+  out.push_back(gpu);
+  out.push_back({"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16});  // workgroups of one subgroup: any device
+  return out;
+}
+
+// The dot layout's input: before each matmul of block weights, a quantize
+// dispatch writes its x (normalized under a folded norm) in 8-bit blocks to
+// one slot that the matmul reads as xq; it runs only in passes whose matmul
+// tile is the dot layout (Form::Quantized). Consecutive matmuls of one input
+// (the row ranges of a split matrix, projections left out of a pack) share
+// one. The expert down projection's input holds top_k rows per token row
+// (its slots): that quantize's rows are the slots.
+void add_quantize(Plan& p) {
+  std::vector<Dispatch> out;
+  const int32_t slot = static_cast<int32_t>(p.slot_widths.size());
+  int64_t width = 0;
+  size_t encode = p.encode_dispatches;
+  std::optional<KernelKey> last;  // the quantize the dispatch before read through xq
+  plan::Binding last_x;
+  for (size_t i = 0; i < p.dispatches.size(); ++i) {
+    Dispatch& d = p.dispatches[i];
+    const KernelKey& m = p.kernel(d);
+    if (m.family != Family::Matmul || !is_block_dtype(m.dtype)) {
+      last.reset();
+      out.push_back(std::move(d));
+      continue;
+    }
+    const bool slots = m.epilogue.experts == 2;
+    const KernelKey q{.family = Family::Quantize,
+                      .width = m.width,
+                      .epilogue = Epilogue{.norm = m.epilogue.norm, .experts = static_cast<uint8_t>(slots ? 2 : 0)}};
+    const plan::Binding x = d.binding("x");
+    if (!(last && *last == q && last_x == x)) {
+      Dispatch qd;
+      auto it = std::find(p.kernels.begin(), p.kernels.end(), q);
+      if (it == p.kernels.end()) it = p.kernels.insert(p.kernels.end(), q);
+      qd.kernel = static_cast<size_t>(it - p.kernels.begin());
+      qd.grid = plan::Grid::Rows;
+      qd.form = plan::Form::Quantized;
+      qd.bindings = {{"x", x}, {"xq", plan::activation(slot)}, {"norm_scale", d.binding("norm_scale")},
+                     {"norm_shift", d.binding("norm_shift")}};
+      qd.op = d.op;
+      qd.layer = d.layer;
+      qd.block = d.block;
+      out.push_back(std::move(qd));
+      if (i < p.encode_dispatches) ++encode;
+      width = std::max(width, (slots ? d.groups_z_per_row : 1) * kernels::xq_row_words(m.width));
+      last = q;
+      last_x = x;
+    }
+    d.bindings["xq"] = plan::activation(slot);
+    out.push_back(std::move(d));
+  }
+  p.dispatches = std::move(out);
+  p.encode_dispatches = encode;
+  if (width > 0) p.slot_widths.push_back(width);
 }
 
 Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes, int64_t max_part_bytes) {
   Plan p = Lowering(graph, dtypes, max_part_bytes).run();
   p.classes = device_classes(dtypes);
+  const auto dot = [](const plan::DeviceClass& c) { return c.decode.variant == plan::Variant::Dot || c.batch.variant == plan::Variant::Dot; };
+  if (std::any_of(p.classes.begin(), p.classes.end(), dot)) add_quantize(p);
   return p;
 }
 

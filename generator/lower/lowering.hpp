@@ -98,7 +98,8 @@ struct Plan {
   // latent attention expanded).
   size_t dispatch_count(bool split) const {
     size_t n = 0;
-    for (const Dispatch& d : dispatches) n += (!d.split_only || split) && !plan::prompt_only(d.form) ? 1 : 0;
+    for (const Dispatch& d : dispatches)
+      n += (!d.split_only || split) && !plan::prompt_only(d.form) && d.form != plan::Form::Quantized ? 1 : 0;
     return n;
   }
 };

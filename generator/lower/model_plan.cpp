@@ -62,6 +62,7 @@ const char* form_text(plan::Form f) {
     case plan::Form::Chunked: return " [chunked form]";
     case plan::Form::Absorbed: return " [absorbed form]";
     case plan::Form::Expanded: return " [expanded form]";
+    case plan::Form::Quantized: return " [dot layout's input]";
   }
   return "";
 }

@@ -95,8 +95,16 @@ void Session::Impl::choose_class() {
   expanded_min_rows = form.empty() ? plan.expanded_min_rows : 1;
 }
 
-void Session::set_tiles(const Tile& decode, const Tile& prefill) {
+void Session::set_tiles(const Tile& given_decode, const Tile& given_prefill) {
   Impl& s = *impl_;
+  // A plain tile of the class's layout takes the class's variant: a sweep
+  // of the dot or matrix-unit class measures its own kernels.
+  const auto as_class = [](Tile t, const Tile& c) {
+    if (t.variant == plan::Variant::Plain && t.tiled() == c.tiled() && (t.tokens < Tile::kPrefillTokens) == (c.tokens < Tile::kPrefillTokens))
+      t.variant = c.variant;
+    return t;
+  };
+  const Tile decode = as_class(given_decode, s.device_class->decode), prefill = as_class(given_prefill, s.device_class->prefill);
   if (!plan::layouts_fit(decode, prefill, s.lanes, s.device.info().max_compute_shared_memory))
     throw Error(ErrorKind::InvalidArgument,
                 "tiles: decode " + plan::tile_text(decode) + ", prefill " + plan::tile_text(prefill) +
@@ -121,7 +129,7 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
   // the plan's classes run); every other family has one.
   const KernelModule& m = k.module(f.spec_constants == kernels::SpecConstants::Tile ? tile.layout() : kernels::Layout::Rows);
   vk::PipelineKey key;
-  key.kernel = std::string(k.name) + "/" + std::string(m.file);
+  key.kernel = std::string(k.name);
   for (const kernels::BindingInfo& b : f.bindings)
     key.bindings.push_back(b.kind == kernels::BindingKind::Texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                                                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER);
@@ -220,7 +228,7 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
   const bool expanded = prompt && !encode_pass && expands(rows);
   const uint32_t keys = prompt ? io_rows()[0].position + rows : 0;  // a prompt chunk's sequence's, appended
   for (size_t n = first; n < end; ++n) {
-    if (!in_pass(n, prompt, expanded)) {  // the other form of a scan or of latent attention: no time passes
+    if (!in_pass(n, prompt, expanded, tile)) {  // the other form of a scan or of latent attention: no time passes
       if (timestamps != VK_NULL_HANDLE)
         vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, timestamps, static_cast<uint32_t>(n - first + 1));
       continue;
@@ -335,7 +343,7 @@ std::vector<Session::KernelTime> Session::profile(uint32_t rows) {
   std::vector<KernelTime> out;
   const bool expanded = s.expands(rows);
   for (size_t n = s.encode_active; n < s.active.size(); ++n)
-    if (s.in_pass(n, true, expanded))
+    if (s.in_pass(n, true, expanded, s.tile_for(rows)))
       out.push_back({std::string(s.kernel(s.plan.dispatches[s.active[n]]).name),
                    static_cast<double>(ticks[n - s.encode_active + 1] - ticks[n - s.encode_active]) * ns_per_tick / 1000.0});
   return out;

@@ -324,7 +324,7 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
       const plan::Dispatch& d = s.plan.dispatches[i];
       const bool here = d.block >= 0 ? d.block >= s.first_layer && d.block < s.end_layer
                                      : (i < first_layered ? s.first_stage : s.last_stage);
-      if (here && plan::runs(d, s.splits > 1, s.device_class->chunked_scan, s.expanded_rows > 0)) {
+      if (here && plan::runs(d, s.splits > 1, s.device_class->chunked_scan, s.expanded_rows > 0, plan::uses_dot(*s.device_class))) {
         s.active.push_back(i);
         s.encode_active += i < s.plan.encode_dispatches ? 1 : 0;
       }
@@ -459,7 +459,7 @@ void Session::reset(int64_t sequence) {
 size_t Session::dispatches_per_token() const {
   size_t n = 0;
   for (const Impl* s : impl_->stages())
-    for (size_t i = s->encode_active; i < s->active.size(); ++i) n += s->in_pass(i, false, false) ? 1 : 0;
+    for (size_t i = s->encode_active; i < s->active.size(); ++i) n += s->in_pass(i, false, false, s->decode) ? 1 : 0;
   return n;
 }
 const plan::DeviceClass& Session::device_class() const { return *impl_->device_class; }

@@ -216,9 +216,11 @@ struct Session::Impl {
   // step's (plan::in_pass).
   void record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, bool every_row, bool prompt,
               VkQueryPool timestamps = VK_NULL_HANDLE, bool encode_pass = false);
-  // `expanded`: the pass runs latent attention expanded (expands()).
-  bool in_pass(size_t n, bool prompt, bool expanded) const {
-    return plan::in_pass(plan.dispatches[active[n]], prompt, device_class->chunked_scan, expanded);
+  // `expanded`: the pass runs latent attention expanded (expands());
+  // `tile`: its matmul tile (the dot layout reads its quantize dispatches').
+  bool in_pass(size_t n, bool prompt, bool expanded, const Tile& tile) const {
+    return plan::in_pass(plan.dispatches[active[n]], prompt, device_class->chunked_scan, expanded,
+                         tile.layout() == kernels::Layout::Dot);
   }
   // Whether a prompt chunk of `rows` rows (its first row's position in io)
   // runs latent attention expanded: its sequence's keys fit the expansion.

@@ -591,7 +591,7 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
     CHECK(c.splits == (c.cpu_only ? 1u : 16u));
   }
   CHECK(classes[0].batch == lathe::plan::Tile{64, 4, 1});
-  CHECK(lathe::lower::device_classes(blocks)[0].batch == lathe::plan::Tile{16, 4, 2});
+  CHECK(lathe::lower::device_classes(blocks)[1].batch == lathe::plan::Tile{16, 4, 2});
   CHECK(classes[2].prefill == lathe::plan::Tile{64, 32, 1});  // tiled: 4 × 4 sums an invocation
   CHECK(classes[2].min_shared == 22784);  // 64 and 64 gated rows, 32 tokens, 32 values of K: lavapipe's 32 KiB hold it
   CHECK(classes[2].attention_rows == 4);  // a prompt's attention: 4 rows a workgroup over staged keys
@@ -631,4 +631,75 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   bad[0].attention_rows = 4;  // staged attention needs the shared memory the class asks for
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   CHECK(lathe::plan::needs_text(classes.back()) == "nothing");
+}
+
+TEST_CASE("block weights: dot classes taken only when named, and a quantize before each matmul of block weights") {
+  using lathe::plan::DeviceClass;
+  using lathe::plan::DeviceFeatures;
+  using lathe::plan::Variant;
+  const std::vector<DeviceClass> classes = lathe::lower::device_classes(std::vector<DType>{DType::F16, DType::Q4_K});
+  REQUIRE(lathe::plan::classes_valid(classes));
+  std::vector<std::string> names;
+  for (const DeviceClass& c : classes) names.emplace_back(c.name);
+  CHECK(names == std::vector<std::string>{"cpu-dot", "cpu", "cpu-narrow", "gpu-dot", "gpu", "gpu-basic"});
+  for (const DeviceClass& c : classes) {
+    CAPTURE(c.name);
+    const bool dot = std::string_view(c.name).ends_with("-dot");
+    CHECK(lathe::plan::uses_dot(c) == dot);
+    CHECK(c.integer_dot == dot);
+    CHECK(c.forced_only == dot);  // no device has verified them yet
+  }
+  // lavapipe and a GPU with integer dot products still take the plain classes by default,
+  const DeviceFeatures lavapipe{true, 8, 32768, 1024, true}, gpu{false, 32, 49152, 1024, true};
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, lavapipe))].name == std::string_view("cpu"));
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, gpu))].name == std::string_view("gpu"));
+  // and meet the dot classes when named; a device without them does not.
+  CHECK(lathe::plan::meets(classes[0], lavapipe));
+  CHECK(lathe::plan::meets(classes[3], gpu));
+  CHECK_FALSE(lathe::plan::meets(classes[3], DeviceFeatures{false, 32, 49152, 1024, false}));
+  CHECK(lathe::plan::needs_text(classes[0]) ==
+        "a CPU device with subgroups of 8 lanes or more, integer dot products (shaderIntegerDotProduct)");
+  // The dot layout runs in decode and batched steps; the variant needs its feature.
+  CHECK(classes[3].decode.layout() == lathe::kernels::Layout::Dot);
+  CHECK(classes[3].prefill.layout() == lathe::kernels::Layout::Tiled);
+  std::vector<DeviceClass> bad = classes;
+  bad[3].integer_dot = false;
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  CHECK_FALSE(lathe::plan::tile_fits({64, 32, 1, 1, Variant::Dot}));  // integer dot products decode only
+
+  // Every matmul of block weights reads a quantize just before it, of its
+  // own input and norm, into the last slot; dense plans have none.
+  const Planned q4 = planned("tests/specs/tiny/quant-q4_k.toml");
+  const lower::Plan& p = q4.model.plan;
+  const int32_t xq = static_cast<int32_t>(p.slot_widths.size()) - 1;
+  size_t quantizes = 0, dots = 0;
+  for (size_t i = 0; i < p.dispatches.size(); ++i) {
+    const lower::Dispatch& d = p.dispatches[i];
+    const lower::KernelKey& k = p.kernel(d);
+    if (k.family == kernels::Family::Quantize) {
+      ++quantizes;
+      CHECK(d.form == plan::Form::Quantized);
+      CHECK(d.binding("xq") == plan::activation(xq));
+      REQUIRE(i + 1 < p.dispatches.size());
+      const lower::Dispatch& m = p.dispatches[i + 1];
+      CHECK(p.kernel(m).family == kernels::Family::Matmul);
+      CHECK(m.binding("x") == d.binding("x"));
+      CHECK(m.binding("norm_scale") == d.binding("norm_scale"));
+      CHECK(k.epilogue.norm == p.kernel(m).epilogue.norm);
+      CHECK(k.width == p.kernel(m).width);
+    }
+    if (k.family == kernels::Family::Matmul && is_block_dtype(k.dtype)) {
+      ++dots;
+      CHECK(d.binding("xq") == plan::activation(xq));
+      CHECK(i > 0);
+      CHECK(p.kernel(p.dispatches[i - 1]).family == kernels::Family::Quantize);
+    }
+  }
+  CHECK(quantizes == dots);  // no two consecutive matmuls of one input here: qkv and gate_up are packed
+  CHECK(dots > 0);
+  CHECK(p.slot_widths[static_cast<size_t>(xq)] == kernels::xq_row_words(512));  // the widest K: the down projection's
+  // A decode step counts none of them (they run on a dot class alone).
+  CHECK(p.dispatch_count(true) == p.dispatches.size() - quantizes);
+  const Planned dense = planned("tests/specs/tiny/llama-gqa.toml");
+  for (const lower::Dispatch& d : dense.model.plan.dispatches) CHECK(d.form != plan::Form::Quantized);
 }
