@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "generator/emit/coop_khr.hpp"
 #include "generator/emit/emit_cpp.hpp"
 #include "generator/lower/model_plan.hpp"
 
@@ -345,6 +346,15 @@ KernelSource layout_source(const KernelSource& source, kernels::Layout layout) {
   return out;
 }
 
+std::vector<uint32_t> compile_layout(const KernelSource& source, kernels::Layout layout) {
+  const KernelSource file = layout_source(source, layout);
+  if (layout != kernels::Layout::CoopKhr) return compile_kernel(file);
+  const std::vector<uint32_t> khr = coop_khr_from_nv(compile_kernel(file));
+  if (const std::string problems = check_coop_khr(khr); !problems.empty())
+    throw ShaderError("shaders/" + file.file + ": its KHR cooperative-matrix rewrite: " + problems);
+  return khr;
+}
+
 std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& plan) {
   const std::vector<kernels::Layout> layouts = planned_layouts(plan.classes);
   std::vector<CompiledKernel> out;
@@ -361,10 +371,7 @@ std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& pl
       for (kernels::Layout l : layouts) {
         const kernels::Layout m = module_layout(l, key.dtype);
         auto [at, fresh] = compiled.emplace(m, static_cast<uint8_t>(c.modules.size()));
-        if (fresh) {
-          const KernelSource source = layout_source(c.instance.source, m);
-          c.modules.push_back({source.file, compile_kernel(source)});
-        }
+        if (fresh) c.modules.push_back({std::string(kernels::layout_file(m)), compile_layout(c.instance.source, m)});
         c.layout_module[static_cast<size_t>(l)] = at->second;
       }
     }
