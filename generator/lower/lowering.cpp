@@ -957,11 +957,27 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   const plan::Tile cpu_batch = blocks ? plan::Tile{16, 4, 2} : plan::Tile{64, 4, 1};
   const plan::Tile gpu_decode{blocks ? 2u : 1u, 1, 2, 4}, gpu_prefill{64, 32, 1}, gpu_batch{4, 4, 2, 4};
   constexpr uint32_t wide = plan::Tile::kPrefillTokens;
+  const plan::DeviceClass gpu{"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes),
+                              gpu_decode, gpu_prefill, gpu_batch, 16, 4, true, true};
+  // The gpu class with its prompts' products on matrix units (the coop
+  // layout, NV's extension or KHR's), its tiles unmeasured as yet: taken
+  // only when named until a device has run its tests.
+  const auto on_matrix_units = [&](std::string_view name, plan::Variant variant) {
+    plan::DeviceClass c = gpu;
+    c.name = name;
+    c.prefill.variant = variant;
+    c.min_shared = std::max(c.prefill.shared_bytes(true), plan::kAttentionStageBytes);
+    c.coop_nv = variant == plan::Variant::Coop;
+    c.coop_khr = variant == plan::Variant::CoopKhr;
+    c.forced_only = true;
+    return c;
+  };
   return {
       {"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1},
       {"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1},
-      {"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes), gpu_decode, gpu_prefill,
-       gpu_batch, 16, 4, true, true},
+      on_matrix_units("gpu-coop", plan::Variant::Coop),
+      on_matrix_units("gpu-coop-khr", plan::Variant::CoopKhr),
+      gpu,
       {"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16},  // workgroups of one subgroup: any device
   };
 }
