@@ -338,6 +338,63 @@ class Rewrite {
   std::map<uint32_t, std::vector<Inst>> after_;  // twins to declare after a type
 };
 
+// The KHR module in NV's terms, for the validator here, which knows NV's
+// instructions: each KHR type an NV type of its own (the twins of one NV
+// type, A's and B's, told apart by a scope constant of their own of the
+// same value: spirv-val refuses two identical declarations), loads and
+// stores back in NV's operand order with a boolean constant for the layout.
+// spirv-val then checks the type of every value the rewrite retyped.
+std::vector<uint32_t> as_nv(const Module& khr) {
+  uint32_t bound = khr.header[3], uint_type = 0, bool_type = 0, flags[2] = {0, 0};
+  std::map<uint32_t, uint32_t> values;  // 32-bit constants' values
+  for (const Inst& i : khr.code) {
+    if (i.op == spv::OpTypeInt && i.w.size() == 3 && i.w[1] == 32 && i.w[2] == 0) uint_type = i.w[0];
+    if (i.op == spv::OpTypeBool) bool_type = i.w[0];
+    if (i.op == spv::OpConstant && i.w.size() == 3) values[i.w[1]] = i.w[2];
+    if ((i.op == spv::OpConstantTrue || i.op == spv::OpConstantFalse) && i.w.size() == 2) flags[i.op == spv::OpConstantTrue] = i.w[1];
+  }
+  std::vector<Inst> declared;  // before the first matrix type
+  if (bool_type == 0) declared.push_back({spv::OpTypeBool, {bool_type = bound++}});
+  for (uint32_t f = 0; f < 2; ++f)
+    if (flags[f] == 0) declared.push_back({f ? spv::OpConstantTrue : spv::OpConstantFalse, {bool_type, flags[f] = bound++}});
+  std::map<std::vector<uint32_t>, std::vector<uint32_t>> uses;  // an NV type's operands → the uses declared with them
+  Module out{khr.header, {}};
+  bool first = true;
+  for (const Inst& i : khr.code) {
+    const std::vector<uint32_t>& w = i.w;
+    const auto flag = [&](uint32_t layout) { return flags[values.count(layout) && values[layout] == 1]; };
+    const auto tail = [&](size_t from) { return std::vector<uint32_t>(w.begin() + static_cast<ptrdiff_t>(std::min(from, w.size())), w.end()); };
+    Inst nv = i;
+    if (i.op == kTypeKhr && w.size() == 6) {
+      if (first) out.code.insert(out.code.end(), declared.begin(), declared.end());
+      first = false;
+      std::vector<uint32_t>& seen = uses[{w[1], w[2], w[3], w[4]}];
+      if (std::find(seen.begin(), seen.end(), w[5]) == seen.end()) seen.push_back(w[5]);
+      uint32_t scope = w[2];
+      if (seen.front() != w[5] && uint_type != 0) {
+        scope = bound++;
+        out.code.push_back({spv::OpConstant, {uint_type, scope, values[w[2]]}});
+      }
+      nv = {kTypeNv, {w[0], w[1], scope, w[3], w[4]}};
+    } else if (i.op == kLoadKhr && w.size() >= 5) {
+      nv = {kLoadNv, {w[0], w[1], w[2], w[4], flag(w[3])}};
+      for (uint32_t x : tail(5)) nv.w.push_back(x);
+    } else if (i.op == kStoreKhr && w.size() >= 4) {
+      nv = {kStoreNv, {w[0], w[1], w[3], flag(w[2])}};
+      for (uint32_t x : tail(4)) nv.w.push_back(x);
+    } else if (i.op == kMulAddKhr || i.op == kLengthKhr) {
+      nv.op = i.op == kMulAddKhr ? kMulAddNv : kLengthNv;
+    } else if (i.op == spv::OpCapability && w.size() == 1 && w[0] == kCapabilityKhr) {
+      nv.w = {kCapabilityNv};
+    } else if (i.op == spv::OpExtension && string_of(w) == kExtensionKhr) {
+      nv.w = words_of(kExtensionNv);
+    }
+    out.code.push_back(std::move(nv));
+  }
+  out.header[3] = bound;
+  return serialize(out);
+}
+
 }  // namespace
 
 std::vector<uint32_t> coop_khr_from_nv(std::span<const uint32_t> nv) {
@@ -465,6 +522,9 @@ std::string check_coop_khr(std::span<const uint32_t> khr) {
       default: break;
     }
   }
+  if (!out.empty()) return out;
+  if (const std::string problems = validate_spirv(as_nv(m)); !problems.empty())
+    fail("in NV's terms, each use a type of its own, spirv-val finds: " + problems);
   return out;
 }
 

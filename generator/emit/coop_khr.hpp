@@ -5,9 +5,10 @@
 //
 // Debian 12's SPIRV-Tools (2023.1, SPIRV-Headers 1.3.239) predates the KHR
 // extension: spirv-val refuses its capability and opcodes. So a rewritten
-// module cannot be validated here; check_coop_khr checks what can be
-// checked without it, and the full validation is left to a device's run
-// (its driver, and the validation layer of the Vulkan SDK it runs with).
+// module cannot be validated as it is here; check_coop_khr checks what can
+// be checked without it (its instructions, and its types through NV's),
+// and the KHR instructions themselves are left to a device's run (its
+// driver, and the validation layer it runs with).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,10 @@ std::vector<uint32_t> coop_khr_from_nv(std::span<const uint32_t> nv);
 // KHR instructions and every result type name is defined, and the matrix
 // operands agree (MulAdd's A, B and accumulator uses and shapes, loads and
 // stores of a constant layout, a matrix loaded or stored through a pointer to
-// its own type). The empty string when it holds; else the problems, a line each.
+// its own type); then the module, mapped back to NV's instructions with each
+// KHR type an NV type of its own, passes spirv-val, which so checks the type
+// of every value, variable and pointer the rewrite retyped. The empty string
+// when it holds; else the problems, a line each.
 std::string check_coop_khr(std::span<const uint32_t> khr);
 
 }  // namespace lathe::emit
