@@ -346,13 +346,22 @@ KernelSource layout_source(const KernelSource& source, kernels::Layout layout) {
   return out;
 }
 
-std::vector<uint32_t> compile_layout(const KernelSource& source, kernels::Layout layout) {
-  const KernelSource file = layout_source(source, layout);
-  if (layout != kernels::Layout::CoopKhr) return compile_kernel(file);
-  const std::vector<uint32_t> khr = coop_khr_from_nv(compile_kernel(file));
+namespace {
+
+// The CoopKhr module of a Coop one, checked as far as it can be here.
+std::vector<uint32_t> coop_khr_module(const std::vector<uint32_t>& coop) {
+  const std::vector<uint32_t> khr = coop_khr_from_nv(coop);
   if (const std::string problems = check_coop_khr(khr); !problems.empty())
-    throw ShaderError("shaders/" + file.file + ": its KHR cooperative-matrix rewrite: " + problems);
+    throw ShaderError("shaders/" + std::string(kernels::layout_file(kernels::Layout::Coop)) +
+                      ": its KHR cooperative-matrix rewrite: " + problems);
   return khr;
+}
+
+}  // namespace
+
+std::vector<uint32_t> compile_layout(const KernelSource& source, kernels::Layout layout) {
+  if (layout != kernels::Layout::CoopKhr) return compile_kernel(layout_source(source, layout));
+  return coop_khr_module(compile_kernel(layout_source(source, kernels::Layout::Coop)));
 }
 
 std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& plan) {
@@ -371,7 +380,14 @@ std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& pl
       for (kernels::Layout l : layouts) {
         const kernels::Layout m = module_layout(l, key.dtype);
         auto [at, fresh] = compiled.emplace(m, static_cast<uint8_t>(c.modules.size()));
-        if (fresh) c.modules.push_back({std::string(kernels::layout_file(m)), compile_layout(c.instance.source, m)});
+        if (fresh) {
+          // KHR's module is NV's rewritten: the coop file compiles once.
+          const auto coop = compiled.find(kernels::Layout::Coop);
+          std::vector<uint32_t> spirv = m == kernels::Layout::CoopKhr && coop != compiled.end()
+                                            ? coop_khr_module(c.modules[coop->second].spirv)
+                                            : compile_layout(c.instance.source, m);
+          c.modules.push_back({std::string(kernels::layout_file(m)), std::move(spirv)});
+        }
         c.layout_module[static_cast<size_t>(l)] = at->second;
       }
     }
