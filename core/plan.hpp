@@ -227,13 +227,17 @@ struct Tile {
   // The workgroup size (specialization constant 0).
   constexpr uint32_t threads(uint32_t lanes) const { return tiled() ? kTiledThreads : lanes * groups; }
   // Shared memory the layout declares, in bytes, for a matmul with one weight
-  // matrix or two (gated): matmul_tiled.comp's ws, ws2, xs, tstats and
-  // partial (matmul_coop.comp stages the same tiles in f16, with room for
-  // its f32 results: never more).
+  // matrix or two (gated): matmul_tiled.comp's ws, ws2, xs (f32), tstats and
+  // partial; matmul_coop.comp's ws, ws2 and xs in f16, rows of k + 8, and
+  // outs, a 16 × 16 f32 block (two gated) for each of its 4 bands (less than
+  // the tiled layout's for every tile: 21,760 bytes against 22,784 for the
+  // gpu class's 64 × 32 gated).
   constexpr uint32_t shared_bytes(bool gated) const {
     if (!tiled()) return 0;
-    const uint32_t k = 32 * texels;
-    return 4 * (k * (rows + 4) * (gated ? 2 : 1) + k * (tokens + 4) + 2 * tokens + kTiledThreads);
+    const uint32_t k = 32 * texels, matrices = gated ? 2 : 1, stats = 4 * (2 * tokens + kTiledThreads);
+    if (layout() == kernels::Layout::Coop || layout() == kernels::Layout::CoopKhr)
+      return 2 * (k + 8) * (rows * matrices + tokens) + 4 * 4 * 256 * matrices + stats;
+    return 4 * (k * (rows + 4) * matrices + k * (tokens + 4)) + stats;
   }
   constexpr bool operator==(const Tile&) const = default;
 };

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "generator/emit/coop_khr.hpp"
 #include "generator/emit/emit_cpp.hpp"
 #include "generator/lower/model_plan.hpp"
 
@@ -345,6 +346,24 @@ KernelSource layout_source(const KernelSource& source, kernels::Layout layout) {
   return out;
 }
 
+namespace {
+
+// The CoopKhr module of a Coop one, checked as far as it can be here.
+std::vector<uint32_t> coop_khr_module(const std::vector<uint32_t>& coop) {
+  const std::vector<uint32_t> khr = coop_khr_from_nv(coop);
+  if (const std::string problems = check_coop_khr(khr); !problems.empty())
+    throw ShaderError("shaders/" + std::string(kernels::layout_file(kernels::Layout::Coop)) +
+                      ": its KHR cooperative-matrix rewrite: " + problems);
+  return khr;
+}
+
+}  // namespace
+
+std::vector<uint32_t> compile_layout(const KernelSource& source, kernels::Layout layout) {
+  if (layout != kernels::Layout::CoopKhr) return compile_kernel(layout_source(source, layout));
+  return coop_khr_module(compile_kernel(layout_source(source, kernels::Layout::Coop)));
+}
+
 std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& plan) {
   const std::vector<kernels::Layout> layouts = planned_layouts(plan.classes);
   std::vector<CompiledKernel> out;
@@ -362,8 +381,12 @@ std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& pl
         const kernels::Layout m = module_layout(l, key.dtype);
         auto [at, fresh] = compiled.emplace(m, static_cast<uint8_t>(c.modules.size()));
         if (fresh) {
-          const KernelSource source = layout_source(c.instance.source, m);
-          c.modules.push_back({source.file, compile_kernel(source)});
+          // KHR's module is NV's rewritten: the coop file compiles once.
+          const auto coop = compiled.find(kernels::Layout::Coop);
+          std::vector<uint32_t> spirv = m == kernels::Layout::CoopKhr && coop != compiled.end()
+                                            ? coop_khr_module(c.modules[coop->second].spirv)
+                                            : compile_layout(c.instance.source, m);
+          c.modules.push_back({std::string(kernels::layout_file(m)), std::move(spirv)});
         }
         c.layout_module[static_cast<size_t>(l)] = at->second;
       }

@@ -41,6 +41,10 @@ std::vector<kernels::Layout> planned_layouts(std::span<const plan::DeviceClass> 
 kernels::Layout module_layout(kernels::Layout layout, DType dtype);
 // A matmul instance's source for a layout: its constants, the layout's file.
 KernelSource layout_source(const KernelSource& source, kernels::Layout layout);
+// A matmul instance's module for a layout: its layout_source compiled, and
+// for CoopKhr the Coop module rewritten (generator/emit/coop_khr.hpp), which
+// the SPIRV-Tools here cannot validate; check_coop_khr has checked it.
+std::vector<uint32_t> compile_layout(const KernelSource& source, kernels::Layout layout);
 
 // The instance of one kernel key: its shaders/ file and its constants (the
 // key's, the spec's single-valued ones and its family's interface block).

@@ -5,6 +5,7 @@
 #include <glslang/SPIRV/GlslangToSpv.h>
 #include <spirv-tools/libspirv.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -51,16 +52,52 @@ std::string with_file(const std::string& log, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// A kernel file's own #extension lines (matmul_coop.comp's cooperative
+// matrices), among the comments and blank lines that open it: GLSL wants
+// every #extension before the first token that is not a directive, and the
+// generated constants end in a push-constant block. They move up beside the
+// common ones; each leaves an empty line, so that `#line 1` still numbers
+// the file's lines.
+struct Hoisted {
+  std::string extensions, body;
+};
+Hoisted hoist_extensions(std::string_view file) {
+  Hoisted out;
+  size_t at = 0;
+  while (at < file.size()) {
+    const size_t end = std::min(file.find('\n', at), file.size());
+    std::string_view line = file.substr(at, end - at);
+    const size_t first = line.find_first_not_of(" \t");
+    line.remove_prefix(first == std::string_view::npos ? line.size() : first);
+    if (line.starts_with("#extension")) {
+      out.extensions += std::string(line) + "\n";
+      out.body += "\n";
+    } else if (line.empty() || line.starts_with("//")) {
+      out.body += std::string(file.substr(at, end - at)) + "\n";
+    } else {
+      break;
+    }
+    at = end + 1;
+  }
+  if (at < file.size()) out.body += file.substr(at);
+  return out;
+}
+
+}  // namespace
+
 std::string assemble_glsl(const KernelSource& source) {
-  const std::string_view body = lathe::embedded::shaders(source.file);
-  if (body.empty()) throw ShaderError("shaders/" + source.file + ": no such kernel");
+  const std::string_view file = lathe::embedded::shaders(source.file);
+  if (file.empty()) throw ShaderError("shaders/" + source.file + ": no such kernel");
+  const Hoisted kernel = hoist_extensions(file);
   return "#version 460\n"
          "#extension GL_GOOGLE_include_directive : require\n"
          "#extension GL_KHR_shader_subgroup_basic : require\n"
          "#extension GL_KHR_shader_subgroup_arithmetic : require\n"
          "#extension GL_KHR_shader_subgroup_ballot : require\n"
          "#extension GL_EXT_control_flow_attributes : require\n" +
-         source.constants + "#line 1\n" + std::string(body);
+         kernel.extensions + source.constants + "#line 1\n" + kernel.body;
 }
 
 namespace {

@@ -20,7 +20,8 @@ struct KernelSource {
   std::string constants;  // generated: #defines and the push-constant block
 };
 
-// The text glslang compiles: #version, extensions, the constants, then
+// The text glslang compiles: #version, extensions (the common ones, then the
+// kernel file's own, hoisted from its head), the constants, then
 // `#line 1` and the kernel file, so errors report the kernel file's lines.
 std::string assemble_glsl(const KernelSource& source);
 

@@ -972,9 +972,24 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
     c.integer_dot = c.forced_only = true;
     return c;
   };
+  // The gpu class with its prompts' products on matrix units (the coop
+  // layout, NV's extension or KHR's), its tiles unmeasured as yet: taken
+  // only when named until a device has run its tests.
+  const auto on_matrix_units = [&](std::string_view name, plan::Variant variant) {
+    plan::DeviceClass c = gpu;
+    c.name = name;
+    c.prefill.variant = variant;
+    c.min_shared = std::max(c.prefill.shared_bytes(true), plan::kAttentionStageBytes);
+    c.coop_nv = variant == plan::Variant::Coop;
+    c.coop_khr = variant == plan::Variant::CoopKhr;
+    c.forced_only = true;
+    return c;
+  };
   if (blocks) out.push_back(dot(cpu, "cpu-dot"));
   out.push_back(cpu);
   out.push_back({"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1});
+  out.push_back(on_matrix_units("gpu-coop", plan::Variant::Coop));
+  out.push_back(on_matrix_units("gpu-coop-khr", plan::Variant::CoopKhr));
   if (blocks) out.push_back(dot(gpu, "gpu-dot"));
   out.push_back(gpu);
   out.push_back({"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16});  // workgroups of one subgroup: any device

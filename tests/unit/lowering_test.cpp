@@ -570,6 +570,12 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   const std::vector<DeviceClass> classes = lathe::lower::device_classes(dense);
   CHECK(lathe::plan::classes_valid(classes));
   CHECK(lathe::plan::classes_valid(lathe::lower::device_classes(blocks)));
+  const auto index = [&](std::string_view name) {
+    const auto at = std::find_if(classes.begin(), classes.end(), [&](const DeviceClass& c) { return c.name == name; });
+    REQUIRE(at != classes.end());
+    return static_cast<size_t>(at - classes.begin());
+  };
+  const size_t gpu = index("gpu");
   const auto pick = [&](bool cpu, uint32_t subgroup, uint32_t shared = 32768) {
     const int32_t i = lathe::plan::first_met(classes, DeviceFeatures{cpu, subgroup, shared, 1024});
     REQUIRE(i >= 0);
@@ -592,13 +598,13 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   }
   CHECK(classes[0].batch == lathe::plan::Tile{64, 4, 1});
   CHECK(lathe::lower::device_classes(blocks)[1].batch == lathe::plan::Tile{16, 4, 2});
-  CHECK(classes[2].prefill == lathe::plan::Tile{64, 32, 1});  // tiled: 4 × 4 sums an invocation
-  CHECK(classes[2].min_shared == 22784);  // 64 and 64 gated rows, 32 tokens, 32 values of K: lavapipe's 32 KiB hold it
-  CHECK(classes[2].attention_rows == 4);  // a prompt's attention: 4 rows a workgroup over staged keys
-  CHECK(lathe::plan::first_met(classes, DeviceFeatures{false, 64, 65536, 128}) == 3);  // 4 subgroups of 64 lanes: too many invocations
-  CHECK(classes[2].decode == lathe::plan::Tile{1, 1, 2, 4});  // a subgroup a row: thousands in flight on a GPU
-  CHECK(lathe::plan::tile_text(classes[2].decode) == "1×1×2 in 4 subgroups");
-  CHECK(lathe::plan::parse_tile("1,1,2,4") == classes[2].decode);
+  CHECK(classes[gpu].prefill == lathe::plan::Tile{64, 32, 1});  // tiled: 4 × 4 sums an invocation
+  CHECK(classes[gpu].min_shared == 22784);  // 64 and 64 gated rows, 32 tokens, 32 values of K: lavapipe's 32 KiB hold it
+  CHECK(classes[gpu].attention_rows == 4);  // a prompt's attention: 4 rows a workgroup over staged keys
+  CHECK(lathe::plan::first_met(classes, DeviceFeatures{false, 64, 65536, 128}) == gpu + 1);  // 4 subgroups of 64 lanes: too many invocations
+  CHECK(classes[gpu].decode == lathe::plan::Tile{1, 1, 2, 4});  // a subgroup a row: thousands in flight on a GPU
+  CHECK(lathe::plan::tile_text(classes[gpu].decode) == "1×1×2 in 4 subgroups");
+  CHECK(lathe::plan::parse_tile("1,1,2,4") == classes[gpu].decode);
   CHECK(lathe::plan::parse_tile("1,1,2") == lathe::plan::Tile{1, 1, 2, 1});
   CHECK_FALSE(lathe::plan::parse_tile("1,1,2,4,5"));
   CHECK_FALSE(lathe::plan::tile_fits({32, 8, 1, 2}));  // subgroups a workgroup: the decode layout's alone
@@ -615,18 +621,18 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   bad[1].prefill = {32, 8, 1};  // the prefill layout on 4 lanes
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   bad = classes;
-  bad[2].min_shared = 16384;  // a tiled prefill over the shared memory the class asks for
+  bad[gpu].min_shared = 16384;  // a tiled prefill over the shared memory the class asks for
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   bad = classes;
-  bad[2].prefill = {32, 32, 1};  // tiled rows are 64 or 128, tokens 32 or 64
+  bad[gpu].prefill = {32, 32, 1};  // tiled rows are 64 or 128, tokens 32 or 64
   CHECK_FALSE(lathe::plan::classes_valid(bad));
-  bad[2].prefill = {64, 16, 1};
+  bad[gpu].prefill = {64, 16, 1};
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   bad = classes;
   bad.back().min_shared = 1;  // the last class needs nothing
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   CHECK(lathe::plan::needs_text(classes[0]) == "a CPU device with subgroups of 8 lanes or more");
-  CHECK(lathe::plan::needs_text(classes[2]) == "22784 bytes of shared memory or more, workgroups of 4 subgroups");
+  CHECK(lathe::plan::needs_text(classes[gpu]) == "22784 bytes of shared memory or more, workgroups of 4 subgroups");
   bad = classes;
   bad[0].attention_rows = 4;  // staged attention needs the shared memory the class asks for
   CHECK_FALSE(lathe::plan::classes_valid(bad));
@@ -641,13 +647,14 @@ TEST_CASE("block weights: dot classes taken only when named, and a quantize befo
   REQUIRE(lathe::plan::classes_valid(classes));
   std::vector<std::string> names;
   for (const DeviceClass& c : classes) names.emplace_back(c.name);
-  CHECK(names == std::vector<std::string>{"cpu-dot", "cpu", "cpu-narrow", "gpu-dot", "gpu", "gpu-basic"});
+  CHECK(names == std::vector<std::string>{"cpu-dot", "cpu", "cpu-narrow", "gpu-coop", "gpu-coop-khr", "gpu-dot", "gpu",
+                                          "gpu-basic"});
   for (const DeviceClass& c : classes) {
     CAPTURE(c.name);
     const bool dot = std::string_view(c.name).ends_with("-dot");
     CHECK(lathe::plan::uses_dot(c) == dot);
     CHECK(c.integer_dot == dot);
-    CHECK(c.forced_only == dot);  // no device has verified them yet
+    if (dot) CHECK(c.forced_only);  // no device has verified them yet
   }
   // lavapipe and a GPU with integer dot products still take the plain classes by default,
   const DeviceFeatures lavapipe{true, 8, 32768, 1024, true}, gpu{false, 32, 49152, 1024, true};
@@ -655,15 +662,15 @@ TEST_CASE("block weights: dot classes taken only when named, and a quantize befo
   CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, gpu))].name == std::string_view("gpu"));
   // and meet the dot classes when named; a device without them does not.
   CHECK(lathe::plan::meets(classes[0], lavapipe));
-  CHECK(lathe::plan::meets(classes[3], gpu));
-  CHECK_FALSE(lathe::plan::meets(classes[3], DeviceFeatures{false, 32, 49152, 1024, false}));
+  CHECK(lathe::plan::meets(classes[5], gpu));
+  CHECK_FALSE(lathe::plan::meets(classes[5], DeviceFeatures{false, 32, 49152, 1024, false}));
   CHECK(lathe::plan::needs_text(classes[0]) ==
         "a CPU device with subgroups of 8 lanes or more, integer dot products (shaderIntegerDotProduct)");
   // The dot layout runs in decode and batched steps; the variant needs its feature.
-  CHECK(classes[3].decode.layout() == lathe::kernels::Layout::Dot);
-  CHECK(classes[3].prefill.layout() == lathe::kernels::Layout::Tiled);
+  CHECK(classes[5].decode.layout() == lathe::kernels::Layout::Dot);
+  CHECK(classes[5].prefill.layout() == lathe::kernels::Layout::Tiled);
   std::vector<DeviceClass> bad = classes;
-  bad[3].integer_dot = false;
+  bad[5].integer_dot = false;
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   CHECK_FALSE(lathe::plan::tile_fits({64, 32, 1, 1, Variant::Dot}));  // integer dot products decode only
 
@@ -702,4 +709,74 @@ TEST_CASE("block weights: dot classes taken only when named, and a quantize befo
   CHECK(p.dispatch_count(true) == p.dispatches.size() - quantizes);
   const Planned dense = planned("tests/specs/tiny/llama-gqa.toml");
   for (const lower::Dispatch& d : dense.model.plan.dispatches) CHECK(d.form != plan::Form::Quantized);
+}
+
+TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, is taken only when named") {
+  using lathe::plan::DeviceClass;
+  using lathe::plan::DeviceFeatures;
+  using lathe::plan::Tile;
+  using lathe::plan::Variant;
+  const std::vector<DType> dtypes = {DType::F16, DType::F32};
+  const std::vector<DeviceClass> classes = lathe::lower::device_classes(dtypes);
+  REQUIRE(lathe::plan::classes_valid(classes));
+  std::vector<std::string_view> names;
+  for (const DeviceClass& c : classes) names.push_back(c.name);
+  REQUIRE(names == std::vector<std::string_view>{"cpu", "cpu-narrow", "gpu-coop", "gpu-coop-khr", "gpu", "gpu-basic"});
+  const DeviceClass &nv = classes[2], &khr = classes[3], &gpu = classes[4];
+  for (const DeviceClass* c : {&nv, &khr}) {
+    CAPTURE(c->name);
+    CHECK(c->forced_only);
+    CHECK(c->decode == gpu.decode);
+    CHECK(c->batch == gpu.batch);
+    CHECK(c->prefill.rows == gpu.prefill.rows);
+    CHECK(c->prefill.tokens == gpu.prefill.tokens);
+    CHECK(c->prefill.texels == gpu.prefill.texels);
+    CHECK(c->splits == gpu.splits);
+    CHECK(c->attention_rows == gpu.attention_rows);
+    CHECK(c->min_shared == std::max(c->prefill.shared_bytes(true), lathe::plan::kAttentionStageBytes));
+    CHECK(c->min_shared < gpu.min_shared);
+  }
+  CHECK(nv.prefill.layout() == lathe::kernels::Layout::Coop);
+  CHECK(khr.prefill.layout() == lathe::kernels::Layout::CoopKhr);
+  CHECK((nv.coop_nv && !nv.coop_khr && khr.coop_khr && !khr.coop_nv));
+  // 64 + 64 gated rows and 32 tokens of 40 f16, 4 × 2 blocks of 256 f32, the norm's 64 + 128 words.
+  CHECK(nv.prefill.shared_bytes(true) == 21760);
+  CHECK(gpu.prefill.shared_bytes(true) == 22784);  // the tiled layout's, as before
+  // Never more shared memory than the tiled layout's tile, for every tile either runs.
+  for (uint32_t rows : {64u, 128u})
+    for (uint32_t tokens : {32u, 64u})
+      for (uint32_t texels = 1; texels <= 4; ++texels)
+        for (bool gated : {false, true}) {
+          const Tile tiled{rows, tokens, texels}, coop{rows, tokens, texels, 1, Variant::Coop};
+          CAPTURE(lathe::plan::tile_text(coop));
+          CHECK(lathe::plan::tile_fits(coop));
+          CHECK(coop.shared_bytes(gated) <= tiled.shared_bytes(gated));
+          CHECK(coop.shared_bytes(gated) == Tile{rows, tokens, texels, 1, Variant::CoopKhr}.shared_bytes(gated));
+        }
+  CHECK_FALSE(lathe::plan::tile_fits({32, 8, 1, 1, Variant::Coop}));  // matrix units take tiled prompts only
+  CHECK_FALSE(lathe::plan::tile_fits({32, 1, 2, 1, Variant::CoopKhr}));
+
+  // A device with both extensions still gets the gpu class unless it names one.
+  DeviceFeatures both{false, 32, 49152, 1024};
+  both.coop_nv = both.coop_khr = true;
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, both))].name == "gpu");
+  CHECK(lathe::plan::meets(nv, both));
+  CHECK(lathe::plan::meets(khr, both));
+  DeviceFeatures nv_only = both;
+  nv_only.coop_khr = false;
+  CHECK(lathe::plan::meets(nv, nv_only));
+  CHECK_FALSE(lathe::plan::meets(khr, nv_only));
+  CHECK_FALSE(lathe::plan::meets(nv, DeviceFeatures{false, 32, 49152, 1024}));
+  CHECK(lathe::plan::needs_text(nv).find("VK_NV_cooperative_matrix") != std::string::npos);
+  CHECK(lathe::plan::needs_text(khr).find("VK_KHR_cooperative_matrix") != std::string::npos);
+  CHECK(lathe::plan::class_text(khr).find("taken only when named") != std::string::npos);
+  CHECK(lathe::plan::tile_text(khr.prefill) == "64×32×1 (coop-khr)");
+  // A variant without the feature that runs it among the class's needs is refused.
+  std::vector<DeviceClass> bad = classes;
+  bad[2].coop_nv = false;
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  bad = classes;
+  bad[3].coop_khr = false;
+  bad[3].coop_nv = true;
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
 }

@@ -2,6 +2,12 @@
 // SPIR-V whose push-constant layout is the one the C++ struct is emitted from.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "generator/emit/coop_khr.hpp"
+#include "generator/emit/emit_cpp.hpp"
 #include "generator/emit/emit_kernels.hpp"
 #include "generator/emit/push_layout.hpp"
 #include "generator/emit/shader_compiler.hpp"
@@ -24,6 +30,27 @@ spec::Spec load(const std::string& name) {
 emit::KernelInstance norm_instance() {
   const spec::Spec s = load("smollm2-135m.toml");
   return emit::kernel_instance(s, lower::KernelKey{.family = kernels::Family::Norm, .width = s.dims.hidden});
+}
+
+// Instances of every opcode count that matter to the rewrite.
+size_t count_op(const std::vector<uint32_t>& spirv, uint32_t op) {
+  size_t n = 0;
+  for (size_t at = 5; at < spirv.size() && (spirv[at] >> 16) > 0; at += spirv[at] >> 16) n += (spirv[at] & 0xffffu) == op;
+  return n;
+}
+
+// The coop layout of a matmul instance, compiled and valid, and its KHR
+// rewrite: every NV instruction gone, one KHR instruction for each, and
+// what check_coop_khr can check holds. Returns the KHR module.
+std::vector<uint32_t> check_coop(const emit::KernelSource& source) {
+  const std::vector<uint32_t> nv = emit::compile_layout(source, kernels::Layout::Coop);
+  CHECK(emit::validate_spirv(nv).empty());
+  CHECK(count_op(nv, 5361) > 0);  // OpCooperativeMatrixMulAddNV: the products are on matrix units
+  const std::vector<uint32_t> khr = emit::coop_khr_from_nv(nv);  // compile_layout's CoopKhr, without compiling again
+  CHECK(emit::check_coop_khr(khr).empty());
+  for (uint32_t op = 0; op < 5; ++op) CHECK(count_op(khr, 5358 + op) == 0);
+  for (uint32_t op = 1; op < 5; ++op) CHECK(count_op(khr, 4456 + op) == count_op(nv, 5358 + op));  // loads, stores, MulAdds, lengths
+  return khr;
 }
 
 }  // namespace
@@ -79,4 +106,99 @@ TEST_CASE("a kernel compile error names the shaders/ file and line") {
     CHECK(message.find("shaders/norm.comp:") != std::string::npos);
     CHECK(message.find("'N' : undeclared identifier") != std::string::npos);
   }
+}
+
+TEST_CASE("every matmul instance of the shipped specs compiles in the coop layout, NV's and rewritten for KHR") {
+  // Debian 12's spirv-val predates SPV_KHR_cooperative_matrix: it refuses
+  // the rewrite's capability, so only check_coop_khr's checks run on it here.
+  std::set<std::string> seen;  // instances of the same constants compile once
+  size_t specs = 0;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(LATHE_SOURCE_DIR) / "models"))
+    if (e.path().extension() == ".toml") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const std::filesystem::path& file : files) {
+    const spec::Spec s = load(file.filename().string());
+    spec::Diagnostics diagnostics(file.string());
+    if (!emit::check_supported(s, diagnostics)) continue;
+    ++specs;
+    for (const emit::KernelInstance& k : emit::kernel_instances(s)) {
+      if (k.source.file != "matmul_rows.comp" || !seen.insert(k.source.constants).second) continue;
+      CAPTURE(s.name);
+      CAPTURE(k.name);
+      check_coop(k.source);
+    }
+  }
+  MESSAGE(seen.size() << " matmul instances of " << specs << " specs in the coop and coop-khr layouts");
+  CHECK(specs >= 20);
+}
+
+TEST_CASE("the coop layout compiles for every weight dtype and every epilogue") {
+  const spec::Spec s = load("mixtral-8x7b.toml");  // experts: the expert epilogues' constants
+  using lower::Epilogue;
+  const std::vector<Epilogue> epilogues = {
+      {},
+      {.bias = true},
+      {.residual = true},
+      {.bias = true, .gated = true, .activation = true, .act = Activation::GeluTanh, .norm = true},
+      {.gated = true, .activation = true, .norm = true, .experts = 1},
+      {.residual = true, .experts = 2, .part_experts = 3},
+      {.norm = true, .softcap = true, .scaled = true},
+  };
+  for (int d = 0; d <= static_cast<int>(DType::Q6_K); ++d) {
+    const DType dtype = static_cast<DType>(d);
+    for (const Epilogue& e : epilogues) {
+      const lower::KernelKey key{.family = kernels::Family::Matmul, .width = 512, .dtype = dtype, .epilogue = e};
+      CAPTURE(key.name());
+      check_coop(emit::kernel_instance(s, key).source);
+    }
+  }
+}
+
+TEST_CASE("the KHR rewrite gives A and B their own types, and check_coop_khr sees a broken one") {
+  const spec::Spec s = load("smollm2-135m.toml");
+  const lower::KernelKey key{.family = kernels::Family::Matmul, .width = s.dims.hidden, .dtype = DType::BF16,
+                             .epilogue = {.gated = true, .activation = true, .norm = true}};
+  const std::vector<uint32_t> khr = check_coop(emit::kernel_instance(s, key).source);
+  CHECK(emit::compile_layout(emit::kernel_instance(s, key).source, kernels::Layout::CoopKhr) == khr);
+  // Types (4456): f16 as A, f16 as B, the f32 accumulator.
+  CHECK(count_op(khr, 4456) == 3);
+  const std::string text = emit::assemble_glsl(emit::layout_source(emit::kernel_instance(s, key).source, kernels::Layout::Coop));
+  // The kernel file's own #extension lines come before the generated constants (its push block).
+  CHECK(text.find("#extension GL_NV_cooperative_matrix : require") < text.find("#define K "));
+  CHECK(text.find("#extension GL_NV_cooperative_matrix", text.find("#line 1")) == std::string::npos);
+
+  // A MulAdd whose A and B are swapped: the uses no longer match.
+  std::vector<uint32_t> swapped = khr;
+  for (size_t at = 5; at < swapped.size(); at += swapped[at] >> 16)
+    if ((swapped[at] & 0xffffu) == 4459) std::swap(swapped[at + 3], swapped[at + 4]);
+  CHECK(emit::check_coop_khr(swapped).find("operand's type is not of use") != std::string::npos);
+  // An NV opcode left, and an id past the bound.
+  std::vector<uint32_t> left = khr;
+  for (size_t at = 5; at < left.size(); at += left[at] >> 16)
+    if ((left[at] & 0xffffu) == 4459) left[at] = (left[at] & 0xffff0000u) | 5361u;
+  CHECK(emit::check_coop_khr(left).find("NV cooperative-matrix instruction") != std::string::npos);
+  std::vector<uint32_t> past = khr;
+  past[3] = 10;
+  CHECK(emit::check_coop_khr(past).find("is not below the bound") != std::string::npos);
+  CHECK_FALSE(emit::check_coop_khr(std::vector<uint32_t>(khr.begin(), khr.end() - 1)).empty());  // a truncated stream
+}
+
+TEST_CASE("the KHR rewrite refuses a matrix it cannot give one use") {
+  const std::string shader = R"(#version 460
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(local_size_x = 32) in;
+layout(std430, binding = 0) buffer B { float16_t h[]; float f[]; } b;
+void main() {
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
+  coopMatLoadNV(a, b.h, 0, 16, false);
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> c = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  c = coopMatMulAddNV(a, a, c);
+  coopMatStoreNV(c, b.f, 0, 16, false);
+}
+)";
+  const std::vector<uint32_t> nv = emit::compile_glsl("both_uses.comp", shader);
+  CHECK_THROWS_WITH_AS(emit::coop_khr_from_nv(nv), doctest::Contains("used as two of A, B and accumulator"), emit::ShaderError);
 }

@@ -42,6 +42,7 @@
 #include "core/kernels.hpp"
 #include "runtime/vk/buffer.hpp"
 #include "runtime/vk/descriptors.hpp"
+#include "runtime/vk/device_features.hpp"
 #include "runtime/vk/pipeline.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/quant.hpp"
@@ -59,6 +60,12 @@ namespace {
 constexpr double kEmbedTolerance = 1e-7;      // one f32 rounding of E + P; exact without positions
 constexpr double kNormTolerance = 1e-5;       // LayerNorm of a row whose mean is 25× its spread: x − mean loses ~25 ulps
 constexpr double kMatmulTolerance = 1e-5;     // f32 dot products, K ≤ 14336
+// The coop layout's products take x and W rounded to f16 (unit roundoff u =
+// 2^-11 each, so a product's relative error is under 2u) and sum in f32:
+// over K terms of random sign the sum's RMS relative error is u·√(2/3) ≈
+// 4e-4 whatever K, and a gated output multiplies two such sums (√2 of it).
+// 3u leaves room for the activation's slope.
+constexpr double kCoopTolerance = 3.0 / 2048;
 constexpr double kRopeTolerance = 1e-5;       // f32 angles position · inv_freq and lavapipe's sin/cos, positions < 100
 constexpr double kF16CacheTolerance = 1e-3;   // f16 keeps 11 bits: ≤ 2^-12 relative per element
 constexpr double kAttentionTolerance = 1e-5;  // f32 online softmax over ≤ 100 keys
@@ -402,19 +409,26 @@ class Gpu {
   // as the runtime sets it for every layout but matmul's tiled one), then
   // `extra` (matmul.comp's ROWS, TOKENS and XT).
   // `named`: the family's bindings by name (core/kernels.hpp), `push` its
-  // push constants by name.
+  // push constants by name. `khr`: a coop-layout matmul's module rewritten
+  // for KHR's cooperative matrices (the CoopKhr layout), as the generator
+  // builds it.
   template <typename Named, typename Push>
   void run(const Model& m, const emit::KernelInstance& k, const Named& named, const Push& push, uint32_t groups_x,
-           uint32_t groups_y = 1, std::vector<uint32_t> extra = {}, uint32_t groups_z = 1, uint32_t workgroup = 0) {
+           uint32_t groups_y = 1, std::vector<uint32_t> extra = {}, uint32_t groups_z = 1, uint32_t workgroup = 0,
+           bool khr = false) {
     const auto bindings = named.array();
     REQUIRE(sizeof(Push) == k.push->size());
     // Instances of two specs may share a name ("argmax", "norm_64") with other constants, or be
     // the same kernel under two names (the same file and constants: many tiny specs share their
     // widths): keyed by the text, each kernel compiles and its pipelines are created once.
-    const std::string text = k.source.file + '\n' + k.source.constants;
+    const std::string text = k.source.file + (khr ? " (khr)\n" : "\n") + k.source.constants;
     auto it = compiled_.find(text);
     if (it == compiled_.end())
-      it = compiled_.emplace(text, Compiled{m.spec.name + "/" + k.name, emit::compile_kernel(k.source)}).first;
+      it = compiled_
+               .emplace(text, Compiled{m.spec.name + "/" + k.name + (khr ? "/khr" : ""),
+                                       khr ? emit::compile_layout(k.source, kernels::Layout::CoopKhr)
+                                           : emit::compile_kernel(k.source)})
+               .first;
     const Compiled& code = it->second;
     vk::PipelineKey key;
     key.kernel = code.name;
@@ -689,6 +703,15 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
 TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles") {
   Gpu gpu(device);
   Worst worst;
+  // The coop layouts run where the device has their cooperative matrices
+  // (lavapipe has neither: spirv-val and check_coop_khr prove them there,
+  // tests/unit/shader_test.cpp).
+  const plan::DeviceFeatures features = vk::device_features(device.info());
+  std::vector<std::pair<plan::Variant, std::string>> coop;
+  if (features.coop_nv) coop.push_back({plan::Variant::Coop, "coop (NV)"});
+  else MESSAGE("coop layout not run: " << device.info().name << " has no VK_NV_cooperative_matrix 16×16×16 f16 → f32");
+  if (features.coop_khr) coop.push_back({plan::Variant::CoopKhr, "coop (KHR)"});
+  else MESSAGE("coop-khr layout not run: " << device.info().name << " has no VK_KHR_cooperative_matrix 16×16×16 f16 → f32");
   std::set<std::tuple<uint32_t, bool, uint32_t, bool>> wide_tiles_run;  // dtype, gated, norm, bias: the wider tiles ran
   for_each_instance("matmul_rows.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
     const spec::Spec& s = m.spec;
@@ -768,7 +791,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       uint32_t col0 = 0;  // > 0: W's (and W2's) rows from col0 bound alone, into y's columns from col0 (plan::Part)
       uint32_t texels = 2;  // spec constant 3
       uint32_t groups = 1;  // spec constant 4: subgroups a workgroup (decode)
-      plan::Tile tile() const { return {tile_rows, tokens, texels, groups}; }
+      plan::Variant variant = plan::Variant::Plain;  // Coop, CoopKhr: the tiled tile on matrix units
+      plan::Tile tile() const { return {tile_rows, tokens, texels, groups, variant}; }
     };
     const Case batched = {"batched decode of 13 rows (16 × 4)", 16, 4, kRows, 0, false, 0, 0};
     std::vector<Case> cases = {{"decode", 16, 1, 1, 0, false, 0, 0},
@@ -792,6 +816,14 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       cases.push_back({"tiled prefill of a row range (" + std::string(gated ? "64" : "128") + " × 64)", gated ? 64u : 128u,
                        64, kRows, 0, false, 0, 0, 16, 1});
       if (!gated) cases.push_back({"tiled prefill, 64 values of K a step (64 × 32 × 2)", 64, 32, kRows, 0, false, 0, 0, 0, 2});
+    }
+    // The coop layouts: the gpu-coop classes' tile, a row range of the
+    // widest tile, 64 values of K a step, and a fused gate_up.
+    for (const auto& [variant, what] : coop) {
+      cases.push_back({what + " prefill 13 rows (64 × 32)", 64, 32, kRows, 0, false, 0, 0, 0, 1, 1, variant});
+      cases.push_back({what + " prefill of a row range (" + std::string(gated ? "64" : "128") + " × 64 × 2)", gated ? 64u : 128u,
+                       64, kRows, 0, false, 0, 0, 16, 2, 1, variant});
+      if (gated) cases.push_back({what + " fused gate_up prefill", 64, 32, kRows, 0, true, 0, n, 0, 1, 1, variant});
     }
     if (gated) {
       cases.push_back({"fused gate_up prefill", 8, 8, kRows, 0, true, 0, n});
@@ -825,7 +857,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                                .up_row0 = cs.up_row0, .col0 = cs.col0, .y_stride = n},
               (computed + cs.tile().rows_per_group(lanes) - 1) / cs.tile().rows_per_group(lanes),
               (cs.rows + cs.tokens - 1) / cs.tokens, {cs.tile_rows, cs.tokens, cs.texels, cs.groups}, 1,
-              cs.tile().threads(lanes));
+              cs.tile().threads(lanes), cs.variant == plan::Variant::CoopKhr);
       return read_back<float>(device, y, size_t{cs.rows} * n + kGuardWords);
     };
 
@@ -867,7 +899,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
         }
       }
       check_guard(out, size_t{cs.rows} * n);
-      report.check(cs.what, e.value(), kMatmulTolerance);
+      report.check(cs.what, e.value(), cs.variant == plan::Variant::Plain ? kMatmulTolerance : kCoopTolerance);
     }
     // A batched decode step's rows hold the bits of each row decoded alone
     // (a sequence's output does not depend on what else runs), in one
