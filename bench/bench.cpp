@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/device_bandwidth.hpp"
 #include "runtime/error.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
@@ -32,7 +33,6 @@
 #include "runtime/vk/device_features.hpp"
 #include "runtime/vk/pipeline.hpp"
 #include "runtime/weights/gguf.hpp"
-#include "stream_copy.spv.h"  // stream_copy_spv: bench/stream_copy.comp
 
 using namespace lathe;
 
@@ -408,82 +408,6 @@ int run_streams(const Options& opt) {
   return 0;
 }
 
-// The device's own bandwidth, two ways, best of `repeats` each, counting
-// bytes read plus written (as STREAM does), timed by timestamps around the
-// work: vkCmdCopyBuffer between two device-local buffers of `bytes` (or the
-// largest allocation the device allows), and stream_copy.comp, the
-// multiprocessors reading and writing 16 bytes an invocation (over at most
-// maxStorageBufferRange). On an H200 the copy command ran at 850 GB/s, a
-// copy engine's rate, where decode read 1818 GB/s of f16 weights: the
-// kernel's rate is the roofline decode reads weights against. On lavapipe
-// the copy command is the host's memcpy (59 GB/s on 2 cores) and the kernel
-// slower (13 GB/s): the faster of the two is the roofline.
-struct DeviceBandwidth {
-  double copy_command = 0, kernel = 0;  // GB/s
-};
-
-DeviceBandwidth device_bandwidth(vk::Device& device, VkDeviceSize bytes, int repeats) {
-  const vk::DeviceInfo& info = device.info();
-  if (info.max_memory_allocation_size > 0) bytes = std::min<VkDeviceSize>(bytes, info.max_memory_allocation_size);
-  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
-  vk::Buffer a(device, bytes, usage, vk::MemoryUse::Device), b(device, bytes, usage, vk::MemoryUse::Device);
-  VkQueryPoolCreateInfo query_info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-  query_info.queryType = VK_QUERY_TYPE_TIMESTAMP;
-  query_info.queryCount = 2;
-  struct Owned {  // destroyed on every way out
-    VkDevice device;
-    VkQueryPool pool = VK_NULL_HANDLE;
-    ~Owned() { vkDestroyQueryPool(device, pool, nullptr); }
-  } owned{device.handle()};
-  vk::check(vkCreateQueryPool(device.handle(), &query_info, nullptr, &owned.pool), "vkCreateQueryPool");
-  const VkQueryPool queries = owned.pool;
-  vk::OneShot once(device);
-  // Best GB/s of `record`'s work over `moved` bytes read and as many written.
-  const auto best_of = [&](VkDeviceSize moved, const auto& record) {
-    double best = 1e30;
-    for (int r = -1; r < repeats; ++r) {  // one untimed run: first touch of the pages, the kernel's compile
-      const VkCommandBuffer cb = once.begin();
-      vkCmdResetQueryPool(cb, queries, 0, 2);
-      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 0);
-      record(cb);
-      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 1);
-      once.submit_and_wait();
-      uint64_t ticks[2] = {0, 0};
-      vk::check(vkGetQueryPoolResults(device.handle(), queries, 0, 2, sizeof ticks, ticks, 8,
-                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
-                "vkGetQueryPoolResults");
-      if (r >= 0) best = std::min(best, static_cast<double>(ticks[1] - ticks[0]) * info.timestamp_period * 1e-9);
-    }
-    return 2.0 * static_cast<double>(moved) / best / 1e9;
-  };
-  DeviceBandwidth out;
-  out.copy_command = best_of(bytes, [&](VkCommandBuffer cb) {
-    const VkBufferCopy region{0, 0, bytes};
-    vkCmdCopyBuffer(cb, a.handle(), b.handle(), 1, &region);
-  });
-  VkDeviceSize bound = bytes;
-  if (info.max_storage_buffer_range > 0) bound = std::min<VkDeviceSize>(bound, info.max_storage_buffer_range);
-  bound = bound / 16 * 16;
-  vk::Pipelines pipelines(device, "-");
-  constexpr uint32_t kGroup = 256;
-  vk::PipelineKey key{"stream_copy", {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER}, {kGroup}, 4};
-  const vk::Pipeline& p =
-      pipelines.get(vk::KernelCode{"stream_copy", stream_copy_spv, sizeof stream_copy_spv / sizeof stream_copy_spv[0], 4}, key);
-  vk::DescriptorArena arena(device);
-  const VkDescriptorSet set = arena.allocate(p);
-  const std::vector<vk::Binding> bindings = {vk::BufferBinding{a.handle(), 0, bound}, vk::BufferBinding{b.handle(), 0, bound}};
-  vk::write_descriptors(device, p, set, bindings);
-  const uint32_t n = static_cast<uint32_t>(bound / 16);
-  const uint32_t groups = std::min<uint32_t>((n + kGroup - 1) / kGroup, 65535);
-  out.kernel = best_of(bound, [&](VkCommandBuffer cb) {
-    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-    vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &n);
-    vkCmdDispatch(cb, groups, 1, 1);
-  });
-  return out;
-}
-
 // llama-bench's tests on this model: for each depth d, `pp` prompt tokens
 // after d cached tokens (best of `repeats`, the d tokens prefilled again
 // before each) and `tg` greedy decode steps after d cached tokens (their
@@ -494,7 +418,7 @@ int run_depths(const Options& opt) {
   const ModelInfo& m = model_info();
   const std::unique_ptr<vk::Context> context = open_device(opt.device);
   vk::Device& device = context->device();
-  const DeviceBandwidth bandwidth = device_bandwidth(device, opt.quick ? (64ull << 20) : (1ull << 30), opt.quick ? 2 : 5);
+  const bench::DeviceBandwidth bandwidth = bench::device_bandwidth(device, opt.quick ? (64ull << 20) : (1ull << 30), opt.quick ? 2 : 5);
   // The roofline: the faster of the two, the most the device was seen to move.
   const double copy = std::max(bandwidth.kernel, bandwidth.copy_command);
   const int64_t deepest = *std::max_element(opt.depths.begin(), opt.depths.end());

@@ -44,7 +44,7 @@ namespace {
 
 int cmd_devices(bool validation) {
   lathe::vk::Instance instance(lathe::vk::InstanceOptions{validation});
-  const auto devices = lathe::vk::query_devices(instance.handle());
+  const auto devices = lathe::vk::query_devices(instance);
   std::cout << lathe::vk::format_device_list(devices);
   if (!devices.empty()) {
     const auto& chosen = lathe::vk::select_device(devices, lathe::vk::device_selector());
@@ -134,7 +134,7 @@ std::vector<int64_t> device_capacities(const std::string& text) {
     try {
       if (!instance) {
         instance = std::make_unique<lathe::vk::Instance>();
-        devices = lathe::vk::query_devices(instance->handle());
+        devices = lathe::vk::query_devices(*instance);
       }
       const lathe::vk::DeviceInfo& d = lathe::vk::select_device(devices, item);
       const lathe::vk::DeviceMemory memory = lathe::vk::device_memory(d);

@@ -25,7 +25,7 @@ std::string version_text(std::string_view program) {
     out += "Vulkan loader " + vk::api_version_string(loader) + "\n";
   try {
     const vk::Instance instance(vk::InstanceOptions{});
-    for (const vk::DeviceInfo& d : vk::query_devices(instance.handle()))
+    for (const vk::DeviceInfo& d : vk::query_devices(instance))
       out += "device [" + std::to_string(d.index) + "] " + d.name + ": driver " + d.driver_name + " " + d.driver_info +
              ", Vulkan " + vk::api_version_string(d.api_version) + "\n";
   } catch (const Error& e) {

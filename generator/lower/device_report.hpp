@@ -3,6 +3,8 @@
 // these classes; their tiles depend on a model's dtypes (`<model> info`).
 #pragma once
 
+#include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,19 +13,50 @@
 
 namespace lathe::lower {
 
-inline std::string device_class_report(const std::vector<vk::DeviceInfo>& devices) {
-  const std::vector<plan::DeviceClass> classes = device_classes({});
+// Every plan's classes, whatever its weights: a class that only plans with
+// block weights (integer dot products read q8_0 and k-quant blocks) is
+// listed too, after those of f16 and f32 models.
+inline std::vector<plan::DeviceClass> report_classes() {
+  std::vector<plan::DeviceClass> all;
+  for (const DType dtype : {DType::F16, DType::Q8_0, DType::Q4_K})
+    for (const plan::DeviceClass& c : device_classes(std::vector<DType>{dtype}))
+      if (std::none_of(all.begin(), all.end(), [&](const plan::DeviceClass& a) { return a.name == c.name; })) all.push_back(c);
+  return all;
+}
+
+// Per device, the class it takes, then every class with whether the device
+// meets it (and, where not, what the class needs); a forced-only class,
+// whose kernels no device has passed the tests on yet, is marked "taken
+// only when named": LATHE_DEVICE_CLASS=<name> runs it.
+inline std::string device_class_report(const std::vector<vk::DeviceInfo>& devices, std::span<const plan::DeviceClass> classes) {
+  size_t width = 0;
+  for (const plan::DeviceClass& c : classes) width = std::max(width, c.name.size());
   std::string out = "device classes (the first each device meets; LATHE_DEVICE_CLASS forces another it meets):\n";
   for (const vk::DeviceInfo& d : devices) {
     const plan::DeviceFeatures f = vk::device_features(d);
     const int32_t first = plan::first_met(classes, f);
-    std::string also;
-    for (size_t i = 0; i < classes.size(); ++i)
-      if (plan::meets(classes[i], f) && static_cast<int32_t>(i) != first) also += (also.empty() ? "" : ", ") + std::string(classes[i].name);
-    out += "  [" + std::to_string(d.index) + "] " + (first < 0 ? std::string("none") : std::string(classes[static_cast<size_t>(first)].name)) +
-           (also.empty() ? "" : " (also meets " + also + ")") + "\n";
+    out += "  [" + std::to_string(d.index) + "] " + (first < 0 ? std::string("none") : std::string(classes[static_cast<size_t>(first)].name)) + "\n";
+    for (const plan::DeviceClass& c : classes) {
+      out += "      " + std::string(c.name) + std::string(width + 2 - c.name.size(), ' ');
+      out += plan::meets(c, f) ? "meets" : "does not meet (needs " + plan::needs_text(c) + ")";
+      if (c.forced_only) out += ", taken only when named";
+      out += "\n";
+    }
   }
   return out;
+}
+
+inline std::string device_class_report(const std::vector<vk::DeviceInfo>& devices) {
+  return device_class_report(devices, report_classes());
+}
+
+// The forced-only classes `d` meets: those the GPU kit runs the tests of
+// first, each named by LATHE_DEVICE_CLASS (bench/gpu/run).
+inline std::vector<std::string> forced_only_met(const vk::DeviceInfo& d) {
+  std::vector<std::string> names;
+  for (const plan::DeviceClass& c : report_classes())
+    if (c.forced_only && plan::meets(c, vk::device_features(d))) names.emplace_back(c.name);
+  return names;
 }
 
 }  // namespace lathe::lower

@@ -1,7 +1,11 @@
 #include "runtime/vk/device.hpp"
 
+#include <algorithm>
+
 #include "runtime/error.hpp"
 #include "runtime/vk/check.hpp"
+#include "runtime/vk/khr_cooperative_matrix.hpp"
+#include "runtime/vk/pnext.hpp"
 
 namespace lathe::vk {
 
@@ -33,7 +37,10 @@ Device::Device(const DeviceInfo& info, const DeviceRequirements& requirements) :
   queue_info.queueCount = 1;
   queue_info.pQueuePriorities = &priority;
 
-  // Enable what the device has: kernels pick variants by the same flags.
+  // Enable what the device has: kernels pick variants by the same flags
+  // (device_features.hpp). Each structure is chained only where the device
+  // has its extension, and the extension named, as validation requires.
+  std::vector<const char*> extensions;
   VkPhysicalDeviceShaderFloat16Int8Features f16i8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
   f16i8.shaderFloat16 = info_.shader_float16;
   f16i8.shaderInt8 = info_.shader_int8;
@@ -41,17 +48,43 @@ Device::Device(const DeviceInfo& info, const DeviceRequirements& requirements) :
   storage16.storageBuffer16BitAccess = info_.storage_buffer_16bit;
   VkPhysicalDevice8BitStorageFeatures storage8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
   storage8.storageBuffer8BitAccess = info_.storage_buffer_8bit;
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  dot.shaderIntegerDotProduct = VK_TRUE;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  coop_nv.cooperativeMatrix = VK_TRUE;
+  khr::CooperativeMatrixFeatures coop_khr;
+  coop_khr.cooperativeMatrix = VK_TRUE;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  features.pNext = &storage16;
+  PNextChain chain(&features.pNext);
+  chain.add(storage16);
   if (info_.api_version >= VK_API_VERSION_1_2) {
-    storage16.pNext = &f16i8;
-    f16i8.pNext = &storage8;
+    chain.add(f16i8);
+    chain.add(storage8);
+  }
+  if (info_.integer_dot) {
+    chain.add(dot);
+    // Core in 1.3, but the instance asks for kApiVersion: below 1.3 the
+    // device is used as a device of that version.
+    if (std::min(info_.api_version, kApiVersion) < VK_API_VERSION_1_3)
+      extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
+  // A cooperative-matrix feature is only queried (DeviceInfo) where the
+  // validation layer, if any, knows its structure.
+  if (info_.coop_nv.feature) {
+    chain.add(coop_nv);
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  if (info_.coop_khr.feature) {
+    chain.add(coop_khr);
+    extensions.push_back(khr::kCooperativeMatrixExtension);
   }
 
   VkDeviceCreateInfo create{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   create.pNext = &features;
   create.queueCreateInfoCount = 1;
   create.pQueueCreateInfos = &queue_info;
+  create.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  create.ppEnabledExtensionNames = extensions.data();
   check(vkCreateDevice(info_.physical, &create, nullptr, &device_), "vkCreateDevice");
   vkGetDeviceQueue(device_, info_.compute_queue_family, 0, &queue_);
 }
@@ -65,7 +98,7 @@ Device::~Device() {
 
 Context::Context(const ContextOptions& options) {
   instance_ = std::make_unique<Instance>(InstanceOptions{options.validation});
-  const std::vector<DeviceInfo> devices = query_devices(instance_->handle());
+  const std::vector<DeviceInfo> devices = query_devices(*instance_);
   // "0,1": several devices, each its own logical device (a model split over
   // them); one named twice is opened twice.
   for (const std::string& one : device_list(device_selector(options.device)))

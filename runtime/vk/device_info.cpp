@@ -10,6 +10,9 @@
 
 #include "runtime/error.hpp"
 #include "runtime/vk/check.hpp"
+#include "runtime/vk/instance.hpp"
+#include "runtime/vk/khr_cooperative_matrix.hpp"
+#include "runtime/vk/pnext.hpp"
 
 namespace lathe::vk {
 namespace {
@@ -42,6 +45,39 @@ std::string bytes_string(uint64_t bytes) {
 
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
+// VkComponentTypeKHR (NV's alike) as GLSL's type names.
+std::string component_name(VkComponentTypeNV t) {
+  static constexpr const char* kNames[] = {"f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"};
+  const auto i = static_cast<size_t>(t);
+  return i < std::size(kNames) ? kNames[i] : "type " + std::to_string(i);
+}
+
+std::string scope_name(VkScopeNV s) {
+  switch (s) {
+    case VK_SCOPE_DEVICE_NV: return "device";
+    case VK_SCOPE_WORKGROUP_NV: return "workgroup";
+    case VK_SCOPE_SUBGROUP_NV: return "subgroup";
+    case VK_SCOPE_QUEUE_FAMILY_NV: return "queue family";
+    default: return "scope " + std::to_string(static_cast<int>(s));
+  }
+}
+
+// "VK_NV_cooperative_matrix   yes, cooperativeMatrix yes, 2 shapes (M×N×K: A·B + C → D, scope)" and a line a shape.
+void format_coop(std::ostringstream& out, std::string_view label, const CoopMatrix& coop) {
+  out << "    " << label;
+  if (!coop.extension) {
+    out << "no\n";
+    return;
+  }
+  out << "yes, cooperativeMatrix "
+      << (coop.unqueried.empty() ? yes_no(coop.feature) : coop.unqueried.c_str()) << ", " << coop.shapes.size()
+      << (coop.shapes.size() == 1 ? " shape" : " shapes") << " (M×N×K: A·B + C → D, scope)\n";
+  for (const CoopShape& s : coop.shapes)
+    out << "      " << s.m << "×" << s.n << "×" << s.k << ": " << component_name(s.a) << "·" << component_name(s.b) << " + "
+        << component_name(s.c) << " → " << component_name(s.d) << ", " << scope_name(s.scope)
+        << (s.saturating ? ", saturating" : "") << "\n";
+}
+
 // The host's MemAvailable (/proc/meminfo: free memory and what the kernel
 // can reclaim without swapping); 0 where it is not reported.
 uint64_t host_available() {
@@ -55,7 +91,30 @@ uint64_t host_available() {
   return 0;
 }
 
-DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
+bool listed(const std::vector<VkExtensionProperties>& extensions, std::string_view name) {
+  return std::any_of(extensions.begin(), extensions.end(),
+                     [&](const VkExtensionProperties& e) { return std::string_view(e.extensionName) == name; });
+}
+
+// Every shape of vkGetPhysicalDeviceCooperativeMatrixProperties{NV,KHR}
+// (`Properties` the extension's struct, `stype` its sType), fetched through
+// vkGetInstanceProcAddr: the loader exports core functions only.
+template <typename Properties, typename Get>
+std::vector<CoopShape> coop_shapes(VkInstance instance, VkPhysicalDevice physical, const char* name, VkStructureType stype,
+                                   const auto& to_shape) {
+  const auto get = reinterpret_cast<Get>(vkGetInstanceProcAddr(instance, name));
+  if (get == nullptr) return {};
+  uint32_t count = 0;
+  check(get(physical, &count, nullptr), name);
+  std::vector<Properties> listed(count);
+  for (Properties& p : listed) p.sType = stype;
+  check(get(physical, &count, listed.data()), name);
+  std::vector<CoopShape> shapes;
+  for (uint32_t i = 0; i < count; ++i) shapes.push_back(to_shape(listed[i]));
+  return shapes;
+}
+
+DeviceInfo describe(VkInstance instance, uint32_t validation_version, VkPhysicalDevice physical, uint32_t index) {
   DeviceInfo info;
   info.index = index;
   info.physical = physical;
@@ -64,25 +123,71 @@ DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
   vkGetPhysicalDeviceProperties(physical, &basic);
   const bool v12 = basic.apiVersion >= VK_API_VERSION_1_2;
 
+  uint32_t extension_count = 0;
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &extension_count, nullptr);
+  std::vector<VkExtensionProperties> extensions(extension_count);
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &extension_count, extensions.data());
+  info.integer_dot_extension = listed(extensions, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  info.coop_nv.extension = listed(extensions, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  info.coop_khr.extension = listed(extensions, khr::kCooperativeMatrixExtension);
+  // Structures of an extension newer than the validation layer are unknown
+  // to it, an error wherever they are chained: not queried under it.
+  const bool khr_known = validation_version == 0 || validation_version >= khr::kFirstHeader;
+  if (info.coop_khr.extension && !khr_known)
+    info.coop_khr.unqueried = "not queried: the validation layer (" + api_version_string(validation_version) +
+                              ") predates it (" + api_version_string(khr::kFirstHeader) + ")";
+
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceShaderIntegerDotProductProperties dot_props{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  props.pNext = &subgroup;
-  subgroup.pNext = &maintenance3;
-  if (v12) maintenance3.pNext = &driver;
+  PNextChain properties(&props.pNext);
+  properties.add(subgroup);
+  properties.add(maintenance3);
+  if (v12) properties.add(driver);
+  if (info.integer_dot_extension) properties.add(dot_props);
   vkGetPhysicalDeviceProperties2(physical, &props);
 
   VkPhysicalDeviceShaderFloat16Int8Features f16i8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
   VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDevice8BitStorageFeatures storage8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  khr::CooperativeMatrixFeatures coop_khr;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  features.pNext = &storage16;
+  PNextChain chain(&features.pNext);
+  chain.add(storage16);
   if (v12) {
-    storage16.pNext = &f16i8;
-    f16i8.pNext = &storage8;
+    chain.add(f16i8);
+    chain.add(storage8);
   }
+  if (info.integer_dot_extension) chain.add(dot);
+  if (info.coop_nv.extension) chain.add(coop_nv);
+  if (info.coop_khr.extension && khr_known) chain.add(coop_khr);
   vkGetPhysicalDeviceFeatures2(physical, &features);
+
+  info.integer_dot = dot.shaderIntegerDotProduct == VK_TRUE;
+  info.integer_dot_4x8_signed_accelerated = dot_props.integerDotProduct4x8BitPackedSignedAccelerated == VK_TRUE;
+  info.integer_dot_4x8_mixed_accelerated = dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated == VK_TRUE;
+  info.coop_nv.feature = coop_nv.cooperativeMatrix == VK_TRUE;
+  info.coop_khr.feature = coop_khr.cooperativeMatrix == VK_TRUE;
+  if (info.coop_nv.extension)
+    info.coop_nv.shapes = coop_shapes<VkCooperativeMatrixPropertiesNV, PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+        instance, physical, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV", VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV,
+        [](const VkCooperativeMatrixPropertiesNV& p) {
+          return CoopShape{p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.DType, p.scope, false};
+        });
+  // The shapes' query is a function, not a structure: the layer passes it through.
+  if (info.coop_khr.extension)
+    info.coop_khr.shapes =
+        coop_shapes<khr::CooperativeMatrixProperties, khr::GetPhysicalDeviceCooperativeMatrixProperties>(
+            instance, physical, khr::kGetPropertiesName, khr::kStructureProperties,
+            [](const khr::CooperativeMatrixProperties& p) {
+              return CoopShape{p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope,
+                               p.saturatingAccumulation == VK_TRUE};
+            });
 
   const VkPhysicalDeviceLimits& limits = props.properties.limits;
   info.name = props.properties.deviceName;
@@ -123,13 +228,7 @@ DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
   info.storage_buffer_8bit = storage8.storageBuffer8BitAccess == VK_TRUE;
 
   // Each heap's budget and usage where the device has VK_EXT_memory_budget.
-  uint32_t extension_count = 0;
-  vkEnumerateDeviceExtensionProperties(physical, nullptr, &extension_count, nullptr);
-  std::vector<VkExtensionProperties> extensions(extension_count);
-  vkEnumerateDeviceExtensionProperties(physical, nullptr, &extension_count, extensions.data());
-  const bool budgeted = std::any_of(extensions.begin(), extensions.end(), [](const VkExtensionProperties& e) {
-    return std::string_view(e.extensionName) == VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
-  });
+  const bool budgeted = listed(extensions, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
   VkPhysicalDeviceMemoryProperties2 memory2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
   if (budgeted) memory2.pNext = &budget;
@@ -169,6 +268,13 @@ DeviceInfo describe(VkPhysicalDevice physical, uint32_t index) {
 
 }  // namespace
 
+bool has_f16_f32_16x16x16(const CoopMatrix& coop) {
+  return std::any_of(coop.shapes.begin(), coop.shapes.end(), [](const CoopShape& s) {
+    return s.m == 16 && s.n == 16 && s.k == 16 && s.a == VK_COMPONENT_TYPE_FLOAT16_NV && s.b == VK_COMPONENT_TYPE_FLOAT16_NV &&
+           s.c == VK_COMPONENT_TYPE_FLOAT32_NV && s.d == VK_COMPONENT_TYPE_FLOAT32_NV && s.scope == VK_SCOPE_SUBGROUP_NV;
+  });
+}
+
 std::string_view type_name(VkPhysicalDeviceType type) {
   switch (type) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
@@ -184,7 +290,8 @@ std::string api_version_string(uint32_t v) {
          std::to_string(VK_API_VERSION_PATCH(v));
 }
 
-std::vector<DeviceInfo> query_devices(VkInstance instance) {
+std::vector<DeviceInfo> query_devices(const Instance& vk) {
+  const VkInstance instance = vk.handle();
   uint32_t count = 0;
   check(vkEnumeratePhysicalDevices(instance, &count, nullptr), "vkEnumeratePhysicalDevices");
   if (count == 0) no_driver();  // loaders that create the instance without any driver
@@ -195,7 +302,7 @@ std::vector<DeviceInfo> query_devices(VkInstance instance) {
     VkPhysicalDeviceProperties p{};
     vkGetPhysicalDeviceProperties(physical[i], &p);
     if (p.apiVersion < VK_API_VERSION_1_1) continue;  // subgroup queries need 1.1
-    devices.push_back(describe(physical[i], i));
+    devices.push_back(describe(instance, vk.validation_version(), physical[i], i));
   }
   return devices;
 }
@@ -235,6 +342,14 @@ std::string format_device_list(const std::vector<DeviceInfo>& devices) {
     out << "    int8 arithmetic       " << yes_no(d.shader_int8) << "\n";
     out << "    16-bit storage        " << yes_no(d.storage_buffer_16bit) << "\n";
     out << "    8-bit storage         " << yes_no(d.storage_buffer_8bit) << "\n";
+    out << "    integer dot product   " << yes_no(d.integer_dot);
+    if (d.integer_dot_extension)
+      out << " (" VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME "; 4×8-bit packed accelerated: signed "
+          << yes_no(d.integer_dot_4x8_signed_accelerated) << ", mixed signedness "
+          << yes_no(d.integer_dot_4x8_mixed_accelerated) << ")";
+    out << "\n";
+    format_coop(out, "coop matrix NV        ", d.coop_nv);
+    format_coop(out, "coop matrix KHR       ", d.coop_khr);
     // The kernels read ggml's blocks with 32-bit texel loads and bit
     // arithmetic, so they need neither of the two above nor integer dot
     // products: the same path, and the same results, on every device.

@@ -20,6 +20,31 @@ struct MemoryHeap {
   uint64_t budget = 0, usage = 0;
 };
 
+// One matrix shape a cooperative-matrix extension lists: D (M × N) = A (M ×
+// K) · B (K × N) + C, each of a VkComponentTypeKHR (VK_NV_cooperative_matrix's
+// VkComponentTypeNV has the same values), in a VkScopeKHR (NV's alike).
+struct CoopShape {
+  uint32_t m = 0, n = 0, k = 0;
+  VkComponentTypeNV a = VK_COMPONENT_TYPE_FLOAT16_NV, b = VK_COMPONENT_TYPE_FLOAT16_NV, c = VK_COMPONENT_TYPE_FLOAT16_NV,
+                    d = VK_COMPONENT_TYPE_FLOAT16_NV;
+  VkScopeNV scope = VK_SCOPE_SUBGROUP_NV;
+  bool saturating = false;  // KHR's saturatingAccumulation (integer shapes)
+};
+
+// What a device has of one cooperative-matrix extension.
+struct CoopMatrix {
+  bool extension = false;  // listed by vkEnumerateDeviceExtensionProperties
+  bool feature = false;    // cooperativeMatrix, which lathe enables
+  std::vector<CoopShape> shapes;
+  // Why the feature was not queried though the extension is listed (empty
+  // when it was): a validation layer older than the extension.
+  std::string unqueried;
+};
+
+// The shape the matmul kernels' cooperative variants use: 16 × 16 × 16, A
+// and B f16, C and D f32, a subgroup's.
+bool has_f16_f32_16x16x16(const CoopMatrix& coop);
+
 struct DeviceInfo {
   uint32_t index = 0;  // position in vkEnumeratePhysicalDevices
   VkPhysicalDevice physical = VK_NULL_HANDLE;
@@ -58,6 +83,17 @@ struct DeviceInfo {
   bool shader_int8 = false;
   bool storage_buffer_16bit = false;
   bool storage_buffer_8bit = false;
+  // Integer dot products: shaderIntegerDotProduct, where the device lists
+  // VK_KHR_shader_integer_dot_product (lathe's Vulkan 1.2 instance takes the
+  // feature through the extension even on a 1.3 device); and whether its
+  // 4 × 8-bit packed forms (dot4 of int8 in a 32-bit word, signed and
+  // mixed signedness) are faster than the same arithmetic spelled out.
+  bool integer_dot_extension = false;
+  bool integer_dot = false;
+  bool integer_dot_4x8_signed_accelerated = false;
+  bool integer_dot_4x8_mixed_accelerated = false;
+  CoopMatrix coop_nv;   // VK_NV_cooperative_matrix
+  CoopMatrix coop_khr;  // VK_KHR_cooperative_matrix
   bool has_compute_queue = false;
   uint32_t compute_queue_family = 0;
 };
@@ -65,10 +101,13 @@ struct DeviceInfo {
 std::string_view type_name(VkPhysicalDeviceType type);
 std::string api_version_string(uint32_t version);
 
+class Instance;
+
 // Every device of Vulkan 1.1 or later. Throws Error(NotFound) saying what to
 // install when the instance has no physical device at all (check.hpp's
-// no_driver()).
-std::vector<DeviceInfo> query_devices(VkInstance instance);
+// no_driver()). The instance's validation layer decides which extensions'
+// structures are queried (Instance::validation_version).
+std::vector<DeviceInfo> query_devices(const Instance& instance);
 
 // A table for people: one block per device.
 std::string format_device_list(const std::vector<DeviceInfo>& devices);

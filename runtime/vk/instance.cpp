@@ -12,13 +12,16 @@ namespace {
 
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
-bool layer_available(const char* name) {
+// The layer's specVersion (the Vulkan headers it was built from), or 0 where
+// it is not installed.
+uint32_t layer_version(const char* name) {
   uint32_t count = 0;
   check(vkEnumerateInstanceLayerProperties(&count, nullptr), "vkEnumerateInstanceLayerProperties");
   std::vector<VkLayerProperties> layers(count);
   check(vkEnumerateInstanceLayerProperties(&count, layers.data()), "vkEnumerateInstanceLayerProperties");
-  return std::any_of(layers.begin(), layers.end(),
-                     [&](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
+  for (const VkLayerProperties& l : layers)
+    if (std::strcmp(l.layerName, name) == 0) return l.specVersion;
+  return 0;
 }
 
 bool extension_available(const char* name) {
@@ -43,7 +46,8 @@ Instance::Instance(const InstanceOptions& options) {
     flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
   }
   if (options.validation) {
-    if (!layer_available(kValidationLayer))
+    validation_version_ = layer_version(kValidationLayer);
+    if (validation_version_ == 0)
       throw Error(ErrorKind::Unsupported, std::string(kValidationLayer) +
                                               " is not installed (Debian package vulkan-validationlayers)");
     if (!extension_available(VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
@@ -55,7 +59,7 @@ Instance::Instance(const InstanceOptions& options) {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "lathe";
   app.pEngineName = "lathe";
-  app.apiVersion = VK_API_VERSION_1_2;
+  app.apiVersion = kApiVersion;
 
   VkDebugUtilsMessengerCreateInfoEXT messenger_info{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
   messenger_info.messageSeverity =

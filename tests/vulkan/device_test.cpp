@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "runtime/vk/check.hpp"
+#include "runtime/vk/device_features.hpp"
 #include "tests/harness/vulkan_harness.hpp"
 
 using lathe::test::VulkanTest;
@@ -43,10 +44,10 @@ TEST_CASE_FIXTURE(VulkanTest, "LATHE_DEVICE picks the device the harness runs on
   const char* selector = std::getenv("LATHE_DEVICE");
   if (selector == nullptr) {
     // No selector: the harness picks the best-ranked device present.
-    auto devices = lathe::vk::query_devices(ctx.instance().handle());
+    auto devices = lathe::vk::query_devices(ctx.instance());
     CHECK(lathe::vk::select_device(devices, "").index == device.info().index);
   } else {
-    auto devices = lathe::vk::query_devices(ctx.instance().handle());
+    auto devices = lathe::vk::query_devices(ctx.instance());
     CHECK(lathe::vk::select_device(devices, selector).index == device.info().index);
   }
 }
@@ -59,4 +60,34 @@ TEST_CASE_FIXTURE(VulkanTest, "a correctly made buffer draws no validation messa
   VkBuffer buffer = VK_NULL_HANDLE;
   lathe::vk::check(vkCreateBuffer(device.handle(), &info, nullptr, &buffer), "vkCreateBuffer");
   vkDestroyBuffer(device.handle(), buffer, nullptr);
+}
+
+// Integer dot products and cooperative matrices as the device reports them.
+// lavapipe (Mesa 22.3, the CPU device of every test machine) lists
+// VK_KHR_shader_integer_dot_product with its feature and neither
+// cooperative-matrix extension; a GPU prints what it has.
+TEST_CASE_FIXTURE(VulkanTest, "the device's integer dot product and cooperative matrices") {
+  const lathe::vk::DeviceInfo& info = device.info();
+  const lathe::plan::DeviceFeatures f = lathe::vk::device_features(info);
+  CHECK(f.integer_dot == (info.integer_dot_extension && info.integer_dot));
+  CHECK(f.coop_nv == (info.coop_nv.feature && info.shader_float16 && lathe::vk::has_f16_f32_16x16x16(info.coop_nv)));
+  CHECK(f.coop_khr == (info.coop_khr.feature && info.shader_float16 && lathe::vk::has_f16_f32_16x16x16(info.coop_khr)));
+  if (info.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    CHECK(info.integer_dot_extension);
+    CHECK(f.integer_dot);
+    CHECK(!f.coop_nv);
+    CHECK(!f.coop_khr);
+  }
+  MESSAGE(lathe::vk::format_device_list({info}));
+}
+
+// A second device on the validated instance, every feature it has enabled
+// (the integer dot product's extension and structure, each cooperative-matrix
+// extension present): the layer reports nothing (~VulkanTest checks).
+TEST_CASE_FIXTURE(VulkanTest, "a device created with its integer dot product and cooperative matrices enabled passes validation") {
+  const lathe::vk::DeviceInfo& info = device.info();
+  lathe::vk::Device second(info);
+  CHECK(second.handle() != VK_NULL_HANDLE);
+  // The shapes came through vkGetInstanceProcAddr without a message either.
+  if (info.coop_nv.extension) CHECK(!info.coop_nv.shapes.empty());
 }
