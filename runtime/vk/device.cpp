@@ -54,12 +54,15 @@ Device::Device(const DeviceInfo& info, const DeviceRequirements& requirements) :
   coop_nv.cooperativeMatrix = VK_TRUE;
   khr::CooperativeMatrixFeatures coop_khr;
   coop_khr.cooperativeMatrix = VK_TRUE;
+  VkPhysicalDeviceVulkanMemoryModelFeatures memory_model{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  memory_model.vulkanMemoryModel = info_.vulkan_memory_model;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   PNextChain chain(&features.pNext);
   chain.add(storage16);
   if (info_.api_version >= VK_API_VERSION_1_2) {
     chain.add(f16i8);
     chain.add(storage8);
+    chain.add(memory_model);
   }
   if (info_.integer_dot) {
     chain.add(dot);

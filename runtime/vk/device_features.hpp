@@ -10,9 +10,10 @@ namespace lathe::vk {
 
 // A cooperative-matrix extension counts when the matmul kernels' variant
 // can run on it: its feature (which lathe::vk::Device enables), f16
-// arithmetic, and the 16 × 16 × 16 f16 · f16 + f32 → f32 subgroup shape.
+// arithmetic, the Vulkan memory model its modules use, and the
+// 16 × 16 × 16 f16 · f16 + f32 → f32 subgroup shape.
 inline bool coop_usable(const DeviceInfo& d, const CoopMatrix& coop) {
-  return coop.extension && coop.feature && d.shader_float16 && has_f16_f32_16x16x16(coop);
+  return coop.extension && coop.feature && d.shader_float16 && d.vulkan_memory_model && has_f16_f32_16x16x16(coop);
 }
 
 inline plan::DeviceFeatures device_features(const DeviceInfo& d) {

@@ -156,18 +156,21 @@ DeviceInfo describe(VkInstance instance, uint32_t validation_version, VkPhysical
   VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   khr::CooperativeMatrixFeatures coop_khr;
+  VkPhysicalDeviceVulkanMemoryModelFeatures memory_model{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   PNextChain chain(&features.pNext);
   chain.add(storage16);
   if (v12) {
     chain.add(f16i8);
     chain.add(storage8);
+    chain.add(memory_model);
   }
   if (info.integer_dot_extension) chain.add(dot);
   if (info.coop_nv.extension) chain.add(coop_nv);
   if (info.coop_khr.extension && khr_known) chain.add(coop_khr);
   vkGetPhysicalDeviceFeatures2(physical, &features);
 
+  info.vulkan_memory_model = memory_model.vulkanMemoryModel == VK_TRUE;
   info.integer_dot = dot.shaderIntegerDotProduct == VK_TRUE;
   info.integer_dot_4x8_signed_accelerated = dot_props.integerDotProduct4x8BitPackedSignedAccelerated == VK_TRUE;
   info.integer_dot_4x8_mixed_accelerated = dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated == VK_TRUE;

@@ -83,6 +83,9 @@ struct DeviceInfo {
   bool shader_int8 = false;
   bool storage_buffer_16bit = false;
   bool storage_buffer_8bit = false;
+  // vulkanMemoryModel (core in 1.2): the coop layout's modules use it
+  // (GL_KHR_memory_scope_semantics).
+  bool vulkan_memory_model = false;
   // Integer dot products: shaderIntegerDotProduct, where the device lists
   // VK_KHR_shader_integer_dot_product (lathe's Vulkan 1.2 instance takes the
   // feature through the extension even on a 1.3 device); and whether its

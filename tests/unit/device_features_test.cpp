@@ -31,6 +31,7 @@ DeviceInfo gpu() {
   d.max_workgroup_invocations = 1024;
   d.has_compute_queue = true;
   d.shader_float16 = true;
+  d.vulkan_memory_model = true;
   d.integer_dot_extension = d.integer_dot = true;
   d.integer_dot_4x8_signed_accelerated = true;
   d.coop_nv = CoopMatrix{true, true, {kF16F32}, {}};
@@ -48,6 +49,12 @@ TEST_CASE("cooperative matrices count with the feature, f16 arithmetic and the 1
   CHECK(f.coop_khr);
 
   d.shader_float16 = false;  // the kernels' f16 arithmetic
+  f = lathe::vk::device_features(d);
+  CHECK(!f.coop_nv);
+  CHECK(!f.coop_khr);
+
+  d = gpu();
+  d.vulkan_memory_model = false;  // the coop modules' memory model
   f = lathe::vk::device_features(d);
   CHECK(!f.coop_nv);
   CHECK(!f.coop_khr);
