@@ -1,5 +1,8 @@
 #include "runtime/vk/device.hpp"
 
+#include <string_view>
+#include <vector>
+
 #include "runtime/error.hpp"
 #include "runtime/vk/check.hpp"
 
@@ -48,8 +51,30 @@ Device::Device(const DeviceInfo& info, const DeviceRequirements& requirements) :
     f16i8.pNext = &storage8;
   }
 
+  // Integer dot products (matmul_dot.comp's OpSDot) where the device has
+  // them: VK_KHR_shader_integer_dot_product's feature, under Vulkan 1.2.
+  uint32_t extension_count = 0;
+  vkEnumerateDeviceExtensionProperties(info_.physical, nullptr, &extension_count, nullptr);
+  std::vector<VkExtensionProperties> extensions(extension_count);
+  vkEnumerateDeviceExtensionProperties(info_.physical, nullptr, &extension_count, extensions.data());
+  std::vector<const char*> enabled;
+  VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR integer_dot{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+  for (const VkExtensionProperties& e : extensions)
+    if (std::string_view(e.extensionName) == VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME) {
+      VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &integer_dot};
+      vkGetPhysicalDeviceFeatures2(info_.physical, &query);
+      if (integer_dot.shaderIntegerDotProduct) {
+        enabled.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+        integer_dot.pNext = features.pNext;
+        features.pNext = &integer_dot;
+      }
+    }
+
   VkDeviceCreateInfo create{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   create.pNext = &features;
+  create.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
+  create.ppEnabledExtensionNames = enabled.data();
   create.queueCreateInfoCount = 1;
   create.pQueueCreateInfos = &queue_info;
   check(vkCreateDevice(info_.physical, &create, nullptr, &device_), "vkCreateDevice");
