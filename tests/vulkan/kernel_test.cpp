@@ -61,9 +61,10 @@ constexpr double kNormTolerance = 1e-5;       // LayerNorm of a row whose mean i
 constexpr double kMatmulTolerance = 1e-5;     // f32 dot products, K ≤ 14336
 // The dot layout against the product with x unquantized: what x's 8-bit
 // blocks lose (up to d/2 = max|x|/254 a value, rms about 1/254 of x's for
-// uniform x). Measured on lavapipe over the grid's block-dtype instances:
-// 0.0067 (q4_0) to 0.0100 (q8_0, K = 64 gated: two products' errors, few
-// blocks), 0.0073 ± 0.0004 the others' worst; twice the worst.
+// uniform x). Measured on lavapipe, the worst over the grid's instances of
+// each dtype: q8_0 0.0100 (K = 64, gated: two products' errors over two
+// blocks), q4_0 0.0067, q4_1 0.0075, q5_0 0.0073, q5_1 0.0068, q4_k 0.0069,
+// q5_k 0.0077, q6_k 0.0069. Twice the worst.
 constexpr double kDotTolerance = 2e-2;
 constexpr double kRopeTolerance = 1e-5;       // f32 angles position · inv_freq and lavapipe's sin/cos, positions < 100
 constexpr double kF16CacheTolerance = 1e-3;   // f16 keeps 11 bits: ≤ 2^-12 relative per element
@@ -1789,7 +1790,8 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
                       .w = whole_set ? vk::Binding(w.binding()) : vk::Binding(w.range(first, rows)),
                       .w2 = !w2 ? gpu.no_texels() : whole_set ? vk::Binding(w2->binding()) : vk::Binding(w2->range(first, rows)),
                       .x = whole(in), .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(out),
-                      .norm_scale = norm_scale, .norm_shift = gpu.no_buffer(), .route = whole(rb)},
+                      .norm_scale = norm_scale, .norm_shift = gpu.no_buffer(), .route = whole(rb),
+                      .xq = gpu.no_buffer()},
                   push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0, .col0 = 0, .y_stride = n,
                                    .expert0 = e0},
                   (n + per_group - 1) / per_group, (R + tile.tokens - 1) / tile.tokens,
