@@ -58,10 +58,11 @@ uint fifth_bits(uint bits, uint w) {
 }
 
 // Unit u of the weight row whose first texel is `row`: half h's 16 quants
-// as signed bytes in value order (q[h]), its scale (scale[h]) and the
-// factor of the s of its block of x (min[h]: 0 for a dtype without a min;
-// the 32-value formats' one block of x its half 0's alone, and a K-quant
-// sub-block's, two units' halves, unit 2j's alone).
+// as signed bytes in value order (q[h]), its scale (scale[h]), and the
+// factor of s, the sum of half h's block of x (min[h]; 0 without a min). A
+// min covers a block of x once: a 32-value format's block is both halves
+// of a unit (half 0 adds it), a K-quant's sub-block the same half of two
+// units (u even adds it).
 struct Unit {
   uvec4 q[2];
   vec2 scale, min;
