@@ -286,7 +286,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Quantize: {
       const lower::Epilogue& e = k.epilogue;  // its norm: the matmuls' that read xq
       const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
+      // experts 2: the expert down projection's input, whose rows are the
+      // slots (TOPK a token row): a workgroup quantizes a token row's slots.
       return define("K", k.width) + define("XQ_ROW_WORDS", kernels::xq_row_words(k.width)) +
+             define("ROW_FACTOR", e.experts == 2 ? s.moe.top_k : int64_t{1}) +
              define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
              flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset);
     }

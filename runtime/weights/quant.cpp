@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "core/kernels.hpp"
 #include "runtime/error.hpp"
 #include "runtime/weights/dtype.hpp"
 
@@ -509,6 +510,37 @@ std::vector<std::byte> quantize(DType dtype, std::span<const float> src) {
 void dequantize_q8_0(std::span<const std::byte> src, std::span<float> dst) { dequantize(DType::Q8_0, src, dst); }
 
 std::vector<std::byte> quantize_q8_0(std::span<const float> src) { return quantize(DType::Q8_0, src); }
+
+std::vector<uint32_t> quantize_xq(std::span<const float> x) {
+  constexpr size_t kBlock = kernels::kXqBlock;
+  if (x.size() % kBlock != 0)
+    throw Error(ErrorKind::InvalidArgument, "quantize_xq: " + std::to_string(x.size()) + " values are not whole blocks of " +
+                                                std::to_string(kBlock));
+  const size_t k = x.size();
+  std::vector<uint32_t> out(static_cast<size_t>(kernels::xq_row_words(static_cast<int64_t>(k))));
+  for (size_t b = 0; b < k / kBlock; ++b) {
+    const float* v = x.data() + b * kBlock;
+    float amax = 0;
+    for (size_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float d = amax * (1.0f / 127.0f);
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (size_t i = 0; i < kBlock; ++i) {
+      const int q = std::clamp(nearest_int(v[i] * id), -127, 127);
+      sum += q;
+      out[(b * kBlock + i) / 4] |= static_cast<uint32_t>(q & 0xff) << (8 * (i % 4));
+    }
+    out[k / 4 + 2 * b] = std::bit_cast<uint32_t>(d);
+    out[k / 4 + 2 * b + 1] = std::bit_cast<uint32_t>(d * static_cast<float>(sum));
+  }
+  return out;
+}
+
+float xq_value(std::span<const uint32_t> row, int64_t k) {
+  const auto values = static_cast<int64_t>(row.size()) * 16 / 5;  // xq_row_words(K) = 5K / 16
+  const auto q = static_cast<int8_t>(row[static_cast<size_t>(k / 4)] >> (8 * (k % 4)));
+  return std::bit_cast<float>(row[static_cast<size_t>(values / 4 + 2 * (k / kernels::kXqBlock))]) * static_cast<float>(q);
+}
 
 // Rows of ggml blocks into device_row's planes: per row, every block's body,
 // then every block's qh field, then every block's scale field, each plane

@@ -59,6 +59,16 @@ std::vector<std::byte> quantize(DType dtype, std::span<const float> src);
 void dequantize_q8_0(std::span<const std::byte> src, std::span<float> dst);
 std::vector<std::byte> quantize_q8_0(std::span<const float> src);
 
+// One row of x as shaders/quantize.comp writes it for the dot layout's
+// integer dot products (core/kernels.hpp's LATHE_BIND_QUANTIZE has the
+// layout): per block of kernels::kXqBlock values d = max|x| · (1/127) (the
+// constant's f32, a correctly rounded multiplication, as the kernel does),
+// q = x · (1/d) rounded half to even, s = d · Σq: kernels::xq_row_words(K)
+// words. Error(InvalidArgument) unless x is whole blocks.
+std::vector<uint32_t> quantize_xq(std::span<const float> x);
+// Value k of a row of xq words (row.size() = xq_row_words(K)): d · q.
+float xq_value(std::span<const uint32_t> row, int64_t k);
+
 // `rows` rows of `cols` values in ggml blocks, repacked into the planes of
 // core/contract.hpp's device_row (what the kernels read): per row, every
 // block's body, then its q5 high bits, then its scales, each plane padded to

@@ -66,6 +66,13 @@ constexpr double kMatmulTolerance = 1e-5;     // f32 dot products, K ≤ 14336
 // 4e-4 whatever K, and a gated output multiplies two such sums (√2 of it).
 // 3u leaves room for the activation's slope.
 constexpr double kCoopTolerance = 3.0 / 2048;
+// The dot layout against the product with x unquantized: what x's 8-bit
+// blocks lose (up to d/2 = max|x|/254 a value, rms about 1/254 of x's for
+// uniform x). Measured on lavapipe, the worst over the grid's instances of
+// each dtype: q8_0 0.0100 (K = 64, gated: two products' errors over two
+// blocks), q4_0 0.0067, q4_1 0.0075, q5_0 0.0073, q5_1 0.0068, q4_k 0.0069,
+// q5_k 0.0077, q6_k 0.0069. Twice the worst.
+constexpr double kDotTolerance = 2e-2;
 constexpr double kRopeTolerance = 1e-5;       // f32 angles position · inv_freq and lavapipe's sin/cos, positions < 100
 constexpr double kF16CacheTolerance = 1e-3;   // f16 keeps 11 bits: ≤ 2^-12 relative per element
 constexpr double kAttentionTolerance = 1e-5;  // f32 online softmax over ≤ 100 keys
@@ -693,6 +700,112 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
   report_worst("norm", worst);
 }
 
+// x in the dot layout's 8-bit blocks (shaders/quantize.comp), for every
+// quantize the block-dtype matmuls need (each one's K and norm; the expert
+// down projection's input a token row's TOPK slots a workgroup: ROW_FACTOR,
+// run for every spec's expert down projection, no spec's being blocks yet),
+// against runtime/weights/quant.cpp's quantize_xq of the CPU's normalized x:
+// the same d (without a norm: the same bits), the same q but for values
+// within a hair of a rounding tie (the kernel's 1/d is a division, up to
+// 2.5 ulp off in Vulkan; a folded norm's f32 arithmetic moves x too), each
+// value within d/2 of d·q, and s = d·Σq of the kernel's own q.
+TEST_CASE_FIXTURE(VulkanTest, "quantize: x in 8-bit blocks with their scale and sum, normalized first") {
+  Gpu gpu(device);
+  std::set<std::tuple<std::string, uint32_t, bool, bool>> done;  // spec, K, norm, slots
+  uint32_t largest_factor = 0;
+  size_t ties = 0, values = 0;
+  for_each_instance("matmul_rows.comp", [&](const Model& m, const emit::KernelInstance&, const Constants& mc) {
+    const spec::Spec& s = m.spec;
+    const uint32_t K = mc.u("K");
+    const bool norm = mc.u("NORM") != 0, slots = mc.flag("X_OF_SLOT");
+    // No spec has block experts yet: every expert down projection's input
+    // stands in for one (its rows the slots).
+    if (!is_block_dtype(weight_dtype(mc.u("WDTYPE"))) && !slots) return;
+    if (K % kernels::kXqBlock != 0) return;  // rows no block dtype can hold (a tiny spec's experts)
+    if (!done.insert({s.name, K, norm, slots}).second) return;
+    const emit::KernelInstance k = emit::kernel_instance(
+        s, lower::KernelKey{.family = kernels::Family::Quantize, .width = K,
+                            .epilogue = {.norm = norm, .experts = static_cast<uint8_t>(slots ? 2 : 0)}});
+    const Constants c(k);
+    const std::string& instance = k.name;
+    CAPTURE(instance);
+    CAPTURE(slots);
+    CHECK(c.u("K") == K);
+    CHECK(c.u("XQ_ROW_WORDS") == kernels::xq_row_words(K));
+    CHECK(c.u("NORM") == mc.u("NORM"));
+    const uint32_t factor = c.u("ROW_FACTOR");
+    CHECK(factor == (slots ? static_cast<uint32_t>(s.moe.top_k) : 1u));
+    largest_factor = std::max(largest_factor, factor);
+
+    // Rows of different magnitudes; the first holds small integers times
+    // 2^-3 (every q exact: x·(1/d) lands on no tie), and a block of zeros.
+    constexpr uint32_t kGroups = 3;
+    const uint32_t rows = kGroups * factor, words = c.u("XQ_ROW_WORDS");
+    std::vector<float> x = random_floats(size_t{rows} * K);
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t i = 0; i < K; ++i) x[size_t{r} * K + i] *= std::array{1.0f, 0.01f, 40.0f}[r % 3];
+    for (uint32_t i = 0; i < K; ++i) x[i] = i % 32 == 0 ? 15.875f : static_cast<float>(static_cast<int>(random_below(255)) - 127) * 0.125f;
+    std::fill_n(x.begin() + K / 2, 32, 0.0f);
+    const std::vector<float> norm_g = random_floats(K, 0.5f, 1.5f), norm_b = random_floats(K);
+    std::vector<float> xn = x;  // what the kernel quantizes: x, normalized in double under a norm
+    if (norm) {
+      for (uint32_t r = 0; r < rows; ++r) {
+        float* row = &xn[size_t{r} * K];
+        double mean = 0, squares = 0;
+        if (s.norm.kind == spec::NormKind::LayerNorm) mean = std::accumulate(row, row + K, 0.0) / K;
+        for (uint32_t i = 0; i < K; ++i) squares += (row[i] - mean) * (row[i] - mean);
+        const double inv = 1 / std::sqrt(squares / K + s.norm.eps);
+        for (uint32_t i = 0; i < K; ++i)
+          row[i] = static_cast<float>((row[i] - mean) * inv * (s.norm.unit_offset ? 1.0 + norm_g[i] : double(norm_g[i])) +
+                                      (s.norm.bias ? double(norm_b[i]) : 0.0));
+      }
+    }
+    vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, norm_g), bb = buffer_of(device, norm_b);
+    vk::Buffer xqb = buffer_of(device, guarded(std::vector<float>(size_t{rows} * words, kGuard)));
+    gpu.run(m, k,
+            kernels::QuantizeBindings<vk::Binding>{.x = whole(xb), .xq = whole(xqb),
+                                                   .norm_scale = norm ? whole(gb) : gpu.no_buffer(),
+                                                   .norm_shift = norm && s.norm.bias ? whole(bb) : gpu.no_buffer()},
+            push::RowsPush{.rows = kGroups}, kGroups);
+    const std::vector<float> out = read_back<float>(device, xqb, size_t{rows} * words + kGuardWords);
+    check_guard(out, size_t{rows} * words);
+
+    // A tie within `margin` of x·(1/d) on the CPU: the kernel may round to
+    // either side (its norm's f32 values are the CPU's to ~1e-6 relative).
+    const double margin = norm ? 1e-3 : 1e-4;
+    size_t mismatches = 0;
+    for (uint32_t r = 0; r < rows; ++r) {
+      const std::span<const float> row(&xn[size_t{r} * K], K);
+      const std::vector<uint32_t> cpu = weights::quantize_xq(row);
+      std::vector<uint32_t> gpu_row(words);
+      std::memcpy(gpu_row.data(), &out[size_t{r} * words], words * sizeof(uint32_t));
+      for (uint32_t b = 0; b < K / 32; ++b) {
+        const float d = std::bit_cast<float>(gpu_row[K / 4 + 2 * b]), d_cpu = std::bit_cast<float>(cpu[K / 4 + 2 * b]);
+        if (norm) CHECK(std::fabs(d - d_cpu) <= 1e-5 * d_cpu);
+        else CHECK(std::bit_cast<uint32_t>(d) == std::bit_cast<uint32_t>(d_cpu));
+        int sum = 0;
+        for (uint32_t i = b * 32; i < b * 32 + 32; ++i) {
+          const auto q = static_cast<int8_t>(gpu_row[i / 4] >> (8 * (i % 4)));
+          const auto q_cpu = static_cast<int8_t>(cpu[i / 4] >> (8 * (i % 4)));
+          sum += q;
+          ++values;
+          CHECK(std::fabs(double(d) * q - row[i]) <= 0.5 * d * (1 + margin) + 1e-30);
+          if (q == q_cpu) continue;
+          const double t = double(row[i]) / double(d_cpu), tie = std::floor(t) + 0.5;
+          if (std::abs(q - q_cpu) == 1 && std::fabs(t - tie) < margin) ++ties;
+          else if (++mismatches < 5) FAIL_CHECK("row " << r << " value " << i << ": q " << int(q) << ", the CPU's " << int(q_cpu) << " (x/d " << t << ")");
+        }
+        CHECK(std::bit_cast<uint32_t>(gpu_row[K / 4 + 2 * b + 1]) == std::bit_cast<uint32_t>(d * static_cast<float>(sum)));
+      }
+    }
+    CHECK(mismatches == 0);
+    MESSAGE(s.name << " " << instance << (slots ? std::string(" (slots)") : std::string()) << ": " << rows << " rows quantized");
+  });
+  CHECK(largest_factor > 1);  // the expert down projection's slots ran
+  CHECK(ties * 1000 <= values);
+  MESSAGE("quantize: " << values << " values, " << ties << " rounded to the other side of a tie than on the CPU");
+}
+
 // y[t][r] = epilogue(W[r] · x[t]), each epilogue the specs use: plain, bias,
 // residual (y += …, y starting nonzero), activation, gated φ(W·x + b) ⊙
 // (W2·x + b2), and a fused gate_up tensor (W2 = W, halves at gate_row0 and
@@ -700,6 +813,10 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
 // for a batched decode step, whose rows must hold the bits of each alone), 8 × 8
 // for prefill, tiled 64 × 32 (the gpu class's) and wider, over 13 token rows
 // (not a multiple of 8) and n weight rows (not a multiple of 8 either).
+// Block weights run every decode and batched case in the dot layout too
+// (matmul_dot.comp, after quantize.comp): against the product with the x
+// it read, the quantized x (kMatmulTolerance), and against the exact
+// product, to kDotTolerance (the quantization of x; reported per dtype).
 TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles") {
   Gpu gpu(device);
   Worst worst;
@@ -712,6 +829,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
   else MESSAGE("coop layout not run: " << device.info().name << " has no VK_NV_cooperative_matrix 16×16×16 f16 → f32");
   if (features.coop_khr) coop.push_back({plan::Variant::CoopKhr, "coop (KHR)"});
   else MESSAGE("coop-khr layout not run: " << device.info().name << " has no VK_KHR_cooperative_matrix 16×16×16 f16 → f32");
+  std::map<DType, Worst> dot_exact;  // the dot layout against the exact product, by weight dtype
   std::set<std::tuple<uint32_t, bool, uint32_t, bool>> wide_tiles_run;  // dtype, gated, norm, bias: the wider tiles ran
   for_each_instance("matmul_rows.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
     const spec::Spec& s = m.spec;
@@ -791,8 +909,9 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       uint32_t col0 = 0;  // > 0: W's (and W2's) rows from col0 bound alone, into y's columns from col0 (plan::Part)
       uint32_t texels = 2;  // spec constant 3
       uint32_t groups = 1;  // spec constant 4: subgroups a workgroup (decode)
-      plan::Variant variant = plan::Variant::Plain;  // Coop, CoopKhr: the tiled tile on matrix units
+      plan::Variant variant = plan::Variant::Plain;  // Dot: the rows layout on integer dot products; Coop, CoopKhr: the tiled tile on matrix units
       plan::Tile tile() const { return {tile_rows, tokens, texels, groups, variant}; }
+      bool dot() const { return tile().layout() == kernels::Layout::Dot; }
     };
     const Case batched = {"batched decode of 13 rows (16 × 4)", 16, 4, kRows, 0, false, 0, 0};
     std::vector<Case> cases = {{"decode", 16, 1, 1, 0, false, 0, 0},
@@ -830,6 +949,35 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
       cases.push_back({"fused up_gate decode of row 5", 16, 1, 1, 5, true, n, 0});
       cases.push_back({"fused gate_up tiled prefill", 64, 32, kRows, 0, true, 0, n, 0, 1});
     }
+    const bool blocks = is_block_dtype(dtype);
+    if (blocks) {
+      for (size_t i = 0, plain = cases.size(); i < plain; ++i) {
+        if (cases[i].tokens >= plan::Tile::kPrefillTokens) continue;
+        Case dot = cases[i];
+        dot.what += " (dot)";
+        dot.variant = plan::Variant::Dot;
+        cases.push_back(dot);
+      }
+    }
+
+    // The dot layout's input: x quantized (normalized first) by quantize.comp
+    // as the lowering dispatches it, and the values it holds, for the CPU.
+    const uint32_t xq_words = static_cast<uint32_t>(kernels::xq_row_words(K));
+    vk::Buffer xqb = make_buffer(device, size_t{kRows} * xq_words * 4);
+    std::vector<double> xqd;
+    if (blocks) {
+      const emit::KernelInstance q = emit::kernel_instance(
+          s, lower::KernelKey{.family = kernels::Family::Quantize, .width = K, .epilogue = {.norm = norm != 0}});
+      gpu.run(m, q,
+              kernels::QuantizeBindings<vk::Binding>{.x = whole(xb), .xq = whole(xqb),
+                                                     .norm_scale = norm != 0 ? whole(gb) : gpu.no_buffer(),
+                                                     .norm_shift = norm_bias ? whole(nbb) : gpu.no_buffer()},
+              push::RowsPush{.rows = kRows}, kRows);
+      const std::vector<uint32_t> words = read_back<uint32_t>(device, xqb, size_t{kRows} * xq_words);
+      for (uint32_t t = 0; t < kRows; ++t)
+        for (uint32_t i = 0; i < K; ++i)
+          xqd.push_back(weights::xq_value(std::span(&words[size_t{t} * xq_words], xq_words), i));
+    }
 
     // Runs a case on y's initial rows (the residual stream, else guards); y's words after.
     const uint32_t lanes = device.info().subgroup_size;
@@ -852,7 +1000,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                   .y = whole(y),
                   .norm_scale = norm != 0 ? whole(gb) : gpu.no_buffer(),
                   .norm_shift = norm_bias ? whole(nbb) : gpu.no_buffer(),
-                  .route = gpu.no_buffer()},
+                  .route = gpu.no_buffer(),
+                  .xq = cs.dot() ? whole(xqb) : gpu.no_buffer()},
               push::MatmulPush{.rows = cs.rows, .n = computed, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0,
                                .up_row0 = cs.up_row0, .col0 = cs.col0, .y_stride = n},
               (computed + cs.tile().rows_per_group(lanes) - 1) / cs.tile().rows_per_group(lanes),
@@ -862,18 +1011,14 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     };
 
     Report report(m, k, worst, " (n = " + std::to_string(n) + " of " + std::to_string(full) + " rows)");
-    std::vector<float> batched_out, grouped_out;
-    for (const Case& cs : cases) {
-      CAPTURE(cs.what);
-      const std::vector<float> out = run(cs, y0.data());
-      if (cs.what == batched.what) batched_out = out;
-      if (cs.groups > 1 && cs.tokens > 1) grouped_out = out;
+    // The normalized error of case cs's output against the product with x
+    // (its rows [kRows][K]).
+    auto error = [&](const Case& cs, const std::vector<float>& out, const std::vector<double>& x_rows) {
       const Weights& second = cs.fused ? w : w2;
-
       const std::vector<float>& b2 = cs.fused ? bias_values : bias2_values;
       NormalizedError e;
       for (uint32_t t = 0; t < cs.rows; ++t) {
-        const double* xr = &xn[size_t{cs.x_row0 + t} * K];
+        const double* xr = &x_rows[size_t{cs.x_row0 + t} * K];
         for (uint32_t r = 0; r < n; ++r) {
           if (r < cs.col0) {  // another range's columns: as they were
             const float before = residual ? y0[size_t{t} * n + r] : kGuard;
@@ -898,20 +1043,41 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
           e.add(out[size_t{t} * n + r], value);
         }
       }
+      return e.value();
+    };
+    std::vector<float> batched_out[2], grouped_out[2];  // by cs.dot()
+    for (const Case& cs : cases) {
+      CAPTURE(cs.what);
+      const std::vector<float> out = run(cs, y0.data());
+      if (cs.tokens == batched.tokens && cs.groups == 1) batched_out[cs.dot()] = out;
+      if (cs.groups > 1 && cs.tokens > 1) grouped_out[cs.dot()] = out;
       check_guard(out, size_t{cs.rows} * n);
-      report.check(cs.what, e.value(), cs.variant == plan::Variant::Plain ? kMatmulTolerance : kCoopTolerance);
+      if (!cs.dot()) {
+        report.check(cs.what, error(cs, out, xn), cs.variant == plan::Variant::Plain ? kMatmulTolerance : kCoopTolerance);
+        continue;
+      }
+      report.check(cs.what, error(cs, out, xqd), kMatmulTolerance);
+      const double exact = error(cs, out, xn);
+      CHECK_MESSAGE(exact < kDotTolerance, cs.what << " against the exact product: " << exact);
+      dot_exact[dtype].add(exact, m.spec.name + " " + k.name + " (" + cs.what + ")");
     }
     // A batched decode step's rows hold the bits of each row decoded alone
     // (a sequence's output does not depend on what else runs), in one
-    // subgroup a workgroup or several.
-    for (uint32_t t : {0u, 5u, kRows - 1}) {
-      CAPTURE(t);
-      const std::vector<float> alone = run({"decode alone", 16, 1, 1, t, false, 0, 0}, &y0[size_t{t} * n]);
-      CHECK(std::memcmp(alone.data(), &batched_out[size_t{t} * n], n * sizeof(float)) == 0);
-      CHECK(std::memcmp(alone.data(), &grouped_out[size_t{t} * n], n * sizeof(float)) == 0);
+    // subgroup a workgroup or several, in either layout.
+    for (const plan::Variant variant : {plan::Variant::Plain, plan::Variant::Dot}) {
+      if (variant == plan::Variant::Dot && !blocks) continue;
+      for (uint32_t t : {0u, 5u, kRows - 1}) {
+        CAPTURE(t);
+        Case one{"decode alone", 16, 1, 1, t, false, 0, 0};
+        one.variant = variant;
+        const std::vector<float> alone = run(one, &y0[size_t{t} * n]);
+        CHECK(std::memcmp(alone.data(), &batched_out[one.dot()][size_t{t} * n], n * sizeof(float)) == 0);
+        CHECK(std::memcmp(alone.data(), &grouped_out[one.dot()][size_t{t} * n], n * sizeof(float)) == 0);
+      }
     }
   });
   report_worst("matmul", worst);
+  for (const auto& [dtype, w] : dot_exact) report_worst("matmul dot " + std::string(dtype_name(dtype)) + " against the exact product", w);
 }
 
 // RoPE as HF applies it (q·cos + rotate_half(q)·sin on the first ROT dims of
@@ -1655,7 +1821,8 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
                       .w = whole_set ? vk::Binding(w.binding()) : vk::Binding(w.range(first, rows)),
                       .w2 = !w2 ? gpu.no_texels() : whole_set ? vk::Binding(w2->binding()) : vk::Binding(w2->range(first, rows)),
                       .x = whole(in), .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(out),
-                      .norm_scale = norm_scale, .norm_shift = gpu.no_buffer(), .route = whole(rb)},
+                      .norm_scale = norm_scale, .norm_shift = gpu.no_buffer(), .route = whole(rb),
+                      .xq = gpu.no_buffer()},
                   push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0, .col0 = 0, .y_stride = n,
                                    .expert0 = e0},
                   (n + per_group - 1) / per_group, (R + tile.tokens - 1) / tile.tokens,

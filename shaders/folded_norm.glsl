@@ -1,0 +1,49 @@
+// The norm before a projection, applied to x as a kernel reads it rather
+// than dispatched on its own: the matmul layouts read x so, and quantize.comp
+// (which normalizes x once for the dot layout's matmuls, which then never
+// norm). The includer declares x (vec4 x[], [rows][K / 4]) and K first.
+//
+// Generated constants: NORM 0 none, 1 RMSNorm, 2 LayerNorm; NORM_EPS,
+// NORM_BIAS (LayerNorm's shift), NORM_UNIT_OFFSET (the scale is 1 + g: Gemma).
+// Buffers: norm_g, norm_b [K] f32.
+
+#if NORM
+layout(std430, binding = BINDING_norm_scale) readonly buffer NormG { vec4 norm_g[]; };
+layout(std430, binding = BINDING_norm_shift) readonly buffer NormB { vec4 norm_b[]; };
+
+// Mean and 1/sqrt(variance + eps) of input row `row` (the mean is 0 for
+// RMSNorm), over the values this lane sees: K/4 vec4s from `first` in steps
+// of `step`. Two passes over the row: the variance of centred values.
+vec2 partial_stats(uint row, uint first, uint step, bool whole_subgroup) {
+  const uint base = row * (K / 4);
+  float mean = 0.0;
+#if NORM == 2
+  float sum = 0.0;
+  for (uint i = first; i < K / 4; i += step) {
+    const vec4 v = x[base + i];
+    sum += (v.x + v.y) + (v.z + v.w);
+  }
+  mean = (whole_subgroup ? subgroupAdd(sum) : sum) / float(K);
+#endif
+  float squares = 0.0;
+  for (uint i = first; i < K / 4; i += step) {
+    const vec4 v = x[base + i] - mean;
+    squares += dot(v, v);
+  }
+  squares = whole_subgroup ? subgroupAdd(squares) : squares;
+  return vec2(mean, inversesqrt(squares / float(K) + NORM_EPS));
+}
+
+// Values k4·4 … k4·4 + 3 of a row with statistics `stats`, normalized.
+vec4 normalized(vec4 v, uint k4, vec2 stats) {
+  vec4 g = norm_g[k4];
+#if NORM_UNIT_OFFSET
+  g += 1.0;
+#endif
+  v = (v - stats.x) * stats.y * g;
+#if NORM_BIAS
+  v += norm_b[k4];
+#endif
+  return v;
+}
+#endif
