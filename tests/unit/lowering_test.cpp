@@ -225,7 +225,7 @@ TEST_CASE("a Mamba-2 layer's scan: the recurrence for decode steps, the chunked 
   std::vector<std::string> chunked;
   for (const plan::DeviceClass& c : p.classes)
     if (c.chunked_scan) chunked.push_back(std::string(c.name));
-  CHECK(chunked == std::vector<std::string>{"gpu"});
+  CHECK(chunked == std::vector<std::string>{"gpu-coop", "gpu-coop-khr", "gpu"});  // the gpu class and its copies on matrix units
   CHECK(kernels::mamba2_chunk_channels(12, 5) == 12);
   CHECK(kernels::mamba2_chunk_channels(64, 64) == 32);
   CHECK(kernels::mamba2_chunk_channels(7, 4096) == 1);
@@ -283,7 +283,7 @@ TEST_CASE("latent attention: absorbed for decode steps, expanded for a GPU class
   std::vector<std::string> expanded;
   for (const plan::DeviceClass& c : p.classes)
     if (c.expanded_mla) expanded.push_back(std::string(c.name));
-  CHECK(expanded == std::vector<std::string>{"gpu"});
+  CHECK(expanded == std::vector<std::string>{"gpu-coop", "gpu-coop-khr", "gpu"});
 }
 
 // A mixture whose experts of a role are over max_part_bytes together: each

@@ -35,7 +35,28 @@ namespace {
 
 // The tolerance of device logits against the double-precision reference:
 // f32 accumulation, and an f16 KV cache where the spec asks for one.
-double tolerance() { return model_info().cache_dtype == DType::F16 ? 5e-3 : 5e-4; }
+// A class whose decode runs the dot layout quantizes every matmul's input of
+// block weights to 8-bit blocks (llama.cpp's q8_1 activations): measured on
+// lavapipe, the worst row of the forced-class test per tiny quantized spec
+// (cpu-dot, gpu-dot): q4_0 0.049, 0.047; q4_1 0.040, 0.042; q4_k 0.041,
+// 0.044; q4_k_m 0.041, 0.041; q5_0 0.032, 0.032; q5_1 0.029, 0.027; q5_k
+// 0.034, 0.035; q5_k_m 0.035, 0.033; q6_k 0.027, 0.027; q8_0 0.028, 0.029.
+// Random weights carry the error of each layer's inputs through the next
+// (a trained model's logits move far less: bench/README.md's perplexities).
+// Twice the worst.
+constexpr double kDotTolerance = 0.1;
+double tolerance(const plan::DeviceClass* c) {
+  if (c && plan::uses_dot(*c)) return kDotTolerance;
+  return model_info().cache_dtype == DType::F16 ? 5e-3 : 5e-4;
+}
+// The tests' sessions take the class LATHE_DEVICE_CLASS names (the GPU kit
+// runs them so on each forced-only class), else the device's own.
+double tolerance() {
+  const char* forced = std::getenv("LATHE_DEVICE_CLASS");
+  for (const plan::DeviceClass& c : model_info().plan.classes)
+    if (forced && c.name == forced) return tolerance(&c);
+  return tolerance(nullptr);
+}
 
 size_t argmax(const float* row, size_t n) { return static_cast<size_t>(std::max_element(row, row + n) - row); }
 
@@ -656,7 +677,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
     worst = std::max(worst, normalized_error(&batched[V], step9.data(), V));
     worst = std::max(worst, normalized_error(session.decode(tokens[1]).data(), after.data(), V));  // sequence 0 alone
     MESSAGE("class " << c.name << ": worst normalized error " << worst);
-    CHECK(worst < tolerance());
+    CHECK(worst < tolerance(&c));
     ++ran;
   }
   if (features.cpu) CHECK(ran >= 1);  // lavapipe: a GPU class at least
