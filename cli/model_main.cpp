@@ -793,6 +793,7 @@ struct PerplexityOptions {
   std::string weights, tokenizer, file, device;
   int64_t context = 0, chunks = 0;
   bool no_check = false;
+  bool decode = false;  // each chunk a token at a time: the decode path (the dot layout on a class that has it)
 };
 
 int cmd_perplexity(const PerplexityOptions& o) {
@@ -829,7 +830,19 @@ int cmd_perplexity(const PerplexityOptions& o) {
     std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
     if (tokenizer.bos()) chunk[0] = *tokenizer.bos();
     session.reset();
-    const std::vector<float> logits = session.prefill(chunk);  // n_ctx rows × vocab
+    // n_ctx rows × vocab: one prompt pass, or (--decode) its first token
+    // and then a decode step a token, as generation reads them.
+    std::vector<float> logits;
+    if (o.decode) {
+      logits = session.prefill(std::span(chunk).first(1));
+      logits.resize(static_cast<size_t>(n_ctx) * vocab);
+      for (int64_t j = 1; j < n_ctx - 1; ++j) {
+        const std::vector<float> step = session.decode(chunk[static_cast<size_t>(j)]);
+        std::copy(step.begin(), step.end(), logits.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(j) * vocab));
+      }
+    } else {
+      logits = session.prefill(chunk);
+    }
     for (int64_t j = first; j < n_ctx - 1; ++j) {
       const float* row = logits.data() + static_cast<size_t>(j) * vocab;
       lathe::check_logits(std::span(row, vocab), "chunk " + std::to_string(c + 1) + ", row " + std::to_string(j));
@@ -1287,6 +1300,9 @@ int main(int argc, char** argv) {
       ->check(at_least(0));
   perplexity->add_option("-d,--device", ppl.device, "Vulkan device: index or name part");
   perplexity->add_flag("--no-check", ppl.no_check, kNoCheckHelp);
+  perplexity->add_flag("--decode", ppl.decode,
+                       "Feed each chunk a token at a time (decode steps, as generation does) instead of one prompt "
+                       "pass: the logits of the decode path");
 
   auto* embed = app.add_subcommand(
       "embed", "Sentence embeddings of an encoder: one vector per input, pooled as the spec says, one JSON array a "
