@@ -1,7 +1,7 @@
 // Helpers shared by the kernels: weight unpacking, activations, the IO block.
 //
 // Weights are read through uniform texel buffers of RGBA32UI texels (about
-// twice as fast as storage buffers on lavapipe, notes/lavapipe.md); one texel
+// twice as fast as storage buffers on lavapipe, docs/lavapipe.md); one texel
 // holds VPT values of the weight dtype WDTYPE (0: f32, 1: f16, 2: bf16), or
 // (WDTYPE ≥ 3, QUANT) ggml's blocks as quant.glsl reads them.
 

@@ -3,7 +3,8 @@
 // lane owns ROWS rows and computes them for 8 tokens; lane t loads token
 // t's slice of x and subgroupBroadcast hands it to every lane, so x costs
 // one load per subgroup, not one per lane. One subgroup-sized workgroup, no
-// shared memory or barriers (both are expensive on lavapipe).
+// shared memory or barriers (both are expensive on lavapipe:
+// docs/lavapipe.md).
 
 #include "matmul.glsl"
 

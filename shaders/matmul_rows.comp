@@ -4,7 +4,7 @@
 // owning ROWS weight rows for TOKENS tokens; lanes split K in chunks of
 // LANES × XT texels, each lane keeping its slice of x in registers for all
 // ROWS rows; subgroupAdd reduces at the end. No shared memory or barriers
-// (notes: both are expensive on lavapipe). Each token's sums are taken in
+// (both are expensive on lavapipe: docs/lavapipe.md). Each token's sums are taken in
 // the same order whatever TOKENS is, so a batched decode step (each weight
 // texel read once for TOKENS sequences) gives every sequence the bits a
 // decode of it alone gives.

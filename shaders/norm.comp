@@ -1,6 +1,6 @@
 // RMSNorm and LayerNorm over rows of N features: one subgroup-sized workgroup
 // per token row, reductions with subgroupAdd (no shared memory, no barriers:
-// both are expensive on lavapipe, see notes/lavapipe.md).
+// both are expensive on lavapipe, see docs/lavapipe.md).
 //
 // Generated constants:
 //   N            features per row

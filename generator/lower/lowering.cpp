@@ -921,7 +921,7 @@ class Lowering {
 // on 2 cores (bench/README.md): decode 32 rows × 2 texels a lane; prefill 32
 // rows a lane (8 tokens × 32 rows of accumulators: fine on a CPU, where they
 // are vectors in cache; shared memory and barriers cost a CPU device more
-// than they save, notes/lavapipe.md). A batched step, up to 4 sequences a
+// than they save, docs/lavapipe.md). A batched step, up to 4 sequences a
 // workgroup (each weight texel read once for them): on a CPU a lane's x
 // slice (4 tokens of a texel) costs more than its accumulators, which live
 // in cache anyway, so 64 rows a lane share each load (f16 `bench --streams

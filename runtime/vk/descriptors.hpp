@@ -2,7 +2,7 @@
 // written once, when its plan is built, and bound unchanged every step; large
 // tensors are bound in chunks (maxStorageBufferRange is 128 MiB on lavapipe)
 // and weights are read through texel buffers (about 2x storage buffers there,
-// see notes/lavapipe.md).
+// see docs/lavapipe.md).
 #pragma once
 
 #include <vulkan/vulkan.h>
