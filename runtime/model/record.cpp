@@ -99,10 +99,10 @@ void Session::set_tiles(const Tile& given_decode, const Tile& given_prefill) {
   Impl& s = *impl_;
   // A plain tile of the class's layout takes the class's variant: a sweep
   // of the dot or matrix-unit class measures its own kernels.
-  const auto as_class = [](Tile t, const Tile& c) {
-    if (t.variant == plan::Variant::Plain && t.tiled() == c.tiled() && (t.tokens < Tile::kPrefillTokens) == (c.tokens < Tile::kPrefillTokens))
-      t.variant = c.variant;
-    return t;
+  const auto as_class = [](const Tile& t, const Tile& c) {
+    Tile same = t;
+    same.variant = c.variant;
+    return t.variant == plan::Variant::Plain && same.layout() == c.layout() ? same : t;
   };
   const Tile decode = as_class(given_decode, s.device_class->decode), prefill = as_class(given_prefill, s.device_class->prefill);
   if (!plan::layouts_fit(decode, prefill, s.lanes, s.device.info().max_compute_shared_memory))
