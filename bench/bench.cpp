@@ -199,7 +199,7 @@ struct Options {
   std::string decode_tiles, prefill_tiles;  // --decode-tiles, --prefill-tiles: a sweep instead of the class's tiles
   std::vector<int64_t> batches = {1, 32};   // an encoder's: inputs a pass
   int64_t length = 128;                     // an encoder's: tokens an input
-  int64_t profile = 0;                      // --profile: rows of the pass whose kernels are timed, instead of the table
+  std::vector<int64_t> profile;             // --profile: rows of each pass whose kernels are timed, instead of the table
   std::string mla_form;                     // --mla-form: latent attention's form in a prompt chunk (empty: the class's)
 };
 
@@ -586,11 +586,13 @@ int run_encoder_decoder(const Options& opt) {
   return 0;
 }
 
-// --profile ROWS: the device time of each kernel in one prompt pass of ROWS
-// rows after 128 cached tokens (timestamps between dispatches), under each
-// device class the device meets, one table each: where a pass's time goes,
-// and a kernel's forms side by side in one run (a Mamba-2 scan runs chunked
-// on a class with chunked_scan and as the recurrence on the others).
+// --profile ROWS[,ROWS…]: the device time of each kernel in one pass of ROWS
+// rows after 128 cached tokens (timestamps between dispatches; 1 row: a
+// decode step's layout), under each device class the device meets, one
+// table a class and pass, each class's weights uploaded once: where a pass's
+// time goes, and a kernel's forms side by side in one run (a Mamba-2 scan
+// runs chunked on a class with chunked_scan and as the recurrence on the
+// others; a dot class's decode quantizes x first).
 int run_profile(const Options& opt) {
   const ModelInfo& m = model_info();
   const std::unique_ptr<vk::Context> context = open_device(opt.device);
@@ -600,28 +602,32 @@ int run_profile(const Options& opt) {
   for (const plan::DeviceClass& c : m.plan.classes) {
     if (!plan::meets(c, features)) continue;
     SessionOptions so;
-    so.max_chunk = std::max(opt.profile, kCached);
-    so.context = std::min(m.max_context, kCached + opt.profile);
+    const int64_t most = *std::max_element(opt.profile.begin(), opt.profile.end());
+    so.max_chunk = std::max(most, kCached);
+    so.context = std::min(m.max_context, kCached + most);
     so.device_class = std::string(c.name);
     so.mla_form = opt.mla_form;
     Session session(device, m, so);
     upload_random(session);
     session.prefill(random_tokens(static_cast<size_t>(kCached), m.vocab, 7));
-    const uint32_t rows = static_cast<uint32_t>(opt.profile);
-    session.profile(rows);  // its pipelines made and compiled
-    std::map<std::string, std::pair<int, double>> by_kernel;
-    double total = 0;
-    for (const Session::KernelTime& k : session.profile(rows)) {
-      by_kernel[k.kernel].first++;
-      by_kernel[k.kernel].second += k.microseconds;
-      total += k.microseconds;
+    for (const int64_t r : opt.profile) {
+      const uint32_t rows = static_cast<uint32_t>(r);
+      session.profile(rows);  // its pipelines made and compiled
+      std::map<std::string, std::pair<int, double>> by_kernel;
+      double total = 0;
+      for (const Session::KernelTime& k : session.profile(rows)) {
+        by_kernel[k.kernel].first++;
+        by_kernel[k.kernel].second += k.microseconds;
+        total += k.microseconds;
+      }
+      std::printf("\n%s on %s, class %s: a pass of %u rows after %lld cached, %.1f ms\n\n", std::string(m.name).c_str(),
+                  device.info().name.c_str(), std::string(c.name).c_str(), rows, static_cast<long long>(kCached),
+                  total / 1e3);
+      std::printf("| kernel | dispatches | us each | share |\n|---|---:|---:|---:|\n");
+      for (const auto& [name, v] : by_kernel)
+        std::printf("| %s | %d | %.1f | %.1f %% |\n", name.c_str(), v.first, v.second / v.first, 100 * v.second / total);
+      std::fflush(stdout);
     }
-    std::printf("\n%s on %s, class %s: a pass of %u rows after %lld cached, %.1f ms\n\n", std::string(m.name).c_str(),
-                device.info().name.c_str(), std::string(c.name).c_str(), rows, static_cast<long long>(kCached), total / 1e3);
-    std::printf("| kernel | dispatches | us each | share |\n|---|---:|---:|---:|\n");
-    for (const auto& [name, v] : by_kernel)
-      std::printf("| %s | %d | %.1f | %.1f %% |\n", name.c_str(), v.first, v.second / v.first, 100 * v.second / total);
-    std::fflush(stdout);
   }
   return 0;
 }
@@ -659,8 +665,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--length", opt.length, "An encoder's: tokens an input; an encoder-decoder's: of the source (default 128)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--profile", opt.profile,
-                 "Instead of the table: device time per kernel of a prompt pass of this many rows after 128 cached "
-                 "tokens, under each device class the device meets")
+                 "Instead of the table: device time per kernel of a pass of this many rows (a list: each in turn; 1: "
+                 "a decode step) after 128 cached tokens, under each device class the device meets")
+      ->delimiter(',')
       ->check(CLI::Range(1, 4096));
   app.add_option("--mla-form", opt.mla_form,
                  "With --depths or --profile: latent attention's form in every prompt chunk, absorbed or expanded "
@@ -668,7 +675,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"absorbed", "expanded"}));
   CLI11_PARSE(app, argc, argv);
   try {
-    if (opt.profile > 0) return run_profile(opt);
+    if (!opt.profile.empty()) return run_profile(opt);
     if (model_info().encoder) return run_encoder(opt);
     if (model_info().encoder_decoder) return run_encoder_decoder(opt);
     if (!opt.depths.empty()) return run_depths(opt);

@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -93,8 +94,25 @@ std::vector<fs::path> toml_files(const fs::path& dir) {
   return out;
 }
 
+// LATHE_KERNEL_SPECS="tiny/quant-,tiny/qwen3-moe.toml": the grid narrowed to
+// the spec files whose path holds one of these (a short GPU lease runs the
+// new variants over every weight dtype without the whole grid's pipelines,
+// bench/gpu/run); unset, every spec.
+bool kernel_spec_selected(const std::string& path) {
+  const char* selected = std::getenv("LATHE_KERNEL_SPECS");
+  if (selected == nullptr || *selected == '\0') return true;
+  std::istringstream items(selected);
+  for (std::string item; std::getline(items, item, ',');)
+    if (!item.empty() && path.find(item) != std::string::npos) return true;
+  return false;
+}
+
+// Whether the grid is whole: the checks that it covers what the tests need
+// (two MoE models, the expert slots) hold over the whole grid alone.
+bool whole_grid() { return kernel_spec_selected(""); }
+
 // models/*.toml that the runtime supports (the rest are refused by
-// check_supported: MoE), then tests/specs/tiny/*.toml.
+// check_supported: MoE), then tests/specs/tiny/*.toml; LATHE_KERNEL_SPECS narrows them.
 const std::vector<Model>& models() {
   static const std::vector<Model> all = [] {
     std::vector<Model> out;
@@ -102,6 +120,7 @@ const std::vector<Model>& models() {
     for (const fs::path& dir : {root / "models", root / "tests" / "specs" / "tiny", root / "tests" / "specs" / "encoder",
                                 root / "tests" / "specs" / "encdec"}) {
       for (const fs::path& file : toml_files(dir)) {
+        if (!kernel_spec_selected(file.lexically_relative(root).generic_string())) continue;
         spec::Diagnostics diag(file.string());
         std::optional<spec::Spec> s = spec::parse_spec_file(file.string(), diag);
         REQUIRE_MESSAGE(s, diag.format());
@@ -537,6 +556,10 @@ std::vector<std::byte> random_cache(const spec::Spec& s, uint32_t positions) {
 TEST_SUITE("kernels") {
 
 TEST_CASE_FIXTURE(VulkanTest, "the grid holds the shipped specs the runtime supports and the tiny ones") {
+  if (!whole_grid()) {
+    MESSAGE("LATHE_KERNEL_SPECS narrows the grid: its completeness is not checked");
+    return;
+  }
   std::set<std::string> names;
   for (const Model& m : models()) names.insert(m.spec.name);
   for (const char* expected : {"smollm2-135m", "gpt2", "qwen2.5-0.5b", "tinyllama-1.1b", "llama-3-8b", "llama-3.2-1b",
@@ -801,7 +824,7 @@ TEST_CASE_FIXTURE(VulkanTest, "quantize: x in 8-bit blocks with their scale and 
     CHECK(mismatches == 0);
     MESSAGE(s.name << " " << instance << (slots ? std::string(" (slots)") : std::string()) << ": " << rows << " rows quantized");
   });
-  CHECK(largest_factor > 1);  // the expert down projection's slots ran
+  if (whole_grid()) CHECK(largest_factor > 1);  // the expert down projection's slots ran
   CHECK(ties * 1000 <= values);
   MESSAGE("quantize: " << values << " values, " << ties << " rounded to the other side of a tie than on the CPU");
 }
@@ -1893,8 +1916,10 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
     }
     report_worst("moe " + s.name, worst);
   }
-  CHECK(models_with_experts >= 2);
-  CHECK(grouped >= 2);  // tiny-deepseek-moe, with V3's routing and with V2's
+  if (whole_grid()) {
+    CHECK(models_with_experts >= 2);
+    CHECK(grouped >= 2);  // tiny-deepseek-moe, with V3's routing and with V2's
+  }
 }
 
 TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
