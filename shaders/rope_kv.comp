@@ -1,5 +1,5 @@
-// Rotary position embedding and the KV-cache append, in one pass per token
-// row: q is rotated in place; k is rotated and written to the K cache, v
+// Rotary position embedding and the KV-cache append, in one pass, a row's
+// heads spread over a column of workgroups (main): q is rotated in place; k is rotated and written to the K cache, v
 // copied to the V cache, at the row's position in its sequence's cache (its
 // slot in that sequence's ring, kv.glsl; the rotation uses the position itself).
 //
@@ -44,13 +44,12 @@ layout(std430, binding = BINDING_v_cache) writeonly buffer VC { CACHE_PAIR vc[];
 layout(std430, binding = BINDING_q_norm) readonly buffer QN { float qn[]; };
 layout(std430, binding = BINDING_k_norm) readonly buffer KN { float kn[]; };
 
-// The groups a q/k norm takes its sums over: each head, or the whole row.
-#if QK_NORM == 1
-const uint Q_GROUPS = HQ, K_GROUPS = HKV, Q_GROUP = DH, K_GROUP = DH;
-#elif QK_NORM == 3
-const uint Q_GROUPS = 1, K_GROUPS = 1, Q_GROUP = 0, K_GROUP = LATENT;
+// The values a whole-projection norm takes its sums over (QK_NORM 2: q's
+// and k's rows; 3: k's latent).
+#if QK_NORM == 3
+const uint Q_GROUP = 0, K_GROUP = LATENT;
 #else
-const uint Q_GROUPS = 1, K_GROUPS = 1, Q_GROUP = HQ * DH, K_GROUP = HKV * DH;
+const uint Q_GROUP = HQ * DH, K_GROUP = HKV * DH;
 #endif
 #define Q_NORMED (QK_NORM == 1 || QK_NORM == 2)
 
@@ -123,85 +122,96 @@ float k_value(uint kbase, uint head, uint d, float k_factor) {
   return x;
 }
 
+// A row's heads spread over the workgroups of its column (the row is
+// gl_WorkGroupID.y): workgroup `part` of PARTS (gl_NumWorkGroups.x, the
+// plan's) takes heads part, part + PARTS, … of q and of k, each head's norm
+// (QK_NORM 1) its own. A norm over a whole projection (QK_NORM 2, 3) sums
+// the row before any of it is rotated in place: the plan gives it one part.
 void main() {
-  const uint t = gl_WorkGroupID.x;
+  const uint t = gl_WorkGroupID.y, part = gl_WorkGroupID.x, parts = gl_NumWorkGroups.x;
   if (t >= pc.rows) return;
   const uint position = io.rows[t].position, sequence = io.rows[t].sequence;
   const uint lane = gl_LocalInvocationID.x;
 #if ROPE
   const float g = ntk_log2(t);
 #endif
-
-#if QK_NORM
-  // Under a q/k norm every value of q and k is multiplied as it is read by
-  // 1/rms of its group and its scale. All sums are taken before q is written.
-  float k_rms[K_GROUPS];
-  for (uint g = 0; g < K_GROUPS; ++g) k_rms[g] = inv_rms(false, pc.k_offset + t * pc.k_stride + g * K_GROUP, K_GROUP);
+#if QK_NORM == 2 || QK_NORM == 3
+  const float k_whole = inv_rms(false, pc.k_offset + t * pc.k_stride, K_GROUP);
 #endif
+#if QK_NORM == 2
+  const float q_whole = inv_rms(true, pc.q_offset + t * pc.q_stride, Q_GROUP);
+#endif
+
+  for (uint head = part; head < HQ; head += parts) {
+    const uint qbase = pc.q_offset + t * pc.q_stride + head * DH;
 #if Q_NORMED
-  float q_rms[Q_GROUPS];
-  for (uint g = 0; g < Q_GROUPS; ++g) q_rms[g] = inv_rms(true, pc.q_offset + t * pc.q_stride + g * Q_GROUP, Q_GROUP);
-
-  // Dims of q outside the rotary ones: normalized in place (the rotation
-  // below writes the others).
-  for (uint i = lane; i < HQ * (DH - ROT); i += gl_WorkGroupSize.x) {
-    const uint head = i / (DH - ROT), e = i % (DH - ROT), d = e < ROT_OFF ? e : e + ROT;
-    const uint at = pc.q_offset + t * pc.q_stride + head * DH + d;
-    q[at] *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, d);
-  }
-#endif
-
-#if ROPE
-  // q, in place: each lane owns whole rotation pairs (d < partner), so no
-  // lane reads a value another lane writes.
-  for (uint i = lane; i < HQ * (ROT / 2); i += gl_WorkGroupSize.x) {
-    const uint head = i / (ROT / 2), j = i % (ROT / 2);
-#if NEOX
-    const uint a = j, b = j + ROT / 2;
+    // Every value of q is multiplied as it is read by 1/rms of its group and
+    // its scale; the dims outside the rotary ones in place here (the
+    // rotation below writes the others).
+#if QK_NORM == 1
+    const float q_factor = inv_rms(true, qbase, DH);
 #else
-    const uint a = 2 * j, b = 2 * j + 1;
+    const float q_factor = q_whole;
 #endif
-    const float angle = float(position) * inv_freq(j, g);
-    const float c = cos(angle) * ROPE_SCALE, s = sin(angle) * ROPE_SCALE;
-    const uint base = pc.q_offset + t * pc.q_stride + head * DH + ROT_OFF;
-    float x0 = q[base + a], x1 = q[base + b];
+    for (uint e = lane; e < DH - ROT; e += gl_WorkGroupSize.x) {
+      const uint d = e < ROT_OFF ? e : e + ROT;
+      q[qbase + d] *= q_factor * scale_of(true, head, d);
+    }
+#endif
+#if ROPE
+    // Each lane owns whole rotation pairs (d < partner), so no lane reads a
+    // value another lane writes.
+    for (uint j = lane; j < ROT / 2; j += gl_WorkGroupSize.x) {
+#if NEOX
+      const uint a = j, b = j + ROT / 2;
+#else
+      const uint a = 2 * j, b = 2 * j + 1;
+#endif
+      const float angle = float(position) * inv_freq(j, g);
+      const float c = cos(angle) * ROPE_SCALE, s = sin(angle) * ROPE_SCALE;
+      const uint base = qbase + ROT_OFF;
+      float x0 = q[base + a], x1 = q[base + b];
 #if Q_NORMED
-    x0 *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, a);
-    x1 *= q_rms[QK_NORM == 1 ? head : 0] * scale_of(true, head, b);
+      x0 *= q_factor * scale_of(true, head, ROT_OFF + a);
+      x1 *= q_factor * scale_of(true, head, ROT_OFF + b);
 #endif
-    q[base + a] = x0 * c - x1 * s;
-    q[base + b] = x1 * c + x0 * s;
+      q[base + a] = x0 * c - x1 * s;
+      q[base + b] = x1 * c + x0 * s;
+    }
+#endif
   }
-#endif
 
   // k and v, a pair of dims per step.
-  for (uint i = lane; i < HKV * (DH / 2); i += gl_WorkGroupSize.x) {
-    const uint head = i / (DH / 2), p = i % (DH / 2);
+  for (uint head = part; head < HKV; head += parts) {
     const uint kbase = pc.k_offset + t * pc.k_stride + head * DH;
-#if QK_NORM
-    const float k_factor = k_rms[QK_NORM == 1 ? head : 0];
+#if QK_NORM == 1
+    const float k_factor = inv_rms(false, kbase, DH);
+#elif QK_NORM
+    const float k_factor = k_whole;
 #else
     const float k_factor = 1.0;
 #endif
-    vec2 kv = vec2(k_value(kbase, head, 2 * p, k_factor), k_value(kbase, head, 2 * p + 1, k_factor));
+    for (uint p = lane; p < DH / 2; p += gl_WorkGroupSize.x) {
+      vec2 kv = vec2(k_value(kbase, head, 2 * p, k_factor), k_value(kbase, head, 2 * p + 1, k_factor));
 #if ROPE
-    for (uint e = 0; e < 2; ++e) {
-      const uint d = 2 * p + e;
-      if (d < ROT_OFF || d >= ROT_OFF + ROT) continue;
-      uint partner, freq;
-      float sign_;
-      pairing(d - ROT_OFF, partner, freq, sign_);
-      partner += ROT_OFF;
-      const float angle = float(position) * inv_freq(freq, g);
-      const float x = k_value(kbase, head, d, k_factor), y = k_value(kbase, head, partner, k_factor);
-      kv[e] = (x * cos(angle) + sign_ * y * sin(angle)) * ROPE_SCALE;
-    }
+      for (uint e = 0; e < 2; ++e) {
+        const uint d = 2 * p + e;
+        if (d < ROT_OFF || d >= ROT_OFF + ROT) continue;
+        uint partner, freq;
+        float sign_;
+        pairing(d - ROT_OFF, partner, freq, sign_);
+        partner += ROT_OFF;
+        const float angle = float(position) * inv_freq(freq, g);
+        const float x = k_value(kbase, head, d, k_factor), y = k_value(kbase, head, partner, k_factor);
+        kv[e] = (x * cos(angle) + sign_ * y * sin(angle)) * ROPE_SCALE;
+      }
 #endif
-    const uint at = cache_pair(sequence, position, head, p);
-    kc[at] = to_cache(kv);
+      const uint at = cache_pair(sequence, position, head, p);
+      kc[at] = to_cache(kv);
 #if QK_NORM != 3  // latent attention writes no V
-    const uint vbase = pc.v_offset + t * pc.v_stride + head * DH;
-    vc[at] = to_cache(vec2(v[vbase + 2 * p], v[vbase + 2 * p + 1]));
+      const uint vbase = pc.v_offset + t * pc.v_stride + head * DH;
+      vc[at] = to_cache(vec2(v[vbase + 2 * p], v[vbase + 2 * p + 1]));
 #endif
+    }
   }
 }

@@ -379,9 +379,10 @@ class Lowering {
         // The KV append alone, into the cross-attention cache (no q: q's
         // binding is k's, which the kernel does not touch without rotation).
         const Loc k = loc(i, op.in[0]), v = loc(i, op.in[1]);
-        emit(i, KernelKey{.family = Family::RopeKv}, plan::Grid::Rows, kv_append_bindings(k, k, v, op.layer),
+        emit(i, KernelKey{.family = Family::RopeKv}, plan::Grid::Heads, kv_append_bindings(k, k, v, op.layer),
              {{"q_offset", k.offset}, {"q_stride", k.stride}, {"k_offset", k.offset}, {"k_stride", k.stride},
-              {"v_offset", v.offset}, {"v_stride", v.stride}});
+              {"v_offset", v.offset}, {"v_stride", v.stride}})
+            .groups_x = static_cast<uint32_t>(op.dims[0]);  // a workgroup a KV head (rope_kv.comp)
         window_of(i, op.layer, 0);
         return 1;
       }
@@ -732,10 +733,14 @@ class Lowering {
       rope_bindings["q_norm"] = vector_or_none(qk_norm_->tensor[0]);
       rope_bindings["k_norm"] = plan::weight(qk_norm_->tensor[1]);
     }
+    // A workgroup a query head (and its KV head), rope_kv.comp; one for a
+    // norm summed over a whole projection (or latent), before any of the row is written.
+    const bool whole_norm = qk_norm_ && (latent || qk_norm_->dims[3] != qk_norm_->dims[2]);
     emit(rotary > 0 ? i - 1 : i,
          KernelKey{.family = Family::RopeKv, .width = rotary, .pairing = pairing, .qk_norm = qk_norm_ != nullptr,
                    .local = local, .rot_offset = rot_offset, .latent = latent},
-         plan::Grid::Rows, std::move(rope_bindings), views);
+         plan::Grid::Heads, std::move(rope_bindings), views)
+        .groups_x = whole_norm ? 1u : static_cast<uint32_t>(op.dims[0]);
     const Loc out = materialize(op.out);
     // The layer's window: its attention instance, and its cache (a ring when windowed).
     const int64_t window = op.dims[3];

@@ -1,5 +1,7 @@
 #include "tests/harness/vulkan_harness.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -8,7 +10,10 @@ namespace lathe::test {
 vk::Context& vulkan() {
   static std::unique_ptr<vk::Context> context = [] {
     vk::ContextOptions options;
-    options.validation = true;
+    const char* without = std::getenv("LATHE_TEST_WITHOUT_VALIDATION");
+    options.validation = without == nullptr || *without == '\0';
+    if (!options.validation)
+      std::fprintf(stderr, "lathe tests: the validation layer is OFF (LATHE_TEST_WITHOUT_VALIDATION: %s)\n", without);
     return std::make_unique<vk::Context>(options);
   }();
   return *context;

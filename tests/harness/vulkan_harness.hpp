@@ -3,6 +3,12 @@
 // and any warning or error the layer reports during a test fails that test.
 // The device is LATHE_DEVICE's pick, else the best device present (lavapipe
 // on a machine without a GPU).
+//
+// One exception, for a lent GPU alone: LATHE_TEST_WITHOUT_VALIDATION=<why>
+// runs the tests without the layer, and says so with the reason on stderr.
+// Debian 12's layer (1.3.239) predates VK_KHR_cooperative_matrix and hides
+// it (runtime/vk/device_info.cpp), so the gpu-coop-khr class can be tested
+// only so (bench/gpu/run); CI never sets it.
 #pragma once
 
 #include <doctest/doctest.h>

@@ -158,6 +158,32 @@ TEST_CASE("a spec's plan: every dispatch attributed to its spec line, and sizes 
   CHECK(lower::describe(*model).find("matmul_") != std::string::npos);
 }
 
+// rope_kv spreads a row's heads over a column of workgroups (rope_kv.comp):
+// one a query head, so that a decode step's append is not one subgroup's
+// loop over every head (31 µs of an 8B step on an H200); one where a q/k
+// norm sums a whole projection before any of the row is rotated in place.
+TEST_CASE("rope_kv: a workgroup a query head, one where a q/k norm spans a whole projection") {
+  const lower::Plan p = lower::lower(llama(), kDTypes);
+  const lower::Dispatch& rope = p.dispatches[2];
+  REQUIRE(p.kernel_name(rope) == "rope_kv_8_neox");
+  CHECK(rope.grid == plan::Grid::Heads);
+  CHECK(rope.groups_x == 2);
+  for (const auto& [file, parts] : std::vector<std::pair<std::string, uint32_t>>{
+           {"tests/specs/tiny/qwen3.toml", 0}, {"tests/specs/tiny/qk-norm-whole.toml", 1},
+           {"tests/specs/tiny/deepseek-mla.toml", 1}}) {
+    CAPTURE(file);
+    const Planned planned_spec = planned(file);
+    size_t ropes = 0;
+    for (const lower::Dispatch& d : planned_spec.model.plan.dispatches) {
+      if (planned_spec.model.plan.kernel(d).family != kernels::Family::RopeKv) continue;
+      ++ropes;
+      CHECK(d.grid == plan::Grid::Heads);
+      CHECK(d.groups_x == (parts ? parts : static_cast<uint32_t>(planned_spec.spec.dims.heads)));
+    }
+    CHECK(ropes > 0);
+  }
+}
+
 // A Mamba model (tests/specs/tiny/mamba.toml): five dispatches a layer, the
 // norm folded into in_proj and the residual into out_proj, the scan with
 // dt_proj inside; each layer's conv windows and scan states bound as plan

@@ -1123,6 +1123,10 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
     const QkvViews layout = qkv_layout(s);
     const DType cache = s.cache.dtype;
     const size_t cache_size = dtype_bytes(cache);
+    // A row's heads over a column of workgroups, as the lowering plans it: a
+    // workgroup a query head, one where a norm sums a whole projection.
+    const uint32_t qk_norm = c.u("QK_NORM");
+    const uint32_t parts = qk_norm == 2 || qk_norm == 3 ? 1 : hq;
 
     // The rotation as the CPU reference computes it from the spec (its own
     // implementation of the RoPE scalings): pair j turns by position ·
@@ -1230,7 +1234,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
                                                    .v_cache = whole(vc),
                                                    .q_norm = qk ? whole(q_scale_buffer) : gpu.no_buffer(),
                                                    .k_norm = qk ? whole(k_scale_buffer) : gpu.no_buffer()},
-              push, cs.rows, 1, {cs.ring});
+              push, parts, cs.rows, {cs.ring});
 
       // q: rotated in place; every other element of its buffer (k and v of a fused row) unchanged.
       const std::vector<float> q_out = read_back<float>(device, qb, q.size());
@@ -1935,15 +1939,21 @@ TEST_CASE_FIXTURE(VulkanTest, "argmax: the last row's first largest logit") {
       std::vector<uint32_t> peaks;  // indices of the last row set to the largest value
     };
     const uint32_t a = random_below(vocab / 2), b = vocab / 2 + random_below(vocab / 2);
-    // A tie whose lowest index sits in a later lane than the higher one's.
+    // A tie whose lowest index sits in a later lane than the higher one's;
+    // and in a later subgroup of the workgroup of 128 (argmax.comp).
     const uint32_t late_lane = (vocab / 3) / lanes * lanes + lanes - 1, early_lane = late_lane + 1;
-    const std::vector<Case> cases = {{"one peak", {b}},
+    constexpr uint32_t kWorkgroup = 128;
+    std::vector<Case> cases = {{"one peak", {b}},
                                      {"the last index", {vocab - 1}},
                                      {"the first index", {0}},
                                      {"a tie", {b, a}},
                                      {"a tie across lanes", {early_lane, vocab - 1, late_lane}},
                                      {"a tie at both ends", {vocab - 1, 0}},
                                      {"all equal", {}}};
+    if (vocab > kWorkgroup) {  // the last lane of one pass over 128 and the first of the next
+      const uint32_t late_group = (vocab - 1) / kWorkgroup * kWorkgroup - 1;
+      cases.push_back({"a tie across subgroups", {late_group + 1, late_group}});
+    }
     std::string found;
     for (const Case& cs : cases) {
       CAPTURE(cs.what);
