@@ -969,7 +969,7 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   const auto dot = [](plan::DeviceClass c, std::string_view name) {
     c.name = name;
     c.decode.variant = c.batch.variant = plan::Variant::Dot;
-    c.integer_dot = c.forced_only = true;
+    c.forced_only = true;
     return c;
   };
   // The gpu class with its prompts' products on matrix units (the coop
@@ -980,8 +980,6 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
     c.name = name;
     c.prefill.variant = variant;
     c.min_shared = std::max(c.prefill.shared_bytes(true), plan::kAttentionStageBytes);
-    c.coop_nv = variant == plan::Variant::Coop;
-    c.coop_khr = variant == plan::Variant::CoopKhr;
     c.forced_only = true;
     return c;
   };

@@ -652,8 +652,8 @@ TEST_CASE("block weights: dot classes taken only when named, and a quantize befo
   for (const DeviceClass& c : classes) {
     CAPTURE(c.name);
     const bool dot = std::string_view(c.name).ends_with("-dot");
-    CHECK(lathe::plan::uses_dot(c) == dot);
-    CHECK(c.integer_dot == dot);
+    CHECK(lathe::plan::uses(c, Variant::Dot) == dot);
+    CHECK((lathe::plan::needs_text(c).find("integer dot products") != std::string::npos) == dot);
     if (dot) CHECK(c.forced_only);  // no device has verified them yet
   }
   // lavapipe and a GPU with integer dot products still take the plain classes by default,
@@ -670,7 +670,7 @@ TEST_CASE("block weights: dot classes taken only when named, and a quantize befo
   CHECK(classes[5].decode.layout() == lathe::kernels::Layout::Dot);
   CHECK(classes[5].prefill.layout() == lathe::kernels::Layout::Tiled);
   std::vector<DeviceClass> bad = classes;
-  bad[5].integer_dot = false;
+  bad.back().decode.variant = Variant::Dot;  // the last class needs nothing: no integer dot products
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   CHECK_FALSE(lathe::plan::tile_fits({64, 32, 1, 1, Variant::Dot}));  // integer dot products decode only
 
@@ -738,7 +738,8 @@ TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, is take
   }
   CHECK(nv.prefill.layout() == lathe::kernels::Layout::Coop);
   CHECK(khr.prefill.layout() == lathe::kernels::Layout::CoopKhr);
-  CHECK((nv.coop_nv && !nv.coop_khr && khr.coop_khr && !khr.coop_nv));
+  CHECK((lathe::plan::uses(nv, Variant::Coop) && !lathe::plan::uses(nv, Variant::CoopKhr) &&
+         lathe::plan::uses(khr, Variant::CoopKhr) && !lathe::plan::uses(khr, Variant::Coop)));
   // 64 + 64 gated rows and 32 tokens of 40 f16, 4 × 2 blocks of 256 f32, the norm's 64 + 128 words.
   CHECK(nv.prefill.shared_bytes(true) == 21760);
   CHECK(gpu.prefill.shared_bytes(true) == 22784);  // the tiled layout's, as before
@@ -771,12 +772,12 @@ TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, is take
   CHECK(lathe::plan::needs_text(khr).find("VK_KHR_cooperative_matrix") != std::string::npos);
   CHECK(lathe::plan::class_text(khr).find("taken only when named") != std::string::npos);
   CHECK(lathe::plan::tile_text(khr.prefill) == "64×32×1 (coop-khr)");
-  // A variant without the feature that runs it among the class's needs is refused.
-  std::vector<DeviceClass> bad = classes;
-  bad[2].coop_nv = false;
-  CHECK_FALSE(lathe::plan::classes_valid(bad));
-  bad = classes;
-  bad[3].coop_khr = false;
-  bad[3].coop_nv = true;
-  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  // A variant's feature is a need of whatever class runs it (plan::uses):
+  // a device without it does not meet the class, whichever tile runs it.
+  DeviceClass moved = gpu;
+  moved.prefill.variant = Variant::Coop;
+  CHECK_FALSE(lathe::plan::meets(moved, DeviceFeatures{false, 32, 49152, 1024}));
+  CHECK(lathe::plan::meets(moved, nv_only));
+  moved.prefill.variant = Variant::CoopKhr;
+  CHECK_FALSE(lathe::plan::meets(moved, nv_only));
 }

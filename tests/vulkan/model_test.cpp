@@ -46,7 +46,7 @@ namespace {
 // Twice the worst.
 constexpr double kDotTolerance = 0.1;
 double tolerance(const plan::DeviceClass* c) {
-  if (c && plan::uses_dot(*c)) return kDotTolerance;
+  if (c && plan::uses(*c, plan::Variant::Dot)) return kDotTolerance;
   return model_info().cache_dtype == DType::F16 ? 5e-3 : 5e-4;
 }
 // The tests' sessions take the class LATHE_DEVICE_CLASS names (the GPU kit
@@ -656,7 +656,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
   for (const plan::DeviceClass& c : classes) {
     // A class on matrix units (gpu-coop, gpu-coop-khr) runs where the device
     // has their cooperative matrices; lavapipe has none.
-    if (!plan::meets(c, features) && (c.coop_nv || c.coop_khr))
+    if (!plan::meets(c, features) && (plan::uses(c, plan::Variant::Coop) || plan::uses(c, plan::Variant::CoopKhr)))
       MESSAGE("class " << c.name << " not run: it needs " << plan::needs_text(c) << ", which " << device.info().name << " lacks");
     if (!plan::meets(c, features) || !adds(c)) continue;
     CAPTURE(c.name);
