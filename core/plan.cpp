@@ -15,9 +15,9 @@ std::string needs_text(const DeviceClass& c) {
   if (c.min_shared > 0)
     out += (out.empty() ? "" : " and ") + std::to_string(c.min_shared) + " bytes of shared memory or more";
   if (c.attention_rows > 1) out += ", workgroups of " + std::to_string(c.attention_rows) + " subgroups";
-  if (c.integer_dot) out += (out.empty() ? "" : ", ") + std::string("integer dot products (shaderIntegerDotProduct)");
-  if (c.coop_nv) out += (out.empty() ? "" : ", ") + std::string("VK_NV_cooperative_matrix (16×16×16 f16 → f32)");
-  if (c.coop_khr) out += (out.empty() ? "" : ", ") + std::string("VK_KHR_cooperative_matrix (16×16×16 f16 → f32)");
+  if (uses(c, Variant::Dot)) out += (out.empty() ? "" : ", ") + std::string("integer dot products (shaderIntegerDotProduct)");
+  if (uses(c, Variant::Coop)) out += (out.empty() ? "" : ", ") + std::string("VK_NV_cooperative_matrix (16×16×16 f16 → f32)");
+  if (uses(c, Variant::CoopKhr)) out += (out.empty() ? "" : ", ") + std::string("VK_KHR_cooperative_matrix (16×16×16 f16 → f32)");
   return out.empty() ? "nothing" : out;
 }
 

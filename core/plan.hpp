@@ -307,11 +307,7 @@ struct DeviceClass {
   // once per chunk, where the absorbed form reads the latent's (576 wide for
   // DeepSeek-V3) for every query row and head.
   bool expanded_mla = false;
-  // Needs the features its tiles' variants use: integer dot products
-  // (Variant::Dot), cooperative matrices (Coop: NV's, CoopKhr: KHR's).
-  bool integer_dot = false;
-  bool coop_nv = false;
-  bool coop_khr = false;
+  // (Its tiles' variants say which features it needs besides: uses().)
   // A class whose kernels no device of its kind has passed the tests on yet
   // is taken only when named (LATHE_DEVICE_CLASS); `verified` names the
   // device its kernel and model tests passed on once they have.
@@ -319,9 +315,16 @@ struct DeviceClass {
   std::string_view verified;
 };
 
+// Whether a class runs `v` in any pass: a variant needs its feature (Dot
+// integer dot products, Coop NV's cooperative matrices, CoopKhr KHR's).
+constexpr bool uses(const DeviceClass& c, Variant v) {
+  return c.decode.variant == v || c.prefill.variant == v || c.batch.variant == v;
+}
+
 constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
   return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup && f.shared >= c.min_shared &&
-         (!c.integer_dot || f.integer_dot) && (!c.coop_nv || f.coop_nv) && (!c.coop_khr || f.coop_khr) &&
+         (!uses(c, Variant::Dot) || f.integer_dot) && (!uses(c, Variant::Coop) || f.coop_nv) &&
+         (!uses(c, Variant::CoopKhr) || f.coop_khr) &&
          f.invocations >= std::max({f.subgroup * c.attention_rows, c.prefill.threads(f.subgroup),
                                     c.decode.threads(f.subgroup), c.batch.threads(f.subgroup)});
 }
@@ -392,11 +395,6 @@ struct Plan {
   int64_t expanded_min_rows = 0;
 };
 
-// Whether a class runs the dot layout in any pass.
-constexpr bool uses_dot(const DeviceClass& c) {
-  return c.decode.variant == Variant::Dot || c.prefill.variant == Variant::Dot || c.batch.variant == Variant::Dot;
-}
-
 // Whether a session records `d` in any pass (and builds its pipeline):
 // split_only dispatches run only when attention is split into key ranges,
 // Chunked ones only on a class with chunked_scan, Expanded ones only on a
@@ -438,15 +436,10 @@ constexpr bool classes_valid(std::span<const DeviceClass> classes) {
   if (classes.empty()) return false;
   const DeviceClass& last = classes.back();  // needs nothing: workgroups of one subgroup, no shared memory
   if (last.cpu_only || last.min_subgroup > 1 || last.min_shared > 0 || last.attention_rows > 1 ||
-      last.decode.groups > 1 || last.batch.groups > 1 || last.prefill.tiled() || last.integer_dot || last.coop_nv ||
-      last.coop_khr || last.forced_only)
+      last.decode.groups > 1 || last.batch.groups > 1 || last.prefill.tiled() || last.forced_only ||
+      uses(last, Variant::Dot))
     return false;
   for (const DeviceClass& c : classes) {
-    // A variant's feature is among the class's needs.
-    const auto uses = [&](Variant v) { return c.decode.variant == v || c.prefill.variant == v || c.batch.variant == v; };
-    if ((uses(Variant::Dot) && !c.integer_dot) || (uses(Variant::Coop) && !c.coop_nv) ||
-        (uses(Variant::CoopKhr) && !c.coop_khr))
-      return false;
     if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup, c.min_shared) || !tile_fits(c.batch) ||
         c.splits < 1 || c.attention_rows < 1 || c.attention_rows > 8 ||
         (c.attention_rows > 1 && (c.min_shared < kAttentionStageBytes || c.prefill == c.decode)))

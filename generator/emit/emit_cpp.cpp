@@ -575,8 +575,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
                          ", .decode = " + tile(c.decode) + ", .prefill = " + tile(c.prefill) + ", .batch = " + tile(c.batch) +
                          ", .splits = " + i(c.splits) + ", .attention_rows = " + i(c.attention_rows) +
                          ", .chunked_scan = " + b(c.chunked_scan) + ", .expanded_mla = " + b(c.expanded_mla) +
-                         ", .integer_dot = " + b(c.integer_dot) + ", .coop_nv = " + b(c.coop_nv) +
-                         ", .coop_khr = " + b(c.coop_khr) + ", .forced_only = " + b(c.forced_only) +
+                         ", .forced_only = " + b(c.forced_only) +
                          ", .verified = \"" + std::string(c.verified) + "\"}");
     class_items.push_back(item);
   }

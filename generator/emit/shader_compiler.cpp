@@ -50,10 +50,6 @@ std::string with_file(const std::string& log, const std::string& path) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // A kernel file's own #extension lines (matmul_coop.comp's cooperative
 // matrices), among the comments and blank lines that open it: GLSL wants
 // every #extension before the first token that is not a directive, and the

@@ -90,7 +90,7 @@ TEST_CASE("lathe devices prints the integer dot product, each cooperative-matrix
 TEST_CASE("the class report says per class whether the device meets it, and marks the forced-only ones") {
   lathe::plan::DeviceClass plain{"plain"};
   lathe::plan::DeviceClass coop{"coop"};
-  coop.coop_khr = true;
+  coop.prefill = {64, 32, 1, 1, lathe::plan::Variant::CoopKhr};  // needs VK_KHR_cooperative_matrix
   coop.forced_only = true;
   lathe::plan::DeviceClass cpu{"cpu"};
   cpu.cpu_only = true;

@@ -665,7 +665,7 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
   CHECK(lathe::plan::needs_text(classes.back()) == "nothing");
 }
 
-TEST_CASE("block weights: dot classes taken only when named, and a quantize before each matmul of block weights") {
+TEST_CASE("block weights: dot classes first where met (on a CPU only when named), and a quantize before each matmul of block weights") {
   using lathe::plan::DeviceClass;
   using lathe::plan::DeviceFeatures;
   using lathe::plan::Variant;
@@ -673,30 +673,42 @@ TEST_CASE("block weights: dot classes taken only when named, and a quantize befo
   REQUIRE(lathe::plan::classes_valid(classes));
   std::vector<std::string> names;
   for (const DeviceClass& c : classes) names.emplace_back(c.name);
-  CHECK(names == std::vector<std::string>{"cpu-dot", "cpu", "cpu-narrow", "gpu-coop", "gpu-coop-khr", "gpu-dot", "gpu",
-                                          "gpu-basic"});
+  CHECK(names == std::vector<std::string>{"cpu-dot", "cpu", "cpu-narrow", "gpu-coop-dot", "gpu-coop", "gpu-coop-khr-dot",
+                                          "gpu-coop-khr", "gpu-dot", "gpu", "gpu-basic"});
   for (const DeviceClass& c : classes) {
     CAPTURE(c.name);
     const bool dot = std::string_view(c.name).ends_with("-dot");
-    CHECK(lathe::plan::uses_dot(c) == dot);
-    CHECK(c.integer_dot == dot);
-    if (dot) CHECK(c.forced_only);  // no device has verified them yet
+    CHECK(lathe::plan::uses(c, Variant::Dot) == dot);
+    CHECK((lathe::plan::needs_text(c).find("integer dot products") != std::string::npos) == dot);
+    // lavapipe runs the dot layout slower than the exact one: the CPU's is
+    // taken only when named; the GPU's passed their tests on an H200.
+    CHECK(c.forced_only == (dot && c.cpu_only));
+    CHECK(c.verified.empty() == (c.cpu_only || c.name == std::string_view("gpu") || c.name == std::string_view("gpu-basic")));
   }
-  // lavapipe and a GPU with integer dot products still take the plain classes by default,
+  const DeviceClass& gpu_dot = classes[7];
+  REQUIRE(gpu_dot.name == std::string_view("gpu-dot"));
+  // lavapipe takes the exact class by default; a GPU with integer dot
+  // products and no matrix units the dot one, and with NV's the coop-dot one.
   const DeviceFeatures lavapipe{true, 8, 32768, 1024, true}, gpu{false, 32, 49152, 1024, true};
+  DeviceFeatures nv = gpu;
+  nv.coop_nv = true;
   CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, lavapipe))].name == std::string_view("cpu"));
-  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, gpu))].name == std::string_view("gpu"));
-  // and meet the dot classes when named; a device without them does not.
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, gpu))].name == std::string_view("gpu-dot"));
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, nv))].name == std::string_view("gpu-coop-dot"));
+  // A device without integer dot products does not meet them.
   CHECK(lathe::plan::meets(classes[0], lavapipe));
-  CHECK(lathe::plan::meets(classes[5], gpu));
-  CHECK_FALSE(lathe::plan::meets(classes[5], DeviceFeatures{false, 32, 49152, 1024, false}));
+  CHECK_FALSE(lathe::plan::meets(gpu_dot, DeviceFeatures{false, 32, 49152, 1024, false}));
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, DeviceFeatures{false, 32, 49152, 1024, false}))].name ==
+        std::string_view("gpu"));
   CHECK(lathe::plan::needs_text(classes[0]) ==
         "a CPU device with subgroups of 8 lanes or more, integer dot products (shaderIntegerDotProduct)");
   // The dot layout runs in decode and batched steps; the variant needs its feature.
-  CHECK(classes[5].decode.layout() == lathe::kernels::Layout::Dot);
-  CHECK(classes[5].prefill.layout() == lathe::kernels::Layout::Tiled);
+  CHECK(gpu_dot.decode.layout() == lathe::kernels::Layout::Dot);
+  CHECK(gpu_dot.prefill.layout() == lathe::kernels::Layout::Tiled);
+  CHECK(classes[3].decode.layout() == lathe::kernels::Layout::Dot);
+  CHECK(classes[3].prefill.layout() == lathe::kernels::Layout::Coop);
   std::vector<DeviceClass> bad = classes;
-  bad[5].integer_dot = false;
+  bad.back().decode.variant = Variant::Dot;  // the last class needs nothing: no integer dot products
   CHECK_FALSE(lathe::plan::classes_valid(bad));
   CHECK_FALSE(lathe::plan::tile_fits({64, 32, 1, 1, Variant::Dot}));  // integer dot products decode only
 
@@ -737,7 +749,7 @@ TEST_CASE("block weights: dot classes taken only when named, and a quantize befo
   for (const lower::Dispatch& d : dense.model.plan.dispatches) CHECK(d.form != plan::Form::Quantized);
 }
 
-TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, is taken only when named") {
+TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, first where met") {
   using lathe::plan::DeviceClass;
   using lathe::plan::DeviceFeatures;
   using lathe::plan::Tile;
@@ -751,7 +763,8 @@ TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, is take
   const DeviceClass &nv = classes[2], &khr = classes[3], &gpu = classes[4];
   for (const DeviceClass* c : {&nv, &khr}) {
     CAPTURE(c->name);
-    CHECK(c->forced_only);
+    CHECK_FALSE(c->forced_only);  // verified on an H200
+    CHECK_FALSE(c->verified.empty());
     CHECK(c->decode == gpu.decode);
     CHECK(c->batch == gpu.batch);
     CHECK(c->prefill.rows == gpu.prefill.rows);
@@ -764,7 +777,8 @@ TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, is take
   }
   CHECK(nv.prefill.layout() == lathe::kernels::Layout::Coop);
   CHECK(khr.prefill.layout() == lathe::kernels::Layout::CoopKhr);
-  CHECK((nv.coop_nv && !nv.coop_khr && khr.coop_khr && !khr.coop_nv));
+  CHECK((lathe::plan::uses(nv, Variant::Coop) && !lathe::plan::uses(nv, Variant::CoopKhr) &&
+         lathe::plan::uses(khr, Variant::CoopKhr) && !lathe::plan::uses(khr, Variant::Coop)));
   // 64 + 64 gated rows and 32 tokens of 40 f16, 4 × 2 blocks of 256 f32, the norm's 64 + 128 words.
   CHECK(nv.prefill.shared_bytes(true) == 21760);
   CHECK(gpu.prefill.shared_bytes(true) == 22784);  // the tiled layout's, as before
@@ -782,10 +796,13 @@ TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, is take
   CHECK_FALSE(lathe::plan::tile_fits({32, 8, 1, 1, Variant::Coop}));  // matrix units take tiled prompts only
   CHECK_FALSE(lathe::plan::tile_fits({32, 1, 2, 1, Variant::CoopKhr}));
 
-  // A device with both extensions still gets the gpu class unless it names one.
+  // A device with both extensions gets NV's, one with KHR's alone KHR's.
   DeviceFeatures both{false, 32, 49152, 1024};
   both.coop_nv = both.coop_khr = true;
-  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, both))].name == "gpu");
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, both))].name == "gpu-coop");
+  DeviceFeatures khr_only = both;
+  khr_only.coop_nv = false;
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, khr_only))].name == "gpu-coop-khr");
   CHECK(lathe::plan::meets(nv, both));
   CHECK(lathe::plan::meets(khr, both));
   DeviceFeatures nv_only = both;
@@ -795,14 +812,14 @@ TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, is take
   CHECK_FALSE(lathe::plan::meets(nv, DeviceFeatures{false, 32, 49152, 1024}));
   CHECK(lathe::plan::needs_text(nv).find("VK_NV_cooperative_matrix") != std::string::npos);
   CHECK(lathe::plan::needs_text(khr).find("VK_KHR_cooperative_matrix") != std::string::npos);
-  CHECK(lathe::plan::class_text(khr).find("taken only when named") != std::string::npos);
+  CHECK(lathe::plan::class_text(khr).find("verified on NVIDIA H200") != std::string::npos);
   CHECK(lathe::plan::tile_text(khr.prefill) == "64×32×1 (coop-khr)");
-  // A variant without the feature that runs it among the class's needs is refused.
-  std::vector<DeviceClass> bad = classes;
-  bad[2].coop_nv = false;
-  CHECK_FALSE(lathe::plan::classes_valid(bad));
-  bad = classes;
-  bad[3].coop_khr = false;
-  bad[3].coop_nv = true;
-  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  // A variant's feature is a need of whatever class runs it (plan::uses):
+  // a device without it does not meet the class, whichever tile runs it.
+  DeviceClass moved = gpu;
+  moved.prefill.variant = Variant::Coop;
+  CHECK_FALSE(lathe::plan::meets(moved, DeviceFeatures{false, 32, 49152, 1024}));
+  CHECK(lathe::plan::meets(moved, nv_only));
+  moved.prefill.variant = Variant::CoopKhr;
+  CHECK_FALSE(lathe::plan::meets(moved, nv_only));
 }

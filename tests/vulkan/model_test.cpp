@@ -53,10 +53,10 @@ constexpr double kDotTolerance = 0.1;
 // 0.0024. Twice the worst.
 constexpr double kCoopTolerance = 0.012;
 bool rounds_prompts_to_f16(const plan::DeviceClass& c) {
-  return c.prefill.variant == plan::Variant::Coop || c.prefill.variant == plan::Variant::CoopKhr;
+  return plan::uses(c, plan::Variant::Coop) || plan::uses(c, plan::Variant::CoopKhr);
 }
 double tolerance(const plan::DeviceClass* c) {
-  if (c && plan::uses_dot(*c)) return kDotTolerance;
+  if (c && plan::uses(*c, plan::Variant::Dot)) return kDotTolerance;
   if (c && rounds_prompts_to_f16(*c)) return std::max(kCoopTolerance, tolerance(nullptr));
   return model_info().cache_dtype == DType::F16 ? 5e-3 : 5e-4;
 }
@@ -134,7 +134,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a prefill of N tokens equals N single decod
     // prompts round it to f16 (its decode does not): their tolerances.
     const plan::DeviceClass& c = steps.device_class();
     CHECK(normalized_error(one.data(), &prefilled[t * V], V) <
-          (plan::uses_dot(c)              ? kDotTolerance
+          (plan::uses(c, plan::Variant::Dot) ? kDotTolerance
            : rounds_prompts_to_f16(c)     ? kCoopTolerance
            : model_info().cache_dtype == DType::F16 ? 1e-3
                                                    : 1e-4));
@@ -154,7 +154,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "greedy decoding after a prompt picks the re
   const int32_t first = session.argmax();
   CHECK(first == static_cast<int32_t>(argmax(&ref_all[(prompt.size() - 1) * V], V)));
 
-  if (plan::uses_dot(session.device_class())) {
+  if (plan::uses(session.device_class(), plan::Variant::Dot)) {
     // A dot class's decode quantizes x, which moves a random model's logits
     // by a few percent (kDotTolerance): near ties of the reference flip. Each
     // step's logits against the reference's instead, the device's pick fed on.
@@ -689,7 +689,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
   for (const plan::DeviceClass& c : classes) {
     // A class on matrix units (gpu-coop, gpu-coop-khr) runs where the device
     // has their cooperative matrices; lavapipe has none.
-    if (!plan::meets(c, features) && (c.coop_nv || c.coop_khr))
+    if (!plan::meets(c, features) && (plan::uses(c, plan::Variant::Coop) || plan::uses(c, plan::Variant::CoopKhr)))
       MESSAGE("class " << c.name << " not run: it needs " << plan::needs_text(c) << ", which " << device.info().name << " lacks");
     if (!plan::meets(c, features) || !adds(c)) continue;
     CAPTURE(c.name);
