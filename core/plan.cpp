@@ -41,7 +41,7 @@ std::string class_text(const DeviceClass& c) {
          (c.prefill == c.decode ? "the decode layout" : tile_text(c.prefill) + (c.prefill.tiled() ? " tiled" : "")) + ", batch " + tile_text(c.batch) +
          "; attention in " + std::to_string(c.splits) + (c.splits == 1 ? " key range" : " key ranges") +
          (c.attention_rows > 1 ? ", a prompt's " + std::to_string(c.attention_rows) + " rows a workgroup" : "") +
-         (c.forced_only ? "; taken only when named (not yet verified on a device)" : "") +
+         (c.forced_only ? "; taken only when named" : "") +
          (c.verified.empty() ? "" : "; verified on " + std::string(c.verified));
 }
 
