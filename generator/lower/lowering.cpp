@@ -985,22 +985,26 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
     return c;
   };
   // The gpu class with its prompts' products on matrix units (the coop
-  // layout, NV's extension or KHR's); with block weights, first its copy
-  // that decodes them with integer dot products.
+  // layout, NV's extension or KHR's).
   const auto on_matrix_units = [&](std::string_view name, plan::Variant variant) {
     plan::DeviceClass c = gpu;
     c.name = name;
     c.prefill.variant = variant;
     c.min_shared = std::max(c.prefill.shared_bytes(true), plan::kAttentionStageBytes);
     c.verified = kVerified;
-    if (blocks) out.push_back(dot(c, std::string_view(name == "gpu-coop" ? "gpu-coop-dot" : "gpu-coop-khr-dot")));
-    out.push_back(c);
+    return c;
   };
+  const plan::DeviceClass nv = on_matrix_units("gpu-coop", plan::Variant::Coop),
+                          khr = on_matrix_units("gpu-coop-khr", plan::Variant::CoopKhr);
+  // With block weights, each class first in its copy that decodes them
+  // with integer dot products.
   if (blocks) out.push_back(dot(cpu, "cpu-dot"));
   out.push_back(cpu);
   out.push_back({"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1});
-  on_matrix_units("gpu-coop", plan::Variant::Coop);
-  on_matrix_units("gpu-coop-khr", plan::Variant::CoopKhr);
+  if (blocks) out.push_back(dot(nv, "gpu-coop-dot"));
+  out.push_back(nv);
+  if (blocks) out.push_back(dot(khr, "gpu-coop-khr-dot"));
+  out.push_back(khr);
   if (blocks) out.push_back(dot(gpu, "gpu-dot"));
   out.push_back(gpu);
   out.push_back({"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16});  // workgroups of one subgroup: any device

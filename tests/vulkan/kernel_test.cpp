@@ -97,19 +97,23 @@ std::vector<fs::path> toml_files(const fs::path& dir) {
 // LATHE_KERNEL_SPECS="tiny/quant-,tiny/qwen3-moe.toml": the grid narrowed to
 // the spec files whose path holds one of these (a short GPU lease runs the
 // new variants over every weight dtype without the whole grid's pipelines,
-// bench/gpu/run); unset, every spec.
-bool kernel_spec_selected(const std::string& path) {
+// bench/gpu/run); unset or empty, every spec.
+const char* kernel_specs() {
   const char* selected = std::getenv("LATHE_KERNEL_SPECS");
-  if (selected == nullptr || *selected == '\0') return true;
-  std::istringstream items(selected);
-  for (std::string item; std::getline(items, item, ',');)
-    if (!item.empty() && path.find(item) != std::string::npos) return true;
-  return false;
+  return selected != nullptr && *selected != '\0' ? selected : nullptr;
 }
 
 // Whether the grid is whole: the checks that it covers what the tests need
 // (two MoE models, the expert slots) hold over the whole grid alone.
-bool whole_grid() { return kernel_spec_selected(""); }
+bool whole_grid() { return kernel_specs() == nullptr; }
+
+bool kernel_spec_selected(const std::string& path) {
+  if (whole_grid()) return true;
+  std::istringstream items(kernel_specs());
+  for (std::string item; std::getline(items, item, ',');)
+    if (!item.empty() && path.find(item) != std::string::npos) return true;
+  return false;
+}
 
 // models/*.toml that the runtime supports (the rest are refused by
 // check_supported: MoE), then tests/specs/tiny/*.toml; LATHE_KERNEL_SPECS narrows them.
