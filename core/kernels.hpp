@@ -184,7 +184,7 @@ struct BindingInfo {
 // dot products. Row r of xq (kernels::xq_row_words(K) 32-bit words from
 // r · xq_row_words): K / 4 words of signed bytes (value k is byte k % 4 of
 // word k / 4), then K / 32 pairs of f32 (d, s) (block b: its values are
-// d · q, s = d · Σ q over the block).
+// d · q, s = d · Σ q over the block), then padding to a multiple of 4 words.
 #define LATHE_BIND_QUANTIZE(X)                                        \
   X(x, Storage, "[rows][K] f32")                                      \
   X(xq, Storage, "[rows][xq_row_words(K)] 32-bit words")              \
@@ -373,9 +373,15 @@ enum class Family : uint8_t {
 };
 
 // The values of one of quantize's 8-bit blocks of x, and the 32-bit words a
-// row of xq takes (core/kernels.hpp's LATHE_BIND_QUANTIZE says how they lie).
+// row of xq takes (core/kernels.hpp's LATHE_BIND_QUANTIZE says how they lie):
+// K / 4 of quants, K / 16 of (d, s) pairs, padded to 16 bytes so that every
+// row starts where matmul_dot.comp's 16-byte loads may read it.
 inline constexpr int64_t kXqBlock = 32;
-constexpr int64_t xq_row_words(int64_t k) { return k / 4 + 2 * (k / kXqBlock); }
+constexpr int64_t xq_row_words(int64_t k) { return (k / 4 + 2 * (k / kXqBlock) + 3) / 4 * 4; }
+// The blocks of a row one quantize workgroup takes (grid x: ceil(K / 32 /
+// this) workgroups a row): one a lane of a 32-lane subgroup.
+inline constexpr int64_t kQuantizeGroupBlocks = 32;
+constexpr int64_t quantize_groups(int64_t k) { return (k / kXqBlock + kQuantizeGroupBlocks - 1) / kQuantizeGroupBlocks; }
 
 // Specialization constants a family takes after constant 0, the workgroup
 // size (the device's subgroup size).

@@ -27,13 +27,16 @@
 //
 // Buffers (beside matmul.glsl's): xq [rows][XQ_ROW_WORDS] words
 // (core/kernels.hpp's LATHE_BIND_QUANTIZE: K / 4 words of signed bytes,
-// then K / 32 pairs of f32 (d, s)).
+// then K / 32 pairs of f32 (d, s), a row padded to 16 bytes).
 
 #extension GL_EXT_spirv_intrinsics : require
 
 #include "matmul.glsl"
 
-layout(std430, binding = BINDING_xq) readonly buffer Xq { uint xq[]; };
+// xq through two views: its quants 16 bytes a load (a half unit's 16
+// values), its (d, s) pairs 8 bytes a load; a row starts 16 bytes aligned.
+layout(std430, binding = BINDING_xq) readonly buffer Xq { uvec4 xq[]; };
+layout(std430, binding = BINDING_xq) readonly buffer XqPairs { uvec2 xq_pairs[]; };
 
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
 int sdot4x8(int a, int b, spirv_literal int fmt);  // fmt 0: PackedVectorFormat4x8Bit
@@ -132,8 +135,7 @@ struct XHalf {
 };
 XHalf x_half(uint xrow, uint k0, bool live) {
   if (!live) return XHalf(uvec4(0u), vec2(0.0));
-  const uint at = xrow + k0 / 4u, block = xrow + K / 4u + 2u * (k0 / 32u);
-  return XHalf(uvec4(xq[at], xq[at + 1u], xq[at + 2u], xq[at + 3u]), uintBitsToFloat(uvec2(xq[block], xq[block + 1u])));
+  return XHalf(xq[(xrow + k0 / 4u) / 4u], uintBitsToFloat(xq_pairs[(xrow + K / 4u) / 2u + k0 / 32u]));
 }
 
 // Σᵢ wᵢ·xᵢ over a unit, as the dequantized weights times the quantized x.

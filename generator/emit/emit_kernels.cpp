@@ -289,7 +289,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       // experts 2: the expert down projection's input, whose rows are the
       // slots (TOPK a token row): a workgroup quantizes a token row's slots.
       return define("K", k.width) + define("XQ_ROW_WORDS", kernels::xq_row_words(k.width)) +
-             define("ROW_FACTOR", e.experts == 2 ? s.moe.top_k : int64_t{1}) +
+             define("GROUP_BLOCKS", kernels::kQuantizeGroupBlocks) + define("ROW_FACTOR", e.experts == 2 ? s.moe.top_k : int64_t{1}) +
              define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
              flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset);
     }

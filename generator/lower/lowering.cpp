@@ -1043,7 +1043,8 @@ void add_quantize(Plan& p) {
       auto it = std::find(p.kernels.begin(), p.kernels.end(), q);
       if (it == p.kernels.end()) it = p.kernels.insert(p.kernels.end(), q);
       qd.kernel = static_cast<size_t>(it - p.kernels.begin());
-      qd.grid = plan::Grid::Rows;
+      qd.grid = plan::Grid::Heads;  // a row's blocks over a row of workgroups
+      qd.groups_x = static_cast<uint32_t>(kernels::quantize_groups(m.width));
       qd.form = plan::Form::Quantized;
       qd.bindings = {{"x", x}, {"xq", plan::activation(slot)}, {"norm_scale", d.binding("norm_scale")},
                      {"norm_shift", d.binding("norm_shift")}};

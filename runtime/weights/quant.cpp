@@ -536,10 +536,12 @@ std::vector<uint32_t> quantize_xq(std::span<const float> x) {
   return out;
 }
 
-float xq_value(std::span<const uint32_t> row, int64_t k) {
-  const auto values = static_cast<int64_t>(row.size()) * 16 / 5;  // xq_row_words(K) = 5K / 16
+float xq_value(std::span<const uint32_t> row, int64_t width, int64_t k) {
+  if (static_cast<int64_t>(row.size()) != kernels::xq_row_words(width) || k < 0 || k >= width)
+    throw Error(ErrorKind::InvalidArgument, "xq_value: value " + std::to_string(k) + " of a row of " +
+                                                std::to_string(width) + " in " + std::to_string(row.size()) + " words");
   const auto q = static_cast<int8_t>(row[static_cast<size_t>(k / 4)] >> (8 * (k % 4)));
-  return std::bit_cast<float>(row[static_cast<size_t>(values / 4 + 2 * (k / kernels::kXqBlock))]) * static_cast<float>(q);
+  return std::bit_cast<float>(row[static_cast<size_t>(width / 4 + 2 * (k / kernels::kXqBlock))]) * static_cast<float>(q);
 }
 
 // Rows of ggml blocks into device_row's planes: per row, every block's body,

@@ -66,8 +66,9 @@ std::vector<std::byte> quantize_q8_0(std::span<const float> src);
 // q = x · (1/d) rounded half to even, s = d · Σq: kernels::xq_row_words(K)
 // words. Error(InvalidArgument) unless x is whole blocks.
 std::vector<uint32_t> quantize_xq(std::span<const float> x);
-// Value k of a row of xq words (row.size() = xq_row_words(K)): d · q.
-float xq_value(std::span<const uint32_t> row, int64_t k);
+// Value k of a row of xq words of a K = width row (row.size() =
+// xq_row_words(width)): d · q. Error(InvalidArgument) for another size or k.
+float xq_value(std::span<const uint32_t> row, int64_t width, int64_t k);
 
 // `rows` rows of `cols` values in ggml blocks, repacked into the planes of
 // core/contract.hpp's device_row (what the kernels read): per row, every

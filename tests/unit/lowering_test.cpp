@@ -724,6 +724,8 @@ TEST_CASE("block weights: dot classes first where met (on a CPU only when named)
     if (k.family == kernels::Family::Quantize) {
       ++quantizes;
       CHECK(d.form == plan::Form::Quantized);
+      CHECK(d.grid == plan::Grid::Heads);  // a row's blocks over a row of workgroups
+      CHECK(d.groups_x == kernels::quantize_groups(k.width));
       CHECK(d.binding("xq") == plan::activation(xq));
       REQUIRE(i + 1 < p.dispatches.size());
       const lower::Dispatch& m = p.dispatches[i + 1];

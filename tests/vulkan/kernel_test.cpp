@@ -740,6 +740,7 @@ TEST_CASE_FIXTURE(VulkanTest, "quantize: x in 8-bit blocks with their scale and 
   Gpu gpu(device);
   std::set<std::tuple<std::string, uint32_t, bool, bool>> done;  // spec, K, norm, slots
   uint32_t largest_factor = 0;
+  int64_t most_groups = 0;  // a row over several workgroups (K > 32 · kQuantizeGroupBlocks)
   size_t ties = 0, values = 0;
   for_each_instance("matmul_rows.comp", [&](const Model& m, const emit::KernelInstance&, const Constants& mc) {
     const spec::Spec& s = m.spec;
@@ -763,6 +764,7 @@ TEST_CASE_FIXTURE(VulkanTest, "quantize: x in 8-bit blocks with their scale and 
     const uint32_t factor = c.u("ROW_FACTOR");
     CHECK(factor == (slots ? static_cast<uint32_t>(s.moe.top_k) : 1u));
     largest_factor = std::max(largest_factor, factor);
+    most_groups = std::max(most_groups, kernels::quantize_groups(K));
 
     // Rows of different magnitudes; the first holds small integers times
     // 2^-3 (every q exact: x·(1/d) lands on no tie), and a block of zeros.
@@ -793,7 +795,7 @@ TEST_CASE_FIXTURE(VulkanTest, "quantize: x in 8-bit blocks with their scale and 
             kernels::QuantizeBindings<vk::Binding>{.x = whole(xb), .xq = whole(xqb),
                                                    .norm_scale = norm ? whole(gb) : gpu.no_buffer(),
                                                    .norm_shift = norm && s.norm.bias ? whole(bb) : gpu.no_buffer()},
-            push::RowsPush{.rows = kGroups}, kGroups);
+            push::RowsPush{.rows = kGroups}, static_cast<uint32_t>(kernels::quantize_groups(K)), kGroups);
     const std::vector<float> out = read_back<float>(device, xqb, size_t{rows} * words + kGuardWords);
     check_guard(out, size_t{rows} * words);
 
@@ -828,7 +830,10 @@ TEST_CASE_FIXTURE(VulkanTest, "quantize: x in 8-bit blocks with their scale and 
     CHECK(mismatches == 0);
     MESSAGE(s.name << " " << instance << (slots ? std::string(" (slots)") : std::string()) << ": " << rows << " rows quantized");
   });
-  if (whole_grid()) CHECK(largest_factor > 1);  // the expert down projection's slots ran
+  if (whole_grid()) {
+    CHECK(largest_factor > 1);  // the expert down projection's slots ran
+    CHECK(most_groups > 2);     // and rows over several workgroups, the last one partial or not
+  }
   CHECK(ties * 1000 <= values);
   MESSAGE("quantize: " << values << " values, " << ties << " rounded to the other side of a tie than on the CPU");
 }
@@ -999,11 +1004,11 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
               kernels::QuantizeBindings<vk::Binding>{.x = whole(xb), .xq = whole(xqb),
                                                      .norm_scale = norm != 0 ? whole(gb) : gpu.no_buffer(),
                                                      .norm_shift = norm_bias ? whole(nbb) : gpu.no_buffer()},
-              push::RowsPush{.rows = kRows}, kRows);
+              push::RowsPush{.rows = kRows}, static_cast<uint32_t>(kernels::quantize_groups(K)), kRows);
       const std::vector<uint32_t> words = read_back<uint32_t>(device, xqb, size_t{kRows} * xq_words);
       for (uint32_t t = 0; t < kRows; ++t)
         for (uint32_t i = 0; i < K; ++i)
-          xqd.push_back(weights::xq_value(std::span(&words[size_t{t} * xq_words], xq_words), i));
+          xqd.push_back(weights::xq_value(std::span(&words[size_t{t} * xq_words], xq_words), K, i));
     }
 
     // Runs a case on y's initial rows (the residual stream, else guards); y's words after.
