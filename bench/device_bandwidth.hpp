@@ -26,4 +26,18 @@ struct DeviceBandwidth {
 
 DeviceBandwidth device_bandwidth(vk::Device& device, VkDeviceSize bytes, int repeats);
 
+// Read alone, the two ways a kernel may read weights (stream_read.comp):
+// uvec4 loads from a storage buffer, and texelFetch of RGBA32UI texels from
+// a uniform texel buffer (how the matmul kernels read them), best of
+// `repeats` after an untimed run, over the same `bytes` (within
+// maxStorageBufferRange, the largest allocation and maxTexelBufferElements).
+// What a storage-buffer path for weights would gain, measured where a lease
+// runs the kit.
+struct ReadBandwidth {
+  VkDeviceSize bytes = 0;
+  double storage = 0, texel = 0;  // GB/s
+};
+
+ReadBandwidth read_bandwidth(vk::Device& device, VkDeviceSize bytes, int repeats);
+
 }  // namespace lathe::bench

@@ -45,7 +45,8 @@ std::vector<uint64_t> parse_sizes(const std::string& text) {
 
 // vkCmdCopyBuffer against stream_copy.comp on the same buffers, a row per
 // size: a copy engine's rate and the multiprocessors' (the decode
-// roofline), and where each leaves the caches (50 MiB of L2 on an H100).
+// roofline), and where each leaves the caches (50 MiB of L2 on an H100);
+// then reads alone, through a storage buffer and through a texel buffer.
 void print_bandwidth(const lathe::vk::DeviceInfo& chosen, const std::vector<uint64_t>& sizes) {
   lathe::vk::Device device(chosen);
   std::printf("\ncopy bandwidth of [%u] (GB/s, bytes read + written, best of 5 after an untimed run):\n\n", chosen.index);
@@ -53,6 +54,16 @@ void print_bandwidth(const lathe::vk::DeviceInfo& chosen, const std::vector<uint
   for (const uint64_t bytes : sizes) {
     const lathe::bench::DeviceBandwidth b = lathe::bench::device_bandwidth(device, bytes, 5);
     std::printf("| %.0f | %.1f | %.1f |\n", static_cast<double>(b.bytes) / (1 << 20), b.copy_command, b.kernel);
+    std::fflush(stdout);
+  }
+  // Read alone, as weights are: whether a storage-buffer path would read
+  // them faster than the texel buffers the matmul kernels read today.
+  std::printf("\nread bandwidth of [%u] (GB/s, bytes read, best of 5 after an untimed run; stream_read.comp):\n\n",
+              chosen.index);
+  std::printf("| buffer MiB | storage buffer, uvec4 loads | uniform texel buffer, RGBA32UI texelFetch |\n|---:|---:|---:|\n");
+  for (const uint64_t bytes : sizes) {
+    const lathe::bench::ReadBandwidth r = lathe::bench::read_bandwidth(device, bytes, 5);
+    std::printf("| %.0f | %.1f | %.1f |\n", static_cast<double>(r.bytes) / (1 << 20), r.storage, r.texel);
     std::fflush(stdout);
   }
 }
