@@ -200,6 +200,7 @@ struct Options {
   std::vector<int64_t> batches = {1, 32};   // an encoder's: inputs a pass
   int64_t length = 128;                     // an encoder's: tokens an input
   std::vector<int64_t> profile;             // --profile: rows of each pass whose kernels are timed, instead of the table
+  std::vector<std::string> profile_classes;  // --profile-classes: those classes alone (default every one the device meets)
   std::string mla_form;                     // --mla-form: latent attention's form in a prompt chunk (empty: the class's)
 };
 
@@ -599,8 +600,17 @@ int run_profile(const Options& opt) {
   vk::Device& device = context->device();
   const plan::DeviceFeatures features = vk::device_features(device.info());
   constexpr int64_t kCached = 128;
+  for (const std::string& name : opt.profile_classes) {
+    const auto& classes = m.plan.classes;
+    const auto c = std::find_if(classes.begin(), classes.end(), [&](const plan::DeviceClass& k) { return k.name == name; });
+    if (c == classes.end() || !plan::meets(*c, features))
+      throw Error(ErrorKind::InvalidArgument, "--profile-classes: " + name + (c == classes.end() ? " is not a class of " + std::string(m.name) + "'s plan" : " is not met by " + device.info().name));
+  }
   for (const plan::DeviceClass& c : m.plan.classes) {
     if (!plan::meets(c, features)) continue;
+    if (!opt.profile_classes.empty() &&
+        std::find(opt.profile_classes.begin(), opt.profile_classes.end(), c.name) == opt.profile_classes.end())
+      continue;
     SessionOptions so;
     const int64_t most = *std::max_element(opt.profile.begin(), opt.profile.end());
     so.max_chunk = std::max(most, kCached);
@@ -669,6 +679,9 @@ int main(int argc, char** argv) {
                  "a decode step) after 128 cached tokens, under each device class the device meets")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  app.add_option("--profile-classes", opt.profile_classes,
+                 "With --profile: these device classes alone, in the plan's order (default every one the device meets)")
+      ->delimiter(',');
   app.add_option("--mla-form", opt.mla_form,
                  "With --depths or --profile: latent attention's form in every prompt chunk, absorbed or expanded "
                  "(default: the device class's, expanded from the plan's fewest rows where the class has it)")
