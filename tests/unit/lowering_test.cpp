@@ -707,6 +707,11 @@ TEST_CASE("block weights: dot classes first where met (on a CPU only when named)
   CHECK(gpu_dot.prefill.layout() == lathe::kernels::Layout::Tiled);
   CHECK(classes[3].decode.layout() == lathe::kernels::Layout::Dot);
   CHECK(classes[3].prefill.layout() == lathe::kernels::Layout::Coop);
+  // A GPU's dot layout takes 1 row a subgroup (measured), its exact twin 2;
+  // the CPU's keeps its twin's tile.
+  CHECK(gpu_dot.decode.rows == 1);
+  CHECK(classes[8].decode.rows == 2);
+  CHECK(classes[0].decode.rows == classes[1].decode.rows);
   std::vector<DeviceClass> bad = classes;
   bad.back().decode.variant = Variant::Dot;  // the last class needs nothing: no integer dot products
   CHECK_FALSE(lathe::plan::classes_valid(bad));
