@@ -975,10 +975,15 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
   constexpr std::string_view kVerified = "NVIDIA H200 (driver 580.159.04), 2026-11-27";
   // Block weights decode with integer dot products on a device that has
   // them (matmul_dot.comp, reading x as quantize's 8-bit blocks): the same
-  // tiles in the dot layout. On lavapipe it is slower than the exact path
-  // (docs/lavapipe.md): the CPU one is taken only when named.
+  // tiles in the dot layout, but a GPU's decode takes 1 row a subgroup
+  // (H200, 8B q4_k_m tg64 @ d128, best of 2, 2026-11-27, bench/README.md:
+  // 161.0 tok/s against 152.4 with 2 rows; 160.2 with 1 unit a lane a step,
+  // 152.3 with 4, 119.6 with 8, 160.5 in 8 subgroups). On lavapipe it is
+  // slower than the exact path (docs/lavapipe.md): the CPU one is taken
+  // only when named.
   const auto dot = [&](plan::DeviceClass c, std::string_view name) {
     c.name = name;
+    if (!c.cpu_only) c.decode.rows = 1;
     c.decode.variant = c.batch.variant = plan::Variant::Dot;
     c.forced_only = c.cpu_only;
     c.verified = c.cpu_only ? "" : kVerified;
