@@ -4,10 +4,11 @@
 //
 // One workgroup of 128 invocations (every device's least
 // maxComputeWorkGroupInvocations), 16 loads in flight a lane: a 128k
-// vocabulary is 63 steps a lane. One subgroup alone took 4,000 steps (0.4 ms
-// of an 8B model's 7.6 ms decode step on an H200, bench/README.md), the
-// workgroup with 4 loads in flight 250 (0.1 ms): each step waits out a load's
-// latency, so the loads in flight set the time.
+// vocabulary is 63 steps a lane. One subgroup alone took 0.4 ms of an 8B
+// model's 7.6 ms decode step on an H200 (bench/README.md), this workgroup
+// about 0.1 ms with 4 loads in flight a lane and with 16 alike: one
+// workgroup runs on one multiprocessor, whose bandwidth bounds it; a pass
+// over many workgroups and a second to combine them would not be.
 //
 // Generated constants: V (vocabulary).
 // Push constants (RowsPush): rows (of the logits buffer: the last one is read).
