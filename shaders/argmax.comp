@@ -3,12 +3,13 @@
 // where the next decode step's embedding reads it.
 //
 // One workgroup of 128 invocations (every device's least
-// maxComputeWorkGroupInvocations), 16 loads in flight a lane: a 128k
-// vocabulary is 63 steps a lane. One subgroup alone took 0.4 ms of an 8B
-// model's 7.6 ms decode step on an H200 (bench/README.md), this workgroup
-// about 0.1 ms with 4 loads in flight a lane and with 16 alike: one
-// workgroup runs on one multiprocessor, whose bandwidth bounds it; a pass
-// over many workgroups and a second to combine them would not be.
+// maxComputeWorkGroupInvocations), four loads in flight a lane: a 128k
+// vocabulary is 250 steps a lane, where one subgroup alone took 4,000 (0.4 ms
+// of an 8B model's 7.6 ms decode step on an H200, bench/README.md). It
+// takes about 0.1 ms there, and as long with 16 loads in flight (measured,
+// 2026-11-27): one workgroup runs on one multiprocessor, whose bandwidth
+// bounds it; a pass over many workgroups and a second to combine them would
+// not be.
 //
 // Generated constants: V (vocabulary).
 // Push constants (RowsPush): rows (of the logits buffer: the last one is read).
@@ -17,7 +18,7 @@
 #include "common.glsl"
 
 #define WG 128u
-#define UNROLL 16u
+#define UNROLL 4u
 layout(local_size_x = WG) in;
 
 IO_BLOCK(BINDING_io)
@@ -35,8 +36,8 @@ void main() {
   // keeps the first of equals.
   for (uint i0 = lane; i0 < V; i0 += UNROLL * WG) {
     float v[UNROLL];
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u) v[u] = i0 + u * WG < V ? logits[base + i0 + u * WG] : 0.0;
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+    for (uint u = 0; u < UNROLL; ++u) v[u] = i0 + u * WG < V ? logits[base + i0 + u * WG] : 0.0;
+    for (uint u = 0; u < UNROLL; ++u) {
       if (i0 + u * WG < V && (v[u] > best || index == 0xffffffffu)) {
         best = v[u];
         index = i0 + u * WG;

@@ -19,14 +19,19 @@ layout(std430, binding = BINDING_norm_shift) readonly buffer NormB { vec4 norm_b
 // one each (an H200's quantize of a 4096-wide row took 2.6 µs longer with
 // its norm when each load waited on the last, bench/README.md).
 const uint STATS_LOADS = 8u;
+// The vec4s i, i + step, … (STATS_LOADS of them) of the row from `base`,
+// zeros past its n.
+void stats_loads(uint base, uint i, uint step, uint n, out vec4 v[STATS_LOADS]) {
+  [[unroll]] for (uint u = 0; u < STATS_LOADS; ++u) v[u] = i + u * step < n ? x[base + i + u * step] : vec4(0.0);
+}
 vec2 partial_stats(uint row, uint first, uint step, bool whole_subgroup) {
   const uint base = row * (K / 4), n = K / 4;
+  vec4 v[STATS_LOADS];
   float mean = 0.0;
 #if NORM == 2
   float sum = 0.0;
   for (uint i = first; i < n; i += STATS_LOADS * step) {
-    vec4 v[STATS_LOADS];
-    [[unroll]] for (uint u = 0; u < STATS_LOADS; ++u) v[u] = i + u * step < n ? x[base + i + u * step] : vec4(0.0);
+    stats_loads(base, i, step, n, v);
     [[unroll]] for (uint u = 0; u < STATS_LOADS; ++u)
       if (i + u * step < n) sum += (v[u].x + v[u].y) + (v[u].z + v[u].w);
   }
@@ -34,8 +39,7 @@ vec2 partial_stats(uint row, uint first, uint step, bool whole_subgroup) {
 #endif
   float squares = 0.0;
   for (uint i = first; i < n; i += STATS_LOADS * step) {
-    vec4 v[STATS_LOADS];
-    [[unroll]] for (uint u = 0; u < STATS_LOADS; ++u) v[u] = i + u * step < n ? x[base + i + u * step] : vec4(0.0);
+    stats_loads(base, i, step, n, v);
     [[unroll]] for (uint u = 0; u < STATS_LOADS; ++u) {
       if (i + u * step >= n) continue;
       const vec4 c = v[u] - mean;

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <random>
 #include <span>
@@ -18,7 +17,6 @@
 #include "generator/spec/parse.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/reference/reference.hpp"
-#include "runtime/vk/device_features.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
 #include "tests/harness/vulkan_harness.hpp"
@@ -63,18 +61,11 @@ inline double tolerance(const plan::DeviceClass* c) {
   if (c && rounds_prompts_to_f16(*c)) return std::max(kCoopTolerance, tolerance(nullptr));
   return model_info().cache_dtype == DType::F16 ? 5e-3 : 5e-4;
 }
-// The tests' sessions take the class LATHE_DEVICE_CLASS names (the GPU kit
-// runs them so on each forced-only class), else the first the device meets,
-// as a session picks it: a dot class is a GPU's default where met (the 2026-11-27
-// lease found the default-class tests held to the exact path's tolerance).
-inline double tolerance(const vk::Device& device) {
-  const std::span<const plan::DeviceClass> classes = model_info().plan.classes;
-  const char* forced = std::getenv("LATHE_DEVICE_CLASS");
-  for (const plan::DeviceClass& c : classes)
-    if (forced && c.name == forced) return tolerance(&c);
-  const int32_t met = plan::first_met(classes, vk::device_features(device.info()));
-  return tolerance(met < 0 ? nullptr : &classes[static_cast<size_t>(met)]);
-}
+// A session's tolerance: its class's, as the runtime chose it (the class
+// LATHE_DEVICE_CLASS or the options name, else the first the device meets:
+// a dot class is a GPU's default where met; the 2026-11-27 lease found the
+// default-class tests held to the exact path's tolerance).
+inline double tolerance(const Session& session) { return tolerance(&session.device_class()); }
 
 // The blocks of each block-dtype tensor, quantized from the random weights
 // (test_weights() fills it).

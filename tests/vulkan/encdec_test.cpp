@@ -53,7 +53,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a source and a decoder prompt give the refe
       REQUIRE(logits.size() == t * V);
       const double worst = worst_row_error(logits, reference_logits(source, target), V);
       MESSAGE(n << " source tokens, " << t << " target rows: worst row normalized error " << worst);
-      CHECK(worst < tolerance(device));
+      CHECK(worst < tolerance(session));
     }
   }
 }
@@ -76,7 +76,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "decode steps after a prompt follow the refe
       worst = std::max(worst, normalized_error(got.data(), &expected[i * V], V));
     }
     MESSAGE("source " << source.size() << ", prompt 3 + 9 decode steps: worst normalized error " << worst);
-    CHECK(worst < tolerance(device));
+    CHECK(worst < tolerance(session));
     CHECK(session.position() == static_cast<int64_t>(target.size()));
   }
 }
@@ -105,7 +105,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "sequences with sources of their own decode 
     const std::vector<float> expected = reference_logits(sources[s], targets[s]);
     const double error = normalized_error(&batched[s * V], &expected[(targets[s].size() - 1) * V], V);
     MESSAGE("sequence " << s << " (source " << sources[s].size() << "): normalized error " << error);
-    CHECK(error < tolerance(device));
+    CHECK(error < tolerance(session));
   }
 }
 
@@ -128,7 +128,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
     session.source(0, source);
     const double worst = worst_row_error(session.prefill(target), expected, V);
     MESSAGE("class " << c.name << ": worst normalized error " << worst);
-    CHECK(worst < tolerance(device));
+    CHECK(worst < tolerance(session));
     ++ran;
   }
   CHECK(ran >= 1);

@@ -19,7 +19,7 @@ using namespace lathe::test;
 
 namespace {
 
-// Against the double-precision reference: test_model.hpp's tolerance(device),
+// Against the double-precision reference: test_model.hpp's tolerance(session),
 // f32 sums (and an f16 cache where the spec asks), the class's rounding.
 std::vector<float> reference_states(const std::vector<int32_t>& tokens) {
   reference::Reference ref(test_spec(), test_weights());
@@ -45,7 +45,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "the hidden states of one input match the CP
     REQUIRE(states.size() == n * H);
     const double worst = worst_row_error(states, expected, H);
     MESSAGE(n << " tokens: worst row normalized error " << worst);
-    CHECK(worst < tolerance(device));
+    CHECK(worst < tolerance(session));
     CHECK(session.position() == 0);  // nothing stays cached
   }
 }
@@ -66,7 +66,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a batch of inputs of different lengths in o
     // Each against its reference alone: no row sees another input's keys.
     const double worst = worst_row_error(states[i], reference_states(inputs[i]), H);
     MESSAGE("input " << i << " (" << inputs[i].size() << " tokens): worst row normalized error " << worst);
-    CHECK(worst < tolerance(device));
+    CHECK(worst < tolerance(session));
   }
   // Inputs run alone in the same layout give the same rows, to rounding.
   const std::vector<float> alone = session.encode(std::span(inputs).subspan(2, 1)).front();
@@ -90,7 +90,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
     const std::vector<std::vector<float>> states = session.encode(std::vector{a, b});
     const double worst = std::max(worst_row_error(states[0], expected_a, H), worst_row_error(states[1], expected_b, H));
     MESSAGE("class " << c.name << ": worst normalized error " << worst);
-    CHECK(worst < tolerance(device));
+    CHECK(worst < tolerance(session));
     ++ran;
   }
   CHECK(ran >= 1);

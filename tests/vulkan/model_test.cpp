@@ -73,8 +73,8 @@ TEST_CASE_FIXTURE(test::VulkanTest, "prefill logits of every row match the CPU r
   const size_t V = static_cast<size_t>(model_info().vocab);
   REQUIRE(logits.size() == expected.size());
   const double worst = worst_row_error(logits, expected, V);
-  MESSAGE("worst row normalized error " << worst << " (tolerance " << tolerance(device) << ")");
-  CHECK(worst < tolerance(device));
+  MESSAGE("worst row normalized error " << worst << " (tolerance " << tolerance(session) << ")");
+  CHECK(worst < tolerance(session));
   CHECK(session.position() == 37);
 }
 
@@ -114,7 +114,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "greedy decoding after a prompt picks the re
   const std::vector<float> last = session.prefill(prompt);
   const std::vector<float> ref_all = ref.forward(prompt);
   const size_t V = static_cast<size_t>(model_info().vocab);
-  CHECK(normalized_error(last.data(), &ref_all[(prompt.size() - 1) * V], V) < tolerance(device));
+  CHECK(normalized_error(last.data(), &ref_all[(prompt.size() - 1) * V], V) < tolerance(session));
   const int32_t first = session.argmax();
   CHECK(first == static_cast<int32_t>(argmax(&ref_all[(prompt.size() - 1) * V], V)));
 
@@ -127,7 +127,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "greedy decoding after a prompt picks the re
       const std::vector<float> got = session.decode(token);
       const std::vector<float> row = ref.forward({token});
       CAPTURE(i);
-      CHECK(normalized_error(got.data(), row.data(), V) < tolerance(device));
+      CHECK(normalized_error(got.data(), row.data(), V) < tolerance(session));
       token = static_cast<int32_t>(argmax(got.data(), V));
     }
     CHECK(session.position() == static_cast<int64_t>(prompt.size()) + 64);
@@ -216,7 +216,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "matrices split into row ranges give the ref
   double worst = worst_row_error(logits, expected, V);
   worst = std::max(worst, normalized_error(step.data(), expected_step.data(), V));
   MESSAGE(tokens.size() << " prompt rows and a decode step: worst normalized error " << worst);
-  CHECK(worst < tolerance(device));
+  CHECK(worst < tolerance(session));
   CHECK(argmax(step.data(), V) == argmax(expected_step.data(), V));
 }
 
@@ -235,8 +235,8 @@ TEST_CASE_FIXTURE(test::VulkanTest, "tiles set for a measurement give the refere
   const std::vector<float> expected = ref.forward(prompt);
   const std::vector<float> expected_step = ref.forward({prompt[0]});
   const size_t V = static_cast<size_t>(model_info().vocab);
-  CHECK(normalized_error(last.data(), &expected[(prompt.size() - 1) * V], V) < tolerance(device));
-  CHECK(normalized_error(step.data(), expected_step.data(), V) < tolerance(device));
+  CHECK(normalized_error(last.data(), &expected[(prompt.size() - 1) * V], V) < tolerance(session));
+  CHECK(normalized_error(step.data(), expected_step.data(), V) < tolerance(session));
   for (const auto& [d, p] : {std::pair<plan::Tile, plan::Tile>{{1, 2, 2}, prefill}, {{65, 1, 1}, prefill},
                              {decode, {4, 4, 1}}, {decode, {4, 8, 9}}}) {
     CAPTURE(d.rows);
@@ -271,8 +271,8 @@ TEST_CASE_FIXTURE(test::VulkanTest, "latent attention's absorbed and expanded pr
     const double worst = worst_row_error(by_form.back(), expected, V);
     const double step = normalized_error(session.decode(tokens[3]).data(), expected_step.data(), V);
     MESSAGE(form << ": worst row normalized error " << worst << ", the step after " << step);
-    CHECK(worst < tolerance(device));
-    CHECK(step < tolerance(device));
+    CHECK(worst < tolerance(session));
+    CHECK(step < tolerance(session));
   }
   CHECK(worst_row_error(by_form[1], by_form[0], V) < 1e-4);
   SessionOptions bad;
@@ -315,8 +315,8 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a long chunk's split attention takes the ke
   reference::Reference ref(test_spec(), test_weights());
   const size_t V = static_cast<size_t>(model_info().vocab);
   const std::vector<float> expected = ref.forward(prompt);
-  CHECK(normalized_error(last.data(), &expected[(prompt.size() - 1) * V], V) < tolerance(device));
-  CHECK(normalized_error(step.data(), ref.forward({prompt[2]}).data(), V) < tolerance(device));
+  CHECK(normalized_error(last.data(), &expected[(prompt.size() - 1) * V], V) < tolerance(session));
+  CHECK(normalized_error(step.data(), ref.forward({prompt[2]}).data(), V) < tolerance(session));
 }
 
 // Model-independent: one model shows it. The memory a session counts (and
@@ -350,7 +350,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "decode continues from the cache position, n
   reference::Reference ref(test_spec(), test_weights());
   ref.forward(prompt);
   const std::vector<float> expected = ref.forward({prompt[0]});
-  CHECK(normalized_error(later.data(), expected.data(), V) < tolerance(device));
+  CHECK(normalized_error(later.data(), expected.data(), V) < tolerance(session));
 }
 
 TEST_CASE_FIXTURE(test::VulkanTest, "bad calls are refused with the numbers, before anything runs") {
@@ -450,7 +450,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "batched decode steps of several sequences g
   ref.forward(prompts[2]);
   std::vector<float> last;
   for (size_t i = 0; i < done[2]; ++i) last = ref.forward({streams[2][i]});
-  CHECK(normalized_error(expected[2][done[2]].data(), last.data(), V) < tolerance(device));
+  CHECK(normalized_error(expected[2][done[2]].data(), last.data(), V) < tolerance(alone));
 
   // Bad steps are refused before anything runs.
   const std::vector<Session::Step> twice = {{1, 0}, {1, 0}};
@@ -702,7 +702,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "one row a chunk (a ring of exactly the wind
   for (size_t t = prompt.size(); t < tokens.size(); ++t)
     worst = std::max(worst, normalized_error(session.decode(tokens[t]).data(), ref.forward({tokens[t]}).data(), V));
   MESSAGE("worst normalized error over 32 positions, one row a chunk: " << worst);
-  CHECK(worst < tolerance(device));
+  CHECK(worst < tolerance(session));
   CHECK(session.position() == 32);
 }
 
