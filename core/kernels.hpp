@@ -390,7 +390,8 @@ enum class SpecConstants : uint8_t {
   Tile,    // matmul: 1 ROWS, 2 TOKENS, 3 TEXELS, 4 GROUPS (the device's tile)
   Splits,  // attention_combine: 1 SPLITS, key ranges per (head, row)
   Ring,    // rope_kv: 1 RING, the positions the layer's cache holds (position p at slot p mod RING)
-  SplitsRing,  // attention: 1 SPLITS, 2 RING, 3 QROWS (rows a workgroup: the class's in a prompt chunk, else 1)
+  SplitsRing,  // attention: 1 SPLITS, 2 RING, 3 QROWS (rows a workgroup: the class's in a prompt chunk, else 1),
+               // 4 KEYS (flash tiles' keys, plan::Flash)
 };
 
 struct FamilyInfo {
@@ -453,6 +454,15 @@ inline constexpr std::string_view kLayoutFiles[kLayouts] = {"matmul_rows.comp", 
 inline constexpr std::string_view kLayoutNames[kLayouts] = {"rows", "broadcast", "tiled", "dot", "coop", "coop-khr"};
 constexpr std::string_view layout_file(Layout l) { return kLayoutFiles[static_cast<size_t>(l)]; }
 constexpr std::string_view layout_name(Layout l) { return kLayoutNames[static_cast<size_t>(l)]; }
+
+// attention's module in a pass whose matmuls run layout `l`, on a class
+// that runs a prompt's attention in flash tiles (plan::Flash): the tiled
+// layout's attention_flash.comp, the matrix units' attention_flash_coop.comp
+// (CoopKhr: its KHR rewrite, as matmul's). Every other pass runs
+// attention.comp.
+constexpr std::string_view flash_file(Layout l) {
+  return l == Layout::Coop || l == Layout::CoopKhr ? "attention_flash_coop.comp" : "attention_flash.comp";
+}
 
 constexpr const FamilyInfo& family(Family f) {
   for (const FamilyInfo& i : kFamilies)

@@ -280,6 +280,44 @@ struct DeviceFeatures {
 // several rows a workgroup (attention.comp's kstage and vstage).
 inline constexpr uint32_t kAttentionStageBytes = 8192;
 
+// Flash attention of a prompt chunk (shaders/attention_flash.glsl): a
+// workgroup of kFlashThreads invocations takes `rows` consecutive rows of
+// the chunk for GT query heads of one KV head (lines = rows · GT query
+// lines) and walks their keys in tiles of `keys`, staged in shared memory
+// once for every line; attention_flash.comp takes the products by
+// multiply-adds, attention_flash_coop.comp on matrix units (a class whose
+// prompts' matmuls run the coop layouts). rows 0: none (attention.comp).
+struct Flash {
+  uint32_t rows = 0, keys = 0;
+  constexpr bool operator==(const Flash&) const = default;
+};
+inline constexpr uint32_t kFlashThreads = 128;
+
+// The shared memory a flash workgroup declares, in bytes: the lines'
+// queries (f32, or f16 rows padded by 8 on matrix units), a tile's keys and
+// values (the cache's texels, or f16 padded rows), its scores (f32) and,
+// on matrix units, P (f16 rows of keys + 8) and the lines' output (f32);
+// two floats a line; `extra`, T5's relative-bias table where there is one.
+constexpr uint32_t flash_shared_bytes(bool coop, uint32_t lines, uint32_t keys, uint32_t dh, bool cache_f16,
+                                      uint32_t extra = 0) {
+  const uint32_t common = lines * keys * 4 + lines * 8 + extra;
+  if (!coop) return common + lines * dh * 4 + 2 * keys * dh * (cache_f16 ? 2 : 4);
+  return common + (lines + 2 * keys) * (dh + 8) * 2 + lines * (keys + 8) * 2 + lines * dh * 4;
+}
+// The flash tile of a model whose workgroups take gt query heads of head
+// width dh, within `budget` bytes of shared memory: the most lines (64, 32
+// or 16, a multiple of 16 and of gt), then the most keys (32 or 16), that
+// fit; none ({0, 0}) where nothing fits or, on matrix units, dh is not a
+// multiple of 16.
+constexpr Flash flash_tile(bool coop, uint32_t gt, uint32_t dh, bool cache_f16, uint32_t budget, uint32_t extra = 0) {
+  if (gt == 0 || dh == 0 || dh % 8 != 0 || (coop && dh % 16 != 0)) return {};
+  for (uint32_t lines = 64; lines >= 16; lines -= 16)
+    for (uint32_t keys = 32; keys >= 16; keys -= 16)
+      if (lines % gt == 0 && flash_shared_bytes(coop, lines, keys, dh, cache_f16, extra) <= budget)
+        return {lines / gt, keys};
+  return {};
+}
+
 // A device class: how the plan runs on one kind of device, decided by the
 // generator for the model (its tiles depend on its dtypes). A session takes
 // the plan's first class whose needs its device meets, or the one
@@ -313,6 +351,9 @@ struct DeviceClass {
   // device its kernel and model tests passed on once they have.
   bool forced_only = false;
   std::string_view verified;
+  // A prompt chunk's attention in flash tiles instead of attention_rows
+  // (rows 0: none); the class's min_shared covers them.
+  Flash flash;
 };
 
 // Whether a class runs `v` in any pass: a variant needs its feature (Dot
@@ -325,7 +366,8 @@ constexpr bool meets(const DeviceClass& c, const DeviceFeatures& f) {
   return (!c.cpu_only || f.cpu) && f.subgroup >= c.min_subgroup && f.shared >= c.min_shared &&
          (!uses(c, Variant::Dot) || f.integer_dot) && (!uses(c, Variant::Coop) || f.coop_nv) &&
          (!uses(c, Variant::CoopKhr) || f.coop_khr) &&
-         f.invocations >= std::max({f.subgroup * c.attention_rows, c.prefill.threads(f.subgroup),
+         f.invocations >= std::max({f.subgroup * c.attention_rows, c.flash.rows > 0 ? kFlashThreads : 1u,
+                                    c.prefill.threads(f.subgroup),
                                     c.decode.threads(f.subgroup), c.batch.threads(f.subgroup)});
 }
 
@@ -435,7 +477,7 @@ constexpr size_t dispatch_count(const Plan& p, bool split) {
 constexpr bool classes_valid(std::span<const DeviceClass> classes) {
   if (classes.empty()) return false;
   const DeviceClass& last = classes.back();  // needs nothing: workgroups of one subgroup, no shared memory
-  if (last.cpu_only || last.min_subgroup > 1 || last.min_shared > 0 || last.attention_rows > 1 ||
+  if (last.cpu_only || last.min_subgroup > 1 || last.min_shared > 0 || last.attention_rows > 1 || last.flash.rows > 0 ||
       last.decode.groups > 1 || last.batch.groups > 1 || last.prefill.tiled() || last.forced_only ||
       uses(last, Variant::Dot))
     return false;
@@ -443,6 +485,9 @@ constexpr bool classes_valid(std::span<const DeviceClass> classes) {
     if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup, c.min_shared) || !tile_fits(c.batch) ||
         c.splits < 1 || c.attention_rows < 1 || c.attention_rows > 8 ||
         (c.attention_rows > 1 && (c.min_shared < kAttentionStageBytes || c.prefill == c.decode)))
+      return false;
+    // Flash tiles: a prompt's rows (the tiled layouts'), at most 64 of them, keys 16 or 32.
+    if (c.flash.rows > 0 && (!c.prefill.tiled() || c.flash.rows > 64 || (c.flash.keys != 16 && c.flash.keys != 32)))
       return false;
     if (c.batch.tokens < 1 || c.batch.tokens >= Tile::kPrefillTokens) return false;
   }

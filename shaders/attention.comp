@@ -92,35 +92,7 @@ void load_staged(bool values, uint at, uint lane, out float v[W]) {
 
 bool owns(uint lane, uint d) { return lane + (d / CVPT) * LANES < CTPR; }  // dim slot d of the lane is in the head
 
-// The keys row t sees end before this: its own position + 1 (causal), or
-// its input's end (bidirectional).
-uint visible(uint t) {
-#if CROSS
-  return io.rows[t].extent;
-#elif BIDIRECTIONAL
-  return max(io.rows[t].extent, io.rows[t].position + 1);
-#else
-  return io.rows[t].position + 1;
-#endif
-}
-
-// Causal: row t's sequence's positions lowest … the row's own (lowest = 0,
-// or the window's first key i − WINDOW + 1), this workgroup's range of
-// them: [x, y). Both ends grow with the row's position.
-uvec2 key_range(uint t) {
-#if BIDIRECTIONAL
-  // A window W both ways (ModernBERT's local attention): |i − j| ≤ W.
-  const uint i = io.rows[t].position;
-  const uint all_keys = WINDOW > 0u ? min(visible(t), i + WINDOW + 1u) : visible(t);
-  const uint lowest = WINDOW > 0u && i > WINDOW ? i - WINDOW : 0u;
-#else
-  const uint all_keys = visible(t);
-  const uint lowest = WINDOW > 0u && all_keys > WINDOW ? all_keys - WINDOW : 0u;
-#endif
-  const uint chunk = (all_keys - lowest + SPLITS - 1) / SPLITS;
-  const uint first = min(lowest + gl_WorkGroupID.z * chunk, all_keys);
-  return uvec2(first, min(first + chunk, all_keys));
-}
+#include "attention.glsl"
 
 // Every loop over heads and dims is unrolled so that these stay in registers.
 #define STATE float qv[GT * W], acc[GT * W], m[GT], l[GT]
@@ -150,39 +122,6 @@ uvec2 key_range(uint t) {
     [[unroll]] for (uint d = 0; d < W; ++d) acc[g * W + d] = acc[g * W + d] * correction + weight * v0[d];       \
     m[g] = m_new;                                                                                                \
   }
-
-#if RELATIVE
-// T5's bias of the workgroup's GT query heads by distance, −REL_MAX … REL_MAX:
-// looked up once a workgroup (a constant array indexed at run time is
-// copied into each invocation's memory where it is read; here it is read
-// only to fill this table).
-shared float rel_table[(2u * REL_MAX + 1u) * GT];
-void load_relative(uint head0) {
-  for (uint i = gl_LocalInvocationIndex; i < (2u * REL_MAX + 1u) * GT; i += gl_WorkGroupSize.x)
-    rel_table[i] = rel_bias[REL_BUCKET[i / GT] * HQ + head0 + i % GT];
-  barrier();
-}
-// The bias of query head h (one of the workgroup's) for key j seen from position i.
-float relative(uint h, uint j, uint i) {
-  const int r = clamp(int(j) - int(i), -int(REL_MAX), int(REL_MAX));
-  return rel_table[uint(r + int(REL_MAX)) * GT + h % GT];
-}
-#endif
-
-// Scores of keys pos … pos + 3 for query head h of the row at position
-// qpos: soft-capped, ALiBi's slope · (j − i) or T5's relative bias added.
-vec4 adjust4(vec4 score, uint h, uint pos, uint qpos) {
-#if SOFTCAPPED
-  score = vec4(softcap(score.x, SOFTCAP), softcap(score.y, SOFTCAP), softcap(score.z, SOFTCAP), softcap(score.w, SOFTCAP));
-#endif
-#if ALIBI
-  score += SLOPES[h] * (vec4(float(pos), float(pos + 1), float(pos + 2), float(pos + 3)) - float(qpos));
-#endif
-#if RELATIVE
-  score += vec4(relative(h, pos, qpos), relative(h, pos + 1, qpos), relative(h, pos + 2, qpos), relative(h, pos + 3, qpos));
-#endif
-  return score;
-}
 
 // The softmax over keys [from, to), four at a time, then the last 0–3;
 // LOAD(values, pos, v) reads key (false) or value (true) `pos`.

@@ -576,7 +576,8 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
                          ", .splits = " + i(c.splits) + ", .attention_rows = " + i(c.attention_rows) +
                          ", .chunked_scan = " + b(c.chunked_scan) + ", .expanded_mla = " + b(c.expanded_mla) +
                          ", .forced_only = " + b(c.forced_only) +
-                         ", .verified = \"" + std::string(c.verified) + "\"}");
+                         ", .verified = \"" + std::string(c.verified) + "\"" + ", .flash = {" + i(c.flash.rows) + ", " +
+                         i(c.flash.keys) + "}}");
     class_items.push_back(item);
   }
   root.set("device_classes", class_items);

@@ -351,12 +351,13 @@ KernelSource layout_source(const KernelSource& source, kernels::Layout layout) {
 
 namespace {
 
-// The CoopKhr module of a Coop one, checked as far as it can be here.
-std::vector<uint32_t> coop_khr_module(const std::vector<uint32_t>& coop) {
+// The CoopKhr module of a Coop one (of shaders/<file>), checked as far as
+// it can be here.
+std::vector<uint32_t> coop_khr_module(const std::vector<uint32_t>& coop,
+                                      std::string_view file = kernels::layout_file(kernels::Layout::Coop)) {
   const std::vector<uint32_t> khr = coop_khr_from_nv(coop);
   if (const std::string problems = check_coop_khr(khr); !problems.empty())
-    throw ShaderError("shaders/" + std::string(kernels::layout_file(kernels::Layout::Coop)) +
-                      ": its KHR cooperative-matrix rewrite: " + problems);
+    throw ShaderError("shaders/" + std::string(file) + ": its KHR cooperative-matrix rewrite: " + problems);
   return khr;
 }
 
@@ -367,8 +368,23 @@ std::vector<uint32_t> compile_layout(const KernelSource& source, kernels::Layout
   return coop_khr_module(compile_kernel(layout_source(source, kernels::Layout::Coop)));
 }
 
+std::vector<kernels::Layout> flash_layouts(std::span<const plan::DeviceClass> classes) {
+  std::vector<kernels::Layout> out;
+  for (const plan::DeviceClass& c : classes)
+    if (c.flash.rows > 0 && std::find(out.begin(), out.end(), c.prefill.layout()) == out.end()) out.push_back(c.prefill.layout());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<uint32_t> compile_flash(const KernelSource& source, kernels::Layout layout) {
+  KernelSource flash = source;
+  flash.file = std::string(kernels::flash_file(layout));
+  if (layout != kernels::Layout::CoopKhr) return compile_kernel(flash);
+  return coop_khr_module(compile_kernel(flash), flash.file);
+}
+
 std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& plan) {
-  const std::vector<kernels::Layout> layouts = planned_layouts(plan.classes);
+  const std::vector<kernels::Layout> layouts = planned_layouts(plan.classes), flash = flash_layouts(plan.classes);
   std::vector<CompiledKernel> out;
   std::vector<KernelInstance> instances = kernel_instances(s, plan);
   for (size_t i = 0; i < instances.size(); ++i) {
@@ -378,6 +394,17 @@ std::vector<CompiledKernel> compile_kernels(const Spec& s, const lower::Plan& pl
     if (key.family != kernels::Family::Matmul) {
       c.modules.push_back({c.instance.source.file, compile_kernel(c.instance.source)});
       c.layout_module.fill(0);
+      // attention: a prompt on a class with flash tiles runs the flash
+      // module of its matmuls' layout (KHR's rewritten from NV's where both are).
+      if (key.family == kernels::Family::Attention)
+        for (kernels::Layout l : flash) {
+          const uint8_t coop = c.layout_module[static_cast<size_t>(kernels::Layout::Coop)];
+          std::vector<uint32_t> spirv = l == kernels::Layout::CoopKhr && coop != 0
+                                            ? coop_khr_module(c.modules[coop].spirv, kernels::flash_file(l))
+                                            : compile_flash(c.instance.source, l);
+          c.layout_module[static_cast<size_t>(l)] = static_cast<uint8_t>(c.modules.size());
+          c.modules.push_back({std::string(kernels::flash_file(l)), std::move(spirv)});
+        }
     } else {
       std::map<kernels::Layout, uint8_t> compiled;  // by the layout whose module it is
       for (kernels::Layout l : layouts) {

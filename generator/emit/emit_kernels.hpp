@@ -28,7 +28,8 @@ struct CompiledModule {
 
 struct CompiledKernel {
   KernelInstance instance;
-  // One module, or a matmul's one per layout its plan's classes run.
+  // One module, or a matmul's one per layout its plan's classes run, or
+  // attention's and its flash modules (flash_layouts).
   std::vector<CompiledModule> modules;
   std::array<uint8_t, kernels::kLayouts> layout_module{};  // as lathe::KernelBinary's (0xff: none)
 };
@@ -45,6 +46,11 @@ KernelSource layout_source(const KernelSource& source, kernels::Layout layout);
 // for CoopKhr the Coop module rewritten (generator/emit/coop_khr.hpp), which
 // the SPIRV-Tools here cannot validate; check_coop_khr has checked it.
 std::vector<uint32_t> compile_layout(const KernelSource& source, kernels::Layout layout);
+// The layouts whose prompts run attention in flash tiles on some class of
+// the plan (its prefill tile's: Tiled, Coop, CoopKhr), and an attention
+// instance's flash module for one (kernels::flash_file; CoopKhr rewritten).
+std::vector<kernels::Layout> flash_layouts(std::span<const plan::DeviceClass> classes);
+std::vector<uint32_t> compile_flash(const KernelSource& source, kernels::Layout layout);
 
 // The instance of one kernel key: its shaders/ file and its constants (the
 // key's, the spec's single-valued ones and its family's interface block).

@@ -15,12 +15,19 @@ namespace lathe::lower {
 
 // Every plan's classes, whatever its weights: a class that only plans with
 // block weights (integer dot products read q8_0 and k-quant blocks) is
-// listed too, after those of f16 and f32 models.
+// listed too, after those of f16 and f32 models; the flash classes as a
+// model with 8B's attention plans them (4 query heads a KV head, 128 wide,
+// an f16 cache: their shared memory depends on it).
 inline std::vector<plan::DeviceClass> report_classes() {
   std::vector<plan::DeviceClass> all;
-  for (const DType dtype : {DType::F16, DType::Q8_0, DType::Q4_K})
-    for (const plan::DeviceClass& c : device_classes(std::vector<DType>{dtype}))
+  for (const DType dtype : {DType::F16, DType::Q8_0, DType::Q4_K}) {
+    Plan p;
+    p.kernels.push_back(KernelKey{.family = kernels::Family::Attention, .head_tile = 4});
+    p.classes = device_classes(std::vector<DType>{dtype});
+    add_flash_classes(p, 128, true, 0);
+    for (const plan::DeviceClass& c : p.classes)
       if (std::none_of(all.begin(), all.end(), [&](const plan::DeviceClass& a) { return a.name == c.name; })) all.push_back(c);
+  }
   return all;
 }
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <tuple>
 
 namespace lathe::lower {
 namespace {
@@ -1068,6 +1069,44 @@ void add_quantize(Plan& p) {
   p.dispatches = std::move(out);
   p.encode_dispatches = encode;
   if (width > 0) p.slot_widths.push_back(width);
+}
+
+// Flash attention of prompts (plan::Flash) on the gpu class and its copies
+// on matrix units, each in a copy of its own that only a name takes: its
+// kernels have passed the tests on lavapipe (the multiply-add form) and
+// spirv-val (the matrix-unit form), but no GPU has measured them yet. The
+// tile is planned for the model: its workgroups' GT heads (one GT for all
+// its attention kernels, or none is planned), head width and cache dtype,
+// within 32 KiB of shared memory by multiply-adds (lavapipe's, so that the
+// tests run it) and 48 KiB on matrix units (what devices with them have).
+void add_flash_classes(Plan& p, int64_t head_dim, bool cache_f16, int64_t relative_max) {
+  uint32_t gt = 0;
+  for (const KernelKey& k : p.kernels) {
+    if (k.family != Family::Attention) continue;
+    if (gt != 0 && gt != static_cast<uint32_t>(k.head_tile)) return;
+    gt = static_cast<uint32_t>(k.head_tile);
+  }
+  if (gt == 0 || p.classes.empty()) return;
+  const uint32_t extra = relative_max > 0 ? static_cast<uint32_t>(2 * relative_max + 1) * gt * 4 : 0;
+  const uint32_t dh = static_cast<uint32_t>(head_dim);
+  std::vector<plan::DeviceClass> added;
+  for (const auto& [base, name, budget] : {std::tuple{"gpu-coop", "gpu-coop-flash", 49152u},
+                                           std::tuple{"gpu-coop-khr", "gpu-coop-khr-flash", 49152u},
+                                           std::tuple{"gpu", "gpu-flash", 32768u}}) {
+    const auto it = std::find_if(p.classes.begin(), p.classes.end(), [&](const plan::DeviceClass& c) { return c.name == base; });
+    if (it == p.classes.end()) continue;
+    plan::DeviceClass c = *it;
+    const bool coop = c.prefill.layout() != kernels::Layout::Tiled;
+    c.flash = plan::flash_tile(coop, gt, dh, cache_f16, budget, extra);
+    if (c.flash.rows == 0) continue;
+    c.name = name;
+    c.attention_rows = 1;  // the flash tile's rows replace the staged kernel's
+    c.min_shared = std::max(c.min_shared, plan::flash_shared_bytes(coop, c.flash.rows * gt, c.flash.keys, dh, cache_f16, extra));
+    c.forced_only = true;
+    c.verified = "";
+    added.push_back(c);
+  }
+  p.classes.insert(p.classes.end() - 1, added.begin(), added.end());  // before the last, which needs nothing
 }
 
 Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes, int64_t max_part_bytes) {

@@ -117,6 +117,10 @@ class LowerError : public std::runtime_error {
 // The device classes of a model whose manifest tensors the device stores in
 // `dtypes`, in order of preference (core/plan.hpp's DeviceClass).
 std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes);
+// Adds the classes that run a prompt's attention in flash tiles
+// (plan::Flash), planned for the model's attention kernels, head width,
+// cache dtype and T5 relative-bias distance (0: none), to `p`'s classes.
+void add_flash_classes(Plan& p, int64_t head_dim, bool cache_f16, int64_t relative_max);
 
 // `dtypes`: each manifest tensor's dtype as the device stores it
 // (device_dtype). Throws LowerError for a pattern the kernels cannot run.

@@ -21,6 +21,8 @@ std::optional<ModelPlan> plan_graph(const spec::Spec& s, spec::Manifest manifest
   for (const spec::TensorSpec& t : m.manifest.tensors) dtypes.push_back(device_dtype(t.dtype));
   try {
     m.plan = lower(m.graph.schedule, dtypes, s.weights.max_part_bytes);
+    add_flash_classes(m.plan, s.dims.head_dim, s.cache.dtype == DType::F16,
+                      s.position.kind == spec::PositionKind::Relative ? s.position.max_distance : 0);
   } catch (const LowerError& e) {
     diagnostics.error(s.where(m.graph.keys[e.op()]), std::string("the kernels cannot run this model: ") + e.what());
     return std::nullopt;

@@ -126,8 +126,11 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
   const KernelBinary& k = kernel(d);
   const kernels::FamilyInfo& f = family(d);
   // A matmul's module is its tile's layout's (the generator compiled those
-  // the plan's classes run); every other family has one.
-  const KernelModule& m = k.module(f.spec_constants == kernels::SpecConstants::Tile ? tile.layout() : kernels::Layout::Rows);
+  // the plan's classes run), as is attention's in flash tiles; every other
+  // family has one.
+  const bool flash_tiles = f.spec_constants == kernels::SpecConstants::SplitsRing && flash(tile);
+  const KernelModule& m =
+      k.module(f.spec_constants == kernels::SpecConstants::Tile || flash_tiles ? tile.layout() : kernels::Layout::Rows);
   vk::PipelineKey key;
   key.kernel = std::string(k.name);
   for (const kernels::BindingInfo& b : f.bindings)
@@ -143,8 +146,9 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
     case kernels::SpecConstants::Splits: key.spec_constants = {lanes, splits}; break;
     case kernels::SpecConstants::Ring: key.spec_constants = {lanes, ring.at(static_cast<size_t>(d.layer))}; break;
     case kernels::SpecConstants::SplitsRing: {
-      const uint32_t rows = attention_rows(tile);
-      key.spec_constants = {lanes * rows, splits, ring.at(static_cast<size_t>(d.layer)), rows};
+      const uint32_t rows = attention_rows(tile), layer_ring = ring.at(static_cast<size_t>(d.layer));
+      key.spec_constants = flash_tiles ? std::vector<uint32_t>{plan::kFlashThreads, splits, layer_ring, rows, device_class->flash.keys}
+                                       : std::vector<uint32_t>{lanes * rows, splits, layer_ring, rows};
       break;
     }
   }

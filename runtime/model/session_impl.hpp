@@ -76,10 +76,12 @@ struct Session::Impl {
   static constexpr uint32_t kPrefillLayoutRows = 8;
   const Tile& tile_for(uint32_t rows) const { return rows >= kPrefillLayoutRows ? prefill : decode; }
   // Attention's rows a workgroup in a layout: the class's in the prefill
-  // layout (a chunk's rows are one sequence's), else 1 (a batched step's
-  // rows are of several sequences).
+  // layout (a chunk's rows are one sequence's; its flash tile's where it
+  // has one), else 1 (a batched step's rows are of several sequences).
+  bool prompt_layout(const Tile& tile) const { return tile == prefill && !(prefill == decode); }
+  bool flash(const Tile& tile) const { return prompt_layout(tile) && device_class->flash.rows > 0; }
   uint32_t attention_rows(const Tile& tile) const {
-    return tile == prefill && !(prefill == decode) ? device_class->attention_rows : 1;
+    return flash(tile) ? device_class->flash.rows : prompt_layout(tile) ? device_class->attention_rows : 1;
   }
   // A pipeline stage of a session split over devices (SessionOptions::stages):
   // it runs layers [first_layer, end_layer), the embedding when it is the

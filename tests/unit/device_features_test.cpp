@@ -3,6 +3,7 @@
 // `lathe devices` prints, and the class report's verdict per class.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -102,4 +103,15 @@ TEST_CASE("the class report says per class whether the device meets it, and mark
   CHECK(text.find("      coop   meets, taken only when named\n") != std::string::npos);
   CHECK(text.find("      cpu    does not meet (needs a CPU device)\n") != std::string::npos);
   CHECK(text.find("      plain  meets\n") != std::string::npos);
+}
+
+TEST_CASE("the report's classes hold the flash classes as a model with 8B's attention plans them") {
+  const std::vector<lathe::plan::DeviceClass> classes = lathe::lower::report_classes();
+  for (const char* name : {"gpu-flash", "gpu-coop-flash", "gpu-coop-khr-flash"}) {
+    CAPTURE(name);
+    const auto c = std::find_if(classes.begin(), classes.end(), [&](const lathe::plan::DeviceClass& x) { return x.name == name; });
+    REQUIRE(c != classes.end());
+    CHECK(c->forced_only);  // the kit's forced and classes steps run them on a lease
+    CHECK(c->flash == lathe::plan::Flash{8, 16});  // 8 rows × 4 heads, 16 keys a tile
+  }
 }

@@ -830,3 +830,67 @@ TEST_CASE("device classes: the gpu class on matrix units, NV's or KHR's, first w
   moved.prefill.variant = Variant::CoopKhr;
   CHECK_FALSE(lathe::plan::meets(moved, nv_only));
 }
+
+TEST_CASE("flash classes: a prompt's attention in flash tiles planned for the model, taken only when named") {
+  using lathe::plan::DeviceClass;
+  using lathe::plan::Flash;
+  // 8B's attention (8 KV heads of 4 query heads, 128 wide, an f16 cache):
+  // 32 lines of 4 heads × 8 rows by multiply-adds (16 KiB of f32 queries)
+  // within lavapipe's 32 KiB, on matrix units within 48 KiB; 1 head a
+  // workgroup (MHA) 64 rows; a tile that fits nothing is none.
+  CHECK(lathe::plan::flash_tile(false, 4, 128, true, 32768) == Flash{8, 16});
+  CHECK(lathe::plan::flash_shared_bytes(false, 32, 16, 128, true) == 26880);
+  CHECK(lathe::plan::flash_tile(true, 4, 128, true, 49152) == Flash{8, 16});
+  CHECK(lathe::plan::flash_shared_bytes(true, 32, 32, 128, true) > 49152);  // 32 keys: 256 bytes over
+  CHECK(lathe::plan::flash_tile(false, 1, 64, true, 32768) == Flash{64, 16});
+  CHECK(lathe::plan::flash_tile(false, 3, 64, true, 32768) == Flash{16, 32});  // 48 lines: a multiple of 16 and of 3
+  CHECK(lathe::plan::flash_tile(false, 3, 128, true, 32768) == Flash{});   // 48 lines of 128 f32 are over
+  CHECK(lathe::plan::flash_tile(true, 4, 72, true, 49152) == Flash{});  // matrix units take 16 dims a step
+  CHECK(lathe::plan::flash_tile(false, 8, 512, false, 16384) == Flash{});
+  // A larger flash tile is never under a smaller one's bytes.
+  CHECK(lathe::plan::flash_shared_bytes(true, 64, 16, 128, true) > lathe::plan::flash_shared_bytes(true, 32, 16, 128, true));
+
+  const Planned gqa = planned("tests/specs/tiny/llama-gqa.toml");  // 4 heads over 2, 16 wide
+  const std::vector<DeviceClass>& classes = gqa.model.plan.classes;
+  REQUIRE(lathe::plan::classes_valid(classes));
+  std::vector<std::string_view> names;
+  for (const DeviceClass& c : classes) names.push_back(c.name);
+  CHECK(names == std::vector<std::string_view>{"cpu", "cpu-narrow", "gpu-coop", "gpu-coop-khr", "gpu", "gpu-coop-flash",
+                                               "gpu-coop-khr-flash", "gpu-flash", "gpu-basic"});
+  const bool f16 = gqa.spec.cache.dtype == DType::F16;
+  for (const DeviceClass& c : classes) {
+    CAPTURE(c.name);
+    const bool flash = std::string_view(c.name).ends_with("-flash");
+    CHECK((c.flash.rows > 0) == flash);
+    if (!flash) continue;
+    const auto base = std::find_if(classes.begin(), classes.end(), [&](const DeviceClass& b) {
+      return std::string_view(c.name) == std::string(b.name) + "-flash";
+    });
+    REQUIRE(base != classes.end());
+    CHECK(c.forced_only);
+    CHECK(c.verified.empty());
+    CHECK(c.decode == base->decode);
+    CHECK(c.prefill == base->prefill);
+    CHECK(c.batch == base->batch);
+    CHECK(c.attention_rows == 1);  // the flash tile replaces the staged rows
+    CHECK(c.splits == base->splits);
+    const bool coop = c.prefill.layout() != lathe::kernels::Layout::Tiled;
+    CHECK(c.flash == lathe::plan::flash_tile(coop, 2, 16, f16, coop ? 49152 : 32768));
+    CHECK(c.flash == Flash{32, 32});  // 64 lines of 2 heads, 32 keys: small enough for every budget
+    CHECK(c.min_shared == std::max(base->min_shared, lathe::plan::flash_shared_bytes(coop, 64, 32, 16, f16)));
+    CHECK(lathe::plan::class_text(c).find("flash tiles of 32 rows × 32 keys") != std::string::npos);
+    // A device that meets the class's base meets it (the tiles are small).
+    CHECK(lathe::plan::meets(c, lathe::plan::DeviceFeatures{false, 32, 49152, 1024, false, true, true}));
+  }
+  // The first class met is never a flash one: they are taken only when named.
+  CHECK(classes[static_cast<size_t>(lathe::plan::first_met(classes, {false, 32, 49152, 1024, false, true, true}))].name ==
+        std::string_view("gpu-coop"));
+  std::vector<DeviceClass> bad(classes.begin(), classes.end());
+  bad[7].flash.keys = 24;  // keys a tile: 16 or 32
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  bad = classes;
+  bad[0].flash = {8, 16};  // a CPU class's prompts are not tiled
+  CHECK_FALSE(lathe::plan::classes_valid(bad));
+  // A model without attention (Mamba-2) plans none.
+  for (const DeviceClass& c : planned("tests/specs/tiny/mamba2.toml").model.plan.classes) CHECK(c.flash.rows == 0);
+}

@@ -53,6 +53,21 @@ std::vector<uint32_t> check_coop(const emit::KernelSource& source) {
   return khr;
 }
 
+// The shipped specs the generator supports (models/*.toml), by file name.
+std::vector<spec::Spec> shipped_specs() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(LATHE_SOURCE_DIR) / "models"))
+    if (e.path().extension() == ".toml") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<spec::Spec> out;
+  for (const std::filesystem::path& file : files) {
+    spec::Spec s = load(file.filename().string());
+    spec::Diagnostics diagnostics(file.string());
+    if (emit::check_supported(s, diagnostics)) out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("every kernel instance of the shipped Llama and GPT-2 specs compiles to valid SPIR-V") {
@@ -113,14 +128,7 @@ TEST_CASE("every matmul instance of the shipped specs compiles in the coop layou
   // the rewrite's capability, so only check_coop_khr's checks run on it here.
   std::set<std::string> seen;  // instances of the same constants compile once
   size_t specs = 0;
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(LATHE_SOURCE_DIR) / "models"))
-    if (e.path().extension() == ".toml") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const std::filesystem::path& file : files) {
-    const spec::Spec s = load(file.filename().string());
-    spec::Diagnostics diagnostics(file.string());
-    if (!emit::check_supported(s, diagnostics)) continue;
+  for (const spec::Spec& s : shipped_specs()) {
     ++specs;
     for (const emit::KernelInstance& k : emit::kernel_instances(s)) {
       if (k.source.file != "matmul_rows.comp" || !seen.insert(k.source.constants).second) continue;
@@ -131,6 +139,35 @@ TEST_CASE("every matmul instance of the shipped specs compiles in the coop layou
   }
   MESSAGE(seen.size() << " matmul instances of " << specs << " specs in the coop and coop-khr layouts");
   CHECK(specs >= 20);
+}
+
+TEST_CASE("every attention instance of the shipped specs compiles in its flash forms, on matrix units NV's and KHR's") {
+  // The multiply-add form runs in the kernel tests on lavapipe; the
+  // matrix-unit form only here (lavapipe has no cooperative matrices).
+  std::set<std::string> seen;
+  size_t coop = 0;
+  for (const spec::Spec& s : shipped_specs()) {
+    for (const emit::KernelInstance& k : emit::kernel_instances(s)) {
+      if (k.source.file != "attention.comp" || !seen.insert(k.source.constants).second) continue;
+      CAPTURE(s.name);
+      CAPTURE(k.name);
+      const std::vector<uint32_t> plain = emit::compile_flash(k.source, kernels::Layout::Tiled);
+      CHECK(emit::validate_spirv(plain).empty());
+      CHECK(count_op(plain, 5361) == 0);
+      if (s.dims.head_dim % 16 != 0) continue;  // the matrix units take 16 dims a step: no flash class plans it
+      const std::vector<uint32_t> nv = emit::compile_flash(k.source, kernels::Layout::Coop);
+      CHECK(emit::validate_spirv(nv).empty());
+      CHECK(count_op(nv, 5361) == 2);  // OpCooperativeMatrixMulAddNV: S = Q·Kᵀ and P·V
+      const std::vector<uint32_t> khr = emit::coop_khr_from_nv(nv);
+      CHECK(emit::check_coop_khr(khr).empty());
+      for (uint32_t op = 0; op < 5; ++op) CHECK(count_op(khr, 5358 + op) == 0);
+      for (uint32_t op = 1; op < 5; ++op) CHECK(count_op(khr, 4456 + op) == count_op(nv, 5358 + op));
+      CHECK(emit::compile_flash(k.source, kernels::Layout::CoopKhr) == khr);
+      ++coop;
+    }
+  }
+  MESSAGE(seen.size() << " attention instances in the flash form, " << coop << " on matrix units");
+  CHECK(coop >= 10);
 }
 
 TEST_CASE("the coop layout compiles for every weight dtype and every epilogue") {

@@ -77,6 +77,13 @@ constexpr double kDotTolerance = 2e-2;
 constexpr double kRopeTolerance = 1e-5;       // f32 angles position · inv_freq and lavapipe's sin/cos, positions < 100
 constexpr double kF16CacheTolerance = 1e-3;   // f16 keeps 11 bits: ≤ 2^-12 relative per element
 constexpr double kAttentionTolerance = 1e-5;  // f32 online softmax over ≤ 100 keys
+// Flash attention on matrix units: q (scaled) and, from an f32 cache, k and
+// v rounded to f16 (u = 2^-11 each), P rounded to f16. A score's relative
+// error is the coop layout's u·√(2/3) of sums of random sign, so a weight
+// moves by that times the score (|s| ≤ 3 here: q in ±2, the cache's values
+// in ±1, scaled by 1/√DH), plus u of P and u of v: about 4u. 6u leaves room;
+// not yet run on a device with matrix units.
+constexpr double kFlashCoopTolerance = 6.0 / 2048;
 constexpr double kCopyTolerance = 1e-12;      // f32 copies (the V cache) are exact
 
 // ---- The grid: every supported spec and the kernel instances it needs.
@@ -456,8 +463,10 @@ class Gpu {
     if (it == compiled_.end())
       it = compiled_
                .emplace(text, Compiled{m.spec.name + "/" + k.name + (khr ? "/khr" : ""),
-                                       khr ? emit::compile_layout(k.source, kernels::Layout::CoopKhr)
-                                           : emit::compile_kernel(k.source)})
+                                       !khr ? emit::compile_kernel(k.source)
+                                       : k.source.file == kernels::flash_file(kernels::Layout::CoopKhr)
+                                           ? emit::compile_flash(k.source, kernels::Layout::CoopKhr)
+                                           : emit::compile_layout(k.source, kernels::Layout::CoopKhr)})
                .first;
     const Compiled& code = it->second;
     vk::PipelineKey key;
@@ -1503,6 +1512,10 @@ TEST_CASE_FIXTURE(VulkanTest, "mla_prefill: the latent expanded per head, and at
 TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA heads") {
   Gpu gpu(device);
   Worst worst;
+  const plan::DeviceFeatures features = vk::device_features(device.info());
+  std::vector<plan::Variant> flash_variants;  // flash on matrix units where the device has them
+  if (features.coop_nv) flash_variants.push_back(plan::Variant::Coop);
+  if (features.coop_khr) flash_variants.push_back(plan::Variant::CoopKhr);
   for_each_instance("attention.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
     const spec::Spec& s = m.spec;
     check_head_constants(s, c);
@@ -1556,6 +1569,8 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     struct Case {
       uint32_t rows, position;
       uint32_t qrows = 1;  // rows a workgroup (QROWS: the gpu class's prompts stage keys for 4)
+      plan::Flash flash{};  // flash tiles (attention_flash.comp): rows × keys; rows 0: attention.comp
+      plan::Variant variant = plan::Variant::Plain;  // flash on matrix units: Coop, CoopKhr (attention_flash_coop.comp)
     };
     const uint32_t late = static_cast<uint32_t>(std::min<int64_t>(90, s.dims.max_context - 1));
     std::vector<Case> cases = {Case{4, 29}, Case{1, late}, Case{3, 0}};
@@ -1565,6 +1580,27 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     // second workgroup of 2) past the window.
     cases.insert(cases.end(), {Case{4, 29, 4}, Case{3, 0, 4}});
     if (window > 0) cases.push_back(Case{6, window + 3, 4});
+    // Flash tiles by multiply-adds: the gpu-flash class's tile as the
+    // generator plans it, and 16 lines × 32 keys where GT divides 16, over
+    // several workgroups (the last partial), a first chunk and, in a
+    // window, rows whose first keys leave it over a ring. On matrix units
+    // (the gpu-coop-flash classes' tile) where the device has them; else
+    // spirv-val proves them, tests/unit/shader_test.cpp.
+    const uint32_t extra = relative ? static_cast<uint32_t>(2 * s.position.max_distance + 1) * gt * 4 : 0;
+    const bool f16_cache = cache == DType::F16;
+    std::vector<std::pair<plan::Flash, plan::Variant>> flash_tiles = {
+        {plan::flash_tile(false, gt, dh, f16_cache, 32768, extra), plan::Variant::Plain}};
+    if (16 % gt == 0) flash_tiles.push_back({{16 / gt, 32}, plan::Variant::Plain});
+    for (plan::Variant v : flash_variants)
+      flash_tiles.push_back({plan::flash_tile(true, gt, dh, f16_cache, 49152, extra), v});
+    for (const auto& [f, v] : flash_tiles) {
+      if (f.rows == 0 || plan::flash_shared_bytes(v != plan::Variant::Plain, f.rows * gt, f.keys, dh, f16_cache, extra) >
+                             device.info().max_compute_shared_memory)
+        continue;
+      const uint32_t many = static_cast<uint32_t>(std::clamp<int64_t>(s.dims.max_context - 29, 1, 2 * f.rows + 3));
+      cases.insert(cases.end(), {Case{many, 29, 1, f, v}, Case{3, 0, 1, f, v}});
+      if (window > 0) cases.push_back(Case{f.rows + 5, window + 3, 1, f, v});
+    }
     for (const Case cs : cases) {
       // A windowed layer's cache is a ring of W + rows − 1 positions (the
       // fewest a chunk needs): position p at slot p mod ring, wrapped here.
@@ -1572,7 +1608,13 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       const uint32_t ring = window > 0 && !bidirectional ? window + cs.rows - 1 : 0;
       const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position) +
                                (ring ? " over a ring of " + std::to_string(ring) : "") +
-                               (cs.qrows > 1 ? ", " + std::to_string(cs.qrows) + " a workgroup" : "");
+                               (cs.qrows > 1 ? ", " + std::to_string(cs.qrows) + " a workgroup" : "") +
+                               (cs.flash.rows > 0 ? ", flash tiles of " + std::to_string(cs.flash.rows) + " rows × " +
+                                                        std::to_string(cs.flash.keys) + " keys" +
+                                                        (cs.variant == plan::Variant::Coop      ? " on matrix units (NV)"
+                                                         : cs.variant == plan::Variant::CoopKhr ? " on matrix units (KHR)"
+                                                                                                : "")
+                                                  : "");
       CAPTURE(what);
       const push::AttentionPush push = layout.push(cs.rows);
       const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride, -2.0f, 2.0f);
@@ -1589,7 +1631,12 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       // attention reads the caches through RGBA32UI texel views.
       const vk::TexelView kview(device, kc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kc.size());
       const vk::TexelView vview(device, vc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, vc.size());
-      gpu.run(m, k,
+      emit::KernelInstance flash = k;
+      flash.source.file =
+          std::string(kernels::flash_file(cs.variant == plan::Variant::Plain ? kernels::Layout::Tiled : kernels::Layout::Coop));
+      const bool tiles = cs.flash.rows > 0;
+      const uint32_t per_group = tiles ? cs.flash.rows : cs.qrows;
+      gpu.run(m, tiles ? flash : k,
               kernels::AttentionBindings<vk::Binding>{.io = whole(io),
                                                       .q = whole(qb),
                                                       .k_cache = vk::TexelBinding{kview.handle()},
@@ -1597,8 +1644,10 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
                                                       .out = whole(o),
                                                       .partials = gpu.no_buffer(),
                                                       .rel_bias = relative ? whole(rel_buffer) : gpu.no_buffer()},
-              push, hq / gt, (cs.rows + cs.qrows - 1) / cs.qrows, {1, ring, cs.qrows}, 1,
-              device.info().subgroup_size * cs.qrows);  // a workgroup per GT heads; one key range (split ranges: the model tests)
+              push, hq / gt, (cs.rows + per_group - 1) / per_group,
+              tiles ? std::vector<uint32_t>{1, ring, cs.flash.rows, cs.flash.keys} : std::vector<uint32_t>{1, ring, cs.qrows}, 1,
+              tiles ? plan::kFlashThreads : device.info().subgroup_size * cs.qrows,  // a workgroup per GT heads; one key range (split ranges: the model tests)
+              cs.variant == plan::Variant::CoopKhr);
       const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
 
       auto cached = [&](const std::vector<std::byte>& c_, uint32_t pos, uint32_t h, uint32_t i) {
@@ -1646,7 +1695,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
         }
       }
       check_guard(out, cs.rows * width);
-      report.check(what, e.value(), kAttentionTolerance);
+      report.check(what, e.value(), cs.variant == plan::Variant::Plain ? kAttentionTolerance : kFlashCoopTolerance);
     }
   }, false, has_attention);
   report_worst("attention", worst);

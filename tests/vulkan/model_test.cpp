@@ -619,7 +619,7 @@ TEST_SUITE("model") {
 // decode layout, a batched step, a decode step). A GPU class splits attention into 16 key ranges, more than the
 // first rows have keys: empty ranges too. The class the
 // device gets anyway, which every other test runs, and a class that adds no
-// tile or key-range count to those already run (a narrow class: the decode
+// tile, key-range count or flash tile (a prompt's attention) to those already run (a narrow class: the decode
 // layout for prompts too) are not run again.
 TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced, gives the reference's logits") {
   const plan::DeviceFeatures features = vk::device_features(device.info());
@@ -628,9 +628,14 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
   REQUIRE(chosen >= 0);
   std::vector<plan::Tile> tiles_run;   // the tiles and key-range counts some session has run
   std::vector<uint32_t> splits_run;
+  std::vector<plan::Flash> flash_run = {plan::Flash{}};  // and flash tiles (none: attention.comp)
   const auto adds = [&](const plan::DeviceClass& c) {  // records what is new
     bool added = std::find(splits_run.begin(), splits_run.end(), c.splits) == splits_run.end();
     if (added) splits_run.push_back(c.splits);
+    if (std::find(flash_run.begin(), flash_run.end(), c.flash) == flash_run.end()) {
+      added = true;
+      flash_run.push_back(c.flash);
+    }
     for (const plan::Tile& t : {c.decode, c.prefill, c.batch})
       if (std::find(tiles_run.begin(), tiles_run.end(), t) == tiles_run.end()) {
         added = true;
