@@ -30,6 +30,7 @@
 #include <mpi.h>
 #endif
 
+#include "core/balance.hpp"
 #include "core/plan.hpp"
 #include "runtime/error.hpp"
 #include "runtime/model/model_info.hpp"
@@ -271,13 +272,44 @@ lathe::vk::ContextOptions device_options(const std::string& device) {
 }
 
 // --split (every command's, given before or after it): how the layers go
-// over the devices --device names: "layers:16,16" as given, "memory" in
-// proportion to what each device can take now (vk::device_memory: its
-// budget less its usage where it reports them, else its heap; the layers
-// taken as alike), empty: as evenly as they divide (the first stages one more).
+// over the devices --device names: "layers:16,16" as given, "memory" the
+// contiguous runs whose largest share of what a device can take now
+// (vk::device_memory: its budget less its usage where it reports them,
+// else its heap) is least, each layer its weights and caches
+// (core/balance.hpp, as `lathe report --split memory` plans it), empty: as
+// evenly as they divide (the first stages one more).
 std::string g_split;
 
-std::vector<int64_t> stage_layers(const std::string& split, const std::vector<lathe::vk::Device*>& devices) {
+// Each layer's bytes on a device: its tensors (the manifest's of that
+// layer) and every sequence's KV cache of it at `context` positions (a
+// windowed layer's ring; a model whose caches are not one a layer, a
+// hybrid's, spreads them over its layers alike); and the embedding's and
+// head's (the tensors of no layer: the first stage holds them, the last
+// its share of them, counted on the first).
+std::vector<int64_t> layer_bytes(const lathe::ModelInfo& m, int64_t layers, int64_t context, int64_t sequences,
+                                 int64_t max_chunk, int64_t& outside) {
+  std::vector<int64_t> out(static_cast<size_t>(layers), 0);
+  outside = 0;
+  for (const lathe::ManifestEntry& e : m.manifest) {  // (a stacked tensor's slices each their own)
+    const int64_t bytes = lathe::device_tensor_bytes(lathe::device_dtype(e.dtype), e.rank, e.shape[0], e.shape[1]);
+    if (e.layer >= 0 && e.layer < layers) out[static_cast<size_t>(e.layer)] += bytes;
+    else outside += bytes;
+  }
+  const lathe::plan::Plan& p = m.plan;
+  const int64_t row = p.cache_row_bytes + p.v_cache_row_bytes;
+  int64_t cache = 0;
+  for (size_t l = 0; l < p.windows.size(); ++l) {
+    const int64_t ring = p.windows[l] > 0 ? std::min(context, p.windows[l] + max_chunk - 1) : context;
+    const int64_t bytes = sequences * ring * row;
+    if (static_cast<int64_t>(p.windows.size()) == layers) out[l] += bytes;
+    else cache += bytes;
+  }
+  for (int64_t& b : out) b += cache / layers;
+  return out;
+}
+
+std::vector<int64_t> stage_layers(const std::string& split, const std::vector<lathe::vk::Device*>& devices,
+                                  const lathe::SessionOptions& options) {
   const int64_t layers = static_cast<int64_t>(lathe::model_info().plan.carried.size());
   const size_t n = g_link ? static_cast<size_t>(g_link->ranks()) : devices.size();
   if (g_link && split == "memory")
@@ -299,30 +331,33 @@ std::vector<int64_t> stage_layers(const std::string& split, const std::vector<la
                                                                 " stages for the " + std::to_string(n) + " devices of --device");
     return *counts;
   }
-  std::vector<int64_t> stages;
-  std::vector<double> weight(n, 1.0);
-  if (split == "memory")
-    for (size_t i = 0; i < n; ++i) {
-      const lathe::vk::DeviceMemory m = lathe::vk::device_memory(devices[i]->info());
-      weight[i] = static_cast<double>(m.available > 0 ? m.available : m.bytes);
+  if (split == "memory") {
+    std::vector<int64_t> capacity;
+    for (const lathe::vk::Device* d : devices) {
+      const lathe::vk::DeviceMemory m = lathe::vk::device_memory(d->info());
+      capacity.push_back(static_cast<int64_t>(m.available > 0 ? m.available : m.bytes));
     }
-  // Each stage its share, rounded down, at least one layer; what is left to the first ones.
-  double total = 0;
-  for (double w : weight) total += w;
-  int64_t given = 0;
-  for (size_t i = 0; i < n; ++i) {
-    stages.push_back(std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(layers) * weight[i] / total)));
-    given += stages.back();
+    const lathe::ModelInfo& m = lathe::model_info();
+    const int64_t context = options.context > 0 ? std::min(options.context, m.max_context) : m.max_context;
+    int64_t outside = 0;
+    const std::vector<int64_t> need = layer_bytes(m, layers, context, options.sequences, options.max_chunk, outside);
+    const auto balanced = lathe::balance::by_memory(need, capacity, outside);
+    if (!balanced)
+      throw lathe::Error(lathe::ErrorKind::InvalidArgument,
+                         "--split memory: " + std::to_string(n) + " devices for " + std::to_string(layers) +
+                             " layers, or a device that reports no memory (give --split layers:N,N,…)");
+    return *balanced;
   }
-  for (size_t i = 0; given < layers; i = (i + 1) % n, ++given) ++stages[i];
-  for (size_t i = n; given > layers && i-- > 0;)
-    while (given > layers && stages[i] > 1) --stages[i], --given;
+  // As evenly as they divide, the first stages one more.
+  std::vector<int64_t> stages;
+  for (size_t i = 0; i < n; ++i)
+    stages.push_back(layers / static_cast<int64_t>(n) + (static_cast<int64_t>(i) < layers % static_cast<int64_t>(n) ? 1 : 0));
   return stages;
 }
 
 // A command's session options over the context's devices (--split).
 lathe::SessionOptions split_over(lathe::SessionOptions options, lathe::vk::Context& vk) {
-  options.stages = stage_layers(g_split, vk.devices());
+  options.stages = stage_layers(g_split, vk.devices(), options);
   options.link = g_link;
   return options;
 }

@@ -1,11 +1,13 @@
 #include "generator/spec/design.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "core/manifest.hpp"
@@ -291,10 +293,13 @@ struct Candidate {
 // such count. GQA: the largest divisor of heads up to 8 (Llama 2 70B and
 // Llama 3's 8 KV heads), and no fewer than 8 or heads / 16 (no groups of
 // 17 for 34 heads); `cap` (a memory limit) lowers any kind's count.
-bool set_kv_heads(Shape& s, AttentionKind kind, int64_t cap) {
+// `aligned` (from 1B): a power of two, so that the KV heads divide over
+// the tensor-parallel degrees people run (2, 4, 8), as Llama's, Qwen's and
+// Mistral's do.
+bool set_kv_heads(Shape& s, AttentionKind kind, int64_t cap, bool aligned) {
   const int64_t most = std::min(cap, kind == AttentionKind::Mha ? s.heads : kind == AttentionKind::Mqa ? 1 : int64_t{8});
   int64_t kv = std::max<int64_t>(1, std::min(most, s.heads));
-  while (s.heads % kv != 0) --kv;
+  while (s.heads % kv != 0 || (aligned && !std::has_single_bit(static_cast<uint64_t>(kv)))) --kv;
   if (kind == AttentionKind::Gqa && cap >= 8 && kv < std::min<int64_t>(8, (s.heads + 15) / 16)) return false;
   s.kv_heads = kv;
   return true;
@@ -306,6 +311,12 @@ struct Solver {
   int64_t kv_cap = 1 << 20;
   std::vector<std::string>* explain = nullptr;
   int64_t counted = 0;
+
+  // From 1B, head counts a multiple of 8 and KV heads a power of two: a
+  // model that size is served over 2, 4 or 8 devices by tensor
+  // parallelism, which splits the heads (Llama 3 8B and Mistral 7B: 32
+  // over 8 KV heads; Llama 3 70B: 64 over 8).
+  bool aligned() const { return budget >= 1e9; }
 
   // The exact count of `s` at `layers`: its manifest's tensors, as
   // make_report sums them (the search counts many shapes; make_report
@@ -352,7 +363,7 @@ struct Solver {
     // multi-head attention with a 4h MLP), c measured on a probe of 8 heads.
     Shape probe = base;
     probe.heads = 8;
-    set_kv_heads(probe, attention, kv_cap);
+    set_kv_heads(probe, attention, kv_cap, aligned());
     probe.intermediate = swiglu_width(probe.hidden());
     const int64_t least = base.hybrid ? 2 : 1;
     const double h_probe = static_cast<double>(probe.hidden());
@@ -376,9 +387,10 @@ struct Solver {
     const int64_t last = std::max<int64_t>(first + 1, static_cast<int64_t>(std::ceil(1.4 * h0 / hd)));
     std::vector<Candidate> candidates;
     for (int64_t heads = first; heads <= last; ++heads) {
+      if (aligned() && heads % 8 != 0) continue;
       Shape s = base;
       s.heads = heads;
-      if (!set_kv_heads(s, attention, kv_cap)) continue;
+      if (!set_kv_heads(s, attention, kv_cap, aligned())) continue;
       s.intermediate = swiglu_width(s.hidden());
       fit_layers(s);
       candidates.push_back(evaluate(s));
@@ -399,6 +411,7 @@ struct Solver {
     for (const Candidate& x : candidates)
       if (rank(x) < rank(*best) || (rank(x) == rank(*best) && distance(x) < distance(*best))) best = &x;
     say("   head counts " + std::to_string(first) + "–" + std::to_string(last) + " of " + std::to_string(base.head_dim) +
+        (aligned() ? ", multiples of 8 (tensor parallelism from 1B)" : "") +
         " (each at the depth nearest the budget; * in the " + fixed(band.low, 0) + "–" + fixed(band.high, 0) +
         " band, ! outside 1 %):");
     for (const Candidate& x : candidates)
@@ -407,10 +420,69 @@ struct Solver {
           std::to_string(x.shape.layers) + ", h/L " + fixed(x.ratio, 1) + (in_band(x) ? " *" : "  ") + ", " +
           grouped(x.params) + " (" + percent(x.gap) + ")" + (std::fabs(x.gap) <= 0.01 ? "" : " !"));
     Candidate chosen = *best;
-    if (!in_band(chosen))
+    if (!in_band(chosen)) {
+      if (const std::optional<Candidate> banded = into_band(candidates, band)) {
+        say("   no head count lands inside the band at 8h/3: heads " + std::to_string(banded->shape.heads) + " at " +
+            std::to_string(banded->shape.layers) + " layers (h/L " + fixed(banded->ratio, 1) + ") with the MLP width moved from " +
+            std::to_string(swiglu_width(banded->shape.hidden())) + " to " + std::to_string(banded->shape.intermediate) +
+            ": " + grouped(banded->params) + " (" + percent(banded->gap) + ")");
+        return *banded;
+      }
       say("   no head count lands inside the band at this budget: the nearest to h/L = " + fixed(band.aim, 1) + " is kept");
+    }
     if (std::fabs(chosen.gap) > 0.01) chosen = adjust(chosen, band);
     return chosen;
+  }
+
+  // No head count lands in the band at 8h/3 (from 1B the head counts step
+  // by 8, the width by 1024): each takes the depths inside the band, the
+  // nearest the aim first, and at each the MLP width (within ±25 % of 8h/3,
+  // lint's range, in multiples of 256, else 128, 64 or 32) nearest the
+  // budget; the first within 1 % is its shape, and the shape nearest the aim
+  // of all is kept; none where no depth and width reach the budget.
+  std::optional<Candidate> into_band(const std::vector<Candidate>& candidates, const Band& band) {
+    const auto distance = [&](const Candidate& x) { return std::fabs(std::log(x.ratio / band.aim)); };
+    std::optional<Candidate> best;
+    for (const Candidate& c : candidates) {
+      const double h = static_cast<double>(c.shape.hidden());
+      const int64_t least = c.shape.hybrid ? 2 : 1;
+      std::vector<int64_t> depths;
+      for (int64_t l = std::max<int64_t>(least, static_cast<int64_t>(std::ceil(h / band.high)));
+           static_cast<double>(l) <= h / band.low; ++l)
+        depths.push_back(l);
+      std::sort(depths.begin(), depths.end(), [&](int64_t a, int64_t b) {
+        return std::fabs(std::log(h / static_cast<double>(a) / band.aim)) < std::fabs(std::log(h / static_cast<double>(b) / band.aim));
+      });
+      const int64_t rule = swiglu_width(c.shape.hidden()), low = rule * 3 / 4, high = rule * 5 / 4;
+      for (int64_t layers : depths) {
+        // The count is linear in the MLP width at a depth: the width that
+        // meets the budget, then its multiples on either side, counted.
+        Shape s = c.shape;
+        s.layers = layers;
+        s.intermediate = low;
+        const Candidate at_low = evaluate(s);
+        s.intermediate = high;
+        const Candidate at_high = evaluate(s);
+        const double per_width = static_cast<double>(at_high.params - at_low.params) / static_cast<double>(high - low);
+        const double exact = static_cast<double>(low) + (budget - static_cast<double>(at_low.params)) / per_width;
+        if (per_width <= 0 || exact < static_cast<double>(low) - 256 || exact > static_cast<double>(high) + 256) continue;
+        std::optional<Candidate> near;
+        for (int64_t multiple : {256, 128, 64, 32}) {
+          const int64_t below = static_cast<int64_t>(std::floor(exact / static_cast<double>(multiple))) * multiple;
+          for (int64_t width : {below, below + multiple}) {
+            if (width < round_up(low, multiple) || width > high) continue;
+            s.intermediate = width;
+            const Candidate x = evaluate(s);
+            if (!near || std::fabs(x.gap) < std::fabs(near->gap)) near = x;
+          }
+          if (near && std::fabs(near->gap) <= 0.01) break;
+        }
+        if (!near || std::fabs(near->gap) > 0.01) continue;
+        if (!best || distance(*near) < distance(*best)) best = near;
+        break;
+      }
+    }
+    return best;
   }
 
   // Rounding h and L left the count over 1 % from the budget: the MLP width
@@ -762,7 +834,9 @@ Design design(const DesignOptions& o) {
   comment["dims.intermediate"] = f.intermediate == swiglu_width(h)
                                      ? "SwiGLU 8h/3 = " + std::to_string(std::llround(8.0 * static_cast<double>(h) / 3)) + ", rounded up to a multiple of 256 (Shazeer 2020; Llama)"
                                      : "8h/3 rounded up to 256 is " + std::to_string(swiglu_width(h)) +
-                                           "; moved to bring the parameters within 1 % of the budget (--explain)";
+                                           "; moved to bring the parameters within 1 % of the budget" +
+                                           std::string(chosen.ratio >= band.low && chosen.ratio <= band.high ? " inside the band" : "") +
+                                           " (--explain)";
   if (f.moe) comment["dims.intermediate"] += "; each expert's";
   comment["model.name"] = o.name.empty() ? "design-<budget> (--name)" : "--name";
   comment["moe.experts"] = o.moe ? "--moe: a mixture of 8 experts (Mixtral)" : "MoE from 70B: 8 experts (Mixtral)";

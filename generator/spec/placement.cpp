@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/balance.hpp"
 #include "core/plan.hpp"
 #include "generator/spec/design.hpp"
 
@@ -82,26 +83,11 @@ Placement place(const Spec& s, const Report& r, std::span<const int64_t> capacit
     if (sum != blocks)
       fail("--split: the layer counts sum to " + std::to_string(sum) + ", the model has " + std::to_string(blocks) + " layers");
   } else {
-    // Each device a share of the whole need proportional to its capacity:
-    // a device takes layers while its running total stays within the
-    // cumulative share, leaving a layer for each device after it.
-    const double total = static_cast<double>(r.embedding_device_bytes + head) +
-                         static_cast<double>(std::accumulate(need.begin(), need.end(), int64_t{0}));
-    const double all = static_cast<double>(std::accumulate(capacities.begin(), capacities.end(), int64_t{0}));
-    double used = static_cast<double>(r.embedding_device_bytes), share = 0;
-    int64_t l = 0;
-    for (int64_t d = 0; d < n; ++d) {
-      share += total * static_cast<double>(capacities[static_cast<size_t>(d)]) / all;
-      int64_t taken = 0;
-      const int64_t keep = n - 1 - d;  // layers the devices after this one need
-      while (l < blocks - keep &&
-             (taken == 0 || d == n - 1 || used + static_cast<double>(need[static_cast<size_t>(l)]) <= share)) {
-        used += static_cast<double>(need[static_cast<size_t>(l)]);
-        ++l;
-        ++taken;
-      }
-      counts.push_back(taken);
-    }
+    // The contiguous runs whose largest share of a device's capacity is
+    // least: they fit whenever some placement does (core/balance.hpp).
+    const auto balanced = balance::by_memory(need, capacities, r.embedding_device_bytes, head);
+    if (!balanced) fail("--devices: a device of no memory");
+    counts = *balanced;
   }
 
   Placement p;

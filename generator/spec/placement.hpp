@@ -49,10 +49,10 @@ std::vector<int64_t> parse_capacities(const std::string& text);
 // "memory" (nullopt: by memory) or "layers:16,16"; throws PlacementError naming --split.
 std::optional<std::vector<int64_t>> parse_split(const std::string& text);
 
-// Places the spec's layers on devices of `capacities` bytes, by memory (each
-// device a share of the need proportional to its capacity) or by the layer
-// counts given (which must sum to the layers); every device at least one
-// layer. Throws PlacementError for counts that do not fit the model, more
+// Places the spec's layers on devices of `capacities` bytes, by memory (the
+// contiguous runs whose largest need ÷ capacity is least, so that they fit
+// whenever some placement does: core/balance.hpp) or by the layer counts
+// given (which must sum to the layers); every device at least one layer. Throws PlacementError for counts that do not fit the model, more
 // devices than layers or an encoder-decoder (two stacks: not planned).
 Placement place(const Spec& spec, const Report& report, std::span<const int64_t> capacities,
                 const std::optional<std::vector<int64_t>>& layer_counts, int64_t context, int64_t sequences = 1);

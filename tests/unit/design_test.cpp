@@ -4,6 +4,8 @@
 // 1 % of its budget, and bad options are refused naming the option.
 #include <doctest/doctest.h>
 
+#include <bit>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -150,16 +152,33 @@ TEST_CASE("design: each rule of the decision table shows in the spec, with its c
   CHECK(small.embedding.tied);
   const Design eight = run("--params 8B");
   Spec large = parse(eight.spec);
-  // (8 KV heads where the head count takes them: 35 heads here, 7 KV heads.)
-  CHECK(large.dims.kv_heads <= 8);
-  CHECK(large.dims.kv_heads < large.dims.heads);
+  // From 1B the heads divide over tensor-parallel degrees: a multiple of 8
+  // query heads over a power of two of KV heads (35 over 7 before).
+  CHECK(large.dims.kv_heads == 8);
+  CHECK(large.dims.heads % 8 == 0);
   CHECK(large.dims.heads % large.dims.kv_heads == 0);
+  for (const char* budget : {"1B", "3B", "8B", "30B", "70B"}) {
+    CAPTURE(budget);
+    for (const char* use : {"general", "long-context", "code", "memory-bound"}) {
+      CAPTURE(use);
+      const Spec d = parse(run(std::string("--params ") + budget + " --use " + use).spec);
+      CHECK(d.dims.heads % 8 == 0);
+      CHECK(std::has_single_bit(static_cast<uint64_t>(d.dims.kv_heads)));
+    }
+  }
   CHECK(parse(run("--params 8B --vocab 128256").spec).dims.kv_heads == 8);
   CHECK(large.dims.head_dim == 128);
   CHECK(!large.embedding.tied);
   CHECK(has(eight.spec, "# GQA from 1B"));
-  // SwiGLU at 8h/3 rounded up to 256; vocab a multiple of 128; h/L in the band.
-  CHECK(large.dims.intermediate == (8 * large.dims.hidden / 3 + 255) / 256 * 256);
+  // SwiGLU at 8h/3 rounded up to 256, or (8B: 32 heads of 128 at 8h/3
+  // would take 44 layers, h/L 93) moved within ±25 % of it, in multiples
+  // of 256, to bring h/L into the band; vocab a multiple of 128; h/L in the band.
+  const int64_t rule = (8 * large.dims.hidden / 3 + 255) / 256 * 256;
+  CHECK(large.dims.intermediate == 13568);
+  CHECK(large.dims.intermediate % 256 == 0);
+  CHECK(large.dims.intermediate <= rule * 5 / 4);
+  CHECK(has(eight.spec, "8h/3 rounded up to 256 is " + std::to_string(rule) + "; moved to bring the parameters within 1 % of the budget inside the band"));
+  CHECK(parse(run("--params 8030261248 --vocab 128256").spec).dims.intermediate == 11008);  // Llama 3 8B's budget: 8h/3 in the band
   CHECK(large.dims.vocab % 128 == 0);
   const double ratio = static_cast<double>(large.dims.hidden) / static_cast<double>(large.dims.layers);
   CHECK(ratio >= 100);

@@ -1,14 +1,16 @@
 // A model's layers placed on several devices (generator/spec/placement.hpp):
 // the bytes each device holds add up to the single device's, a split by
-// memory follows the devices' sizes, layer counts are taken as given, and
+// memory follows the devices' sizes and fits wherever a placement does, layer counts are taken as given, and
 // bad options are refused naming them.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "core/balance.hpp"
 #include "generator/spec/parse.hpp"
 #include "generator/spec/placement.hpp"
 #include "generator/spec/report.hpp"
@@ -86,6 +88,45 @@ TEST_CASE("by memory each device takes a share for its size, layer counts are ta
   // The caches of more sequences and longer contexts move the split.
   const Placement four = place(s, r, std::vector<int64_t>{24 * GiB, 24 * GiB}, std::nullopt, 8192, 4);
   CHECK(four.devices[0].cache == int64_t{4} * 16 * 8192 * 2 * 8 * 128 * 2);  // 16 layers × K and V of 8 heads of 128, f16
+}
+
+// Mixtral over four 24 GiB devices at 8192 positions: layers 8/8/8/8 fit
+// each with 2 GiB to spare; a split in proportion to the devices' sizes
+// gave 7/9/8/8, 26.4 GB on device 1. By memory finds the placement whose
+// largest share is least, which fits whenever any does.
+TEST_CASE("by memory finds a placement that fits wherever one does: Mixtral over four 24 GiB devices") {
+  const Spec s = load("models/mixtral-8x7b.toml");
+  const Report r = make_report(s);
+  const std::vector<int64_t> four(4, 24 * GiB);
+  const Placement given = place(s, r, four, std::vector<int64_t>{8, 8, 8, 8}, 8192);
+  REQUIRE(given.fits());
+  const Placement p = place(s, r, four, std::nullopt, 8192);
+  CHECK(p.fits());
+  int64_t largest = 0, given_largest = 0;
+  for (const DeviceShare& d : p.devices) largest = std::max(largest, d.need());
+  for (const DeviceShare& d : given.devices) given_largest = std::max(given_largest, d.need());
+  CHECK(largest <= given_largest);
+  CHECK(format_placement(p).find("Does not fit") == std::string::npos);
+}
+
+TEST_CASE("balance::by_memory: contiguous runs, each device one layer or more, the largest share least") {
+  namespace balance = lathe::balance;
+  // Equal layers, equal devices: as even as they divide.
+  CHECK(*balance::by_memory(std::vector<int64_t>(8, 10), std::vector<int64_t>{100, 100}) == std::vector<int64_t>{4, 4});
+  // The first device's fixed bytes (an embedding) push layers to the next.
+  CHECK(*balance::by_memory(std::vector<int64_t>(8, 10), std::vector<int64_t>{100, 100}, 20) == std::vector<int64_t>{3, 5});
+  // A device twice the size takes twice the layers.
+  CHECK(*balance::by_memory(std::vector<int64_t>(9, 10), std::vector<int64_t>{200, 100}) == std::vector<int64_t>{6, 3});
+  // Uneven layers: one heavy layer alone on a device.
+  CHECK(*balance::by_memory(std::vector<int64_t>{50, 10, 10, 10, 10, 10}, std::vector<int64_t>{60, 60}) ==
+        std::vector<int64_t>{1, 5});
+  // Every device keeps a layer, however small.
+  CHECK(*balance::by_memory(std::vector<int64_t>{10, 10, 10}, std::vector<int64_t>{1000, 1, 1}) == std::vector<int64_t>{1, 1, 1});
+  // A placement over the capacities is still the most balanced one.
+  const auto over = balance::by_memory(std::vector<int64_t>(4, 100), std::vector<int64_t>{100, 100});
+  CHECK(*over == std::vector<int64_t>{2, 2});
+  CHECK_FALSE(balance::by_memory(std::vector<int64_t>(2, 10), std::vector<int64_t>{100, 100, 100}));  // more devices than layers
+  CHECK_FALSE(balance::by_memory(std::vector<int64_t>(2, 10), std::vector<int64_t>{100, 0}));
 }
 
 TEST_CASE("placement options are refused naming the option") {
