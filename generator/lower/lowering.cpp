@@ -4,7 +4,6 @@
 #include <array>
 #include <map>
 #include <optional>
-#include <tuple>
 
 namespace lathe::lower {
 namespace {
@@ -923,100 +922,6 @@ class Lowering {
 
 }  // namespace
 
-// Measured with `<model> profile` and `bench` on the 125M bench model, lavapipe
-// on 2 cores (bench/README.md): decode 32 rows × 2 texels a lane; prefill 32
-// rows a lane (8 tokens × 32 rows of accumulators: fine on a CPU, where they
-// are vectors in cache; shared memory and barriers cost a CPU device more
-// than they save, docs/lavapipe.md). A batched step, up to 4 sequences a
-// workgroup (each weight texel read once for them): on a CPU a lane's x
-// slice (4 tokens of a texel) costs more than its accumulators, which live
-// in cache anyway, so 64 rows a lane share each load (f16 `bench --streams
-// 16`: 102–108 tok/s against 64–66 with 16 rows of 2 texels); block weights,
-// whose lanes also hold 2 × 32 scaled x values a token, were slower with 64
-// rows (q4_k_m 46 against 58) and keep 16 × 2.
-// A GPU splits attention into 16 key ranges: it needs more workgroups over a
-// long cache than heads × rows give in decode; a CPU has a few threads and
-// enough already. A GPU's tiles, measured on an H200 (bench/gpu/run --sweep,
-// 2026-11-26, the 8B q4_k_m model at depth 128; bench/README.md): decode
-// reads 2 texels (32 bytes) of a row a lane per step, consecutive lanes
-// consecutive texels, in workgroups of 4 subgroups (a multiprocessor holds a
-// bounded number of workgroups: 32 on NVIDIA's, so one-subgroup workgroups
-// would fill half its 64 warp slots; 8 subgroups measured 6 % slower, 1 the
-// same). Block weights take 2 rows a subgroup, which share each lane's
-// unpacked x (88 tok/s against 75 with 1 row; 4 rows 87, 32 rows 24);
-// f16 and q8_0 were not swept and keep 1 row, so that a 4096-row matrix
-// gives 4096 subgroups. A prompt runs
-// the tiled layout, 64 rows × 32 tokens a workgroup of 128 invocations (a
-// 4 × 4 block of sums each: 1351 tok/s, against 1163 for 64 × 64, 1141 for
-// 128 × 64, 1119 for 128 × 32, 786 with 2 texels a step and 941 for the
-// broadcast layout), whose shared memory (22,784 bytes gated) every
-// GPU past the Vulkan minimum of 16 KiB has, and lavapipe too, so the class
-// runs in the tests; its prompt's attention takes 4 rows a workgroup, a
-// subgroup each, over keys and values staged in shared memory (each read
-// once per 4 rows). Narrow subgroups (under 8 lanes) run the decode layout
-// for prompts on a CPU; a GPU without that shared memory does, in
-// workgroups of one subgroup (a device may allow no more).
-// LATHE_TILE_DECODE, _PREFILL and _BATCH override a class's tiles at run
-// time, for such measurements.
-std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
-  const bool blocks = std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return is_block_dtype(d); });
-  const plan::Tile decode{32, 1, 2};
-  const plan::Tile cpu_batch = blocks ? plan::Tile{16, 4, 2} : plan::Tile{64, 4, 1};
-  const plan::Tile gpu_decode{blocks ? 2u : 1u, 1, 2, 4}, gpu_prefill{64, 32, 1}, gpu_batch{4, 4, 2, 4};
-  constexpr uint32_t wide = plan::Tile::kPrefillTokens;
-  const plan::DeviceClass cpu{"cpu", true, wide, 0, decode, {32, wide, 1}, cpu_batch, 1};
-  const plan::DeviceClass gpu{"gpu", false, 1, std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes),
-                              gpu_decode, gpu_prefill, gpu_batch, 16, 4, true, true};
-  std::vector<plan::DeviceClass> out;
-  // The dot and coop layouts passed their kernel and model tests on this
-  // device (bench/README.md, "Second GPU run"; the KHR layout without the
-  // validation layer, which predates its extension), and ran faster there:
-  // 8B q4_k_m decode 1.28× the gpu class's with integer dot products,
-  // prompts 1.7× on matrix units. Where met, they are the default.
-  constexpr std::string_view kVerified = "NVIDIA H200 (driver 580.159.04), 2026-11-27";
-  // Block weights decode with integer dot products on a device that has
-  // them (matmul_dot.comp, reading x as quantize's 8-bit blocks): the same
-  // tiles in the dot layout, but a GPU's decode takes 1 row a subgroup
-  // (H200, 8B q4_k_m tg64 @ d128, best of 2, 2026-11-27, bench/README.md:
-  // 161.0 tok/s against 152.4 with 2 rows; 160.2 with 1 unit a lane a step,
-  // 152.3 with 4, 119.6 with 8, 160.5 in 8 subgroups). On lavapipe it is
-  // slower than the exact path (docs/lavapipe.md): the CPU one is taken
-  // only when named.
-  const auto dot = [&](plan::DeviceClass c, std::string_view name) {
-    c.name = name;
-    if (!c.cpu_only) c.decode.rows = 1;
-    c.decode.variant = c.batch.variant = plan::Variant::Dot;
-    c.forced_only = c.cpu_only;
-    c.verified = c.cpu_only ? "" : kVerified;
-    return c;
-  };
-  // The gpu class with its prompts' products on matrix units (the coop
-  // layout, NV's extension or KHR's).
-  const auto on_matrix_units = [&](std::string_view name, plan::Variant variant) {
-    plan::DeviceClass c = gpu;
-    c.name = name;
-    c.prefill.variant = variant;
-    c.min_shared = std::max(c.prefill.shared_bytes(true), plan::kAttentionStageBytes);
-    c.verified = kVerified;
-    return c;
-  };
-  const plan::DeviceClass nv = on_matrix_units("gpu-coop", plan::Variant::Coop),
-                          khr = on_matrix_units("gpu-coop-khr", plan::Variant::CoopKhr);
-  // With block weights, each class first in its copy that decodes them
-  // with integer dot products.
-  if (blocks) out.push_back(dot(cpu, "cpu-dot"));
-  out.push_back(cpu);
-  out.push_back({"cpu-narrow", true, 1, 0, decode, decode, cpu_batch, 1});
-  if (blocks) out.push_back(dot(nv, "gpu-coop-dot"));
-  out.push_back(nv);
-  if (blocks) out.push_back(dot(khr, "gpu-coop-khr-dot"));
-  out.push_back(khr);
-  if (blocks) out.push_back(dot(gpu, "gpu-dot"));
-  out.push_back(gpu);
-  out.push_back({"gpu-basic", false, 1, 0, {1, 1, 2}, {1, 1, 2}, {4, 4, 2}, 16});  // workgroups of one subgroup: any device
-  return out;
-}
-
 // The dot layout's input: before each matmul of block weights, a quantize
 // dispatch writes its x (normalized under a folded norm) in 8-bit blocks to
 // one slot that the matmul reads as xq; it runs only in passes whose matmul
@@ -1069,44 +974,6 @@ void add_quantize(Plan& p) {
   p.dispatches = std::move(out);
   p.encode_dispatches = encode;
   if (width > 0) p.slot_widths.push_back(width);
-}
-
-// Flash attention of prompts (plan::Flash) on the gpu class and its copies
-// on matrix units, each in a copy of its own that only a name takes: its
-// kernels have passed the tests on lavapipe (the multiply-add form) and
-// spirv-val (the matrix-unit form), but no GPU has measured them yet. The
-// tile is planned for the model: its workgroups' GT heads (one GT for all
-// its attention kernels, or none is planned), head width and cache dtype,
-// within 32 KiB of shared memory by multiply-adds (lavapipe's, so that the
-// tests run it) and 48 KiB on matrix units (what devices with them have).
-void add_flash_classes(Plan& p, int64_t head_dim, bool cache_f16, int64_t relative_max) {
-  uint32_t gt = 0;
-  for (const KernelKey& k : p.kernels) {
-    if (k.family != Family::Attention) continue;
-    if (gt != 0 && gt != static_cast<uint32_t>(k.head_tile)) return;
-    gt = static_cast<uint32_t>(k.head_tile);
-  }
-  if (gt == 0 || p.classes.empty()) return;
-  const uint32_t extra = relative_max > 0 ? static_cast<uint32_t>(2 * relative_max + 1) * gt * 4 : 0;
-  const uint32_t dh = static_cast<uint32_t>(head_dim);
-  std::vector<plan::DeviceClass> added;
-  for (const auto& [base, name, budget] : {std::tuple{"gpu-coop", "gpu-coop-flash", 49152u},
-                                           std::tuple{"gpu-coop-khr", "gpu-coop-khr-flash", 49152u},
-                                           std::tuple{"gpu", "gpu-flash", 32768u}}) {
-    const auto it = std::find_if(p.classes.begin(), p.classes.end(), [&](const plan::DeviceClass& c) { return c.name == base; });
-    if (it == p.classes.end()) continue;
-    plan::DeviceClass c = *it;
-    const bool coop = c.prefill.layout() != kernels::Layout::Tiled;
-    c.flash = plan::flash_tile(coop, gt, dh, cache_f16, budget, extra);
-    if (c.flash.rows == 0) continue;
-    c.name = name;
-    c.attention_rows = 1;  // the flash tile's rows replace the staged kernel's
-    c.min_shared = std::max(c.min_shared, plan::flash_shared_bytes(coop, c.flash.rows * gt, c.flash.keys, dh, cache_f16, extra));
-    c.forced_only = true;
-    c.verified = "";
-    added.push_back(c);
-  }
-  p.classes.insert(p.classes.end() - 1, added.begin(), added.end());  // before the last, which needs nothing
 }
 
 Plan lower(const typed::Schedule& graph, std::span<const DType> dtypes, int64_t max_part_bytes) {
