@@ -241,9 +241,10 @@ class Lowering {
     locs_.erase(x);
   }
 
+  // Op i and the ops its pattern takes with it, by kind: the dispatches
+  // they become (a function a kind); the ops taken.
   size_t lower_at(size_t i) {
     const Op& op = ops_[i];
-    const Op* next = at(i + 1);
     layer_ = op.layer;
     block_ = op.block;
     live_ = 0;
@@ -254,291 +255,26 @@ class Lowering {
       live_ |= uint64_t{1} << l.slot;
     }
     switch (op.kind) {
-      case OpKind::Embed: {
-        const bool positions = next && next->kind == OpKind::PosEmbed && next->in[0] == op.out;
-        const Loc out = materialize(positions ? next->out : op.out);
-        matrix(op.tensor[0], op.dims[0], op.dims[1]);
-        if (positions && bytes(next->tensor[0], next->dims[0], next->dims[1]) > max_part_bytes_)
-          unsupported(i + 1, "the position table is over max_part_bytes; only the token table is split into row ranges");
-        // BERT's token-type table, added with the positions (row 0: one segment).
-        const int32_t types = positions ? next->tensor[1] : -1;
-        if (positions && dtype(next->tensor[0]) != dtype(op.tensor[0]))
-          unsupported(i + 1, "the position table's dtype differs from the token table's");
-        if (types >= 0 && dtype(types) != dtype(op.tensor[0]))
-          unsupported(i + 1, "the token-type table's dtype differs from the token table's");
-        emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = positions,
-                          .types = types >= 0},
-             plan::Grid::Rows,
-             {{"io", plan::io()},
-              {"table", plan::weight(op.tensor[0])},
-              {"positions", positions ? plan::weight(next->tensor[0]) : Binding{}},
-              {"types", vector_or_none(types)},
-              {"y", plan::activation(out.slot)}},
-             {{"token0", 0}, {"tokens", static_cast<uint32_t>(op.dims[0])}});
-        return positions ? 2 : 1;
-      }
+      case OpKind::Embed: return lower_embed(i);
       case OpKind::RMSNorm:
-      case OpKind::LayerNorm: {
-        // A norm per group of features (Mamba-2's gated norm; 0: the whole
-        // row): matmul epilogues norm whole rows, so it folds into none.
-        const int64_t group = op.dims[1] > 0 && op.dims[1] != op.dims[0] ? op.dims[1] : 0;
-        // A mixture of experts' input norm: folded into the router and into
-        // the gated experts, which read it through moe_route's lists.
-        if (group == 0 && next && next->kind == OpKind::MatMul && next->in[0] == op.out && at(i + 2) &&
-            at(i + 2)->kind == OpKind::Route && at(i + 3) && at(i + 3)->kind == OpKind::Experts &&
-            at(i + 3)->in[0] == op.out && last_use_[op.out] == static_cast<int32_t>(i + 3)) {
-          norm_ = &op;
-          lower_matmul(i + 1);
-          lower_at(i + 2);
-          lower_at(i + 3);
-          norm_ = nullptr;
-          return 4;
-        }
-        // Folded into the projections that read it, when they come next and
-        // nothing after them reads it (a parallel block's shared norm, a
-        // post-norm block's output: materialized).
-        if (group == 0 && next && (next->kind == OpKind::MatMul || next->kind == OpKind::Logits) && next->in[0] == op.out &&
-            last_use_[op.out] <= static_cast<int32_t>(i + readers_next(i, op.out))) {
-          norm_ = &op;
-          size_t consumed = next->kind == OpKind::Logits ? lower_at(i + 1) : lower_matmul(i + 1);
-          // Readers left out of the pack (a v of another dtype than q and k,
-          // as llama.cpp's _M mixtures give): each folds the norm too.
-          for (const Op* more = at(i + 1 + consumed);
-               last_use_[op.out] > static_cast<int32_t>(i + consumed) && more && more->kind == OpKind::MatMul &&
-               more->in[0] == op.out;
-               more = at(i + 1 + consumed))
-            consumed += lower_matmul(i + 1 + consumed);
-          norm_ = nullptr;
-          if (last_use_[op.out] > static_cast<int32_t>(i + consumed))
-            unsupported(i, "a norm folded into the projections after it is read again later");
-          return 1 + consumed;
-        }
-        const Binding in = plan::activation(loc(i, op.in[0]).slot);
-        // norm → add(x, ·): x += N(branch) in place, when x dies there (the
-        // norm of a branch's output: sandwich and branch_output blocks).
-        if (next && next->kind == OpKind::Add && (next->in[0] == op.out || next->in[1] == op.out)) {
-          const Loc sum = residual_slot(i, *next, op.out);
-          emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .residual = true, .group = group}, plan::Grid::Rows,
-               {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])},
-                {"y", plan::activation(sum.slot)}});
-          take_over(*next, op.out);
-          return 2;
-        }
-        // An encoder's last norm writes its hidden states, every row, to the output.
-        const bool output = next && next->kind == OpKind::Output && next->in[0] == op.out;
-        const Binding y = output ? plan::logits() : plan::activation(materialize(op.out).slot);
-        emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .group = group}, plan::Grid::Rows,
-             {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])}, {"y", y}});
-        return output ? 2 : 1;
-      }
+      case OpKind::LayerNorm: return lower_norm(i);
       case OpKind::MatMul: return lower_matmul(i);
-      case OpKind::Split: {
-        const Loc src = loc(i, op.in[0]);
-        bind(op.out, Loc{src.slot, src.offset + static_cast<uint32_t>(op.dims[0]), src.stride});
-        return 1;
-      }
-      case OpKind::QKNorm: {
-        // Folded into rope_kv, which normalizes q and k as it reads them.
-        if (!next || next->kind != OpKind::Rope || next->in[0] != op.in[0] || next->in[1] != op.in[1])
-          unsupported(i, "a q/k norm must be followed by the rope of the same q and k");
-        qk_norm_ = &op;
-        const size_t consumed = lower_at(i + 1);
-        qk_norm_ = nullptr;
-        return 1 + consumed;
-      }
-      case OpKind::Rope: {
-        if (!next || next->kind != OpKind::Attention || next->in[0] != op.in[0] || next->in[1] != op.in[1])
-          unsupported(i, "rope must be followed by the attention of the same q and k");
-        lower_attention(i + 1, op.dims[3], static_cast<RopePairing>(op.variant), op.local, op.dims[4]);
-        return 2;
-      }
+      case OpKind::Split: return lower_split(i);
+      case OpKind::QKNorm: return lower_qk_norm(i);
+      case OpKind::Rope: return lower_rope(i);
       case OpKind::MlaQuery:
-      case OpKind::MlaValues: {
-        // One workgroup per (head, row): kv_b's rows of the head, read as f32.
-        // Latent attention's absorbed form; the expanded form's query is its
-        // rotary part alone, and its attention writes the values (below).
-        const bool query = op.kind == OpKind::MlaQuery, split = op.variant == typed::kSplitKvB;
-        const Loc x = loc(i, op.in[0]);
-        const Loc out = materialize(op.out);
-        const std::map<std::string, Binding> bindings = {
-            {"x", plan::activation(x.slot)}, {"w", plan::weight(op.tensor[0])}, {"y", plan::activation(out.slot)}};
-        for (const bool expand : {false, true}) {
-          if (expand && (!query || expanded_min_rows(op) == 0)) break;
-          Dispatch& d = emit(i, KernelKey{.family = Family::Mla, .query = query, .split = split, .expand = expand},
-                             plan::Grid::Heads, bindings, {{"x_offset", x.offset}, {"x_stride", x.stride}});
-          d.groups_x = static_cast<uint32_t>(op.dims[0]);
-          d.form = expand ? plan::Form::Expanded : plan::Form::Absorbed;
-        }
-        if (!query && expanded_min_rows(op) > 0) mla_expanded(i, op, out);
-        return 1;
-      }
+      case OpKind::MlaValues: return lower_mla(i);
       case OpKind::Attention:
         lower_attention(i, 0, RopePairing::Neox, false);
         return 1;
-      case OpKind::CrossKv: {
-        // The KV append alone, into the cross-attention cache (no q: q's
-        // binding is k's, which the kernel does not touch without rotation).
-        const Loc k = loc(i, op.in[0]), v = loc(i, op.in[1]);
-        emit(i, KernelKey{.family = Family::RopeKv}, plan::Grid::Heads, kv_append_bindings(k, k, v, op.layer),
-             {{"q_offset", k.offset}, {"q_stride", k.stride}, {"k_offset", k.offset}, {"k_stride", k.stride},
-              {"v_offset", v.offset}, {"v_stride", v.stride}})
-            .groups_x = static_cast<uint32_t>(op.dims[0]);  // a workgroup a KV head (rope_kv.comp)
-        window_of(i, op.layer, 0);
-        return 1;
-      }
-      case OpKind::Logits: {
-        matmul(i, op, nullptr, Epilogue{.bias = op.tensor[1] >= 0, .softcap = op.param > 0, .scaled = op.scale != 1.0},
-               op.in[0], plan::logits(), 0, 0, 0, true);
-        emit(i, KernelKey{.family = Family::Argmax}, plan::Grid::Single,
-             {{"io", plan::io()}, {"logits", plan::logits()}})
-            .last_row = true;
-        return 1;
-      }
-      case OpKind::Route: {
-        // The logits are a column view when the shared expert's gate shares their matmul.
-        const Loc logits = loc(i, op.in[0]);
-        if (logits.offset != 0) unsupported(i, "the router's logits must open their rows");
-        const Loc out = materialize(op.out);
-        emit(i, KernelKey{.family = Family::MoeRoute, .stride = logits.stride}, plan::Grid::Single,
-             {{"logits", plan::activation(logits.slot)},
-              {"route", plan::activation(out.slot)},
-              {"bias", vector_or_none(op.tensor[0])}});
-        return 1;
-      }
-      case OpKind::Experts: {
-        // One matmul over the experts' matrices stacked in a pack (grid z:
-        // the expert), each reading the rows routed to it.
-        const bool gated = op.tensor[1] >= 0;
-        if (gated && dtype(op.tensor[1]) != dtype(op.tensor[0])) unsupported(i, "expert gate and up differ in dtype");
-        const int32_t stride = static_cast<int32_t>(op.param);
-        const bool fold = norm_ && norm_->out == op.in[0];  // the MLP's norm, applied as x is read
-        const Loc x = loc(i, fold ? norm_->in[0] : op.in[0]), routing = loc(i, op.in[1]);
-        const Loc out = materialize(op.out);
-        // A layer's experts of a role stacked in one binding, or (over
-        // max_part_bytes together) in parts of as many experts as one
-        // binding holds, a dispatch each; the kernel finds expert e's rows
-        // at (e − expert0) · n of its part.
-        const int64_t experts = op.dims[0], one = bytes(op.tensor[0], op.dims[1], op.dims[2]);
-        if (one > max_part_bytes_)
-          unsupported(i, "one expert's matrix takes " + std::to_string(one) + " bytes, over max_part_bytes (" +
-                             std::to_string(max_part_bytes_) + ")");
-        const int64_t per_part = std::min(experts, max_part_bytes_ / one);
-        const Epilogue e{.gated = gated, .act = static_cast<Activation>(op.variant), .norm = fold,
-                         .experts = static_cast<uint8_t>(gated ? 1 : 2),
-                         .part_experts = static_cast<uint16_t>(per_part < experts ? per_part : 0)};
-        const uint32_t rows = static_cast<uint32_t>(op.dims[1]);
-        for (int64_t e0 = 0; e0 < experts; e0 += per_part) {
-          const int64_t count = std::min(per_part, experts - e0);
-          const int32_t first = static_cast<int32_t>(e0) * stride;
-          std::map<std::string, Binding> b = {{"w", plan::pack(expert_pack(op.tensor[0] + first, stride, count))},
-                                              {"x", plan::activation(x.slot)},
-                                              {"y", plan::activation(out.slot)},
-                                              {"route", plan::activation(routing.slot)}};
-          if (fold) {
-            b["norm_scale"] = plan::weight(norm_->tensor[0]);
-            b["norm_shift"] = vector_or_none(norm_->tensor[1]);
-          }
-          if (gated) b["w2"] = plan::pack(expert_pack(op.tensor[1] + first, stride, count));
-          Dispatch& d = emit(i, matmul_key(op.dims[2], dtype(op.tensor[0]), e), plan::Grid::Experts, std::move(b),
-                             {{"n", rows}, {"gate_row0", 0}, {"up_row0", 0}, {"y_stride", rows},
-                              {"expert0", static_cast<uint32_t>(e0)}});
-          d.groups_x = rows;
-          d.groups_z = static_cast<uint32_t>(experts);  // every expert with tokens: the part's run, the others leave
-          d.groups_z_per_row = static_cast<uint32_t>(op.dims[3]);  // a chunk of T rows uses at most T · top_k experts
-        }
-        return 1;
-      }
-      case OpKind::MoeCombine: {
-        // x += the weighted experts' outputs, in place: x ends here.
-        const uint32_t x = op.in[0];
-        const Loc xl = loc(i, x);
-        if (last_use_[x] != static_cast<int32_t>(i) || xl.offset != 0)
-          unsupported(i, "the residual stream is read after the experts' sum; it must end there");
-        // A shared expert's output (a whole activation) and its gate's logit
-        // (a column of the router's matmul, or an activation of its own).
-        const int64_t shared = op.dims[3];
-        Binding shared_out, gate;
-        KernelKey key{.family = Family::MoeCombine, .shared = static_cast<uint8_t>(shared)};
-        if (shared > 0) {
-          const Loc s = loc(i, op.in[3]);
-          if (s.offset != 0 || s.stride != static_cast<uint32_t>(op.dims[2]))
-            unsupported(i, "the shared expert's output must be rows of its own");
-          shared_out = plan::activation(s.slot);
-        }
-        if (shared > 1) {
-          const Loc g = loc(i, op.in[4]);
-          gate = plan::activation(g.slot);
-          key.stride = g.stride;
-          key.offset = g.offset;
-        }
-        emit(i, key, plan::Grid::Rows,
-             {{"route", plan::activation(loc(i, op.in[2]).slot)},
-              {"y", plan::activation(loc(i, op.in[1]).slot)},
-              {"x", plan::activation(xl.slot)},
-              {"shared", shared_out},
-              {"gate", gate}});
-        locs_[op.out] = xl;
-        locs_.erase(x);
-        return 1;
-      }
-      case OpKind::SsmConv: {
-        const Loc xz = whole_rows(i, op.in[0]);
-        const Loc out = materialize(op.out);
-        state_of(i, op.layer);
-        plan_.conv_state_floats = op.dims[0] * (op.dims[1] - 1);
-        Dispatch& d = emit(i, KernelKey{.family = Family::SsmConv}, plan::Grid::Channels,
-                           {{"io", plan::io()},
-                            {"xz", plan::activation(xz.slot)},
-                            {"w", plan::weight(op.tensor[0])},
-                            {"bias", vector_or_none(op.tensor[1])},
-                            {"state", plan::conv_state(op.layer)},
-                            {"u", plan::activation(out.slot)}});
-        d.groups_x = ssm_groups(op.dims[0]);
-        return 1;
-      }
-      case OpKind::SsmScan: {
-        const Loc u = whole_rows(i, op.in[0]), dbc = whole_rows(i, op.in[1]), xz = whole_rows(i, op.in[2]);
-        const Loc out = materialize(op.out);
-        state_of(i, op.layer);
-        plan_.scan_state_floats = op.dims[0] * op.dims[1];
-        Dispatch& d = emit(i, KernelKey{.family = Family::SsmScan}, plan::Grid::Channels,
-                           {{"io", plan::io()},
-                            {"u", plan::activation(u.slot)},
-                            {"dbc", plan::activation(dbc.slot)},
-                            {"dt_w", plan::weight(op.tensor[0])},
-                            {"dt_bias", plan::weight(op.extra[0])},
-                            {"xz", plan::activation(xz.slot)},
-                            {"a_log", plan::weight(op.tensor[1])},
-                            {"d", plan::weight(op.extra[1])},
-                            {"state", plan::scan_state(op.layer)},
-                            {"y", plan::activation(out.slot)}});
-        d.groups_x = ssm_groups(op.dims[0]);
-        return 1;
-      }
-      case OpKind::Mamba2Scan: {
-        const Loc u = whole_rows(i, op.in[0]), xz = whole_rows(i, op.in[1]);
-        const Loc out = materialize(op.out);
-        state_of(i, op.layer);
-        plan_.scan_state_floats = op.dims[0] * op.dims[1];
-        const std::map<std::string, plan::Binding> bindings{{"io", plan::io()},
-                                                             {"u", plan::activation(u.slot)},
-                                                             {"xz", plan::activation(xz.slot)},
-                                                             {"dt_bias", plan::weight(op.extra[0])},
-                                                             {"a_log", plan::weight(op.tensor[0])},
-                                                             {"d", plan::weight(op.tensor[1])},
-                                                             {"state", plan::scan_state(op.layer)},
-                                                             {"y", plan::activation(out.slot)}};
-        // Two forms of one scan (plan::Form): the recurrence, a lane a
-        // channel; the chunked form, a workgroup a head's block of channels.
-        Dispatch& step = emit(i, KernelKey{.family = Family::Mamba2Scan}, plan::Grid::Channels, bindings);
-        step.groups_x = ssm_groups(op.dims[0]);
-        step.form = plan::Form::Recurrent;
-        const int64_t heads = op.dims[2], channels = op.dims[0] / heads;
-        Dispatch& chunk = emit(i, KernelKey{.family = Family::Mamba2Chunk}, plan::Grid::Channels, bindings);
-        chunk.groups_x = static_cast<uint32_t>(heads * (channels / kernels::mamba2_chunk_channels(channels, op.dims[1])));
-        chunk.form = plan::Form::Chunked;
-        return 1;
-      }
+      case OpKind::CrossKv: return lower_cross_kv(i);
+      case OpKind::Logits: return lower_logits(i);
+      case OpKind::Route: return lower_route(i);
+      case OpKind::Experts: return lower_experts(i);
+      case OpKind::MoeCombine: return lower_moe_combine(i);
+      case OpKind::SsmConv: return lower_ssm_conv(i);
+      case OpKind::SsmScan: return lower_ssm_scan(i);
+      case OpKind::Mamba2Scan: return lower_mamba2_scan(i);
       case OpKind::PosEmbed: unsupported(i, "add_positions must follow the embedding");
       case OpKind::Output: unsupported(i, "an encoder's output must follow the norm that ends its stack");
       case OpKind::Act: unsupported(i, "an activation must follow the matmul it applies to");
@@ -565,6 +301,331 @@ class Lowering {
     int64_t stacked = 0;
     for (size_t j = i; j < i + n; ++j) stacked += bytes(ops_[j].tensor[0], ops_[j].dims[0], ops_[j].dims[1]);
     return stacked > max_part_bytes_ ? 1 : n;
+  }
+
+  // OpKind::Embed.
+  size_t lower_embed(size_t i) {
+    const Op& op = ops_[i];
+    const Op* next = at(i + 1);
+    const bool positions = next && next->kind == OpKind::PosEmbed && next->in[0] == op.out;
+    const Loc out = materialize(positions ? next->out : op.out);
+    matrix(op.tensor[0], op.dims[0], op.dims[1]);
+    if (positions && bytes(next->tensor[0], next->dims[0], next->dims[1]) > max_part_bytes_)
+      unsupported(i + 1, "the position table is over max_part_bytes; only the token table is split into row ranges");
+    // BERT's token-type table, added with the positions (row 0: one segment).
+    const int32_t types = positions ? next->tensor[1] : -1;
+    if (positions && dtype(next->tensor[0]) != dtype(op.tensor[0]))
+      unsupported(i + 1, "the position table's dtype differs from the token table's");
+    if (types >= 0 && dtype(types) != dtype(op.tensor[0]))
+      unsupported(i + 1, "the token-type table's dtype differs from the token table's");
+    emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = positions,
+                      .types = types >= 0},
+         plan::Grid::Rows,
+         {{"io", plan::io()},
+          {"table", plan::weight(op.tensor[0])},
+          {"positions", positions ? plan::weight(next->tensor[0]) : Binding{}},
+          {"types", vector_or_none(types)},
+          {"y", plan::activation(out.slot)}},
+         {{"token0", 0}, {"tokens", static_cast<uint32_t>(op.dims[0])}});
+    return positions ? 2 : 1;
+  }
+
+  // OpKind::RMSNorm, OpKind::LayerNorm.
+  size_t lower_norm(size_t i) {
+    const Op& op = ops_[i];
+    const Op* next = at(i + 1);
+    // A norm per group of features (Mamba-2's gated norm; 0: the whole
+    // row): matmul epilogues norm whole rows, so it folds into none.
+    const int64_t group = op.dims[1] > 0 && op.dims[1] != op.dims[0] ? op.dims[1] : 0;
+    // A mixture of experts' input norm: folded into the router and into
+    // the gated experts, which read it through moe_route's lists.
+    if (group == 0 && next && next->kind == OpKind::MatMul && next->in[0] == op.out && at(i + 2) &&
+        at(i + 2)->kind == OpKind::Route && at(i + 3) && at(i + 3)->kind == OpKind::Experts &&
+        at(i + 3)->in[0] == op.out && last_use_[op.out] == static_cast<int32_t>(i + 3)) {
+      norm_ = &op;
+      lower_matmul(i + 1);
+      lower_at(i + 2);
+      lower_at(i + 3);
+      norm_ = nullptr;
+      return 4;
+    }
+    // Folded into the projections that read it, when they come next and
+    // nothing after them reads it (a parallel block's shared norm, a
+    // post-norm block's output: materialized).
+    if (group == 0 && next && (next->kind == OpKind::MatMul || next->kind == OpKind::Logits) && next->in[0] == op.out &&
+        last_use_[op.out] <= static_cast<int32_t>(i + readers_next(i, op.out))) {
+      norm_ = &op;
+      size_t consumed = next->kind == OpKind::Logits ? lower_at(i + 1) : lower_matmul(i + 1);
+      // Readers left out of the pack (a v of another dtype than q and k,
+      // as llama.cpp's _M mixtures give): each folds the norm too.
+      for (const Op* more = at(i + 1 + consumed);
+           last_use_[op.out] > static_cast<int32_t>(i + consumed) && more && more->kind == OpKind::MatMul &&
+           more->in[0] == op.out;
+           more = at(i + 1 + consumed))
+        consumed += lower_matmul(i + 1 + consumed);
+      norm_ = nullptr;
+      if (last_use_[op.out] > static_cast<int32_t>(i + consumed))
+        unsupported(i, "a norm folded into the projections after it is read again later");
+      return 1 + consumed;
+    }
+    const Binding in = plan::activation(loc(i, op.in[0]).slot);
+    // norm → add(x, ·): x += N(branch) in place, when x dies there (the
+    // norm of a branch's output: sandwich and branch_output blocks).
+    if (next && next->kind == OpKind::Add && (next->in[0] == op.out || next->in[1] == op.out)) {
+      const Loc sum = residual_slot(i, *next, op.out);
+      emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .residual = true, .group = group}, plan::Grid::Rows,
+           {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])},
+            {"y", plan::activation(sum.slot)}});
+      take_over(*next, op.out);
+      return 2;
+    }
+    // An encoder's last norm writes its hidden states, every row, to the output.
+    const bool output = next && next->kind == OpKind::Output && next->in[0] == op.out;
+    const Binding y = output ? plan::logits() : plan::activation(materialize(op.out).slot);
+    emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .group = group}, plan::Grid::Rows,
+         {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])}, {"y", y}});
+    return output ? 2 : 1;
+  }
+
+  // OpKind::Split.
+  size_t lower_split(size_t i) {
+    const Op& op = ops_[i];
+    const Loc src = loc(i, op.in[0]);
+    bind(op.out, Loc{src.slot, src.offset + static_cast<uint32_t>(op.dims[0]), src.stride});
+    return 1;
+  }
+
+  // OpKind::QKNorm.
+  size_t lower_qk_norm(size_t i) {
+    const Op& op = ops_[i];
+    const Op* next = at(i + 1);
+    // Folded into rope_kv, which normalizes q and k as it reads them.
+    if (!next || next->kind != OpKind::Rope || next->in[0] != op.in[0] || next->in[1] != op.in[1])
+      unsupported(i, "a q/k norm must be followed by the rope of the same q and k");
+    qk_norm_ = &op;
+    const size_t consumed = lower_at(i + 1);
+    qk_norm_ = nullptr;
+    return 1 + consumed;
+  }
+
+  // OpKind::Rope.
+  size_t lower_rope(size_t i) {
+    const Op& op = ops_[i];
+    const Op* next = at(i + 1);
+    if (!next || next->kind != OpKind::Attention || next->in[0] != op.in[0] || next->in[1] != op.in[1])
+      unsupported(i, "rope must be followed by the attention of the same q and k");
+    lower_attention(i + 1, op.dims[3], static_cast<RopePairing>(op.variant), op.local, op.dims[4]);
+    return 2;
+  }
+
+  // OpKind::MlaQuery, OpKind::MlaValues.
+  size_t lower_mla(size_t i) {
+    const Op& op = ops_[i];
+    // One workgroup per (head, row): kv_b's rows of the head, read as f32.
+    // Latent attention's absorbed form; the expanded form's query is its
+    // rotary part alone, and its attention writes the values (below).
+    const bool query = op.kind == OpKind::MlaQuery, split = op.variant == typed::kSplitKvB;
+    const Loc x = loc(i, op.in[0]);
+    const Loc out = materialize(op.out);
+    const std::map<std::string, Binding> bindings = {
+        {"x", plan::activation(x.slot)}, {"w", plan::weight(op.tensor[0])}, {"y", plan::activation(out.slot)}};
+    for (const bool expand : {false, true}) {
+      if (expand && (!query || expanded_min_rows(op) == 0)) break;
+      Dispatch& d = emit(i, KernelKey{.family = Family::Mla, .query = query, .split = split, .expand = expand},
+                         plan::Grid::Heads, bindings, {{"x_offset", x.offset}, {"x_stride", x.stride}});
+      d.groups_x = static_cast<uint32_t>(op.dims[0]);
+      d.form = expand ? plan::Form::Expanded : plan::Form::Absorbed;
+    }
+    if (!query && expanded_min_rows(op) > 0) mla_expanded(i, op, out);
+    return 1;
+  }
+
+  // OpKind::CrossKv.
+  size_t lower_cross_kv(size_t i) {
+    const Op& op = ops_[i];
+    // The KV append alone, into the cross-attention cache (no q: q's
+    // binding is k's, which the kernel does not touch without rotation).
+    const Loc k = loc(i, op.in[0]), v = loc(i, op.in[1]);
+    emit(i, KernelKey{.family = Family::RopeKv}, plan::Grid::Heads, kv_append_bindings(k, k, v, op.layer),
+         {{"q_offset", k.offset}, {"q_stride", k.stride}, {"k_offset", k.offset}, {"k_stride", k.stride},
+          {"v_offset", v.offset}, {"v_stride", v.stride}})
+        .groups_x = static_cast<uint32_t>(op.dims[0]);  // a workgroup a KV head (rope_kv.comp)
+    window_of(i, op.layer, 0);
+    return 1;
+  }
+
+  // OpKind::Logits.
+  size_t lower_logits(size_t i) {
+    const Op& op = ops_[i];
+    matmul(i, op, nullptr, Epilogue{.bias = op.tensor[1] >= 0, .softcap = op.param > 0, .scaled = op.scale != 1.0},
+           op.in[0], plan::logits(), 0, 0, 0, true);
+    emit(i, KernelKey{.family = Family::Argmax}, plan::Grid::Single,
+         {{"io", plan::io()}, {"logits", plan::logits()}})
+        .last_row = true;
+    return 1;
+  }
+
+  // OpKind::Route.
+  size_t lower_route(size_t i) {
+    const Op& op = ops_[i];
+    // The logits are a column view when the shared expert's gate shares their matmul.
+    const Loc logits = loc(i, op.in[0]);
+    if (logits.offset != 0) unsupported(i, "the router's logits must open their rows");
+    const Loc out = materialize(op.out);
+    emit(i, KernelKey{.family = Family::MoeRoute, .stride = logits.stride}, plan::Grid::Single,
+         {{"logits", plan::activation(logits.slot)},
+          {"route", plan::activation(out.slot)},
+          {"bias", vector_or_none(op.tensor[0])}});
+    return 1;
+  }
+
+  // OpKind::Experts.
+  size_t lower_experts(size_t i) {
+    const Op& op = ops_[i];
+    // One matmul over the experts' matrices stacked in a pack (grid z:
+    // the expert), each reading the rows routed to it.
+    const bool gated = op.tensor[1] >= 0;
+    if (gated && dtype(op.tensor[1]) != dtype(op.tensor[0])) unsupported(i, "expert gate and up differ in dtype");
+    const int32_t stride = static_cast<int32_t>(op.param);
+    const bool fold = norm_ && norm_->out == op.in[0];  // the MLP's norm, applied as x is read
+    const Loc x = loc(i, fold ? norm_->in[0] : op.in[0]), routing = loc(i, op.in[1]);
+    const Loc out = materialize(op.out);
+    // A layer's experts of a role stacked in one binding, or (over
+    // max_part_bytes together) in parts of as many experts as one
+    // binding holds, a dispatch each; the kernel finds expert e's rows
+    // at (e − expert0) · n of its part.
+    const int64_t experts = op.dims[0], one = bytes(op.tensor[0], op.dims[1], op.dims[2]);
+    if (one > max_part_bytes_)
+      unsupported(i, "one expert's matrix takes " + std::to_string(one) + " bytes, over max_part_bytes (" +
+                         std::to_string(max_part_bytes_) + ")");
+    const int64_t per_part = std::min(experts, max_part_bytes_ / one);
+    const Epilogue e{.gated = gated, .act = static_cast<Activation>(op.variant), .norm = fold,
+                     .experts = static_cast<uint8_t>(gated ? 1 : 2),
+                     .part_experts = static_cast<uint16_t>(per_part < experts ? per_part : 0)};
+    const uint32_t rows = static_cast<uint32_t>(op.dims[1]);
+    for (int64_t e0 = 0; e0 < experts; e0 += per_part) {
+      const int64_t count = std::min(per_part, experts - e0);
+      const int32_t first = static_cast<int32_t>(e0) * stride;
+      std::map<std::string, Binding> b = {{"w", plan::pack(expert_pack(op.tensor[0] + first, stride, count))},
+                                          {"x", plan::activation(x.slot)},
+                                          {"y", plan::activation(out.slot)},
+                                          {"route", plan::activation(routing.slot)}};
+      if (fold) {
+        b["norm_scale"] = plan::weight(norm_->tensor[0]);
+        b["norm_shift"] = vector_or_none(norm_->tensor[1]);
+      }
+      if (gated) b["w2"] = plan::pack(expert_pack(op.tensor[1] + first, stride, count));
+      Dispatch& d = emit(i, matmul_key(op.dims[2], dtype(op.tensor[0]), e), plan::Grid::Experts, std::move(b),
+                         {{"n", rows}, {"gate_row0", 0}, {"up_row0", 0}, {"y_stride", rows},
+                          {"expert0", static_cast<uint32_t>(e0)}});
+      d.groups_x = rows;
+      d.groups_z = static_cast<uint32_t>(experts);  // every expert with tokens: the part's run, the others leave
+      d.groups_z_per_row = static_cast<uint32_t>(op.dims[3]);  // a chunk of T rows uses at most T · top_k experts
+    }
+    return 1;
+  }
+
+  // OpKind::MoeCombine.
+  size_t lower_moe_combine(size_t i) {
+    const Op& op = ops_[i];
+    // x += the weighted experts' outputs, in place: x ends here.
+    const uint32_t x = op.in[0];
+    const Loc xl = loc(i, x);
+    if (last_use_[x] != static_cast<int32_t>(i) || xl.offset != 0)
+      unsupported(i, "the residual stream is read after the experts' sum; it must end there");
+    // A shared expert's output (a whole activation) and its gate's logit
+    // (a column of the router's matmul, or an activation of its own).
+    const int64_t shared = op.dims[3];
+    Binding shared_out, gate;
+    KernelKey key{.family = Family::MoeCombine, .shared = static_cast<uint8_t>(shared)};
+    if (shared > 0) {
+      const Loc s = loc(i, op.in[3]);
+      if (s.offset != 0 || s.stride != static_cast<uint32_t>(op.dims[2]))
+        unsupported(i, "the shared expert's output must be rows of its own");
+      shared_out = plan::activation(s.slot);
+    }
+    if (shared > 1) {
+      const Loc g = loc(i, op.in[4]);
+      gate = plan::activation(g.slot);
+      key.stride = g.stride;
+      key.offset = g.offset;
+    }
+    emit(i, key, plan::Grid::Rows,
+         {{"route", plan::activation(loc(i, op.in[2]).slot)},
+          {"y", plan::activation(loc(i, op.in[1]).slot)},
+          {"x", plan::activation(xl.slot)},
+          {"shared", shared_out},
+          {"gate", gate}});
+    locs_[op.out] = xl;
+    locs_.erase(x);
+    return 1;
+  }
+
+  // OpKind::SsmConv.
+  size_t lower_ssm_conv(size_t i) {
+    const Op& op = ops_[i];
+    const Loc xz = whole_rows(i, op.in[0]);
+    const Loc out = materialize(op.out);
+    state_of(i, op.layer);
+    plan_.conv_state_floats = op.dims[0] * (op.dims[1] - 1);
+    Dispatch& d = emit(i, KernelKey{.family = Family::SsmConv}, plan::Grid::Channels,
+                       {{"io", plan::io()},
+                        {"xz", plan::activation(xz.slot)},
+                        {"w", plan::weight(op.tensor[0])},
+                        {"bias", vector_or_none(op.tensor[1])},
+                        {"state", plan::conv_state(op.layer)},
+                        {"u", plan::activation(out.slot)}});
+    d.groups_x = ssm_groups(op.dims[0]);
+    return 1;
+  }
+
+  // OpKind::SsmScan.
+  size_t lower_ssm_scan(size_t i) {
+    const Op& op = ops_[i];
+    const Loc u = whole_rows(i, op.in[0]), dbc = whole_rows(i, op.in[1]), xz = whole_rows(i, op.in[2]);
+    const Loc out = materialize(op.out);
+    state_of(i, op.layer);
+    plan_.scan_state_floats = op.dims[0] * op.dims[1];
+    Dispatch& d = emit(i, KernelKey{.family = Family::SsmScan}, plan::Grid::Channels,
+                       {{"io", plan::io()},
+                        {"u", plan::activation(u.slot)},
+                        {"dbc", plan::activation(dbc.slot)},
+                        {"dt_w", plan::weight(op.tensor[0])},
+                        {"dt_bias", plan::weight(op.extra[0])},
+                        {"xz", plan::activation(xz.slot)},
+                        {"a_log", plan::weight(op.tensor[1])},
+                        {"d", plan::weight(op.extra[1])},
+                        {"state", plan::scan_state(op.layer)},
+                        {"y", plan::activation(out.slot)}});
+    d.groups_x = ssm_groups(op.dims[0]);
+    return 1;
+  }
+
+  // OpKind::Mamba2Scan.
+  size_t lower_mamba2_scan(size_t i) {
+    const Op& op = ops_[i];
+    const Loc u = whole_rows(i, op.in[0]), xz = whole_rows(i, op.in[1]);
+    const Loc out = materialize(op.out);
+    state_of(i, op.layer);
+    plan_.scan_state_floats = op.dims[0] * op.dims[1];
+    const std::map<std::string, plan::Binding> bindings{{"io", plan::io()},
+                                                         {"u", plan::activation(u.slot)},
+                                                         {"xz", plan::activation(xz.slot)},
+                                                         {"dt_bias", plan::weight(op.extra[0])},
+                                                         {"a_log", plan::weight(op.tensor[0])},
+                                                         {"d", plan::weight(op.tensor[1])},
+                                                         {"state", plan::scan_state(op.layer)},
+                                                         {"y", plan::activation(out.slot)}};
+    // Two forms of one scan (plan::Form): the recurrence, a lane a
+    // channel; the chunked form, a workgroup a head's block of channels.
+    Dispatch& step = emit(i, KernelKey{.family = Family::Mamba2Scan}, plan::Grid::Channels, bindings);
+    step.groups_x = ssm_groups(op.dims[0]);
+    step.form = plan::Form::Recurrent;
+    const int64_t heads = op.dims[2], channels = op.dims[0] / heads;
+    Dispatch& chunk = emit(i, KernelKey{.family = Family::Mamba2Chunk}, plan::Grid::Channels, bindings);
+    chunk.groups_x = static_cast<uint32_t>(heads * (channels / kernels::mamba2_chunk_channels(channels, op.dims[1])));
+    chunk.form = plan::Form::Chunked;
+    return 1;
   }
 
   // The pack of one role's matrices of `experts` experts, the first at
