@@ -1,0 +1,204 @@
+// The attention kernels against the CPU reference (harness.hpp says how).
+#include <doctest/doctest.h>
+
+#include "tests/vulkan/kernels/harness.hpp"
+
+TEST_SUITE("kernels") {
+
+// softmax(scale · q·Kᵀ) · V over positions 0 … io.position + t of the cache
+// (causal; a windowed instance: the last W of them, read from a ring that
+// wraps), query head h reading KV head h / (HQ / HKV) (HF's repeat_kv);
+// caches filled on the host in the cache dtype.
+TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA heads") {
+  Gpu gpu(device);
+  Worst worst;
+  const plan::DeviceFeatures features = vk::device_features(device.info());
+  std::vector<plan::Variant> flash_variants;  // flash on matrix units where the device has them
+  if (features.coop_nv) flash_variants.push_back(plan::Variant::Coop);
+  if (features.coop_khr) flash_variants.push_back(plan::Variant::CoopKhr);
+  for_each_instance("attention.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const spec::Spec& s = m.spec;
+    check_head_constants(s, c);
+    const uint32_t hq = c.u("HQ"), hkv = c.u("HKV"), dh = c.u("DH");
+    // GT query heads a workgroup: all G of a KV head, or a divisor of G up to 8.
+    const uint32_t gt = c.u("GT"), g_all = hq / hkv;
+    CHECK(g_all % gt == 0);
+    CHECK(gt == (g_all <= 8 ? g_all : gt));
+    CHECK(gt <= 8);
+    const double scale = s.attention.effective_scale(dh);
+    CHECK(c.f("SCALE") == doctest::Approx(scale).epsilon(1e-8));
+    const double softcap = c.f("SOFTCAP");  // Gemma 2: c · tanh(s / c) of each scaled score
+    CHECK(softcap == doctest::Approx(s.attention.softcap).epsilon(1e-8));
+    // ALiBi (BLOOM, MPT): slope_h · (j − i) on head h's score of key j; the
+    // slopes by the closed form: 2^(−8h/P) for the first P = 2^⌊log2 H⌋
+    // heads, then 2^(−4h) … over the odd h for the rest.
+    const bool alibi = c.flag("ALIBI");
+    CHECK(alibi == (s.position.kind == spec::PositionKind::Alibi));
+    std::vector<double> slopes;
+    if (alibi) {
+      uint32_t p = 1;
+      while (p * 2 <= hq) p *= 2;
+      for (uint32_t h = 1; h <= p; ++h) slopes.push_back(std::exp2(-8.0 * h / p));
+      for (uint32_t h = 1; slopes.size() < hq; h += 2) slopes.push_back(std::exp2(-4.0 * h / p));
+    }
+    // A windowed instance (attention_w<W>) exists only for a spec with that window.
+    const uint32_t window = c.u("WINDOW");
+    // An encoder's rows see every key of their input: positions 0 … extent − 1.
+    // An encoder-decoder's: its encoder's instance, and cross-attention's,
+    // whose rows see the keys 0 … extent − 1 of the source whatever their
+    // own position (extent here: 7 past the chunk's first row's position).
+    const bool bidirectional = c.flag("BIDIRECTIONAL");
+    const bool cross = c.flag("CROSS");
+    CHECK(cross == (k.name.find("_cross") != std::string::npos));
+    CHECK(bidirectional == (s.encoder() || k.name.find("_bidirectional") != std::string::npos || cross));
+    if (cross) CHECK(s.encoder_decoder());
+    // T5's relative bias: a scalar per (bucket of j − i, head), the buckets by
+    // the reference's function (causal in a decoder); none in cross-attention.
+    const bool relative = c.flag("RELATIVE");
+    CHECK(relative == (s.position.kind == spec::PositionKind::Relative && !cross));
+    const std::vector<float> rel = random_floats(relative ? size_t(s.position.buckets) * hq : 1, -1.0f, 1.0f);
+    vk::Buffer rel_buffer = buffer_of(device, rel);
+    const std::string suffix = "_w" + std::to_string(window);
+    CHECK((k.name.size() > suffix.size() && k.name.ends_with(suffix)) == (window > 0));
+    if (window > 0) CHECK(window == s.attention.sliding_window);
+    const QkvViews layout = qkv_layout(s);
+    const DType cache = s.cache.dtype;
+    const size_t cache_size = dtype_bytes(cache);
+
+    Report report(m, k, worst);
+    struct Case {
+      uint32_t rows, position;
+      uint32_t qrows = 1;  // rows a workgroup (QROWS: the gpu class's prompts stage keys for 4)
+      plan::Flash flash{};  // flash tiles (attention_flash.comp): rows × keys; rows 0: attention.comp
+      plan::Variant variant = plan::Variant::Plain;  // flash on matrix units: Coop, CoopKhr (attention_flash_coop.comp)
+    };
+    const uint32_t late = static_cast<uint32_t>(std::min<int64_t>(90, s.dims.max_context - 1));
+    std::vector<Case> cases = {Case{4, 29}, Case{1, late}, Case{3, 0}};
+    // Past the window: several rows whose first keys leave it, and a decode step.
+    if (window > 0) cases.insert(cases.end(), {Case{5, window + 3}, Case{1, 2 * window + 1}});
+    // Staged: 4 rows a workgroup, a partial one (3 rows), and 6 rows (a
+    // second workgroup of 2) past the window.
+    cases.insert(cases.end(), {Case{4, 29, 4}, Case{3, 0, 4}});
+    if (window > 0) cases.push_back(Case{6, window + 3, 4});
+    // Flash tiles by multiply-adds: the gpu-flash class's tile as the
+    // generator plans it, and 16 lines × 32 keys where GT divides 16, over
+    // several workgroups (the last partial), a first chunk and, in a
+    // window, rows whose first keys leave it over a ring. On matrix units
+    // (the gpu-coop-flash classes' tile) where the device has them; else
+    // spirv-val proves them, tests/unit/shader_test.cpp.
+    const uint32_t extra = relative ? static_cast<uint32_t>(2 * s.position.max_distance + 1) * gt * 4 : 0;
+    const bool f16_cache = cache == DType::F16;
+    std::vector<std::pair<plan::Flash, plan::Variant>> flash_tiles = {
+        {plan::flash_tile(false, gt, dh, f16_cache, 32768, extra), plan::Variant::Plain}};
+    if (16 % gt == 0) flash_tiles.push_back({{16 / gt, 32}, plan::Variant::Plain});
+    for (plan::Variant v : flash_variants)
+      flash_tiles.push_back({plan::flash_tile(true, gt, dh, f16_cache, 49152, extra), v});
+    for (const auto& [f, v] : flash_tiles) {
+      if (f.rows == 0 || plan::flash_shared_bytes(v != plan::Variant::Plain, f.rows * gt, f.keys, dh, f16_cache, extra) >
+                             device.info().max_compute_shared_memory)
+        continue;
+      const uint32_t many = static_cast<uint32_t>(std::clamp<int64_t>(s.dims.max_context - 29, 1, 2 * f.rows + 3));
+      cases.insert(cases.end(), {Case{many, 29, 1, f, v}, Case{3, 0, 1, f, v}});
+      if (window > 0) cases.push_back(Case{f.rows + 5, window + 3, 1, f, v});
+    }
+    for (const Case cs : cases) {
+      // A windowed layer's cache is a ring of W + rows − 1 positions (the
+      // fewest a chunk needs): position p at slot p mod ring, wrapped here.
+      // (An encoder's cache holds its whole input: keys ahead are read too.)
+      const uint32_t ring = window > 0 && !bidirectional ? window + cs.rows - 1 : 0;
+      const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position) +
+                               (ring ? " over a ring of " + std::to_string(ring) : "") +
+                               (cs.qrows > 1 ? ", " + std::to_string(cs.qrows) + " a workgroup" : "") +
+                               (cs.flash.rows > 0 ? ", flash tiles of " + std::to_string(cs.flash.rows) + " rows × " +
+                                                        std::to_string(cs.flash.keys) + " keys" +
+                                                        (cs.variant == plan::Variant::Coop      ? " on matrix units (NV)"
+                                                         : cs.variant == plan::Variant::CoopKhr ? " on matrix units (KHR)"
+                                                                                                : "")
+                                                  : "");
+      CAPTURE(what);
+      const push::AttentionPush push = layout.push(cs.rows);
+      const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride, -2.0f, 2.0f);
+      const uint32_t source = 7;  // cross-attention: a source of 7 keys
+      const uint32_t positions = ring ? ring : std::max(cs.position + cs.rows, cross ? source : 0u);
+      const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
+      vk::Buffer qb = buffer_of(device, q), kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
+      std::vector<uint32_t> io_rows = io_words(cs.position, std::vector<uint32_t>(cs.rows, 0));
+      if (cross)
+        for (size_t w = 3; w < io_rows.size(); w += 4) io_rows[w] = source;
+      vk::Buffer io = buffer_of(device, io_rows);
+      const size_t width = size_t{hq} * dh;
+      vk::Buffer o = buffer_of(device, guarded(std::vector<float>(cs.rows * width, kGuard)));
+      // attention reads the caches through RGBA32UI texel views.
+      const vk::TexelView kview(device, kc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, kc.size());
+      const vk::TexelView vview(device, vc.handle(), VK_FORMAT_R32G32B32A32_UINT, 0, vc.size());
+      emit::KernelInstance flash = k;
+      flash.source.file =
+          std::string(kernels::flash_file(cs.variant == plan::Variant::Plain ? kernels::Layout::Tiled : kernels::Layout::Coop));
+      const bool tiles = cs.flash.rows > 0;
+      const uint32_t per_group = tiles ? cs.flash.rows : cs.qrows;
+      gpu.run(m, tiles ? flash : k,
+              kernels::AttentionBindings<vk::Binding>{.io = whole(io),
+                                                      .q = whole(qb),
+                                                      .k_cache = vk::TexelBinding{kview.handle()},
+                                                      .v_cache = vk::TexelBinding{vview.handle()},
+                                                      .out = whole(o),
+                                                      .partials = gpu.no_buffer(),
+                                                      .rel_bias = relative ? whole(rel_buffer) : gpu.no_buffer()},
+              push, hq / gt, (cs.rows + per_group - 1) / per_group,
+              tiles ? std::vector<uint32_t>{1, ring, cs.flash.rows, cs.flash.keys} : std::vector<uint32_t>{1, ring, cs.qrows}, 1,
+              tiles ? plan::kFlashThreads : device.info().subgroup_size * cs.qrows,  // a workgroup per GT heads; one key range (split ranges: the model tests)
+              cs.variant == plan::Variant::CoopKhr);
+      const std::vector<float> out = read_back<float>(device, o, cs.rows * width + kGuardWords);
+
+      auto cached = [&](const std::vector<std::byte>& c_, uint32_t pos, uint32_t h, uint32_t i) {
+        const uint32_t slot = ring ? pos % ring : pos;
+        return load(cache, &c_[((size_t{slot} * hkv + h) * dh + i) * cache_size]);
+      };
+      NormalizedError e;
+      for (uint32_t t = 0; t < cs.rows; ++t) {
+        // The query at position i sees keys first … i: first = i − W + 1 in a
+        // window; bidirectional, every key up to the chunk's end.
+        // Bidirectional with a window W: |i − j| ≤ W.
+        const uint32_t i_pos = cs.position + t;
+        const uint32_t last = cross           ? source - 1
+                              : !bidirectional ? i_pos
+                              : window > 0     ? std::min(cs.position + cs.rows - 1, i_pos + window)
+                                               : cs.position + cs.rows - 1;
+        const uint32_t first = bidirectional ? (window > 0 && i_pos > window ? i_pos - window : 0)
+                                             : (window > 0 && last + 1 > window ? last + 1 - window : 0);
+        const uint32_t keys = last + 1 - first;
+        for (uint32_t h = 0; h < hq; ++h) {
+          const uint32_t g = h / (hq / hkv);
+          const float* qh = &q[push.q_offset + size_t{t} * push.q_stride + size_t{h} * dh];
+          std::vector<double> scores(keys);
+          double top = -std::numeric_limits<double>::infinity();
+          for (uint32_t p = 0; p < keys; ++p) {
+            double dot = 0;
+            for (uint32_t i = 0; i < dh; ++i) dot += qh[i] * cached(kc0, first + p, g, i);
+            scores[p] = scale * dot;
+            if (softcap > 0) scores[p] = softcap * std::tanh(scores[p] / softcap);
+            if (alibi) scores[p] += slopes[h] * (static_cast<double>(first + p) - static_cast<double>(cs.position + t));
+            if (relative) {
+              const int64_t r = static_cast<int64_t>(first + p) - static_cast<int64_t>(cs.position + t);
+              scores[p] += rel[static_cast<size_t>(reference::relative_bucket(r, bidirectional, s.position.buckets,
+                                                                              s.position.max_distance)) * hq + h];
+            }
+            top = std::max(top, scores[p]);
+          }
+          double sum = 0;
+          for (double& sc : scores) sum += (sc = std::exp(sc - top));
+          for (uint32_t i = 0; i < dh; ++i) {
+            double value = 0;
+            for (uint32_t p = 0; p < keys; ++p) value += scores[p] * cached(vc0, first + p, g, i);
+            e.add(out[t * width + size_t{h} * dh + i], value / sum);
+          }
+        }
+      }
+      check_guard(out, cs.rows * width);
+      report.check(what, e.value(), cs.variant == plan::Variant::Plain ? kAttentionTolerance : kFlashCoopTolerance);
+    }
+  }, false, has_attention);
+  report_worst("attention", worst);
+}
+
+}  // TEST_SUITE("kernels")

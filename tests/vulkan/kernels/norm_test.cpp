@@ -1,0 +1,75 @@
+// The norm kernels against the CPU reference (harness.hpp says how).
+#include <doctest/doctest.h>
+
+#include "tests/vulkan/kernels/harness.hpp"
+
+TEST_SUITE("kernels") {
+
+// RMSNorm (Llama: x / sqrt(mean(x²) + eps) · g) and LayerNorm with a bias
+// (GPT-2: (x − mean) / sqrt(var + eps) · g + b), over rows with different
+// means and scales.
+TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
+  Gpu gpu(device);
+  Worst worst;
+  for_each_instance("norm.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const spec::Spec& s = m.spec;
+    const uint32_t n = c.u("N"), group = c.u("GROUP");
+    // Mamba-2's gated norm: a plain RMSNorm of each group of d_inner / groups.
+    const bool grouped = group != n;
+    const bool layer_norm = !grouped && s.norm.kind == spec::NormKind::LayerNorm;
+    const bool bias = !grouped && s.norm.bias, unit_offset = !grouped && s.norm.unit_offset;
+    if (grouped) CHECK((n == s.ssm.d_inner && group == s.ssm.d_inner / s.ssm.groups));
+    else CHECK(n == s.dims.hidden);
+    CHECK(c.flag("LAYER_NORM") == layer_norm);
+    CHECK(c.flag("HAS_BIAS") == bias);
+    CHECK(c.flag("UNIT_OFFSET") == unit_offset);
+    CHECK(c.f("EPS") == doctest::Approx(s.norm.eps).epsilon(1e-8));
+    // y += N(x): the norm of a branch's output, added to the residual stream y.
+    const bool residual = c.flag("RESIDUAL");
+    CHECK((k.name == "norm_" + std::to_string(n) + "_residual") == residual);
+    if (grouped) CHECK(k.name == "norm_" + std::to_string(n) + "_group" + std::to_string(group));
+    if (residual)
+      CHECK((s.norm.placement == spec::NormPlacement::Sandwich || s.norm.placement == spec::NormPlacement::BranchOutput));
+
+    constexpr uint32_t rows = 5;
+    const float means[rows] = {0.0f, 3.0f, -1.5f, 0.25f, 10.0f};
+    const float scales[rows] = {1.0f, 0.5f, 4.0f, 0.01f, 2.0f};
+    std::vector<float> x = random_floats(size_t{rows} * n);
+    for (uint32_t t = 0; t < rows; ++t)
+      for (uint32_t i = 0; i < n; ++i) x[size_t{t} * n + i] = means[t] + scales[t] * x[size_t{t} * n + i];
+    const std::vector<float> g = random_floats(n, 0.5f, 1.5f), b = random_floats(n);
+    vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g), bb = buffer_of(device, b);
+    const std::vector<float> y0 = residual ? random_floats(size_t{rows} * n) : std::vector<float>(size_t{rows} * n, kGuard);
+    vk::Buffer y = buffer_of(device, guarded(y0));
+    gpu.run(m, k,
+            kernels::NormBindings<vk::Binding>{
+                .x = whole(xb), .scale = whole(gb), .shift = bias ? whole(bb) : gpu.no_buffer(), .y = whole(y)},
+            push::RowsPush{.rows = rows}, rows);
+    const std::vector<float> out = read_back<float>(device, y, size_t{rows} * n + kGuardWords);
+
+    NormalizedError e;
+    for (uint32_t t = 0; t < rows; ++t)
+      for (uint32_t first = 0; first < n; first += group) {  // each group on its own (one: the row)
+        const float* row = &x[size_t{t} * n + first];
+        double mean = 0;
+        if (layer_norm) {
+          for (uint32_t i = 0; i < group; ++i) mean += row[i];
+          mean /= group;
+        }
+        double squares = 0;
+        for (uint32_t i = 0; i < group; ++i) squares += (row[i] - mean) * (row[i] - mean);
+        const double inv = 1 / std::sqrt(squares / group + s.norm.eps);
+        for (uint32_t i = 0; i < group; ++i) {
+          double expected = (row[i] - mean) * inv * (unit_offset ? 1.0 + g[first + i] : double(g[first + i]));
+          if (bias) expected += b[first + i];
+          if (residual) expected += y0[size_t{t} * n + first + i];
+          e.add(out[size_t{t} * n + first + i], expected);
+        }
+      }
+    check_guard(out, size_t{rows} * n);
+    Report(m, k, worst).check(std::to_string(rows) + " rows" + (residual ? ", added to y" : ""), e.value(), kNormTolerance);
+  });
+  report_worst("norm", worst);
+}
+
+}  // TEST_SUITE("kernels")
