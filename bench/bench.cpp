@@ -201,6 +201,7 @@ struct Options {
   int64_t length = 128;                     // an encoder's: tokens an input
   std::vector<int64_t> profile;             // --profile: rows of each pass whose kernels are timed, instead of the table
   std::vector<std::string> profile_classes;  // --profile-classes: those classes alone (default every one the device meets)
+  int64_t profile_depth = 128;              // --profile-depth: tokens cached before each profiled pass
   std::string mla_form;                     // --mla-form: latent attention's form in a prompt chunk (empty: the class's)
 };
 
@@ -588,7 +589,8 @@ int run_encoder_decoder(const Options& opt) {
 }
 
 // --profile ROWS[,ROWS…]: the device time of each kernel in one pass of ROWS
-// rows after 128 cached tokens (timestamps between dispatches; 1 row: a
+// rows after --profile-depth cached tokens (128; timestamps between
+// dispatches; 1 row: a
 // decode step's layout), under each device class the device meets, one
 // table a class and pass, each class's weights uploaded once: where a pass's
 // time goes, and a kernel's forms side by side in one run (a Mamba-2 scan
@@ -599,7 +601,7 @@ int run_profile(const Options& opt) {
   const std::unique_ptr<vk::Context> context = open_device(opt.device);
   vk::Device& device = context->device();
   const plan::DeviceFeatures features = vk::device_features(device.info());
-  constexpr int64_t kCached = 128;
+  const int64_t cached = opt.profile_depth;
   for (const std::string& name : opt.profile_classes) {
     const auto& classes = m.plan.classes;
     const auto c = std::find_if(classes.begin(), classes.end(), [&](const plan::DeviceClass& k) { return k.name == name; });
@@ -615,13 +617,13 @@ int run_profile(const Options& opt) {
       continue;
     SessionOptions so;
     const int64_t most = *std::max_element(opt.profile.begin(), opt.profile.end());
-    so.max_chunk = std::max(most, kCached);
-    so.context = std::min(m.max_context, kCached + most);
+    so.max_chunk = std::max<int64_t>(most, 128);  // (a deeper cache in chunks of 128)
+    so.context = cached + most;
     so.device_class = std::string(c.name);
     so.mla_form = opt.mla_form;
     Session session(device, m, so);
     upload_random(session);
-    session.prefill(random_tokens(static_cast<size_t>(kCached), m.vocab, 7));
+    if (cached > 0) session.prefill(random_tokens(static_cast<size_t>(cached), m.vocab, 7));
     for (const int64_t r : opt.profile) {
       const uint32_t rows = static_cast<uint32_t>(r);
       session.profile(rows);  // its pipelines made and compiled
@@ -633,7 +635,7 @@ int run_profile(const Options& opt) {
         total += k.microseconds;
       }
       std::printf("\n%s on %s, class %s: a pass of %u rows after %lld cached, %.1f ms\n\n", std::string(m.name).c_str(),
-                  device.info().name.c_str(), std::string(c.name).c_str(), rows, static_cast<long long>(kCached),
+                  device.info().name.c_str(), std::string(c.name).c_str(), rows, static_cast<long long>(cached),
                   total / 1e3);
       std::printf("| kernel | dispatches | us each | share |\n|---|---:|---:|---:|\n");
       for (const auto& [name, v] : by_kernel)
@@ -678,9 +680,11 @@ int main(int argc, char** argv) {
   app.add_option("--length", opt.length, "An encoder's: tokens an input; an encoder-decoder's: of the source (default 128)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--profile", opt.profile,
                  "Instead of the table: device time per kernel of a pass of this many rows (a list: each in turn; 1: "
-                 "a decode step) after 128 cached tokens, under each device class the device meets")
+                 "a decode step) after --profile-depth cached tokens, under each device class the device meets")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  app.add_option("--profile-depth", opt.profile_depth, "With --profile: tokens cached before each pass (default 128)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--profile-classes", opt.profile_classes,
                  "With --profile: these device classes alone, in the plan's order, those not in the model's plan "
                  "skipped (default every one the device meets)")
