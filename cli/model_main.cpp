@@ -280,34 +280,6 @@ lathe::vk::ContextOptions device_options(const std::string& device) {
 // evenly as they divide (the first stages one more).
 std::string g_split;
 
-// Each layer's bytes on a device: its tensors (the manifest's of that
-// layer) and every sequence's KV cache of it at `context` positions (a
-// windowed layer's ring; a model whose caches are not one a layer, a
-// hybrid's, spreads them over its layers alike); and the embedding's and
-// head's (the tensors of no layer: the first stage holds them, the last
-// its share of them, counted on the first).
-std::vector<int64_t> layer_bytes(const lathe::ModelInfo& m, int64_t layers, int64_t context, int64_t sequences,
-                                 int64_t max_chunk, int64_t& outside) {
-  std::vector<int64_t> out(static_cast<size_t>(layers), 0);
-  outside = 0;
-  for (const lathe::ManifestEntry& e : m.manifest) {  // (a stacked tensor's slices each their own)
-    const int64_t bytes = lathe::device_tensor_bytes(lathe::device_dtype(e.dtype), e.rank, e.shape[0], e.shape[1]);
-    if (e.layer >= 0 && e.layer < layers) out[static_cast<size_t>(e.layer)] += bytes;
-    else outside += bytes;
-  }
-  const lathe::plan::Plan& p = m.plan;
-  const int64_t row = p.cache_row_bytes + p.v_cache_row_bytes;
-  int64_t cache = 0;
-  for (size_t l = 0; l < p.windows.size(); ++l) {
-    const int64_t ring = p.windows[l] > 0 ? std::min(context, p.windows[l] + max_chunk - 1) : context;
-    const int64_t bytes = sequences * ring * row;
-    if (static_cast<int64_t>(p.windows.size()) == layers) out[l] += bytes;
-    else cache += bytes;
-  }
-  for (int64_t& b : out) b += cache / layers;
-  return out;
-}
-
 std::vector<int64_t> stage_layers(const std::string& split, const std::vector<lathe::vk::Device*>& devices,
                                   const lathe::SessionOptions& options) {
   const int64_t layers = static_cast<int64_t>(lathe::model_info().plan.carried.size());
@@ -337,11 +309,8 @@ std::vector<int64_t> stage_layers(const std::string& split, const std::vector<la
       const lathe::vk::DeviceMemory m = lathe::vk::device_memory(d->info());
       capacity.push_back(static_cast<int64_t>(m.available > 0 ? m.available : m.bytes));
     }
-    const lathe::ModelInfo& m = lathe::model_info();
-    const int64_t context = options.context > 0 ? std::min(options.context, m.max_context) : m.max_context;
-    int64_t outside = 0;
-    const std::vector<int64_t> need = layer_bytes(m, layers, context, options.sequences, options.max_chunk, outside);
-    const auto balanced = lathe::balance::by_memory(need, capacity, outside);
+    const lathe::Session::SplitNeed need = lathe::Session::split_need(lathe::model_info(), options);
+    const auto balanced = lathe::balance::by_memory(need.layers, capacity, need.first, need.last);
     if (!balanced)
       throw lathe::Error(lathe::ErrorKind::InvalidArgument,
                          "--split memory: " + std::to_string(n) + " devices for " + std::to_string(layers) +

@@ -292,6 +292,16 @@ struct Flash {
   constexpr bool operator==(const Flash&) const = default;
 };
 inline constexpr uint32_t kFlashThreads = 128;
+// The shared memory a flash tile is planned within: 32 KiB by multiply-adds
+// (lavapipe's, so that the tests run it), 48 KiB on matrix units (what
+// devices with them have).
+inline constexpr uint32_t kFlashBudget = 32768, kFlashCoopBudget = 49152;
+// T5's relative-bias table as a flash workgroup stages it: a bias for each
+// offset −max_distance … max_distance and each of its GT heads (f32); 0
+// without one (max_distance 0).
+constexpr uint32_t flash_relative_bytes(int64_t max_distance, uint32_t gt) {
+  return max_distance > 0 ? static_cast<uint32_t>(2 * max_distance + 1) * gt * 4 : 0;
+}
 
 // The shared memory a flash workgroup declares, in bytes: the lines'
 // queries (f32, or f16 rows padded by 8 on matrix units), a tile's keys and
@@ -436,6 +446,30 @@ struct Plan {
   int64_t expanded_rows = 0;
   int64_t expanded_min_rows = 0;
 };
+
+// The manifest tensors a binding reads (a weight; a pack's members and
+// biases; a part's whole tensor), each passed to f; none for the rest.
+template <class F>
+void for_each_bound_tensor(const Plan& p, const Binding& b, F&& f) {
+  const size_t i = static_cast<size_t>(b.index);
+  switch (b.resource) {
+    case Resource::Weight: f(b.index); break;
+    case Resource::Pack:
+    case Resource::PackBias:
+      for (int32_t m : weight_members(p.packs[i])) f(m);
+      for (int32_t m : std::span(p.packs[i].biases).first(p.packs[i].bias_count)) f(m);
+      break;
+    case Resource::Part: f(p.parts[i].tensor); break;
+    default: break;
+  }
+}
+
+// The positions a sequence's cache of a layer holds at `context`: all of
+// them, or for a window W > 0 a ring of W + max_chunk − 1 (rope_kv appends
+// a chunk's keys before attention reads its first row's window).
+constexpr int64_t ring_positions(int64_t window, int64_t context, int64_t max_chunk) {
+  return window > 0 ? std::min(context, window + max_chunk - 1) : context;
+}
 
 // Whether a session records `d` in any pass (and builds its pipeline):
 // split_only dispatches run only when attention is split into key ranges,

@@ -102,8 +102,7 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
 // spirv-val (the matrix-unit form), but no GPU has measured them yet. The
 // tile is planned for the model: its workgroups' GT heads (one GT for all
 // its attention kernels, or none is planned), head width and cache dtype,
-// within 32 KiB of shared memory by multiply-adds (lavapipe's, so that the
-// tests run it) and 48 KiB on matrix units (what devices with them have).
+// within plan::kFlashBudget or kFlashCoopBudget bytes of shared memory.
 void add_flash_classes(Plan& p, int64_t head_dim, bool cache_f16, int64_t relative_max) {
   uint32_t gt = 0;
   for (const KernelKey& k : p.kernels) {
@@ -112,12 +111,12 @@ void add_flash_classes(Plan& p, int64_t head_dim, bool cache_f16, int64_t relati
     gt = static_cast<uint32_t>(k.head_tile);
   }
   if (gt == 0 || p.classes.empty()) return;
-  const uint32_t extra = relative_max > 0 ? static_cast<uint32_t>(2 * relative_max + 1) * gt * 4 : 0;
+  const uint32_t extra = plan::flash_relative_bytes(relative_max, gt);
   const uint32_t dh = static_cast<uint32_t>(head_dim);
   std::vector<plan::DeviceClass> added;
-  for (const auto& [base, name, budget] : {std::tuple{"gpu-coop", "gpu-coop-flash", 49152u},
-                                           std::tuple{"gpu-coop-khr", "gpu-coop-khr-flash", 49152u},
-                                           std::tuple{"gpu", "gpu-flash", 32768u}}) {
+  for (const auto& [base, name, budget] : {std::tuple{"gpu-coop", "gpu-coop-flash", plan::kFlashCoopBudget},
+                                           std::tuple{"gpu-coop-khr", "gpu-coop-khr-flash", plan::kFlashCoopBudget},
+                                           std::tuple{"gpu", "gpu-flash", plan::kFlashBudget}}) {
     const auto it = std::find_if(p.classes.begin(), p.classes.end(), [&](const plan::DeviceClass& c) { return c.name == base; });
     if (it == p.classes.end()) continue;
     plan::DeviceClass c = *it;

@@ -15,21 +15,25 @@ constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
 constexpr VkBufferUsageFlags kTexels = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
 constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
 
+// A tensor's dtype on the device: matrices in their own, vectors and tables f32.
+DType held_dtype(const ManifestEntry& e) {
+  return read_as_matrix(e.role, e.bias, e.rank) && e.rank == 2 ? device_dtype(e.dtype) : DType::F32;
+}
+int64_t held_bytes(const ManifestEntry& e, DType held) {  // block rows repacked as device_row plans them
+  return device_tensor_bytes(held, e.rank >= 2 ? 2 : 1, e.shape[0], e.shape[1]);
+}
+
 }  // namespace
 
 VkDeviceSize Session::Impl::device_bytes(size_t tensor) const {
-  const ManifestEntry& e = model.manifest[tensor];  // block rows repacked as device_row plans them
-  return static_cast<VkDeviceSize>(device_tensor_bytes(tensors[tensor].dtype, e.rank >= 2 ? 2 : 1, e.shape[0], e.shape[1]));
+  return static_cast<VkDeviceSize>(held_bytes(model.manifest[tensor], tensors[tensor].dtype));
 }
 
 // Before anything is allocated or uploaded: the weights as the device holds
 // them, the KV cache at the session's context and the activations, against
 // the device's largest device-local heap.
-// A windowed layer keeps W + max_chunk − 1 positions, a ring: rope_kv
-// appends a chunk's keys before attention reads the first row's window.
 int64_t Session::Impl::ring_positions(int64_t layer) const {
-  const int64_t window = plan.windows[static_cast<size_t>(layer)];
-  return window > 0 ? std::min(context, window + options.max_chunk - 1) : context;
+  return plan::ring_positions(plan.windows[static_cast<size_t>(layer)], context, options.max_chunk);
 }
 
 void Session::Impl::own_bound() {
@@ -44,16 +48,10 @@ void Session::Impl::own_bound() {
   for (size_t n : active)
     for (const plan::Binding& b : plan.dispatches[n].bindings) {
       const size_t i = static_cast<size_t>(b.index);
+      plan::for_each_bound_tensor(plan, b, [&](int32_t t) { owned.tensors.at(static_cast<size_t>(t)) = 1; });
       switch (b.resource) {
-        case plan::Resource::Weight: owned.tensors.at(i) = 1; break;
         case plan::Resource::Pack:
-        case plan::Resource::PackBias:
-          owned.packs.at(i) = 1;
-          for (int32_t m : plan::weight_members(plan.packs[i])) owned.tensors.at(static_cast<size_t>(m)) = 1;
-          for (int32_t m : std::span(plan.packs[i].biases).first(plan.packs[i].bias_count))
-            owned.tensors.at(static_cast<size_t>(m)) = 1;
-          break;
-        case plan::Resource::Part: owned.tensors.at(static_cast<size_t>(plan.parts[i].tensor)) = 1; break;
+        case plan::Resource::PackBias: owned.packs.at(i) = 1; break;
         case plan::Resource::KCache:
         case plan::Resource::VCache: owned.caches.at(i) = 1; break;
         case plan::Resource::ConvState:
@@ -63,6 +61,43 @@ void Session::Impl::own_bound() {
     }
   // A split matrix's row ranges go where the matrix goes.
   for (size_t p = 0; p < plan.parts.size(); ++p) owned.parts[p] = owned.tensors[static_cast<size_t>(plan.parts[p].tensor)];
+}
+
+Session::SplitNeed Session::split_need(const ModelInfo& model, const SessionOptions& options) {
+  const plan::Plan& p = model.plan;
+  const int64_t layers = static_cast<int64_t>(p.carried.size());
+  const int64_t context = options.context > 0 ? std::min(options.context, model.max_context) : model.max_context;
+  SplitNeed out{std::vector<int64_t>(static_cast<size_t>(layers), 0)};
+  if (layers == 0) return out;
+  // A dispatch of no layer runs on the first stage before the first layered
+  // one, else on the last (the stages' `active`, session.cpp).
+  std::vector<char> on_first(model.manifest.size(), 0), on_last(model.manifest.size(), 0);
+  bool layered = false;
+  for (const plan::Dispatch& d : p.dispatches) {
+    layered = layered || d.block >= 0;
+    if (d.block >= 0) continue;
+    for (const plan::Binding& b : d.bindings)
+      plan::for_each_bound_tensor(p, b, [&](int32_t t) { (layered ? on_last : on_first).at(static_cast<size_t>(t)) = 1; });
+  }
+  for (size_t i = 0; i < model.manifest.size(); ++i) {  // (a stacked tensor's slices each their own)
+    const ManifestEntry& e = model.manifest[i];
+    const int64_t bytes = held_bytes(e, held_dtype(e));
+    if (e.layer >= 0 && e.layer < layers) {
+      out.layers[static_cast<size_t>(e.layer)] += bytes;
+    } else {
+      out.first += on_first[i] ? bytes : 0;  // (one no dispatch binds: no stage's)
+      out.last += on_last[i] ? bytes : 0;
+    }
+  }
+  const int64_t row = p.cache_row_bytes + p.v_cache_row_bytes;
+  int64_t spread = options.sequences * p.state_layers * (p.conv_state_floats + p.scan_state_floats) * 4;
+  for (size_t l = 0; l < p.windows.size(); ++l) {
+    const int64_t bytes = options.sequences * plan::ring_positions(p.windows[l], context, options.max_chunk) * row;
+    if (static_cast<int64_t>(p.windows.size()) == layers) out.layers[l] += bytes;
+    else spread += bytes;
+  }
+  for (int64_t& b : out.layers) b += spread / layers;
+  return out;
 }
 
 Session::Memory Session::Impl::memory() const {
@@ -116,11 +151,7 @@ void Session::Impl::check_memory() const {
 
 void Session::Impl::assign_dtypes() {
   tensors.resize(model.manifest.size());
-  for (size_t i = 0; i < model.manifest.size(); ++i) {
-    const ManifestEntry& entry = model.manifest[i];  // matrices in their dtype, vectors and tables f32
-    tensors[i].dtype =
-        read_as_matrix(entry.role, entry.bias, entry.rank) && entry.rank == 2 ? device_dtype(entry.dtype) : DType::F32;
-  }
+  for (size_t i = 0; i < model.manifest.size(); ++i) tensors[i].dtype = held_dtype(model.manifest[i]);
 }
 
 void Session::Impl::allocate() {

@@ -215,6 +215,21 @@ class Session {
   };
   Memory memory() const;               // every stage's together
   std::vector<Memory> stage_memory() const;  // each pipeline stage's
+  // What a split by memory balances over devices (core/balance.hpp's
+  // by_memory), before any session exists: each layer's bytes on a device,
+  // its tensors and every sequence's KV cache of it at the options'
+  // context (a windowed layer's ring; caches that are not one a layer, a
+  // hybrid's, and a Mamba model's states spread over its layers alike); and
+  // the tensors of no layer on
+  // the stage that runs their dispatches: `first` the first stage's (the
+  // embedding), `last` the last's (the final norm and head; a tied head's
+  // embedding on both). A stage's weights and cache are its layers' and its
+  // end's (stage_memory()).
+  struct SplitNeed {
+    std::vector<int64_t> layers;
+    int64_t first = 0, last = 0;
+  };
+  static SplitNeed split_need(const ModelInfo& model, const SessionOptions& options);
   size_t stages() const;               // pipeline stages (devices): 1 unless split
 
   // Runs the pipelines a prefill of `rows` tokens and the decode steps after

@@ -516,6 +516,25 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a split over devices gives one device's log
     }
     CHECK(weights >= one.memory().weights);
     CHECK(cache == one.memory().cache);
+    // What --split memory balances (Session::split_need) is what each stage
+    // then holds: its layers' and its end's (a model whose caches are not
+    // one a layer, or that keeps Mamba states, spreads them alike: their sum).
+    const Session::SplitNeed need = Session::split_need(model_info(), options);
+    REQUIRE(need.layers.size() == static_cast<size_t>(layers));
+    const bool cache_a_layer =
+        model_info().plan.windows.size() == static_cast<size_t>(layers) && model_info().plan.state_layers == 0;
+    int64_t first_layer = 0, needed = 0, held = 0;
+    for (size_t k = 0; k < stages.size(); ++k) {
+      CAPTURE(k);
+      int64_t stage = (k == 0 ? need.first : 0) + (k + 1 == stages.size() ? need.last : 0);
+      for (int64_t l = first_layer; l < first_layer + stages[k]; ++l) stage += need.layers[static_cast<size_t>(l)];
+      first_layer += stages[k];
+      const int64_t stage_held = static_cast<int64_t>(parts[k].weights + parts[k].cache + parts[k].state);
+      if (cache_a_layer) CHECK(stage_held == stage);
+      needed += stage;
+      held += stage_held;
+    }
+    CHECK(std::abs(held - needed) < layers);  // (a spread cache's remainder)
   }
   // Every row's logits (all_logits), read chunk by chunk as the last stage
   // finishes each while the stages before it run the next ones.

@@ -86,13 +86,13 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     // window, rows whose first keys leave it over a ring. On matrix units
     // (the gpu-coop-flash classes' tile) where the device has them; else
     // spirv-val proves them, tests/unit/shader_test.cpp.
-    const uint32_t extra = relative ? static_cast<uint32_t>(2 * s.position.max_distance + 1) * gt * 4 : 0;
+    const uint32_t extra = plan::flash_relative_bytes(relative ? s.position.max_distance : 0, gt);
     const bool f16_cache = cache == DType::F16;
     std::vector<std::pair<plan::Flash, plan::Variant>> flash_tiles = {
-        {plan::flash_tile(false, gt, dh, f16_cache, 32768, extra), plan::Variant::Plain}};
+        {plan::flash_tile(false, gt, dh, f16_cache, plan::kFlashBudget, extra), plan::Variant::Plain}};
     if (16 % gt == 0) flash_tiles.push_back({{16 / gt, 32}, plan::Variant::Plain});
     for (plan::Variant v : flash_variants)
-      flash_tiles.push_back({plan::flash_tile(true, gt, dh, f16_cache, 49152, extra), v});
+      flash_tiles.push_back({plan::flash_tile(true, gt, dh, f16_cache, plan::kFlashCoopBudget, extra), v});
     for (const auto& [f, v] : flash_tiles) {
       if (f.rows == 0 || plan::flash_shared_bytes(v != plan::Variant::Plain, f.rows * gt, f.keys, dh, f16_cache, extra) >
                              device.info().max_compute_shared_memory)
