@@ -203,6 +203,7 @@ struct Options {
   std::vector<std::string> profile_classes;  // --profile-classes: those classes alone (default every one the device meets)
   int64_t profile_depth = 128;              // --profile-depth: tokens cached before each profiled pass
   std::string mla_form;                     // --mla-form: latent attention's form in a prompt chunk (empty: the class's)
+  int64_t attention_splits = 0;             // --attention-splits: key ranges of attention (0: the class's)
 };
 
 // "rows,tokens,texels[,subgroups]/…" as tiles; throws InvalidArgument naming the option.
@@ -426,6 +427,7 @@ int run_depths(const Options& opt) {
   const int64_t deepest = *std::max_element(opt.depths.begin(), opt.depths.end());
   SessionOptions so;
   so.mla_form = opt.mla_form;
+  so.attention_splits = opt.attention_splits;
   so.max_chunk = std::min<int64_t>(opt.pp, 512);
   so.context = deepest + std::max(opt.pp, opt.tg + 1);
   if (so.context > m.max_context)
@@ -621,6 +623,7 @@ int run_profile(const Options& opt) {
     so.context = cached + most;
     so.device_class = std::string(c.name);
     so.mla_form = opt.mla_form;
+    so.attention_splits = opt.attention_splits;
     Session session(device, m, so);
     upload_random(session);
     if (cached > 0) session.prefill(random_tokens(static_cast<size_t>(cached), m.vocab, 7));
@@ -689,6 +692,9 @@ int main(int argc, char** argv) {
                  "With --profile: these device classes alone, in the plan's order, those not in the model's plan "
                  "skipped (default every one the device meets)")
       ->delimiter(',');
+  app.add_option("--attention-splits", opt.attention_splits,
+                 "With --depths or --profile: attention's key ranges instead of the device class's (a measurement)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--mla-form", opt.mla_form,
                  "With --depths or --profile: latent attention's form in every prompt chunk, absorbed or expanded "
                  "(default: the device class's, expanded from the plan's fewest rows where the class has it)")

@@ -40,6 +40,7 @@ std::string class_text(const DeviceClass& c) {
   return "needs " + needs_text(c) + "; matmul tiles (rows×tokens×texels) decode " + tile_text(c.decode) + ", prefill " +
          (c.prefill == c.decode ? "the decode layout" : tile_text(c.prefill) + (c.prefill.tiled() ? " tiled" : "")) + ", batch " + tile_text(c.batch) +
          "; attention in " + std::to_string(c.splits) + (c.splits == 1 ? " key range" : " key ranges") +
+         (c.decode_splits != c.splits ? " (a step's " + std::to_string(c.decode_splits) + ")" : "") +
          (c.flash.rows > 0 ? ", a prompt's in flash tiles of " + std::to_string(c.flash.rows) + " rows × " +
                                  std::to_string(c.flash.keys) + " keys" + (uses(c, Variant::Coop) || uses(c, Variant::CoopKhr) ? " on matrix units" : "")
           : c.attention_rows > 1 ? ", a prompt's " + std::to_string(c.attention_rows) + " rows a workgroup"

@@ -11,7 +11,8 @@
 //                  IO buffer (IoRow); a chunk is one sequence's consecutive positions, a batched
 //                  decode step one position of each of several sequences
 //   all_logits     a session option: `last_row` dispatches serve row T − 1 only unless set
-//   splits         key ranges of attention (a device choice; `split_only` dispatches run when > 1)
+//   splits         key ranges of attention, a prompt chunk's and a step's (a device choice;
+//                  `split_only` dispatches run in a pass whose ranges are more than 1)
 //   ring           per layer, the positions its K and V caches hold: the context on a layer
 //                  that sees every key; min(context, W + max_chunk − 1) on a layer of window W
 //                  (rope_kv appends a chunk's T keys before attention reads any). Position p
@@ -340,9 +341,14 @@ struct DeviceClass {
   uint32_t min_shared = 0;    // bytes of shared memory: the tiled prefill's (Tile::shared_bytes)
   // What it runs: matmul's layout of a prompt chunk (prefill), of one
   // decode step (decode) and of a batched step of up to batch.tokens
-  // sequences a workgroup; attention's key ranges per (head, row).
+  // sequences a workgroup.
   Tile decode, prefill, batch;
+  // Attention's key ranges per (head, row): a prompt chunk's (splits) and
+  // a pass in the decode or batch layout's (decode_splits: a step's rows
+  // are few, so its ranges are what keeps a GPU's multiprocessors busy
+  // over a long cache; a chunk's rows do that for it). Both 1 or both more.
   uint32_t splits = 1;
+  uint32_t decode_splits = 1;
   // Rows of a prompt chunk an attention workgroup takes, a subgroup each,
   // sharing staged keys and values (1: a workgroup a row, as decode).
   uint32_t attention_rows = 1;
@@ -517,7 +523,8 @@ constexpr bool classes_valid(std::span<const DeviceClass> classes) {
     return false;
   for (const DeviceClass& c : classes) {
     if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup, c.min_shared) || !tile_fits(c.batch) ||
-        c.splits < 1 || c.attention_rows < 1 || c.attention_rows > 8 ||
+        c.splits < 1 || c.decode_splits < 1 || (c.splits > 1) != (c.decode_splits > 1) || c.attention_rows < 1 ||
+        c.attention_rows > 8 ||
         (c.attention_rows > 1 && (c.min_shared < kAttentionStageBytes || c.prefill == c.decode)))
       return false;
     // Flash tiles: a prompt's rows (the tiled layouts'), at most 64 of them, keys 16 or 32.

@@ -573,7 +573,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     item.set("init", "{.name = \"" + std::string(c.name) + "\", .cpu_only = " + b(c.cpu_only) +
                          ", .min_subgroup = " + i(c.min_subgroup) + ", .min_shared = " + i(c.min_shared) +
                          ", .decode = " + tile(c.decode) + ", .prefill = " + tile(c.prefill) + ", .batch = " + tile(c.batch) +
-                         ", .splits = " + i(c.splits) + ", .attention_rows = " + i(c.attention_rows) +
+                         ", .splits = " + i(c.splits) + ", .decode_splits = " + i(c.decode_splits) + ", .attention_rows = " + i(c.attention_rows) +
                          ", .chunked_scan = " + b(c.chunked_scan) + ", .expanded_mla = " + b(c.expanded_mla) +
                          ", .forced_only = " + b(c.forced_only) +
                          ", .verified = \"" + std::string(c.verified) + "\"" + ", .flash = {" + i(c.flash.rows) + ", " +

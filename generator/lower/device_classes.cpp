@@ -37,9 +37,10 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
                                      .splits = 1};
   // A GPU: a subgroup a row (2 rows with block weights) in workgroups of 4
   // subgroups to decode, the tiled layout's 64 rows × 32 tokens for
-  // prompts, attention in 16 key ranges and a prompt's 4 rows a workgroup
-  // over staged keys; the chunked Mamba-2 scan and expanded latent
-  // attention for prompts.
+  // prompts, attention in 16 key ranges for a prompt (4 rows a workgroup
+  // over staged keys) and 64 for a step (bench/README.md, "Fourth GPU
+  // run"); the chunked Mamba-2 scan and expanded latent attention for
+  // prompts.
   const plan::Tile gpu_prefill{64, 32, 1};
   const plan::DeviceClass gpu{.name = "gpu",
                               .min_shared = std::max(gpu_prefill.shared_bytes(true), plan::kAttentionStageBytes),
@@ -47,11 +48,13 @@ std::vector<plan::DeviceClass> device_classes(std::span<const DType> dtypes) {
                               .prefill = gpu_prefill,
                               .batch = {4, 4, 2, 4},
                               .splits = 16,
+                              .decode_splits = 64,
                               .attention_rows = 4,
                               .chunked_scan = true,
                               .expanded_mla = true};
   // Any device: workgroups of one subgroup, no shared memory.
-  const plan::DeviceClass gpu_basic{.name = "gpu-basic", .decode = {1, 1, 2}, .prefill = {1, 1, 2}, .batch = {4, 4, 2}, .splits = 16};
+  const plan::DeviceClass gpu_basic{.name = "gpu-basic", .decode = {1, 1, 2}, .prefill = {1, 1, 2}, .batch = {4, 4, 2}, .splits = 16,
+                                    .decode_splits = 16};
   // The dot and coop layouts passed their kernel and model tests on this
   // device (the KHR layout without the validation layer, which predates its
   // extension) and ran faster there: where met, they are the default.

@@ -75,14 +75,22 @@ void Session::Impl::choose_class() {
                                                           : tile_from_env("LATHE_TILE_PREFILL", device_class->prefill, features.shared);
   batch = tile_from_env("LATHE_TILE_BATCH", device_class->batch, features.shared);
   batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, options.sequences));
-  splits = options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits) : device_class->splits;
-  // Split attention's partials (a chunk's rows × splits × heads × (head_dim
+  // SessionOptions::attention_splits, a measurement's, sets both.
+  const auto given = [&](uint32_t planned) {
+    return options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits) : planned;
+  };
+  splits = given(device_class->splits);
+  decode_splits = given(device_class->decode_splits);
+  // Split attention's partials (a pass's rows × splits × heads × (head_dim
   // + 2) f32) are bound whole as a storage buffer: no more key ranges than
   // maxStorageBufferRange holds (128 MiB on lavapipe: a 256-row chunk of
   // DeepSeek's 16 heads × 578 takes 8 ranges, not 16).
-  const uint64_t per_split = static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(plan.partials_row_floats) * 4;
-  if (splits > 1 && per_split > 0 && info.max_storage_buffer_range > 0)
-    splits = static_cast<uint32_t>(std::clamp<uint64_t>(info.max_storage_buffer_range / per_split, 1, splits));
+  const uint64_t row = static_cast<uint64_t>(plan.partials_row_floats) * 4, range = info.max_storage_buffer_range;
+  const auto fit = [&](uint32_t& ranges, uint64_t rows) {
+    if (range > 0 && row > 0) ranges = static_cast<uint32_t>(std::clamp<uint64_t>(range / (rows * row), 1, ranges));
+  };
+  fit(splits, static_cast<uint64_t>(options.max_chunk));
+  fit(decode_splits, step_rows(decode, prefill));
   const std::string& form = options.mla_form;
   if (!form.empty() && form != "absorbed" && form != "expanded")
     throw Error(ErrorKind::InvalidArgument, "mla_form: '" + form + "' is not absorbed or expanded (empty: the device class's)");
@@ -113,6 +121,10 @@ void Session::set_tiles(const Tile& given_decode, const Tile& given_prefill) {
                     "(32 or 64 tokens, 64 or 128 rows, texels 1–4, within the device's " +
                     std::to_string(s.device.info().max_compute_shared_memory) + " bytes of shared memory" +
                     (prefill.tiled() ? "; this tile needs " + std::to_string(prefill.shared_bytes(true)) : std::string()) + ")");
+  if (s.partials_bytes(decode, prefill) > s.partials_bytes())
+    throw Error(ErrorKind::InvalidArgument, "tiles: decode " + plan::tile_text(decode) + ", prefill " + plan::tile_text(prefill) +
+                                                ": one layout for every pass takes a step's key ranges over a whole chunk, " +
+                                                "more partials than the session holds");
   for (Impl* stage : s.stages()) {
     stage->decode = decode;
     stage->prefill = prefill;
@@ -143,12 +155,13 @@ vk::Pipelines::Request Session::Impl::pipeline_request(const plan::Dispatch& d, 
     case kernels::SpecConstants::Tile:
       key.spec_constants = {tile.threads(lanes), tile.rows, tile.tokens, tile.texels, tile.groups};
       break;
-    case kernels::SpecConstants::Splits: key.spec_constants = {lanes, splits}; break;
+    case kernels::SpecConstants::Splits: key.spec_constants = {lanes, splits_for(tile)}; break;
     case kernels::SpecConstants::Ring: key.spec_constants = {lanes, ring.at(static_cast<size_t>(d.layer))}; break;
     case kernels::SpecConstants::SplitsRing: {
       const uint32_t rows = attention_rows(tile), layer_ring = ring.at(static_cast<size_t>(d.layer));
-      key.spec_constants = flash_tiles ? std::vector<uint32_t>{plan::kFlashThreads, splits, layer_ring, rows, device_class->flash.keys}
-                                       : std::vector<uint32_t>{lanes * rows, splits, layer_ring, rows};
+      const uint32_t ranges = splits_for(tile);
+      key.spec_constants = flash_tiles ? std::vector<uint32_t>{plan::kFlashThreads, ranges, layer_ring, rows, device_class->flash.keys}
+                                       : std::vector<uint32_t>{lanes * rows, ranges, layer_ring, rows};
       break;
     }
   }
@@ -254,7 +267,7 @@ void Session::Impl::record(VkCommandBuffer cb, uint32_t rows, const Tile& tile, 
     switch (d.grid) {
       case plan::Grid::Rows: vkCmdDispatch(cb, used_rows, 1, 1); break;
       case plan::Grid::Heads: vkCmdDispatch(cb, d.groups_x, used_rows, 1); break;
-      case plan::Grid::Split: vkCmdDispatch(cb, d.groups_x, ceil_div(used_rows, attention_rows(tile)), splits); break;
+      case plan::Grid::Split: vkCmdDispatch(cb, d.groups_x, ceil_div(used_rows, attention_rows(tile)), splits_for(tile)); break;
       case plan::Grid::Tiles:
       case plan::Grid::Experts:
         // Experts: a column of tiles per expert with tokens (moe_route lists

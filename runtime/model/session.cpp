@@ -324,7 +324,7 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
       const plan::Dispatch& d = s.plan.dispatches[i];
       const bool here = d.block >= 0 ? d.block >= s.first_layer && d.block < s.end_layer
                                      : (i < first_layered ? s.first_stage : s.last_stage);
-      if (here && plan::runs(d, s.splits > 1, s.device_class->chunked_scan, s.expanded_rows > 0, plan::uses(*s.device_class, plan::Variant::Dot))) {
+      if (here && plan::runs(d, s.splits > 1 || s.decode_splits > 1, s.device_class->chunked_scan, s.expanded_rows > 0, plan::uses(*s.device_class, plan::Variant::Dot))) {
         s.active.push_back(i);
         s.encode_active += i < s.plan.encode_dispatches ? 1 : 0;
       }

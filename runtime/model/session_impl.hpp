@@ -61,7 +61,7 @@ struct Session::Impl {
   int64_t context = 0;                  // positions of each sequence's cache
   std::vector<int64_t> positions;       // per sequence: the positions its cache holds
   uint32_t lanes = 0;
-  uint32_t splits = 1;  // key ranges of attention
+  uint32_t splits = 1, decode_splits = 1;  // attention's key ranges: a prompt chunk's, a step's (DeviceClass)
   // Keys latent attention's expanded form holds (the class's form, the
   // plan's rows up to the context; 0: the absorbed form everywhere), and
   // the fewest rows of a chunk that takes it.
@@ -78,8 +78,14 @@ struct Session::Impl {
   // Attention's rows a workgroup in a layout: the class's in the prefill
   // layout (a chunk's rows are one sequence's; its flash tile's where it
   // has one), else 1 (a batched step's rows are of several sequences).
+  // Flash tiles run in the class's own prefill layout alone, whose flash
+  // module the generator compiled (a tile set for a measurement in another
+  // layout takes attention.comp).
   bool prompt_layout(const Tile& tile) const { return tile == prefill && !(prefill == decode); }
-  bool flash(const Tile& tile) const { return prompt_layout(tile) && device_class->flash.rows > 0; }
+  bool flash(const Tile& tile) const {
+    return prompt_layout(tile) && device_class->flash.rows > 0 && tile.layout() == device_class->prefill.layout();
+  }
+  uint32_t splits_for(const Tile& tile) const { return prompt_layout(tile) ? splits : decode_splits; }
   uint32_t attention_rows(const Tile& tile) const {
     return flash(tile) ? device_class->flash.rows : prompt_layout(tile) ? device_class->attention_rows : 1;
   }
@@ -190,12 +196,27 @@ struct Session::Impl {
   std::string memory_text() const;  // memory() in words
   static std::string mib(VkDeviceSize bytes);
   void check_memory() const;       // throws when the session cannot fit the device's heap
-  // Split attention's partials, [max_chunk][splits][partials_row_floats]
-  // f32 (0: attention not split, or none), and latent attention's expanded
-  // keys and values, [expanded_rows][expanded_row_floats] f32 (0: the
-  // absorbed form only): what allocate() makes and memory() counts.
-  VkDeviceSize partials_bytes() const {
-    return splits > 1 ? static_cast<VkDeviceSize>(options.max_chunk) * splits * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4 : 0;
+  // Split attention's partials, [rows][splits][partials_row_floats] f32
+  // for the most a pass takes (0: attention not split, or none), and latent
+  // attention's expanded keys and values,
+  // [expanded_rows][expanded_row_floats] f32 (0: the absorbed form only):
+  // what allocate() makes and memory() counts.
+  VkDeviceSize partials_bytes() const { return partials_bytes(decode, prefill); }
+  // … were the tiles these: a prompt chunk's max_chunk rows in the prefill
+  // layout, a step's (a chunk of fewer than kPrefillLayoutRows rows, or a
+  // row of every sequence) in the decode or batch layout's ranges; where
+  // the two layouts are one, every pass's.
+  VkDeviceSize partials_bytes(const Tile& decode_tile, const Tile& prefill_tile) const {
+    const bool one_layout = prefill_tile == decode_tile;
+    const uint64_t prompt = one_layout || splits == 1 ? 0 : static_cast<uint64_t>(options.max_chunk) * splits,
+                   step = decode_splits == 1 ? 0 : step_rows(decode_tile, prefill_tile) * decode_splits;
+    return static_cast<VkDeviceSize>(std::max(prompt, step)) * static_cast<VkDeviceSize>(plan.partials_row_floats) * 4;
+  }
+  uint64_t step_rows(const Tile& decode_tile, const Tile& prefill_tile) const {
+    const uint64_t chunk = static_cast<uint64_t>(options.max_chunk);
+    return prefill_tile == decode_tile
+               ? chunk
+               : std::min<uint64_t>(chunk, std::max<uint64_t>(kPrefillLayoutRows - 1, static_cast<uint64_t>(options.sequences)));
   }
   VkDeviceSize expanded_bytes() const {
     return static_cast<VkDeviceSize>(expanded_rows) * static_cast<VkDeviceSize>(plan.expanded_row_floats) * 4;
@@ -220,9 +241,11 @@ struct Session::Impl {
               VkQueryPool timestamps = VK_NULL_HANDLE, bool encode_pass = false);
   // `expanded`: the pass runs latent attention expanded (expands());
   // `tile`: its matmul tile (the dot layout reads its quantize dispatches').
+  // A dispatch that combines key ranges records where the pass's tile has several.
   bool in_pass(size_t n, bool prompt, bool expanded, const Tile& tile) const {
-    return plan::in_pass(plan.dispatches[active[n]], prompt, device_class->chunked_scan, expanded,
-                         tile.layout() == kernels::Layout::Dot);
+    const plan::Dispatch& d = plan.dispatches[active[n]];
+    return plan::in_pass(d, prompt, device_class->chunked_scan, expanded, tile.layout() == kernels::Layout::Dot) &&
+           (!d.split_only || splits_for(tile) > 1);
   }
   // Whether a prompt chunk of `rows` rows (its first row's position in io)
   // runs latent attention expanded: its sequence's keys fit the expansion.

@@ -621,6 +621,8 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
     else CHECK((c.prefill == c.decode) == (c.min_shared == 0));
     CHECK(c.min_shared == std::max(c.prefill.shared_bytes(true), c.attention_rows > 1 ? lathe::plan::kAttentionStageBytes : 0u));
     CHECK(c.splits == (c.cpu_only ? 1u : 16u));
+    // A step's ranges: 64 on the measured GPU classes (bench/README.md, "Fourth GPU run"), as many as a prompt's elsewhere.
+    CHECK(c.decode_splits == (c.cpu_only ? 1u : c.name == "gpu-basic" ? 16u : 64u));
   }
   CHECK(classes[0].batch == lathe::plan::Tile{64, 4, 1});
   CHECK(lathe::lower::device_classes(blocks)[1].batch == lathe::plan::Tile{16, 4, 2});

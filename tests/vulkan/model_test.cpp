@@ -635,8 +635,8 @@ TEST_SUITE("model") {
 // (lavapipe meets the GPU classes too, but for those on matrix units): its tiles and key ranges give the
 // reference's logits in every layout (a prompt in chunks of the prefill
 // layout, a tiled one's over two tiles of tokens, and a last one of the
-// decode layout, a batched step, a decode step). A GPU class splits attention into 16 key ranges, more than the
-// first rows have keys: empty ranges too. The class the
+// decode layout, a batched step, a decode step). A GPU class splits attention into 16 key ranges (a step's
+// into 64), more than the first rows have keys: empty ranges too. The class the
 // device gets anyway, which every other test runs, and a class that adds no
 // tile, key-range count or flash tile (a prompt's attention) to those already run (a narrow class: the decode
 // layout for prompts too) are not run again.
@@ -646,11 +646,12 @@ TEST_CASE_FIXTURE(test::VulkanTest, "each device class the device meets, forced,
   const int32_t chosen = plan::first_met(classes, features);
   REQUIRE(chosen >= 0);
   std::vector<plan::Tile> tiles_run;   // the tiles and key-range counts some session has run
-  std::vector<uint32_t> splits_run;
+  std::vector<std::pair<uint32_t, uint32_t>> splits_run;  // a prompt's and a step's
   std::vector<plan::Flash> flash_run = {plan::Flash{}};  // and flash tiles (none: attention.comp)
   const auto adds = [&](const plan::DeviceClass& c) {  // records what is new
-    bool added = std::find(splits_run.begin(), splits_run.end(), c.splits) == splits_run.end();
-    if (added) splits_run.push_back(c.splits);
+    const std::pair<uint32_t, uint32_t> ranges{c.splits, c.decode_splits};
+    bool added = std::find(splits_run.begin(), splits_run.end(), ranges) == splits_run.end();
+    if (added) splits_run.push_back(ranges);
     if (std::find(flash_run.begin(), flash_run.end(), c.flash) == flash_run.end()) {
       added = true;
       flash_run.push_back(c.flash);
