@@ -2,7 +2,7 @@
 // order, each device at least one layer, the first also holding a fixed
 // `first` (the embedding) and the last a fixed `last` (the head). The
 // split `lathe report --split memory` plans and a model executable's
-// `--split memory` runs (generator/spec/placement.cpp, cli/model_main.cpp).
+// `--split memory` runs (generator/spec/placement.cpp, cli/model/common.cpp).
 #pragma once
 
 #include <algorithm>

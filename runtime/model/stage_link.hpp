@@ -1,7 +1,7 @@
 // The messages between the processes of a model split over machines: each
 // a rank, each running one pipeline stage of the layers (SessionOptions::
 // stages and ::link). The runtime calls this interface; the model
-// executable implements it over MPI (cli/model_main.cpp), so the runtime
+// executable implements it over MPI (cli/model/ranks.cpp), so the runtime
 // libraries link no MPI.
 #pragma once
 

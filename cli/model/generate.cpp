@@ -1,0 +1,165 @@
+// Generation: generate (greedy token ids, or sampled text streamed as it
+// comes) and chat (a conversation a line at a time), with their speed.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+#include <unistd.h>
+
+#include "cli/model/commands.hpp"
+#include "cli/model/common.hpp"
+#include "runtime/error.hpp"
+#include "runtime/model/model_info.hpp"
+#include "runtime/model/session.hpp"
+#include "runtime/text/generate.hpp"
+#include "runtime/text/sampler.hpp"
+#include "runtime/text/tokenizer.hpp"
+#include "runtime/vk/device.hpp"
+#include "runtime/weights/checkpoint.hpp"
+
+namespace lathe::cli {
+
+namespace {
+
+// A generation's speed, the session's memory and why it stopped, on stderr.
+void print_stats(const lathe::text::GenerateStats& s, const std::string& device, const lathe::Session& session) {
+  std::fprintf(stderr, "\n[%s on %s: %s %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s; %s; stop: %s]\n",
+               std::string(lathe::model_info().name).c_str(), device.c_str(),
+               lathe::model_info().encoder_decoder ? "encode" : "prefill", s.prompt_tokens,
+               static_cast<double>(s.prompt_tokens) / std::max(s.prefill_seconds, 1e-9), s.new_tokens,
+               s.new_tokens > 1 ? static_cast<double>(s.new_tokens - 1) / std::max(s.decode_seconds, 1e-9) : 0.0,
+               memory_text(session).c_str(), s.stop_reason.c_str());
+}
+
+// What generate --prompt and chat share, in the order that lets bad input
+// fail before the device work: the tokenizer, the sampler (whose options it
+// checks), then the device, the session and its weights.
+struct TextRun {
+  static lathe::SessionOptions session_options(int64_t context) {
+    lathe::SessionOptions options;
+    options.context = context;
+    return options;
+  }
+  explicit TextRun(const TextOptions& o)
+      : tokenizer(load_tokenizer(o.tokenizer, o.weights)),
+        sampler(o.generate.sampling),
+        checkpoint(checked(o.weights)),
+        vk(device_options(o.device)),
+        session(vk.devices(), lathe::model_info(), split_over(session_options(o.context), vk)) {
+    if (o.verbose)
+      std::cerr << "seed " << o.generate.sampling.seed << " (--seed " << o.generate.sampling.seed
+                << " samples this text again)\n";
+    load_weights(session, checkpoint.get(), !o.no_check);
+  }
+  lathe::text::Tokenizer tokenizer;
+  lathe::text::Sampler sampler;
+  std::unique_ptr<lathe::weights::Checkpoint> checkpoint;  // opened and audited before the device starts
+  lathe::vk::Context vk;
+  lathe::Session session;
+};
+
+}  // namespace
+
+int cmd_generate(const std::string& weights, const std::string& tokens_text, int64_t steps, int64_t context,
+                 const std::string& device, bool check) {
+  using Clock = std::chrono::steady_clock;
+  const lathe::ModelInfo& m = lathe::model_info();
+  const std::vector<int32_t> prompt = parse_tokens(tokens_text);
+  const auto checkpoint = checked(weights);
+  lathe::vk::Context vk(device_options(device));
+  lathe::SessionOptions options;
+  options.context = context;
+  options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(prompt.size()), 512));
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
+  load_weights(session, checkpoint.get(), check);
+  if (weights.empty()) std::cerr << "(random weights: the tokens mean nothing; the speed does)\n";
+  warm_up(session, static_cast<int64_t>(prompt.size()));
+  const int64_t free = session.context() - static_cast<int64_t>(prompt.size());
+  if (free < 0)
+    throw Error(ErrorKind::InvalidArgument, "--tokens: " + std::to_string(prompt.size()) + " tokens do not fit the context of " +
+                                                std::to_string(session.context()) + " positions (--context)");
+  // -n: new tokens; -1: until the context is full. The first comes from the
+  // prompt's pass, each later one from a decode step.
+  const int64_t wanted = steps < 0 ? free + 1 : steps;
+  const Clock::time_point start = Clock::now();
+  session.prompt(0, prompt);  // an encoder-decoder's source, then its decoder's start token
+  const Clock::time_point prefilled = Clock::now();
+  std::vector<int32_t> picks;
+  if (wanted > 0) {
+    picks.push_back(session.argmax());  // the prompt's greedy continuation
+    const int64_t room = m.encoder_decoder ? session.context() - session.position() : free;
+    const std::vector<int32_t> more = session.generate_greedy(picks[0], std::min(wanted - 1, room));
+    picks.insert(picks.end(), more.begin(), more.end());
+  }
+  const Clock::time_point done = Clock::now();
+  for (size_t i = 0; i < picks.size(); ++i) std::cout << (i ? " " : "") << picks[i];
+  std::cout << "\n";
+  steps = static_cast<int64_t>(picks.size());
+  const double prefill_s = std::chrono::duration<double>(prefilled - start).count();
+  const double decode_s = std::chrono::duration<double>(done - prefilled).count();
+  std::fprintf(stderr, "%s on %s: %s %zu tokens %.1f tok/s, decode %lld tokens %.1f tok/s, %zu dispatches/token; %s\n",
+               std::string(m.name).c_str(), vk.device().info().name.c_str(), m.encoder_decoder ? "encode" : "prefill",
+               prompt.size(),
+               static_cast<double>(prompt.size()) / prefill_s, static_cast<long long>(steps),
+               steps > 1 ? static_cast<double>(steps - 1) / std::max(decode_s, 1e-9) : 0.0,
+               session.dispatches_per_token(), memory_text(session).c_str());
+  return 0;
+}
+
+int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
+  TextRun run(o);
+  const std::vector<int32_t> ids = lathe::text::encode_prompt(run.session, run.tokenizer, prompt);
+  warm_up(run.session, static_cast<int64_t>(ids.size()));
+  std::cout << prompt << std::flush;
+  const lathe::text::GenerateStats stats =
+      lathe::text::generate(run.session, run.tokenizer, run.sampler, ids, o.generate, [](std::string_view text) {
+        std::cout << text << std::flush;
+      });
+  std::cout << "\n" << std::flush;  // before the stats on stderr, where both go to one pipe
+  print_stats(stats, run.vk.device().info().name, run.session);
+  return 0;
+}
+
+int cmd_chat(const TextOptions& o) {
+  TextRun run(o);
+  lathe::Session& session = run.session;
+  warm_up(session, session.context());  // lines of any length: both layouts
+  lathe::text::GenerateOptions options = o.generate;
+  if (options.stop.empty()) options.stop = {"\n"};  // a turn is one line, unless --stop says otherwise
+  const bool terminal = isatty(STDIN_FILENO) != 0;
+  if (terminal)
+    std::cerr << lathe::model_info().name << ": type a line, the model continues it (" << session.context()
+              << " positions of context; Ctrl-D ends)\n";
+  std::string line;
+  while (true) {
+    if (terminal) std::cout << "> " << std::flush;
+    if (!std::getline(std::cin, line)) break;
+    const std::string text = line + "\n";
+    std::vector<int32_t> ids = lathe::text::encode_prompt(session, run.tokenizer, text);
+    if (session.position() + static_cast<int64_t>(ids.size()) + 1 > session.context()) {
+      // A line that would not fit even a fresh context is refused alone;
+      // the conversation goes on without it.
+      const size_t fresh = run.tokenizer.encode(text, /*add_special=*/true).size();
+      if (static_cast<int64_t>(fresh) + 1 > session.context()) {
+        std::cerr << "[that line is " << fresh << " tokens; with one for the answer it does not fit the context of "
+                  << session.context() << " positions (--context): not sent]\n";
+        continue;
+      }
+      std::cerr << "[the context is full: starting over]\n";
+      session.reset();
+      run.sampler.reset();
+      ids = lathe::text::encode_prompt(session, run.tokenizer, text);  // now with BOS
+    }
+    const lathe::text::GenerateStats stats = lathe::text::generate(
+        session, run.tokenizer, run.sampler, ids, options, [](std::string_view t) { std::cout << t << std::flush; });
+    std::cout << "\n";
+    if (terminal) print_stats(stats, run.vk.device().info().name, run.session);
+  }
+  return 0;
+}
+
+}  // namespace lathe::cli

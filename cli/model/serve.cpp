@@ -1,0 +1,124 @@
+// serve: the OpenAI-compatible HTTP server over a session of several
+// sequences (runtime/serve/), until SIGINT or SIGTERM.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <pthread.h>
+
+#include "cli/model/commands.hpp"
+#include "cli/model/common.hpp"
+#include "runtime/model/model_info.hpp"
+#include "runtime/model/session.hpp"
+#include "runtime/serve/embedder.hpp"
+#include "runtime/serve/engine.hpp"
+#include "runtime/serve/openai.hpp"
+#include "runtime/serve/scheduler.hpp"
+#include "runtime/serve/server.hpp"
+#include "runtime/text/chat_template.hpp"
+#include "runtime/text/tokenizer.hpp"
+#include "runtime/vk/device.hpp"
+#include "runtime/weights/gguf.hpp"
+
+namespace lathe::cli {
+
+namespace {
+
+// The chat template of the checkpoint at `weights`: a GGUF file's own, or
+// the one beside it.
+std::optional<lathe::text::ChatTemplateSource> find_chat_template(const std::string& weights) {
+  namespace fs = std::filesystem;
+  if (fs::path(weights).extension() == ".gguf")
+    return lathe::text::find_chat_template(lathe::weights::GgufFile(weights));
+  return lathe::text::find_chat_template(weights);
+}
+
+}  // namespace
+
+int cmd_serve(const ServeOptions& o) {
+  const lathe::ModelInfo& m = lathe::model_info();
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights, "serve");
+  const std::optional<lathe::text::ChatTemplateSource> source = find_chat_template(o.weights);
+  std::optional<lathe::text::ChatTemplate> chat_template;
+  if (source) chat_template = lathe::text::ChatTemplate::parse(source->text, source->origin);
+  // The handlers and the engine thread inherit this mask: the signals reach
+  // only the thread that waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const auto checkpoint = checked(o.weights);
+  lathe::vk::Context vk(device_options(o.device));
+  lathe::SessionOptions options;
+  options.context = o.context;
+  options.max_chunk = 64;  // the scheduler's prompt chunk (an encoder-decoder's source runs whole)
+  options.sequences = o.parallel;
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
+  load_weights(session, checkpoint.get(), !o.no_check);
+  warm_up(session, options.max_chunk);
+  lathe::serve::SessionEngine engine(session);
+  lathe::serve::SchedulerOptions scheduling;
+  scheduling.chunk = m.encoder_decoder ? session.context() : options.max_chunk;
+  scheduling.queue_limit = o.queue;
+  lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);
+  lathe::serve::Model model{std::string(m.name), &tokenizer, chat_template ? &*chat_template : nullptr,
+                            source ? source->bos_token : "", source ? source->eos_token : "", session.context(),
+                            m.vocab, m.encoder};
+  // An encoder answers /v1/embeddings: --parallel inputs a pass.
+  std::optional<lathe::serve::Embedder> embedder;
+  if (m.encoder) embedder.emplace(session);
+  lathe::serve::ServerOptions server_options;
+  server_options.host = o.host;
+  server_options.port = o.port;
+  server_options.max_body_bytes = static_cast<size_t>(o.max_body);
+  const auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
+  server_options.read_timeout = ms(o.read_timeout);
+  server_options.write_timeout = ms(o.write_timeout);
+  server_options.keep_alive_timeout = ms(o.keep_alive);
+  server_options.keep_alive_max = o.keep_alive_max;
+  server_options.threads = o.http_threads;
+  server_options.cors_origins = o.cors;
+  lathe::serve::Server server(scheduler, model, server_options, embedder ? &*embedder : nullptr);
+  const int port = server.bind();
+  // The first SIGINT or SIGTERM stops accepting and lets the requests in
+  // flight finish; a second one, or the end of --grace, cuts them off.
+  std::atomic<bool> listening_done = false;
+  std::thread stopper([&] {
+    int signal = 0;
+    if (sigwait(&signals, &signal) != 0 || listening_done) return;
+    std::cerr << "lathe serve: stopping: no new requests; those in flight may take " << o.grace << " s (--grace)\n";
+    server.stop();
+    const auto until = std::chrono::steady_clock::now() + ms(o.grace);
+    const timespec slice{0, 100'000'000};
+    while (!server.wait_stopped(std::chrono::milliseconds(0))) {
+      const bool signalled = sigtimedwait(&signals, nullptr, &slice) > 0;
+      if (listening_done) return;  // the wake-up from the main thread
+      if (signalled || std::chrono::steady_clock::now() >= until) {
+        std::cerr << "lathe serve: cutting off the requests still in flight\n";
+        server.cut();
+        return;
+      }
+    }
+  });
+  std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; %s; chat template: %s)\n",
+              std::string(m.name).c_str(), vk.device().info().name.c_str(), o.host.c_str(), port,
+              static_cast<long long>(engine.sequences()), static_cast<long long>(session.context()),
+              memory_text(session).c_str(), source ? source->origin.c_str() : "none");
+  std::fflush(stdout);
+  server.listen();
+  listening_done = true;
+  pthread_kill(stopper.native_handle(), SIGTERM);  // wakes the waiter if listen() ended otherwise
+  stopper.join();
+  std::cerr << "lathe serve: stopped\n";
+  return 0;
+}
+
+}  // namespace lathe::cli
