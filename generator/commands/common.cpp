@@ -1,0 +1,74 @@
+// What several of the `lathe` tool's commands share (common.hpp): a spec
+// parsed, a spec planned, the generated header, the generated build written.
+#include "generator/commands/common.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "generator/clang/format.hpp"
+#include "generator/emit/emit_cpp.hpp"
+#include "generator/emit/emit_kernels.hpp"
+#include "generator/lower/model_plan.hpp"
+#include "generator/spec/diagnostics.hpp"
+#include "generator/spec/parse.hpp"
+
+namespace lathe::tool {
+
+std::optional<lathe::spec::Spec> load_spec(const std::string& path) {
+  lathe::spec::Diagnostics diagnostics(path);
+  auto spec = lathe::spec::parse_spec_file(path, diagnostics);
+  if (!spec) std::cerr << diagnostics.format();
+  return spec;
+}
+
+std::string model_header(const lathe::spec::Spec& spec, const lathe::lower::ModelPlan& model, const std::string& path,
+                         const std::string& header_name) {
+  return lathe::clang::format_cpp(lathe::emit::emit_model_header(spec, model, path, header_name), header_name);
+}
+
+std::optional<Planned> load_planned(const std::string& path) {
+  auto spec = load_spec(path);
+  if (!spec) return std::nullopt;
+  lathe::spec::Diagnostics diagnostics(path);
+  if (!lathe::emit::check_supported(*spec, diagnostics)) {
+    std::cerr << diagnostics.format();
+    return std::nullopt;
+  }
+  auto model = lathe::lower::plan_model(*spec, diagnostics);
+  if (!model) {
+    std::cerr << diagnostics.format();
+    return std::nullopt;
+  }
+  return Planned{std::move(*spec), std::move(*model)};
+}
+
+void write_build(const Planned& planned, const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
+  const lathe::spec::Spec* spec = &planned.spec;
+  std::filesystem::create_directories(out_dir);
+  const std::filesystem::path dir(out_dir);
+  const std::string header_path = (dir / "model.hpp").string();
+  const std::string source_path = (dir / "model.cpp").string();
+  const std::vector<lathe::emit::CompiledKernel> kernels = lathe::emit::compile_kernels(*spec, planned.model.plan);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {header_path, model_header(*spec, planned.model, path, header_path)},
+      {source_path, lathe::clang::format_cpp(lathe::emit::emit_model_source(*spec, path), source_path)},
+      {(dir / "kernels.cpp").string(), lathe::emit::emit_kernels_source(*spec, path, kernels)},
+  };
+  for (const auto& [file, text] : files) {
+    const bool written = lathe::emit::write_if_changed(file, text);
+    if (!quiet) std::cout << file << (written ? " (written)" : " (unchanged)") << "\n";
+  }
+  if (dump) {
+    const std::string plan_path = (dir / "plan.dump").string();
+    lathe::emit::write_if_changed(plan_path, lathe::lower::describe(planned.model));
+    const std::string dump_path = (dir / "kernels.dump").string();
+    lathe::emit::write_if_changed(dump_path, lathe::emit::dump_kernels(kernels));
+    if (!quiet) std::cout << plan_path << "\n" << dump_path << "\n";
+  }
+}
+
+}  // namespace lathe::tool

@@ -1,0 +1,40 @@
+// The generated build of a spec: gen (written to a directory) and check
+// (its header compiled in process with Clang).
+#include <iostream>
+#include <string>
+
+#include "generator/clang/check.hpp"
+#include "generator/commands/commands.hpp"
+#include "generator/commands/common.hpp"
+#include "generator/emit/emit_cpp.hpp"
+
+namespace lathe::tool {
+
+int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
+  auto planned = load_planned(path);
+  if (!planned) return 1;
+  write_build(*planned, path, out_dir, quiet, dump);
+  return 0;
+}
+
+int cmd_check(const std::string& path, const std::string& root, const std::string& inject) {
+  auto planned = load_planned(path);
+  if (!planned) return 1;
+  const lathe::spec::Spec* spec = &planned->spec;
+  lathe::clang::CheckOptions options;
+  options.model_namespace = lathe::emit::model_namespace(spec->name);
+  options.include_dirs = {root};
+  options.extra_code = inject;
+  const auto result = lathe::clang::check_generated(model_header(*spec, planned->model, path, options.header_name), options);
+  std::cerr << result.format();
+  if (!result.ok) {
+    const int errors = result.errors();
+    std::cerr << path << ": the generated code does not compile (" << errors << (errors == 1 ? " error)" : " errors)")
+              << "\n";
+    return 1;
+  }
+  std::cout << path << ": ok (generated code compiles)\n";
+  return 0;
+}
+
+}  // namespace lathe::tool
