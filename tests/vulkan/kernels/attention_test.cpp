@@ -201,4 +201,54 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
   report_worst("attention", worst);
 }
 
+// attention_combine: the key ranges' partial softmaxes (m, l, acc) of each
+// (row, head) merged into o = Σ acc_s·e^(m_s − M) / Σ l_s·e^(m_s − M).
+// Ranges fewer than a subgroup's lanes, more (each lane several), and
+// empty ones (m = −∞, l = 0, acc = 0: a range past a row's last key).
+TEST_CASE_FIXTURE(VulkanTest, "attention_combine: the key ranges' partial softmaxes merged") {
+  Gpu gpu(device);
+  Worst worst;
+  for_each_instance("attention_combine.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
+    const uint32_t hq = c.u("HQ"), dh = c.u("DH");
+    CHECK(hq == m.spec.dims.heads);
+    Report report(m, k, worst);
+    const uint32_t lanes = device.info().subgroup_size;
+    for (const uint32_t splits : {3u, 16u, 64u, 2 * lanes + 5}) {
+      const uint32_t rows = 3;
+      const size_t stride = size_t{dh} + 2, width = size_t{hq} * dh;
+      std::vector<float> part = random_floats(size_t{rows} * hq * splits * stride, -1.0f, 1.0f);
+      for (size_t at = 0; at < part.size(); at += stride) {
+        const size_t s = at / stride % splits;
+        if (s % 5 == 4) {  // an empty range
+          std::fill(part.begin() + static_cast<ptrdiff_t>(at), part.begin() + static_cast<ptrdiff_t>(at + stride), 0.0f);
+          part[at] = -std::numeric_limits<float>::infinity();
+        } else {
+          part[at] *= 8.0f;                       // m: scores' maxima apart by up to 16
+          part[at + 1] = 1.0f + 3.0f * std::abs(part[at + 1]);  // l ≥ 1 (its max's own term)
+        }
+      }
+      vk::Buffer pb = buffer_of(device, part), o = buffer_of(device, guarded(std::vector<float>(rows * width, kGuard)));
+      gpu.run(m, k, kernels::AttentionCombineBindings<vk::Binding>{.partials = whole(pb), .out = whole(o)},
+              push::RowsPush{.rows = rows}, hq, rows, {splits});
+      const std::vector<float> out = read_back<float>(device, o, rows * width + kGuardWords);
+      NormalizedError e;
+      for (uint32_t t = 0; t < rows; ++t)
+        for (uint32_t h = 0; h < hq; ++h) {
+          const float* r = &part[(size_t{t} * hq + h) * splits * stride];
+          double top = -std::numeric_limits<double>::infinity(), total = 0;
+          for (uint32_t s = 0; s < splits; ++s) top = std::max(top, double{r[s * stride]});
+          for (uint32_t s = 0; s < splits; ++s) total += r[s * stride + 1] * std::exp(r[s * stride] - top);
+          for (uint32_t d = 0; d < dh; ++d) {
+            double sum = 0;
+            for (uint32_t s = 0; s < splits; ++s) sum += r[s * stride + 2 + d] * std::exp(r[s * stride] - top);
+            e.add(out[t * width + size_t{h} * dh + d], sum / total);
+          }
+        }
+      check_guard(out, rows * width);
+      report.check(std::to_string(splits) + " ranges", e.value(), kAttentionTolerance);
+    }
+  }, false, has_attention);
+  report_worst("attention_combine", worst);
+}
+
 }  // TEST_SUITE("kernels")
