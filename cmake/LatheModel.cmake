@@ -32,8 +32,8 @@ function(lathe_add_model target)
   add_library(${target} STATIC ${out}/model.cpp ${out}/kernels.cpp ${out}/model.hpp)
   target_include_directories(${target} PUBLIC ${out})
   # The model's C++ API: its model_info(), Session (load, prefill, decode),
-  # tokenizers, the sampler and text generation.
-  target_link_libraries(${target} PUBLIC lathe::options lathe::text)
+  # tokenizers (lathe::text), the sampler and text generation (lathe::generate).
+  target_link_libraries(${target} PUBLIC lathe::options lathe::text lathe::generate)
   # The executable's front end, main() included, is compiled once, in the
   # static library lathe::model_main: the executable compiles nothing of its
   # own. model_main comes first on the link line, so that the model_info()

@@ -1,7 +1,8 @@
-# What the runtime libraries (lathe_core, lathe_runtime, lathe_text) and a
-# model executable link against: included by lathe's own build
-# (Dependencies.cmake) and by the installed package (latheConfig.cmake), so a
-# project that links the installed libraries finds the same packages.
+# What the runtime libraries (lathe_core, lathe_runtime, lathe_text,
+# lathe_generate) and a model executable link against: included by lathe's
+# own build (Dependencies.cmake) and by the installed package
+# (latheConfig.cmake), so a project that links the installed libraries finds
+# the same packages.
 find_package(Threads REQUIRED)
 find_package(Vulkan REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)

@@ -1,6 +1,7 @@
 # find_package(lathe CONFIG REQUIRED) — the installed lathe:
-#   lathe::text, lathe::runtime, lathe::core  the runtime libraries (sessions,
-#                                             weights, tokenizers, sampling)
+#   lathe::generate, lathe::text,             the runtime libraries (sampling and
+#   lathe::runtime, lathe::core               generation, tokenizers and chat
+#                                             templates, sessions, weights)
 #   lathe::model_main                         the model executables' front end
 #   lathe::lathe                              the lathe tool
 #   lathe_add_model(<target> SPEC <spec.toml>)  a model library and executable

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "runtime/error.hpp"
+#include "runtime/generate/generate.hpp"
 #include "runtime/model/model_info.hpp"  // lathe::model_info(): the generated build
 #include "runtime/model/session.hpp"
-#include "runtime/text/generate.hpp"
 #include "runtime/vk/device.hpp"
 
 int main(int argc, char** argv) {

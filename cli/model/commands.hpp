@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/text/generate.hpp"
+#include "runtime/generate/generate.hpp"
 
 namespace lathe::cli {
 

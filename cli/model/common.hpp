@@ -16,7 +16,7 @@
 #include "core/contract.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/model/stage_link.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 #include "runtime/vk/device.hpp"
 #include "runtime/weights/checkpoint.hpp"
 

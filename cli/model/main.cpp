@@ -17,9 +17,9 @@
 #include "cli/model/commands.hpp"
 #include "cli/model/common.hpp"
 #include "runtime/error.hpp"
+#include "runtime/generate/sampler.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/stage_link.hpp"
-#include "runtime/text/sampler.hpp"
 #include "runtime/version.hpp"
 
 namespace lathe::cli {

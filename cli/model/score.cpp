@@ -21,7 +21,7 @@
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/serve/embedder.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 #include "runtime/vk/device.hpp"
 
 namespace lathe::cli {

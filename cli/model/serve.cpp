@@ -21,8 +21,8 @@
 #include "runtime/serve/openai.hpp"
 #include "runtime/serve/scheduler.hpp"
 #include "runtime/serve/server.hpp"
-#include "runtime/text/chat_template.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/jinja/chat_template.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 #include "runtime/vk/device.hpp"
 #include "runtime/weights/gguf.hpp"
 

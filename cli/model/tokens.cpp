@@ -8,7 +8,7 @@
 #include "cli/model/commands.hpp"
 #include "cli/model/common.hpp"
 #include "runtime/error.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 
 namespace lathe::cli {
 

@@ -10,9 +10,9 @@
 #include "generator/import/import.hpp"
 #include "generator/spec/report.hpp"
 #include "runtime/error.hpp"
-#include "runtime/text/chat_template.hpp"
-#include "runtime/text/json_file.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/jinja/chat_template.hpp"
+#include "runtime/text/tokenize/json_file.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 #include "runtime/weights/checkpoint.hpp"
 #include "runtime/weights/gguf.hpp"
 

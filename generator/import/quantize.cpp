@@ -12,7 +12,7 @@
 #include "generator/import/import.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
-#include "runtime/text/vocab_export.hpp"
+#include "runtime/text/tokenize/vocab_export.hpp"
 #include "runtime/weights/dtype.hpp"
 #include "runtime/weights/gguf.hpp"
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/generate/sampler.hpp"
 #include "runtime/serve/scheduler.hpp"
-#include "runtime/text/chat_template.hpp"
-#include "runtime/text/sampler.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/jinja/chat_template.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 
 namespace lathe::serve {
 

@@ -28,9 +28,9 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/generate/sampler.hpp"
 #include "runtime/serve/engine.hpp"
-#include "runtime/text/sampler.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 
 namespace lathe::serve {
 

@@ -14,7 +14,7 @@
 
 #include "fuzz.hpp"
 #include "runtime/error.hpp"
-#include "runtime/text/chat_template.hpp"
+#include "runtime/text/jinja/chat_template.hpp"
 
 using namespace lathe;
 using ojson = nlohmann::ordered_json;

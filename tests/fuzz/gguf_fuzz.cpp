@@ -17,8 +17,8 @@
 
 #include "fuzz.hpp"
 #include "runtime/error.hpp"
-#include "runtime/text/chat_template.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/jinja/chat_template.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 #include "runtime/weights/checkpoint.hpp"
 #include "runtime/weights/gguf.hpp"
 #include "runtime/weights/quant.hpp"

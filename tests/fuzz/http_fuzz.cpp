@@ -19,8 +19,8 @@
 #include "fuzz.hpp"
 #include "runtime/error.hpp"
 #include "runtime/serve/openai.hpp"
-#include "runtime/text/chat_template.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/jinja/chat_template.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 
 using namespace lathe;
 using namespace lathe::serve;

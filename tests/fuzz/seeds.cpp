@@ -20,9 +20,9 @@
 #include "generator/import/hf_export.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
-#include "runtime/text/byte_level.hpp"
-#include "runtime/text/pipeline.hpp"
-#include "runtime/text/vocab_export.hpp"
+#include "runtime/text/tokenize/byte_level.hpp"
+#include "runtime/text/tokenize/pipeline.hpp"
+#include "runtime/text/tokenize/vocab_export.hpp"
 #include "runtime/weights/gguf.hpp"
 #include "runtime/weights/safetensors.hpp"
 

@@ -16,7 +16,7 @@
 
 #include "fuzz.hpp"
 #include "runtime/error.hpp"
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 
 using namespace lathe;
 using lathe::fuzz::finding;

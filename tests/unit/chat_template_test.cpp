@@ -1,4 +1,4 @@
-// Chat templates (runtime/text/chat_template.hpp): the real templates of
+// Chat templates (runtime/text/jinja/chat_template.hpp): the real templates of
 // Llama 3.3, Qwen2.5, Qwen3, Gemma 2 and SmolLM2 rendered byte for byte as
 // Python's jinja2 renders them under transformers' settings
 // (tests/data/chat_templates/expected.json, written by
@@ -7,7 +7,7 @@
 // jinja2, the errors (parse errors at line:column, runtime errors at a line,
 // raise_exception), the bounds on hostile templates, finding a checkpoint's
 // template, and the demo model's template.
-#include "runtime/text/chat_template.hpp"
+#include "runtime/text/jinja/chat_template.hpp"
 
 #include <doctest/doctest.h>
 

@@ -2,7 +2,8 @@
 // core/ stands on nothing but the standard library; generator/ and runtime/
 // stand on core/ and never on each other's upper layers (runtime/ never
 // includes generator/); cli/ is the model executable's front end, which no
-// library includes; and no file reaches itself through its includes.
+// library includes; runtime/text/ reaches nothing of a session or a device;
+// and no file reaches itself through its includes.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -59,6 +60,34 @@ TEST_CASE("layering: core stands alone, the runtime never includes the generator
       CAPTURE(target);
       CHECK(allowed.at(layer_of(file)).count(layer_of(target)) == 1);
     }
+}
+
+TEST_CASE("layering: runtime/text/ stands below a session: it reaches nothing of model/, vk/, generate/, serve/") {
+  // lathe_text (tokenizers, chat templates) is text without a device; what
+  // drives a Session (the sampler and generate()) is runtime/generate/.
+  // Checked through every header a file reaches, not only its own includes.
+  const auto graph = include_graph();
+  const std::vector<std::string> above = {"runtime/model/", "runtime/vk/", "runtime/generate/", "runtime/serve/"};
+  int text_files = 0;
+  for (const auto& [file, includes] : graph) {
+    if (!file.starts_with("runtime/text/")) continue;
+    ++text_files;
+    std::set<std::string> seen;
+    std::vector<std::string> todo(includes.begin(), includes.end());
+    while (!todo.empty()) {
+      const std::string target = todo.back();
+      todo.pop_back();
+      if (!seen.insert(target).second) continue;
+      for (const std::string& prefix : above) {
+        CAPTURE(file);
+        CAPTURE(target);
+        CHECK_FALSE(target.starts_with(prefix));
+      }
+      if (auto it = graph.find(target); it != graph.end())
+        todo.insert(todo.end(), it->second.begin(), it->second.end());
+    }
+  }
+  CHECK(text_files > 30);
 }
 
 TEST_CASE("layering: the include graph has no cycles") {

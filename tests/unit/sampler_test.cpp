@@ -1,10 +1,10 @@
-// Token sampling (runtime/text/sampler.hpp): greedy ties, seeds, the
+// Token sampling (runtime/generate/sampler.hpp): greedy ties, seeds, the
 // empirical distribution of temperature sampling against softmax(l / T),
 // top-k / top-p / min-p keeping exactly the sets they should (logits built
 // from known probabilities), the order of the chain, the repetition penalty
 // and its window, option validation messages, and the StopChecker holding
 // back text that may start a stop string.
-#include "runtime/text/sampler.hpp"
+#include "runtime/generate/sampler.hpp"
 
 #include <doctest/doctest.h>
 

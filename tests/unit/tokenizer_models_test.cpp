@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "runtime/error.hpp"
-#include "runtime/text/pipeline.hpp"
-#include "runtime/text/precompiled.hpp"
-#include "runtime/text/tokenizer.hpp"
-#include "runtime/text/utf8.hpp"
+#include "runtime/text/tokenize/pipeline.hpp"
+#include "runtime/text/tokenize/precompiled.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
+#include "runtime/text/tokenize/utf8.hpp"
 #include "tests/harness/temp_files.hpp"
 
 using namespace lathe;

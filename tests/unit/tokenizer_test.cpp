@@ -1,11 +1,11 @@
-// Tokenizers (runtime/text/): the GPT-2 / Llama 3 / Qwen2 split patterns,
+// Tokenizers (runtime/text/tokenize/): the GPT-2 / Llama 3 / Qwen2 split patterns,
 // exact ids of a small hand-made byte-level BPE, round trips of thousands of
 // random strings (valid UTF-8 or not) through encode, decode and the
 // streaming decoder, SentencePiece-style tokenizer.json, a SentencePiece
 // model trained here and compared id for id with libsentencepiece (directly
 // and as a GGUF "llama" vocabulary), GGUF "gpt2" vocabularies against the
 // tokenizer.json they came from, and every loader error naming its field.
-#include "runtime/text/tokenizer.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
 
 #include <doctest/doctest.h>
 #include <sentencepiece_processor.h>
@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "runtime/error.hpp"
-#include "runtime/text/byte_level.hpp"
-#include "runtime/text/pipeline.hpp"
-#include "runtime/text/utf8.hpp"
-#include "runtime/text/vocab_export.hpp"
+#include "runtime/text/tokenize/byte_level.hpp"
+#include "runtime/text/tokenize/pipeline.hpp"
+#include "runtime/text/tokenize/utf8.hpp"
+#include "runtime/text/tokenize/vocab_export.hpp"
 #include "runtime/weights/gguf.hpp"
 #include "tests/harness/temp_files.hpp"
 

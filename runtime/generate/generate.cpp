@@ -1,0 +1,87 @@
+#include "runtime/generate/generate.hpp"
+
+#include <chrono>
+
+#include "runtime/error.hpp"
+
+namespace lathe::text {
+
+std::vector<int32_t> encode_prompt(const Session& session, const Tokenizer& tokenizer, std::string_view prompt) {
+  // An encoder-decoder's prompt is a new source every time.
+  return tokenizer.encode(prompt, /*add_special=*/session.position() == 0 || session.model().encoder_decoder);
+}
+
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::string_view prompt,
+                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+  return generate(session, tokenizer, sampler, encode_prompt(session, tokenizer, prompt), options, on_text);
+}
+
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::span<const int32_t> ids,
+                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+  using Clock = std::chrono::steady_clock;
+  GenerateStats stats;
+  if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "the prompt encodes to no tokens (and the vocabulary adds no BOS)");
+  // An encoder-decoder: the prompt is the source, encoded into sequence 0;
+  // the decoder starts again from its start token.
+  const bool source = session.model().encoder_decoder;
+  if (source && static_cast<int64_t>(ids.size()) > session.context())
+    throw Error(ErrorKind::InvalidArgument, "the prompt's " + std::to_string(ids.size()) + " tokens do not fit the " +
+                                                std::to_string(session.context()) +
+                                                " positions of the context (raise --context, up to the spec's max_context)");
+  if (!source && session.position() + static_cast<int64_t>(ids.size()) > session.context())
+    throw Error(ErrorKind::InvalidArgument, "the prompt's " + std::to_string(ids.size()) + " tokens do not fit the " +
+                                                std::to_string(session.context() - session.position()) +
+                                                " free positions of the context (raise --context, up to the spec's max_context)");
+  stats.prompt_tokens = ids.size();
+  if (!source)  // a source is not the decoder's history, which penalties look back on
+    for (int32_t id : ids) sampler.accept(id);
+
+  std::vector<int32_t> eos;
+  if (options.stop_at_eos && tokenizer.eos()) eos.push_back(*tokenizer.eos());
+  StopChecker stop(eos, options.stop, options.max_new_tokens);
+  // The prompt's text is the caller's; the continuation decodes on from it.
+  StreamDecoder decoder(tokenizer, /*skip_special=*/true, /*start_of_text=*/false);
+
+  const Clock::time_point start = Clock::now();
+  std::vector<float> logits = session.prompt(0, ids);
+  if (options.max_new_tokens == 0) {  // the prompt read, nothing sampled
+    stats.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stats.stop_reason = "max tokens";
+    return stats;
+  }
+  Clock::time_point prefilled{};
+  int32_t token = -1;
+  while (true) {
+    // A NaN row is the model's fault, not a token to sample: named by its step.
+    check_logits(logits, stats.new_tokens == 0 ? std::string("the prompt's pass")
+                                               : "decode step " + std::to_string(stats.new_tokens));
+    token = sampler.sample(logits);
+    if (stats.new_tokens == 0) prefilled = Clock::now();
+    ++stats.new_tokens;
+    const StopChecker::Step step = stop.push(token, decoder.push(token));
+    if (!step.text.empty()) on_text(step.text);
+    if (step.stop) {
+      stats.stop_reason = step.reason;
+      break;
+    }
+    if (session.position() >= session.context()) {
+      stats.stop_reason = "context full";
+      break;
+    }
+    logits = session.decode(token);
+  }
+  // What is still held back: text that might have begun a stop string, and
+  // the bytes of an unfinished character (dropped after a stop string).
+  const bool stop_string = stats.stop_reason.rfind("stop string", 0) == 0;
+  const std::string rest = stop.flush() + (stop_string ? std::string() : decoder.flush());
+  if (!rest.empty()) on_text(rest);
+  // The last pick was printed: the cache keeps it too, for a conversation
+  // that goes on (an EOS or a stop string ends the turn unfed).
+  if (stats.stop_reason == "max tokens" && session.position() < session.context()) session.decode(token);
+  const Clock::time_point done = Clock::now();
+  stats.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
+  stats.decode_seconds = std::chrono::duration<double>(done - prefilled).count();
+  return stats;
+}
+
+}  // namespace lathe::text

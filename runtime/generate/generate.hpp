@@ -1,0 +1,53 @@
+// Text in, text out: a prompt through a tokenizer, a session and a sampler,
+// with the continuation streamed as it is produced. The model executable's
+// generate, chat and bench commands, and examples/, use this.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/generate/sampler.hpp"
+#include "runtime/model/session.hpp"
+#include "runtime/text/tokenize/tokenizer.hpp"
+
+namespace lathe::text {
+
+struct GenerateOptions {
+  SamplingOptions sampling;
+  int32_t max_new_tokens = 64;  // 0: none (the prompt is only read); < 0: no limit
+  std::vector<std::string> stop;  // stop strings: the text ends right before one
+  bool stop_at_eos = true;        // the tokenizer's EOS ends the text
+};
+
+struct GenerateStats {
+  size_t prompt_tokens = 0;
+  size_t new_tokens = 0;
+  double prefill_seconds = 0;  // the prompt's pass, to its first sampled token
+  double decode_seconds = 0;   // every later token's decode step and sampling
+  std::string stop_reason;     // "eos", "stop string \"…\"", "max tokens", "context full"
+};
+
+// The ids of `prompt` as the session's cache continues it: with the
+// tokenizer's BOS (and whatever else its post-processor adds) when the cache
+// is empty, as they are otherwise.
+std::vector<int32_t> encode_prompt(const Session& session, const Tokenizer& tokenizer, std::string_view prompt);
+
+// Appends `prompt_ids` to the session's cache, then samples up to
+// max_new_tokens tokens, each fed back through a decode step, and hands each
+// printable piece of text to `on_text` as soon as it is complete UTF-8 and
+// cannot be the start of a stop string. The cache keeps the prompt and every
+// fed token, so a later call continues the conversation. Throws
+// Error(InvalidArgument) when the prompt is empty or alone does not fit the
+// context. An encoder-decoder: the prompt is encoded as sequence 0's new
+// source and the decoder starts from its start token.
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler,
+                       std::span<const int32_t> prompt_ids, const GenerateOptions& options,
+                       const std::function<void(std::string_view)>& on_text);
+// The same for text: encode_prompt, then the above.
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::string_view prompt,
+                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text);
+
+}  // namespace lathe::text
