@@ -121,7 +121,7 @@ void Session::set_tiles(const Tile& given_decode, const Tile& given_prefill) {
                     "(32 or 64 tokens, 64 or 128 rows, texels 1–4, within the device's " +
                     std::to_string(s.device.info().max_compute_shared_memory) + " bytes of shared memory" +
                     (prefill.tiled() ? "; this tile needs " + std::to_string(prefill.shared_bytes(true)) : std::string()) + ")");
-  if (s.partials_bytes(decode, prefill) > s.partials_bytes())
+  if (s.partials_bytes(decode, prefill) > (s.partials ? s.partials->size() : 0))
     throw Error(ErrorKind::InvalidArgument, "tiles: decode " + plan::tile_text(decode) + ", prefill " + plan::tile_text(prefill) +
                                                 ": one layout for every pass takes a step's key ranges over a whole chunk, " +
                                                 "more partials than the session holds");
