@@ -66,18 +66,16 @@ void Session::Impl::own_bound() {
 Session::SplitNeed Session::split_need(const ModelInfo& model, const SessionOptions& options) {
   const plan::Plan& p = model.plan;
   const int64_t layers = static_cast<int64_t>(p.carried.size());
-  const int64_t context = options.context > 0 ? std::min(options.context, model.max_context) : model.max_context;
+  const int64_t context = Impl::context_of(model, options);
   SplitNeed out{std::vector<int64_t>(static_cast<size_t>(layers), 0)};
   if (layers == 0) return out;
-  // A dispatch of no layer runs on the first stage before the first layered
-  // one, else on the last (the stages' `active`, session.cpp).
+  // Where a dispatch of no layer runs, its tensors are held (Impl::first_layered).
   std::vector<char> on_first(model.manifest.size(), 0), on_last(model.manifest.size(), 0);
-  bool layered = false;
-  for (const plan::Dispatch& d : p.dispatches) {
-    layered = layered || d.block >= 0;
-    if (d.block >= 0) continue;
-    for (const plan::Binding& b : d.bindings)
-      plan::for_each_bound_tensor(p, b, [&](int32_t t) { (layered ? on_last : on_first).at(static_cast<size_t>(t)) = 1; });
+  const size_t first_layered = Impl::first_layered(p);
+  for (size_t n = 0; n < p.dispatches.size(); ++n) {
+    if (p.dispatches[n].block >= 0) continue;
+    for (const plan::Binding& b : p.dispatches[n].bindings)
+      plan::for_each_bound_tensor(p, b, [&](int32_t t) { (n < first_layered ? on_first : on_last).at(static_cast<size_t>(t)) = 1; });
   }
   for (size_t i = 0; i < model.manifest.size(); ++i) {  // (a stacked tensor's slices each their own)
     const ManifestEntry& e = model.manifest[i];

@@ -249,7 +249,7 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
     throw Error(ErrorKind::Unsupported, std::string(model.name) + ": the build has " + std::to_string(model.kernels.size()) +
                                             " kernel binaries for a plan of " + std::to_string(model.plan.kernels.size()) +
                                             " kernels (regenerate the build)");
-  const int64_t context = options.context ? options.context : model.max_context;
+  const int64_t context = Impl::context_of(model, options);
   if (context < 1 || context > model.max_context)
     throw Error(ErrorKind::InvalidArgument, "context " + std::to_string(options.context) + " is outside [1, " +
                                                 std::to_string(model.max_context) + "], the spec's max_context of " +
@@ -293,9 +293,7 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
   // Each stage: its device's class and kernels, the dispatches of its layers
   // (the embedding's on the first, the head's on the last) and what they bind.
   int64_t first_layer = 0;
-  size_t first_layered = model.plan.dispatches.size();  // the first dispatch inside the blocks
-  for (size_t i = 0; i < model.plan.dispatches.size() && first_layered == model.plan.dispatches.size(); ++i)
-    if (model.plan.dispatches[i].block >= 0) first_layered = i;
+  const size_t first_layered = Impl::first_layered(model.plan);
   for (size_t k = 0; k < count; ++k) {
     if (link && k != static_cast<size_t>(link->rank())) {  // another process's stage
       first_layer += options.stages[k];

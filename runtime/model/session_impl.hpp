@@ -85,6 +85,16 @@ struct Session::Impl {
   bool flash(const Tile& tile) const {
     return prompt_layout(tile) && device_class->flash.rows > 0 && tile.layout() == device_class->prefill.layout();
   }
+  // The first dispatch inside the blocks (the model's layers): one of no
+  // block before it runs on the first pipeline stage, after it on the last.
+  static size_t first_layered(const plan::Plan& p) {
+    size_t i = 0;
+    while (i < p.dispatches.size() && p.dispatches[i].block < 0) ++i;
+    return i;
+  }
+  // The positions of each sequence's cache: SessionOptions::context, else
+  // the spec's (the constructor refuses one outside [1, max_context]).
+  static int64_t context_of(const ModelInfo& m, const SessionOptions& o) { return o.context ? o.context : m.max_context; }
   uint32_t splits_for(const Tile& tile) const { return prompt_layout(tile) ? splits : decode_splits; }
   uint32_t attention_rows(const Tile& tile) const {
     return flash(tile) ? device_class->flash.rows : prompt_layout(tile) ? device_class->attention_rows : 1;
