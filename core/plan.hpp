@@ -97,6 +97,33 @@ constexpr Binding conv_state(int32_t layer) { return {Resource::ConvState, layer
 constexpr Binding scan_state(int32_t layer) { return {Resource::ScanState, layer}; }
 constexpr Binding expanded() { return {Resource::Expanded, 0}; }
 
+// A resource's name, as its function above spells it (`plan::k_cache(3)`),
+// and whether the function takes an index: what the generated plan and
+// `lathe gen --dump` print.
+struct ResourceName {
+  std::string_view name;
+  bool indexed = false;
+};
+constexpr ResourceName resource_name(Resource r) {
+  switch (r) {
+    case Resource::None: return {"none"};
+    case Resource::Io: return {"io"};
+    case Resource::Activation: return {"activation", true};
+    case Resource::Logits: return {"logits"};
+    case Resource::Weight: return {"weight", true};
+    case Resource::Pack: return {"pack", true};
+    case Resource::PackBias: return {"pack_bias", true};
+    case Resource::KCache: return {"k_cache", true};
+    case Resource::VCache: return {"v_cache", true};
+    case Resource::Partials: return {"partials"};
+    case Resource::Part: return {"part", true};
+    case Resource::ConvState: return {"conv_state", true};
+    case Resource::ScanState: return {"scan_state", true};
+    case Resource::Expanded: return {"expanded"};
+  }
+  return {"?"};
+}
+
 // A family's named bindings as a plan's fixed-size array.
 template <class Named>
 constexpr std::array<Binding, kernels::kMaxBindings> bindings(const Named& named) {
@@ -170,6 +197,7 @@ struct Pack {
   // manifest tensors weights[0] + e · stride, expert e's rows after e − 1's.
   int32_t stride = 0;
   uint16_t experts = 0;
+  constexpr bool operator==(const Pack&) const = default;
 };
 
 // A row range of a matrix too large to bind whole: one texel view holds at
@@ -346,7 +374,7 @@ struct DeviceClass {
   // Attention's key ranges per (head, row): a prompt chunk's (splits) and
   // a pass in the decode or batch layout's (decode_splits: a step's rows
   // are few, so its ranges are what keeps a GPU's multiprocessors busy
-  // over a long cache; a chunk's rows do that for it). Both 1 or both more.
+  // over a long cache; a chunk's rows do that for it).
   uint32_t splits = 1;
   uint32_t decode_splits = 1;
   // Rows of a prompt chunk an attention workgroup takes, a subgroup each,
@@ -523,7 +551,7 @@ constexpr bool classes_valid(std::span<const DeviceClass> classes) {
     return false;
   for (const DeviceClass& c : classes) {
     if (c.name.empty() || !layouts_fit(c.decode, c.prefill, c.min_subgroup, c.min_shared) || !tile_fits(c.batch) ||
-        c.splits < 1 || c.decode_splits < 1 || (c.splits > 1) != (c.decode_splits > 1) || c.attention_rows < 1 ||
+        c.splits < 1 || c.decode_splits < 1 || c.attention_rows < 1 ||
         c.attention_rows > 8 ||
         (c.attention_rows > 1 && (c.min_shared < kAttentionStageBytes || c.prefill == c.decode)))
       return false;

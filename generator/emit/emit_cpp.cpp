@@ -173,24 +173,9 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
 }
 
 std::string binding_expr(const plan::Binding& b) {
-  const std::string i = std::to_string(b.index);
-  switch (b.resource) {
-    case plan::Resource::None: return "{}";
-    case plan::Resource::Io: return "plan::io()";
-    case plan::Resource::Activation: return "plan::activation(" + i + ")";
-    case plan::Resource::Logits: return "plan::logits()";
-    case plan::Resource::Weight: return "plan::weight(" + i + ")";
-    case plan::Resource::Pack: return "plan::pack(" + i + ")";
-    case plan::Resource::PackBias: return "plan::pack_bias(" + i + ")";
-    case plan::Resource::KCache: return "plan::k_cache(" + i + ")";
-    case plan::Resource::VCache: return "plan::v_cache(" + i + ")";
-    case plan::Resource::Partials: return "plan::partials()";
-    case plan::Resource::Part: return "plan::part(" + i + ")";
-    case plan::Resource::ConvState: return "plan::conv_state(" + i + ")";
-    case plan::Resource::ScanState: return "plan::scan_state(" + i + ")";
-    case plan::Resource::Expanded: return "plan::expanded()";
-  }
-  return "{}";
+  if (b.resource == plan::Resource::None) return "{}";
+  const plan::ResourceName r = plan::resource_name(b.resource);
+  return "plan::" + std::string(r.name) + "(" + (r.indexed ? std::to_string(b.index) : "") + ")";
 }
 
 const char* grid_name(plan::Grid g) {
@@ -207,10 +192,10 @@ const char* grid_name(plan::Grid g) {
   return "?";
 }
 
-// One dispatch as a designated initializer: its bindings and push constants
-// by the names of its family's interface (core/kernels.hpp), in their order.
-std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatch& d, const Spec& s) {
-  const kernels::FamilyInfo& f = kernels::family(m.plan.kernel(d).family);
+// One dispatch as a designated initializer: its bindings and the push words
+// it sets by the names of its family's interface (core/kernels.hpp), in
+// their order.
+std::string dispatch_initializer(const plan::Dispatch& d, const kernels::FamilyInfo& f) {
   std::string out = "{.kernel = " + std::to_string(d.kernel) + ", .grid = plan::Grid::" + grid_name(d.grid);
   if (d.last_row) out += ", .last_row = true";
   if (d.split_only) out += ", .split_only = true";
@@ -223,22 +208,19 @@ std::string dispatch_initializer(const lower::ModelPlan& m, const lower::Dispatc
   if (d.groups_z != 1) out += ", .groups_z = " + std::to_string(d.groups_z);
   if (d.groups_z_per_row != 0) out += ", .groups_z_per_row = " + std::to_string(d.groups_z_per_row);
   std::string named;
-  for (const kernels::BindingInfo& b : f.bindings) {
-    const plan::Binding x = d.binding(std::string(b.name));
-    if (x.resource == plan::Resource::None) continue;
-    named += std::string(named.empty() ? "" : ", ") + "." + std::string(b.name) + " = " + binding_expr(x);
+  for (size_t b = 0; b < f.bindings.size(); ++b) {
+    if (d.bindings[b].resource == plan::Resource::None) continue;
+    named += std::string(named.empty() ? "" : ", ") + "." + std::string(f.bindings[b].name) + " = " + binding_expr(d.bindings[b]);
   }
   out += ",\n     .bindings = plan::bindings(kernels::" + std::string(f.bindings_struct) + "<plan::Binding>{" + named + "})";
-  std::string fields;
-  for (const push::FieldInfo& field : f.push) {
-    auto it = d.push.find(std::string(field.name));
-    if (it == d.push.end()) continue;
-    fields += std::string(fields.empty() ? "" : ", ") + "." + std::string(field.name) + " = " + std::to_string(it->second);
+  std::string fields;  // a word left out is 0
+  for (size_t w = 0; w < f.push.size(); ++w) {
+    if (d.push[w] == 0) continue;
+    fields += std::string(fields.empty() ? "" : ", ") + "." + std::string(f.push[w].name) + " = " + std::to_string(d.push[w]);
   }
   out += ",\n     .push = push::words(push::" + std::string(f.push_struct) + "{" + fields + "})";
   if (d.layer >= 0) out += ", .layer = " + std::to_string(d.layer);
-  const Loc loc = s.where(m.graph.keys[d.op]);
-  if (loc.line > 0) out += ", .line = " + std::to_string(loc.line);
+  if (d.line > 0) out += ", .line = " + std::to_string(d.line);
   if (d.block >= 0) out += ", .block = " + std::to_string(d.block);
   return out + "}";
 }
@@ -531,13 +513,14 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
 
   // The plan: kernels, slots, packs, dispatches.
   const lower::Plan& p = model.plan;
+  const lower::View view(p);
   kainjow::mustache::list kernel_items;
-  for (const lower::KernelKey& k : p.kernels) {
+  for (const plan::Kernel& k : view->kernels) {
     data item;
-    item.set("name", k.name());
+    item.set("name", std::string(k.name));
     item.set("family", std::string(kernels::family(k.family).key));
     item.set("family_enum", std::string(kernels::family(k.family).enumerator));
-    item.set("width", i(k.family == kernels::Family::Matmul ? k.width : k.family == kernels::Family::Attention ? k.window : 0));
+    item.set("width", i(k.width));
     kernel_items.push_back(item);
   }
   root.set("plan_kernels", kernel_items);
@@ -554,13 +537,14 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   for (uint64_t c : p.carried) carried += (carried.empty() ? "" : ", ") + std::to_string(c) + "u";
   root.set("carried", carried);
   root.set("carried_count", i(static_cast<int64_t>(p.carried.size())));
-  root.set("encode_dispatches", i(static_cast<int64_t>(p.encode_dispatches)));
-  root.set("state_layers", i(p.state_layers));
-  root.set("conv_state_floats", i(p.conv_state_floats));
-  root.set("scan_state_floats", i(p.scan_state_floats));
-  root.set("expanded_row_floats", i(p.expanded_row_floats));
-  root.set("expanded_rows", i(p.expanded_rows));
-  root.set("expanded_min_rows", i(p.expanded_min_rows));
+  const plan::Plan& sizes = p.scalars;
+  root.set("encode_dispatches", i(static_cast<int64_t>(sizes.encode_dispatches)));
+  root.set("state_layers", i(sizes.state_layers));
+  root.set("conv_state_floats", i(sizes.conv_state_floats));
+  root.set("scan_state_floats", i(sizes.scan_state_floats));
+  root.set("expanded_row_floats", i(sizes.expanded_row_floats));
+  root.set("expanded_rows", i(sizes.expanded_rows));
+  root.set("expanded_min_rows", i(sizes.expanded_min_rows));
   kainjow::mustache::list class_items;
   for (const plan::DeviceClass& c : p.classes) {
     const auto b = [](bool v) { return std::string(v ? "true" : "false"); };
@@ -583,20 +567,20 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("device_classes", class_items);
   root.set("class_count", i(static_cast<int64_t>(p.classes.size())));
   kainjow::mustache::list pack_items;
-  for (const lower::Pack& pk : p.packs) {
-    auto list = [&](const std::vector<int32_t>& v) {
+  for (const plan::Pack& pk : p.packs) {
+    auto list = [&](std::span<const int32_t> v) {
       std::string out;
       for (int32_t x : v) out += (out.empty() ? "" : ", ") + i(x);
       return "{" + out + "}, " + i(static_cast<int64_t>(v.size()));
     };
     data item;
     if (pk.stride > 0)  // an expert pack: its first matrix and the manifest stride between experts
-      item.set("init", "{{" + i(pk.weights[0]) + "}, 1, {}, 0, " + i(pk.stride) + ", " +
-                           i(static_cast<int64_t>(pk.weights.size())) + "}");
+      item.set("init", "{{" + i(pk.weights[0]) + "}, 1, {}, 0, " + i(pk.stride) + ", " + i(pk.experts) + "}");
     else
-      item.set("init", "{" + list(pk.weights) + ", " + list(pk.biases) + "}");
+      item.set("init", "{" + list(std::span(pk.weights).first(pk.count)) + ", " +
+                           list(std::span(pk.biases).first(pk.bias_count)) + "}");
     std::string names;
-    for (int32_t w : pk.weights) names += (names.empty() ? "" : ", ") + manifest.tensors[static_cast<size_t>(w)].name;
+    for (int32_t w : plan::weight_members(pk)) names += (names.empty() ? "" : ", ") + manifest.tensors[static_cast<size_t>(w)].name;
     item.set("names", names);
     pack_items.push_back(item);
   }
@@ -611,22 +595,22 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   }
   root.set("parts", part_items);
   root.set("part_count", i(static_cast<int64_t>(p.parts.size())));
-  root.set("max_part_bytes", i(p.max_part_bytes));
+  root.set("max_part_bytes", i(sizes.max_part_bytes));
   kainjow::mustache::list dispatch_items;
   for (size_t n = 0; n < p.dispatches.size(); ++n) {
     const lower::Dispatch& dispatch = p.dispatches[n];
     data item;
     item.set("index", i(static_cast<int64_t>(n)));
     item.set("kernel", p.kernel_name(dispatch));
-    item.set("init", dispatch_initializer(model, dispatch, s));
+    item.set("init", dispatch_initializer(dispatch, kernels::family(dispatch.family)));
     dispatch_items.push_back(item);
   }
   root.set("dispatches", dispatch_items);
   root.set("dispatch_count", i(static_cast<int64_t>(p.dispatches.size())));
-  root.set("cache_row_bytes", i(model.cache_row_bytes));
-  root.set("v_cache_row_bytes", i(model.v_cache_row_bytes));
-  root.set("partials_row_floats", i(model.partials_row_floats));
-  root.set("widest_row_floats", i(model.widest_row_floats));
+  root.set("cache_row_bytes", i(sizes.cache_row_bytes));
+  root.set("v_cache_row_bytes", i(sizes.v_cache_row_bytes));
+  root.set("partials_row_floats", i(sizes.partials_row_floats));
+  root.set("widest_row_floats", i(sizes.widest_row_floats));
 
   mustache tmpl{std::string(lathe::embedded::templates("model.hpp.mustache"))};
   tmpl.set_custom_escape([](const std::string& text) { return text; });

@@ -30,6 +30,15 @@ struct MatmulInput {
   Binding x, norm_scale, norm_shift;
 };
 
+// The index of instance `key` in p's kernels, which grow by each new key.
+uint16_t kernel_index(Plan& p, const KernelKey& key) {
+  auto it = std::find(p.kernels.begin(), p.kernels.end(), key);
+  if (it == p.kernels.end()) it = p.kernels.insert(p.kernels.end(), key);
+  const size_t index = static_cast<size_t>(it - p.kernels.begin());
+  if (index > UINT16_MAX) throw std::logic_error("lowering: more kernel instances than plan::Dispatch::kernel holds");
+  return static_cast<uint16_t>(index);
+}
+
 class Lowering {
  public:
   Lowering(const typed::Schedule& graph, std::span<const DType> dtypes, int64_t max_part_bytes)
@@ -46,9 +55,9 @@ class Lowering {
       release_dead(static_cast<int32_t>(i) - 1);
     }
     split_parts();
-    for (const Dispatch& d : plan_.dispatches) plan_.encode_dispatches += d.op < s_.encode_ops ? 1 : 0;
+    for (const Dispatch& d : plan_.dispatches) plan_.scalars.encode_dispatches += d.op < s_.encode_ops ? 1 : 0;
     for (int64_t& w : plan_.windows) w = std::max<int64_t>(w, 0);  // a cache no attention named
-    plan_.max_part_bytes = max_part_bytes_;
+    plan_.scalars.max_part_bytes = max_part_bytes_;
     if (!splittable_ || s_.encode_ops > 0) plan_.carried.clear();
     return std::move(plan_);
   }
@@ -146,26 +155,12 @@ class Lowering {
   // A dispatch of the instance `key`; the kernel list grows by each new key.
   Dispatch& emit(size_t i, const KernelKey& key, plan::Grid grid, std::map<std::string, Binding> bindings,
                  std::map<std::string, uint32_t> push = {}) {
-    auto it = std::find(plan_.kernels.begin(), plan_.kernels.end(), key);
-    if (it == plan_.kernels.end()) it = plan_.kernels.insert(plan_.kernels.end(), key);
-    const kernels::FamilyInfo& f = kernels::family(key.family);
-    // Names are checked against the family's interface: a misspelt one
-    // would otherwise bind nothing.
-    for (const auto& [name, b] : bindings) {
-      (void)b;
-      if (std::none_of(f.bindings.begin(), f.bindings.end(), [&](const auto& x) { return x.name == name; }))
-        throw std::logic_error("lowering: " + std::string(f.key) + " has no binding '" + name + "'");
-    }
-    for (const auto& [name, v] : push) {
-      (void)v;
-      if (name == "rows" || std::none_of(f.push.begin(), f.push.end(), [&](const auto& x) { return x.name == name; }))
-        throw std::logic_error("lowering: " + std::string(f.key) + " has no push field '" + name + "' to set");
-    }
     Dispatch d;
-    d.kernel = static_cast<size_t>(it - plan_.kernels.begin());
+    d.kernel = kernel_index(plan_, key);
+    d.family = key.family;
     d.grid = grid;
-    d.bindings = std::move(bindings);
-    d.push = std::move(push);
+    for (const auto& [name, b] : bindings) d.bind(name, b);
+    for (const auto& [name, v] : push) d.set_push(name, v);
     d.op = i;
     d.layer = layer_;
     d.block = block_;
@@ -567,7 +562,7 @@ class Lowering {
     const Loc xz = whole_rows(i, op.in[0]);
     const Loc out = materialize(op.out);
     state_of(i, op.layer);
-    plan_.conv_state_floats = op.dims[0] * (op.dims[1] - 1);
+    plan_.scalars.conv_state_floats = op.dims[0] * (op.dims[1] - 1);
     Dispatch& d = emit(i, KernelKey{.family = Family::SsmConv}, plan::Grid::Channels,
                        {{"io", plan::io()},
                         {"xz", plan::activation(xz.slot)},
@@ -585,7 +580,7 @@ class Lowering {
     const Loc u = whole_rows(i, op.in[0]), dbc = whole_rows(i, op.in[1]), xz = whole_rows(i, op.in[2]);
     const Loc out = materialize(op.out);
     state_of(i, op.layer);
-    plan_.scan_state_floats = op.dims[0] * op.dims[1];
+    plan_.scalars.scan_state_floats = op.dims[0] * op.dims[1];
     Dispatch& d = emit(i, KernelKey{.family = Family::SsmScan}, plan::Grid::Channels,
                        {{"io", plan::io()},
                         {"u", plan::activation(u.slot)},
@@ -607,7 +602,7 @@ class Lowering {
     const Loc u = whole_rows(i, op.in[0]), xz = whole_rows(i, op.in[1]);
     const Loc out = materialize(op.out);
     state_of(i, op.layer);
-    plan_.scan_state_floats = op.dims[0] * op.dims[1];
+    plan_.scalars.scan_state_floats = op.dims[0] * op.dims[1];
     const std::map<std::string, plan::Binding> bindings{{"io", plan::io()},
                                                          {"u", plan::activation(u.slot)},
                                                          {"xz", plan::activation(xz.slot)},
@@ -631,21 +626,20 @@ class Lowering {
   // The pack of one role's matrices of `experts` experts, the first at
   // `first` and the others `stride` apart in the manifest (made once).
   int32_t expert_pack(int32_t first, int32_t stride, int64_t experts) {
-    Pack pack;
-    for (int64_t e = 0; e < experts; ++e) pack.weights.push_back(first + static_cast<int32_t>(e) * stride);
-    pack.stride = stride;
+    const plan::Pack pack{.weights = {first}, .count = 1, .stride = stride, .experts = static_cast<uint16_t>(experts)};
     for (size_t p = 0; p < plan_.packs.size(); ++p)
-      if (plan_.packs[p].weights == pack.weights) return static_cast<int32_t>(p);
+      if (plan_.packs[p] == pack) return static_cast<int32_t>(p);
     plan_.packs.push_back(pack);
     return static_cast<int32_t>(plan_.packs.size() - 1);
   }
 
   size_t lower_pack(size_t i, size_t count) {
-    Pack pack;
+    if (count > plan::Pack{}.weights.size()) unsupported(i, "a pack of more than four matrices");
+    plan::Pack pack;
     int64_t rows = 0;
     for (size_t j = i; j < i + count; ++j) {
-      pack.weights.push_back(ops_[j].tensor[0]);
-      if (ops_[j].tensor[1] >= 0) pack.biases.push_back(ops_[j].tensor[1]);
+      pack.weights[pack.count++] = ops_[j].tensor[0];
+      if (ops_[j].tensor[1] >= 0) pack.biases[pack.bias_count++] = ops_[j].tensor[1];
       rows += ops_[j].dims[0];
     }
     const int32_t index = static_cast<int32_t>(plan_.packs.size());
@@ -739,7 +733,7 @@ class Lowering {
   // Layer `layer` keeps a Mamba state per sequence (layers 0 … state_layers − 1).
   void state_of(size_t i, int32_t layer) {
     if (layer < 0) unsupported(i, "a Mamba kernel outside the layers: no state of a layer to keep");
-    plan_.state_layers = std::max<int64_t>(plan_.state_layers, int64_t{layer} + 1);
+    plan_.scalars.state_layers = std::max<int64_t>(plan_.scalars.state_layers, int64_t{layer} + 1);
   }
 
   // The values' cache of `layer`: its V cache, or (latent attention, whose
@@ -839,10 +833,10 @@ class Lowering {
     for (size_t j = i; split && j-- > 0;)
       if (ops_[j].kind == OpKind::MlaQuery && ops_[j].out == op.in[2]) k_b = ops_[j].tensor[0];
     const int64_t heads = op.dims[0], row_floats = heads * (op.dims[1] + op.dims[4]);
-    plan_.expanded_row_floats = row_floats;
+    plan_.scalars.expanded_row_floats = row_floats;
     // (A dispatch's grid y is a key: at most 65,535, every device's limit.)
-    plan_.expanded_rows = std::clamp<int64_t>(kExpandedBytes / (row_floats * 4), 1, 65535);
-    plan_.expanded_min_rows = expanded_min_rows(op);
+    plan_.scalars.expanded_rows = std::clamp<int64_t>(kExpandedBytes / (row_floats * 4), 1, 65535);
+    plan_.scalars.expanded_min_rows = expanded_min_rows(op);
     Dispatch& e = emit(i, KernelKey{.family = Family::MlaPrefill, .split = split, .expand = true}, plan::Grid::Keys,
                        {{"io", plan::io()},
                         {"k_cache", plan::k_cache(op.layer)},
@@ -928,16 +922,17 @@ class Lowering {
   void split_parts() {
     std::vector<Dispatch> out;
     for (Dispatch& d : plan_.dispatches) {
-      const Family family = plan_.kernel(d).family;
+      const Family family = d.family;
       const std::string w = family == Family::Embed ? "table" : "w";
-      const Binding b = d.binding(w);
-      if ((family != Family::Matmul && family != Family::Embed) || b.resource != plan::Resource::Weight ||
+      const bool reads_matrix = family == Family::Matmul || family == Family::Embed;
+      const Binding b = reads_matrix ? d.binding(w) : Binding{};
+      if (b.resource != plan::Resource::Weight ||
           bytes(b.index, matrices_.at(b.index)[0], matrices_.at(b.index)[1]) <= max_part_bytes_) {
         out.push_back(std::move(d));
         continue;
       }
       const auto [first, end] = parts_of(d.op, b.index);
-      const Binding b2 = d.binding("w2");
+      const Binding b2 = family == Family::Matmul ? d.binding("w2") : Binding{};
       std::pair<size_t, size_t> second{first, end};
       if (b2.resource == plan::Resource::Weight) {
         second = parts_of(d.op, b2.index);  // gate and up: one shape, one dtype, the same ranges
@@ -946,14 +941,14 @@ class Lowering {
       for (size_t p = first; p < end; ++p) {
         const plan::Part& part = plan_.parts[p];
         Dispatch copy = d;
-        copy.bindings[w] = plan::part(static_cast<int32_t>(p));
+        copy.bind(w, plan::part(static_cast<int32_t>(p)));
         if (family == Family::Embed) {
-          copy.push["token0"] = static_cast<uint32_t>(part.row0);
-          copy.push["tokens"] = static_cast<uint32_t>(part.rows);
+          copy.set_push("token0", static_cast<uint32_t>(part.row0));
+          copy.set_push("tokens", static_cast<uint32_t>(part.rows));
         } else {
-          if (b2.resource == plan::Resource::Weight) copy.bindings["w2"] = plan::part(static_cast<int32_t>(second.first + p - first));
-          copy.push["n"] = static_cast<uint32_t>(part.rows);
-          copy.push["col0"] = static_cast<uint32_t>(part.row0);
+          if (b2.resource == plan::Resource::Weight) copy.bind("w2", plan::part(static_cast<int32_t>(second.first + p - first)));
+          copy.set_push("n", static_cast<uint32_t>(part.rows));
+          copy.set_push("col0", static_cast<uint32_t>(part.row0));
           copy.groups_x = static_cast<uint32_t>(part.rows);
         }
         out.push_back(std::move(copy));
@@ -983,6 +978,43 @@ class Lowering {
 
 }  // namespace
 
+size_t Dispatch::binding_index(std::string_view name) const {
+  const kernels::FamilyInfo& f = kernels::family(family);
+  for (size_t i = 0; i < f.bindings.size(); ++i)
+    if (f.bindings[i].name == name) return i;
+  throw std::logic_error("lowering: " + std::string(f.key) + " has no binding '" + std::string(name) + "'");
+}
+
+size_t Dispatch::push_index(std::string_view name) const {
+  const kernels::FamilyInfo& f = kernels::family(family);
+  for (size_t i = 0; i < f.push.size(); ++i)
+    if (f.push[i].name == name) return i;
+  throw std::logic_error("lowering: " + std::string(f.key) + " has no push field '" + std::string(name) + "'");
+}
+
+void Dispatch::set_push(std::string_view name, uint32_t value) {
+  if (name == "rows") throw std::logic_error("lowering: `rows` is the runtime's to set");
+  push[push_index(name)] = value;
+}
+
+View::View(const Plan& p) : plan_(p.scalars) {
+  for (const KernelKey& k : p.kernels) names_.push_back(k.name());
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const KernelKey& k = p.kernels[i];
+    kernels_.push_back(plan::Kernel{names_[i], k.family,
+                                    k.family == Family::Matmul ? k.width : k.family == Family::Attention ? k.window : 0});
+  }
+  dispatches_.assign(p.dispatches.begin(), p.dispatches.end());
+  plan_.kernels = kernels_;
+  plan_.dispatches = dispatches_;
+  plan_.slot_widths = p.slot_widths;
+  plan_.packs = p.packs;
+  plan_.windows = p.windows;
+  plan_.classes = p.classes;
+  plan_.parts = p.parts;
+  plan_.carried = p.carried;
+}
+
 // The dot layout's input: before each matmul of block weights, a quantize
 // dispatch writes its x (normalized under a folded norm) in 8-bit blocks to
 // one slot that the matmul reads as xq; it runs only in passes whose matmul
@@ -994,7 +1026,7 @@ void add_quantize(Plan& p) {
   std::vector<Dispatch> out;
   const int32_t slot = static_cast<int32_t>(p.slot_widths.size());
   int64_t width = 0;
-  size_t encode = p.encode_dispatches;
+  size_t encode = p.scalars.encode_dispatches;
   std::optional<KernelKey> last;  // the quantize the dispatch before read through xq
   plan::Binding last_x;
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
@@ -1012,28 +1044,29 @@ void add_quantize(Plan& p) {
     const plan::Binding x = d.binding("x");
     if (!(last && *last == q && last_x == x)) {
       Dispatch qd;
-      auto it = std::find(p.kernels.begin(), p.kernels.end(), q);
-      if (it == p.kernels.end()) it = p.kernels.insert(p.kernels.end(), q);
-      qd.kernel = static_cast<size_t>(it - p.kernels.begin());
+      qd.kernel = kernel_index(p, q);
+      qd.family = q.family;
       qd.grid = plan::Grid::Heads;  // a row's blocks over a row of workgroups
       qd.groups_x = static_cast<uint32_t>(kernels::quantize_groups(m.width));
       qd.form = plan::Form::Quantized;
-      qd.bindings = {{"x", x}, {"xq", plan::activation(slot)}, {"norm_scale", d.binding("norm_scale")},
-                     {"norm_shift", d.binding("norm_shift")}};
+      qd.bind("x", x);
+      qd.bind("xq", plan::activation(slot));
+      qd.bind("norm_scale", d.binding("norm_scale"));
+      qd.bind("norm_shift", d.binding("norm_shift"));
       qd.op = d.op;
       qd.layer = d.layer;
       qd.block = d.block;
       out.push_back(std::move(qd));
-      if (i < p.encode_dispatches) ++encode;
+      if (i < p.scalars.encode_dispatches) ++encode;
       width = std::max(width, (slots ? d.groups_z_per_row : 1) * kernels::xq_row_words(m.width));
       last = q;
       last_x = x;
     }
-    d.bindings["xq"] = plan::activation(slot);
+    d.bind("xq", plan::activation(slot));
     out.push_back(std::move(d));
   }
   p.dispatches = std::move(out);
-  p.encode_dispatches = encode;
+  p.scalars.encode_dispatches = encode;
   if (width > 0) p.slot_widths.push_back(width);
 }
 

@@ -22,6 +22,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/plan.hpp"
@@ -30,78 +31,65 @@
 
 namespace lathe::lower {
 
-struct Dispatch {
-  size_t kernel = 0;  // index into Plan::kernels
-  plan::Grid grid = plan::Grid::Rows;
-  bool last_row = false;    // the last row only, unless the session keeps every row's logits
-  bool split_only = false;  // only when attention is split into key ranges
-  plan::Form form = plan::Form::Any;  // which passes record it
-  uint32_t groups_x = 1;    // Heads, Split: heads; Tiles, Experts: output rows
-  uint32_t groups_z = 1;    // Experts: the experts
-  uint32_t groups_z_per_row = 0;  // Experts: at most this many per token row (top_k)
-  // By the names of the family's interface (core/kernels.hpp); a binding not
-  // named is unused, a push field not named is 0 (`rows` is the runtime's).
-  std::map<std::string, plan::Binding> bindings;
-  std::map<std::string, uint32_t> push;
+// A dispatch as the lowering builds it: core/plan.hpp's, with the graph op
+// it comes from and its kernel's family, whose interface (core/kernels.hpp)
+// names its bindings and push words. A name the family lacks is a
+// std::logic_error: a misspelt one would otherwise bind nothing.
+struct Dispatch : plan::Dispatch {
   size_t op = 0;  // the graph op it comes from
-  int32_t layer = -1;
-  int32_t block = -1;  // the model's block (Op::block)
+  kernels::Family family = kernels::Family::Embed;  // Plan::kernels[kernel]'s
 
-  plan::Binding binding(const std::string& name) const {
-    auto it = bindings.find(name);
-    return it == bindings.end() ? plan::Binding{} : it->second;
-  }
-  uint32_t push_value(const std::string& name) const {
-    auto it = push.find(name);
-    return it == push.end() ? 0 : it->second;
-  }
+  plan::Binding binding(std::string_view name) const { return bindings[binding_index(name)]; }
+  uint32_t push_value(std::string_view name) const { return push[push_index(name)]; }
+  void bind(std::string_view name, plan::Binding b) { bindings[binding_index(name)] = b; }
+  // `rows` is the runtime's to set when it records.
+  void set_push(std::string_view name, uint32_t value);
+
+ private:
+  size_t binding_index(std::string_view name) const;
+  size_t push_index(std::string_view name) const;
 };
 
-struct Pack {
-  std::vector<int32_t> weights;  // manifest tensors, in row order
-  std::vector<int32_t> biases;   // their biases (all or none)
-  int32_t stride = 0;            // an expert pack: weights are weights[0] + e · stride, e < weights.size()
-};
-
+// The plan as the lowering builds it: the vectors core/plan.hpp's Plan views
+// (View below), and that Plan's other fields in `scalars`, whose spans stay
+// empty. Nothing here is a second copy of a plan:: field.
 struct Plan {
   std::vector<KernelKey> kernels;  // the distinct instances the dispatches use, in first-use order
   std::vector<Dispatch> dispatches;
-  std::vector<Pack> packs;
   std::vector<int64_t> slot_widths;  // f32 values per token row of each activation slot
-  std::vector<int64_t> windows;      // per cache layer: its attention's window (0: every key); a window makes its cache a ring
-  // An encoder–decoder's: its first encode_dispatches dispatches are the
-  // encode pass, the rest the decoder's (0: one pass).
-  size_t encode_dispatches = 0;
-  // A Mamba model's per-sequence state (core/plan.hpp's Plan): the layers
-  // that hold it, and its floats per sequence and layer.
-  int64_t state_layers = 0;
-  int64_t conv_state_floats = 0;
-  int64_t scan_state_floats = 0;
-  // Latent attention's expanded form (core/plan.hpp's Plan): each key's
-  // expanded floats, and the most keys the expansion holds.
-  int64_t expanded_row_floats = 0;
-  int64_t expanded_rows = 0;
-  int64_t expanded_min_rows = 0;  // a prompt chunk's fewest rows that take it
-  // Per block (Dispatch::block): the activation slots (bit i: slot i) live
-  // at its first dispatch, which a pipeline stage starting there receives
-  // from the stage before. Empty: the plan cannot be split into stages (an
-  // encoder–decoder's two passes).
-  std::vector<uint64_t> carried;
+  std::vector<plan::Pack> packs;
+  std::vector<int64_t> windows;  // per cache layer: its attention's window (0: every key); a window makes its cache a ring
   std::vector<plan::DeviceClass> classes;  // device_classes()
   std::vector<plan::Part> parts;           // row ranges of the matrices over max_part_bytes
-  int64_t max_part_bytes = 0;
+  // Per block (Dispatch::block): the activation slots (bit i: slot i) live
+  // at its first dispatch. Empty: the plan cannot be split into stages.
+  std::vector<uint64_t> carried;
+  // The lowering sets encode_dispatches, max_part_bytes and the Mamba state
+  // and latent expansion sizes; plan_graph (model_plan.hpp) the cache,
+  // partials and widest row sizes.
+  plan::Plan scalars;
 
   const KernelKey& kernel(const Dispatch& d) const { return kernels[d.kernel]; }
   std::string kernel_name(const Dispatch& d) const { return kernels[d.kernel].name(); }
-  // The dispatches a decode step records: split_only ones only when
-  // attention is split, never a prompt chunk's form (a chunked scan,
-  // latent attention expanded).
-  size_t dispatch_count(bool split) const {
-    size_t n = 0;
-    for (const Dispatch& d : dispatches)
-      n += (!d.split_only || split) && !plan::prompt_only(d.form) && d.form != plan::Form::Quantized ? 1 : 0;
-    return n;
-  }
+};
+
+// core/plan.hpp's Plan over a lowered one, as the runtime will read it: for
+// the generator's counts and checks (plan::dispatch_count, plan::runs …),
+// which are then the runtime's own. It holds the kernels' and dispatches'
+// plan:: forms; `plan` must outlive it.
+class View {
+ public:
+  explicit View(const Plan& plan);
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
+  const plan::Plan& operator*() const { return plan_; }
+  const plan::Plan* operator->() const { return &plan_; }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<plan::Kernel> kernels_;
+  std::vector<plan::Dispatch> dispatches_;
+  plan::Plan plan_;
 };
 
 // A graph the kernels cannot run: `op` is the index of the op at fault.

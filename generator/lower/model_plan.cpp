@@ -27,34 +27,22 @@ std::optional<ModelPlan> plan_graph(const spec::Spec& s, spec::Manifest manifest
     diagnostics.error(s.where(m.graph.keys[e.op()]), std::string("the kernels cannot run this model: ") + e.what());
     return std::nullopt;
   }
-  m.cache_row_bytes = spec::cache_row_bytes(s);
-  m.v_cache_row_bytes = spec::v_cache_row_bytes(s);
-  m.partials_row_floats = s.dims.heads * (s.dims.head_dim + 2);
-  m.widest_row_floats = 0;
-  for (int64_t w : m.plan.slot_widths) m.widest_row_floats = std::max(m.widest_row_floats, w);
+  plan::Plan& sizes = m.plan.scalars;
+  sizes.cache_row_bytes = spec::cache_row_bytes(s);
+  sizes.v_cache_row_bytes = spec::v_cache_row_bytes(s);
+  sizes.partials_row_floats = s.dims.heads * (s.dims.head_dim + 2);
+  sizes.widest_row_floats = 0;
+  for (int64_t w : m.plan.slot_widths) sizes.widest_row_floats = std::max(sizes.widest_row_floats, w);
+  for (Dispatch& d : m.plan.dispatches) d.line = static_cast<uint32_t>(s.where(m.graph.keys[d.op]).line);
   return m;
 }
 
 namespace {
 
+// `activation3`, `io`: the resource's name and its index, if it takes one.
 std::string binding_text(const plan::Binding& b) {
-  switch (b.resource) {
-    case plan::Resource::None: return "-";
-    case plan::Resource::Io: return "io";
-    case plan::Resource::Activation: return "slot" + std::to_string(b.index);
-    case plan::Resource::Logits: return "logits";
-    case plan::Resource::Weight: return "tensor" + std::to_string(b.index);
-    case plan::Resource::Pack: return "pack" + std::to_string(b.index);
-    case plan::Resource::PackBias: return "pack_bias" + std::to_string(b.index);
-    case plan::Resource::KCache: return "k_cache" + std::to_string(b.index);
-    case plan::Resource::VCache: return "v_cache" + std::to_string(b.index);
-    case plan::Resource::Partials: return "partials";
-    case plan::Resource::Part: return "part" + std::to_string(b.index);
-    case plan::Resource::ConvState: return "conv_state" + std::to_string(b.index);
-    case plan::Resource::ScanState: return "scan_state" + std::to_string(b.index);
-    case plan::Resource::Expanded: return "expanded";
-  }
-  return "?";
+  const plan::ResourceName r = plan::resource_name(b.resource);
+  return std::string(r.name) + (r.indexed ? std::to_string(b.index) : "");
 }
 
 const char* form_text(plan::Form f) {
@@ -74,12 +62,13 @@ const char* form_text(plan::Form f) {
 std::string describe(const ModelPlan& m) {
   std::ostringstream out;
   const Plan& p = m.plan;
-  out << "plan: " << p.dispatches.size() << " dispatches (" << p.dispatch_count(false)
+  out << "plan: " << p.dispatches.size() << " dispatches (" << plan::dispatch_count(*View(p), false)
       << " when attention is not split), " << p.kernels.size() << " kernel instances, " << p.slot_widths.size()
       << " activation slots, " << p.packs.size() << " packs\n";
-  if (p.encode_dispatches > 0)
-    out << "passes: the first " << p.encode_dispatches << " dispatches encode a source (an encoder-decoder), the other "
-        << p.dispatches.size() - p.encode_dispatches << " run the decoder\n";
+  const size_t encode = p.scalars.encode_dispatches;
+  if (encode > 0)
+    out << "passes: the first " << encode << " dispatches encode a source (an encoder-decoder), the other "
+        << p.dispatches.size() - encode << " run the decoder\n";
   // Per layer: the dispatches every pass records, and those only a split attention adds.
   std::map<int32_t, std::pair<size_t, size_t>> per_layer;
   for (const Dispatch& d : p.dispatches)
@@ -97,30 +86,29 @@ std::string describe(const ModelPlan& m) {
     out << "\nwindows (keys a query sees; 0: all, else the layer's cache is a ring):";
     for (size_t l = 0; l < p.windows.size(); ++l) out << " layer" << l << "=" << p.windows[l];
   }
-  out << "\nslots (f32 per row):";
-  for (size_t i = 0; i < p.slot_widths.size(); ++i) out << " slot" << i << "=" << p.slot_widths[i];
+  out << "\nactivation slots (f32 per row):";
+  for (size_t i = 0; i < p.slot_widths.size(); ++i) out << " activation" << i << "=" << p.slot_widths[i];
   out << "\n";
   for (size_t i = 0; i < p.packs.size(); ++i) {
     out << "pack" << i << ":";
-    for (int32_t w : p.packs[i].weights) out << " " << m.manifest.tensors[static_cast<size_t>(w)].name;
+    for (int32_t w : plan::weight_members(p.packs[i])) out << " " << m.manifest.tensors[static_cast<size_t>(w)].name;
     out << "\n";
   }
   for (size_t i = 0; i < p.parts.size(); ++i)
     out << "part" << i << ": " << m.manifest.tensors[static_cast<size_t>(p.parts[i].tensor)].name << " rows "
-        << p.parts[i].row0 << ".." << p.parts[i].row0 + p.parts[i].rows << " (max_part_bytes " << p.max_part_bytes << ")\n";
+        << p.parts[i].row0 << ".." << p.parts[i].row0 + p.parts[i].rows << " (max_part_bytes " << p.scalars.max_part_bytes << ")\n";
   for (size_t i = 0; i < p.dispatches.size(); ++i) {
     const Dispatch& d = p.dispatches[i];
-    const kernels::FamilyInfo& f = kernels::family(p.kernel(d).family);
+    const kernels::FamilyInfo& f = kernels::family(d.family);
     out << i << ": " << p.kernel_name(d) << (d.layer >= 0 ? " [layer " + std::to_string(d.layer) + "]" : "")
         << (d.last_row ? " [last row]" : "") << (d.split_only ? " [split only]" : "")
         << form_text(d.form)
         << " groups_x=" << d.groups_x;
     if (d.groups_z != 1) out << " groups_z=" << d.groups_z;
-    for (const kernels::BindingInfo& b : f.bindings)
-      if (const plan::Binding x = d.binding(std::string(b.name)); x.resource != plan::Resource::None)
-        out << " " << b.name << "=" << binding_text(x);
-    for (const push::FieldInfo& field : f.push)
-      if (d.push.count(std::string(field.name))) out << " " << field.name << "=" << d.push_value(std::string(field.name));
+    for (size_t b = 0; b < f.bindings.size(); ++b)
+      if (d.bindings[b].resource != plan::Resource::None) out << " " << f.bindings[b].name << "=" << binding_text(d.bindings[b]);
+    for (size_t w = 0; w < f.push.size(); ++w)  // the words the plan sets (0: not set, or set to 0)
+      if (d.push[w] != 0) out << " " << f.push[w].name << "=" << d.push[w];
     out << "\n";
   }
   return out.str();

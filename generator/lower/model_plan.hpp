@@ -16,12 +16,7 @@ namespace lathe::lower {
 struct ModelPlan {
   spec::Manifest manifest;
   Graph graph;
-  Plan plan;
-  // Sizes the runtime allocates by (core/plan.hpp).
-  int64_t cache_row_bytes = 0;
-  int64_t v_cache_row_bytes = 0;  // 0: no V caches (latent attention)
-  int64_t partials_row_floats = 0;
-  int64_t widest_row_floats = 0;
+  Plan plan;  // with the sizes the runtime allocates by (core/plan.hpp) in plan.scalars
 };
 
 // A graph the kernels cannot run is an error at the spec line of the key

@@ -81,8 +81,8 @@ TEST_CASE("a Llama layer lowers to six dispatches with norms folded and q, k, v 
                                              "matmul_16_f16_gated_silu_norm", "matmul_32_f16_residual",
                                              "matmul_16_f16_norm", "argmax"});
   REQUIRE(p.packs.size() == 1);
-  CHECK(p.packs[0].weights == std::vector<int32_t>{2, 3, 4});
-  CHECK(p.packs[0].biases.empty());
+  CHECK(plan::weight_members(p.packs[0]) == std::vector<int32_t>{2, 3, 4});
+  CHECK(p.packs[0].bias_count == 0);
 
   const lower::Dispatch& qkv = p.dispatches[1];
   CHECK(qkv.binding("w").resource == plan::Resource::Pack);
@@ -95,8 +95,8 @@ TEST_CASE("a Llama layer lowers to six dispatches with norms folded and q, k, v 
 
   // q, k, v are column views of the packed output: offsets 0, 16, 24, stride 32.
   const lower::Dispatch& rope = p.dispatches[2];
-  CHECK(rope.push == std::map<std::string, uint32_t>{{"q_offset", 0}, {"q_stride", 32}, {"k_offset", 16},
-                                                     {"k_stride", 32}, {"v_offset", 24}, {"v_stride", 32}});
+  CHECK(rope.push == push::words(push::AttentionPush{.q_offset = 0, .q_stride = 32, .k_offset = 16, .k_stride = 32,
+                                                     .v_offset = 24, .v_stride = 32}));
   CHECK(rope.binding("q").index == qkv.binding("y").index);
 
   // The residual adds write the residual stream in place.
@@ -116,8 +116,8 @@ TEST_CASE("a Llama layer lowers to six dispatches with norms folded and q, k, v 
 
 TEST_CASE("split attention: the combine pass runs only when split, and attention writes the partials") {
   const lower::Plan p = lower::lower(llama(), kDTypes);
-  CHECK(p.dispatch_count(true) == 10);
-  CHECK(p.dispatch_count(false) == 9);
+  CHECK(plan::dispatch_count(*lower::View(p), true) == 10);
+  CHECK(plan::dispatch_count(*lower::View(p), false) == 9);
   CHECK(p.kernel_name(p.dispatches[3]) == "attention");
   CHECK(p.dispatches[3].binding("partials").resource == plan::Resource::Partials);
   CHECK(p.kernel_name(p.dispatches[4]) == "attention_combine");
@@ -134,6 +134,32 @@ TEST_CASE("the kernel list is exactly the instances the dispatches use, each onc
     for (size_t j = i + 1; j < p.kernels.size(); ++j) CHECK(p.kernels[i].name() != p.kernels[j].name());
 }
 
+TEST_CASE("the lowering builds core/plan.hpp's dispatches, named by their family's interface") {
+  const lower::Plan p = lower::lower(llama(), kDTypes);
+  const lower::View view(p);
+  REQUIRE(view->dispatches.size() == p.dispatches.size());
+  REQUIRE(view->kernels.size() == p.kernels.size());
+  for (size_t i = 0; i < p.dispatches.size(); ++i) {
+    const lower::Dispatch& d = p.dispatches[i];
+    CHECK(d.family == p.kernel(d).family);
+    CHECK(view->kernels[d.kernel].name == p.kernel_name(d));
+    CHECK(view->dispatches[i].bindings == d.bindings);
+    CHECK(view->dispatches[i].push == d.push);
+    CHECK(view->dispatches[i].layer == d.layer);
+  }
+  CHECK(view->kernels[p.dispatches[1].kernel].width == 16);  // matmul: its input width
+  CHECK(view->packs.size() == p.packs.size());
+  CHECK(view->slot_widths.size() == p.slot_widths.size());
+  // A name its family lacks is refused, as is `rows`, which the runtime sets.
+  lower::Dispatch d = p.dispatches[1];
+  CHECK_THROWS_AS(d.bind("table", plan::weight(0)), std::logic_error);
+  CHECK_THROWS_AS((void)d.binding("q"), std::logic_error);
+  CHECK_THROWS_AS(d.set_push("rows", 1), std::logic_error);
+  CHECK_THROWS_AS(d.set_push("q_offset", 1), std::logic_error);
+  d.set_push("x_row0", 3);
+  CHECK(d.push[2] == 3);  // MatmulPush's third word
+}
+
 TEST_CASE("a graph the kernels cannot run is refused naming the op") {
   try {
     lower::lower(llama(true), kDTypes);
@@ -148,9 +174,12 @@ TEST_CASE("a spec's plan: every dispatch attributed to its spec line, and sizes 
   const Planned planned_spec = planned("tests/specs/tiny/llama-gqa.toml");
   const spec::Spec* s = &planned_spec.spec;
   const lower::ModelPlan* model = &planned_spec.model;
-  for (const lower::Dispatch& d : model->plan.dispatches) CHECK(s->where(model->graph.keys[d.op]).line > 0);
-  CHECK(model->cache_row_bytes == s->dims.kv_heads * s->dims.head_dim * 2);  // f16 cache
-  CHECK(model->partials_row_floats == s->dims.heads * (s->dims.head_dim + 2));
+  for (const lower::Dispatch& d : model->plan.dispatches) {
+    CHECK(s->where(model->graph.keys[d.op]).line > 0);
+    CHECK(d.line == static_cast<uint32_t>(s->where(model->graph.keys[d.op]).line));
+  }
+  CHECK(model->plan.scalars.cache_row_bytes == s->dims.kv_heads * s->dims.head_dim * 2);  // f16 cache
+  CHECK(model->plan.scalars.partials_row_floats == s->dims.heads * (s->dims.head_dim + 2));
   // Per layer: the q/k/v matmul, rope_kv, attention, its combine, o, gate·up, down.
   size_t layer0 = 0;
   for (const lower::Dispatch& d : model->plan.dispatches) layer0 += d.layer == 0;
@@ -198,9 +227,9 @@ TEST_CASE("a Mamba layer lowers to in_proj, ssm_conv, x_proj, ssm_scan and out_p
     if (d.layer == 1) layer1.push_back(p.kernel_name(d));
   CHECK(layer1 == std::vector<std::string>{"matmul_32_f16_norm", "ssm_conv", "matmul_64_f16", "ssm_scan",
                                            "matmul_64_f16_residual"});
-  CHECK(p.state_layers == s->dims.layers);
-  CHECK(p.conv_state_floats == s->ssm.d_inner * (s->ssm.d_conv - 1));
-  CHECK(p.scan_state_floats == s->ssm.d_inner * s->ssm.d_state);
+  CHECK(p.scalars.state_layers == s->dims.layers);
+  CHECK(p.scalars.conv_state_floats == s->ssm.d_inner * (s->ssm.d_conv - 1));
+  CHECK(p.scalars.scan_state_floats == s->ssm.d_inner * s->ssm.d_state);
   CHECK(p.windows.empty());
   CHECK(s->cache_layers() == 0);
   for (const lower::Dispatch& d : p.dispatches) {
@@ -247,7 +276,7 @@ TEST_CASE("a Mamba-2 layer's scan: the recurrence for decode steps, the chunked 
     CHECK(chunk->binding(b).index == step->binding(b).index);
   }
   CHECK(chunk->binding("state").resource == plan::Resource::ScanState);
-  CHECK(p.dispatch_count(false) == p.dispatches.size() - 24);  // a decode step: no chunked form
+  CHECK(plan::dispatch_count(*lower::View(p), false) == p.dispatches.size() - 24);  // a decode step: no chunked form
   std::vector<std::string> chunked;
   for (const plan::DeviceClass& c : p.classes)
     if (c.chunked_scan) chunked.push_back(std::string(c.name));
@@ -301,11 +330,11 @@ TEST_CASE("latent attention: absorbed for decode steps, expanded for a GPU class
   CHECK(attend->binding("k_cache").resource == plan::Resource::KCache);
   CHECK(attend->binding("k_cache").index == 3);
   // 16 heads × (128 + 128) f32 a key; 256 MiB of them.
-  CHECK(p.expanded_row_floats == 16 * 256);
-  CHECK(p.expanded_rows == 16384);
-  CHECK(p.expanded_min_rows == 171);
+  CHECK(p.scalars.expanded_row_floats == 16 * 256);
+  CHECK(p.scalars.expanded_rows == 16384);
+  CHECK(p.scalars.expanded_min_rows == 171);
   // A decode step: no expanded form (3 a layer), no combine (attention not split).
-  CHECK(p.dispatch_count(false) == p.dispatches.size() - 27 * 3 - 27);
+  CHECK(plan::dispatch_count(*lower::View(p), false) == p.dispatches.size() - 27 * 3 - 27);
   std::vector<std::string> expanded;
   for (const plan::DeviceClass& c : p.classes)
     if (c.expanded_mla) expanded.push_back(std::string(c.name));
@@ -328,7 +357,7 @@ TEST_CASE("experts over max_part_bytes together are bound in parts of whole expe
     firsts.push_back(d.push_value("expert0"));
     const plan::Binding w = d.binding("w");
     REQUIRE(w.resource == plan::Resource::Pack);
-    sizes.push_back(p.packs[static_cast<size_t>(w.index)].weights.size());
+    sizes.push_back(plan::weight_members(p.packs[static_cast<size_t>(w.index)]).size());
   }
   // gate/up, then down: parts of experts 0-2, 3-5, 6-7 each.
   CHECK(firsts == std::vector<uint32_t>{0, 3, 6, 0, 3, 6});
@@ -444,7 +473,7 @@ TEST_CASE("a matrix over max_part_bytes is split into row ranges, each read by a
   // table (tied or not, the head's the same) splits 32 + 8; the stacked
   // q/k/v (32 rows), gate, up (32 each) and down (16 rows of 64 bytes) fit.
   const lower::Plan p = lower::lower(llama(), kDTypes, 1024);
-  CHECK(p.max_part_bytes == 1024);
+  CHECK(p.scalars.max_part_bytes == 1024);
   REQUIRE(p.parts.size() == 4);
   const auto part = [&](size_t i) { return std::array<int64_t, 3>{p.parts[i].tensor, p.parts[i].row0, p.parts[i].rows}; };
   CHECK(part(0) == std::array<int64_t, 3>{0, 0, 32});
@@ -487,7 +516,7 @@ TEST_CASE("a matrix over max_part_bytes is split into row ranges, each read by a
   CHECK(std::count(n.begin(), n.end(), "embed_16_f16") == 3);  // 16 + 16 + 8 rows
   CHECK(std::count(n.begin(), n.end(), "matmul_16_f16_gated_silu_norm") == 2);
   REQUIRE(q.packs.size() == 1);
-  CHECK(q.packs[0].weights == std::vector<int32_t>{3, 4});
+  CHECK(plan::weight_members(q.packs[0]) == std::vector<int32_t>{3, 4});
   for (const lower::Dispatch& d : q.dispatches) {
     if (q.kernel_name(d) != "matmul_16_f16_gated_silu_norm") continue;
     const plan::Part& gate = q.parts[static_cast<size_t>(d.binding("w").index)];
@@ -519,7 +548,7 @@ TEST_CASE("max_part_bytes: read from the spec, range-checked, and refused where 
   // range; the rest fit (q/k/v stacked: exactly 16384 bytes).
   const auto [split, none] = plan("", "max_part_bytes = 16384");
   REQUIRE_MESSAGE(split, none);
-  CHECK(split->plan.max_part_bytes == 16384);
+  CHECK(split->plan.scalars.max_part_bytes == 16384);
   CHECK(split->plan.parts.size() == 4);
   CHECK(split->plan.packs.size() == 1);
   CHECK(lower::describe(*split).find("part1: model.embed_tokens.weight rows 128..211 (max_part_bytes 16384)") !=
@@ -527,7 +556,7 @@ TEST_CASE("max_part_bytes: read from the spec, range-checked, and refused where 
   const auto [whole, message] = plan("", "");
   REQUIRE_MESSAGE(whole, message);
   CHECK(whole->plan.parts.empty());
-  CHECK(whole->plan.max_part_bytes == kDefaultMaxPartBytes);
+  CHECK(whole->plan.scalars.max_part_bytes == kDefaultMaxPartBytes);
   const auto [small, too_small] = plan("", "max_part_bytes = 1000");
   CHECK_FALSE(small);
   CHECK_MESSAGE(too_small.find("n.toml:15") != std::string::npos, too_small);
@@ -602,6 +631,13 @@ TEST_CASE("device classes: a class by what the device reports, one for every dev
     return static_cast<size_t>(at - classes.begin());
   };
   const size_t gpu = index("gpu");
+  {  // a prompt's attention unsplit, a step's split: each pass records the combine by its own count
+    std::vector<DeviceClass> own = classes;
+    own[gpu].splits = 1;
+    CHECK(lathe::plan::classes_valid(own));
+    own[gpu].decode_splits = 0;
+    CHECK_FALSE(lathe::plan::classes_valid(own));
+  }
   const auto pick = [&](bool cpu, uint32_t subgroup, uint32_t shared = 32768) {
     const int32_t i = lathe::plan::first_met(classes, DeviceFeatures{cpu, subgroup, shared, 1024});
     REQUIRE(i >= 0);
@@ -753,7 +789,7 @@ TEST_CASE("block weights: dot classes first where met (on a CPU only when named)
   CHECK(dots > 0);
   CHECK(p.slot_widths[static_cast<size_t>(xq)] == kernels::xq_row_words(512));  // the widest K: the down projection's
   // A decode step counts none of them (they run on a dot class alone).
-  CHECK(p.dispatch_count(true) == p.dispatches.size() - quantizes);
+  CHECK(plan::dispatch_count(*lower::View(p), true) == p.dispatches.size() - quantizes);
   const Planned dense = planned("tests/specs/tiny/llama-gqa.toml");
   for (const lower::Dispatch& d : dense.model.plan.dispatches) CHECK(d.form != plan::Form::Quantized);
 }
