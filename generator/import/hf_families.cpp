@@ -6,33 +6,9 @@
 namespace lathe::importer::hf {
 
 void Importer::read_gpt2() {
-  auto hidden = c_.required("n_embd");
-  auto layers = c_.required("n_layer", kMaxLayers);
-  auto heads = c_.required("n_head", kMaxHeads);
-  auto vocab = c_.required("vocab_size");
-  auto positions = c_.required("n_positions");
+  read_core(kGpt2Core);
   c_.use("n_ctx");  // the old name of n_positions; GPT2Config does not read it
-  TomlTable& d = t("dims");
-  d.set("hidden", hidden.value, "n_embd");
-  d.set("layers", layers.value, "n_layer");
-  d.set("heads", heads.value, "n_head");
-  if (heads.value > 0 && hidden.value % heads.value != 0)
-    c_.error("n_embd (" + std::to_string(hidden.value) + ") is not a multiple of n_head (" +
-             std::to_string(heads.value) + "): GPT2Attention splits n_embd into n_head heads");
-  if (auto inner = c_.integer("n_inner")) {
-    d.set("intermediate", *inner, "n_inner");
-  } else {
-    if (4 * hidden.value > kMaxDim)
-      c_.error("n_embd = " + std::to_string(hidden.value) + ": the MLP width 4 * n_embd exceeds " +
-               std::to_string(kMaxDim));
-    d.set("intermediate", 4 * hidden.value,
-          c_.is_null("n_inner") ? "4 * n_embd (n_inner is null)" : "4 * n_embd (n_inner not in config.json)");
-  }
-  d.set("vocab", vocab.value, "vocab_size");
-  d.set("max_context", positions.value, "n_positions");
-
-  auto eps = epsilon("layer_norm_epsilon", 1e-5);
-  t("norm").set("kind", "layernorm").set("eps", eps.value, eps.note).set("placement", "pre");
+  t("norm").set("placement", "pre");
 
   TomlTable& a = t("attention");
   a.set("bias", true, "c_attn and c_proj carry biases");
@@ -67,22 +43,113 @@ void Importer::set_names(std::initializer_list<std::pair<const char*, std::strin
   for (const auto& [role, path] : names) n.set(role, path);
 }
 
-int64_t Importer::split_heads(const Config::Field<int64_t>& hidden, const Config::Field<int64_t>& heads) {
+int64_t Importer::split_heads(const Config::Field<int64_t>& hidden, const Config::Field<int64_t>& heads,
+                              const char* why) {
   if (heads.value > 0 && hidden.value % heads.value != 0)
     c_.error(hidden.note + " (" + std::to_string(hidden.value) + ") is not a multiple of " + heads.note + " (" +
-             std::to_string(heads.value) + "): " + info_.model_class + " splits the width into heads");
+             std::to_string(heads.value) + "): " +
+             (why ? std::string(why) : hard_coded(" splits the width into heads")));
   const int64_t head_dim = heads.value > 0 ? hidden.value / heads.value : 0;
   head_dim_ = head_dim;
   return head_dim;
 }
 
-void Importer::set_core_dims(const Config::Field<int64_t>& hidden, const Config::Field<int64_t>& layers, const Config::Field<int64_t>& heads) {
+Importer::Core Importer::read_core(const CoreKeys& row) {
+  Core core = read_core_heads(row);
+  read_core_widths(row, core);
+  return core;
+}
+
+Importer::Core Importer::read_core_heads(const CoreKeys& row) {
+  Core core;
+  core.hidden = read_dim(row.hidden, kMaxDim);
+  core.layers = read_dim(row.layers, kMaxLayers);
+  if (row.heads.key) core.heads = read_dim(row.heads, kMaxHeads);
+  if (row.reads_first) {
+    core.vocab = read_dim(row.vocab, kMaxDim);
+    core.context = read_context(row);
+  }
   TomlTable& d = t("dims");
-  d.set("hidden", hidden.value, hidden.note);
-  d.set("layers", layers.value, layers.note);
-  d.set("heads", heads.value, heads.note);
-  layers_ = layers.value;
-  split_heads(hidden, heads);
+  d.set("hidden", core.hidden.value, core.hidden.note).set("layers", core.layers.value, core.layers.note);
+  layers_ = core.layers.value;
+  if (row.heads.key && row.split) {
+    d.set("heads", core.heads.value, core.heads.note);
+    split_heads(core.hidden, core.heads, row.split_why);
+  }
+  return core;
+}
+
+void Importer::read_core_widths(const CoreKeys& row, const Core& core) {
+  read_intermediate(row, core.hidden);
+  const Config::Field<int64_t> vocab = core.vocab ? *core.vocab : read_dim(row.vocab, kMaxDim);
+  t("dims").set("vocab", vocab.value, vocab.note);
+  if (row.context.key || row.context.fallback) set_max_context(core.context ? *core.context : read_context(row));
+  if (row.eps) set_layernorm(row.eps);
+}
+
+Config::Field<int64_t> Importer::read_dim(const CoreDim& dim, int64_t max) {
+  if (dim.alias) return required_any({dim.key, dim.alias}, max);
+  if (dim.fallback) return c_.integer_or(dim.key, dim.fallback, 1, max);
+  return c_.required(dim.key, max);
+}
+
+Config::Field<int64_t> Importer::read_context(const CoreKeys& row) {
+  if (!row.context.key) return {row.context.fallback, row.context_note ? row.context_note : "", false};
+  auto context = read_dim(row.context, kMaxDim);
+  if (row.context_note && !context.given) context.note = row.context_note;
+  return context;
+}
+
+void Importer::read_intermediate(const CoreKeys& row, const Config::Field<int64_t>& hidden) {
+  TomlTable& d = t("dims");
+  const std::string key = row.intermediate.key ? row.intermediate.key : "";
+  switch (row.width) {
+    case Width::Key: {
+      if (key.empty()) return;
+      auto width = read_dim(row.intermediate, kMaxDim);
+      d.set("intermediate", width.value, row.intermediate_note ? row.intermediate_note : width.note);
+      return;
+    }
+    case Width::KeyElse4x:
+      if (auto inner = c_.integer(key)) {
+        d.set("intermediate", *inner, key);
+      } else {
+        const int64_t width = four_times(hidden, "4 * " + hidden.note);
+        d.set("intermediate", width,
+              "4 * " + hidden.note + " (" + key + (c_.is_null(key) ? " is null)" : " not in config.json)"));
+      }
+      return;
+    case Width::KeyDefault4x: {
+      auto width = c_.integer_or(key, 4 * hidden.value);
+      if (!c_.present(key) || c_.is_null(key))
+        width.note = "4 * " + std::string(row.hidden.key) + " (" + key + " not given)";
+      d.set("intermediate", width.value, width.note);
+      return;
+    }
+    case Width::Always4x: {
+      const int64_t width = four_times(hidden, "4 * hidden");
+      d.set("intermediate", width, hard_coded("MLP: 4 * ") + hidden.note);
+      return;
+    }
+    case Width::Ratio: {
+      auto ratio = c_.number_or(key, static_cast<double>(row.intermediate.fallback));
+      const std::string times = " * " + std::string(row.hidden.key);
+      const double width = ratio.value * static_cast<double>(hidden.value);
+      if (width != std::floor(width) || width < 1 || width > static_cast<double>(kMaxDim))
+        c_.error(key + " = " + shown(ratio.value) + ": the MLP width " + key + times +
+                 " must be a whole number between 1 and " + std::to_string(kMaxDim));
+      else
+        d.set("intermediate", static_cast<int64_t>(width), ratio.note + times);
+      return;
+    }
+  }
+}
+
+int64_t Importer::four_times(const Config::Field<int64_t>& hidden, const std::string& width) {
+  if (4 * hidden.value > kMaxDim)
+    c_.error(hidden.note + " = " + std::to_string(hidden.value) + ": the MLP width " + width + " exceeds " +
+             std::to_string(kMaxDim));
+  return 4 * hidden.value;
 }
 
 Config::Field<int64_t> Importer::required_any(std::initializer_list<const char*> keys, int64_t max) {
@@ -174,17 +241,7 @@ void Importer::set_tied(bool fallback) {
 }
 
 void Importer::read_gpt_neox() {
-  auto hidden = c_.required("hidden_size");
-  auto layers = c_.required("num_hidden_layers", kMaxLayers);
-  auto heads = c_.required("num_attention_heads", kMaxHeads);
-  set_core_dims(hidden, layers, heads);
-  auto inter = c_.required("intermediate_size");
-  t("dims").set("intermediate", inter.value, inter.note);
-  auto vocab = c_.required("vocab_size");
-  t("dims").set("vocab", vocab.value, vocab.note);
-  set_max_context(c_.integer_or("max_position_embeddings", 2048));
-
-  set_layernorm("layer_norm_eps");
+  read_core(kGptNeoxCore);
   auto parallel = c_.boolean_or("use_parallel_residual", true);
   if (parallel.value)
     t("norm")
@@ -225,10 +282,8 @@ void Importer::read_gpt_neox() {
 }
 
 void Importer::read_phi() {
-  auto hidden = c_.required("hidden_size");
-  auto layers = c_.required("num_hidden_layers", kMaxLayers);
-  auto heads = c_.required("num_attention_heads", kMaxHeads);
-  set_core_dims(hidden, layers, heads);
+  const Core core = read_core_heads(kPhiCore);
+  const Config::Field<int64_t>& heads = core.heads;
   if (c_.is_null("num_key_value_heads") || !c_.present("num_key_value_heads")) {
     c_.use("num_key_value_heads");
   } else if (auto kv = c_.integer("num_key_value_heads", 1, kMaxHeads)) {
@@ -239,13 +294,7 @@ void Importer::read_phi() {
       t("dims").set("kv_heads", *kv, "num_key_value_heads");
     }
   }
-  auto inter = c_.required("intermediate_size");
-  t("dims").set("intermediate", inter.value, inter.note);
-  auto vocab = c_.required("vocab_size");
-  t("dims").set("vocab", vocab.value, vocab.note);
-  set_max_context(c_.integer_or("max_position_embeddings", 2048));
-
-  set_layernorm("layer_norm_eps");
+  read_core_widths(kPhiCore, core);
   t("norm")
       .set("placement", "parallel", "PhiDecoderLayer: x + attention(ln(x)) + mlp(ln(x))")
       .set("parallel_shared", true, "one input_layernorm");
@@ -276,24 +325,7 @@ void Importer::read_phi() {
 }
 
 void Importer::read_gptj() {
-  auto hidden = c_.required("n_embd");
-  auto layers = c_.required("n_layer", kMaxLayers);
-  auto heads = c_.required("n_head", kMaxHeads);
-  set_core_dims(hidden, layers, heads);
-  if (auto inner = c_.integer("n_inner")) {
-    t("dims").set("intermediate", *inner, "n_inner");
-  } else {
-    if (4 * hidden.value > kMaxDim)
-      c_.error("n_embd = " + std::to_string(hidden.value) + ": the MLP width 4 * n_embd exceeds " +
-               std::to_string(kMaxDim));
-    t("dims").set("intermediate", 4 * hidden.value,
-                  c_.is_null("n_inner") ? "4 * n_embd (n_inner is null)" : "4 * n_embd (n_inner not in config.json)");
-  }
-  auto vocab = c_.required("vocab_size");
-  t("dims").set("vocab", vocab.value, vocab.note);
-  set_max_context(c_.integer_or("n_positions", 2048));
-
-  set_layernorm("layer_norm_epsilon");
+  read_core(kGptjCore);
   t("norm")
       .set("placement", "parallel", "GPTJBlock: x + attention(ln_1(x)) + mlp(ln_1(x))")
       .set("parallel_shared", true, "one ln_1");
@@ -340,10 +372,8 @@ void Importer::read_gptj() {
 }
 
 void Importer::read_falcon() {
-  auto hidden = required_any({"hidden_size", "n_embed"});
-  auto layers = c_.required("num_hidden_layers", kMaxLayers);
-  auto heads = c_.required("num_attention_heads", kMaxHeads);
-  set_core_dims(hidden, layers, heads);
+  const Core core = read_core_heads(kFalconCore);
+  const Config::Field<int64_t>& heads = core.heads;
   auto new_arch = c_.boolean_or("new_decoder_architecture", false);
   auto multi_query = c_.boolean_or("multi_query", true);
   auto parallel = c_.boolean_or("parallel_attn", true);
@@ -368,14 +398,7 @@ void Importer::read_falcon() {
                "FalconAttention splits query_key_value into num_attention_heads [q k v] triples");
     layout_note = "multi_query = false: [q k v] per head";
   }
-  auto ffn = c_.integer_or("ffn_hidden_size", 4 * hidden.value);
-  if (!c_.present("ffn_hidden_size") || c_.is_null("ffn_hidden_size")) ffn.note = "4 * hidden_size (ffn_hidden_size not given)";
-  t("dims").set("intermediate", ffn.value, ffn.note);
-  auto vocab = c_.required("vocab_size");
-  t("dims").set("vocab", vocab.value, vocab.note);
-  set_max_context(c_.integer_or("max_position_embeddings", 2048));
-
-  set_layernorm("layer_norm_epsilon");
+  read_core_widths(kFalconCore, core);
   TomlTable& n = t("norm");
   c_.use("num_ln_in_parallel_attn");
   int64_t lns = new_arch.value ? 2 : 1;
@@ -431,23 +454,8 @@ void Importer::read_falcon() {
 }
 
 void Importer::read_bloom() {
-  auto hidden = required_any({"hidden_size", "n_embed"});
-  auto layers = required_any({"n_layer", "num_hidden_layers"}, kMaxLayers);
-  auto heads = required_any({"n_head", "num_attention_heads"}, kMaxHeads);
-  set_core_dims(hidden, layers, heads);
-  if (4 * hidden.value > kMaxDim)
-    c_.error(hidden.note + " = " + std::to_string(hidden.value) + ": the MLP width 4 * hidden exceeds " +
-             std::to_string(kMaxDim));
-  t("dims").set("intermediate", 4 * hidden.value, "BloomMLP: 4 * " + hidden.note);
+  read_core(kBloomCore);
   c_.use("n_inner");  // BloomMLP does not read it
-  auto vocab = c_.required("vocab_size");
-  t("dims").set("vocab", vocab.value, vocab.note);
-  // ALiBi has no table to bound the context; BloomConfig has no such key.
-  auto context = c_.integer_or("seq_length", 2048);
-  if (!context.given) context.note = "BloomConfig has no context length (ALiBi); the models were trained on 2048";
-  set_max_context(context);
-
-  set_layernorm("layer_norm_epsilon");
   t("norm").set("placement", "pre");
   if (c_.boolean("apply_residual_connection_post_layernorm").value_or(false))
     c_.error("apply_residual_connection_post_layernorm = true: the residual stream would carry the normed input, "
@@ -481,14 +489,8 @@ void Importer::read_bloom() {
 }
 
 void Importer::read_bert() {
-  auto hidden = c_.required("hidden_size");
-  auto layers = c_.required("num_hidden_layers", kMaxLayers);
-  auto heads = c_.required("num_attention_heads", kMaxHeads);
-  set_core_dims(hidden, layers, heads);
-  auto intermediate = c_.required("intermediate_size");
-  auto vocab = c_.required("vocab_size");
+  read_core(kBertCore);
   t("model").set("stack", "encoder", std::string(info_.model_class) + "Model: bidirectional self-attention");
-  t("dims").set("intermediate", intermediate.value, intermediate.note).set("vocab", vocab.value, vocab.note);
   auto positions = c_.integer_or("max_position_embeddings", 512);
   const bool roberta = f_ != Family::Bert;
   int64_t offset = 0;
@@ -761,20 +763,10 @@ void Importer::read_bart() {
 }
 
 void Importer::read_modernbert() {
-  auto hidden = required_any({"hidden_size"});
-  auto layers = required_any({"num_hidden_layers"}, kMaxLayers);
-  auto heads = required_any({"num_attention_heads"}, kMaxHeads);
-  set_core_dims(hidden, layers, heads);
-  auto intermediate = c_.integer_or("intermediate_size", 1152);
-  auto vocab = c_.integer_or("vocab_size", 50368);
+  const Config::Field<int64_t> layers = read_core(kModernBertCore).layers;
   t("model").set("stack", "encoder", "ModernBertModel: bidirectional self-attention");
-  t("dims").set("intermediate", intermediate.value, intermediate.note).set("vocab", vocab.value, vocab.note);
-  set_max_context(c_.integer_or("max_position_embeddings", 8192));
-  auto eps = epsilon("norm_eps", 1e-5);
   auto norm_bias = c_.boolean_or("norm_bias", false);
   t("norm")
-      .set("kind", "layernorm")
-      .set("eps", eps.value, eps.note)
       .set("bias", norm_bias.value, norm_bias.note)
       .set("first_attn_norm", false, "layer 0's attn_norm is an Identity");
   auto attention_bias = c_.boolean_or("attention_bias", false);
@@ -857,28 +849,7 @@ void Importer::read_modernbert() {
 }
 
 void Importer::read_mpt() {
-  auto hidden = c_.required("d_model");
-  auto layers = c_.required("n_layers", kMaxLayers);
-  auto heads = c_.required("n_heads", kMaxHeads);
-  set_core_dims(hidden, layers, heads);
-  c_.use("expansion_ratio");
-  double ratio = 4;
-  std::string ratio_note = c_.default_note("expansion_ratio");
-  if (auto r = c_.number("expansion_ratio")) {
-    ratio = *r;
-    ratio_note = "expansion_ratio";
-  }
-  const double width = ratio * static_cast<double>(hidden.value);
-  if (width != std::floor(width) || width < 1 || width > static_cast<double>(kMaxDim))
-    c_.error("expansion_ratio = " + shown(ratio) + ": the MLP width expansion_ratio * d_model must be a whole "
-             "number between 1 and " + std::to_string(kMaxDim));
-  else
-    t("dims").set("intermediate", static_cast<int64_t>(width), ratio_note + " * d_model");
-  auto vocab = c_.required("vocab_size");
-  t("dims").set("vocab", vocab.value, vocab.note);
-  set_max_context(c_.integer_or("max_seq_len", 2048));
-
-  set_layernorm("layer_norm_epsilon");
+  read_core(kMptCore);
   t("norm").set("placement", "pre").set("bias", false, "MptBlock drops the norms' biases");
   c_.use("norm_type");  // low_precision_layernorm: a LayerNorm in the activations' dtype
   for (const char* key : {"embedding_fraction", "init_device", "verbose", "init_config", "emb_pdrop"})

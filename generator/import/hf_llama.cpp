@@ -5,20 +5,16 @@
 
 namespace lathe::importer::hf {
 
-std::tuple<Config::Field<int64_t>, Config::Field<int64_t>, Config::Field<int64_t>> Importer::read_widths() {
-  TomlTable& d = t("dims");
-  auto hidden = c_.required("hidden_size");
-  auto layers = c_.required("num_hidden_layers", kMaxLayers);
-  auto heads = c_.required("num_attention_heads", kMaxHeads);
-  d.set("hidden", hidden.value, hidden.note);
-  d.set("layers", layers.value, layers.note);
-  layers_ = layers.value;
-  return {hidden, layers, heads};
-}
-
 void Importer::read_llama_like() {
   TomlTable& d = t("dims");
-  auto [hidden, layers, heads] = read_widths();
+  CoreKeys row = kLlamaCore;
+  if (f_ == Family::Mixtral)
+    row.intermediate_note = "intermediate_size (per expert)";
+  else if (f_ == Family::Qwen2Moe || f_ == Family::Qwen3Moe)
+    row.intermediate_note = "intermediate_size (dense MLP width; experts use moe_intermediate_size)";
+  const Core core = read_core_heads(row);
+  const Config::Field<int64_t>& hidden = core.hidden;
+  const Config::Field<int64_t>& heads = core.heads;
   const int64_t natural = heads.value > 0 ? hidden.value / heads.value : 0;
 
   // head_dim: the key when a config has it (every family reads it then),
@@ -73,18 +69,7 @@ void Importer::read_llama_like() {
     }
   }
   if (explicit_head_dim) d.set("head_dim", head_dim, head_note);
-
-  auto inter = c_.required("intermediate_size");
-  d.set("intermediate", inter.value,
-        f_ == Family::Mixtral ? "intermediate_size (per expert)"
-        : f_ == Family::Qwen2Moe || f_ == Family::Qwen3Moe
-            ? "intermediate_size (dense MLP width; experts use moe_intermediate_size)"
-                                 : "intermediate_size");
-  auto vocab = c_.required("vocab_size");
-  d.set("vocab", vocab.value, "vocab_size");
-  auto context = c_.required("max_position_embeddings");
-  d.set("max_context", context.value, "max_position_embeddings");
-  max_context_ = context.value;
+  read_core_widths(row, core);
 
   read_norm();
   read_attention();
@@ -541,18 +526,12 @@ void Importer::read_scaling(const json& s, const std::string& key) {
 
 void Importer::read_deepseek() {
   const bool v3 = f_ == Family::DeepseekV3;
-  TomlTable& d = t("dims");
-  auto [hidden, layers, heads] = read_widths();
-  d.set("heads", heads.value, "num_attention_heads (each a query head over the shared latent)");
+  const Core core = read_core_heads(kDeepseekCore);
+  const Config::Field<int64_t>& layers = core.layers;
+  t("dims").set("heads", core.heads.value, "num_attention_heads (each a query head over the shared latent)");
   // Every head reads the one latent: the spec has no KV heads to give.
   c_.use("num_key_value_heads");
-  auto inter = c_.required("intermediate_size");
-  d.set("intermediate", inter.value, "intermediate_size (the dense layers' MLP width)");
-  auto vocab = c_.required("vocab_size");
-  d.set("vocab", vocab.value, "vocab_size");
-  auto context = c_.required("max_position_embeddings");
-  d.set("max_context", context.value, "max_position_embeddings");
-  max_context_ = context.value;
+  read_core_widths(kDeepseekCore, core);
 
   TomlTable& m = t("mla");
   if (c_.is_null("q_lora_rank")) {

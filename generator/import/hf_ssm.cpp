@@ -4,7 +4,7 @@
 namespace lathe::importer::hf {
 
 void Importer::read_mamba() {
-  const Config::Field<int64_t> hidden = read_ssm_dims(768, 32, 50280);
+  const Config::Field<int64_t> hidden = read_core(kMambaCore).hidden;
   c_.use("n_layer");  // mamba_ssm's name of num_hidden_layers, written beside it
   c_.use("d_model");
   c_.use("pad_vocab_size_multiple");  // vocab_size is the padded count already
@@ -44,20 +44,6 @@ void Importer::read_mamba() {
   read_ssm_blocks("MambaRMSNorm", true);
 }
 
-Config::Field<int64_t> Importer::read_ssm_dims(int64_t hidden_default, int64_t layers_default, int64_t vocab_default) {
-  auto hidden = c_.integer_or("hidden_size", hidden_default);
-  auto layers = c_.integer_or("num_hidden_layers", layers_default, 1, kMaxLayers);
-  TomlTable& d = t("dims");
-  d.set("hidden", hidden.value, hidden.note).set("layers", layers.value, layers.note);
-  layers_ = layers.value;
-  auto vocab = c_.integer_or("vocab_size", vocab_default, 1, kMaxDim);
-  d.set("vocab", vocab.value, vocab.note);
-  set_max_context({8192, std::string(info_.config_class) +
-                             " has no context length (no position table, a fixed state): a default",
-                   false});
-  return hidden;
-}
-
 void Importer::read_ssm_blocks(const char* norm_class, bool tied_default) {
   if (auto act = c_.string("hidden_act"); act && *act != "silu")
     c_.value_error("hidden_act", c_.at("hidden_act"), std::string("the ") + info_.model_class +
@@ -72,7 +58,7 @@ void Importer::read_ssm_blocks(const char* norm_class, bool tied_default) {
 }
 
 void Importer::read_mamba2() {
-  const Config::Field<int64_t> hidden = read_ssm_dims(4096, 64, 32768);
+  const Config::Field<int64_t> hidden = read_core(kMamba2Core).hidden;
 
   read_mamba2_mixer({"state_size", "conv_kernel", "expand", "head_dim", "num_heads", "n_groups", "use_conv_bias",
                      "use_bias"},
