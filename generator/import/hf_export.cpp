@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "generator/import/hf_core_keys.hpp"
 #include "generator/import/hf_import.hpp"
 #include "generator/spec/compare.hpp"
 #include "generator/spec/parse.hpp"
@@ -148,38 +149,50 @@ json torch_dtype(const Spec& s) {
   return "float32";
 }
 
-json gpt2_config(const Spec& s) {
+// The config's model type and core dimensions, under the keys the importer
+// reads them from (the family's row), the MLP width as its rule says it.
+json core_config(const Spec& s, const char* architecture, const std::string& type, const hf::CoreKeys& row) {
   const Dims& d = s.dims;
-  json c = {{"architectures", {"GPT2LMHeadModel"}},
-            {"model_type", "gpt2"},
-            {"n_embd", d.hidden},
-            {"n_layer", d.layers},
-            {"n_head", d.heads},
-            {"n_inner", d.intermediate == 4 * d.hidden ? json(nullptr) : json(d.intermediate)},
-            {"n_positions", d.max_context},
-            {"n_ctx", d.max_context},
-            {"vocab_size", d.vocab},
-            {"layer_norm_epsilon", s.norm.eps},
+  json c = {{"architectures", {architecture}}, {"model_type", type}};
+  c[row.hidden.key] = d.hidden;
+  c[row.layers.key] = d.layers;
+  if (row.heads.key) c[row.heads.key] = d.heads;
+  switch (row.width) {
+    case hf::Width::Key:
+    case hf::Width::KeyDefault4x:
+      if (row.intermediate.key) c[row.intermediate.key] = d.intermediate;
+      break;
+    case hf::Width::KeyElse4x:
+      c[row.intermediate.key] = d.intermediate == 4 * d.hidden ? json(nullptr) : json(d.intermediate);
+      break;
+    case hf::Width::Always4x:
+      break;
+    case hf::Width::Ratio:
+      c[row.intermediate.key] = number(static_cast<double>(d.intermediate) / static_cast<double>(d.hidden));
+      break;
+  }
+  c[row.vocab.key] = d.vocab;
+  if (row.context.key) c[row.context.key] = d.max_context;
+  if (row.eps) c[row.eps] = s.norm.eps;
+  return c;
+}
+
+json gpt2_config(const Spec& s) {
+  json c = core_config(s, "GPT2LMHeadModel", "gpt2", hf::kGpt2Core);
+  c.update({{"n_ctx", s.dims.max_context},
             {"activation_function", hf_activation(s.mlp.activation, true)},
             {"scale_attn_weights", !(s.attention.scale && *s.attention.scale == 1.0)},
             {"tie_word_embeddings", s.embedding.tied},
-            {"torch_dtype", torch_dtype(s)}};
+            {"torch_dtype", torch_dtype(s)}});
   return c;
 }
 
 json llama_like_config(const Spec& s, const std::string& type) {
   const Dims& d = s.dims;
   const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
-  json c = {{"architectures", {architecture_of(type)}},
-            {"model_type", type},
-            {"hidden_size", d.hidden},
-            {"intermediate_size", d.intermediate},
-            {"num_hidden_layers", d.layers},
-            {"num_attention_heads", d.heads},
-            {"num_key_value_heads", d.kv_heads}};
+  json c = core_config(s, architecture_of(type), type, hf::kLlamaCore);
+  c["num_key_value_heads"] = d.kv_heads;
   if (gemma || type == "qwen3" || d.head_dim * d.heads != d.hidden) c["head_dim"] = d.head_dim;
-  c["max_position_embeddings"] = d.max_context;
-  c["vocab_size"] = d.vocab;
   c["rms_norm_eps"] = s.norm.eps;
   c["rope_theta"] = s.position.theta;
   c["rope_scaling"] = rope_scaling(s);
@@ -233,22 +246,15 @@ json llama_like_config(const Spec& s, const std::string& type) {
     c["num_local_experts"] = s.moe.experts;
     c["num_experts_per_tok"] = s.moe.top_k;
   }
-  if (type == "qwen3_moe") {
+  if (type == "qwen2_moe" || type == "qwen3_moe") {
     c["num_experts"] = s.moe.experts;
     c["num_experts_per_tok"] = s.moe.top_k;
     c["norm_topk_prob"] = s.moe.norm_topk_prob;
     c["moe_intermediate_size"] = s.moe.expert_intermediate;
     c["decoder_sparse_step"] = s.moe.sparse_step;
     c["mlp_only_layers"] = s.moe.dense_layers;
-  }
-  if (type == "qwen2_moe") {
-    c["num_experts"] = s.moe.experts;
-    c["num_experts_per_tok"] = s.moe.top_k;
-    c["norm_topk_prob"] = s.moe.norm_topk_prob;
-    c["moe_intermediate_size"] = s.moe.expert_intermediate;
-    c["shared_expert_intermediate_size"] = s.moe.shared_intermediate;
-    c["decoder_sparse_step"] = s.moe.sparse_step;
-    c["mlp_only_layers"] = s.moe.dense_layers;
+    // Qwen2-MoE's shared expert; Qwen3-MoE has none.
+    if (type == "qwen2_moe") c["shared_expert_intermediate_size"] = s.moe.shared_intermediate;
   }
   return c;
 }
@@ -266,58 +272,32 @@ json dtype_and_tie(json c, const Spec& s) {
 }
 
 json gpt_neox_config(const Spec& s) {
-  const Dims& d = s.dims;
-  json c = {{"architectures", {"GPTNeoXForCausalLM"}},
-            {"model_type", "gpt_neox"},
-            {"hidden_size", d.hidden},
-            {"num_hidden_layers", d.layers},
-            {"num_attention_heads", d.heads},
-            {"intermediate_size", d.intermediate},
-            {"vocab_size", d.vocab},
-            {"max_position_embeddings", d.max_context},
-            {"layer_norm_eps", s.norm.eps},
-            {"use_parallel_residual", s.norm.placement == NormPlacement::Parallel},
+  json c = core_config(s, "GPTNeoXForCausalLM", "gpt_neox", hf::kGptNeoxCore);
+  c.update({{"use_parallel_residual", s.norm.placement == NormPlacement::Parallel},
             {"attention_bias", s.attention.q_bias},
             {"rotary_pct", rotary_fraction(s)},
             {"rotary_emb_base", number(s.position.theta)},
             {"rope_scaling", rope_scaling(s)},
-            {"hidden_act", hf_activation(s.mlp.activation, false)}};
+            {"hidden_act", hf_activation(s.mlp.activation, false)}});
   return dtype_and_tie(c, s);
 }
 
 json phi_config(const Spec& s) {
-  const Dims& d = s.dims;
-  json c = {{"architectures", {"PhiForCausalLM"}},
-            {"model_type", "phi"},
-            {"hidden_size", d.hidden},
-            {"num_hidden_layers", d.layers},
-            {"num_attention_heads", d.heads},
-            {"num_key_value_heads", d.kv_heads},
-            {"intermediate_size", d.intermediate},
-            {"vocab_size", d.vocab},
-            {"max_position_embeddings", d.max_context},
-            {"layer_norm_eps", s.norm.eps},
+  json c = core_config(s, "PhiForCausalLM", "phi", hf::kPhiCore);
+  c.update({{"num_key_value_heads", s.dims.kv_heads},
             {"partial_rotary_factor", rotary_fraction(s)},
             {"rope_theta", s.position.theta},
             {"rope_scaling", rope_scaling(s)},
             {"qk_layernorm", false},
-            {"hidden_act", s.mlp.activation == Activation::GeluTanh ? "gelu_new" : hf_activation(s.mlp.activation, false)}};
+            {"hidden_act",
+             s.mlp.activation == Activation::GeluTanh ? "gelu_new" : hf_activation(s.mlp.activation, false)}});
   return dtype_and_tie(c, s);
 }
 
 json gptj_config(const Spec& s) {
-  const Dims& d = s.dims;
-  json c = {{"architectures", {"GPTJForCausalLM"}},
-            {"model_type", "gptj"},
-            {"n_embd", d.hidden},
-            {"n_layer", d.layers},
-            {"n_head", d.heads},
-            {"n_inner", d.intermediate == 4 * d.hidden ? json(nullptr) : json(d.intermediate)},
-            {"vocab_size", d.vocab},
-            {"n_positions", d.max_context},
-            {"rotary_dim", s.position.rotary_dim == d.head_dim ? json(nullptr) : json(s.position.rotary_dim)},
-            {"layer_norm_epsilon", s.norm.eps},
-            {"activation_function", hf_activation(s.mlp.activation, true)}};
+  json c = core_config(s, "GPTJForCausalLM", "gptj", hf::kGptjCore);
+  c.update({{"rotary_dim", s.position.rotary_dim == s.dims.head_dim ? json(nullptr) : json(s.position.rotary_dim)},
+            {"activation_function", hf_activation(s.mlp.activation, true)}});
   return dtype_and_tie(c, s);
 }
 
@@ -325,55 +305,31 @@ json falcon_config(const Spec& s) {
   const Dims& d = s.dims;
   const bool new_arch = s.weights.qkv_layout == QkvLayout::Grouped;
   const bool multi_query = s.weights.qkv_layout == QkvLayout::Blocks;
-  json c = {{"architectures", {"FalconForCausalLM"}},
-            {"model_type", "falcon"},
-            {"hidden_size", d.hidden},
-            {"num_hidden_layers", d.layers},
-            {"num_attention_heads", d.heads},
-            {"num_kv_heads", new_arch ? d.kv_heads : d.heads},
+  json c = core_config(s, "FalconForCausalLM", "falcon", hf::kFalconCore);
+  c.update({{"num_kv_heads", new_arch ? d.kv_heads : d.heads},
             {"new_decoder_architecture", new_arch},
             {"multi_query", multi_query},
             {"parallel_attn", s.norm.placement == NormPlacement::Parallel},
-            {"ffn_hidden_size", d.intermediate},
-            {"vocab_size", d.vocab},
-            {"max_position_embeddings", d.max_context},
-            {"layer_norm_epsilon", s.norm.eps},
             {"bias", s.attention.q_bias},
             {"alibi", false},
             {"rope_theta", s.position.theta},
             {"rope_scaling", rope_scaling(s)},
-            {"activation", hf_activation(s.mlp.activation, false)}};
+            {"activation", hf_activation(s.mlp.activation, false)}});
   if (new_arch) c["num_ln_in_parallel_attn"] = s.norm.parallel_shared ? 1 : 2;
   return dtype_and_tie(c, s);
 }
 
 json bloom_config(const Spec& s) {
-  const Dims& d = s.dims;
-  json c = {{"architectures", {"BloomForCausalLM"}},
-            {"model_type", "bloom"},
-            {"hidden_size", d.hidden},
-            {"n_layer", d.layers},
-            {"n_head", d.heads},
-            {"vocab_size", d.vocab},
-            {"seq_length", d.max_context},
-            {"layer_norm_epsilon", s.norm.eps},
-            {"apply_residual_connection_post_layernorm", false}};
+  json c = core_config(s, "BloomForCausalLM", "bloom", hf::kBloomCore);
+  c["apply_residual_connection_post_layernorm"] = false;
   return dtype_and_tie(c, s);
-}
-
-// The dimensions as BERT-style configs name them.
-json encoder_dims(const Spec& s, const char* architecture, const std::string& type) {
-  const Dims& d = s.dims;
-  return {{"architectures", {architecture}},      {"model_type", type},
-          {"hidden_size", d.hidden},              {"num_hidden_layers", d.layers},
-          {"num_attention_heads", d.heads},       {"intermediate_size", d.intermediate},
-          {"vocab_size", d.vocab},                {"torch_dtype", torch_dtype(s)}};
 }
 
 // BERT, and RoBERTa when positions start past the padding row.
 json bert_config(const Spec& s, const std::string& type) {
-  json c = encoder_dims(s, type == "bert" ? "BertModel" : "RobertaModel", type);
-  c.update({{"max_position_embeddings", s.position.table_size},
+  json c = core_config(s, type == "bert" ? "BertModel" : "RobertaModel", type, hf::kBertCore);
+  c.update({{"torch_dtype", torch_dtype(s)},
+            {"max_position_embeddings", s.position.table_size},
             {"type_vocab_size", s.embedding.token_types},
             {"layer_norm_eps", s.norm.eps},
             {"hidden_act", hf_activation(s.mlp.activation, false)},
@@ -434,16 +390,14 @@ json bart_config(const Spec& s, const std::string& type) {
 // ModernBertModel: the local layers by global_attn_every_n_layers, which
 // only a pattern [global, local × (n − 1)] can say.
 json modernbert_config(const Spec& s) {
-  const Dims& d = s.dims;
   const std::vector<bool>& pattern = s.attention.window_pattern;
   const int64_t every = pattern.empty() ? 1 : static_cast<int64_t>(pattern.size());  // 1: every layer global
   bool regular = !pattern.empty() && !pattern[0];
   for (size_t i = 1; i < pattern.size(); ++i) regular = regular && pattern[i];
   if (s.attention.sliding_window > 0 && !regular)
     refuse(s, "attention.window_pattern: ModernBERT's configs make every n-th layer global, from layer 0");
-  json c = encoder_dims(s, "ModernBertModel", "modernbert");
-  c.update({{"max_position_embeddings", d.max_context},
-            {"norm_eps", s.norm.eps},
+  json c = core_config(s, "ModernBertModel", "modernbert", hf::kModernBertCore);
+  c.update({{"torch_dtype", torch_dtype(s)},
             {"norm_bias", s.norm.bias},
             {"attention_bias", s.attention.q_bias},
             {"mlp_bias", s.mlp.bias},
@@ -456,22 +410,11 @@ json modernbert_config(const Spec& s) {
 }
 
 json mpt_config(const Spec& s) {
-  const Dims& d = s.dims;
   json attn = {{"attn_type", "multihead_attention"}, {"alibi", true}, {"alibi_bias_max", 8}, {"clip_qkv", nullptr},
                {"qk_ln", false}, {"prefix_lm", false}};
   attn["softmax_scale"] = s.attention.scale ? json(*s.attention.scale) : json(nullptr);
-  json c = {{"architectures", {"MptForCausalLM"}},
-            {"model_type", "mpt"},
-            {"d_model", d.hidden},
-            {"n_layers", d.layers},
-            {"n_heads", d.heads},
-            {"expansion_ratio", number(static_cast<double>(d.intermediate) / static_cast<double>(d.hidden))},
-            {"vocab_size", d.vocab},
-            {"max_seq_len", d.max_context},
-            {"layer_norm_epsilon", s.norm.eps},
-            {"no_bias", true},
-            {"learned_pos_emb", false},
-            {"attn_config", attn}};
+  json c = core_config(s, "MptForCausalLM", "mpt", hf::kMptCore);
+  c.update({{"no_bias", true}, {"learned_pos_emb", false}, {"attn_config", attn}});
   return dtype_and_tie(c, s);
 }
 
@@ -516,16 +459,8 @@ json bamba_config(const Spec& s) {
     refuse(s, "ssm.attention_layers: a hybrid's config is BambaConfig, whose checkpoints have the hf-bamba preset's names");
   const Ssm& m = s.ssm;
   if (!m.mamba2()) refuse(s, "ssm.kind: BambaConfig's mixers are Mamba-2 mixers");
-  const Dims& d = s.dims;
-  json c = {{"architectures", {"BambaForCausalLM"}},
-            {"model_type", "bamba"},
-            {"hidden_size", d.hidden},
-            {"intermediate_size", d.intermediate},
-            {"num_hidden_layers", d.layers},
-            {"num_attention_heads", d.heads},
-            {"num_key_value_heads", d.kv_heads},
-            {"vocab_size", d.vocab},
-            {"max_position_embeddings", d.max_context},
+  json c = core_config(s, "BambaForCausalLM", "bamba", hf::kLlamaCore);  // BambaConfig: Llama's keys
+  c.update({{"num_key_value_heads", s.dims.kv_heads},
             {"rms_norm_eps", number(s.norm.eps)},
             {"rope_theta", number(s.position.theta)},
             {"hidden_act", "silu"},
@@ -537,7 +472,7 @@ json bamba_config(const Spec& s) {
             {"mamba_d_conv", m.d_conv},
             {"mamba_expand", m.expand},
             {"mamba_conv_bias", m.conv_bias},
-            {"mamba_proj_bias", m.bias}};
+            {"mamba_proj_bias", m.bias}});
   time_step_limit(c, m);
   return dtype_and_tie(c, s);
 }
@@ -548,18 +483,15 @@ json mamba_config(const Spec& s) {
     refuse(s, "ssm: a Mamba model's config is MambaConfig or Mamba2Config, whose checkpoints have the hf-mamba preset's names");
   const Ssm& m = s.ssm;
   const bool two = m.mamba2();
-  json c = {{"architectures", {two ? "Mamba2ForCausalLM" : "MambaForCausalLM"}},
-            {"model_type", two ? "mamba2" : "mamba"},
-            {"hidden_size", s.dims.hidden},
-            {"num_hidden_layers", s.dims.layers},
-            {"vocab_size", s.dims.vocab},
-            {"state_size", m.d_state},
+  json c = core_config(s, two ? "Mamba2ForCausalLM" : "MambaForCausalLM", two ? "mamba2" : "mamba",
+                       two ? hf::kMamba2Core : hf::kMambaCore);
+  c.update({{"state_size", m.d_state},
             {"conv_kernel", m.d_conv},
             {"expand", m.expand},
             {"use_conv_bias", m.conv_bias},
             {"use_bias", m.bias},
             {"hidden_act", "silu"},
-            {"layer_norm_epsilon", number(s.norm.eps)}};
+            {"layer_norm_epsilon", number(s.norm.eps)}});
   if (two) {
     c["num_heads"] = m.heads;
     c["head_dim"] = m.head_dim;
@@ -583,25 +515,18 @@ json deepseek_config(const Spec& s) {
   const Moe& e = s.moe;
   const bool v3 = e.enabled() && (e.scoring == MoeScoring::Sigmoid || e.correction_bias);
   const std::string type = v3 ? "deepseek_v3" : "deepseek_v2";
-  json c = {{"architectures", {v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM"}},
-            {"model_type", type},
-            {"hidden_size", d.hidden},
-            {"intermediate_size", d.intermediate},
-            {"num_hidden_layers", d.layers},
-            {"num_attention_heads", d.heads},
-            {"num_key_value_heads", d.heads},
+  json c = core_config(s, v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM", type, hf::kDeepseekCore);
+  c.update({{"num_key_value_heads", d.heads},
             {"q_lora_rank", m.q_lora_rank > 0 ? json(m.q_lora_rank) : json(nullptr)},
             {"kv_lora_rank", m.kv_lora_rank},
             {"qk_nope_head_dim", m.qk_nope_head_dim},
             {"qk_rope_head_dim", m.qk_rope_head_dim},
             {"v_head_dim", m.v_head_dim},
-            {"max_position_embeddings", d.max_context},
-            {"vocab_size", d.vocab},
             {"rms_norm_eps", s.norm.eps},
             {"rope_theta", s.position.theta},
             {"rope_scaling", rope_scaling(s)},
             {"attention_bias", false},
-            {"hidden_act", hf_activation(s.mlp.activation, false)}};
+            {"hidden_act", hf_activation(s.mlp.activation, false)}});
   if (!e.enabled()) {
     c["n_routed_experts"] = nullptr;
     return dtype_and_tie(c, s);
