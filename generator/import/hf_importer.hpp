@@ -190,56 +190,49 @@ class Config {
     return std::string(key) + " (" + class_ + " default; not in config.json)";
   }
 
+  // A key's value as a T: nullopt when the config does not give it (null
+  // counts as not given), or when `fits` says the value is no T, which is an
+  // error saying what was `expected`.
+  template <class T, class Fits>
+  std::optional<T> typed(std::string_view key, Fits fits, const char* expected) {
+    use(key);
+    if (!has(key)) return std::nullopt;
+    const json& v = at(key);
+    if (!fits(v)) {
+      value_error(key, v, expected);
+      return std::nullopt;
+    }
+    return v.get<T>();
+  }
+
   // Integer keys: a float, a string, … is an error; so is a value outside
   // [min, max] (the spec's own ranges, so that a config never turns into a
   // spec the parser rejects).
   std::optional<int64_t> integer(std::string_view key, int64_t min = 1, int64_t max = kMaxDim) {
-    use(key);
-    if (!has(key)) return std::nullopt;
-    const json& v = at(key);
-    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX})) {
-      value_error(key, v, "expected an integer");
-      return std::nullopt;
-    }
-    const int64_t n = v.get<int64_t>();
-    if (n < min || n > max) {
-      value_error(key, v, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    const auto n = typed<int64_t>(
+        key,
+        [](const json& v) {
+          return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
+        },
+        "expected an integer");
+    if (n && (*n < min || *n > max)) {
+      value_error(key, at(key), "must be between " + std::to_string(min) + " and " + std::to_string(max));
       return std::nullopt;
     }
     return n;
   }
 
   std::optional<double> number(std::string_view key) {
-    use(key);
-    if (!has(key)) return std::nullopt;
-    const json& v = at(key);
-    if (!v.is_number() || !std::isfinite(v.get<double>())) {
-      value_error(key, v, "expected a number");
-      return std::nullopt;
-    }
-    return v.get<double>();
+    return typed<double>(
+        key, [](const json& v) { return v.is_number() && std::isfinite(v.get<double>()); }, "expected a number");
   }
 
   std::optional<bool> boolean(std::string_view key) {
-    use(key);
-    if (!has(key)) return std::nullopt;
-    const json& v = at(key);
-    if (!v.is_boolean()) {
-      value_error(key, v, "expected true or false");
-      return std::nullopt;
-    }
-    return v.get<bool>();
+    return typed<bool>(key, [](const json& v) { return v.is_boolean(); }, "expected true or false");
   }
 
   std::optional<std::string> string(std::string_view key) {
-    use(key);
-    if (!has(key)) return std::nullopt;
-    const json& v = at(key);
-    if (!v.is_string()) {
-      value_error(key, v, "expected a string");
-      return std::nullopt;
-    }
-    return v.get<std::string>();
+    return typed<std::string>(key, [](const json& v) { return v.is_string(); }, "expected a string");
   }
 
   // A dimension every config writes: missing is an error.
@@ -254,18 +247,17 @@ class Config {
     return f;
   }
 
+  // `read`, the value of `key` as read, else the config class's default.
+  template <class T>
+  Field<T> or_default(std::string_view key, const std::optional<T>& read, T fallback) const {
+    if (read) return {*read, std::string(key), true};
+    return {fallback, default_note(key), present(key)};
+  }
   Field<int64_t> integer_or(std::string_view key, int64_t fallback, int64_t min = 1, int64_t max = kMaxDim) {
-    if (auto v = integer(key, min, max)) return {*v, std::string(key), true};
-    return {fallback, default_note(key), present(key)};
+    return or_default(key, integer(key, min, max), fallback);
   }
-  Field<double> number_or(std::string_view key, double fallback) {
-    if (auto v = number(key)) return {*v, std::string(key), true};
-    return {fallback, default_note(key), present(key)};
-  }
-  Field<bool> boolean_or(std::string_view key, bool fallback) {
-    if (auto v = boolean(key)) return {*v, std::string(key), true};
-    return {fallback, default_note(key), present(key)};
-  }
+  Field<double> number_or(std::string_view key, double fallback) { return or_default(key, number(key), fallback); }
+  Field<bool> boolean_or(std::string_view key, bool fallback) { return or_default(key, boolean(key), fallback); }
   // A key whose null means "none" (sliding_window, softcaps): absent gives
   // the class default, null gives nullopt.
   Field<std::optional<double>> nullable_number(std::string_view key, std::optional<double> fallback) {
