@@ -69,15 +69,18 @@ std::map<Role, std::string> t5_layer_names(const std::string& stack) {
   return names;
 }
 
+// A stack's layer names and the tensors outside its layers.
+std::map<Role, std::string> with_stack_tensors(std::map<Role, std::string> names,
+                                               std::initializer_list<std::pair<const Role, std::string>> tensors) {
+  for (const auto& [role, name] : tensors) names[role] = name;
+  return names;
+}
+
 // llama.cpp's names of t5encoder's tensors (its encoder-decoder T5's
 // encoder, "enc."), which no preset holds.
 const std::map<Role, std::string>& t5encoder_names() {
-  static const std::map<Role, std::string> names = [] {
-    std::map<Role, std::string> n = t5_layer_names("enc");
-    n[Role::RelBias] = "enc.blk.0.attn_rel_b";
-    n[Role::FinalNorm] = "enc.output_norm";
-    return n;
-  }();
+  static const std::map<Role, std::string> names = with_stack_tensors(
+      t5_layer_names("enc"), {{Role::RelBias, "enc.blk.0.attn_rel_b"}, {Role::FinalNorm, "enc.output_norm"}});
   return names;
 }
 
@@ -85,14 +88,11 @@ const std::map<Role, std::string>& t5encoder_names() {
 // and the tensors of both stacks, each stack's relative bias in its first
 // layer; [weights.encoder_names] the encoder's layers.
 const std::map<Role, std::string>& t5_names() {
-  static const std::map<Role, std::string> names = [] {
-    std::map<Role, std::string> n = t5_layer_names("dec");
-    n[Role::EncoderRelBias] = "enc.blk.0.attn_rel_b";
-    n[Role::EncoderFinalNorm] = "enc.output_norm";
-    n[Role::RelBias] = "dec.blk.0.attn_rel_b";
-    n[Role::FinalNorm] = "dec.output_norm";
-    return n;
-  }();
+  static const std::map<Role, std::string> names =
+      with_stack_tensors(t5_layer_names("dec"), {{Role::EncoderRelBias, "enc.blk.0.attn_rel_b"},
+                                                 {Role::EncoderFinalNorm, "enc.output_norm"},
+                                                 {Role::RelBias, "dec.blk.0.attn_rel_b"},
+                                                 {Role::FinalNorm, "dec.output_norm"}});
   return names;
 }
 
