@@ -382,7 +382,7 @@ void Importer::read_falcon() {
   std::string layout = "per_head";
   std::string layout_note;
   if (new_arch.value) {
-    if (heads.value % kv.value != 0)
+    if (kv.value > 0 && heads.value % kv.value != 0)  // 0: a count at fault, already an error
       c_.error("num_attention_heads (" + std::to_string(heads.value) + ") is not a multiple of " + kv.note + " (" +
                std::to_string(kv.value) + ")");
     if (kv.value != heads.value) t("dims").set("kv_heads", kv.value, kv.note);

@@ -1445,6 +1445,19 @@ TEST_CASE("a mutated published config imports, or fails with an ImportError, nev
   CHECK(refused > 0);
 }
 
+// Two keys at fault at once: a grouped Falcon with no head count and no
+// KV head count (or one of 0) is refused, not divided by zero.
+TEST_CASE("Falcon's grouped heads without num_attention_heads and num_kv_heads are refused naming them") {
+  for (const json& kv : {json(nullptr), json(0), json("x")}) {
+    json config = json::parse(kFalcon40B);
+    config.erase("num_attention_heads");
+    config["num_kv_heads"] = kv;
+    ImportOptions options;
+    options.warn = [](const std::string&) {};
+    CHECK_THROWS_WITH_AS(import_hf_config(config, options), doctest::Contains("num_attention_heads"), ImportError);
+  }
+}
+
 TEST_CASE("hf_config_from_spec: the model type follows from the spec, and what no config says is refused") {
   const auto type_of = [](const char* file) {
     return hf_config_from_spec(load(source_dir() / "models" / file))["model_type"].get<std::string>();
