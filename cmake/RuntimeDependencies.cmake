@@ -17,6 +17,10 @@ pkg_check_modules(LATHE_SENTENCEPIECE REQUIRED IMPORTED_TARGET GLOBAL sentencepi
 # The server's HTTP (Debian's libcpp-httplib-dev: a compiled library, whose
 # .pc file carries the defines its header must be read with).
 pkg_check_modules(LATHE_HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
+# Images in (lathe_image): Debian's libpng and libjpeg-turbo decode PNG and
+# JPEG files.
+find_package(PNG REQUIRED)
+find_package(JPEG REQUIRED)
 # Open MPI (Debian's libopenmpi-dev), when installed: a model executable
 # then runs a model split over machines, a rank a pipeline stage
 # (`mpirun -np 2 <model> generate …`). Without it every other command works.

@@ -41,5 +41,6 @@ TEST_CASE("fuzz findings stay fixed") {
   count += replay("tokenizer", lathe::fuzz::tokenizer);
   count += replay("chat_template", lathe::fuzz::chat_template);
   count += replay("http", lathe::fuzz::http);
+  count += replay("image", lathe::fuzz::image);
   MESSAGE(count << " inputs replayed");
 }
