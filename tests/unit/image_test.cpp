@@ -261,7 +261,7 @@ void check_refused(const Bytes& bytes, ErrorKind kind, const std::string& fragme
 
 }  // namespace
 
-TEST_CASE("image: 8-bit RGB and RGBA PNGs; the alpha kept apart, the colors as stored") {
+TEST_CASE("image: 8-bit RGB and RGBA PNGs, the alpha kept apart, the colors as stored") {
   check_pixels(decode(encode_png(pattern_png(7, 5)), "rgb"), 7, 5, pattern_rgb(7, 5));
   Bytes alpha;  // the pattern's 4th channel
   for (int64_t y = 0; y < 5; ++y)
@@ -304,7 +304,7 @@ TEST_CASE("image: gray, gray + alpha and 1, 2, 4-bit gray PNGs are replicated to
   check_pixels(decode(encode_png(four), "4-bit"), 3, 1, {0, 0, 0, 255, 255, 255, 119, 119, 119});
 }
 
-TEST_CASE("image: a palette PNG: its RGB, tRNS its alpha; an index past PLTE is PIL's gray (i, i, i)") {
+TEST_CASE("image: a palette PNG: its RGB, tRNS its alpha, an index past PLTE is PIL's gray (i, i, i)") {
   // PIL 9.4 gave these bytes: its palette is a gray ramp past the entries
   // PLTE gives (libpng's is black there), its alphas 255 past tRNS's.
   PngSpec palette{5, 1, 8, PNG_COLOR_TYPE_PALETTE};
@@ -520,7 +520,7 @@ TEST_CASE("image: a CMYK JPEG is refused, saying what to do") {
                 "a CMYK JPEG; convert it to RGB first");
 }
 
-TEST_CASE("image: a JPEG of more than 1000 scans is refused; 1000 are decoded") {
+TEST_CASE("image: a JPEG of more than 1000 scans is refused, 1000 are decoded") {
   // A progressive gray JPEG whose first scan (DC, first pass) is repeated:
   // libjpeg warns of the progression and goes on, one more pass a copy.
   const Bytes jpeg = encode_jpeg(pattern_jpeg(8, 8, 1, JCS_GRAYSCALE, true));
@@ -543,7 +543,7 @@ TEST_CASE("image: a JPEG of more than 1000 scans is refused; 1000 are decoded") 
   check_refused(scans(1001), ErrorKind::BadFile, "corrupt JPEG (more than 1000 scans)");
 }
 
-TEST_CASE("image: load() reads a file as decode() does; a missing one is NotFound, a directory Io") {
+TEST_CASE("image: load() reads a file as decode() does, a missing one is NotFound, a directory Io") {
   test::TempDir dir("lathe-image-test");
   const Bytes png = encode_png(pattern_png(5, 3));
   const std::string path = dir.file("pattern.png");
