@@ -62,16 +62,18 @@ TEST_CASE("layering: core stands alone, the runtime never includes the generator
     }
 }
 
-TEST_CASE("layering: runtime/text/ stands below a session: it reaches nothing of model/, vk/, generate/, serve/") {
-  // lathe_text (tokenizers, chat templates) is text without a device; what
-  // drives a Session (the sampler and generate()) is runtime/generate/.
-  // Checked through every header a file reaches, not only its own includes.
+namespace {
+
+// The files under `folder` that reach no header of a session or a device
+// (model/, vk/, generate/, serve/), through every header they reach, not
+// only their own includes: how many there are.
+int below_a_session(const std::string& folder) {
   const auto graph = include_graph();
   const std::vector<std::string> above = {"runtime/model/", "runtime/vk/", "runtime/generate/", "runtime/serve/"};
-  int text_files = 0;
+  int files = 0;
   for (const auto& [file, includes] : graph) {
-    if (!file.starts_with("runtime/text/")) continue;
-    ++text_files;
+    if (!file.starts_with(folder)) continue;
+    ++files;
     std::set<std::string> seen;
     std::vector<std::string> todo(includes.begin(), includes.end());
     while (!todo.empty()) {
@@ -87,7 +89,19 @@ TEST_CASE("layering: runtime/text/ stands below a session: it reaches nothing of
         todo.insert(todo.end(), it->second.begin(), it->second.end());
     }
   }
-  CHECK(text_files > 30);
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("layering: runtime/text/ stands below a session: it reaches nothing of model/, vk/, generate/, serve/") {
+  // lathe_text (tokenizers, chat templates) is text without a device; what
+  // drives a Session (the sampler and generate()) is runtime/generate/.
+  CHECK(below_a_session("runtime/text/") > 30);
+}
+
+TEST_CASE("layering: runtime/image/ stands below a session too: decoding and preprocessing need no device") {
+  CHECK(below_a_session("runtime/image/") == 4);
 }
 
 TEST_CASE("layering: the include graph has no cycles") {
