@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
 #include "runtime/error.hpp"
+#include "runtime/text/tokenize/json_file.hpp"
 
 namespace lathe::image {
 namespace {
@@ -258,11 +257,7 @@ Preprocess parse_preprocessor_config(const std::string& text, const std::string&
 }
 
 Preprocess read_preprocessor_config(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::NotFound, path.string() + ": cannot be opened");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_preprocessor_config(text.str(), path.string());
+  return parse_preprocessor_config(text::detail::read_text_file(path), path.string());
 }
 
 std::array<int64_t, 2> resized_size(const Preprocess& p, int64_t width, int64_t height) {
