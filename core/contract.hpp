@@ -21,7 +21,7 @@ namespace lathe {
 enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
 // out_in: torch.nn.Linear's [out, in]; in_out: GPT-2's Conv1D [in, out].
 enum class Layout : uint8_t { OutIn, InOut };
-enum class Activation : uint8_t { SiLU, GeluErf, GeluTanh, ReLU };
+enum class Activation : uint8_t { SiLU, GeluErf, GeluTanh, ReLU, GeluQuick };
 enum class NormKind : uint8_t { RMSNorm, LayerNorm };
 // How an encoder's rows become one vector per input (sentence-transformers'
 // pooling): the first row (CLS), the mean of the rows, or the last row.
@@ -78,13 +78,35 @@ enum class Role : uint8_t {
   // head's W_UK transposed, [heads·kv_lora_rank, nope] (stored [heads,
   // kv_lora_rank, nope]), and v_b, each head's W_UV, [heads·v, kv_lora_rank].
   QA, QANorm, QB, KvA, KvANorm, KvB, KB, VB,
+  // A vision tower ([vision]; its layers take the per-layer roles above, its
+  // table of learned positions PosEmbed, its norms of the patch embeddings
+  // and of the last layer's output EmbedNorm and FinalNorm): the patch
+  // embedding, a convolution [hidden, channels, patch, patch] with stride
+  // patch (a matrix [hidden, channels·patch²] of the unfolded patches), the
+  // class token's embedding [hidden] (CLIP's class_embedding, named by its
+  // path itself), and the projector into the decoder's width: its norm, its
+  // first and second linear layers, and Mistral 3's patch merger [hidden,
+  // hidden·merge²].
+  PatchEmbed, ClassEmbed, ProjNorm, ProjIn, ProjOut, PatchMerge,
+  // Llama 3.2 Vision (Mllama): the tanh gates of a layer's attention and MLP
+  // branches (a decoder's cross-attention layers; the tower's global layers),
+  // scalars named by their path itself; the tower's tile-aware positions:
+  // the gated table of each tile's patch positions [tile kinds, tiles,
+  // patches, hidden] and its gate, and the embeddings of each tile before and
+  // after the local layers [tile kinds, tiles·hidden] with their gates; the
+  // cross-attention's RMS norms of q and k per head.
+  AttnGate, MlpGate, TilePosEmbed, PosGate, PreTileEmbed, PreTileGate, PostTileEmbed, PostTileGate,
+  CrossQNorm, CrossKNorm,
 };
 
 // A tensor named by its module path itself, without ".weight" or ".bias":
 // BART's final_logits_bias, DeepSeek-V3's e_score_correction_bias, Mamba's A_log
-// and D, Mamba-2's dt_bias (nn.Parameters of the mixer).
+// and D, Mamba-2's dt_bias (nn.Parameters of the mixer), CLIP's class_embedding
+// and Mllama's gates.
 constexpr bool bare_name(Role r) {
-  return r == Role::LogitsBias || r == Role::RouterBias || r == Role::SsmA || r == Role::SsmD || r == Role::SsmDtBias;
+  return r == Role::LogitsBias || r == Role::RouterBias || r == Role::SsmA || r == Role::SsmD || r == Role::SsmDtBias ||
+         r == Role::ClassEmbed || r == Role::AttnGate || r == Role::MlpGate || r == Role::PosGate ||
+         r == Role::PreTileGate || r == Role::PostTileGate;
 }
 
 // A state-space layer's parameters that stay f32 vectors-like on the device
@@ -198,6 +220,7 @@ constexpr bool is_linear(Role r) {
     case Role::CrossQ: case Role::CrossK: case Role::CrossV: case Role::CrossO:
     case Role::SsmIn: case Role::SsmX: case Role::SsmDt: case Role::SsmOut:
     case Role::QA: case Role::QB: case Role::KvA: case Role::KvB: case Role::KB: case Role::VB:
+    case Role::ProjIn: case Role::ProjOut: case Role::PatchMerge:
       return true;
     default:
       return false;
@@ -263,10 +286,14 @@ struct ManifestEntry {
   // ≥ 0: this entry is index `slice` of dim 0 of the stacked tensor `name`
   // ([experts][shape…]: llama.cpp's ffn_*_exps); -1: the tensor is `name`.
   int32_t slice = -1;
+  // Rank 4: a convolution's weight stored [rows, channels, kernel, kernel]
+  // (a vision tower's patch embedding), held as [rows, channels·kernel²].
+  int32_t kernel = 0;
 
   constexpr int64_t elements() const { return shape[0] * shape[1]; }
   // The shape a checkpoint stores it in.
   std::vector<int64_t> stored_shape() const {
+    if (rank == 4) return {shape[0], shape[1] / (int64_t{kernel} * kernel), kernel, kernel};
     if (rank == 3) return {shape[0], 1, shape[1]};
     if (rank == 2) return {shape[0], shape[1]};
     return {shape[0]};
@@ -375,6 +402,22 @@ inline constexpr Spelling<Role> kRoleSpellings[] = {
     {Role::KvB, "kv_b", "KvB"},
     {Role::KB, "k_b", "KB"},
     {Role::VB, "v_b", "VB"},
+    {Role::PatchEmbed, "patch_embed", "PatchEmbed"},
+    {Role::ClassEmbed, "class_embed", "ClassEmbed"},
+    {Role::ProjNorm, "proj_norm", "ProjNorm"},
+    {Role::ProjIn, "proj_in", "ProjIn"},
+    {Role::ProjOut, "proj_out", "ProjOut"},
+    {Role::PatchMerge, "patch_merge", "PatchMerge"},
+    {Role::AttnGate, "attn_gate", "AttnGate"},
+    {Role::MlpGate, "mlp_gate", "MlpGate"},
+    {Role::TilePosEmbed, "tile_pos_embed", "TilePosEmbed"},
+    {Role::PosGate, "pos_gate", "PosGate"},
+    {Role::PreTileEmbed, "pre_tile_embed", "PreTileEmbed"},
+    {Role::PreTileGate, "pre_tile_gate", "PreTileGate"},
+    {Role::PostTileEmbed, "post_tile_embed", "PostTileEmbed"},
+    {Role::PostTileGate, "post_tile_gate", "PostTileGate"},
+    {Role::CrossQNorm, "cross_q_norm", "CrossQNorm"},
+    {Role::CrossKNorm, "cross_k_norm", "CrossKNorm"},
 };
 inline constexpr Spelling<DType> kDTypeSpellings[] = {
     {DType::F32, "f32", "F32"},    {DType::F16, "f16", "F16"},    {DType::BF16, "bf16", "BF16"},
@@ -387,7 +430,8 @@ inline constexpr Spelling<Layout> kLayoutSpellings[] = {{Layout::OutIn, "out_in"
 inline constexpr Spelling<Activation> kActivationSpellings[] = {{Activation::SiLU, "silu", "SiLU"},
                                                                 {Activation::GeluErf, "gelu_erf", "GeluErf"},
                                                                 {Activation::GeluTanh, "gelu_tanh", "GeluTanh"},
-                                                                {Activation::ReLU, "relu", "ReLU"}};
+                                                                {Activation::ReLU, "relu", "ReLU"},
+                                                                {Activation::GeluQuick, "gelu_quick", "GeluQuick"}};
 inline constexpr Spelling<NormKind> kNormKindSpellings[] = {{NormKind::RMSNorm, "rmsnorm", "RMSNorm"},
                                                             {NormKind::LayerNorm, "layernorm", "LayerNorm"}};
 inline constexpr Spelling<RopePairing> kRopePairingSpellings[] = {{RopePairing::Neox, "neox", "Neox"},

@@ -20,12 +20,16 @@ int64_t Manifest::total_elements() const {
 std::vector<ManifestEntry> manifest_entries(const Manifest& manifest) {
   std::vector<ManifestEntry> entries;
   entries.reserve(manifest.tensors.size());
-  for (const TensorSpec& t : manifest.tensors)
+  for (const TensorSpec& t : manifest.tensors) {
     // A rank-3 depthwise conv1d weight [rows, 1, cols] as [rows, cols], as the
-    // emitted manifest holds it (emit_cpp.cpp).
+    // emitted manifest holds it (emit_cpp.cpp); a rank-4 convolution [rows,
+    // channels, k, k] as [rows, channels·k²].
+    const bool conv = t.shape.size() == 4;
     entries.push_back({t.role, t.bias, static_cast<int32_t>(t.layer), static_cast<int32_t>(t.expert), t.name,
-                       static_cast<uint8_t>(t.shape.size()), {t.shape[0], t.shape.size() > 1 ? t.shape.back() : 1},
-                       t.dtype, static_cast<int32_t>(t.slice)});
+                       static_cast<uint8_t>(t.shape.size()),
+                       {t.shape[0], conv ? t.shape[1] * t.shape[2] * t.shape[3] : t.shape.size() > 1 ? t.shape.back() : 1},
+                       t.dtype, static_cast<int32_t>(t.slice), conv ? static_cast<int32_t>(t.shape[2]) : 0});
+  }
   return entries;
 }
 
@@ -38,6 +42,7 @@ const char* name(Component c) {
     case Component::Norms: return "norms";
     case Component::LmHead: return "lm_head";
     case Component::Ssm: return "ssm";
+    case Component::Vision: return "vision";
   }
   return "?";
 }
@@ -102,7 +107,23 @@ Component component_of(Role r) {
     case Role::KB:
     case Role::VB: return Component::Attention;
     case Role::QANorm:
-    case Role::KvANorm: return Component::Norms;
+    case Role::KvANorm:
+    case Role::CrossQNorm:
+    case Role::CrossKNorm: return Component::Norms;
+    case Role::AttnGate: return Component::Attention;
+    case Role::MlpGate: return Component::Mlp;
+    case Role::PatchEmbed:
+    case Role::ClassEmbed:
+    case Role::ProjNorm:
+    case Role::ProjIn:
+    case Role::ProjOut:
+    case Role::PatchMerge:
+    case Role::TilePosEmbed:
+    case Role::PosGate:
+    case Role::PreTileEmbed:
+    case Role::PreTileGate:
+    case Role::PostTileEmbed:
+    case Role::PostTileGate: return Component::Vision;
   }
   return Component::Norms;
 }
@@ -284,10 +305,30 @@ void attention(Builder& b, const Spec& s, int64_t l, bool cross) {
 // One block's tensors: layer l of the model's numbering (an encoder–decoder's
 // encoder layers first); `cross`: a decoder layer with cross-attention. A
 // hybrid's state-space layer has its Mamba mixer in attention's place.
+// A decoder layer that attends to an image's features instead of its own
+// tokens (Llama 3.2 Vision's MllamaCrossAttentionDecoderLayer): its norm,
+// the cross-attention's projections with their per-head q and k norms, and
+// the tanh gates of its two branches.
+void image_cross_attention(Builder& b, const Spec& s, int64_t l) {
+  const Dims& d = s.dims;
+  const int64_t q_width = d.heads * d.head_dim;
+  const int64_t kv_width = d.kv_heads * d.head_dim;
+  b.norm(Role::AttnNorm, d.hidden, l, s.norm.bias);
+  b.linear(Role::CrossQ, q_width, d.hidden, false, l);
+  b.linear(Role::CrossK, kv_width, d.hidden, false, l);
+  b.linear(Role::CrossV, kv_width, d.hidden, false, l);
+  b.linear(Role::CrossO, d.hidden, q_width, false, l);
+  b.norm(Role::CrossQNorm, d.head_dim, l, false);
+  b.norm(Role::CrossKNorm, d.head_dim, l, false);
+  b.tensor(Role::AttnGate, false, l, {1});
+  b.tensor(Role::MlpGate, false, l, {1});
+}
+
 void block(Builder& b, const Spec& s, int64_t l, bool cross) {
   const Dims& d = s.dims;
   const bool nb = s.norm.bias;
   if (s.ssm.layer(l)) ssm_block(b, s, l);
+  else if (s.vision.cross_layer(l)) image_cross_attention(b, s, l);
   else attention(b, s, l, cross);
 
   switch (s.norm.placement) {
@@ -358,6 +399,77 @@ Manifest build_manifest(const Spec& s) {
   if (s.output.bias && s.weights.names.count(Role::LogitsBias)) b.norm(Role::LogitsBias, d.vocab, -1, false);
   else if (s.output.bias) b.bias(Role::LmHead, d.vocab);
   return b.take();
+}
+
+Manifest build_vision_manifest(const Spec& s) {
+  Manifest m;
+  if (!s.vision.enabled) return m;
+  const Vision& v = s.vision;
+  const Spec tower = vision_tower(s);
+  const int64_t h = v.dims.hidden;
+  Builder b(tower);
+  // The patch embedding: a convolution [hidden, channels, patch, patch].
+  b.tensor(Role::PatchEmbed, false, -1, {h, v.channels, v.patch, v.patch});
+  if (v.patch_bias) b.tensor(Role::PatchEmbed, true, -1, {h});
+  if (v.class_token) b.tensor(Role::ClassEmbed, false, -1, {h});
+  if (v.positions == VisionPositions::Learned) b.matrix(Role::PosEmbed, v.positions_count(), h);
+  if (v.tiles > 0) {
+    // Llama 3.2 Vision: the gated table above and its tiles' own, and the
+    // aspect ratio's embeddings of each tile before and after the layers.
+    const int64_t kinds = v.aspect_ratios() + 1;
+    b.tensor(Role::PosGate, false, -1, {1});
+    b.matrix(Role::TilePosEmbed, kinds, v.tiles * v.positions_count() * h);
+    b.matrix(Role::PreTileEmbed, kinds, v.tiles * h);
+    b.tensor(Role::PreTileGate, false, -1, {1});
+    b.matrix(Role::PostTileEmbed, kinds, v.tiles * h);
+    b.tensor(Role::PostTileGate, false, -1, {1});
+  }
+  if (v.pre_norm) b.norm(Role::EmbedNorm, h, -1, v.norm.bias);
+  for (int64_t l = 0; l < v.dims.layers; ++l) block(b, tower, l, false);
+  if (v.post_norm) b.norm(Role::FinalNorm, h, -1, v.norm.bias);
+  m = b.take();
+  if (v.global_layers > 0) {
+    // The global layers: named by weights.global_names from their layer 0,
+    // each with its two gates.
+    Spec global = tower;
+    global.weights.names = v.weights.encoder_names;
+    Builder g(global);
+    for (int64_t l = 0; l < v.global_layers; ++l) {
+      block(g, global, l, false);
+      g.tensor(Role::AttnGate, false, l, {1});
+      g.tensor(Role::MlpGate, false, l, {1});
+    }
+    for (TensorSpec& t : g.take().tensors) m.tensors.push_back(std::move(t));
+  }
+
+  Builder p(tower);
+  const Projector& j = v.projector;
+  const int64_t features = h * (1 + static_cast<int64_t>(v.extra_feature_layers.size()));
+  switch (j.kind) {
+    case ProjectorKind::MergeMlp:
+      p.norm(Role::ProjNorm, h, -1, j.norm == NormKind::LayerNorm);
+      p.linear(Role::PatchMerge, h, h * j.merge * j.merge, false);
+      [[fallthrough]];
+    case ProjectorKind::Mlp:
+      p.linear(Role::ProjIn, j.intermediate, features, j.bias);
+      p.linear(Role::ProjOut, s.dims.hidden, j.intermediate, j.bias);
+      break;
+    case ProjectorKind::Pooled:
+      p.norm(Role::ProjNorm, h, -1, j.norm == NormKind::LayerNorm);
+      // Gemma 3's mm_input_projection_weight: a parameter [in, out].
+      p.tensor(Role::ProjIn, false, -1, {features, s.dims.hidden});
+      break;
+    case ProjectorKind::Linear: p.linear(Role::ProjIn, s.dims.hidden, features, j.bias); break;
+  }
+  for (TensorSpec& t : p.take().tensors) {
+    if (j.kind == ProjectorKind::Pooled && t.role == Role::ProjIn) t.name.resize(t.name.size() - 7);  // no ".weight"
+    m.tensors.push_back(std::move(t));
+  }
+  // Llama 3.2 Vision's position table is a parameter, named by its path itself.
+  if (v.tiles > 0)
+    for (TensorSpec& t : m.tensors)
+      if (t.role == Role::PosEmbed) t.name.resize(t.name.size() - 7);
+  return m;
 }
 
 Manifest build_sample_manifest(const Spec& s) {

@@ -25,7 +25,9 @@ struct TensorSpec {
   int64_t elements() const;
 };
 
-enum class Component { Embedding, Attention, Mlp, Experts, Norms, LmHead, Ssm };
+// Vision: a vision tower's own tensors (patch embedding, class token, tile
+// positions) and its projector's.
+enum class Component { Embedding, Attention, Mlp, Experts, Norms, LmHead, Ssm, Vision };
 const char* name(Component);
 Component component_of(Role);
 using lathe::is_linear;  // core/contract.hpp: the roles in_out layouts store transposed
@@ -43,6 +45,13 @@ Manifest build_manifest(const Spec& spec);
 // the checkpoint audits of the runtime's loaders. The names point into
 // `manifest`, which must outlive the entries.
 std::vector<ManifestEntry> manifest_entries(const Manifest& manifest);
+
+// The tensors of `spec`'s vision tower and projector ([vision]; empty
+// without one) in checkpoint order: the patch embedding, the class token and
+// positions, the layers (of vision_tower(spec)), the norms, Llama 3.2
+// Vision's global layers, the projector. A tower's model runs from its own
+// manifest, as the text model from build_manifest's.
+Manifest build_vision_manifest(const Spec& spec);
 
 // The global tensors and those of layer 0 and expert 0 only: enough to know
 // which roles and shapes a model has without building it at full size.

@@ -20,6 +20,9 @@ const char* name(Pooling v) { return spelling(v).key.data(); }
 const char* name(DType v) { return spelling(v).key.data(); }
 const char* name(Layout v) { return spelling(v).key.data(); }
 const char* name(QkvLayout v) { return spelling(v).key.data(); }
+const char* name(VisionConnection v) { return spelling(v).key.data(); }
+const char* name(VisionPositions v) { return spelling(v).key.data(); }
+const char* name(ProjectorKind v) { return spelling(v).key.data(); }
 
 double bytes_per_element(DType v) {
   const DTypeLayout layout = dtype_layout(v);  // block types: the block's bytes spread over its values
@@ -61,5 +64,28 @@ int64_t cache_row_bytes(const Spec& s) {
 int64_t v_cache_row_bytes(const Spec& s) { return s.mla.enabled ? 0 : cache_row_bytes(s); }
 
 double yarn_mscale(double factor, double k) { return factor <= 1.0 ? 1.0 : 0.1 * k * std::log(factor) + 1.0; }
+
+Spec vision_tower(const Spec& s) {
+  const Vision& v = s.vision;
+  Spec t;
+  t.file = s.file;
+  t.name = s.name + ".vision";
+  t.stack = Stack::Encoder;
+  t.dims = v.dims;
+  t.dims.vocab = 0;
+  t.norm = v.norm;
+  t.norm.final_norm = v.post_norm;
+  t.attention = v.attention;
+  t.mlp = v.mlp;
+  t.position.kind = v.positions == VisionPositions::Rope2D ? PositionKind::Rope : PositionKind::Learned;
+  t.position.theta = v.rope_theta;
+  t.position.rotary_dim = v.dims.head_dim;
+  t.position.table_size = v.positions_count();
+  t.embedding.norm = v.pre_norm;
+  t.weights = v.weights;
+  t.cache.dtype = s.cache.dtype;
+  t.locations = s.locations;
+  return t;
+}
 
 }  // namespace lathe::spec

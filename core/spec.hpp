@@ -375,6 +375,138 @@ struct Cache {
   DType dtype = DType::F16;
 };
 
+// Images in ([vision]): a vision transformer beside the decoder, its
+// projector into the decoder's width, and how its features meet the decoder.
+//
+// splice: the features of an image replace the rows of its image tokens in
+// the prompt's embeddings (LLaVA, Pixtral, Gemma 3). The prompt holds the
+// marker token once where an image goes; it is expanded as the checkpoint's
+// processor writes it: prefix, then one row of image tokens per row of
+// projected patches (each row followed by row_end, the last one's replaced
+// by end, where given), then suffix.
+// cross_attention: the decoder layers listed attend to the features through
+// their own cross-attention, tanh-gated, with a cache of the features' K and
+// V (Llama 3.2 Vision); the marker token stays one token.
+enum class VisionConnection { Splice, CrossAttention };
+// The tower's positions: a learned table of its patch positions (CLIP,
+// SigLIP; with the class token's first), or 2D RoPE (Pixtral: each head's
+// rotary pairs split between the patch's row and its column).
+enum class VisionPositions { Learned, Rope2D };
+// mlp: linear – φ – linear (LLaVA, Pixtral in LLaVA); merge_mlp: an RMS norm
+// of the features, Mistral 3's patch merger (each merge × merge block of
+// patches, concatenated, through one linear), then the mlp; pooled: average
+// pooling of the patch grid down to tokens per image, a norm and one linear
+// without bias (Gemma 3); linear: one linear (Llama 3.2 Vision, of the
+// features of several layers side by side).
+enum class ProjectorKind { Mlp, MergeMlp, Pooled, Linear };
+
+inline constexpr Spelling<VisionConnection> kVisionConnectionSpellings[] = {
+    {VisionConnection::Splice, "splice", "Splice"}, {VisionConnection::CrossAttention, "cross_attention", "CrossAttention"}};
+inline constexpr Spelling<VisionPositions> kVisionPositionsSpellings[] = {
+    {VisionPositions::Learned, "learned", "Learned"}, {VisionPositions::Rope2D, "rope_2d", "Rope2D"}};
+inline constexpr Spelling<ProjectorKind> kProjectorKindSpellings[] = {{ProjectorKind::Mlp, "mlp", "Mlp"},
+                                                                      {ProjectorKind::MergeMlp, "merge_mlp", "MergeMlp"},
+                                                                      {ProjectorKind::Pooled, "pooled", "Pooled"},
+                                                                      {ProjectorKind::Linear, "linear", "Linear"}};
+constexpr std::span<const Spelling<VisionConnection>> spellings(VisionConnection) { return kVisionConnectionSpellings; }
+constexpr std::span<const Spelling<VisionPositions>> spellings(VisionPositions) { return kVisionPositionsSpellings; }
+constexpr std::span<const Spelling<ProjectorKind>> spellings(ProjectorKind) { return kProjectorKindSpellings; }
+const char* name(VisionConnection);
+const char* name(VisionPositions);
+const char* name(ProjectorKind);
+
+struct Projector {
+  ProjectorKind kind = ProjectorKind::Mlp;
+  Activation activation = Activation::GeluErf;  // between the mlp's linears
+  bool bias = true;           // on the mlp's linears
+  int64_t intermediate = 0;   // linear_1's output; defaults to the decoder's hidden
+  int64_t merge = 2;          // merge_mlp: patches merged a side (spatial_merge_size)
+  int64_t tokens = 0;         // pooled: tokens an image (a square: 256 = 16 × 16)
+  NormKind norm = NormKind::RMSNorm;  // merge_mlp, pooled: the norm before
+  bool norm_unit_offset = false;      // pooled: Gemma's 1 + w
+  double eps = 1e-6;
+};
+
+// The image tokens of a splice connection (ids of the decoder's vocabulary;
+// -1: none).
+struct ImageTokens {
+  int64_t marker = -1;   // the token a prompt holds once where an image goes
+  int64_t image = -1;    // a row of features replaces each
+  int64_t row_end = -1;  // after each row of patches (Pixtral's [IMG_BREAK])
+  int64_t end = -1;      // in place of the last row's row_end (Pixtral's [IMG_END])
+  std::vector<int64_t> prefix, suffix;  // around the image (Gemma 3: "\n\n<start_of_image>", "<end_of_image>\n\n")
+};
+
+struct Vision {
+  bool enabled = false;
+  VisionConnection connection = VisionConnection::Splice;
+  int64_t channels = 3;
+  int64_t patch = 0;
+  // Fixed size: images are resized to image_size × image_size (CLIP 336,
+  // SigLIP 896). Variable size (longest_edge > 0, Pixtral): an image keeps
+  // its aspect, its longer side at most longest_edge, each side rounded up
+  // to whole patches; image_size is then the largest side the positions
+  // cover.
+  int64_t image_size = 0;
+  int64_t longest_edge = 0;
+  // Llama 3.2 Vision: an image is cut into up to `tiles` tiles of
+  // image_size² each (0: one image, no tiles).
+  int64_t tiles = 0;
+  // The tower's transformer: its widths (dims.layers: the layers the
+  // checkpoint holds; vocab and max_context unused), norms, attention, MLP.
+  Dims dims;
+  Norm norm;
+  Attention attention;
+  Mlp mlp;
+  VisionPositions positions = VisionPositions::Learned;
+  double rope_theta = 10000.0;  // rope_2d
+  bool class_token = false;     // a learned first token (CLIP)
+  bool patch_bias = false;      // a bias on the patch embedding (SigLIP)
+  bool pre_norm = false;        // a norm of the embeddings (CLIP pre_layrnorm, Pixtral ln_pre)
+  bool post_norm = false;       // a norm of the output (SigLIP post_layernorm)
+  // Which hidden state feeds the projector, as transformers' hidden_states
+  // tuple counts them: 0 the embeddings, l the output of layer l, negative
+  // from the end (LLaVA-1.5: -2, the last layer is not run).
+  int64_t feature_layer = -1;
+  // Llama 3.2 Vision: further hidden states set beside the last one
+  // (intermediate_layers_indices, counted as feature_layer counts, from 0),
+  // and the global layers run after the local ones (num_global_layers).
+  std::vector<int64_t> extra_feature_layers;
+  int64_t global_layers = 0;
+  bool drop_class_token = true;  // the class token's row is not a feature (vision_feature_select_strategy "default")
+  Projector projector;
+  ImageTokens tokens;
+  std::vector<int64_t> cross_layers;  // cross_attention: the decoder layers that attend to the image
+  Weights weights;  // the tower's and projector's dtype and tensor names
+
+  // The layers run: up to the feature layer.
+  int64_t layers_run() const {
+    return feature_layer < 0 ? dims.layers + 1 + feature_layer : feature_layer;
+  }
+  // Patches a side of the largest image, and positions of the learned table.
+  int64_t grid() const { return patch > 0 ? std::max(image_size, longest_edge) / patch : 0; }
+  int64_t positions_count() const { return grid() * grid() + (class_token ? 1 : 0); }
+  // Tokens an image gives the decoder (a fixed-size image's; a variable
+  // one's at its largest), before a splice's row ends and prefix.
+  int64_t image_features() const {
+    const int64_t g = grid();
+    if (projector.kind == ProjectorKind::Pooled) return projector.tokens;
+    if (projector.kind == ProjectorKind::MergeMlp) return (g / projector.merge) * (g / projector.merge);
+    return g * g + (class_token && !drop_class_token ? 1 : 0);
+  }
+  // Llama 3.2 Vision: the tile arrangements (w × h ≤ tiles) an image can take.
+  int64_t aspect_ratios() const {
+    int64_t n = 0;
+    for (int64_t w = 1; w <= tiles; ++w) n += tiles / w;
+    return n;
+  }
+  bool cross_layer(int64_t layer) const {
+    return connection == VisionConnection::CrossAttention &&
+           std::find(cross_layers.begin(), cross_layers.end(), layer) != cross_layers.end();
+  }
+};
+
+
 struct Spec {
   std::string file;  // the spec's path, as given
   std::string name;
@@ -393,6 +525,7 @@ struct Spec {
   PoolingSpec pooling;
   Ssm ssm;
   Mla mla;
+  Vision vision;
 
   // The token an encoder–decoder's decoder starts from (T5: pad, 0; BART: </s>, 2).
   int64_t decoder_start = -1;
@@ -431,6 +564,11 @@ int64_t cache_row_bytes(const Spec& spec);
 // whose values are the first kv_lora_rank values of each key (read from the
 // K cache).
 int64_t v_cache_row_bytes(const Spec& spec);
+
+// The Spec of `spec`'s vision tower as a bidirectional encoder: its widths,
+// norms, attention, MLP and weights (the patch embedding, positions and
+// projector are build_vision_manifest's and the tower's own ops).
+Spec vision_tower(const Spec& spec);
 
 // m(factor, k) = 0.1·k·ln(factor) + 1 (1 for factor ≤ 1): YaRN's magnitude
 // scale as DeepSeek's yarn_get_mscale and transformers' get_mscale write it.

@@ -54,6 +54,7 @@ float activate(float x, int kind) {
     return 0.5 * x * (1.0 + tanh(u));
   }
   if (kind == ACT_RELU) return max(x, 0.0);
+  if (kind == ACT_GELU_QUICK) return x / (1.0 + exp(-1.702 * x));  // CLIP's quick_gelu: x·σ(1.702x)
   return x;
 }
 

@@ -264,6 +264,9 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
       }
     }
   }
+  // A vision tower is specified, checked and reported (lathe report, lint,
+  // audit), but its kernels are not generated yet.
+  if (s.vision.enabled) refuse("vision", "the vision tower's kernels are not generated yet; lathe report describes it");
   if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
     refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
   // matmul.comp reads weight rows in 16-byte texels: 8 values of a 16-bit

@@ -52,7 +52,7 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 
 // The checks' topics, in the order they are reported (docs/audit.md).
 constexpr const char* kTopics[] = {"files",    "config", "attention", "latent",    "norms",          "mlp",
-                                   "moe",      "ssm",    "embedding", "lm_head",   "unexpected",     "tokenizer",
+                                   "moe",      "ssm",    "embedding", "lm_head",   "vision",         "unexpected",     "tokenizer",
                                    "vocab",    "special_tokens",      "chat_template", "rope",   "context"};
 
 // What one check found: its errors and warnings (each a phrase with the
@@ -119,6 +119,7 @@ std::string topic_of(Role r) {
     case spec::Component::Norms: return "norms";
     case spec::Component::LmHead: return "lm_head";
     case spec::Component::Ssm: return "ssm";
+    case spec::Component::Vision: return "vision";
   }
   return "norms";
 }
@@ -233,6 +234,7 @@ class Auditor {
         {"norms", &Auditor::check_norms},           {"mlp", &Auditor::check_mlp},
         {"moe", &Auditor::check_moe},               {"ssm", &Auditor::check_ssm},
         {"embedding", &Auditor::check_embedding},   {"lm_head", &Auditor::check_head},
+        {"vision", &Auditor::check_vision},
         {"tokenizer", &Auditor::load_tokenizer},    {"vocab", &Auditor::check_vocab},
         {"special_tokens", &Auditor::check_special_tokens}, {"chat_template", &Auditor::check_chat_template},
         {"rope", &Auditor::check_rope},             {"context", &Auditor::check_context},
@@ -388,6 +390,11 @@ class Auditor {
     for (const std::string& w : unknown) config.warn(w);
     if (spec_) {
       manifest_ = spec::build_manifest(*spec_);
+      // A vision tower's tensors are the checkpoint's too (topic "vision").
+      for (spec::TensorSpec& t : spec::build_vision_manifest(*spec_).tensors) {
+        vision_names_.insert(t.name);
+        manifest_.tensors.push_back(std::move(t));
+      }
       for (const spec::TensorSpec& t : manifest_.tensors) by_name_.emplace(t.name, &t);
       const std::string what = gguf_ ? "general.architecture \"" + raw_.arch + "\""
                                      : "model_type \"" + raw_.model_type().value_or("?") + "\"";
@@ -414,7 +421,7 @@ class Auditor {
       const auto it = by_name_.find(name);
       if (it != by_name_.end()) {
         const std::string hint = rule_of(*it->second);
-        topic(topic_of(it->second->role)).tensor_error(p + (hint.empty() || p.ends_with("missing") ? "" : " (" + hint + ")"));
+        topic(topic_for(*it->second)).tensor_error(p + (hint.empty() || p.ends_with("missing") ? "" : " (" + hint + ")"));
       } else if (p.find("unexpected tensor") != std::string::npos) {
         topic("unexpected").warn(p);
       } else {
@@ -456,7 +463,7 @@ class Auditor {
     std::set<int64_t> layers;
     int64_t first = -1;
     for (const spec::TensorSpec& t : manifest_.tensors) {
-      if (topic_of(t.role) != id || t.expert > 0 || t.slice > 0) continue;
+      if (topic_for(t) != id || t.expert > 0 || t.slice > 0) continue;
       if (t.layer >= 0) {
         layers.insert(t.layer);
         if (first < 0) first = t.layer;
@@ -488,7 +495,7 @@ class Auditor {
 
   bool topic_has_tensors(const std::string& id) const {
     return std::any_of(manifest_.tensors.begin(), manifest_.tensors.end(),
-                       [&](const spec::TensorSpec& t) { return topic_of(t.role) == id; });
+                       [&](const spec::TensorSpec& t) { return topic_for(t) == id; });
   }
 
   // The ok line of a topic with tensors: its rule, then its tensors.
@@ -668,6 +675,15 @@ class Auditor {
     if (s.kind == spec::SsmKind::Mamba2) rule += ", " + num(s.heads) + " heads of " + num(s.head_dim) + ", " + num(s.groups) + " groups";
     else rule += ", dt_rank " + num(s.dt_rank);
     holds_with_tensors("ssm", rule);
+  }
+
+  // A vision tower: its geometry, and its tensors (checked by check_tensors).
+  void check_vision() {
+    if (!spec_ || !spec_->vision.enabled) return;
+    const spec::Vision& v = spec_->vision;
+    holds_with_tensors("vision", std::string(spec::name(v.connection)) + ": " + num(v.dims.layers) + " layers, hidden " +
+                                     num(v.dims.hidden) + ", patch " + num(v.patch) + ", " + num(v.grid()) +
+                                     " patches a side, " + spec::name(v.projector.kind) + " projector");
   }
 
   void check_embedding() {
@@ -939,6 +955,11 @@ class Auditor {
   std::optional<spec::Spec> spec_;
   spec::Manifest manifest_;
   std::map<std::string, const spec::TensorSpec*> by_name_;
+  std::set<std::string> vision_names_;  // the vision tower's and projector's tensors
+
+  std::string topic_for(const spec::TensorSpec& t) const {
+    return vision_names_.count(t.name) ? "vision" : topic_of(t.role);
+  }
   std::optional<text::Tokenizer> tokenizer_;
   std::string tokenizer_file_;
   std::map<std::string, int32_t> by_text_;

@@ -92,6 +92,7 @@ std::string hf_activation(Activation a, bool gpt2) {
     case Activation::GeluErf: return "gelu";
     case Activation::GeluTanh: return gpt2 ? "gelu_new" : "gelu_pytorch_tanh";
     case Activation::ReLU: return "relu";
+    case Activation::GeluQuick: return "quick_gelu";
   }
   return "silu";
 }

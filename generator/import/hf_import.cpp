@@ -257,6 +257,8 @@ CheckpointCheck check_checkpoint(const spec::Spec& spec, const fs::path& dir, co
   const spec::Manifest manifest = spec::build_manifest(spec);
   std::vector<std::string> expected;
   for (const spec::TensorSpec& t : manifest.tensors) expected.push_back(t.name);
+  const spec::Manifest vision = spec::build_vision_manifest(spec);  // a vision tower's tensors
+  for (const spec::TensorSpec& t : vision.tensors) expected.push_back(t.name);
   // Names as the runtime will match them (a fine-tuned GPT-2's
   // "transformer." prefix, a doubled or missing "model.").
   checkpoint.match_names(expected);
@@ -295,6 +297,8 @@ CheckpointCheck check_checkpoint(const spec::Spec& spec, const fs::path& dir, co
   list(extra, "tensors in the checkpoint that the spec's manifest does not have");
   std::vector<std::string> missing;
   for (const spec::TensorSpec& t : manifest.tensors)
+    if (!seen.count(t.name)) missing.push_back(t.name);
+  for (const spec::TensorSpec& t : vision.tensors)
     if (!seen.count(t.name)) missing.push_back(t.name);
   list(missing, "tensors of the spec's manifest that the checkpoint lacks");
   throw ImportError(problems);

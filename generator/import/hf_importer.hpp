@@ -320,11 +320,13 @@ inline std::optional<std::string> activation_of(const std::string& act) {
   if (act == "gelu") return "gelu_erf";
   if (act == "gelu_new" || act == "gelu_fast" || act == "gelu_pytorch_tanh") return "gelu_tanh";
   if (act == "relu") return "relu";
+  if (act == "quick_gelu") return "gelu_quick";
   return std::nullopt;
 }
 
 inline const char* kActivationHelp =
-    "the spec has silu (silu, swish), gelu_erf (gelu), gelu_tanh (gelu_new, gelu_fast, gelu_pytorch_tanh) and relu";
+    "the spec has silu (silu, swish), gelu_erf (gelu), gelu_tanh (gelu_new, gelu_fast, gelu_pytorch_tanh), relu "
+    "and gelu_quick (quick_gelu)";
 
 // The layers' kinds, from a layer_types list or a rule: true = windowed.
 using LayerKinds = std::vector<bool>;

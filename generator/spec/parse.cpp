@@ -527,6 +527,108 @@ void read_cache(Table t, Spec& s) {
   t.finish();
 }
 
+// [vision.tokens]: ids of the decoder's vocabulary (their range against
+// dims.vocab is validate's).
+void read_image_tokens(Table t, ImageTokens& k) {
+  set(k.marker, t.integer("marker", false, 0, kMaxVocab));
+  set(k.image, t.integer("image", false, 0, kMaxVocab));
+  set(k.row_end, t.integer("row_end", false, 0, kMaxVocab));
+  set(k.end, t.integer("end", false, 0, kMaxVocab));
+  k.prefix = t.layer_numbers("prefix");
+  k.suffix = t.layer_numbers("suffix");
+  t.finish();
+}
+
+void read_projector(Table t, Projector& p) {
+  set(p.kind, t.choice<ProjectorKind>("kind", false));
+  set(p.activation, t.choice<Activation>("activation", false));
+  set(p.bias, t.boolean("bias"));
+  set(p.intermediate, t.integer("intermediate", false, 1, kMaxDim));
+  set(p.merge, t.integer("merge", false, 1, 64));
+  set(p.tokens, t.integer("tokens", false, 1, kMaxContext));
+  set(p.norm, t.choice<NormKind>("norm", false));
+  set(p.norm_unit_offset, t.boolean("norm_unit_offset"));
+  set(p.eps, t.number("eps", false, 0.0, 1.0, true));
+  t.finish();
+}
+
+// [vision]: the tower's geometry and widths at its top, its norms,
+// attention and MLP in the sub-tables the decoder's take ([vision.norm],
+// [vision.attention], [vision.mlp]: the same readers, into a Spec of the
+// tower), its projector, its image tokens and its weights.
+void read_vision(Table t, Spec& s) {
+  Vision& v = s.vision;
+  if (!t.present()) return;
+  v.enabled = true;
+  set(v.connection, t.choice<VisionConnection>("connection", false));
+  set(v.channels, t.integer("channels", false, 1, 16));
+  set(v.patch, t.integer("patch", true, 1, 1024));
+  set(v.image_size, t.integer("image_size", false, 1, 1 << 16));
+  set(v.longest_edge, t.integer("longest_edge", false, 1, 1 << 16));
+  set(v.tiles, t.integer("tiles", false, 1, 64));
+  Dims& d = v.dims;
+  set(d.hidden, t.integer("hidden", true, 1, kMaxDim));
+  set(d.layers, t.integer("layers", true, 1, kMaxLayers));
+  set(d.heads, t.integer("heads", true, 1, 4096));
+  d.kv_heads = d.heads;
+  if (auto hd = t.integer("head_dim", false, 1, 4096)) {
+    d.head_dim = *hd;
+    d.head_dim_explicit = true;
+  } else if (d.heads > 0) {
+    d.head_dim = d.hidden / d.heads;
+  }
+  set(d.intermediate, t.integer("intermediate", true, 1, kMaxDim));
+  set(v.positions, t.choice<VisionPositions>("positions", false));
+  set(v.rope_theta, t.number("rope_theta", false, 0.0, 1e300, true));
+  set(v.class_token, t.boolean("class_token"));
+  set(v.patch_bias, t.boolean("patch_bias"));
+  set(v.pre_norm, t.boolean("pre_norm"));
+  set(v.post_norm, t.boolean("post_norm"));
+  set(v.feature_layer, t.integer("feature_layer", false, -kMaxLayers, kMaxLayers));
+  v.extra_feature_layers = t.layer_numbers("extra_feature_layers");
+  set(v.global_layers, t.integer("global_layers", false, 0, kMaxLayers));
+  set(v.drop_class_token, t.boolean("drop_class_token"));
+  v.cross_layers = t.layer_numbers("cross_layers");
+
+  // The tower's norm, attention and MLP read as the decoder's are, into a
+  // Spec of the tower; its keys' positions go to the model's spec.
+  Spec tower;
+  tower.norm.placement = NormPlacement::Pre;
+  tower.norm.kind = NormKind::LayerNorm;
+  tower.norm.bias = true;
+  tower.mlp.activation = Activation::GeluErf;
+  tower.mlp.gated = false;
+  tower.mlp.bias = true;
+  tower.attention.q_bias = tower.attention.k_bias = tower.attention.v_bias = tower.attention.o_bias = true;
+  read_norm(t.sub("norm"), tower);  // layernorm, with a bias unless told
+  read_attention(t.sub("attention"), tower);
+  read_mlp(t.sub("mlp"), tower);
+  v.norm = tower.norm;
+  v.attention = tower.attention;
+  v.mlp = tower.mlp;
+  read_projector(t.sub("projector"), v.projector);
+  read_image_tokens(t.sub("tokens"), v.tokens);
+
+  Table w = t.sub("weights");
+  set(v.weights.dtype, w.choice<DType>("dtype", false));
+  set(v.weights.layout, w.choice<Layout>("layout", false));
+  if (auto preset = w.string("preset", false)) {
+    v.weights.preset = *preset;
+    v.weights.names = vision_preset_names(*preset, v);
+    v.weights.encoder_names = vision_preset_global_names(*preset);
+    if (v.weights.names.empty()) {
+      std::string message = "vision.weights.preset: unknown preset \"" + *preset + "\"";
+      const std::string near = closest_match(*preset, vision_preset_list());
+      if (!near.empty()) message += " (did you mean \"" + near + "\"?)";
+      w.error(*w.raw("preset"), message);
+    }
+  }
+  read_names(w.sub("names"), "vision.weights.names.", v.weights.names);
+  read_names(w.sub("global_names"), "vision.weights.global_names.", v.weights.encoder_names);
+  w.finish();
+  t.finish();
+}
+
 // x rounded to `bits` significant bits, ties to even (bf16: 8, f16: 11),
 // for a positive normal x.
 double round_to_significant_bits(double x, int bits) {
@@ -583,6 +685,14 @@ void resolve_defaults(Spec& s) {
   // Hugging Face's Gemma multiplies by sqrt(hidden) as a tensor of the
   // embeddings' dtype: rounded to bf16 or f16 when the checkpoint is (sqrt(1152)
   // = 33.94 is 34.0 in bf16).
+  if (s.vision.enabled) {
+    Vision& v = s.vision;
+    if (v.projector.intermediate == 0) v.projector.intermediate = s.dims.hidden;
+    if (!s.locations.count("vision.weights.dtype")) v.weights.dtype = s.weights.dtype;
+    v.weights.vector_dtype = is_block_dtype(v.weights.dtype) ? DType::F32 : v.weights.dtype;
+    if (v.tokens.image < 0) v.tokens.image = v.tokens.marker;
+    v.dims.max_context = v.positions_count();
+  }
   if (s.embedding.scale_sqrt_hidden) {
     const double root = std::sqrt(static_cast<double>(s.dims.hidden));
     const int bits = s.weights.dtype == DType::BF16 ? 8 : s.weights.dtype == DType::F16 ? 11 : 0;
@@ -629,6 +739,7 @@ std::optional<Spec> parse_spec_string(std::string_view text, const std::string& 
   read_weights(top.sub("weights"), s);
   read_cache(top.sub("cache"), s);
   read_pooling(top.sub("pooling"), s);
+  read_vision(top.sub("vision"), s);
   top.finish();
   resolve_defaults(s);
 

@@ -26,4 +26,11 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
 std::map<Role, std::string> preset_encoder_names(const std::string& preset, NormPlacement placement);
 std::vector<std::string> preset_list();
 
+// A vision tower's naming presets ("hf-clip", "hf-siglip", "hf-pixtral",
+// "hf-mllama"): the tower's paths and its projector's (by the projector's
+// kind), and Llama 3.2 Vision's global layers'; empty when unknown.
+std::map<Role, std::string> vision_preset_names(const std::string& preset, const Vision& vision);
+std::map<Role, std::string> vision_preset_global_names(const std::string& preset);
+std::vector<std::string> vision_preset_list();
+
 }  // namespace lathe::spec

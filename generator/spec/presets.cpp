@@ -268,3 +268,114 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
 }
 
 }  // namespace lathe::spec
+
+namespace lathe::spec {
+
+std::vector<std::string> vision_preset_list() { return {"hf-clip", "hf-siglip", "hf-pixtral", "hf-mllama"}; }
+
+// transformers' module paths. The towers: CLIPVisionModel and
+// SiglipVisionModel under a llava or Gemma 3 model's vision_tower.vision_model
+// (encoder.layers, layer_norm1/2, mlp.fc1/fc2), PixtralVisionModel under
+// vision_tower (transformer.layers, attention_norm, feed_forward's gated
+// MLP), MllamaVisionModel under vision_model (transformer.layers and
+// global_transformer.layers, input_layernorm, post_attention_layernorm). The
+// projectors: LlavaMultiModalProjector (linear_1, linear_2), Mistral3's (its
+// norm and patch_merger.merging_layer before them), Gemma3's
+// (mm_soft_emb_norm, the parameter mm_input_projection_weight), Mllama's (one
+// linear).
+std::map<Role, std::string> vision_preset_names(const std::string& preset, const Vision& v) {
+  std::map<Role, std::string> n;
+  if (preset == "hf-clip" || preset == "hf-siglip") {
+    const std::string T = "vision_tower.vision_model.";
+    const std::string L = T + "encoder.layers.{layer}.";
+    n[Role::PatchEmbed] = T + "embeddings.patch_embedding";
+    n[Role::PosEmbed] = T + "embeddings.position_embedding";
+    if (preset == "hf-clip") {
+      n[Role::ClassEmbed] = T + "embeddings.class_embedding";
+      n[Role::EmbedNorm] = T + "pre_layrnorm";  // sic
+    }
+    n[Role::FinalNorm] = T + "post_layernorm";
+    n[Role::AttnNorm] = L + "layer_norm1";
+    n[Role::Q] = L + "self_attn.q_proj";
+    n[Role::K] = L + "self_attn.k_proj";
+    n[Role::V] = L + "self_attn.v_proj";
+    n[Role::O] = L + "self_attn.out_proj";
+    n[Role::MlpNorm] = L + "layer_norm2";
+    n[Role::Up] = L + "mlp.fc1";
+    n[Role::Down] = L + "mlp.fc2";
+  } else if (preset == "hf-pixtral") {
+    const std::string T = "vision_tower.";
+    const std::string L = T + "transformer.layers.{layer}.";
+    n[Role::PatchEmbed] = T + "patch_conv";
+    n[Role::EmbedNorm] = T + "ln_pre";
+    n[Role::AttnNorm] = L + "attention_norm";
+    n[Role::Q] = L + "attention.q_proj";
+    n[Role::K] = L + "attention.k_proj";
+    n[Role::V] = L + "attention.v_proj";
+    n[Role::O] = L + "attention.o_proj";
+    n[Role::MlpNorm] = L + "ffn_norm";
+    n[Role::Gate] = L + "feed_forward.gate_proj";
+    n[Role::Up] = L + "feed_forward.up_proj";
+    n[Role::Down] = L + "feed_forward.down_proj";
+  } else if (preset == "hf-mllama") {
+    const std::string T = "vision_model.";
+    const std::string L = T + "transformer.layers.{layer}.";
+    n[Role::PatchEmbed] = T + "patch_embedding";
+    n[Role::ClassEmbed] = T + "class_embedding";
+    n[Role::PosEmbed] = T + "gated_positional_embedding.embedding";
+    n[Role::PosGate] = T + "gated_positional_embedding.gate";
+    n[Role::TilePosEmbed] = T + "gated_positional_embedding.tile_embedding";
+    n[Role::PreTileEmbed] = T + "pre_tile_positional_embedding.embedding";
+    n[Role::PreTileGate] = T + "pre_tile_positional_embedding.gate";
+    n[Role::PostTileEmbed] = T + "post_tile_positional_embedding.embedding";
+    n[Role::PostTileGate] = T + "post_tile_positional_embedding.gate";
+    n[Role::EmbedNorm] = T + "layernorm_pre";
+    n[Role::FinalNorm] = T + "layernorm_post";
+    n[Role::AttnNorm] = L + "input_layernorm";
+    n[Role::Q] = L + "self_attn.q_proj";
+    n[Role::K] = L + "self_attn.k_proj";
+    n[Role::V] = L + "self_attn.v_proj";
+    n[Role::O] = L + "self_attn.o_proj";
+    n[Role::MlpNorm] = L + "post_attention_layernorm";
+    n[Role::Up] = L + "mlp.fc1";
+    n[Role::Down] = L + "mlp.fc2";
+  } else {
+    return {};
+  }
+  const std::string P = "multi_modal_projector.";
+  switch (v.projector.kind) {
+    case ProjectorKind::MergeMlp:
+      n[Role::ProjNorm] = P + "norm";
+      n[Role::PatchMerge] = P + "patch_merger.merging_layer";
+      [[fallthrough]];
+    case ProjectorKind::Mlp:
+      n[Role::ProjIn] = P + "linear_1";
+      n[Role::ProjOut] = P + "linear_2";
+      break;
+    case ProjectorKind::Pooled:
+      n[Role::ProjNorm] = P + "mm_soft_emb_norm";
+      n[Role::ProjIn] = P + "mm_input_projection_weight";  // a parameter [vision hidden, hidden]
+      break;
+    case ProjectorKind::Linear: n[Role::ProjIn] = "multi_modal_projector"; break;
+  }
+  return n;
+}
+
+std::map<Role, std::string> vision_preset_global_names(const std::string& preset) {
+  std::map<Role, std::string> n;
+  if (preset != "hf-mllama") return n;
+  const std::string L = "vision_model.global_transformer.layers.{layer}.";
+  n[Role::AttnNorm] = L + "input_layernorm";
+  n[Role::Q] = L + "self_attn.q_proj";
+  n[Role::K] = L + "self_attn.k_proj";
+  n[Role::V] = L + "self_attn.v_proj";
+  n[Role::O] = L + "self_attn.o_proj";
+  n[Role::MlpNorm] = L + "post_attention_layernorm";
+  n[Role::Up] = L + "mlp.fc1";
+  n[Role::Down] = L + "mlp.fc2";
+  n[Role::AttnGate] = L + "gate_attn";
+  n[Role::MlpGate] = L + "gate_ffn";
+  return n;
+}
+
+}  // namespace lathe::spec

@@ -170,6 +170,66 @@ void add_cache_curves(const Spec& s, Report& r) {
 
 }  // namespace
 
+VisionCost vision_cost(const Spec& s) {
+  const Vision& v = s.vision;
+  VisionCost c;
+  c.present = true;
+  c.connection = name(v.connection);
+  c.layers_run = v.layers_run();
+  const int64_t h = v.dims.hidden;
+  const int64_t g = v.grid();
+  const int64_t tiles = std::max<int64_t>(v.tiles, 1);
+  c.patches = (g * g + (v.class_token ? 1 : 0)) * tiles;
+  const double rows = static_cast<double>(c.patches);
+  // Each row through the patch embedding and the layers run: their matrices
+  // (2 FLOPs a multiply-add) and its attention to every row of its image.
+  double layer_linear = 0, tower_linear = 0;
+  for (const TensorSpec& t : build_vision_manifest(s).tensors) {
+    const int64_t n = t.elements();
+    c.params += n;
+    const bool projector = component_of(t.role) == Component::Vision && t.role != Role::PatchEmbed &&
+                           t.role != Role::ClassEmbed && t.role != Role::PosEmbed && t.role != Role::TilePosEmbed &&
+                           t.role != Role::PosGate && t.role != Role::PreTileEmbed && t.role != Role::PreTileGate &&
+                           t.role != Role::PostTileEmbed && t.role != Role::PostTileGate;
+    if (projector) c.projector_params += n;
+    c.device_bytes += t.shape.size() >= 2 && !t.bias ? device_tensor_bytes(t.dtype, 2, t.shape[0], n / t.shape[0]) : n * 4;
+  }
+  Spec local = s;  // the local layers' matrices (Llama 3.2 Vision's global layers have the same)
+  local.vision.global_layers = 0;
+  for (const TensorSpec& t : build_vision_manifest(local).tensors) {
+    if (t.bias || t.shape.size() < 2) continue;
+    if (t.role == Role::PatchEmbed) tower_linear += static_cast<double>(t.elements());
+    else if (t.layer >= 0 && t.layer < c.layers_run && is_linear(t.role)) layer_linear += static_cast<double>(t.elements());
+  }
+  const double attention = 4.0 * static_cast<double>(v.dims.heads * v.dims.head_dim) * rows;  // a row's q·k and p·v
+  c.flops = rows * (2.0 * (tower_linear + layer_linear) + attention * static_cast<double>(c.layers_run));
+  if (v.global_layers > 0) c.flops += rows * static_cast<double>(v.global_layers) * (2.0 * layer_linear / std::max<int64_t>(c.layers_run, 1) + attention);
+  // The projector, on the rows it takes.
+  const Projector& j = v.projector;
+  const double features = static_cast<double>(h) * static_cast<double>(1 + v.extra_feature_layers.size());
+  const double text = static_cast<double>(s.dims.hidden);
+  c.features = v.image_features() * tiles;
+  const double out = static_cast<double>(c.features);
+  const double mlp = features * static_cast<double>(j.intermediate) + static_cast<double>(j.intermediate) * text;
+  switch (j.kind) {
+    case ProjectorKind::Mlp: c.flops += 2.0 * out * mlp; break;
+    case ProjectorKind::MergeMlp:
+      c.flops += 2.0 * out * (static_cast<double>(h * h * j.merge * j.merge) + mlp);
+      break;
+    case ProjectorKind::Pooled: c.flops += 2.0 * out * features * text; break;
+    case ProjectorKind::Linear: c.flops += 2.0 * out * features * text; break;
+  }
+  // Its tokens in the prompt.
+  if (v.connection == VisionConnection::CrossAttention) {
+    c.tokens = 1;
+  } else {
+    const int64_t side = j.kind == ProjectorKind::MergeMlp ? g / j.merge : g;
+    const bool rows_end = v.tokens.row_end >= 0 && j.kind != ProjectorKind::Pooled;
+    c.tokens = c.features + (rows_end ? side : 0) + static_cast<int64_t>(v.tokens.prefix.size() + v.tokens.suffix.size());
+  }
+  return c;
+}
+
 int64_t cached_positions(const Spec& s, int64_t cache_layer, int64_t context) {
   return s.attention.windowed(cache_layer) ? std::min(context, s.attention.sliding_window) : context;
 }
@@ -244,6 +304,13 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     if (t.role == Role::Embed && !t.bias) r.embedding_table_device_bytes += device;
     for (auto& [dt, bytes] : r.decode_bytes)
       bytes += read * bytes_per_element(t.shape.size() == 2 && !is_ssm_param(t.role) ? dt : t.dtype);
+  }
+  if (s.vision.enabled) {
+    r.vision = vision_cost(s);
+    per_component[Component::Vision] += r.vision.params;
+    r.total_params += r.vision.params;
+    for (const TensorSpec& t : build_vision_manifest(s).tensors)
+      r.checkpoint_bytes += static_cast<int64_t>(std::ceil(static_cast<double>(t.elements()) * bytes_per_element(t.dtype)));
   }
   for (auto& [c, n] : per_component) r.components.emplace_back(name(c), n);
 
@@ -347,6 +414,18 @@ std::string format_report(const Report& r) {
                                 : r.ssm                             ? "a sequence's state at context "
                                                                     : "KV cache at context ") << L << " | "
         << human_bytes(static_cast<double>(b)) << " |\n";
+  if (r.vision.present) {
+    const VisionCost& v = r.vision;
+    out << "\n| vision tower (" << v.connection << ") | |\n|---|---:|\n";
+    out << "| parameters (tower and projector) | " << grouped(v.params) << " |\n";
+    out << "| of which the projector | " << grouped(v.projector_params) << " |\n";
+    out << "| layers run (up to the feature layer) | " << v.layers_run << " |\n";
+    out << "| rows the tower runs an image (largest) | " << grouped(v.patches) << " |\n";
+    out << "| features an image | " << grouped(v.features) << " |\n";
+    out << "| tokens an image takes in the prompt | " << grouped(v.tokens) << " |\n";
+    out << "| work an image | " << human(v.flops, "FLOP") << " |\n";
+    out << "| on the device (weights) | " << human_bytes(static_cast<double>(v.device_bytes)) << " |\n";
+  }
   out << "\n| work per token | FLOPs |\n|---|---:|\n";
   for (const auto& [T, f] : r.prefill_flops_per_token)
     out << (r.encoder ? "| an input of T = " : r.encoder_decoder ? "| encode a source token, T = " : "| prefill, T = ") << T << " | " << human(f, "FLOP") << " |\n";
@@ -392,6 +471,12 @@ nlohmann::json report_json(const Report& r) {
   j["breakdown"]["globals"] = costs_json(r.global_costs);
   j["breakdown"]["layers"] = nlohmann::json::array();
   for (const auto& costs : r.layer_costs) j["breakdown"]["layers"].push_back(costs_json(costs));
+  if (r.vision.present) {
+    const VisionCost& v = r.vision;
+    j["vision"] = {{"connection", v.connection}, {"params", v.params}, {"projector_params", v.projector_params},
+                   {"layers_run", v.layers_run}, {"patches", v.patches}, {"features", v.features},
+                   {"tokens", v.tokens}, {"flops", v.flops}, {"device_bytes", v.device_bytes}};
+  }
   j["max_context"] = r.max_context;
   j["cache_curves"] = nlohmann::json::array();
   for (const CacheCurve& c : r.cache_curves) {

@@ -31,8 +31,24 @@ struct CacheCurve {
   bool spec_dtype = false;        // the spec's [cache] dtype
 };
 
+// A vision tower ([vision]): its checkpoint's share and one image's cost,
+// at the largest image the spec takes.
+struct VisionCost {
+  bool present = false;
+  std::string connection;         // "splice", "cross_attention"
+  int64_t params = 0;             // the tower's and the projector's, every layer the checkpoint holds
+  int64_t projector_params = 0;
+  int64_t layers_run = 0;         // up to the feature layer
+  int64_t patches = 0;            // the tower's rows: patches (and the class token) of every tile
+  int64_t features = 0;           // rows of projected features
+  int64_t tokens = 0;             // an image's tokens in the prompt (a splice's row ends and prefix too; cross: 1)
+  double flops = 0;               // patch embedding, layers run, projector
+  int64_t device_bytes = 0;       // as the text model's are counted
+};
+
 struct Report {
   std::string name;
+  VisionCost vision;
   std::vector<std::pair<std::string, int64_t>> components;  // parameters per component
   int64_t total_params = 0;
   int64_t active_params = 0;  // per token: top-k experts only under MoE
@@ -101,6 +117,7 @@ int64_t cached_positions(const Spec& spec, int64_t cache_layer, int64_t context)
 // and V (latent attention's latent alone).
 int64_t layer_cache_bytes(const Spec& spec, int64_t block, int64_t context);
 
+VisionCost vision_cost(const Spec& spec);  // of [vision]; make_report's vision
 Report make_report(const Spec& spec, const std::vector<int64_t>& prefill_lengths = {128, 512},
                    const std::vector<int64_t>& decode_contexts = {128, 2048});
 

@@ -146,6 +146,145 @@ void validate_mla(const Spec& s, Diagnostics& diag) {
   if (s.norm.unit_offset) at("norm.unit_offset", "the latents' norms scale by w, not 1 + w");
 }
 
+// [vision]: the tower's shapes, its geometry against its patches, the
+// projector against both widths, the image tokens against the vocabulary, and
+// a name for every tensor of the tower (its manifest at full size: a tower
+// has tens of layers, no experts).
+void validate_vision(const Spec& s, Diagnostics& diag) {
+  auto at = [&](const std::string& path, std::string message) { diag.error(s.where(path), std::move(message)); };
+  auto given = [&](const std::string& path) { return s.locations.count(path) > 0; };
+  const Vision& v = s.vision;
+  const Dims& d = v.dims;
+  if (s.stack != Stack::Decoder || s.ssm.enabled())
+    at("vision", "[vision] feeds a decoder's prompt (model.stack = \"decoder\", attention layers)");
+  if (!d.head_dim_explicit && d.hidden % d.heads != 0)
+    at("vision.heads", "vision.hidden (" + num(d.hidden) + ") is not a multiple of vision.heads (" + num(d.heads) +
+                           "); set vision.head_dim if the head width is not hidden / heads");
+
+  // Geometry.
+  if (v.image_size == 0 && v.longest_edge == 0)
+    at("vision", "[vision] needs image_size (images resized to a square) or longest_edge (variable sizes)");
+  if (v.image_size > 0 && v.longest_edge > 0)
+    at("vision.longest_edge", "image_size (a fixed square) and longest_edge (variable sizes) exclude each other; keep one");
+  if (v.image_size > 0 && v.image_size % v.patch != 0)
+    at("vision.image_size", "image_size (" + num(v.image_size) + ") is not a multiple of vision.patch (" + num(v.patch) + ")");
+  if (v.grid() > 4096)
+    at("vision.patch", "an image of " + num(std::max(v.image_size, v.longest_edge)) + " pixels a side has " +
+                           num(v.grid()) + " patches a side; lathe handles at most 4096");
+  if (v.positions == VisionPositions::Rope2D) {
+    if (d.head_dim % 4 != 0)
+      at("vision.positions", "2D RoPE splits each head's rotary pairs between rows and columns: head_dim (" +
+                                 num(d.head_dim) + ") must be a multiple of 4");
+    if (v.class_token) at("vision.class_token", "a class token has no row or column for 2D RoPE (vision.positions = \"learned\")");
+  } else if (given("vision.rope_theta")) {
+    at("vision.rope_theta", "rope_theta is 2D RoPE's base (vision.positions = \"rope_2d\")");
+  }
+  if (v.positions == VisionPositions::Learned && v.longest_edge > 0)
+    at("vision.longest_edge", "a learned table of positions has one row per patch of a fixed-size image: variable sizes "
+                              "take vision.positions = \"rope_2d\"");
+  if (given("vision.drop_class_token") && v.drop_class_token && !v.class_token)
+    at("vision.drop_class_token", "drop_class_token drops the class token's row: set vision.class_token = true");
+  const int64_t states = d.layers + 1;  // hidden_states: the embeddings, then each layer's output
+  if (v.feature_layer >= states || v.feature_layer < -states)
+    at("vision.feature_layer", "feature_layer (" + num(v.feature_layer) + ") is not a hidden state of a " +
+                                   num(d.layers) + "-layer tower (0 … " + num(d.layers) + ", or −1 … −" + num(states) + ")");
+  for (int64_t l : v.extra_feature_layers)
+    if (l > d.layers) at("vision.extra_feature_layers", "hidden state " + num(l) + " of a " + num(d.layers) + "-layer tower");
+
+  // The tower's blocks: pre-norm encoder layers.
+  if (v.norm.placement != NormPlacement::Pre) at("vision.norm.placement", "the vision towers lathe knows are pre-norm");
+  if (given("vision.norm.final")) at("vision.norm.final", "the tower's output norm is vision.post_norm");
+  if (v.norm.kind == NormKind::RMSNorm && v.norm.bias) at("vision.norm.bias", "an rmsnorm has no bias; remove it");
+  if (v.attention.qk_norm != QKNorm::None || v.attention.sliding_window > 0 || v.attention.softcap > 0)
+    at("vision.attention", "a tower's attention is plain: every patch sees every patch of its image");
+  if (v.mlp.fused_gate_up != FusedGateUp::None) at("vision.mlp.fused_gate_up", "a tower's MLP is not fused");
+
+  // Tiles (Llama 3.2 Vision).
+  if (v.tiles > 0 && (v.image_size == 0 || !v.class_token || v.positions != VisionPositions::Learned))
+    at("vision.tiles", "tiles of image_size² each need a fixed image_size, a class token and learned positions");
+  if (v.global_layers > 0 && v.tiles == 0) at("vision.global_layers", "global layers follow a tiled tower's (vision.tiles)");
+
+  // The projector.
+  const Projector& j = v.projector;
+  const int64_t g = v.grid();
+  if (j.kind == ProjectorKind::MergeMlp && v.image_size > 0 && g % j.merge != 0)
+    at("vision.projector.merge", "a grid of " + num(g) + " patches a side is not whole blocks of merge (" + num(j.merge) + ")");
+  if (j.kind == ProjectorKind::Pooled) {
+    int64_t side = 0;
+    while ((side + 1) * (side + 1) <= j.tokens) ++side;
+    if (j.tokens == 0) at("vision.projector", "a pooled projector needs tokens (an image's tokens, a square: 256)");
+    else if (side * side != j.tokens || v.image_size == 0 || g % side != 0)
+      at("vision.projector.tokens", "tokens (" + num(j.tokens) + ") must be the square of a divisor of the fixed grid (" +
+                                        num(g) + " patches a side)");
+  }
+  if (!v.extra_feature_layers.empty() && j.kind != ProjectorKind::Linear && j.kind != ProjectorKind::Mlp)
+    at("vision.extra_feature_layers", "features of several layers side by side feed an mlp or linear projector");
+  if (j.kind == ProjectorKind::Pooled && given("vision.projector.bias") && j.bias)
+    at("vision.projector.bias", "Gemma 3's pooled projection has no bias");
+  if (j.norm == NormKind::RMSNorm && j.norm_unit_offset && j.kind != ProjectorKind::Pooled)
+    at("vision.projector.norm_unit_offset", "norm_unit_offset is the pooled projector's Gemma norm");
+
+  // The connection and its tokens.
+  const bool splice = v.connection == VisionConnection::Splice;
+  if (v.tokens.marker < 0) at("vision.tokens", "[vision.tokens] needs marker: the token a prompt holds where an image goes");
+  auto in_vocab = [&](const std::string& key, int64_t id) {
+    if (id >= s.dims.vocab)
+      at("vision.tokens." + key, key + " (" + num(id) + ") is not below dims.vocab (" + num(s.dims.vocab) + ")");
+  };
+  in_vocab("marker", v.tokens.marker);
+  in_vocab("image", v.tokens.image);
+  in_vocab("row_end", v.tokens.row_end);
+  in_vocab("end", v.tokens.end);
+  for (int64_t id : v.tokens.prefix) in_vocab("prefix", id);
+  for (int64_t id : v.tokens.suffix) in_vocab("suffix", id);
+  if (splice && !v.cross_layers.empty())
+    at("vision.cross_layers", "cross_layers are a cross_attention connection's (vision.connection)");
+  if (!splice) {
+    if (v.cross_layers.empty()) at("vision.connection", "a cross_attention connection needs vision.cross_layers");
+    std::set<int64_t> seen_layers;
+    for (int64_t l : v.cross_layers)
+      if (l >= s.dims.layers || !seen_layers.insert(l).second)
+        at("vision.cross_layers", "layer " + num(l) + (l >= s.dims.layers ? " is not a decoder layer (dims.layers = " +
+                                                                                num(s.dims.layers) + ")"
+                                                                          : " is listed twice"));
+    if (v.tokens.row_end >= 0 || v.tokens.end >= 0 || !v.tokens.prefix.empty() || !v.tokens.suffix.empty())
+      at("vision.tokens", "a cross_attention connection keeps the marker one token: row_end, end, prefix and suffix "
+                          "are a splice's");
+  }
+
+  // Names: every tensor of the tower, the projector and the decoder's
+  // cross-attention layers.
+  if (!diag.empty()) return;
+  std::set<std::string> reported;
+  auto named = [&](const TensorSpec& t, const std::string& table, const std::string& preset) {
+    if (t.name.rfind("<unnamed ", 0) != 0) return;
+    const std::string key = table + std::string(name(t.role));
+    if (!reported.insert(key).second) return;
+    at(key, key + " is not set: the architecture has this tensor (" +
+                (preset.empty() ? std::string("set the preset or name it") : "preset \"" + preset + "\" does not name it") +
+                ")");
+  };
+  // (The global layers' names are weights.global_names', checked below.)
+  for (const TensorSpec& t : build_vision_manifest(s).tensors)
+    if (t.layer < 0 || !v.weights.names.count(t.role)) named(t, "vision.weights.names.", v.weights.preset);
+  if (v.global_layers > 0)
+    for (Role role : {Role::AttnNorm, Role::Q, Role::K, Role::V, Role::O, Role::MlpNorm, Role::Up, Role::Down,
+                      Role::AttnGate, Role::MlpGate})
+      if (!v.weights.encoder_names.count(role)) {
+        TensorSpec t;
+        t.role = role;
+        t.name = "<unnamed ";
+        named(t, "vision.weights.global_names.", v.weights.preset);
+      }
+  if (!splice) {
+    Spec upto = s;  // the decoder up to its first cross-attention layer, one expert
+    upto.dims.layers = v.cross_layers.front() + 1;
+    upto.moe.experts = std::min<int64_t>(s.moe.experts, 1);
+    for (const TensorSpec& t : build_manifest(upto).tensors)
+      if (t.layer == v.cross_layers.front()) named(t, "weights.names.", s.weights.preset);
+  }
+}
+
 }  // namespace
 
 void validate(const Spec& s, Diagnostics& diag) {
@@ -339,6 +478,7 @@ void validate(const Spec& s, Diagnostics& diag) {
 
   if (s.ssm.enabled()) validate_ssm(s, diag);
   if (s.mla.enabled) validate_mla(s, diag);
+  if (s.vision.enabled) validate_vision(s, diag);
   if (!s.mla.enabled && s.locations.count("position.scaling.mscale_all_dim") && p.scaling.kind != RopeScaling::Yarn)
     at("position.scaling.mscale_all_dim", "mscale_all_dim is DeepSeek's YaRN: position.scaling.kind = \"yarn\"");
 

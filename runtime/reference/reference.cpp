@@ -531,6 +531,7 @@ double Reference::activate(double x) const {
       return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
     }
     case spec::Activation::ReLU: return x > 0 ? x : 0.0;
+    case spec::Activation::GeluQuick: return x / (1.0 + std::exp(-1.702 * x));
   }
   return x;
 }

@@ -316,6 +316,7 @@ inline double activate(spec::Activation a, double x) {
     case spec::Activation::GeluTanh:  // gelu_new
       return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
     case spec::Activation::ReLU: return std::max(x, 0.0);
+    case spec::Activation::GeluQuick: return x / (1 + std::exp(-1.702 * x));  // quick_gelu
   }
   FAIL("no such activation");
   return 0;
