@@ -263,7 +263,8 @@ constexpr bool is_norm(Role r) {
     case Role::EmbedNorm: case Role::AttnNorm: case Role::AttnPostNorm: case Role::MlpNorm: case Role::MlpPostNorm:
     case Role::QNorm: case Role::KNorm: case Role::FinalNorm:
     case Role::EncoderEmbedNorm: case Role::EncoderFinalNorm: case Role::CrossNorm: case Role::SsmNorm:
-    case Role::SsmGateNorm: case Role::QANorm: case Role::KvANorm:
+    case Role::SsmGateNorm: case Role::QANorm: case Role::KvANorm: case Role::ProjNorm: case Role::CrossQNorm:
+    case Role::CrossKNorm:
       return true;
     default:
       return false;

@@ -131,6 +131,16 @@ Component component_of(Role r) {
 
 std::vector<std::string> ignored_patterns(const Spec& s) {
   std::vector<std::string> out = s.weights.ignore;
+  if (s.vision.enabled) {
+    out.insert(out.end(), s.vision.weights.ignore.begin(), s.vision.weights.ignore.end());
+    // A tower's output norm the features do not read (CLIP's post_layernorm,
+    // which only its pooled output passes): in the checkpoint, not run.
+    if (!s.vision.post_norm)
+      if (auto it = s.vision.weights.names.find(Role::FinalNorm); it != s.vision.weights.names.end()) {
+        out.push_back(it->second + ".weight");
+        out.push_back(it->second + ".bias");
+      }
+  }
   if (s.embedding.tied)
     if (auto it = s.weights.names.find(Role::LmHead); it != s.weights.names.end()) out.push_back(it->second + ".weight");
   return out;
@@ -373,7 +383,7 @@ Manifest build_manifest(const Spec& s) {
   const Dims& d = s.dims;
   const bool nb = s.norm.bias;
 
-  b.matrix(Role::Embed, d.vocab, d.hidden);
+  if (d.vocab > 0) b.matrix(Role::Embed, d.vocab, d.hidden);  // (a vision tower's stack has no token table)
 
   // An encoder–decoder's encoder stack: its tables, its layers, its final norm.
   const int64_t encoder_layers = s.encoder_layers();

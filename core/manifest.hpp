@@ -60,7 +60,9 @@ Manifest build_sample_manifest(const Spec& spec);
 // The tensor-name patterns a checkpoint may hold beyond the manifest:
 // weights.ignore, and under tied embeddings the LM head's own name (Qwen3's
 // released checkpoints store a copy of the tied embedding as lm_head.weight,
-// which transformers does not read; neither do we). The load's audit and the
+// which transformers does not read; neither do we), and a vision tower's
+// vision.weights.ignore and its output norm when the features skip it
+// (CLIP's post_layernorm under LLaVA). The load's audit and the
 // importer's parameter check both go by it.
 std::vector<std::string> ignored_patterns(const Spec& spec);
 

@@ -474,6 +474,9 @@ struct Vision {
   std::vector<int64_t> extra_feature_layers;
   int64_t global_layers = 0;
   bool drop_class_token = true;  // the class token's row is not a feature (vision_feature_select_strategy "default")
+  // A splice: an image's tokens attend to each other both ways in the
+  // decoder's prompt pass, not causally (Gemma 3's token_type_ids mask).
+  bool image_bidirectional = false;
   Projector projector;
   ImageTokens tokens;
   std::vector<int64_t> cross_layers;  // cross_attention: the decoder layers that attend to the image
@@ -566,8 +569,9 @@ int64_t cache_row_bytes(const Spec& spec);
 int64_t v_cache_row_bytes(const Spec& spec);
 
 // The Spec of `spec`'s vision tower as a bidirectional encoder: its widths,
-// norms, attention, MLP and weights (the patch embedding, positions and
-// projector are build_vision_manifest's and the tower's own ops).
+// norms, attention, MLP and weights, no token table (dims.vocab 0;
+// build_manifest of it: the positions, norms and layers; the patch
+// embedding, class token and projector are build_vision_manifest's).
 Spec vision_tower(const Spec& spec);
 
 // m(factor, k) = 0.1·k·ln(factor) + 1 (1 for factor ≤ 1): YaRN's magnitude

@@ -588,6 +588,7 @@ void read_vision(Table t, Spec& s) {
   v.extra_feature_layers = t.layer_numbers("extra_feature_layers");
   set(v.global_layers, t.integer("global_layers", false, 0, kMaxLayers));
   set(v.drop_class_token, t.boolean("drop_class_token"));
+  set(v.image_bidirectional, t.boolean("image_bidirectional"));
   v.cross_layers = t.layer_numbers("cross_layers");
 
   // The tower's norm, attention and MLP read as the decoder's are, into a
@@ -621,6 +622,12 @@ void read_vision(Table t, Spec& s) {
       const std::string near = closest_match(*preset, vision_preset_list());
       if (!near.empty()) message += " (did you mean \"" + near + "\"?)";
       w.error(*w.raw("preset"), message);
+    }
+  }
+  if (const toml::array* ignore = w.array("ignore")) {
+    for (const toml::node& item : *ignore) {
+      if (!item.is_string()) w.error(item, "vision.weights.ignore: expected tensor-name patterns (strings)");
+      else v.weights.ignore.push_back(*item.value<std::string>());
     }
   }
   read_names(w.sub("names"), "vision.weights.names.", v.weights.names);

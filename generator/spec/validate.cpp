@@ -182,6 +182,9 @@ void validate_vision(const Spec& s, Diagnostics& diag) {
   if (v.positions == VisionPositions::Learned && v.longest_edge > 0)
     at("vision.longest_edge", "a learned table of positions has one row per patch of a fixed-size image: variable sizes "
                               "take vision.positions = \"rope_2d\"");
+  if (v.post_norm && v.layers_run() != d.layers)
+    at("vision.post_norm", "post_norm is of the last layer's output: the features read hidden state " +
+                               num(v.feature_layer) + " (set feature_layer = -1)");
   if (given("vision.drop_class_token") && v.drop_class_token && !v.class_token)
     at("vision.drop_class_token", "drop_class_token drops the class token's row: set vision.class_token = true");
   const int64_t states = d.layers + 1;  // hidden_states: the embeddings, then each layer's output
@@ -237,6 +240,8 @@ void validate_vision(const Spec& s, Diagnostics& diag) {
   in_vocab("end", v.tokens.end);
   for (int64_t id : v.tokens.prefix) in_vocab("prefix", id);
   for (int64_t id : v.tokens.suffix) in_vocab("suffix", id);
+  if (!splice && v.image_bidirectional)
+    at("vision.image_bidirectional", "image_bidirectional is a splice's: the image's tokens in the prompt");
   if (splice && !v.cross_layers.empty())
     at("vision.cross_layers", "cross_layers are a cross_attention connection's (vision.connection)");
   if (!splice) {
@@ -251,6 +256,18 @@ void validate_vision(const Spec& s, Diagnostics& diag) {
       at("vision.tokens", "a cross_attention connection keeps the marker one token: row_end, end, prefix and suffix "
                           "are a splice's");
   }
+
+  // Size, in double before any manifest is built: the tower's largest
+  // tables and its layers within lathe's bounds.
+  const double h = static_cast<double>(d.hidden);
+  const double positions = static_cast<double>(v.grid()) * static_cast<double>(v.grid()) + 1.0;
+  const double tile_table = positions * h * static_cast<double>(std::max<int64_t>(v.tiles, 1)) *
+                            static_cast<double>(v.aspect_ratios() + 1);
+  const double layers = static_cast<double>(d.layers + v.global_layers) * h *
+                        (4.0 * static_cast<double>(d.heads * d.head_dim) + 3.0 * static_cast<double>(d.intermediate));
+  if (tile_table + layers > kMaxParams)
+    at("vision", "the tower has about " + sci(tile_table + layers) + " parameters; lathe handles at most 2^48 (" +
+                     sci(kMaxParams) + ")");
 
   // Names: every tensor of the tower, the projector and the decoder's
   // cross-attention layers.

@@ -55,9 +55,15 @@ void check_supported(const spec::Spec& s) {
 Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale) {
   Weights w;
   uint64_t state = seed;
-  for (const spec::TensorSpec& t : spec::build_manifest(spec).tensors) {
+  std::vector<spec::TensorSpec> tensors = spec::build_manifest(spec).tensors;
+  const std::vector<spec::TensorSpec> vision = spec::build_vision_manifest(spec).tensors;  // a tower's: after the text's
+  tensors.insert(tensors.end(), vision.begin(), vision.end());
+  const auto of_vision = [&](const spec::TensorSpec& t) { return &t >= tensors.data() + (tensors.size() - vision.size()); };
+  for (const spec::TensorSpec& t : tensors) {
     std::vector<float> values(static_cast<size_t>(t.elements()));
-    const bool near_one = is_norm(t.role) && !t.bias && !spec.norm.unit_offset;
+    const bool unit_offset = of_vision(t) ? t.role == Role::ProjNorm && spec.vision.projector.norm_unit_offset
+                                            : spec.norm.unit_offset;
+    const bool near_one = is_norm(t.role) && !t.bias && !unit_offset;
     for (float& v : values) {
       const double u = uniform(state);
       const std::optional<double> ssm = ssm_parameter(t.role, t.bias, spec.ssm.a_log, (u + 1.0) / 2.0);
@@ -149,17 +155,35 @@ Rope rope_of(const spec::Spec& spec, int64_t seq_len) {
   return rope;
 }
 
-void apply_rope(double* head, const Rope& rope, spec::RopePairing pairing, int64_t position) {
-  const int64_t half = static_cast<int64_t>(rope.inv_freq.size());
+namespace {
+
+// Turns each of a head's `half` pairs by angle(i), cos and sin scaled by `scale`.
+template <class Angle>
+void rotate_pairs(double* head, int64_t half, spec::RopePairing pairing, double scale, Angle angle) {
   for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(position) * rope.inv_freq[static_cast<size_t>(i)];
-    const double c = std::cos(angle) * rope.scale, s = std::sin(angle) * rope.scale;
+    const double a_i = angle(i);
+    const double c = std::cos(a_i) * scale, s = std::sin(a_i) * scale;
     const int64_t a = pairing == spec::RopePairing::Neox ? i : 2 * i;
     const int64_t b = pairing == spec::RopePairing::Neox ? i + half : 2 * i + 1;
     const double x0 = head[a], x1 = head[b];
     head[a] = x0 * c - x1 * s;
     head[b] = x0 * s + x1 * c;
   }
+}
+
+}  // namespace
+
+void apply_rope(double* head, const Rope& rope, spec::RopePairing pairing, int64_t position) {
+  rotate_pairs(head, static_cast<int64_t>(rope.inv_freq.size()), pairing, rope.scale,
+               [&](int64_t i) { return static_cast<double>(position) * rope.inv_freq[static_cast<size_t>(i)]; });
+}
+
+void apply_rope_2d(double* head, const Rope& rope, int64_t row, int64_t col) {
+  const int64_t half = static_cast<int64_t>(rope.inv_freq.size()), quarter = half / 2;
+  rotate_pairs(head, half, spec::RopePairing::Neox, 1.0, [&](int64_t i) {
+    return i < quarter ? static_cast<double>(row) * rope.inv_freq[static_cast<size_t>(2 * i)]
+                       : static_cast<double>(col) * rope.inv_freq[static_cast<size_t>(2 * (i - quarter) + 1)];
+  });
 }
 
 void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairing pairing, int64_t position) {
@@ -202,7 +226,20 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
         Tensor{weights.of(t.name, t.slice, t.elements()).data(), one_row ? std::vector<int64_t>{1, t.shape[0]} : t.shape};
   }
 
-  embed_ = tensor(Role::Embed, false, -1);
+  // A vision tower: its layers a Reference of their own, its patch
+  // embedding, class token and projector here.
+  if (spec_.vision.enabled) {
+    const spec::Vision& v = spec_.vision;
+    if (v.connection != spec::VisionConnection::Splice) unsupported("vision.connection");
+    if (v.tiles > 0) unsupported("vision.tiles");
+    tower_ = std::make_unique<Reference>(spec::vision_tower(spec_), weights);
+    if (v.positions == spec::VisionPositions::Rope2D) tower_->rope_2d_side_ = v.grid();
+    for (const spec::TensorSpec& t : spec::build_vision_manifest(spec_).tensors)
+      if (spec::component_of(t.role) == spec::Component::Vision)
+        tensors_[{t.role, t.bias, t.layer, t.expert}] = Tensor{weights.of(t.name, t.slice, t.elements()).data(), t.shape};
+  }
+
+  if (spec_.dims.vocab > 0) embed_ = tensor(Role::Embed, false, -1);
   if (!spec_.encoder()) lm_head_ = spec_.embedding.tied ? embed_ : tensor(Role::LmHead, false, -1);
   lm_head_bias_ = optional(Role::LmHead, true, -1);
   if (!lm_head_bias_) lm_head_bias_ = optional(Role::LogitsBias, false, -1);  // BART's final_logits_bias
@@ -398,20 +435,25 @@ std::vector<double> Reference::apply(const Linear& l, const std::vector<double>&
 }
 
 std::vector<double> Reference::normalize(const NormW& n, const std::vector<double>& x) const {
+  return norm_values(spec_.norm.kind, spec_.norm.eps, spec_.norm.unit_offset, n.weight, n.bias, x);
+}
+
+std::vector<double> norm_values(spec::NormKind kind, double eps, bool unit_offset, const float* weight, const float* bias,
+                                const std::vector<double>& x) {
   const size_t d = x.size();
   double mean = 0;
-  if (spec_.norm.kind == spec::NormKind::LayerNorm) {
+  if (kind == spec::NormKind::LayerNorm) {
     for (double v : x) mean += v;
     mean /= static_cast<double>(d);
   }
   double var = 0;
   for (double v : x) var += (v - mean) * (v - mean);
   var /= static_cast<double>(d);
-  const double inv = 1.0 / std::sqrt(var + spec_.norm.eps);
+  const double inv = 1.0 / std::sqrt(var + eps);
   std::vector<double> y(d);
   for (size_t i = 0; i < d; ++i) {
-    const double scale = static_cast<double>(n.weight[i]) + (spec_.norm.unit_offset ? 1.0 : 0.0);
-    y[i] = (x[i] - mean) * inv * scale + (n.bias ? static_cast<double>(n.bias[i]) : 0.0);
+    const double scale = static_cast<double>(weight[i]) + (unit_offset ? 1.0 : 0.0);
+    y[i] = (x[i] - mean) * inv * scale + (bias ? static_cast<double>(bias[i]) : 0.0);
   }
   return y;
 }
@@ -522,8 +564,10 @@ std::vector<double> Reference::mamba2(Layer& L, const std::vector<double>& h) co
   return apply(L.ssm_out, y);
 }
 
-double Reference::activate(double x) const {
-  switch (spec_.mlp.activation) {
+double Reference::activate(double x) const { return activation(spec_.mlp.activation, x); }
+
+double activation(spec::Activation kind, double x) {
+  switch (kind) {
     case spec::Activation::SiLU: return silu(x);
     case spec::Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
     case spec::Activation::GeluTanh: {
@@ -653,11 +697,12 @@ std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
 
 // One token's residual stream before the blocks: its embedding, position and
 // token type (row 0), and the embedding norm.
-std::vector<double> Reference::embed_row(const Stack& stack, int32_t tok, int64_t p) const {
+std::vector<double> Reference::embed_row(const Stack& stack, int32_t tok, int64_t p, const float* spliced) const {
   const size_t hidden = static_cast<size_t>(spec_.dims.hidden);
   std::vector<double> x(hidden);
   for (size_t i = 0; i < hidden; ++i)
-    x[i] = static_cast<double>(embed_.data[static_cast<size_t>(tok) * hidden + i]) * spec_.embedding.scale;
+    x[i] = spliced ? static_cast<double>(spliced[i])
+               : static_cast<double>(embed_.data[static_cast<size_t>(tok) * hidden + i]) * spec_.embedding.scale;
   if (spec_.position.kind == spec::PositionKind::Learned) {
     const int64_t row = p + spec_.position.offset;
     if (row >= stack.pos_embed.shape.at(0))
@@ -728,7 +773,10 @@ void Reference::project_qkv(const Layer& L, const std::vector<double>& h, int64_
     rms_norm(q, L.q_norm, per_head ? hd : q_width);
     rms_norm(k, L.k_norm, per_head ? hd : kv_width);
   }
-  if (spec_.position.kind == spec::PositionKind::Rope) {
+  if (rope_2d_side_ > 0) {
+    for (int64_t hh = 0; hh < d.heads; ++hh) apply_rope_2d(q.data() + hh * hd, rope_, p / rope_2d_side_, p % rope_2d_side_);
+    for (int64_t hh = 0; hh < d.kv_heads; ++hh) apply_rope_2d(k.data() + hh * hd, rope_, p / rope_2d_side_, p % rope_2d_side_);
+  } else if (spec_.position.kind == spec::PositionKind::Rope) {
     const Rope& rope = windowed && spec_.position.local_theta ? local_rope_ : rope_;
     for (int64_t hh = 0; hh < d.heads; ++hh)
       apply_rope(q.data() + hh * hd, rope, spec_.position.pairing, p);
@@ -861,31 +909,43 @@ std::vector<std::vector<double>> Reference::run_encoder(const Stack& stack, cons
   // those at most sliding_window away on either side, ModernBERT's local
   // attention).
   std::vector<std::vector<double>> x;
-  for (int64_t p = 0; p < T; ++p) x.push_back(embed_row(stack, tokens[static_cast<size_t>(p)], p));
-  for (size_t l = stack.first; l < stack.end; ++l) {
+  std::vector<int64_t> positions;
+  for (int64_t p = 0; p < T; ++p) {
+    x.push_back(embed_row(stack, tokens[static_cast<size_t>(p)], p));
+    positions.push_back(p);
+  }
+  run_layers(stack, x, positions, stack.end);
+  if (spec_.norm.final_norm)
+    for (std::vector<double>& row : x) row = normalize(stack.final_norm, row);
+  return x;
+}
+
+void Reference::run_layers(const Stack& stack, std::vector<std::vector<double>>& x, const std::vector<int64_t>& positions,
+                           size_t end) const {
+  const int64_t T = static_cast<int64_t>(x.size());
+  for (size_t l = stack.first; l < end; ++l) {
     const Layer& L = layers_[l];
     const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
     const int64_t radius = windowed ? spec_.attention.sliding_window : T;
     std::vector<std::vector<double>> h(x.size()), q(x.size());
     std::vector<double> keys, values;
-    for (int64_t p = 0; p < T; ++p) {
-      const size_t i = static_cast<size_t>(p);
-      h[i] = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x[i]) : x[i];
+    for (int64_t i = 0; i < T; ++i) {
+      const size_t r = static_cast<size_t>(i);
+      h[r] = attention_norm_in() && L.attn_norm.weight ? normalize(L.attn_norm, x[r]) : x[r];
       std::vector<double> k, v;
-      project_qkv(L, h[i], p, windowed, q[i], k, v);
+      project_qkv(L, h[r], positions[r], windowed, q[r], k, v);
       keys.insert(keys.end(), k.begin(), k.end());
       values.insert(values.end(), v.begin(), v.end());
     }
-    for (int64_t p = 0; p < T; ++p) {
-      const size_t i = static_cast<size_t>(p);
-      const std::vector<double> block_in = x[i];
-      const int64_t first = std::max<int64_t>(0, p - radius), last = std::min<int64_t>(T - 1, p + radius);
-      finish_block(L, static_cast<int64_t>(l), x[i], block_in, h[i], attend(keys, values, q[i], p, first, last, &stack));
+    for (int64_t i = 0; i < T; ++i) {
+      const size_t r = static_cast<size_t>(i);
+      const std::vector<double> block_in = x[r];
+      const int64_t first = std::max<int64_t>(0, i - radius), last = std::min<int64_t>(T - 1, i + radius);
+      // (A row's index is its position but in a 2D tower, which has no window or bias.)
+      finish_block(L, static_cast<int64_t>(l), x[r], block_in, h[r],
+                   attend(keys, values, q[r], positions[r], first, last, &stack));
     }
   }
-  if (spec_.norm.final_norm)
-    for (std::vector<double>& row : x) row = normalize(stack.final_norm, row);
-  return x;
 }
 
 std::vector<float> Reference::encode(const std::vector<int32_t>& tokens) {
@@ -946,6 +1006,12 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
     finish_block(L, static_cast<int64_t>(l), x, block_in, h,
                  attend(L.k_cache, L.v_cache, q, p, first, p, &stack_, widths));
   }
+  logits_of(std::move(x), logits);
+}
+
+void Reference::logits_of(std::vector<double> x, float* logits) const {
+  const spec::Dims& d = spec_.dims;
+  const size_t hidden = static_cast<size_t>(d.hidden);
   if (spec_.norm.final_norm) x = normalize(stack_.final_norm, x);
   for (int64_t t = 0; t < d.vocab; ++t) {
     const float* row = lm_head_.data + static_cast<size_t>(t) * hidden;

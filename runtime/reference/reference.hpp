@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <tuple>
@@ -51,6 +52,18 @@ void apply_rope(double* head, const Rope& rope, spec::RopePairing pairing, int64
 // The same with inv_freq_i = theta^(-2i/rotary_dim).
 void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairing pairing, int64_t position);
 
+// Pixtral's 2D RoPE of one head at patch (row, col) of its image's grid:
+// rotate-half pairs (i, i + d/2); pair i < d/4 turns by row · f[2i], the
+// others by col · f[2(i − d/4) + 1], f = rope.inv_freq (θ^(−2j/d), j < d/2),
+// as PixtralRotaryEmbedding's table of each patch's frequencies.
+void apply_rope_2d(double* head, const Rope& rope, int64_t row, int64_t col);
+
+// A norm of x (LayerNorm, or RMSNorm: no mean) with its scale (1 + w
+// under unit_offset) and shift (null: none); and an activation, in double.
+std::vector<double> norm_values(spec::NormKind kind, double eps, bool unit_offset, const float* weight,
+                                const float* bias, const std::vector<double>& x);
+double activation(spec::Activation kind, double x);
+
 // T5's bucket of the relative position r = j − i (transformers'
 // T5Attention._relative_position_bucket, in float32 as it computes it):
 // bidirectional, half the buckets for r > 0; the first half of a side's
@@ -81,6 +94,25 @@ class Reference {
 
   void reset();
   int64_t cache_len() const { return cache_len_; }
+
+  // A spec with a splice [vision] (CLIP, SigLIP and Pixtral towers): one
+  // image's rows for the decoder, [rows][hidden], as transformers' models
+  // compute them: the patches embedded, the class token and positions, the
+  // tower up to its feature layer, then the projector. `pixels` is the
+  // image as the processor writes it, [channels][height][width] (rescaled
+  // and normalized); a fixed-size tower takes image_size², a variable one
+  // whole patches up to longest_edge a side. Throws std::invalid_argument
+  // for another spec or size.
+  std::vector<float> image_features(std::span<const float> pixels, int64_t height, int64_t width) const;
+  // The projected rows an image of height × width pixels gives (the
+  // projector's grid), and its patch grid's rows and columns.
+  int64_t image_rows(int64_t height, int64_t width) const;
+  // forward() of a prompt whose rows at `at` (increasing indices into
+  // tokens) take the rows of `features` ([at.size()][hidden]) in place of
+  // their tokens' embeddings. Under vision.image_bidirectional each run of
+  // consecutive spliced rows (an image) attends to itself both ways.
+  std::vector<float> forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& at,
+                             const std::vector<float>& features);
 
  private:
   struct Tensor {
@@ -164,7 +196,9 @@ class Reference {
   void token(int32_t token, int64_t position, float* logits);
   // The stages of one token's pass (token() and encode() share them).
   bool attention_norm_in() const;
-  std::vector<double> embed_row(const Stack& stack, int32_t token, int64_t position) const;
+  // (`spliced`: a row in place of the token's scaled embedding.)
+  std::vector<double> embed_row(const Stack& stack, int32_t token, int64_t position,
+                                const float* spliced = nullptr) const;
   // Every row of an encoding stack (each attending to all), final norm applied.
   std::vector<std::vector<double>> run_encoder(const Stack& stack, const std::vector<int32_t>& tokens);
   void check_tokens(const std::vector<int32_t>& tokens) const;
@@ -193,7 +227,28 @@ class Reference {
   void finish_block(const Layer& L, int64_t layer, std::vector<double>& x, const std::vector<double>& block_in,
                     std::vector<double> h, const std::vector<double>& attn) const;
 
+  // Rows through the layers [stack.first, end) of an encoding stack, each
+  // attending to every row; positions[i] is row i's (its RoPE angle; a 2D
+  // tower's row · side + column).
+  void run_layers(const Stack& stack, std::vector<std::vector<double>>& x, const std::vector<int64_t>& positions,
+                  size_t end) const;
+  // The rows of a prompt pass layer by layer (forward() with spliced rows):
+  // row i at position cache_len() + i attends causally (its window too),
+  // and besides to the rows [span_first[i], span_last[i]] of its span (an
+  // image attending to itself both ways; i alone otherwise).
+  void prefill_rows(std::vector<std::vector<double>> x, const std::vector<int64_t>& span_first,
+                    const std::vector<int64_t>& span_last, float* logits);
+  void logits_of(std::vector<double> x, float* logits) const;
+  // The tower's own tensors (the patch embedding, class token, projector)
+  // and the projector of its features.
+  std::vector<std::vector<double>> project_features(std::vector<std::vector<double>> rows, int64_t grid_rows,
+                                                    int64_t grid_cols) const;
+
   spec::Spec spec_;
+  // A vision tower ([vision], splice): its layers as an encoder of their own
+  // (vision_tower(spec)); its RoPE 2D over a grid of rope_2d_side_ a side.
+  std::unique_ptr<Reference> tower_;
+  int64_t rope_2d_side_ = 0;
   Rope rope_;
   Rope local_rope_;  // position.local_theta: the windowed layers', unscaled
   std::vector<double> alibi_slopes_;  // position.kind = alibi: each query head's

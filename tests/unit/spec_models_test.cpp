@@ -50,11 +50,11 @@ constexpr Published kPublished[] = {
     {"qwen3-30b-a3b.toml", 30'532'122'624},  // the model card's 30.5B (3.3B activated)
     {"qwen1.5-moe-a2.7b.toml", 14'315'784'192},  // the model card's 14.3B (2.7B activated)
     {"demo.toml", 5'508'352},  // models/demo/model.safetensors, the shipped checkpoint
-    // llava-hf/llava-1.5-7b-hf's 7,063,427,072: the decoder's 6,738,939,904
-    // (Llama 2 7B's with 64 more rows in each table), the CLIP tower's
-    // 303,507,456 (post_layernorm too, which the features skip) and the
-    // projector's 20,979,712.
-    {"llava-1.5-7b.toml", 7'063'427'072},
+    // llava-hf/llava-1.5-7b-hf's 7,063,427,072 less the tower's
+    // post_layernorm (2,048), which the features skip and the spec ignores:
+    // the decoder's 6,738,939,904 (Llama 2 7B's with 64 more rows in each
+    // table), the CLIP tower's 303,505,408 and the projector's 20,979,712.
+    {"llava-1.5-7b.toml", 7'063'425'024},
     // Encoders: the published BertModel counts less the pooler, which the
     // spec's weights.ignore leaves in the checkpoint (109,482,240 − 590,592;
     // all-MiniLM-L6-v2 22,713,216 − 147,840).
