@@ -54,31 +54,32 @@ TomlDoc Importer::run() {
   return std::move(doc_);
 }
 
-void Importer::warn(const std::string& line) {
-  if (options_.warn) options_.warn(line);
-  else std::cerr << line << "\n";
+void Importer::warn(const std::string& line) { warn_line(options_, line); }
+
+void write_model(TomlTable& model, const std::string& name_or_path, const ImportOptions& options) {
+  std::string name = options.name;
+  if (name.empty()) name = sanitize_model_name(fs::path(name_or_path).filename().string());
+  model.set("name", name);
+  std::string source = options.source;
+  if (source.empty()) source = name_or_path.empty() ? options.file : name_or_path + " config.json";
+  model.set("source", source);
 }
 
-void Importer::read_model() {
-  const std::string name_or_path = c_.string("_name_or_path").value_or("");
-  std::string name = options_.name;
-  if (name.empty()) name = sanitize_model_name(fs::path(name_or_path).filename().string());
-  t("model").set("name", name);
-  std::string source = options_.source;
-  if (source.empty()) source = name_or_path.empty() ? options_.file : name_or_path + " config.json";
-  t("model").set("source", source);
+void refuse_quantization(Config& c) {
+  if (!c.present("quantization_config")) return;
+  c.use("quantization_config");
+  const json& q = c.at("quantization_config");
+  const std::string method =
+      q.is_object() && q.contains("quant_method") ? shown(q["quant_method"]) : std::string("(no quant_method)");
+  c.error("quantization_config (quant_method " + method +
+          "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or one of "
+          "ggml's block formats (GGUF files)");
 }
+
+void Importer::read_model() { write_model(t("model"), c_.string("_name_or_path").value_or(""), options_); }
 
 void Importer::read_refusals() {
-  if (c_.present("quantization_config")) {
-    c_.use("quantization_config");
-    const json& q = c_.at("quantization_config");
-    const std::string method =
-        q.is_object() && q.contains("quant_method") ? shown(q["quant_method"]) : std::string("(no quant_method)");
-    c_.error("quantization_config (quant_method " + method +
-             "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or one of "
-             "ggml's block formats (GGUF files)");
-  }
+  refuse_quantization(c_);
   // (T5's and BART's configs say so; their readers import both stacks.)
   const bool encoder_decoder_family = f_ == Family::T5 || f_ == Family::Bart || f_ == Family::MBart;
   if (!encoder_decoder_family && c_.boolean("is_encoder_decoder").value_or(false))
@@ -183,12 +184,6 @@ std::string summary(const spec::Spec& s) {
     if (s.output.bias) parts.back() += " with a bias";
   }
   return join(parts) + ".";
-}
-
-const FamilyInfo* family_of(const std::string& model_type) {
-  for (const FamilyInfo& f : kFamilies)
-    if (model_type == f.model_type) return &f;
-  return nullptr;
 }
 
 std::string read_text(const std::string& path) {
@@ -361,7 +356,7 @@ TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
   if (!config.contains("model_type") || !config["model_type"].is_string())
     throw ImportError({options.file + ": no model_type (a string); supported model types: " + supported});
   const std::string model_type = config["model_type"].get<std::string>();
-  const FamilyInfo* info = family_of(model_type);
+  const FamilyInfo* info = find_family(model_type);
   if (info == nullptr)
     throw ImportError({options.file + ": model_type \"" + model_type + "\" is not supported; supported model types: " +
                        supported});
