@@ -82,6 +82,23 @@ inline const FamilyInfo* find_family(std::string_view model_type) {
   return nullptr;
 }
 
+// The multimodal model types: a text_config, read by its family's reader
+// (model_type `text_model_type` unless it says another), and a
+// vision_config, read with the top-level keys into [vision] (hf_vision.cpp).
+struct MultimodalInfo {
+  const char* model_type;
+  const char* config_class;       // names the top-level defaults in comments
+  const char* model_class;        // names hard-coded behaviour in comments
+  const char* text_model_type;    // text_config.model_type's default
+  const char* vision_model_type;  // vision_config.model_type's default
+};
+
+inline constexpr MultimodalInfo kMultimodal[] = {
+    {"llava", "LlavaConfig", "LlavaForConditionalGeneration", "llama", "clip_vision_model"},
+    {"mistral3", "Mistral3Config", "Mistral3ForConditionalGeneration", "mistral", "pixtral"},
+    {"gemma3", "Gemma3Config", "Gemma3ForConditionalGeneration", "gemma3_text", "siglip_vision_model"},
+};
+
 inline bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
 
 // Keys every config may hold that say nothing about the architecture:
@@ -103,6 +120,7 @@ inline const std::set<std::string, std::less<>> kIgnoredKeys = {
     "pretraining_tp",  // Llama: how training split the matmuls; the same function
     "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",  // MoE training
     "gradient_checkpointing", "use_return_dict", "_commit_hash",
+    "is_composition",  // older transformers: a config made of sub-configs
 };
 
 // obj[key] when it is a string.
@@ -637,5 +655,10 @@ class Importer {
   int64_t max_context_ = 0;
   bool windowed_ = false;  // some layer has a sliding window
 };
+
+// A multimodal config (kMultimodal) as a spec: the decoder's tables from its
+// text_config, then [vision]. Throws ImportError with every problem of
+// both parts.
+TomlDoc import_multimodal(const json& config, const MultimodalInfo& info, const ImportOptions& options);
 
 }  // namespace lathe::importer::hf
