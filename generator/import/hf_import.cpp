@@ -54,31 +54,32 @@ TomlDoc Importer::run() {
   return std::move(doc_);
 }
 
-void Importer::warn(const std::string& line) {
-  if (options_.warn) options_.warn(line);
-  else std::cerr << line << "\n";
+void Importer::warn(const std::string& line) { warn_line(options_, line); }
+
+void write_model(TomlTable& model, const std::string& name_or_path, const ImportOptions& options) {
+  std::string name = options.name;
+  if (name.empty()) name = sanitize_model_name(fs::path(name_or_path).filename().string());
+  model.set("name", name);
+  std::string source = options.source;
+  if (source.empty()) source = name_or_path.empty() ? options.file : name_or_path + " config.json";
+  model.set("source", source);
 }
 
-void Importer::read_model() {
-  const std::string name_or_path = c_.string("_name_or_path").value_or("");
-  std::string name = options_.name;
-  if (name.empty()) name = sanitize_model_name(fs::path(name_or_path).filename().string());
-  t("model").set("name", name);
-  std::string source = options_.source;
-  if (source.empty()) source = name_or_path.empty() ? options_.file : name_or_path + " config.json";
-  t("model").set("source", source);
+void refuse_quantization(Config& c) {
+  if (!c.present("quantization_config")) return;
+  c.use("quantization_config");
+  const json& q = c.at("quantization_config");
+  const std::string method =
+      q.is_object() && q.contains("quant_method") ? shown(q["quant_method"]) : std::string("(no quant_method)");
+  c.error("quantization_config (quant_method " + method +
+          "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or one of "
+          "ggml's block formats (GGUF files)");
 }
+
+void Importer::read_model() { write_model(t("model"), c_.string("_name_or_path").value_or(""), options_); }
 
 void Importer::read_refusals() {
-  if (c_.present("quantization_config")) {
-    c_.use("quantization_config");
-    const json& q = c_.at("quantization_config");
-    const std::string method =
-        q.is_object() && q.contains("quant_method") ? shown(q["quant_method"]) : std::string("(no quant_method)");
-    c_.error("quantization_config (quant_method " + method +
-             "): quantized checkpoints are not imported; the spec's weights.dtype is f32, f16, bf16 or one of "
-             "ggml's block formats (GGUF files)");
-  }
+  refuse_quantization(c_);
   // (T5's and BART's configs say so; their readers import both stacks.)
   const bool encoder_decoder_family = f_ == Family::T5 || f_ == Family::Bart || f_ == Family::MBart;
   if (!encoder_decoder_family && c_.boolean("is_encoder_decoder").value_or(false))
@@ -185,10 +186,25 @@ std::string summary(const spec::Spec& s) {
   return join(parts) + ".";
 }
 
-const FamilyInfo* family_of(const std::string& model_type) {
-  for (const FamilyInfo& f : kFamilies)
-    if (model_type == f.model_type) return &f;
-  return nullptr;
+// A vision tower, for the header: the tower, its widths, the images it
+// takes, the hidden state its projector reads and the rows an image gives.
+std::string vision_summary(const spec::Spec& s) {
+  const spec::Vision& v = s.vision;
+  const std::string& preset = v.weights.preset;
+  const std::string tower = preset == "hf-clip"      ? "CLIP"
+                            : preset == "hf-siglip"  ? "SigLIP"
+                            : preset == "hf-pixtral" ? "Pixtral"
+                            : preset == "hf-mllama"  ? "Mllama"
+                                                     : "vision";
+  const std::string images = v.longest_edge > 0 ? "images up to " + std::to_string(v.longest_edge) + " pixels a side"
+                                                : std::to_string(v.image_size) + "-pixel square images";
+  return "Images: a " + tower + " tower of " + std::to_string(v.dims.layers) + " layers (hidden " +
+         std::to_string(v.dims.hidden) + ", " + std::to_string(v.dims.heads) + " heads) over " + images + " in " +
+         std::to_string(v.patch) + "-pixel patches; its hidden state " + std::to_string(v.feature_layer) +
+         " feeds the projector (" + spec::name(v.projector.kind) + "), " + (v.longest_edge > 0 ? "up to " : "") +
+         std::to_string(v.image_features()) + " rows an image" +
+         (v.connection == spec::VisionConnection::Splice ? ", spliced over its image tokens."
+                                                         : ", read by cross-attention.");
 }
 
 std::string read_text(const std::string& path) {
@@ -352,6 +368,7 @@ void read_sentence_transformers(const fs::path& dir, TomlDoc& doc) {
 std::vector<std::string> supported_hf_model_types() {
   std::vector<std::string> out;
   for (const FamilyInfo& f : kFamilies) out.emplace_back(f.model_type);
+  for (const MultimodalInfo& m : kMultimodal) out.emplace_back(m.model_type);
   return out;
 }
 
@@ -361,12 +378,20 @@ TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
   if (!config.contains("model_type") || !config["model_type"].is_string())
     throw ImportError({options.file + ": no model_type (a string); supported model types: " + supported});
   const std::string model_type = config["model_type"].get<std::string>();
-  const FamilyInfo* info = family_of(model_type);
-  if (info == nullptr)
+  const FamilyInfo* info = find_family(model_type);
+  const MultimodalInfo* multimodal = nullptr;
+  for (const MultimodalInfo& m : kMultimodal)
+    if (model_type == m.model_type) multimodal = &m;
+  if (model_type == "mllama")
+    throw ImportError({options.file + ": model_type \"mllama\": mllama (Llama 3.2 Vision) imports are not supported "
+                                      "yet: its decoder's cross-attention layers and its tiled tower with gated "
+                                      "positions are not read from a config; write the spec's [vision] by hand "
+                                      "(connection = \"cross_attention\", preset \"hf-mllama\"; docs/spec.md)"});
+  if (info == nullptr && multimodal == nullptr)
     throw ImportError({options.file + ": model_type \"" + model_type + "\" is not supported; supported model types: " +
                        supported});
 
-  TomlDoc doc = Importer(config, *info, options).run();
+  TomlDoc doc = multimodal ? import_multimodal(config, *multimodal, options) : Importer(config, *info, options).run();
 
   // The document must read back as a valid spec: anything else is a bug here.
   const std::string text = doc.render();
@@ -387,7 +412,11 @@ TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
   const std::string name_or_path = string_in(config, "_name_or_path").value_or("");
   doc.header(name_or_path.empty() ? spec->name + ", imported from " + options.file + " by `lathe import`."
                                   : spec->name + " (" + name_or_path + "), imported from its config.json by `lathe import`.");
-  doc.header(std::string("model_type \"") + info->model_type + "\": " + summary(*spec));
+  doc.header("model_type \"" + model_type + "\": " + summary(*spec));
+  if (spec->vision.enabled) doc.header(vision_summary(*spec));
+  if (multimodal)
+    doc.header("The decoder's keys are text_config's (named as there); [vision]'s are vision_config's "
+               "(vision_config.*) and the top level's.");
   return doc;
 }
 
@@ -428,6 +457,7 @@ ImportResult import_hf(const std::string& path, ImportOptions options) {
   }
 
   ImportResult result;
+  if (options.directory.empty()) options.directory = dir.string();
   result.doc = import_hf_config(config, options);
   const TomlValue* stack = result.doc.find("model")->get("stack");
   if (stack && stack->text() == "\"encoder\"") read_sentence_transformers(dir, result.doc);

@@ -76,6 +76,29 @@ inline constexpr FamilyInfo kFamilies[] = {
     {Family::DeepseekV3, "deepseek_v3", "DeepseekV3Config", "DeepseekV3"},
 };
 
+inline const FamilyInfo* find_family(std::string_view model_type) {
+  for (const FamilyInfo& f : kFamilies)
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
+// The multimodal model types: a text_config, read by its family's reader
+// (model_type `text_model_type` unless it says another), and a
+// vision_config, read with the top-level keys into [vision] (hf_vision.cpp).
+struct MultimodalInfo {
+  const char* model_type;
+  const char* config_class;       // names the top-level defaults in comments
+  const char* model_class;        // names hard-coded behaviour in comments
+  const char* text_model_type;    // text_config.model_type's default
+  const char* vision_model_type;  // vision_config.model_type's default
+};
+
+inline constexpr MultimodalInfo kMultimodal[] = {
+    {"llava", "LlavaConfig", "LlavaForConditionalGeneration", "llama", "clip_vision_model"},
+    {"mistral3", "Mistral3Config", "Mistral3ForConditionalGeneration", "mistral", "pixtral"},
+    {"gemma3", "Gemma3Config", "Gemma3ForConditionalGeneration", "gemma3_text", "siglip_vision_model"},
+};
+
 inline bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }
 
 // Keys every config may hold that say nothing about the architecture:
@@ -97,6 +120,7 @@ inline const std::set<std::string, std::less<>> kIgnoredKeys = {
     "pretraining_tp",  // Llama: how training split the matmuls; the same function
     "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",  // MoE training
     "gradient_checkpointing", "use_return_dict", "_commit_hash",
+    "is_composition",  // older transformers: a config made of sub-configs
 };
 
 // obj[key] when it is a string.
@@ -166,12 +190,23 @@ inline json parse_python_json(const std::string& text) {
   return j;
 }
 
+// A sub-config of a multimodal config (text_config, vision_config): where
+// its keys are, and the defaults of the keys that a config.json of its own
+// always writes. transformers saved a sub-config as its differences from
+// the class's defaults (llava-1.5's text_config has no hidden_size:
+// LlamaConfig's 4096).
+struct Nesting {
+  std::string where;   // "text_config": "not in text_config" in the default notes
+  std::string prefix;  // "vision_config.": the keys as notes and errors name them ("" for text_config)
+  std::map<std::string, int64_t, std::less<>> implied;  // required keys' class defaults
+};
+
 // The config being read: typed reads that remember which keys were read,
 // and all errors, each prefixed with the file.
 class Config {
  public:
-  Config(const json& j, std::string file, const char* config_class)
-      : j_(j), file_(std::move(file)), class_(config_class) {}
+  Config(const json& j, std::string file, const char* config_class, Nesting nesting = {})
+      : j_(j), file_(std::move(file)), class_(config_class), nesting_(std::move(nesting)) {}
 
   template <class T>
   struct Field {
@@ -186,8 +221,12 @@ class Config {
   const json& at(std::string_view key) const { return j_.at(std::string(key)); }
   void use(std::string_view key) { used_.insert(std::string(key)); }
 
+  // The key as notes and errors name it: "vision_config.hidden_size" in a vision_config.
+  std::string name(std::string_view key) const { return nesting_.prefix + std::string(key); }
+
   std::string default_note(std::string_view key) const {
-    return std::string(key) + " (" + class_ + " default; not in config.json)";
+    return name(key) + " (" + class_ + " default; not in " + (nesting_.where.empty() ? "config.json" : nesting_.where) +
+           ")";
   }
 
   // A key's value as a T: nullopt when the config does not give it (null
@@ -237,10 +276,12 @@ class Config {
 
   // A dimension every config writes: missing is an error.
   Field<int64_t> required(std::string_view key, int64_t max = kMaxDim) {
-    Field<int64_t> f{0, std::string(key), true};
+    Field<int64_t> f{0, name(key), true};
     if (!present(key) || is_null(key)) {
       use(key);
-      error("missing required key '" + std::string(key) + "'");
+      if (const auto it = nesting_.implied.find(key); it != nesting_.implied.end() && !present(key))
+        return {it->second, default_note(key), false};
+      error("missing required key '" + name(key) + "'");
       return f;
     }
     if (auto v = integer(key, 1, max)) f.value = *v;
@@ -250,7 +291,7 @@ class Config {
   // `read`, the value of `key` as read, else the config class's default.
   template <class T>
   Field<T> or_default(std::string_view key, const std::optional<T>& read, T fallback) const {
-    if (read) return {*read, std::string(key), true};
+    if (read) return {*read, name(key), true};
     return {fallback, default_note(key), present(key)};
   }
   Field<int64_t> integer_or(std::string_view key, int64_t fallback, int64_t min = 1, int64_t max = kMaxDim) {
@@ -263,24 +304,24 @@ class Config {
   Field<std::optional<double>> nullable_number(std::string_view key, std::optional<double> fallback) {
     if (is_null(key)) {
       use(key);
-      return {std::nullopt, std::string(key) + " = null", true};
+      return {std::nullopt, name(key) + " = null", true};
     }
-    if (auto v = number(key)) return {*v, std::string(key), true};
+    if (auto v = number(key)) return {*v, name(key), true};
     return {fallback, default_note(key), false};
   }
 
   void error(const std::string& message) { errors_.push_back(file_ + ": " + message); }
   void value_error(std::string_view key, const json& v, const std::string& message) {
-    error(std::string(key) + " = " + shown(v) + ": " + message);
+    error(name(key) + " = " + shown(v) + ": " + message);
   }
   const std::vector<std::string>& errors() const { return errors_; }
   const std::string& file() const { return file_; }
 
-  // The keys nobody read and that kIgnoredKeys does not list.
-  std::vector<std::string> unknown_keys() const {
+  // The keys nobody read and that kIgnoredKeys (and `also_ignored`) does not list.
+  std::vector<std::string> unknown_keys(const std::set<std::string, std::less<>>& also_ignored = {}) const {
     std::vector<std::string> out;
     for (const auto& [key, value] : j_.items())
-      if (!used_.count(key) && !kIgnoredKeys.count(key)) out.push_back(key);
+      if (!used_.count(key) && !kIgnoredKeys.count(key) && !also_ignored.count(key)) out.push_back(name(key));
     return out;
   }
 
@@ -288,6 +329,7 @@ class Config {
   const json& j_;
   std::string file_;
   const char* class_;
+  Nesting nesting_;
   std::set<std::string> used_;
   std::vector<std::string> errors_;
 };
@@ -328,6 +370,29 @@ inline const char* kActivationHelp =
     "the spec has silu (silu, swish), gelu_erf (gelu), gelu_tanh (gelu_new, gelu_fast, gelu_pytorch_tanh), relu "
     "and gelu_quick (quick_gelu)";
 
+// An activation key (hidden_act, projector_hidden_act) as the spec's word,
+// its note naming the key (and the config's word where the spec's differs);
+// an unknown one is an error, and nullopt.
+inline std::optional<Config::Field<std::string>> read_activation_key(Config& c, std::string_view key,
+                                                                      const char* fallback) {
+  auto act = c.string(key);
+  const std::string word = act.value_or(fallback);
+  const std::string note = act ? c.name(key) : c.default_note(key);
+  auto spec_word = activation_of(word);
+  if (!spec_word) {
+    c.error(c.name(key) + " = \"" + word + "\": unknown activation; " + kActivationHelp);
+    return std::nullopt;
+  }
+  return Config::Field<std::string>{*spec_word, word == *spec_word ? note : note + " = \"" + word + "\"",
+                                    act.has_value()};
+}
+
+// A warning line: to options.warn, else to stderr.
+inline void warn_line(const ImportOptions& options, const std::string& line) {
+  if (options.warn) options.warn(line);
+  else std::cerr << line << "\n";
+}
+
 // The layers' kinds, from a layer_types list or a rule: true = windowed.
 using LayerKinds = std::vector<bool>;
 
@@ -341,10 +406,19 @@ inline std::vector<bool> shortest_pattern(const LayerKinds& kinds) {
   return kinds;
 }
 
+// quantization_config: an error (a quantized checkpoint's config says so at its top).
+void refuse_quantization(Config& c);
+
+// [model]: the name (options.name, else the last part of `name_or_path`)
+// and the source.
+void write_model(TomlTable& model, const std::string& name_or_path, const ImportOptions& options);
+
 class Importer {
  public:
-  Importer(const json& config, const FamilyInfo& info, const ImportOptions& options)
-      : c_(config, options.file, info.config_class), info_(info), f_(info.family), options_(options) {
+  // `nesting`: the config is a multimodal config's text_config.
+  Importer(const json& config, const FamilyInfo& info, const ImportOptions& options, Nesting nesting = {})
+      : c_(config, options.file, info.config_class, std::move(nesting)), info_(info), f_(info.family),
+        options_(options) {
     // The tables in spec order; the empty ones are not written.
     for (const char* t : {"model", "dims", "norm", "attention", "position", "position.scaling", "mlp", "moe", "ssm", "mla",
                           "embedding", "output", "weights", "weights.names", "weights.encoder_names", "pooling"})
@@ -581,5 +655,10 @@ class Importer {
   int64_t max_context_ = 0;
   bool windowed_ = false;  // some layer has a sliding window
 };
+
+// A multimodal config (kMultimodal) as a spec: the decoder's tables from its
+// text_config, then [vision]. Throws ImportError with every problem of
+// both parts.
+TomlDoc import_multimodal(const json& config, const MultimodalInfo& info, const ImportOptions& options);
 
 }  // namespace lathe::importer::hf

@@ -28,7 +28,7 @@ void Importer::read_llama_like() {
     head_note = c_.default_note("head_dim");
   }
   const bool explicit_head_dim = heads.value > 0 && (head_dim != natural || hidden.value % heads.value != 0);
-  std::string heads_note = "num_attention_heads";
+  std::string heads_note = heads.note;
   if (!explicit_head_dim && c_.has("head_dim"))
     heads_note += " (head_dim = " + std::to_string(head_dim) + " = hidden / heads)";
   d.set("heads", heads.value, heads_note);
@@ -665,15 +665,7 @@ void Importer::read_deepseek() {
 }
 
 void Importer::read_activation(const char* key, const char* fallback) {
-  auto act = c_.string(key);
-  const std::string word = act.value_or(fallback);
-  const std::string note = act ? std::string(key) : c_.default_note(key);
-  auto spec_word = activation_of(word);
-  if (!spec_word) {
-    c_.error(std::string(key) + " = \"" + word + "\": unknown activation; " + kActivationHelp);
-    return;
-  }
-  t("mlp").set("activation", *spec_word, word == *spec_word ? note : note + " = \"" + word + "\"");
+  if (auto act = read_activation_key(c_, key, fallback)) t("mlp").set("activation", act->value, act->note);
 }
 
 void Importer::read_mlp() {

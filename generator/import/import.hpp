@@ -26,6 +26,11 @@ struct ImportOptions {
   // (import_hf reads it): generate() starts an encoder-decoder's decoder
   // from it, before the config's own.
   std::optional<int64_t> generation_decoder_start;
+  // The directory that holds config.json (import_hf sets it): a multimodal
+  // model's image tokens that its config does not give are looked up in its
+  // tokenizer.json (Pixtral's [IMG_BREAK] and [IMG_END], Gemma 3's "\n\n").
+  // Empty: none, and those tokens are left out with a warning.
+  std::string directory;
   // Check the spec against the checkpoint beside the config (import_hf's
   // parameter count, import_gguf's manifest). `lathe audit` turns it off:
   // it checks the tensors itself, each problem under its own check.

@@ -34,8 +34,10 @@ void lathe::fuzz::hf_config(const uint8_t* data, size_t size) {
     if (manifest.tensors.empty()) finding("an imported spec without tensors");
     const int64_t n = result.spec.dims.max_context;
     const spec::Report report = spec::make_report(result.spec, {1, n}, {1, n});
-    if (report.total_params != manifest.total_elements() || report.total_params <= 0)
-      finding("the report's parameters are not the manifest's elements");
+    // (A multimodal config's vision tower is a manifest of its own.)
+    const int64_t elements = manifest.total_elements() + spec::build_vision_manifest(result.spec).total_elements();
+    if (report.total_params != elements || report.total_params <= 0)
+      finding("the report's parameters are not the manifests' elements");
   } catch (const Error& e) {
     // The message's start only: a bad config's messages quote the config.
     if (std::string_view(e.what()).starts_with("internal error")) finding(e.what());

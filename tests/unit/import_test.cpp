@@ -68,10 +68,12 @@ struct Imported {
   std::vector<std::string> warnings;
 };
 
-Imported import_config(const json& config, const std::string& name = "") {
+// `directory`: the model's, where its tokenizer.json is.
+Imported import_config(const json& config, const std::string& name = "", const std::string& directory = "") {
   Imported out;
   ImportOptions options;
   options.name = name;
+  options.directory = directory;
   options.warn = [&](const std::string& line) { out.warnings.push_back(line); };
   out.text = import_hf_config(config, options).render();
   out.spec = parse_text(out.text);
@@ -420,6 +422,23 @@ std::string text_of(const TomlDoc& doc, const std::string& path) {
   return v ? v->text() : "(absent)";
 }
 
+// Imports a mutated config (`what` says how): a spec that parses back
+// (counted in `imported`), or an ImportError naming the config (`refused`);
+// anything else fails the test.
+void import_or_refuse(const json& config, const std::string& what, int& imported, int& refused) {
+  ImportOptions options;
+  options.warn = [](const std::string&) {};
+  try {
+    parse_text(import_hf_config(config, options).render());
+    ++imported;
+  } catch (const ImportError& e) {
+    CHECK(std::string(e.what()).rfind("config.json: ", 0) == 0);
+    ++refused;
+  } catch (const std::exception& e) {
+    FAIL_CHECK(what << ": " << e.what());
+  }
+}
+
 double parse_float(const std::string& text) {
   const toml::table t = toml::parse("x = " + text);
   return *t["x"].value<double>();
@@ -504,7 +523,9 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  CHECK(count == 34);  // every file of models/, mamba2-130m and bamba-9b the latest
+  // Every file of models/, llava-1.5-7b the latest: its decoder (hf_config_from_spec
+  // writes no vision_config).
+  CHECK(count == 35);
 }
 
 TEST_CASE("published configs import to the shipped specs and to the published parameter counts") {
@@ -1235,7 +1256,7 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     CHECK(e == "config.json: model_type \"xlnet\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
                "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart, mamba, mamba2, bamba, deepseek_v2, "
-               "deepseek_v3");
+               "deepseek_v3, llava, mistral3, gemma3");
   }
   SUBCASE("DeepSeek: a quantized checkpoint, biased attention, an unknown routing method") {
     json v3 = read_fixture("deepseek-v3.json");
@@ -1426,18 +1447,9 @@ TEST_CASE("a mutated published config imports, or fails with an ImportError, nev
         json config = original;
         if (r == replacements.size()) config.erase(key);
         else config[key] = replacements[r];
-        ImportOptions options;
-        options.warn = [](const std::string&) {};
-        try {
-          parse_text(import_hf_config(config, options).render());
-          ++imported;
-        } catch (const ImportError& e) {
-          CHECK(std::string(e.what()).rfind("config.json: ", 0) == 0);
-          ++refused;
-        } catch (const std::exception& e) {
-          FAIL_CHECK(p.model_type << ": " << key << " = " << (r < replacements.size() ? replacements[r].dump() : "(removed)")
-                                  << ": " << e.what());
-        }
+        import_or_refuse(config, std::string(p.model_type) + ": " + key + " = " +
+                                     (r < replacements.size() ? replacements[r].dump() : "(removed)"),
+                         imported, refused);
       }
     }
   }
@@ -1648,6 +1660,472 @@ TEST_CASE("import_hf: names and files") {
                        Error);
   // The line and column of the fault.
   CHECK_THROWS_WITH_AS(import_hf(dir.file("broken.json"), quiet), doctest::Contains("line 3, column 4"), Error);
+}
+
+// ---- multimodal configs: a text_config, a vision_config, [vision] ------------
+
+// llava-hf/llava-1.5-7b-hf's config.json, as published: transformers saved
+// its text_config as its differences from LlamaConfig's defaults.
+const char* kLlava15_7B = R"({
+  "architectures": ["LlavaForConditionalGeneration"], "ignore_index": -100, "image_token_index": 32000,
+  "model_type": "llava", "pad_token_id": 32001, "projector_hidden_act": "gelu",
+  "text_config": {"_name_or_path": "lmsys/vicuna-7b-v1.5", "architectures": ["LlamaForCausalLM"],
+                  "max_position_embeddings": 4096, "model_type": "llama", "rms_norm_eps": 1e-05,
+                  "torch_dtype": "float16", "vocab_size": 32064},
+  "tie_word_embeddings": false, "torch_dtype": "float16", "transformers_version": "4.36.0.dev0",
+  "vision_config": {"hidden_size": 1024, "image_size": 336, "intermediate_size": 4096,
+                    "model_type": "clip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 24,
+                    "patch_size": 14, "projection_dim": 768, "vocab_size": 32000},
+  "vision_feature_layer": -2, "vision_feature_select_strategy": "default", "vocab_size": 32064})";
+
+// google/gemma-3-4b-it's and mistralai/Mistral-Small-3.1-24B-Instruct-2503's
+// config.json, as published (their architecture keys).
+const char* kGemma3_4B = R"({
+  "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+  "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+  "model_type": "gemma3",
+  "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text", "num_hidden_layers": 34,
+                  "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+  "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+  "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                    "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                    "patch_size": 14, "vision_use_head": false}})";
+
+const char* kMistralSmall31 = R"({
+  "architectures": ["Mistral3ForConditionalGeneration"], "image_token_index": 10, "model_type": "mistral3",
+  "multimodal_projector_bias": false, "projector_hidden_act": "gelu", "spatial_merge_size": 2,
+  "text_config": {"attention_dropout": 0.0, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+                  "initializer_range": 0.02, "intermediate_size": 32768, "max_position_embeddings": 131072,
+                  "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8,
+                  "rms_norm_eps": 1e-05, "rope_theta": 1000000000.0, "sliding_window": null, "use_cache": true,
+                  "vocab_size": 131072},
+  "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+  "vision_config": {"attention_dropout": 0.0, "head_dim": 64, "hidden_act": "silu", "hidden_size": 1024,
+                    "image_size": 1540, "initializer_range": 0.02, "intermediate_size": 4096, "model_type": "pixtral",
+                    "num_attention_heads": 16, "num_channels": 3, "num_hidden_layers": 24, "patch_size": 14,
+                    "rope_theta": 10000.0},
+  "vision_feature_layer": -1})";
+
+// Tiny configs whose towers are counted by hand below: a 16-wide decoder,
+// a tower 8 wide with 2 layers of 2 heads and an MLP 16 wide, patches of
+// 4 pixels.
+const char* kTinyLlavaClip = R"({
+  "model_type": "llava", "_name_or_path": "tiny/llava-clip", "torch_dtype": "float16", "image_token_index": 60,
+  "projector_hidden_act": "gelu", "vision_feature_layer": -2, "vision_feature_select_strategy": "default",
+  "text_config": {"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+                  "intermediate_size": 32, "vocab_size": 64, "max_position_embeddings": 32},
+  "vision_config": {"model_type": "clip_vision_model", "hidden_size": 8, "num_hidden_layers": 2,
+                    "num_attention_heads": 2, "intermediate_size": 16, "patch_size": 4, "image_size": 8,
+                    "projection_dim": 4}})";
+
+const char* kTinyMistralText = R"({"model_type": "mistral", "hidden_size": 16, "num_hidden_layers": 1,
+  "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "intermediate_size": 32, "vocab_size": 64,
+  "max_position_embeddings": 64, "sliding_window": null, "rms_norm_eps": 1e-05})";
+
+const char* kTinyPixtral = R"({"model_type": "pixtral", "hidden_size": 8, "num_hidden_layers": 2,
+  "num_attention_heads": 2, "intermediate_size": 16, "patch_size": 4, "image_size": 16, "hidden_act": "silu",
+  "head_dim": 4, "rope_theta": 10000.0})";
+
+json tiny_llava_pixtral() {
+  json c = {{"model_type", "llava"}, {"torch_dtype", "bfloat16"}, {"image_token_index", 10},
+            {"projector_hidden_act", "gelu"}, {"vision_feature_layer", -1}, {"vision_feature_select_strategy", "full"}};
+  c["text_config"] = json::parse(kTinyMistralText);
+  c["vision_config"] = json::parse(kTinyPixtral);
+  return c;
+}
+
+json tiny_mistral3() {
+  json c = {{"model_type", "mistral3"}, {"torch_dtype", "bfloat16"}, {"image_token_index", 10},
+            {"projector_hidden_act", "gelu"}, {"vision_feature_layer", -1}, {"spatial_merge_size", 2},
+            {"multimodal_projector_bias", false}};
+  c["text_config"] = json::parse(kTinyMistralText);
+  c["vision_config"] = json::parse(kTinyPixtral);
+  c["vision_config"].erase("head_dim");
+  return c;
+}
+
+const char* kTinyGemma3 = R"({
+  "model_type": "gemma3", "torch_dtype": "bfloat16", "boi_token_index": 250, "eoi_token_index": 251,
+  "image_token_index": 262, "mm_tokens_per_image": 4,
+  "text_config": {"model_type": "gemma3_text", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                  "num_key_value_heads": 1, "head_dim": 8, "intermediate_size": 32, "vocab_size": 300,
+                  "max_position_embeddings": 64, "sliding_window": 8},
+  "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8, "num_hidden_layers": 2,
+                    "num_attention_heads": 2, "intermediate_size": 16, "patch_size": 4, "image_size": 16,
+                    "vision_use_head": false}})";
+
+// A tower's fields, one "key = value" line each (spec_differences leaves
+// [vision] out).
+std::string vision_fields(const Vision& v) {
+  std::ostringstream out;
+  const auto field = [&](const char* key, const auto& value) { out << key << " = " << value << "\n"; };
+  field("connection", name(v.connection));
+  field("patch", v.patch);
+  field("image_size", v.image_size);
+  field("longest_edge", v.longest_edge);
+  field("channels", v.channels);
+  field("hidden", v.dims.hidden);
+  field("layers", v.dims.layers);
+  field("heads", v.dims.heads);
+  field("head_dim", v.dims.head_dim);
+  field("intermediate", v.dims.intermediate);
+  field("positions", name(v.positions));
+  field("rope_theta", v.rope_theta);
+  field("class_token", v.class_token);
+  field("patch_bias", v.patch_bias);
+  field("pre_norm", v.pre_norm);
+  field("post_norm", v.post_norm);
+  field("feature_layer", v.feature_layer);
+  field("drop_class_token", v.drop_class_token);
+  field("norm", std::string(name(v.norm.kind)) + " " + std::to_string(v.norm.eps) + (v.norm.bias ? " bias" : ""));
+  field("attention.bias", std::to_string(v.attention.q_bias) + std::to_string(v.attention.k_bias) +
+                              std::to_string(v.attention.v_bias) + std::to_string(v.attention.o_bias));
+  field("mlp", std::string(name(v.mlp.activation)) + (v.mlp.gated ? " gated" : "") + (v.mlp.bias ? " bias" : ""));
+  const Projector& j = v.projector;
+  field("projector", std::string(name(j.kind)) + " " + name(j.activation) + (j.bias ? " bias " : " ") +
+                         std::to_string(j.intermediate) + " merge " + std::to_string(j.merge) + " tokens " +
+                         std::to_string(j.tokens) + " " + name(j.norm) + (j.norm_unit_offset ? " (1 + w) " : " ") +
+                         std::to_string(j.eps));
+  field("tokens", std::to_string(v.tokens.marker) + " " + std::to_string(v.tokens.image) + " " +
+                      std::to_string(v.tokens.row_end) + " " + std::to_string(v.tokens.end) + " " +
+                      std::to_string(v.tokens.prefix.size()) + " " + std::to_string(v.tokens.suffix.size()));
+  field("weights", v.weights.preset + " " + std::string(dtype_name(v.weights.dtype)));
+  return out.str();
+}
+
+bool has_warning(const Imported& imported, const std::string& part) {
+  return std::any_of(imported.warnings.begin(), imported.warnings.end(),
+                     [&](const std::string& w) { return contains(w, part); });
+}
+
+TEST_CASE("llava: llava-1.5-7b-hf's config imports to models/llava-1.5-7b.toml") {
+  const Imported imported = import_config(json::parse(kLlava15_7B), "llava-1.5-7b");
+  INFO(imported.text);
+  CHECK(imported.warnings.empty());
+  const Spec shipped = load(source_dir() / "models" / "llava-1.5-7b.toml");
+  // The decoder: every field but weights.ignore, which leaves CLIP's
+  // post_layernorm (in the checkpoint, off the features' path) out of the count.
+  for (const std::string& d : spec_differences(shipped, imported.spec))
+    if (d.rfind("weights.ignore:", 0) != 0) CHECK_MESSAGE(false, d);
+  CHECK(imported.spec.weights.ignore == std::vector<std::string>{"vision_tower.vision_model.post_layernorm.weight",
+                                                                 "vision_tower.vision_model.post_layernorm.bias"});
+  // The tower, field by field.
+  REQUIRE(imported.spec.vision.enabled);
+  CHECK(vision_fields(imported.spec.vision) == vision_fields(shipped.vision));
+  CHECK(imported.spec.vision.weights.names == shipped.vision.weights.names);
+  // The tower (303,505,408 without post_layernorm) and the projector
+  // (20,979,712); the checkpoint's 7,063,427,072 less post_layernorm's 2,048.
+  CHECK(build_vision_manifest(imported.spec).total_elements() == 303'505'408 + 20'979'712);
+  CHECK(make_report(imported.spec).total_params == 7'063'427'072 - 2'048);
+  // Comments: the text_config's own keys and its class defaults, the tower's keys.
+  CHECK(contains(imported.text, "hidden = 4096         # hidden_size (LlamaConfig default; not in text_config)\n"));
+  CHECK(contains(imported.text, "vocab = 32064         # vocab_size\n"));
+  CHECK(contains(imported.text, "dtype = \"f16\"         # torch_dtype (the top level's)\n"));
+  CHECK(contains(imported.text, "hidden = 1024         # vision_config.hidden_size\n"));
+  CHECK(contains(imported.text, "eps = 1e-5            # vision_config.layer_norm_eps (CLIPVisionConfig default; "
+                                "not in vision_config)\n"));
+  CHECK(contains(imported.text, "activation = \"gelu_quick\" # vision_config.hidden_act (CLIPVisionConfig default; not "
+                                "in vision_config) = \"quick_gelu\"\n"));
+  CHECK(contains(imported.text, "feature_layer = -2    # vision_feature_layer\n"));
+  CHECK(contains(imported.text, "drop_class_token = true # vision_feature_select_strategy \"default\"\n"));
+  CHECK(contains(imported.text, "marker = 32000        # image_token_index\n"));
+  CHECK(contains(imported.text, "# model_type \"llava\": MHA 32:32"));
+}
+
+TEST_CASE("llava: a CLIP tower, counted by hand") {
+  const Imported imported = import_config(json::parse(kTinyLlavaClip));
+  INFO(imported.text);
+  CHECK(imported.warnings.empty());
+  const Spec& s = imported.spec;
+  CHECK(s.name == "llava-clip");
+  CHECK(s.dims.hidden == 16);
+  CHECK(s.weights.dtype == DType::F16);
+  const Vision& v = s.vision;
+  REQUIRE(v.enabled);
+  CHECK(v.connection == VisionConnection::Splice);
+  CHECK(v.image_size == 8);
+  CHECK(v.grid() == 2);
+  CHECK(v.positions == VisionPositions::Learned);
+  CHECK(v.class_token);
+  CHECK(v.pre_norm);
+  CHECK_FALSE(v.post_norm);
+  CHECK(v.feature_layer == -2);
+  CHECK(v.layers_run() == 1);
+  CHECK(v.drop_class_token);
+  CHECK(v.image_features() == 4);
+  CHECK(v.norm.kind == NormKind::LayerNorm);
+  CHECK(v.norm.eps == 1e-5);
+  CHECK(v.mlp.activation == Activation::GeluQuick);
+  CHECK_FALSE(v.mlp.gated);
+  CHECK(v.projector.kind == ProjectorKind::Mlp);
+  CHECK(v.projector.activation == Activation::GeluErf);
+  CHECK(v.projector.bias);
+  CHECK(v.projector.intermediate == 16);
+  CHECK(v.tokens.marker == 60);
+  CHECK(v.tokens.image == 60);
+  CHECK(v.weights.preset == "hf-clip");
+  // The tower: the patch convolution 8·3·4·4 = 384, the class token 8, 5
+  // positions of 8, pre_layrnorm 16, and 2 layers of two LayerNorms (32),
+  // q/k/v/o with biases (4 · 72) and fc1, fc2 with biases (144 + 136): 600
+  // each. The projector: linear_1 16·8 + 16, linear_2 16·16 + 16.
+  CHECK(build_vision_manifest(s).total_elements() == 384 + 8 + 40 + 16 + 2 * 600 + (144 + 272));
+}
+
+TEST_CASE("llava: a Pixtral tower (pixtral-12b's form), its row tokens from tokenizer.json") {
+  const json config = tiny_llava_pixtral();
+  SUBCASE("no tokenizer at hand: row_end and end are left out, with a warning") {
+    const Imported imported = import_config(config);
+    INFO(imported.text);
+    const Vision& v = imported.spec.vision;
+    REQUIRE(v.enabled);
+    CHECK(v.positions == VisionPositions::Rope2D);
+    CHECK(v.rope_theta == 10000.0);
+    CHECK(v.longest_edge == 16);
+    CHECK(v.image_size == 0);
+    CHECK_FALSE(v.class_token);
+    CHECK(v.pre_norm);
+    CHECK(v.dims.head_dim == 4);
+    CHECK(v.norm.kind == NormKind::RMSNorm);
+    CHECK(v.norm.eps == 1e-5);
+    CHECK_FALSE(v.norm.bias);
+    CHECK_FALSE(v.attention.q_bias);
+    CHECK_FALSE(v.attention.o_bias);
+    CHECK(v.mlp.gated);
+    CHECK(v.mlp.activation == Activation::SiLU);
+    CHECK_FALSE(v.mlp.bias);
+    CHECK(v.feature_layer == -1);
+    CHECK_FALSE(v.drop_class_token);
+    CHECK(v.projector.kind == ProjectorKind::Mlp);
+    CHECK(v.projector.bias);
+    CHECK(v.tokens.marker == 10);
+    CHECK(v.tokens.image == 10);
+    CHECK(v.tokens.row_end == -1);
+    CHECK(v.tokens.end == -1);
+    CHECK(v.weights.preset == "hf-pixtral");
+    CHECK(has_warning(imported, "row_end ([IMG_BREAK]), end ([IMG_END]) left out"));
+    // The tower: the patch convolution 384 (no bias), ln_pre 8, and 2 layers
+    // of two RMS norms (16), q/k/v/o (4 · 64) and gate, up, down (3 · 128):
+    // 656 each; no position table. The projector: 144 + 272.
+    CHECK(build_vision_manifest(imported.spec).total_elements() == 384 + 8 + 2 * 656 + (144 + 272));
+  }
+  SUBCASE("tokenizer.json's added tokens give [IMG_BREAK] and [IMG_END]") {
+    test::TempDir dir("lathe-import-vision");
+    test::write_file(dir.file("tokenizer.json"), R"({"added_tokens": [{"id": 10, "content": "[IMG]"},
+      {"id": 12, "content": "[IMG_BREAK]"}, {"id": 13, "content": "[IMG_END]"}], "model": {"vocab": {}}})");
+    const Imported imported = import_config(config, "", dir.dir.string());
+    INFO(imported.text);
+    CHECK(imported.warnings.empty());
+    CHECK(imported.spec.vision.tokens.row_end == 12);
+    CHECK(imported.spec.vision.tokens.end == 13);
+    CHECK(contains(imported.text, "row_end = 12          # tokenizer.json: [IMG_BREAK]\n"));
+  }
+}
+
+TEST_CASE("mistral3: a Pixtral tower, Mistral 3's patch merger, counted by hand") {
+  test::TempDir dir("lathe-import-mistral3");
+  test::write_file(dir.file("config.json"), tiny_mistral3().dump(2));
+  test::write_file(dir.file("tokenizer.json"), R"({"added_tokens": [{"id": 12, "content": "[IMG_BREAK]"},
+    {"id": 13, "content": "[IMG_END]"}], "model": {"vocab": {}}})");
+  ImportOptions options;
+  std::vector<std::string> warnings;
+  options.warn = [&](const std::string& line) { warnings.push_back(line); };
+  const ImportResult r = import_hf(dir.dir.string(), options);
+  INFO(r.text);
+  CHECK(warnings.empty());
+  const Vision& v = r.spec.vision;
+  REQUIRE(v.enabled);
+  CHECK(v.positions == VisionPositions::Rope2D);
+  CHECK(v.feature_layer == -1);
+  CHECK(v.projector.kind == ProjectorKind::MergeMlp);
+  CHECK(v.projector.merge == 2);
+  CHECK(v.projector.norm == NormKind::RMSNorm);
+  CHECK(v.projector.eps == 1e-5);  // text_config.rms_norm_eps
+  CHECK_FALSE(v.projector.bias);
+  CHECK(v.projector.activation == Activation::GeluErf);
+  CHECK(v.image_features() == 4);  // 4 × 4 patches, merged 2 × 2
+  CHECK(v.tokens.marker == 10);
+  CHECK(v.tokens.row_end == 12);
+  CHECK(v.tokens.end == 13);
+  // The tower as llava's Pixtral (1,704); the projector: its RMS norm 8, the
+  // merger [8, 32] 256, linear_1 [16, 8] 128 and linear_2 [16, 16] 256, no biases.
+  CHECK(build_vision_manifest(r.spec).total_elements() == 384 + 8 + 2 * 656 + (8 + 256 + 128 + 256));
+  CHECK(contains(r.text, "eps = 1e-5            # text_config.rms_norm_eps: Mistral3MultiModalProjector's norm "
+                         "takes the decoder's\n"));
+  CHECK(contains(r.text, "bias = false          # multimodal_projector_bias\n"));
+}
+
+TEST_CASE("gemma3: a SigLIP tower, Gemma 3's pooled projector, counted by hand") {
+  const json config = json::parse(kTinyGemma3);
+  SUBCASE("tokenizer.json's vocabulary gives \"\\n\\n\" around the image") {
+    test::TempDir dir("lathe-import-gemma3");
+    test::write_file(dir.file("tokenizer.json"), R"({"model": {"type": "BPE", "vocab": {"\n": 107, "\n\n": 108}}})");
+    const Imported imported = import_config(config, "", dir.dir.string());
+    INFO(imported.text);
+    CHECK(imported.warnings.empty());
+    const Spec& s = imported.spec;
+    CHECK(s.weights.dtype == DType::BF16);
+    CHECK(s.norm.unit_offset);  // the decoder: Gemma 3's
+    const Vision& v = s.vision;
+    REQUIRE(v.enabled);
+    CHECK(v.image_size == 16);
+    CHECK(v.positions == VisionPositions::Learned);
+    CHECK_FALSE(v.class_token);
+    CHECK(v.patch_bias);
+    CHECK_FALSE(v.pre_norm);
+    CHECK(v.post_norm);
+    CHECK(v.feature_layer == -1);
+    CHECK(v.norm.kind == NormKind::LayerNorm);
+    CHECK(v.norm.eps == 1e-6);
+    CHECK(v.mlp.activation == Activation::GeluTanh);
+    CHECK(v.projector.kind == ProjectorKind::Pooled);
+    CHECK(v.projector.tokens == 4);
+    CHECK(v.projector.norm == NormKind::RMSNorm);
+    CHECK(v.projector.norm_unit_offset);
+    CHECK(v.projector.eps == 1e-6);
+    CHECK(v.image_features() == 4);
+    CHECK(v.tokens.marker == 250);
+    CHECK(v.tokens.image == 262);
+    CHECK(v.tokens.prefix == std::vector<int64_t>{108, 250});
+    CHECK(v.tokens.suffix == std::vector<int64_t>{251, 108});
+    CHECK(v.weights.preset == "hf-siglip");
+    CHECK(s.weights.ignore.empty());  // vision_use_head = false: no pooling head in the checkpoint
+    // The tower: the patch convolution 384 and its bias 8, 16 positions of 8,
+    // 2 layers of 600 (as CLIP's), post_layernorm 16. The projector:
+    // mm_soft_emb_norm 8 and mm_input_projection_weight [8, 16].
+    CHECK(build_vision_manifest(s).total_elements() == 392 + 128 + 2 * 600 + 16 + (8 + 128));
+  }
+  SUBCASE("no tokenizer at hand: the image's own tokens alone, with a warning") {
+    const Imported imported = import_config(config);
+    CHECK(imported.spec.vision.tokens.prefix == std::vector<int64_t>{250});
+    CHECK(imported.spec.vision.tokens.suffix == std::vector<int64_t>{251});
+    CHECK(has_warning(imported, "is left out of prefix and suffix"));
+  }
+  SUBCASE("vision_use_head not given: SigLIP's pooling head is in the checkpoint, ignored") {
+    json headed = config;
+    headed["vision_config"].erase("vision_use_head");
+    const Imported imported = import_config(headed);
+    CHECK(imported.spec.weights.ignore.size() == 11);
+    CHECK(imported.spec.weights.ignore.front() == "vision_tower.vision_model.head.probe");
+  }
+}
+
+TEST_CASE("gemma3, mistral3: the published configs import to the published parameter counts") {
+  SUBCASE("gemma-3-4b-it: 4,300,079,472") {
+    const Imported imported = import_config(json::parse(kGemma3_4B));
+    INFO(imported.text);
+    CHECK(make_report(imported.spec).total_params == 4'300'079'472);
+    const Vision& v = imported.spec.vision;
+    CHECK(v.grid() == 64);
+    CHECK(v.image_features() == 256);
+    CHECK(v.tokens.marker == 255999);
+    CHECK(v.tokens.image == 262144);
+    CHECK(imported.spec.dims.heads == 8);  // Gemma3TextConfig's, not in text_config
+    CHECK(imported.spec.dims.vocab == 262208);
+    CHECK(contains(imported.text,
+                   "vocab = 262208        # vocab_size (Gemma3TextConfig default; not in text_config)\n"));
+  }
+  SUBCASE("Mistral-Small-3.1-24B: 24,011,361,280") {
+    const Imported imported = import_config(json::parse(kMistralSmall31));
+    INFO(imported.text);
+    CHECK(make_report(imported.spec).total_params == 24'011'361'280);
+    const Vision& v = imported.spec.vision;
+    CHECK(v.longest_edge == 1540);
+    CHECK(v.grid() == 110);
+    CHECK(v.image_features() == 55 * 55);
+    CHECK(v.projector.eps == 1e-5);
+  }
+}
+
+TEST_CASE("llava, mistral3, gemma3: a mutated config imports, or fails with an ImportError, never an internal error") {
+  const std::vector<json> replacements = {nullptr, 0, -1, 3, 1 << 25, 1.5, "x", true, json::array({-2, -1}),
+                                          json::object()};
+  const std::vector<json> configs = {json::parse(kLlava15_7B), json::parse(kTinyLlavaClip), tiny_llava_pixtral(),
+                                     tiny_mistral3(), json::parse(kTinyGemma3), json::parse(kGemma3_4B),
+                                     json::parse(kMistralSmall31)};
+  int imported = 0, refused = 0;
+  for (const json& original : configs) {
+    // The top level's keys, then text_config's and vision_config's.
+    for (const char* nested : {"", "text_config", "vision_config"}) {
+      const json& keys = *nested ? original[nested] : original;
+      for (const auto& [key, value] : keys.items()) {
+        if (key == "model_type" && !*nested) continue;
+        for (size_t r = 0; r <= replacements.size(); ++r) {
+          json config = original;
+          json& target = *nested ? config[nested] : config;
+          if (r == replacements.size()) target.erase(key);
+          else target[key] = replacements[r];
+          import_or_refuse(config,
+                           original["model_type"].get<std::string>() + ": " + nested + (*nested ? "." : "") + key +
+                               " = " + (r < replacements.size() ? replacements[r].dump() : "(removed)"),
+                           imported, refused);
+        }
+      }
+    }
+  }
+  CHECK(imported > 0);
+  CHECK(refused > 0);
+}
+
+TEST_CASE("llava, mistral3, gemma3: what a [vision] cannot say is an error naming the key") {
+  SUBCASE("llava: a vision_feature_select_strategy LlavaConfig does not know") {
+    json config = json::parse(kTinyLlavaClip);
+    config["vision_feature_select_strategy"] = "spatial";
+    CHECK(contains(import_error(config), "config.json: vision_feature_select_strategy = \"spatial\": must be "
+                                         "\"default\" (the class token's row dropped) or \"full\""));
+  }
+  SUBCASE("llava: features of several layers") {
+    json config = json::parse(kTinyLlavaClip);
+    config["vision_feature_layer"] = json::array({-2, -1});
+    CHECK(contains(import_error(config), "config.json: vision_feature_layer = [-2,-1]: features of several hidden "
+                                         "states side by side are not imported"));
+  }
+  SUBCASE("llava: a Pixtral tower with the \"default\" strategy would lose a patch") {
+    json config = tiny_llava_pixtral();
+    config["vision_feature_select_strategy"] = "default";
+    CHECK(contains(import_error(config), "drops each image's first row, which a pixtral tower has no class token for"));
+  }
+  SUBCASE("llava: a hidden state the tower does not have, an image token outside the vocabulary") {
+    json config = json::parse(kTinyLlavaClip);
+    config["vision_feature_layer"] = -4;
+    config["image_token_index"] = 64;
+    const std::string e = import_error(config);
+    CHECK(contains(e, "config.json: vision_feature_layer = -4: must be between -3 and 2"));
+    CHECK(contains(e, "config.json: image_token_index = 64 is not a token of the decoder's vocabulary (text_config's "
+                      "vocab_size 64)"));
+  }
+  SUBCASE("llava: the text_config's errors, named as there") {
+    json config = json::parse(kTinyLlavaClip);
+    config["text_config"]["hidden_size"] = "wide";
+    config["vision_config"]["image_size"] = 10;
+    const std::string e = import_error(config);
+    CHECK(contains(e, "config.json: text_config: hidden_size = \"wide\": expected an integer"));
+    CHECK(contains(e, "config.json: vision_config.image_size (10) is not a multiple of vision_config.patch_size (4)"));
+  }
+  SUBCASE("mistral3: a tower Mistral3ForConditionalGeneration does not take") {
+    json config = tiny_mistral3();
+    config["vision_config"]["model_type"] = "clip_vision_model";
+    CHECK(contains(import_error(config), "config.json: vision_config.model_type = \"clip_vision_model\": the "
+                                         "Mistral3ForConditionalGeneration vision towers lathe imports are pixtral"));
+  }
+  SUBCASE("gemma3: tokens that do not pool the patch grid") {
+    json config = json::parse(kTinyGemma3);
+    config["mm_tokens_per_image"] = 9;
+    CHECK(contains(import_error(config), "config.json: mm_tokens_per_image = 9: Gemma3MultiModalProjector pools the "
+                                         "4 × 4 patches"));
+  }
+  SUBCASE("mllama: not yet") {
+    const std::string e =
+        import_error(json::parse(R"({"model_type": "mllama", "text_config": {}, "vision_config": {}})"));
+    CHECK(contains(e, "config.json: model_type \"mllama\": mllama (Llama 3.2 Vision) imports are not supported yet: "));
+  }
+  SUBCASE("keys nobody reads are a warning, named as the config nests them") {
+    json config = json::parse(kTinyLlavaClip);
+    config["vision_config"]["num_register_tokens"] = 4;
+    config["image_grid_pinpoints"] = json::array();
+    const Imported imported = import_config(config);
+    CHECK(has_warning(imported, "keys not read (the spec may be missing what they change): image_grid_pinpoints, "
+                                "vision_config.num_register_tokens"));
+  }
 }
 
 }  // TEST_SUITE
