@@ -279,10 +279,10 @@ class Multimodal {
     vt.set("class_token", true, "CLIPVisionEmbeddings.class_embedding");
     vt.set("pre_norm", true, "CLIP's pre_layrnorm");
     read_layernorm();
+    // (CLIP's post_layernorm, in the checkpoint and off the path of the
+    // hidden state the projector reads, is ignored as the spec's post_norm
+    // = false says.)
     read_tower_activation(false, "CLIPMLP: fc1, the activation, fc2");
-    const std::string T = "vision_tower.vision_model.";
-    ignore({T + "post_layernorm.weight", T + "post_layernorm.bias"},
-           "CLIP's post_layernorm: in the checkpoint, off the path of the hidden state the projector reads");
   }
 
   // PixtralVisionModel: the patches (no class token, no bias), an RMS norm
@@ -465,6 +465,9 @@ class Multimodal {
       const auto eoi = token("eoi_token_index", "eoi_token_id", 256000);
       k.set("marker", boi.value, boi.note + ": <start_of_image>, where a prompt holds an image");
       k.set("image", image.value, image.note + ": <image_soft_token>, a feature row each");
+      doc_.table("vision").set("image_bidirectional", true,
+                               "Gemma3ForConditionalGeneration: token_type_ids let an image's tokens attend to each "
+                               "other both ways in the prompt pass");
       // Gemma3Processor writes "\n\n" + boi + the image tokens + eoi + "\n\n"
       // in place of each boi.
       if (const auto newline = token_in_tokenizer("\n\n")) {
