@@ -235,7 +235,7 @@ void validate_vision(const Spec& s, Diagnostics& diag) {
       at("vision.tokens." + key, key + " (" + num(id) + ") is not below dims.vocab (" + num(s.dims.vocab) + ")");
   };
   in_vocab("marker", v.tokens.marker);
-  in_vocab("image", v.tokens.image);
+  if (given("vision.tokens.image")) in_vocab("image", v.tokens.image);  // (else the marker)
   in_vocab("row_end", v.tokens.row_end);
   in_vocab("end", v.tokens.end);
   for (int64_t id : v.tokens.prefix) in_vocab("prefix", id);

@@ -114,6 +114,7 @@ TEST_CASE("lint: the shipped specs get the advice pinned here") {
       {"gpt2", {"width-depth", "vocab-multiple"}},
       {"llama-3-8b", {}},
       {"llama-2-7b-dynamic-ntk", {}},
+      {"llava-1.5-7b", {}},  // Llama 2 7B's decoder; lint's rules are the decoder's
       {"llama-3.2-1b", {"kv-cache-size"}},  // 131072 positions of 16 layers' 8 KV heads
       {"mistral-7b-v0.1", {}},
       {"mixtral-8x7b", {"width-depth", "moe-shared-expert"}},
