@@ -523,8 +523,8 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  // Every file of models/, llava-1.5-7b the latest: its decoder (hf_config_from_spec
-  // writes no vision_config).
+  // Every file of models/, llava-1.5-7b the latest (a llava config: its
+  // decoder as text_config, its CLIP tower as vision_config).
   CHECK(count == 35);
 }
 
@@ -1754,45 +1754,6 @@ const char* kTinyGemma3 = R"({
                     "num_attention_heads": 2, "intermediate_size": 16, "patch_size": 4, "image_size": 16,
                     "vision_use_head": false}})";
 
-// A tower's fields, one "key = value" line each (spec_differences leaves
-// [vision] out).
-std::string vision_fields(const Vision& v) {
-  std::ostringstream out;
-  const auto field = [&](const char* key, const auto& value) { out << key << " = " << value << "\n"; };
-  field("connection", name(v.connection));
-  field("patch", v.patch);
-  field("image_size", v.image_size);
-  field("longest_edge", v.longest_edge);
-  field("channels", v.channels);
-  field("hidden", v.dims.hidden);
-  field("layers", v.dims.layers);
-  field("heads", v.dims.heads);
-  field("head_dim", v.dims.head_dim);
-  field("intermediate", v.dims.intermediate);
-  field("positions", name(v.positions));
-  field("rope_theta", v.rope_theta);
-  field("class_token", v.class_token);
-  field("patch_bias", v.patch_bias);
-  field("pre_norm", v.pre_norm);
-  field("post_norm", v.post_norm);
-  field("feature_layer", v.feature_layer);
-  field("drop_class_token", v.drop_class_token);
-  field("norm", std::string(name(v.norm.kind)) + " " + std::to_string(v.norm.eps) + (v.norm.bias ? " bias" : ""));
-  field("attention.bias", std::to_string(v.attention.q_bias) + std::to_string(v.attention.k_bias) +
-                              std::to_string(v.attention.v_bias) + std::to_string(v.attention.o_bias));
-  field("mlp", std::string(name(v.mlp.activation)) + (v.mlp.gated ? " gated" : "") + (v.mlp.bias ? " bias" : ""));
-  const Projector& j = v.projector;
-  field("projector", std::string(name(j.kind)) + " " + name(j.activation) + (j.bias ? " bias " : " ") +
-                         std::to_string(j.intermediate) + " merge " + std::to_string(j.merge) + " tokens " +
-                         std::to_string(j.tokens) + " " + name(j.norm) + (j.norm_unit_offset ? " (1 + w) " : " ") +
-                         std::to_string(j.eps));
-  field("tokens", std::to_string(v.tokens.marker) + " " + std::to_string(v.tokens.image) + " " +
-                      std::to_string(v.tokens.row_end) + " " + std::to_string(v.tokens.end) + " " +
-                      std::to_string(v.tokens.prefix.size()) + " " + std::to_string(v.tokens.suffix.size()));
-  field("weights", v.weights.preset + " " + std::string(dtype_name(v.weights.dtype)));
-  return out.str();
-}
-
 bool has_warning(const Imported& imported, const std::string& part) {
   return std::any_of(imported.warnings.begin(), imported.warnings.end(),
                      [&](const std::string& w) { return contains(w, part); });
@@ -1803,15 +1764,12 @@ TEST_CASE("llava: llava-1.5-7b-hf's config imports to models/llava-1.5-7b.toml")
   INFO(imported.text);
   CHECK(imported.warnings.empty());
   const Spec shipped = load(source_dir() / "models" / "llava-1.5-7b.toml");
-  // The decoder: every field. (CLIP's post_layernorm, in the checkpoint and
-  // off the features' path, is ignored as post_norm = false says.)
+  // The decoder and the tower: every field. (CLIP's post_layernorm, in the
+  // checkpoint and off the features' path, is ignored as post_norm = false says.)
   for (const std::string& d : spec_differences(shipped, imported.spec)) CHECK_MESSAGE(false, d);
   const std::vector<std::string> ignored = ignored_patterns(imported.spec);
   CHECK(std::count(ignored.begin(), ignored.end(), "vision_tower.vision_model.post_layernorm.weight") == 1);
-  // The tower, field by field.
   REQUIRE(imported.spec.vision.enabled);
-  CHECK(vision_fields(imported.spec.vision) == vision_fields(shipped.vision));
-  CHECK(imported.spec.vision.weights.names == shipped.vision.weights.names);
   // The tower (303,505,408 without post_layernorm) and the projector
   // (20,979,712); the checkpoint's 7,063,427,072 less post_layernorm's 2,048.
   CHECK(build_vision_manifest(imported.spec).total_elements() == 303'505'408 + 20'979'712);
@@ -2126,6 +2084,49 @@ TEST_CASE("llava, mistral3, gemma3: what a [vision] cannot say is an error namin
     CHECK(has_warning(imported, "keys not read (the spec may be missing what they change): image_grid_pinpoints, "
                                 "vision_config.num_register_tokens"));
   }
+}
+
+// ---- spec → config.json → spec with [vision] --------------------------------
+
+// tests/specs/vision/`file`, each `from` of `edits` replaced by its `to` (the
+// first occurrence).
+using Edits = std::vector<std::pair<std::string, std::string>>;
+
+std::string vision_spec_text(const std::string& file, const Edits& edits = {}) {
+  std::string text = test::read_file((source_dir() / "tests" / "specs" / "vision" / file).string());
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, from);
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+TEST_CASE("spec_differences compares [vision] by its key paths, by meaning") {
+  const Spec a = parse_text(vision_spec_text("tiny-llava.toml"));
+  CHECK(spec_differences(a, a).empty());
+  Spec b = a;
+  b.vision.projector.kind = ProjectorKind::Pooled;
+  b.vision.norm.eps = 1e-6;
+  b.vision.tokens.marker = 201;
+  b.vision.weights.encoder_names[Role::Q] = "g";
+  b.vision.feature_layer = 1;  // hidden state 1 of 2: the −2 a names
+  const std::vector<std::string> d = spec_differences(a, b);
+  REQUIRE(d.size() == 4);
+  CHECK(d[0] == "vision.norm.eps: 1e-05 vs 1e-06");
+  CHECK(d[1] == "vision.projector.kind: \"mlp\" vs \"pooled\"");  // a pooled projector reads none of mlp's keys
+  CHECK(d[2] == "vision.tokens.marker: 200 vs 201");
+  CHECK(d[3] == "vision.weights.global_names.q: (none) vs \"g\"");
+  // Without a class token, drop_class_token drops nothing.
+  Spec c = a;
+  c.vision.class_token = false;
+  Spec e = c;
+  e.vision.drop_class_token = false;
+  CHECK(spec_differences(c, e).empty());
+  // A spec without [vision].
+  Spec text_only = a;
+  text_only.vision = Vision{};
+  CHECK(spec_differences(a, text_only) == std::vector<std::string>{"vision: true vs false"});
 }
 
 }  // TEST_SUITE
