@@ -1485,6 +1485,7 @@ TEST_CASE("hf_config_from_spec: the model type follows from the spec, and what n
   CHECK(type_of("pythia-160m.toml") == "gpt_neox");
   CHECK(type_of("phi-2.toml") == "phi");
   CHECK(type_of("bloom-560m.toml") == "bloom");
+  CHECK(type_of("llava-1.5-7b.toml") == "llava");  // [vision]: a CLIP tower and an mlp projector
   // The other new families survive spec → config → spec too.
   for (const char* config : {kFalcon7B, kFalcon40B, kGptJ6B, kMpt7B, kQwen3_30B_A3B}) {
     const Spec s = import_config(json::parse(config)).spec;
@@ -2102,6 +2103,53 @@ std::string vision_spec_text(const std::string& file, const Edits& edits = {}) {
   return text;
 }
 
+// tiny-gemma3.toml's tower on a Gemma 3 decoder (tests/specs/tiny/gemma3.toml's,
+// its vocabulary wide enough for the image tokens): Gemma3Config's
+// text_config is a Gemma3TextConfig, which tiny-gemma3.toml's decoder (pre
+// norms, no QK norms) is not.
+std::string gemma3_vision_text() {
+  std::string decoder = test::read_file((source_dir() / "tests" / "specs" / "tiny" / "gemma3.toml").string());
+  decoder.replace(decoder.find("vocab = 193"), 11, "vocab = 211");
+  const std::string vision = vision_spec_text("tiny-gemma3.toml");
+  return decoder + "\n" + vision.substr(vision.find("[vision]\n"));
+}
+
+// A spec's config (hf_config_from_spec), imported again (beside `tokenizer`,
+// a tokenizer.json, when given) and compared with the spec.
+struct RoundTrip {
+  json config;
+  Imported back;
+  std::vector<std::string> differences;
+};
+
+RoundTrip through_config(const Spec& s, const std::string& tokenizer = "") {
+  RoundTrip r;
+  REQUIRE_NOTHROW(r.config = hf_config_from_spec(s));
+  test::TempDir dir("lathe-export-vision");
+  if (!tokenizer.empty()) test::write_file(dir.file("tokenizer.json"), tokenizer);
+  r.back = import_config(r.config, s.name, tokenizer.empty() ? "" : dir.dir.string());
+  r.differences = spec_differences(s, r.back.spec);
+  return r;
+}
+
+// No difference and no warning on the way back.
+void check_same(const RoundTrip& r) {
+  INFO(r.config.dump(2));
+  INFO(r.back.text);
+  for (const std::string& d : r.differences) CHECK_MESSAGE(false, d);
+  CHECK(r.back.warnings.empty());
+}
+
+// The error hf_config_from_spec throws for `s` ("" when it exports).
+std::string export_refusal(const Spec& s) {
+  try {
+    hf_config_from_spec(s);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST_CASE("spec_differences compares [vision] by its key paths, by meaning") {
   const Spec a = parse_text(vision_spec_text("tiny-llava.toml"));
   CHECK(spec_differences(a, a).empty());
@@ -2127,6 +2175,123 @@ TEST_CASE("spec_differences compares [vision] by its key paths, by meaning") {
   Spec text_only = a;
   text_only.vision = Vision{};
   CHECK(spec_differences(a, text_only) == std::vector<std::string>{"vision: true vs false"});
+}
+
+TEST_CASE("llava, mistral3, gemma3: a spec with [vision] survives spec → config.json → spec") {
+  SUBCASE("tiny-llava: a CLIP tower and an mlp projector, llava") {
+    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-llava.toml")));
+    check_same(r);
+    CHECK(r.config["model_type"] == "llava");
+    CHECK(r.config["architectures"] == json::array({"LlavaForConditionalGeneration"}));
+    CHECK(r.config["torch_dtype"] == "float16");
+    CHECK(r.config["text_config"]["model_type"] == "llama");
+    CHECK_FALSE(r.config["text_config"].contains("torch_dtype"));  // the top level's, the whole model's
+    CHECK(r.config["vision_config"]["model_type"] == "clip_vision_model");
+    CHECK(r.config["vision_config"]["hidden_act"] == "quick_gelu");
+    CHECK(r.config["vision_feature_layer"] == -2);
+    CHECK(r.config["vision_feature_select_strategy"] == "default");
+    CHECK(r.config["image_token_index"] == 200);
+  }
+  SUBCASE("tiny-pixtral: a Pixtral tower and Mistral 3's patch merger, mistral3") {
+    // Mistral3MultiModalProjector's norm takes the decoder's epsilon
+    // (text_config.rms_norm_eps): no config sets it apart. tiny-pixtral.toml
+    // keeps the projector's default, 1e-6, beside the decoder's 1e-5; here
+    // the projector says the decoder's.
+    const Edits eps = {{"[vision.projector]\n", "[vision.projector]\neps = 1e-5\n"}};
+    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-pixtral.toml", eps)));
+    check_same(r);  // no warning: row_end and end from the config, no tokenizer.json needed
+    CHECK(r.config["model_type"] == "mistral3");
+    CHECK(r.config["vision_config"]["model_type"] == "pixtral");
+    CHECK(r.config["vision_config"]["image_size"] == 32);  // the longest edge
+    CHECK(r.config["spatial_merge_size"] == 2);
+    CHECK(r.config["multimodal_projector_bias"] == false);
+    CHECK(r.config["image_token_index"] == 10);
+    CHECK(r.config["image_break_token_id"] == 12);
+    CHECK(r.config["image_end_token_id"] == 13);
+  }
+  SUBCASE("tiny-pixtral with an mlp projector: pixtral-12b's form, llava") {
+    const Edits mlp = {{"kind = \"merge_mlp\"\nmerge = 2\n", "kind = \"mlp\"\n"}};
+    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-pixtral.toml", mlp)));
+    check_same(r);
+    CHECK(r.config["model_type"] == "llava");
+    CHECK(r.config["vision_config"]["model_type"] == "pixtral");
+    CHECK(r.config["vision_feature_layer"] == -1);
+    CHECK(r.config["vision_feature_select_strategy"] == "full");  // no class token to drop
+  }
+  SUBCASE("tiny-gemma3's tower on a Gemma 3 decoder: gemma3, \"\\n\\n\" from tokenizer.json") {
+    const Spec s = parse_text(gemma3_vision_text());
+    const RoundTrip r = through_config(s, R"({"model": {"type": "BPE", "vocab": {"\n\n": 108}}})");
+    check_same(r);
+    CHECK(r.config["model_type"] == "gemma3");
+    CHECK(r.config["text_config"]["model_type"] == "gemma3_text");
+    CHECK(r.config["vision_config"]["model_type"] == "siglip_vision_model");
+    CHECK(r.config["vision_config"]["vision_use_head"] == false);  // weights.ignore has no pooling head
+    CHECK(r.config["boi_token_index"] == 201);
+    CHECK(r.config["image_token_index"] == 202);
+    CHECK(r.config["eoi_token_index"] == 203);
+    CHECK(r.config["mm_tokens_per_image"] == 16);
+    // The config alone: no config key holds the id of "\n\n", so without a
+    // tokenizer.json prefix and suffix come back as boi and eoi alone.
+    const RoundTrip bare = through_config(s);
+    CHECK(bare.differences == std::vector<std::string>{"vision.tokens.prefix: [108, 201] vs [201]",
+                                                       "vision.tokens.suffix: [203, 108] vs [203]"});
+  }
+  SUBCASE("SigLIP's pooling head in weights.ignore: vision_use_head = true") {
+    // The head's tensors as the importer names them without vision_use_head = false.
+    json headed = json::parse(kTinyGemma3);
+    headed["vision_config"].erase("vision_use_head");
+    std::string ignore = "[weights]\nignore = [";
+    for (const std::string& name : import_config(headed).spec.weights.ignore) ignore += "\"" + name + "\", ";
+    ignore += "]\n";
+    std::string text = gemma3_vision_text();
+    text.replace(text.find("[weights]\n"), 10, ignore);
+    const RoundTrip r = through_config(parse_text(text), R"({"model": {"vocab": {"\n\n": 108}}})");
+    check_same(r);
+    CHECK(r.config["vision_config"]["vision_use_head"] == true);
+  }
+}
+
+TEST_CASE("hf_config_from_spec: a [vision] no supported config reads back is refused, naming the key") {
+  const auto llava = [](const std::string& from, const std::string& to) {
+    return parse_text(vision_spec_text("tiny-llava.toml", {{from, to}}));
+  };
+  SUBCASE("cross-attention (Llama 3.2 Vision)") {
+    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-mllama.toml"))),
+                   "vision.connection: \"cross_attention\": Llama 3.2 Vision's mllama configs are not imported"));
+  }
+  SUBCASE("a projector the tower's config class does not have") {
+    const Spec linear = llava("[vision.tokens]\n", "[vision.projector]\nkind = \"linear\"\n\n[vision.tokens]\n");
+    CHECK(contains(export_refusal(linear),
+                   "vision.projector.kind: \"linear\": the projector of a hf-clip tower's config is LlavaConfig's "
+                   "\"mlp\""));
+  }
+  SUBCASE("Mistral 3's projector norm with an epsilon of its own") {
+    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-pixtral.toml"))),
+                   "vision.projector.eps = 1e-06: Mistral3MultiModalProjector's norm takes text_config's "
+                   "rms_norm_eps, the decoder's norm.eps (1e-05)"));
+  }
+  SUBCASE("Gemma 3 on a decoder that is not Gemma3TextConfig's") {
+    const std::string e = export_refusal(parse_text(vision_spec_text("tiny-gemma3.toml")));
+    CHECK(contains(e, "as model_type \"gemma3\" (text_config \"gemma3_text\") these fields would change"));
+    CHECK(contains(e, "norm.placement: \"pre\" vs \"sandwich\""));
+  }
+  SUBCASE("Gemma 3's tokens in another order than Gemma3Processor's") {
+    std::string text = gemma3_vision_text();
+    text.replace(text.find("prefix = [108, 201]"), 19, "prefix = [201]");
+    CHECK(contains(export_refusal(parse_text(text)), "vision.tokens.prefix = [201], vision.tokens.suffix = [203, 108]: "
+                                                     "Gemma3Processor writes"));
+  }
+  SUBCASE("what the config classes hard-code, or cannot say") {
+    CHECK(contains(export_refusal(llava("feature_layer = -2\n", "feature_layer = -2\nimage_bidirectional = true\n")),
+                   "vision.image_bidirectional: true vs false"));
+    CHECK(contains(export_refusal(llava("preset = \"hf-clip\"\n", "preset = \"hf-clip\"\ndtype = \"f32\"\n")),
+                   "vision.weights.dtype: \"f32\" vs \"f16\""));
+    const Spec renamed = llava("preset = \"hf-clip\"\n", "preset = \"hf-clip\"\n\n[vision.weights.names]\nq = \"q\"\n");
+    CHECK(contains(export_refusal(renamed), "vision.weights.names.q: \"q\" vs "
+                                            "\"vision_tower.vision_model.encoder.layers.{layer}.self_attn.q_proj\""));
+    CHECK(contains(export_refusal(llava("[vision.mlp]\n", "[vision.attention]\nbias = false\n\n[vision.mlp]\n")),
+                   "vision.attention.q_bias: false vs true"));
+  }
 }
 
 }  // TEST_SUITE
