@@ -347,6 +347,7 @@ spec::Spec gguf_twin(const spec::Spec& spec) {
   if (s.position.kind == spec::PositionKind::Rope && s.position.scaling.kind == spec::RopeScaling::Llama3)
     s.weights.ignore.push_back(kRopeFreqs);
   s.cache = spec::Cache{};  // the KV cache's dtype is a build choice a GGUF file does not state
+  s.vision = spec::Vision{};  // llama.cpp writes a vision tower to a file of its own (mmproj), not the decoder's
   s.locations.clear();
   return s;
 }

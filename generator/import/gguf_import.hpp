@@ -75,7 +75,9 @@ std::map<std::string, weights::GgufValue> gguf_metadata_from_spec(const spec::Sp
 
 // `spec` as llama.cpp's converter would write it: the gguf preset's names,
 // f32 vectors, and for each family what the converter changes (interleaved
-// pairing for Llama, Gemma's 1 + w norm weights), with the default KV cache.
+// pairing for Llama, Gemma's 1 + w norm weights), with the default KV cache
+// and without [vision] (llama.cpp's converter writes a tower to a file of its
+// own, the mmproj).
 // Its manifest names the tensors of the GGUF file of the same model; under
 // llama3 scaling the file also holds rope_freqs.weight, which the twin's
 // weights.ignore names.

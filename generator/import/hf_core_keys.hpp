@@ -3,10 +3,13 @@
 // where (the key, an older name read in its place, the config class's
 // default); the importer reads a config by it (Importer::read_core,
 // hf_importer.hpp) and the exporter writes one by it (hf_export.cpp), so
-// that the two cannot name a key differently. Private to generator/import.
+// that the two cannot name a key differently; so too the tensors of
+// SigLIP's pooling head (siglip_head_tensors). Private to generator/import.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace lathe::importer::hf {
 
@@ -102,5 +105,16 @@ inline constexpr CoreKeys kMamba2Core = {
     .hidden = {"hidden_size", 4096}, .layers = {"num_hidden_layers", 64}, .vocab = {"vocab_size", 32768},
     .context = {nullptr, 8192},
     .context_note = "Mamba2Config has no context length (no position table, a fixed state): a default"};
+
+// SigLIP's attention-pooling head in a multimodal checkpoint's tower
+// (SiglipVisionTransformer builds it unless vision_use_head = false), which
+// Gemma 3 does not use: the importer adds its tensors to weights.ignore, the
+// exporter reads them there as vision_use_head.
+inline std::vector<std::string> siglip_head_tensors() {
+  const std::string H = "vision_tower.vision_model.head.";
+  return {H + "probe", H + "attention.in_proj_weight", H + "attention.in_proj_bias", H + "attention.out_proj.weight",
+          H + "attention.out_proj.bias", H + "layernorm.weight", H + "layernorm.bias", H + "mlp.fc1.weight",
+          H + "mlp.fc1.bias", H + "mlp.fc2.weight", H + "mlp.fc2.bias"};
+}
 
 }  // namespace lathe::importer::hf

@@ -1,5 +1,6 @@
 #include "generator/import/hf_export.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -436,12 +437,23 @@ json round_trip(const Spec& s, json config, const std::string& type) {
     if (!back) throw Error(ErrorKind::InvalidArgument, diagnostics.format());
     back->cache = s.cache;  // a build choice: no config.json holds it
     back->pooling = s.pooling;  // sentence-transformers' modules beside config.json hold it
+    // Gemma 3's "\n\n" around an image: tokenizer.json's id, no config's
+    // (gemma3_keys checked the spec's prefix and suffix hold boi and eoi so).
+    ImageTokens& k = back->vision.tokens;
+    const ImageTokens& spec_tokens = s.vision.tokens;
+    if (type == "gemma3" && spec_tokens.prefix.size() == 2 && k.prefix == std::vector{spec_tokens.prefix[1]} &&
+        k.suffix == std::vector{spec_tokens.suffix[0]}) {
+      k.prefix = spec_tokens.prefix;
+      k.suffix = spec_tokens.suffix;
+    }
     differences = spec_differences(s, *back);
   } catch (const ImportError& e) {
     differences = e.problems();
   }
   if (!differences.empty()) {
-    std::string why = "as model_type \"" + type + "\" these fields would change (spec vs config):";
+    std::string as = "model_type \"" + type + "\"";
+    if (config.contains("text_config")) as += " (text_config " + config["text_config"]["model_type"].dump() + ")";
+    std::string why = "as " + as + " these fields would change (spec vs config):";
     for (const std::string& d : differences) why += "\n  " + d;
     refuse(s, why);
   }
@@ -556,14 +568,16 @@ json deepseek_config(const Spec& s) {
   return dtype_and_tie(c, s);
 }
 
-json hf_config_from_spec(const Spec& s) {
-  if (s.ssm.hybrid()) return round_trip(s, bamba_config(s), "bamba");
-  if (s.ssm.enabled()) return round_trip(s, mamba_config(s), "mamba");
-  if (s.mla.enabled) {
-    json c = deepseek_config(s);
-    const std::string type = c["model_type"];
-    return round_trip(s, std::move(c), type);
-  }
+namespace {
+
+// The decoder's config: the whole model's without [vision], or a
+// multimodal config's text_config. `text_type`: the model type its config
+// class reads the text_config as (Gemma3Config's gemma3_text); empty: the
+// one the spec's features say.
+json decoder_config(const Spec& s, const std::string& text_type = "") {
+  if (s.ssm.hybrid()) return bamba_config(s);
+  if (s.ssm.enabled()) return mamba_config(s);
+  if (s.mla.enabled) return deepseek_config(s);
   // What no model type has, said plainly before the round trip would.
   const std::string named = named_family(s);
   const bool alibi_family = named == "bloom" || named == "mpt";
@@ -587,7 +601,7 @@ json hf_config_from_spec(const Spec& s) {
                   "under their tensor names)");
   if (is_block_dtype(s.weights.dtype)) torch_dtype(s);
 
-  const std::string type = model_type_of(s);
+  const std::string type = text_type.empty() ? model_type_of(s) : text_type;
   json config;
   if (type == "gpt2") config = gpt2_config(s);
   else if (type == "gpt_neox") config = gpt_neox_config(s);
@@ -604,7 +618,149 @@ json hf_config_from_spec(const Spec& s) {
   // transformers' dynamic NTK scales past max_position_embeddings: the
   // context the spec's scaling starts from (the spec's own is its reach).
   if (s.position.scaling.kind == RopeScaling::DynamicNtk) config["max_position_embeddings"] = s.position.scaling.original_max_context;
+  return config;
+}
 
+// ---- multimodal configs: the decoder and its [vision] --------------------------
+
+// The multimodal config class of a splice [vision], as the importer reads
+// it back (hf_vision.cpp): the tower by the preset that names its tensors,
+// the class by the tower and the projector. llava: a CLIP or Pixtral tower
+// and an mlp; mistral3: Pixtral and merge_mlp; gemma3: SigLIP and pooled.
+std::string multimodal_type_of(const Spec& s) {
+  const Vision& v = s.vision;
+  if (v.connection != VisionConnection::Splice)
+    refuse(s, "vision.connection: \"cross_attention\": Llama 3.2 Vision's mllama configs are not imported; the "
+              "supported multimodal configs (llava, mistral3, gemma3) splice an image's features into the prompt");
+  const std::string& preset = v.weights.preset;
+  const ProjectorKind kind = v.projector.kind;
+  if ((preset == "hf-clip" || preset == "hf-pixtral") && kind == ProjectorKind::Mlp) return "llava";
+  if (preset == "hf-pixtral" && kind == ProjectorKind::MergeMlp) return "mistral3";
+  if (preset == "hf-siglip" && kind == ProjectorKind::Pooled) return "gemma3";
+  if (preset != "hf-clip" && preset != "hf-pixtral" && preset != "hf-siglip")
+    refuse(s, "vision.weights.preset: " + (preset.empty() ? std::string("none") : "\"" + preset + "\"") +
+                  ": the towers a supported multimodal config names are CLIP's (\"hf-clip\": llava), Pixtral's "
+                  "(\"hf-pixtral\": llava, mistral3) and SigLIP's (\"hf-siglip\": gemma3)");
+  const char* takes = preset == "hf-clip"      ? "LlavaConfig's \"mlp\""
+                      : preset == "hf-pixtral" ? "LlavaConfig's \"mlp\" or Mistral3Config's \"merge_mlp\""
+                                               : "Gemma3Config's \"pooled\"";
+  refuse(s, std::string("vision.projector.kind: \"") + name(kind) + "\": the projector of a " + preset +
+                " tower's config is " + takes);
+}
+
+// vision_config: CLIPVisionConfig's, PixtralVisionConfig's or
+// SiglipVisionConfig's keys, each one the importer reads written out.
+json vision_config(const Spec& s) {
+  const Vision& v = s.vision;
+  const Dims& d = v.dims;
+  const bool pixtral = v.weights.preset == "hf-pixtral";
+  if (pixtral ? v.longest_edge == 0 : v.image_size == 0)
+    refuse(s, pixtral ? "vision.image_size: a Pixtral tower's config gives the longest edge of an image that keeps its "
+                        "aspect (vision.longest_edge), not a fixed square"
+                      : "vision.longest_edge: CLIP's and SigLIP's configs give a fixed square (vision.image_size)");
+  json c = {{"hidden_size", d.hidden},          {"intermediate_size", d.intermediate},
+            {"num_hidden_layers", d.layers},    {"num_attention_heads", d.heads},
+            {"num_channels", v.channels},       {"patch_size", v.patch},
+            {"hidden_act", hf_activation(v.mlp.activation, false)}};
+  if (pixtral) {
+    // PixtralVisionConfig: image_size is the longest edge, head_dim hidden / heads.
+    c.update({{"model_type", "pixtral"}, {"image_size", v.longest_edge}, {"head_dim", d.hidden / d.heads},
+              {"rope_theta", v.rope_theta}});
+    return c;
+  }
+  c.update({{"model_type", v.weights.preset == "hf-clip" ? "clip_vision_model" : "siglip_vision_model"},
+            {"image_size", v.image_size},
+            {"layer_norm_eps", v.norm.eps}});
+  return c;
+}
+
+std::string ids_text(const std::vector<int64_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+// Gemma3Config's keys: the image's tokens, the pooled projector's, and
+// whether the checkpoint holds SigLIP's pooling head (the importer adds its
+// tensors to weights.ignore unless vision_use_head = false).
+void gemma3_keys(const Spec& s, json& c) {
+  const Vision& v = s.vision;
+  const ImageTokens& k = v.tokens;
+  // Gemma3Processor writes "\n\n", <start_of_image> (boi), the image tokens,
+  // <end_of_image> (eoi), "\n\n". The config holds boi, the image token and
+  // eoi; the id of "\n\n" is tokenizer.json's (the importer looks it up
+  // there; imported without one, prefix and suffix are boi and eoi alone).
+  const bool plain = k.prefix.size() == 1 && k.suffix.size() == 1;
+  const bool newlines = k.prefix.size() == 2 && k.suffix.size() == 2 && k.prefix[0] == k.suffix[1];
+  if (!(plain || newlines) || k.prefix.back() != k.marker)
+    refuse(s, "vision.tokens.prefix = " + ids_text(k.prefix) + ", vision.tokens.suffix = " + ids_text(k.suffix) +
+                  ": Gemma3Processor writes [\"\\n\\n\", boi] before an image's tokens and [eoi, \"\\n\\n\"] after "
+                  "them (boi: vision.tokens.marker; without \"\\n\\n\": [boi] and [eoi])");
+  if (v.projector.eps != v.norm.eps)
+    refuse(s, "vision.projector.eps = " + json(v.projector.eps).dump() +
+                  ": Gemma3MultiModalProjector's mm_soft_emb_norm takes vision_config's layer_norm_eps, "
+                  "vision.norm.eps (" + json(v.norm.eps).dump() + ")");
+  c["boi_token_index"] = k.marker;
+  c["image_token_index"] = k.image;
+  c["eoi_token_index"] = k.suffix.front();
+  c["mm_tokens_per_image"] = v.projector.tokens;
+  // The head's tensors, in weights.ignore after the decoder's own.
+  const std::vector<std::string> head = hf::siglip_head_tensors();
+  const std::vector<std::string>& ignore = s.weights.ignore;
+  c["vision_config"]["vision_use_head"] =
+      ignore.size() >= head.size() && std::equal(head.begin(), head.end(), ignore.end() - head.size());
+}
+
+// LlavaConfig's and Mistral3Config's keys.
+void llava_keys(const Spec& s, const std::string& type, json& c) {
+  const Vision& v = s.vision;
+  const ImageTokens& k = v.tokens;
+  c["image_token_index"] = k.marker;
+  c["vision_feature_layer"] = v.feature_layer;
+  c["projector_hidden_act"] = hf_activation(v.projector.activation, false);
+  c["multimodal_projector_bias"] = v.projector.bias;
+  if (type == "llava") c["vision_feature_select_strategy"] = v.class_token && v.drop_class_token ? "default" : "full";
+  if (type == "mistral3") {
+    if (v.projector.eps != s.norm.eps)
+      refuse(s, "vision.projector.eps = " + json(v.projector.eps).dump() +
+                    ": Mistral3MultiModalProjector's norm takes text_config's rms_norm_eps, the decoder's norm.eps (" +
+                    json(s.norm.eps).dump() + ")");
+    c["spatial_merge_size"] = v.projector.merge;
+  }
+  // Pixtral's [IMG_BREAK] and [IMG_END]: the keys the importer reads before
+  // tokenizer.json (transformers keeps a config's keys it does not know).
+  if (v.weights.preset == "hf-pixtral") {
+    if (k.row_end >= 0) c["image_break_token_id"] = k.row_end;
+    if (k.end >= 0) c["image_end_token_id"] = k.end;
+  }
+}
+
+// A spec with [vision] as a multimodal config of model type `type`: the
+// decoder's config as text_config, the tower's as vision_config, the
+// projector and the image tokens at the top.
+json multimodal_config(const Spec& s, const std::string& type) {
+  json text = decoder_config(s, type == "gemma3" ? "gemma3_text" : "");
+  const char* architecture = type == "llava"      ? "LlavaForConditionalGeneration"
+                             : type == "mistral3" ? "Mistral3ForConditionalGeneration"
+                                                  : "Gemma3ForConditionalGeneration";
+  json c = {{"architectures", {architecture}}, {"model_type", type}};
+  // The whole model's dtype, at the top; the decoder's class is the model's.
+  if (text.contains("torch_dtype")) c["torch_dtype"] = text["torch_dtype"];
+  text.erase("torch_dtype");
+  text.erase("architectures");
+  c["text_config"] = std::move(text);
+  c["vision_config"] = vision_config(s);
+  if (type == "gemma3") gemma3_keys(s, c);
+  else llava_keys(s, type, c);
+  return c;
+}
+
+}  // namespace
+
+json hf_config_from_spec(const Spec& s) {
+  const std::string multimodal = s.vision.enabled ? multimodal_type_of(s) : "";
+  json config = multimodal.empty() ? decoder_config(s) : multimodal_config(s, multimodal);
+  const std::string type = config["model_type"];
   return round_trip(s, std::move(config), type);
 }
 

@@ -15,6 +15,19 @@ namespace lathe::importer {
 // hf-llama → phi3; unit_offset pre-norms → gemma; q/k/v biases → qwen2;
 // per-head qk-norm → qwen3; a sliding window → mistral; else llama.
 //
+// A spec with [vision] (a splice) gets a multimodal config: the decoder's
+// config as text_config, the tower's as vision_config, the projector's and
+// the image tokens' keys at the top. The model type follows from the
+// tower's preset and the projector: hf-clip or hf-pixtral with an mlp →
+// llava, hf-pixtral with merge_mlp → mistral3, hf-siglip with pooled →
+// gemma3 (its text_config always gemma3_text). Pixtral's row_end and end
+// are written as image_break_token_id and image_end_token_id; Gemma 3's
+// "\n\n" around an image (prefix [n, boi], suffix [eoi, n]) is the id
+// tokenizer.json gives, which no config holds: the round trip takes the
+// spec's, and the config imports to it beside a tokenizer.json that maps
+// "\n\n" to n. cross_attention, another tower or projector, and what the
+// config classes hard-code otherwise are refused, naming the [vision] key.
+//
 // The config is checked by importing it again: every spec field must come
 // back unchanged (spec_differences; cache.dtype is a build choice no config
 // holds and is not compared). A spec that no supported config expresses

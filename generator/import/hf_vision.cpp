@@ -344,10 +344,7 @@ class Multimodal {
     // config says vision_use_head = false; Gemma 3 does not use it.
     const auto head = v_->boolean("vision_use_head");
     if (head.value_or(true)) {
-      const std::string H = "vision_tower.vision_model.head.";
-      ignore({H + "probe", H + "attention.in_proj_weight", H + "attention.in_proj_bias",
-              H + "attention.out_proj.weight", H + "attention.out_proj.bias", H + "layernorm.weight",
-              H + "layernorm.bias", H + "mlp.fc1.weight", H + "mlp.fc1.bias", H + "mlp.fc2.weight", H + "mlp.fc2.bias"},
+      ignore(siglip_head_tensors(),
              std::string(head ? "vision_config.vision_use_head" : "vision_config.vision_use_head not given") +
                  ": SigLIP's attention-pooling head, which " + info_.model_class + " does not use");
     }

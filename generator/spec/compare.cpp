@@ -1,6 +1,8 @@
 #include "generator/spec/compare.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <initializer_list>
 #include <set>
 
 namespace lathe::spec {
@@ -57,11 +59,156 @@ class Differences {
   std::vector<std::string> lines_;
 };
 
-// Which layers are windowed: the meaning of sliding_window + window_pattern.
-std::vector<bool> windowed_layers(const Spec& s) {
+// Which of `layers` layers are windowed: the meaning of sliding_window + window_pattern.
+std::vector<bool> windowed_layers(const Attention& a, int64_t layers) {
   std::vector<bool> out;
-  for (int64_t i = 0; i < s.dims.layers; ++i) out.push_back(s.attention.windowed(i));
+  for (int64_t i = 0; i < layers; ++i) out.push_back(a.windowed(i));
   return out;
+}
+
+// The tables the decoder and the vision tower share, under `key` ("norm.",
+// "vision.norm.").
+void compare_norm(Differences& d, const std::string& key, const Norm& a, const Norm& b) {
+  d.field(key + "kind", a.kind, b.kind);
+  d.field(key + "eps", a.eps, b.eps);
+  d.field(key + "placement", a.placement, b.placement);
+  d.field(key + "unit_offset", a.unit_offset, b.unit_offset);
+  d.field(key + "bias", a.bias, b.bias);
+  d.field(key + "final", a.final_norm, b.final_norm);
+  d.field(key + "parallel_shared", a.parallel_shared, b.parallel_shared);
+}
+
+void compare_attention(Differences& d, const std::string& key, const Attention& a, const Attention& b,
+                       int64_t layers_a, int64_t layers_b) {
+  d.field(key + "q_bias", a.q_bias, b.q_bias);
+  d.field(key + "k_bias", a.k_bias, b.k_bias);
+  d.field(key + "v_bias", a.v_bias, b.v_bias);
+  d.field(key + "o_bias", a.o_bias, b.o_bias);
+  d.field(key + "scale", a.scale, b.scale);
+  d.field(key + "softcap", a.softcap, b.softcap);
+  d.field(key + "qk_norm", a.qk_norm, b.qk_norm);
+  d.field(key + "sliding_window", a.sliding_window, b.sliding_window);
+  if (layers_a == layers_b && windowed_layers(a, layers_a) != windowed_layers(b, layers_b))
+    d.line(key + "window_pattern: " + text(a.window_pattern) + " vs " + text(b.window_pattern) +
+           " (windowed layers differ)");
+}
+
+void compare_mlp(Differences& d, const std::string& key, const Mlp& a, const Mlp& b) {
+  d.field(key + "activation", a.activation, b.activation);
+  d.field(key + "gated", a.gated, b.gated);
+  d.field(key + "bias", a.bias, b.bias);
+  d.field(key + "fused_gate_up", a.fused_gate_up, b.fused_gate_up);
+}
+
+// Module paths by role, under `key` ("weights.names.").
+void compare_names(Differences& d, const std::string& key, const std::map<Role, std::string>& na,
+                   const std::map<Role, std::string>& nb) {
+  std::set<Role> roles;
+  for (const auto& [role, path] : na) roles.insert(role);
+  for (const auto& [role, path] : nb) roles.insert(role);
+  for (const Role role : roles) {
+    const auto ia = na.find(role);
+    const auto ib = nb.find(role);
+    const std::string ta = ia == na.end() ? "(none)" : text(ia->second);
+    const std::string tb = ib == nb.end() ? "(none)" : text(ib->second);
+    if (ta != tb) d.line(key + std::string(name(role)) + ": " + ta + " vs " + tb);
+  }
+}
+
+// [weights] or [vision.weights] (`key`): the dtypes, the layout, the names by
+// role, then the second set of layer names, an encoder–decoder's encoder
+// layers' ("encoder_names.") or a tower's global layers' ("global_names.").
+void compare_weights(Differences& d, const std::string& key, const std::string& second_names, const Weights& a,
+                     const Weights& b) {
+  d.field(key + "dtype", a.dtype, b.dtype);
+  d.field(key + "vector_dtype", a.vector_dtype, b.vector_dtype);
+  d.field(key + "layout", a.layout, b.layout);
+  d.field(key + "fused_qkv", a.fused_qkv, b.fused_qkv);
+  d.field(key + "qkv_layout", a.qkv_layout, b.qkv_layout);
+  d.field(key + "preset", a.preset, b.preset);
+  d.field(key + "max_part_bytes", a.max_part_bytes, b.max_part_bytes);
+  d.field(key + "ignore", a.ignore, b.ignore);
+  compare_names(d, key + "names.", a.names, b.names);
+  compare_names(d, key + second_names, a.encoder_names, b.encoder_names);
+  std::set<Role> typed;
+  for (const auto& [role, dtypes] : a.role_dtypes) typed.insert(role);
+  for (const auto& [role, dtypes] : b.role_dtypes) typed.insert(role);
+  for (const Role role : typed) {
+    auto list = [&](const Weights& w) {
+      const auto it = w.role_dtypes.find(role);
+      if (it == w.role_dtypes.end()) return std::string("(none)");
+      std::string out;
+      for (DType dt : it->second) out += (out.empty() ? "" : ", ") + std::string(dtype_name(dt));
+      return it->second.size() > 1 ? "[" + out + "]" : out;
+    };
+    if (list(a) != list(b)) d.line(key + "dtypes." + std::string(name(role)) + ": " + list(a) + " vs " + list(b));
+  }
+}
+
+// [vision.projector]: the kind, then the keys both kinds read (a pooled
+// projector has no activation or bias; only merge_mlp merges).
+void compare_projector(Differences& d, const Projector& a, const Projector& b) {
+  d.field("vision.projector.kind", a.kind, b.kind);
+  const auto both = [&](std::initializer_list<ProjectorKind> kinds) {
+    const auto in = [&](ProjectorKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+    return in(a.kind) && in(b.kind);
+  };
+  using enum ProjectorKind;
+  if (both({Mlp, MergeMlp})) {
+    d.field("vision.projector.activation", a.activation, b.activation);
+    d.field("vision.projector.intermediate", a.intermediate, b.intermediate);
+  }
+  if (both({Mlp, MergeMlp, Linear})) d.field("vision.projector.bias", a.bias, b.bias);
+  if (both({MergeMlp})) d.field("vision.projector.merge", a.merge, b.merge);
+  if (both({Pooled})) d.field("vision.projector.tokens", a.tokens, b.tokens);
+  if (both({MergeMlp, Pooled})) {
+    d.field("vision.projector.norm", a.norm, b.norm);
+    d.field("vision.projector.norm_unit_offset", a.norm_unit_offset, b.norm_unit_offset);
+    d.field("vision.projector.eps", a.eps, b.eps);
+  }
+}
+
+void compare_vision(Differences& d, const Vision& a, const Vision& b) {
+  d.field("vision", a.enabled, b.enabled);
+  if (!a.enabled || !b.enabled) return;
+  d.field("vision.connection", a.connection, b.connection);
+  d.field("vision.channels", a.channels, b.channels);
+  d.field("vision.patch", a.patch, b.patch);
+  d.field("vision.image_size", a.image_size, b.image_size);
+  d.field("vision.longest_edge", a.longest_edge, b.longest_edge);
+  d.field("vision.tiles", a.tiles, b.tiles);
+  d.field("vision.hidden", a.dims.hidden, b.dims.hidden);
+  d.field("vision.layers", a.dims.layers, b.dims.layers);
+  d.field("vision.heads", a.dims.heads, b.dims.heads);
+  d.field("vision.head_dim", a.dims.head_dim, b.dims.head_dim);
+  d.field("vision.intermediate", a.dims.intermediate, b.dims.intermediate);
+  compare_norm(d, "vision.norm.", a.norm, b.norm);
+  compare_attention(d, "vision.attention.", a.attention, b.attention, a.dims.layers, b.dims.layers);
+  compare_mlp(d, "vision.mlp.", a.mlp, b.mlp);
+  d.field("vision.positions", a.positions, b.positions);
+  if (a.positions == VisionPositions::Rope2D && b.positions == VisionPositions::Rope2D)
+    d.field("vision.rope_theta", a.rope_theta, b.rope_theta);
+  d.field("vision.class_token", a.class_token, b.class_token);
+  d.field("vision.patch_bias", a.patch_bias, b.patch_bias);
+  d.field("vision.pre_norm", a.pre_norm, b.pre_norm);
+  d.field("vision.post_norm", a.post_norm, b.post_norm);
+  // The hidden state read, however counted (−1 and 24 of 24 layers are one).
+  if (a.dims.layers != b.dims.layers || a.layers_run() != b.layers_run())
+    d.field("vision.feature_layer", a.feature_layer, b.feature_layer);
+  d.field("vision.extra_feature_layers", a.extra_feature_layers, b.extra_feature_layers);
+  d.field("vision.global_layers", a.global_layers, b.global_layers);
+  // Without a class token there is no row to drop.
+  if (a.class_token || b.class_token) d.field("vision.drop_class_token", a.drop_class_token, b.drop_class_token);
+  d.field("vision.image_bidirectional", a.image_bidirectional, b.image_bidirectional);
+  d.field("vision.cross_layers", a.cross_layers, b.cross_layers);
+  compare_projector(d, a.projector, b.projector);
+  d.field("vision.tokens.marker", a.tokens.marker, b.tokens.marker);
+  d.field("vision.tokens.image", a.tokens.image, b.tokens.image);
+  d.field("vision.tokens.row_end", a.tokens.row_end, b.tokens.row_end);
+  d.field("vision.tokens.end", a.tokens.end, b.tokens.end);
+  d.field("vision.tokens.prefix", a.tokens.prefix, b.tokens.prefix);
+  d.field("vision.tokens.suffix", a.tokens.suffix, b.tokens.suffix);
+  compare_weights(d, "vision.weights.", "global_names.", a.weights, b.weights);
 }
 
 }  // namespace
@@ -83,27 +230,8 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("dims.vocab", a.dims.vocab, b.dims.vocab);
   d.field("dims.max_context", a.dims.max_context, b.dims.max_context);
 
-  d.field("norm.kind", a.norm.kind, b.norm.kind);
-  d.field("norm.eps", a.norm.eps, b.norm.eps);
-  d.field("norm.placement", a.norm.placement, b.norm.placement);
-  d.field("norm.unit_offset", a.norm.unit_offset, b.norm.unit_offset);
-  d.field("norm.bias", a.norm.bias, b.norm.bias);
-  d.field("norm.final", a.norm.final_norm, b.norm.final_norm);
-  d.field("norm.parallel_shared", a.norm.parallel_shared, b.norm.parallel_shared);
-
-  const Attention& aa = a.attention;
-  const Attention& ba = b.attention;
-  d.field("attention.q_bias", aa.q_bias, ba.q_bias);
-  d.field("attention.k_bias", aa.k_bias, ba.k_bias);
-  d.field("attention.v_bias", aa.v_bias, ba.v_bias);
-  d.field("attention.o_bias", aa.o_bias, ba.o_bias);
-  d.field("attention.scale", aa.scale, ba.scale);
-  d.field("attention.softcap", aa.softcap, ba.softcap);
-  d.field("attention.qk_norm", aa.qk_norm, ba.qk_norm);
-  d.field("attention.sliding_window", aa.sliding_window, ba.sliding_window);
-  if (a.dims.layers == b.dims.layers && windowed_layers(a) != windowed_layers(b))
-    d.line("attention.window_pattern: " + text(aa.window_pattern) + " vs " + text(ba.window_pattern) +
-           " (windowed layers differ)");
+  compare_norm(d, "norm.", a.norm, b.norm);
+  compare_attention(d, "attention.", a.attention, b.attention, a.dims.layers, b.dims.layers);
 
   const Position& ap = a.position;
   const Position& bp = b.position;
@@ -131,10 +259,7 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("position.scaling.mscale", as.mscale, bs.mscale);
   d.field("position.scaling.mscale_all_dim", as.mscale_all_dim, bs.mscale_all_dim);
 
-  d.field("mlp.activation", a.mlp.activation, b.mlp.activation);
-  d.field("mlp.gated", a.mlp.gated, b.mlp.gated);
-  d.field("mlp.bias", a.mlp.bias, b.mlp.bias);
-  d.field("mlp.fused_gate_up", a.mlp.fused_gate_up, b.mlp.fused_gate_up);
+  compare_mlp(d, "mlp.", a.mlp, b.mlp);
 
   d.field("mla", a.mla.enabled, b.mla.enabled);
   if (a.mla.enabled && b.mla.enabled) {
@@ -192,46 +317,8 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("output.bias", a.output.bias, b.output.bias);
   d.field("output.scale", a.output.scale, b.output.scale);
 
-  const Weights& aw = a.weights;
-  const Weights& bw = b.weights;
-  d.field("weights.dtype", aw.dtype, bw.dtype);
-  d.field("weights.vector_dtype", aw.vector_dtype, bw.vector_dtype);
-  d.field("weights.layout", aw.layout, bw.layout);
-  d.field("weights.fused_qkv", aw.fused_qkv, bw.fused_qkv);
-  d.field("weights.qkv_layout", aw.qkv_layout, bw.qkv_layout);
-  d.field("weights.preset", aw.preset, bw.preset);
-  d.field("weights.max_part_bytes", aw.max_part_bytes, bw.max_part_bytes);
-  d.field("weights.ignore", aw.ignore, bw.ignore);
-  // Module paths by role: the decoder's and stack tensors', then an
-  // encoder–decoder's encoder layers'.
-  const auto names = [&](const std::string& key, const std::map<Role, std::string>& na,
-                         const std::map<Role, std::string>& nb) {
-    std::set<Role> roles;
-    for (const auto& [role, path] : na) roles.insert(role);
-    for (const auto& [role, path] : nb) roles.insert(role);
-    for (const Role role : roles) {
-      const auto ia = na.find(role);
-      const auto ib = nb.find(role);
-      const std::string ta = ia == na.end() ? "(none)" : text(ia->second);
-      const std::string tb = ib == nb.end() ? "(none)" : text(ib->second);
-      if (ta != tb) d.line(key + std::string(name(role)) + ": " + ta + " vs " + tb);
-    }
-  };
-  names("weights.names.", aw.names, bw.names);
-  names("weights.encoder_names.", aw.encoder_names, bw.encoder_names);
-  std::set<Role> typed;
-  for (const auto& [role, dtypes] : aw.role_dtypes) typed.insert(role);
-  for (const auto& [role, dtypes] : bw.role_dtypes) typed.insert(role);
-  for (const Role role : typed) {
-    auto list = [&](const Weights& w) {
-      const auto it = w.role_dtypes.find(role);
-      if (it == w.role_dtypes.end()) return std::string("(none)");
-      std::string out;
-      for (DType dt : it->second) out += (out.empty() ? "" : ", ") + std::string(dtype_name(dt));
-      return it->second.size() > 1 ? "[" + out + "]" : out;
-    };
-    if (list(aw) != list(bw)) d.line("weights.dtypes." + std::string(name(role)) + ": " + list(aw) + " vs " + list(bw));
-  }
+  compare_weights(d, "weights.", "encoder_names.", a.weights, b.weights);
+  compare_vision(d, a.vision, b.vision);
 
   d.field("cache.dtype", a.cache.dtype, b.cache.dtype);
   return d.take();

@@ -21,6 +21,15 @@ namespace lathe::spec {
 // ([true, false] equals [true, false, true, false]). attention.scale counts
 // as set or unset, as the runtime treats it, so an explicit 1/√head_dim
 // differs from none.
+//
+// [vision] is compared as the decoder's tables are, under its own key paths
+// (`vision.projector.kind: "mlp" vs "pooled"`, `vision.norm.eps`,
+// `vision.weights.global_names.q`), again by meaning: vision.feature_layer
+// by the hidden state it names (−1 and 24 of a 24-layer tower are one),
+// vision.drop_class_token only where a tower has a class token,
+// vision.rope_theta only between two rope_2d towers, and a projector's keys
+// only where both projectors' kinds read them (a pooled projector has no
+// activation or bias).
 std::vector<std::string> spec_differences(const Spec& a, const Spec& b);
 
 }  // namespace lathe::spec

@@ -523,8 +523,8 @@ TEST_CASE("every shipped spec survives spec → config.json → spec") {
     CHECK(back.spec.name == original.name);
     ++count;
   }
-  // Every file of models/, llava-1.5-7b the latest: its decoder (hf_config_from_spec
-  // writes no vision_config).
+  // Every file of models/, llava-1.5-7b the latest (a llava config: its
+  // decoder as text_config, its CLIP tower as vision_config).
   CHECK(count == 35);
 }
 
@@ -1485,6 +1485,7 @@ TEST_CASE("hf_config_from_spec: the model type follows from the spec, and what n
   CHECK(type_of("pythia-160m.toml") == "gpt_neox");
   CHECK(type_of("phi-2.toml") == "phi");
   CHECK(type_of("bloom-560m.toml") == "bloom");
+  CHECK(type_of("llava-1.5-7b.toml") == "llava");  // [vision]: a CLIP tower and an mlp projector
   // The other new families survive spec → config → spec too.
   for (const char* config : {kFalcon7B, kFalcon40B, kGptJ6B, kMpt7B, kQwen3_30B_A3B}) {
     const Spec s = import_config(json::parse(config)).spec;
@@ -1754,45 +1755,6 @@ const char* kTinyGemma3 = R"({
                     "num_attention_heads": 2, "intermediate_size": 16, "patch_size": 4, "image_size": 16,
                     "vision_use_head": false}})";
 
-// A tower's fields, one "key = value" line each (spec_differences leaves
-// [vision] out).
-std::string vision_fields(const Vision& v) {
-  std::ostringstream out;
-  const auto field = [&](const char* key, const auto& value) { out << key << " = " << value << "\n"; };
-  field("connection", name(v.connection));
-  field("patch", v.patch);
-  field("image_size", v.image_size);
-  field("longest_edge", v.longest_edge);
-  field("channels", v.channels);
-  field("hidden", v.dims.hidden);
-  field("layers", v.dims.layers);
-  field("heads", v.dims.heads);
-  field("head_dim", v.dims.head_dim);
-  field("intermediate", v.dims.intermediate);
-  field("positions", name(v.positions));
-  field("rope_theta", v.rope_theta);
-  field("class_token", v.class_token);
-  field("patch_bias", v.patch_bias);
-  field("pre_norm", v.pre_norm);
-  field("post_norm", v.post_norm);
-  field("feature_layer", v.feature_layer);
-  field("drop_class_token", v.drop_class_token);
-  field("norm", std::string(name(v.norm.kind)) + " " + std::to_string(v.norm.eps) + (v.norm.bias ? " bias" : ""));
-  field("attention.bias", std::to_string(v.attention.q_bias) + std::to_string(v.attention.k_bias) +
-                              std::to_string(v.attention.v_bias) + std::to_string(v.attention.o_bias));
-  field("mlp", std::string(name(v.mlp.activation)) + (v.mlp.gated ? " gated" : "") + (v.mlp.bias ? " bias" : ""));
-  const Projector& j = v.projector;
-  field("projector", std::string(name(j.kind)) + " " + name(j.activation) + (j.bias ? " bias " : " ") +
-                         std::to_string(j.intermediate) + " merge " + std::to_string(j.merge) + " tokens " +
-                         std::to_string(j.tokens) + " " + name(j.norm) + (j.norm_unit_offset ? " (1 + w) " : " ") +
-                         std::to_string(j.eps));
-  field("tokens", std::to_string(v.tokens.marker) + " " + std::to_string(v.tokens.image) + " " +
-                      std::to_string(v.tokens.row_end) + " " + std::to_string(v.tokens.end) + " " +
-                      std::to_string(v.tokens.prefix.size()) + " " + std::to_string(v.tokens.suffix.size()));
-  field("weights", v.weights.preset + " " + std::string(dtype_name(v.weights.dtype)));
-  return out.str();
-}
-
 bool has_warning(const Imported& imported, const std::string& part) {
   return std::any_of(imported.warnings.begin(), imported.warnings.end(),
                      [&](const std::string& w) { return contains(w, part); });
@@ -1803,15 +1765,12 @@ TEST_CASE("llava: llava-1.5-7b-hf's config imports to models/llava-1.5-7b.toml")
   INFO(imported.text);
   CHECK(imported.warnings.empty());
   const Spec shipped = load(source_dir() / "models" / "llava-1.5-7b.toml");
-  // The decoder: every field. (CLIP's post_layernorm, in the checkpoint and
-  // off the features' path, is ignored as post_norm = false says.)
+  // The decoder and the tower: every field. (CLIP's post_layernorm, in the
+  // checkpoint and off the features' path, is ignored as post_norm = false says.)
   for (const std::string& d : spec_differences(shipped, imported.spec)) CHECK_MESSAGE(false, d);
   const std::vector<std::string> ignored = ignored_patterns(imported.spec);
   CHECK(std::count(ignored.begin(), ignored.end(), "vision_tower.vision_model.post_layernorm.weight") == 1);
-  // The tower, field by field.
   REQUIRE(imported.spec.vision.enabled);
-  CHECK(vision_fields(imported.spec.vision) == vision_fields(shipped.vision));
-  CHECK(imported.spec.vision.weights.names == shipped.vision.weights.names);
   // The tower (303,505,408 without post_layernorm) and the projector
   // (20,979,712); the checkpoint's 7,063,427,072 less post_layernorm's 2,048.
   CHECK(build_vision_manifest(imported.spec).total_elements() == 303'505'408 + 20'979'712);
@@ -2125,6 +2084,213 @@ TEST_CASE("llava, mistral3, gemma3: what a [vision] cannot say is an error namin
     const Imported imported = import_config(config);
     CHECK(has_warning(imported, "keys not read (the spec may be missing what they change): image_grid_pinpoints, "
                                 "vision_config.num_register_tokens"));
+  }
+}
+
+// ---- spec → config.json → spec with [vision] --------------------------------
+
+// tests/specs/vision/`file`, each `from` of `edits` replaced by its `to` (the
+// first occurrence).
+using Edits = std::vector<std::pair<std::string, std::string>>;
+
+std::string vision_spec_text(const std::string& file, const Edits& edits = {}) {
+  std::string text = test::read_file((source_dir() / "tests" / "specs" / "vision" / file).string());
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, from);
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// tiny-gemma3.toml's tower on a Gemma 3 decoder (tests/specs/tiny/gemma3.toml's,
+// its vocabulary wide enough for the image tokens): Gemma3Config's
+// text_config is a Gemma3TextConfig, which tiny-gemma3.toml's decoder (pre
+// norms, no QK norms) is not.
+std::string gemma3_vision_text() {
+  std::string decoder = test::read_file((source_dir() / "tests" / "specs" / "tiny" / "gemma3.toml").string());
+  decoder.replace(decoder.find("vocab = 193"), 11, "vocab = 211");
+  const std::string vision = vision_spec_text("tiny-gemma3.toml");
+  return decoder + "\n" + vision.substr(vision.find("[vision]\n"));
+}
+
+// A spec's config (hf_config_from_spec), imported again (beside `tokenizer`,
+// a tokenizer.json, when given) and compared with the spec.
+struct RoundTrip {
+  json config;
+  Imported back;
+  std::vector<std::string> differences;
+};
+
+RoundTrip through_config(const Spec& s, const std::string& tokenizer = "") {
+  RoundTrip r;
+  REQUIRE_NOTHROW(r.config = hf_config_from_spec(s));
+  test::TempDir dir("lathe-export-vision");
+  if (!tokenizer.empty()) test::write_file(dir.file("tokenizer.json"), tokenizer);
+  r.back = import_config(r.config, s.name, tokenizer.empty() ? "" : dir.dir.string());
+  r.differences = spec_differences(s, r.back.spec);
+  return r;
+}
+
+// No difference and no warning on the way back.
+void check_same(const RoundTrip& r) {
+  INFO(r.config.dump(2));
+  INFO(r.back.text);
+  for (const std::string& d : r.differences) CHECK_MESSAGE(false, d);
+  CHECK(r.back.warnings.empty());
+}
+
+// The error hf_config_from_spec throws for `s` ("" when it exports).
+std::string export_refusal(const Spec& s) {
+  try {
+    hf_config_from_spec(s);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("spec_differences compares [vision] by its key paths, by meaning") {
+  const Spec a = parse_text(vision_spec_text("tiny-llava.toml"));
+  CHECK(spec_differences(a, a).empty());
+  Spec b = a;
+  b.vision.projector.kind = ProjectorKind::Pooled;
+  b.vision.norm.eps = 1e-6;
+  b.vision.tokens.marker = 201;
+  b.vision.weights.encoder_names[Role::Q] = "g";
+  b.vision.feature_layer = 1;  // hidden state 1 of 2: the −2 a names
+  const std::vector<std::string> d = spec_differences(a, b);
+  REQUIRE(d.size() == 4);
+  CHECK(d[0] == "vision.norm.eps: 1e-05 vs 1e-06");
+  CHECK(d[1] == "vision.projector.kind: \"mlp\" vs \"pooled\"");  // a pooled projector reads none of mlp's keys
+  CHECK(d[2] == "vision.tokens.marker: 200 vs 201");
+  CHECK(d[3] == "vision.weights.global_names.q: (none) vs \"g\"");
+  // Without a class token, drop_class_token drops nothing.
+  Spec c = a;
+  c.vision.class_token = false;
+  Spec e = c;
+  e.vision.drop_class_token = false;
+  CHECK(spec_differences(c, e).empty());
+  // A spec without [vision].
+  Spec text_only = a;
+  text_only.vision = Vision{};
+  CHECK(spec_differences(a, text_only) == std::vector<std::string>{"vision: true vs false"});
+}
+
+TEST_CASE("llava, mistral3, gemma3: a spec with [vision] survives spec → config.json → spec") {
+  SUBCASE("tiny-llava: a CLIP tower and an mlp projector, llava") {
+    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-llava.toml")));
+    check_same(r);
+    CHECK(r.config["model_type"] == "llava");
+    CHECK(r.config["architectures"] == json::array({"LlavaForConditionalGeneration"}));
+    CHECK(r.config["torch_dtype"] == "float16");
+    CHECK(r.config["text_config"]["model_type"] == "llama");
+    CHECK_FALSE(r.config["text_config"].contains("torch_dtype"));  // the top level's, the whole model's
+    CHECK(r.config["vision_config"]["model_type"] == "clip_vision_model");
+    CHECK(r.config["vision_config"]["hidden_act"] == "quick_gelu");
+    CHECK(r.config["vision_feature_layer"] == -2);
+    CHECK(r.config["vision_feature_select_strategy"] == "default");
+    CHECK(r.config["image_token_index"] == 200);
+  }
+  SUBCASE("tiny-pixtral: a Pixtral tower and Mistral 3's patch merger, mistral3") {
+    // Mistral3MultiModalProjector's norm takes the decoder's epsilon
+    // (text_config.rms_norm_eps): no config sets it apart. tiny-pixtral.toml
+    // keeps the projector's default, 1e-6, beside the decoder's 1e-5; here
+    // the projector says the decoder's.
+    const Edits eps = {{"[vision.projector]\n", "[vision.projector]\neps = 1e-5\n"}};
+    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-pixtral.toml", eps)));
+    check_same(r);  // no warning: row_end and end from the config, no tokenizer.json needed
+    CHECK(r.config["model_type"] == "mistral3");
+    CHECK(r.config["vision_config"]["model_type"] == "pixtral");
+    CHECK(r.config["vision_config"]["image_size"] == 32);  // the longest edge
+    CHECK(r.config["spatial_merge_size"] == 2);
+    CHECK(r.config["multimodal_projector_bias"] == false);
+    CHECK(r.config["image_token_index"] == 10);
+    CHECK(r.config["image_break_token_id"] == 12);
+    CHECK(r.config["image_end_token_id"] == 13);
+  }
+  SUBCASE("tiny-pixtral with an mlp projector: pixtral-12b's form, llava") {
+    const Edits mlp = {{"kind = \"merge_mlp\"\nmerge = 2\n", "kind = \"mlp\"\n"}};
+    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-pixtral.toml", mlp)));
+    check_same(r);
+    CHECK(r.config["model_type"] == "llava");
+    CHECK(r.config["vision_config"]["model_type"] == "pixtral");
+    CHECK(r.config["vision_feature_layer"] == -1);
+    CHECK(r.config["vision_feature_select_strategy"] == "full");  // no class token to drop
+  }
+  SUBCASE("tiny-gemma3's tower on a Gemma 3 decoder: gemma3, \"\\n\\n\" from tokenizer.json") {
+    const Spec s = parse_text(gemma3_vision_text());
+    const RoundTrip r = through_config(s, R"({"model": {"type": "BPE", "vocab": {"\n\n": 108}}})");
+    check_same(r);
+    CHECK(r.config["model_type"] == "gemma3");
+    CHECK(r.config["text_config"]["model_type"] == "gemma3_text");
+    CHECK(r.config["vision_config"]["model_type"] == "siglip_vision_model");
+    CHECK(r.config["vision_config"]["vision_use_head"] == false);  // weights.ignore has no pooling head
+    CHECK(r.config["boi_token_index"] == 201);
+    CHECK(r.config["image_token_index"] == 202);
+    CHECK(r.config["eoi_token_index"] == 203);
+    CHECK(r.config["mm_tokens_per_image"] == 16);
+    // The config alone: no config key holds the id of "\n\n", so without a
+    // tokenizer.json prefix and suffix come back as boi and eoi alone.
+    const RoundTrip bare = through_config(s);
+    CHECK(bare.differences == std::vector<std::string>{"vision.tokens.prefix: [108, 201] vs [201]",
+                                                       "vision.tokens.suffix: [203, 108] vs [203]"});
+  }
+  SUBCASE("SigLIP's pooling head in weights.ignore: vision_use_head = true") {
+    // The head's tensors as the importer names them without vision_use_head = false.
+    json headed = json::parse(kTinyGemma3);
+    headed["vision_config"].erase("vision_use_head");
+    std::string ignore = "[weights]\nignore = [";
+    for (const std::string& name : import_config(headed).spec.weights.ignore) ignore += "\"" + name + "\", ";
+    ignore += "]\n";
+    std::string text = gemma3_vision_text();
+    text.replace(text.find("[weights]\n"), 10, ignore);
+    const RoundTrip r = through_config(parse_text(text), R"({"model": {"vocab": {"\n\n": 108}}})");
+    check_same(r);
+    CHECK(r.config["vision_config"]["vision_use_head"] == true);
+  }
+}
+
+TEST_CASE("hf_config_from_spec: a [vision] no supported config reads back is refused, naming the key") {
+  const auto llava = [](const std::string& from, const std::string& to) {
+    return parse_text(vision_spec_text("tiny-llava.toml", {{from, to}}));
+  };
+  SUBCASE("cross-attention (Llama 3.2 Vision)") {
+    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-mllama.toml"))),
+                   "vision.connection: \"cross_attention\": Llama 3.2 Vision's mllama configs are not imported"));
+  }
+  SUBCASE("a projector the tower's config class does not have") {
+    const Spec linear = llava("[vision.tokens]\n", "[vision.projector]\nkind = \"linear\"\n\n[vision.tokens]\n");
+    CHECK(contains(export_refusal(linear),
+                   "vision.projector.kind: \"linear\": the projector of a hf-clip tower's config is LlavaConfig's "
+                   "\"mlp\""));
+  }
+  SUBCASE("Mistral 3's projector norm with an epsilon of its own") {
+    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-pixtral.toml"))),
+                   "vision.projector.eps = 1e-06: Mistral3MultiModalProjector's norm takes text_config's "
+                   "rms_norm_eps, the decoder's norm.eps (1e-05)"));
+  }
+  SUBCASE("Gemma 3 on a decoder that is not Gemma3TextConfig's") {
+    const std::string e = export_refusal(parse_text(vision_spec_text("tiny-gemma3.toml")));
+    CHECK(contains(e, "as model_type \"gemma3\" (text_config \"gemma3_text\") these fields would change"));
+    CHECK(contains(e, "norm.placement: \"pre\" vs \"sandwich\""));
+  }
+  SUBCASE("Gemma 3's tokens in another order than Gemma3Processor's") {
+    std::string text = gemma3_vision_text();
+    text.replace(text.find("prefix = [108, 201]"), 19, "prefix = [201]");
+    CHECK(contains(export_refusal(parse_text(text)), "vision.tokens.prefix = [201], vision.tokens.suffix = [203, 108]: "
+                                                     "Gemma3Processor writes"));
+  }
+  SUBCASE("what the config classes hard-code, or cannot say") {
+    CHECK(contains(export_refusal(llava("feature_layer = -2\n", "feature_layer = -2\nimage_bidirectional = true\n")),
+                   "vision.image_bidirectional: true vs false"));
+    CHECK(contains(export_refusal(llava("preset = \"hf-clip\"\n", "preset = \"hf-clip\"\ndtype = \"f32\"\n")),
+                   "vision.weights.dtype: \"f32\" vs \"f16\""));
+    const Spec renamed = llava("preset = \"hf-clip\"\n", "preset = \"hf-clip\"\n\n[vision.weights.names]\nq = \"q\"\n");
+    CHECK(contains(export_refusal(renamed), "vision.weights.names.q: \"q\" vs "
+                                            "\"vision_tower.vision_model.encoder.layers.{layer}.self_attn.q_proj\""));
+    CHECK(contains(export_refusal(llava("[vision.mlp]\n", "[vision.attention]\nbias = false\n\n[vision.mlp]\n")),
+                   "vision.attention.q_bias: false vs true"));
   }
 }
 
