@@ -59,8 +59,9 @@ double kv_bytes(const Spec& s, int64_t per_layer, int64_t L) {
 
 // The components a layer's (or the globals') costs list, in the pictures'
 // order: the mixer, then the MLP or experts, then the norms.
-constexpr Component kCostOrder[] = {Component::Embedding, Component::Attention, Component::Ssm, Component::Mlp,
-                                    Component::Experts,   Component::Norms,     Component::LmHead};
+constexpr Component kCostOrder[] = {Component::Embedding, Component::Attention, Component::Ssm,
+                                    Component::Mlp,       Component::Experts,   Component::Norms,
+                                    Component::LmHead,    Component::Vision};
 
 std::vector<ComponentCost> ordered_costs(const std::map<Component, ComponentCost>& costs) {
   std::vector<ComponentCost> out;
@@ -308,6 +309,7 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
   if (s.vision.enabled) {
     r.vision = vision_cost(s);
     per_component[Component::Vision] += r.vision.params;
+    global_costs[Component::Vision].params += r.vision.params;  // (an image's work is per image: r.vision.flops)
     r.total_params += r.vision.params;
     for (const TensorSpec& t : build_vision_manifest(s).tensors)
       r.checkpoint_bytes += static_cast<int64_t>(std::ceil(static_cast<double>(t.elements()) * bytes_per_element(t.dtype)));

@@ -134,6 +134,7 @@ std::string component_label(const Report& r, const std::string& component, bool 
   if (component == "ssm") return "state-space mixer";
   if (component == "mlp") return "MLP";
   if (component == "lm_head") return "LM head";
+  if (component == "vision") return "vision tower and projector";
   return component;
 }
 
