@@ -4,8 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "runtime/error.hpp"
 #include "runtime/text/tokenize/json_file.hpp"
@@ -180,6 +182,26 @@ std::array<double, 3> triple(const json& j, const char* key, const std::array<do
   return {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
 }
 
+// Mllama's keys: the processor refuses to run without its resize or its
+// padding, and takes a square tile.
+void read_tiles(const json& j, const std::string& name, Preprocess& p) {
+  if (!p.do_resize) bad(name, "do_resize must be true: MllamaImageProcessor always resizes to its canvas");
+  if (!flag(j, "do_pad", true, name)) bad(name, "do_pad must be true: MllamaImageProcessor always pads to its canvas");
+  // Without the conversion the processor takes an RGB file's pixels as they
+  // are and fails on others, a distinction lathe's decoded images do not keep.
+  if (!flag(j, "do_convert_rgb", true, name))
+    throw Error(ErrorKind::Unsupported, name + ": do_convert_rgb false is not supported (every image is converted)");
+  if (!j.contains("size")) bad(name, "size is missing");
+  const json& size = j["size"];
+  if (!size.is_object() || !size.contains("height") || !size.contains("width"))
+    bad(name, "size must hold height and width (MllamaImageProcessor's tile), not " + size.dump());
+  p.rule = SizeRule::Tiles;
+  p.height = positive(size["height"], name, "size.height");
+  p.width = positive(size["width"], name, "size.width");
+  if (p.height != p.width) bad(name, "size.height and size.width must be equal (a square tile), not " + size.dump());
+  p.max_tiles = positive(j.value("max_image_tiles", json(4)), name, "max_image_tiles");
+}
+
 }  // namespace
 
 Preprocess parse_preprocessor_config(const std::string& text, const std::string& name) {
@@ -194,14 +216,18 @@ Preprocess parse_preprocessor_config(const std::string& text, const std::string&
   p.processor = j.value("image_processor_type", std::string());
   const std::string& kind = p.processor;
   const bool clip = kind == "CLIPImageProcessor", siglip = kind == "SiglipImageProcessor",
-             gemma3 = kind == "Gemma3ImageProcessor", pixtral = kind == "PixtralImageProcessor";
-  if (!clip && !siglip && !gemma3 && !pixtral)
+             gemma3 = kind == "Gemma3ImageProcessor", pixtral = kind == "PixtralImageProcessor",
+             mllama = kind == "MllamaImageProcessor";
+  if (!clip && !siglip && !gemma3 && !pixtral && !mllama)
     throw Error(ErrorKind::Unsupported, name + ": image_processor_type \"" + kind +
                                            "\" is not supported yet (CLIPImageProcessor, SiglipImageProcessor, "
-                                           "Gemma3ImageProcessor and PixtralImageProcessor are)");
+                                           "Gemma3ImageProcessor, PixtralImageProcessor and "
+                                           "MllamaImageProcessor are)");
   if (gemma3 && flag(j, "do_pan_and_scan", false, name))
     throw Error(ErrorKind::Unsupported, name + ": do_pan_and_scan (Gemma 3's crops of a large image) is not supported yet");
-  p.convert_alpha_on_white = pixtral;
+  // Pixtral pastes onto white, Mllama alpha-composites onto it: the same
+  // bytes for every color and alpha (make_resize_goldens.py checks it).
+  p.convert_alpha_on_white = pixtral || mllama;
   p.do_resize = flag(j, "do_resize", true, name);
   if (j.contains("resample")) {
     const json& r = j["resample"];
@@ -211,7 +237,9 @@ Preprocess parse_preprocessor_config(const std::string& text, const std::string&
   } else {
     p.resample = clip || pixtral ? Resample::Bicubic : Resample::Bilinear;
   }
-  if (p.do_resize) {
+  if (mllama) {
+    read_tiles(j, name, p);
+  } else if (p.do_resize) {
     if (!j.contains("size")) bad(name, "size is missing");
     const json& size = j["size"];
     if (size.is_number()) {  // an old config: CLIP's shortest edge, the others' square
@@ -246,8 +274,8 @@ Preprocess parse_preprocessor_config(const std::string& text, const std::string&
     p.rescale_factor = j["rescale_factor"].get<double>();
   }
   p.do_normalize = flag(j, "do_normalize", true, name);
-  // CLIP's and Pixtral's defaults are OpenAI CLIP's statistics; SigLIP's
-  // and Gemma 3's are 0.5.
+  // CLIP's and Pixtral's defaults are OpenAI CLIP's statistics; SigLIP's,
+  // Gemma 3's and Mllama's are 0.5 (Llama 3.2 Vision's config names CLIP's).
   const std::array<double, 3> clip_mean{0.48145466, 0.4578275, 0.40821073}, clip_std{0.26862954, 0.26130258, 0.27577711};
   p.mean = triple(j, "image_mean", clip || pixtral ? clip_mean : p.mean, name);
   p.std = triple(j, "image_std", clip || pixtral ? clip_std : p.std, name);
@@ -281,8 +309,54 @@ std::array<int64_t, 2> resized_size(const Preprocess& p, int64_t width, int64_t 
       // Whole patches: (side − 1) / patch + 1 of them.
       return {((width - 1) / p.patch_width + 1) * p.patch_width, ((height - 1) / p.patch_height + 1) * p.patch_height};
     }
+    case SizeRule::Tiles:
+      return fit_to_canvas(width, height, optimal_canvas(width, height, p.max_tiles, p.height), p.height);
   }
   return {width, height};
+}
+
+std::vector<AspectRatio> supported_aspect_ratios(int64_t max_tiles) {
+  std::vector<AspectRatio> out;
+  for (int64_t rows = 1; rows <= max_tiles; ++rows)
+    for (int64_t cols = 1; rows * cols <= max_tiles; ++cols) out.push_back({rows, cols});
+  return out;
+}
+
+AspectRatio optimal_canvas(int64_t width, int64_t height, int64_t max_tiles, int64_t tile) {
+  if (width < 1 || height < 1) throw Error(ErrorKind::InvalidArgument, "optimal_canvas: an empty image");
+  const std::vector<AspectRatio> ratios = supported_aspect_ratios(max_tiles);
+  // Each canvas's scale: the lesser of its ratios, numpy's float64 quotients.
+  std::vector<double> scales;
+  for (const AspectRatio& r : ratios) {
+    const double scale_h = static_cast<double>(r.rows * tile) / static_cast<double>(height);
+    const double scale_w = static_cast<double>(r.cols * tile) / static_cast<double>(width);
+    scales.push_back(scale_w > scale_h ? scale_h : scale_w);
+  }
+  // The least upscaling (scale ≥ 1) if any, else the least downscaling.
+  double least_up = std::numeric_limits<double>::infinity(), least_down = 0;
+  for (const double s : scales) {
+    if (s >= 1) least_up = std::min(least_up, s);
+    else least_down = std::max(least_down, s);
+  }
+  const double selected = std::isinf(least_up) ? least_down : least_up;
+  // Of the canvases at exactly that scale, the first of the least area.
+  AspectRatio best;
+  for (size_t i = 0; i < ratios.size(); ++i)
+    if (scales[i] == selected && (best.rows == 0 || ratios[i].rows * ratios[i].cols < best.rows * best.cols))
+      best = ratios[i];
+  return best;
+}
+
+std::array<int64_t, 2> fit_to_canvas(int64_t width, int64_t height, AspectRatio canvas, int64_t tile) {
+  const int64_t target_w = std::clamp(width, tile, canvas.cols * tile);
+  const int64_t target_h = std::clamp(height, tile, canvas.rows * tile);
+  const double scale_h = static_cast<double>(target_h) / static_cast<double>(height);
+  const double scale_w = static_cast<double>(target_w) / static_cast<double>(width);
+  const auto follow = [](int64_t side, double scale, int64_t bound) {  // min(floor(side · scale), bound)
+    return std::min(static_cast<int64_t>(std::floor(static_cast<double>(side) * scale)), bound);
+  };
+  if (scale_w < scale_h) return {target_w, follow(height, scale_w, target_h)};
+  return {follow(width, scale_h, target_w), target_h};
 }
 
 Image resize(const Image& in, int64_t width, int64_t height, Resample resample) {
@@ -296,22 +370,15 @@ Image resize(const Image& in, int64_t width, int64_t height, Resample resample) 
   return out;
 }
 
-Image center_crop(const Image& in, int64_t height, int64_t width) {
+namespace {
+
+// `height` × `width` whose pixel (x, y) is the image's (x + left, y + top),
+// zeros where that is outside it.
+Image place(const Image& in, int64_t height, int64_t width, int64_t top, int64_t left) {
   Image out;
   out.width = width;
   out.height = height;
   out.rgb.assign(static_cast<size_t>(width * height * 3), 0);
-  // Hugging Face's offsets: the crop starts at (in − out) // 2 (Python's
-  // floor); where the image is smaller it is first padded with zeros, the
-  // larger half of the padding before it (ceil). The source of output
-  // index i is then max(0, offset + pad) + i − pad.
-  const auto first = [](int64_t in_size, int64_t out_size) {
-    const int64_t d = in_size - out_size;
-    const int64_t offset = d >= 0 ? d / 2 : -((-d + 1) / 2);
-    const int64_t pad = d < 0 ? (-d + 1) / 2 : 0;
-    return std::max<int64_t>(0, offset + pad) - pad;
-  };
-  const int64_t top = first(in.height, height), left = first(in.width, width);
   for (int64_t y = 0; y < height; ++y) {
     const int64_t sy = y + top;
     if (sy < 0 || sy >= in.height) continue;
@@ -322,6 +389,27 @@ Image center_crop(const Image& in, int64_t height, int64_t width) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+Image center_crop(const Image& in, int64_t height, int64_t width) {
+  // Hugging Face's offsets: the crop starts at (in − out) // 2 (Python's
+  // floor); where the image is smaller it is first padded with zeros, the
+  // larger half of the padding before it (ceil). The source of output
+  // index i is then max(0, offset + pad) + i − pad.
+  const auto first = [](int64_t in_size, int64_t out_size) {
+    const int64_t d = in_size - out_size;
+    const int64_t offset = d >= 0 ? d / 2 : -((-d + 1) / 2);
+    const int64_t pad = d < 0 ? (-d + 1) / 2 : 0;
+    return std::max<int64_t>(0, offset + pad) - pad;
+  };
+  return place(in, height, width, first(in.height, height), first(in.width, width));
+}
+
+Image pad(const Image& in, int64_t height, int64_t width) {
+  if (height < in.height || width < in.width) throw Error(ErrorKind::InvalidArgument, "pad: smaller than the image");
+  return place(in, height, width, 0, 0);
 }
 
 Pixels preprocess(const Image& image, const Preprocess& p) {
@@ -339,8 +427,17 @@ Pixels preprocess(const Image& image, const Preprocess& p) {
   }
   rgb.alpha.clear();
   const auto [w, h] = resized_size(p, rgb.width, rgb.height);
+  if (w < 1 || h < 1)
+    throw Error(ErrorKind::InvalidArgument, p.processor + ": an image of " + std::to_string(rgb.width) + " × " +
+                                                std::to_string(rgb.height) + " would be resized to " +
+                                                std::to_string(w) + " × " + std::to_string(h));
+  // Mllama's canvas follows from the image's own size, as its fit does.
+  const AspectRatio canvas =
+      p.rule == SizeRule::Tiles ? optimal_canvas(rgb.width, rgb.height, p.max_tiles, p.height) : AspectRatio{};
   if (w != rgb.width || h != rgb.height) rgb = resize(rgb, w, h, p.resample);
   if (p.do_center_crop) rgb = center_crop(rgb, p.crop_height, p.crop_width);
+  // Padded as uint8 zeros before the rescale, as the processor pads.
+  if (p.rule == SizeRule::Tiles) rgb = pad(rgb, canvas.rows * p.height, canvas.cols * p.width);
   Pixels out;
   out.width = rgb.width;
   out.height = rgb.height;
@@ -358,6 +455,34 @@ Pixels preprocess(const Image& image, const Preprocess& p) {
     }
   }
   return out;
+}
+
+Tiles preprocess_tiles(const Image& image, const Preprocess& p) {
+  if (p.rule != SizeRule::Tiles)
+    throw Error(ErrorKind::InvalidArgument, p.processor + " does not split an image into tiles");
+  const Pixels canvas = preprocess(image, p);
+  Tiles t;
+  const AspectRatio ratio = optimal_canvas(image.width, image.height, p.max_tiles, p.height);
+  t.rows = ratio.rows;
+  t.cols = ratio.cols;
+  const std::vector<AspectRatio> ratios = supported_aspect_ratios(p.max_tiles);
+  t.aspect_ratio_id = std::find(ratios.begin(), ratios.end(), ratio) - ratios.begin() + 1;
+  t.aspect_ratio_mask.assign(static_cast<size_t>(p.max_tiles), 0);
+  std::fill_n(t.aspect_ratio_mask.begin(), t.rows * t.cols, 1);
+  // split_to_tiles: tile (r, c) holds rows r · tile… and columns c · tile… of every channel.
+  const int64_t side = p.height;
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < t.cols; ++c) {
+      Pixels& tile = t.tiles.emplace_back();
+      tile.width = tile.height = side;
+      tile.chw.reserve(static_cast<size_t>(3 * side * side));
+      for (int64_t ch = 0; ch < 3; ++ch)
+        for (int64_t y = 0; y < side; ++y) {
+          const auto row = canvas.chw.begin() + (ch * canvas.height + r * side + y) * canvas.width + c * side;
+          tile.chw.insert(tile.chw.end(), row, row + side);
+        }
+    }
+  return t;
 }
 
 }  // namespace lathe::image

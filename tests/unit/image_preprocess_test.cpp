@@ -1,10 +1,12 @@
 // runtime/image/preprocess: PIL's resize to the byte, and the image
 // processors' steps to the bit, against what PIL and numpy gave for the
-// same inputs (tests/data/images/resize_goldens.txt, written by
-// make_resize_goldens.py beside it); and preprocessor_config.json read as
-// the checkpoints write it, or refused naming the key.
+// same inputs (tests/data/images/resize_goldens.txt and mllama_goldens.txt,
+// written by make_resize_goldens.py beside them); and
+// preprocessor_config.json read as the checkpoints write it, or refused
+// naming the key.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -39,8 +41,8 @@ std::vector<uint8_t> unhex(const std::string& s) {
   return out;
 }
 
-std::vector<std::vector<std::string>> goldens() {
-  std::ifstream in(LATHE_SOURCE_DIR "/tests/data/images/resize_goldens.txt");
+std::vector<std::vector<std::string>> goldens(const std::string& file = "resize_goldens.txt") {
+  std::ifstream in(LATHE_SOURCE_DIR "/tests/data/images/" + file);
   REQUIRE(in);
   std::vector<std::vector<std::string>> rows;
   for (std::string line; std::getline(in, line);) {
@@ -53,6 +55,20 @@ std::vector<std::vector<std::string>> goldens() {
 }
 
 Preprocess config(const std::string& json) { return parse_preprocessor_config(json, "preprocessor_config.json"); }
+
+std::vector<float> floats_of(const std::string& hex) {
+  const std::vector<uint8_t> bytes = unhex(hex);
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+// Llama 3.2 Vision's preprocessor_config.json, as the checkpoints ship it.
+constexpr const char* kLlamaVision = R"({
+  "do_convert_rgb": true, "do_normalize": true, "do_pad": true, "do_rescale": true, "do_resize": true,
+  "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_processor_type": "MllamaImageProcessor",
+  "image_std": [0.26862954, 0.26130258, 0.27577711], "max_image_tiles": 4, "resample": 2,
+  "rescale_factor": 0.00392156862745098, "size": {"height": 560, "width": 560}})";
 
 }  // namespace
 
@@ -94,10 +110,8 @@ TEST_CASE("CLIP's steps (shortest edge, bicubic, center crop with padding, resca
     const Pixels px = preprocess(pattern(std::stoll(row[1]), std::stoll(row[2])), q);
     CHECK(px.width == q.crop_width);
     CHECK(px.height == q.crop_height);
-    const std::vector<uint8_t> bytes = unhex(row[5]);
-    REQUIRE(bytes.size() == px.chw.size() * 4);
-    std::vector<float> want(px.chw.size());
-    std::memcpy(want.data(), bytes.data(), bytes.size());
+    const std::vector<float> want = floats_of(row[5]);
+    REQUIRE(want.size() == px.chw.size());
     CHECK(px.chw == want);  // bit for bit
     ++cases;
   }
@@ -167,7 +181,7 @@ TEST_CASE("a preprocessor config out of range or not supported yet is refused na
   };
   refused("{", "not JSON");
   refused("[1]", "not a JSON object");
-  refused(R"({"image_processor_type": "MllamaImageProcessor"})", "\"MllamaImageProcessor\" is not supported yet");
+  refused(R"({"image_processor_type": "Idefics3ImageProcessor"})", "\"Idefics3ImageProcessor\" is not supported yet");
   refused(R"({"image_processor_type": "Gemma3ImageProcessor", "size": {"height": 896, "width": 896}, "do_pan_and_scan": true})",
           "do_pan_and_scan");
   refused(R"({"image_processor_type": "CLIPImageProcessor"})", "size is missing");
@@ -195,6 +209,163 @@ TEST_CASE("center crop: the middle, and zeros around an image smaller than the c
     CHECK(padded.at(x, 4, 2) == im.at(x, 2, 2));
     CHECK(padded.at(x, 5, 0) == 0);
   }
+}
+
+
+TEST_CASE("Mllama's tiles (canvas, fit, resize, pad, rescale, normalize, split) equal numpy's floats") {
+  int cases = 0;
+  for (const auto& row : goldens("mllama_goldens.txt")) {
+    if (row[0] != "mllama") continue;
+    const int64_t w = std::stoll(row[1]), h = std::stoll(row[2]);
+    CAPTURE(w);
+    CAPTURE(h);
+    const Preprocess p = config(R"({"image_processor_type": "MllamaImageProcessor", "size": {"height": )" + row[3] +
+                                R"(, "width": )" + row[3] + R"(}, "max_image_tiles": )" + row[4] +
+                                R"(, "resample": )" + row[5] + R"(, "rescale_factor": 0.00392156862745098,
+                                  "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                                  "image_std": [0.26862954, 0.26130258, 0.27577711]})");
+    CHECK(resized_size(p, w, h) == std::array<int64_t, 2>{std::stoll(row[10]), std::stoll(row[11])});
+    const Tiles t = preprocess_tiles(pattern(w, h), p);
+    CHECK(t.rows == std::stoll(row[6]));
+    CHECK(t.cols == std::stoll(row[7]));
+    CHECK(t.aspect_ratio_id == std::stoll(row[8]));
+    std::string mask;
+    for (const int64_t m : t.aspect_ratio_mask) mask += std::to_string(m);
+    CHECK(mask == row[9]);
+    REQUIRE(t.tiles.size() == static_cast<size_t>(t.rows * t.cols));
+    std::vector<float> got;
+    for (const Pixels& tile : t.tiles) {
+      CHECK(tile.width == p.width);
+      CHECK(tile.height == p.height);
+      got.insert(got.end(), tile.chw.begin(), tile.chw.end());
+    }
+    CHECK(got == floats_of(row[12]));  // bit for bit, padding included
+    // preprocess() gives the same canvas whole.
+    const Pixels whole = preprocess(pattern(w, h), p);
+    CHECK(whole.width == t.cols * p.width);
+    CHECK(whole.height == t.rows * p.height);
+    ++cases;
+  }
+  CHECK(cases == 6);
+}
+
+TEST_CASE("Mllama's canvas choice and fit equal the processor's for sides around a tile") {
+  int cases = 0;
+  for (const auto& row : goldens("mllama_goldens.txt")) {
+    if (row[0] != "canvas") continue;
+    const int64_t max_tiles = std::stoll(row[1]), tile = std::stoll(row[2]);
+    CAPTURE(max_tiles);
+    CAPTURE(tile);
+    for (size_t i = 3; i < row.size(); ++i) {
+      // width,height:rows,cols,new_width,new_height
+      std::string entry = row[i];
+      std::replace(entry.begin(), entry.end(), ',', ' ');
+      std::replace(entry.begin(), entry.end(), ':', ' ');
+      std::istringstream fields(entry);
+      int64_t w = 0, h = 0, rows = 0, cols = 0, nw = 0, nh = 0;
+      REQUIRE(static_cast<bool>(fields >> w >> h >> rows >> cols >> nw >> nh));
+      CAPTURE(row[i]);
+      const AspectRatio canvas = optimal_canvas(w, h, max_tiles, tile);
+      CHECK(canvas == AspectRatio{rows, cols});
+      CHECK(fit_to_canvas(w, h, canvas, tile) == std::array<int64_t, 2>{nw, nh});
+      ++cases;
+    }
+  }
+  CHECK(cases == 800);
+}
+
+TEST_CASE("Mllama's supported aspect ratios, ids and mask") {
+  const std::vector<AspectRatio> four = {{1, 1}, {1, 2}, {1, 3}, {1, 4}, {2, 1}, {2, 2}, {3, 1}, {4, 1}};
+  CHECK(supported_aspect_ratios(4) == four);
+  CHECK(supported_aspect_ratios(1) == std::vector<AspectRatio>{{1, 1}});
+  CHECK(supported_aspect_ratios(6).size() == 14);
+  // Llama 3.2 Vision's tiles of 560: a 1000 × 600 photo goes on 2 × 2 of
+  // them (the least upscaling, 1.12) and keeps its size, as it fits; a
+  // 300 × 200 one on a single tile (1.87, which 2 × 1 ties with a larger
+  // area), scaled up until its width fills it.
+  const Preprocess p = config(kLlamaVision);
+  CHECK(optimal_canvas(1000, 600, 4, 560) == AspectRatio{2, 2});
+  CHECK(resized_size(p, 1000, 600) == std::array<int64_t, 2>{1000, 600});
+  CHECK(optimal_canvas(300, 200, 4, 560) == AspectRatio{1, 1});
+  CHECK(resized_size(p, 300, 200) == std::array<int64_t, 2>{560, 373});
+  // A 40 × 10 image on tiles of 16: a row of 3 (the least upscaling, 1.2),
+  // kept at its size, padded below and to the right.
+  Preprocess small = p;
+  small.height = small.width = 16;
+  const Tiles t = preprocess_tiles(pattern(40, 10), small);
+  CHECK(t.rows == 1);
+  CHECK(t.cols == 3);
+  CHECK(t.aspect_ratio_id == 3);
+  CHECK(t.aspect_ratio_mask == std::vector<int64_t>{1, 1, 1, 0});
+  // The padding below the image: zeros, rescaled and normalized.
+  CHECK(resized_size(small, 40, 10) == std::array<int64_t, 2>{40, 10});
+  const float pad_red = (0.0f - static_cast<float>(p.mean[0])) / static_cast<float>(p.std[0]);
+  CHECK(t.tiles[0].chw[15 * 16] == pad_red);
+  CHECK(t.tiles[2].chw[0 * 16 + 10] == pad_red);  // right of the image's 40 columns
+  CHECK(t.tiles[2].chw[0 * 16 + 7] != pad_red);
+}
+
+TEST_CASE("Mllama's config: its keys read, and what it cannot honour refused naming the key") {
+  const Preprocess p = config(kLlamaVision);
+  CHECK(p.rule == SizeRule::Tiles);
+  CHECK(p.height == 560);
+  CHECK(p.width == 560);
+  CHECK(p.max_tiles == 4);
+  CHECK(p.resample == Resample::Bilinear);
+  CHECK(p.convert_alpha_on_white);  // alpha_composite onto white: the same bytes as Pixtral's paste
+  CHECK_FALSE(p.do_center_crop);
+  CHECK(p.mean[2] == 0.40821073);
+  const Preprocess defaults =
+      config(R"({"image_processor_type": "MllamaImageProcessor", "size": {"height": 224, "width": 224}})");
+  CHECK(defaults.max_tiles == 4);
+  CHECK(defaults.resample == Resample::Bilinear);
+  CHECK(defaults.mean == std::array<double, 3>{0.5, 0.5, 0.5});
+  CHECK(defaults.rescale_factor == 1.0 / 255.0);
+
+  const auto refused = [](const std::string& json, const std::string& what) {
+    CAPTURE(json);
+    try {
+      config(R"({"image_processor_type": "MllamaImageProcessor", )" + json + "}");
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK_MESSAGE(std::string(e.what()).find("preprocessor_config.json: " + what) == 0, e.what());
+    }
+  };
+  const std::string tile = R"("size": {"height": 560, "width": 560})";
+  refused(R"("max_image_tiles": 4)", "size is missing");
+  refused(tile + R"(, "do_pad": false)", "do_pad must be true");
+  refused(tile + R"(, "do_resize": false)", "do_resize must be true");
+  refused(tile + R"(, "do_convert_rgb": false)", "do_convert_rgb false is not supported");
+  refused(tile + R"(, "do_convert_rgb": 1)", "do_convert_rgb must be true or false");
+  refused(tile + R"(, "max_image_tiles": 0)", "max_image_tiles must be an integer");
+  refused(tile + R"(, "max_image_tiles": "4")", "max_image_tiles must be an integer");
+  refused(R"("size": {"height": 560, "width": 448})", "size.height and size.width must be equal");
+  refused(R"("size": {"shortest_edge": 560})", "size must hold height and width");
+  refused(R"("size": 560)", "size must hold height and width");
+  refused(R"("size": {"height": 0, "width": 0})", "size.height must be");
+  refused(tile + R"(, "image_std": [0.5, 0.5])", "image_std must be three numbers");
+}
+
+TEST_CASE("Mllama: an image too thin to resize, and tiles of a processor that does not tile, are refused") {
+  Preprocess p = config(kLlamaVision);
+  p.height = p.width = 16;
+  CHECK(resized_size(p, 100, 1) == std::array<int64_t, 2>{64, 0});
+  CHECK_THROWS_WITH_AS(preprocess_tiles(pattern(100, 1), p),
+                       "MllamaImageProcessor: an image of 100 × 1 would be resized to 64 × 0", Error);
+  CHECK_THROWS_AS(optimal_canvas(0, 5, 4, 16), Error);
+  const Preprocess clip = config(R"({"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 336}})");
+  CHECK_THROWS_AS(preprocess_tiles(pattern(4, 4), clip), Error);
+}
+
+TEST_CASE("pad: the image at the top left, zeros below and to the right") {
+  const Image im = pattern(5, 3);
+  const Image padded = pad(im, 4, 7);
+  CHECK(padded.width == 7);
+  CHECK(padded.height == 4);
+  for (int64_t y = 0; y < 4; ++y)
+    for (int64_t x = 0; x < 7; ++x)
+      for (int c = 0; c < 3; ++c) CHECK(padded.at(x, y, c) == (x < 5 && y < 3 ? im.at(x, y, c) : 0));
+  CHECK_THROWS_AS(pad(im, 2, 7), Error);
 }
 
 }  // TEST_SUITE

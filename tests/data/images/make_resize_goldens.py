@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Writes resize_goldens.txt: what PIL's Image.resize and the PIL-kind image
-processors of Hugging Face give for small test images, which
-tests/unit/image_preprocess_test.cpp compares runtime/image/ with, byte for
-byte and bit for bit. Needs python3-pil and python3-numpy (Debian); the
-test itself needs neither. Run from anywhere:
+"""Writes resize_goldens.txt and mllama_goldens.txt: what PIL's Image.resize
+and the PIL-kind image processors of Hugging Face give for small test
+images, which tests/unit/image_preprocess_test.cpp compares runtime/image/
+with, byte for byte and bit for bit. Needs python3-pil and python3-numpy
+(Debian); the test itself needs neither. Run from anywhere:
 
     /usr/bin/python3 tests/data/images/make_resize_goldens.py
 
@@ -43,6 +43,69 @@ def center_crop(a, ch, cw):
     return padded[max(0, top):min(nh, top + ch), max(0, left):min(nw, left + cw)]
 
 
+# MllamaImageProcessor's steps (models/mllama/image_processing_mllama.py),
+# restated: the functions keep its names and its numpy arithmetic.
+def get_all_supported_aspect_ratios(max_image_tiles):
+    # Every (a, b) with a · b <= max_image_tiles, a outer; its callers read a
+    # as the canvas's tile rows.
+    return [(a, b) for a in range(1, max_image_tiles + 1) for b in range(1, max_image_tiles + 1)
+            if a * b <= max_image_tiles]
+
+
+def get_optimal_tiled_canvas(image_height, image_width, max_image_tiles, tile_size):
+    possible_canvas_sizes = np.array(get_all_supported_aspect_ratios(max_image_tiles)) * tile_size
+    target_heights, target_widths = possible_canvas_sizes.T
+    scale_h = target_heights / image_height
+    scale_w = target_widths / image_width
+    scales = np.where(scale_w > scale_h, scale_h, scale_w)
+    upscaling_options = scales[scales >= 1]
+    if len(upscaling_options) > 0:
+        selected_scale = np.min(upscaling_options)
+    else:
+        selected_scale = np.max(scales[scales < 1])
+    chosen_canvas = possible_canvas_sizes[scales == selected_scale]
+    if len(chosen_canvas) > 1:
+        return chosen_canvas[np.argmin(chosen_canvas[:, 0] * chosen_canvas[:, 1])]
+    return chosen_canvas[0]
+
+
+def get_image_size_fit_to_canvas(image_height, image_width, canvas_height, canvas_width, tile_size):
+    target_width = np.clip(image_width, tile_size, canvas_width)
+    target_height = np.clip(image_height, tile_size, canvas_height)
+    scale_h = target_height / image_height
+    scale_w = target_width / image_width
+    if scale_w < scale_h:
+        new_width = target_width
+        new_height = min(math.floor(image_height * scale_w), target_height)
+    else:
+        new_height = target_height
+        new_width = min(math.floor(image_width * scale_h), target_width)
+    return new_height, new_width
+
+
+def mllama(a, tile, max_tiles, resample, factor, mean, std):
+    """One image through resize, pad, rescale, normalize and split_to_tiles:
+    (tiles [n][3][tile][tile] f32, (rows, cols), aspect ratio id, mask, (new_height, new_width))."""
+    h, w = a.shape[:2]
+    canvas_height, canvas_width = get_optimal_tiled_canvas(h, w, max_tiles, tile)
+    rows, cols = canvas_height // tile, canvas_width // tile
+    new_height, new_width = get_image_size_fit_to_canvas(h, w, canvas_height, canvas_width, tile)
+    # resize (image_transforms.resize): PIL's, channels last, back to channels first.
+    r = np.asarray(Image.fromarray(a).resize((int(new_width), int(new_height)), resample=resample)).transpose(2, 0, 1)
+    # pad: zeros of the image's dtype (uint8) at the bottom and right, before rescale and normalize.
+    x = np.pad(r, ((0, 0), (0, canvas_height - new_height), (0, canvas_width - new_width)), mode="constant",
+               constant_values=0)
+    x = (x.astype(np.float64) * factor).astype(np.float32)  # rescale
+    x = ((x.T - np.array(mean, dtype=np.float32)) / np.array(std, dtype=np.float32)).T  # normalize, channels first
+    tiles = np.ascontiguousarray(x.reshape(3, rows, tile, cols, tile).transpose(1, 3, 0, 2, 4).reshape(
+        rows * cols, 3, tile, tile))
+    aspect_ratio_id = get_all_supported_aspect_ratios(max_tiles).index((rows, cols)) + 1
+    mask = np.zeros(max_tiles, dtype=np.int64)  # build_aspect_ratio_mask
+    mask[0] = 1
+    mask[:rows * cols] = 1
+    return tiles.astype(np.float32), (int(rows), int(cols)), aspect_ratio_id, mask, (int(new_height), int(new_width))
+
+
 def floats(a, factor, mean, std):
     x = (a.astype(np.float64) * factor).astype(np.float32)
     x = (x - np.array(mean, dtype=np.float32)) / np.array(std, dtype=np.float32)
@@ -76,9 +139,46 @@ def main():
         white.paste(rgba, (0, 0), rgba)
         rgb = white.convert("RGB")
         lines.append(f"on_white {wi} {hi} {np.asarray(rgb).tobytes().hex()}")
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resize_goldens.txt")
-    with open(path, "w") as out:
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "resize_goldens.txt"), "w") as out:
         out.write("\n".join(lines) + "\n")
+    with open(os.path.join(here, "mllama_goldens.txt"), "w") as out:
+        out.write("\n".join(mllama_lines()) + "\n")
+
+
+def mllama_lines():
+    # MllamaImageProcessor's convert_to_rgb is Image.alpha_composite onto white, which gives what Pixtral's paste
+    # onto white gives (the on_white lines) for every color and alpha: checked here, not written.
+    c, a = np.meshgrid(np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.uint8))
+    rgba = Image.fromarray(np.dstack([c, c, c, a]), "RGBA")
+    composite = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255)), rgba).convert("RGB")
+    pasted = Image.new("RGBA", rgba.size, "WHITE")
+    pasted.paste(rgba, (0, 0), rgba)
+    assert np.array_equal(np.asarray(composite), np.asarray(pasted.convert("RGB")))
+    lines = []
+    # The canvas and the fitted size for sides around tiles of 16 and of Llama 3.2 Vision's 560: a line per
+    # (max_image_tiles, tile), entries width,height:rows,cols,new_width,new_height.
+    sides = [1, 7, 16, 17, 33, 50, 100, 561, 1121, 3000]
+    for max_tiles in [1, 2, 4, 6]:
+        for tile in [16, 560]:
+            entries = []
+            for w in sides:
+                for h in sides:
+                    ch, cw = get_optimal_tiled_canvas(h, w, max_tiles, tile)
+                    nh, nw = get_image_size_fit_to_canvas(h, w, ch, cw, tile)
+                    entries.append(f"{w},{h}:{ch // tile},{cw // tile},{nw},{nh}")
+            lines.append(f"canvas {max_tiles} {tile} " + " ".join(entries))
+    # Whole images, Llama 3.2 Vision's statistics: a small square (upscaled to one tile), wide and tall ones
+    # (downscaled to a row or a column), one upscaled to fit a tile's height, one downscaled to 2 × 2 tiles, one
+    # that fits its canvas unresized; bilinear as the checkpoints' config says, bicubic once.
+    mean, std = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+    for (wi, hi), tile, max_tiles, resample in [((10, 10), 16, 4, 2), ((90, 20), 16, 4, 2), ((20, 90), 16, 3, 3),
+                                                ((6, 9), 16, 4, 2), ((100, 70), 16, 4, 2), ((30, 12), 16, 4, 2)]:
+        tiles, (rows, cols), ratio_id, mask, (nh, nw) = mllama(pattern(wi, hi), tile, max_tiles, resample,
+                                                               0.00392156862745098, mean, std)
+        lines.append(f"mllama {wi} {hi} {tile} {max_tiles} {resample} {rows} {cols} {ratio_id} "
+                     f"{''.join(str(m) for m in mask)} {nw} {nh} {tiles.tobytes().hex()}")
+    return lines
 
 
 if __name__ == "__main__":
