@@ -306,8 +306,10 @@ std::array<int64_t, 2> resized_size(const Preprocess& p, int64_t width, int64_t 
         height = static_cast<int64_t>(std::floor(static_cast<double>(height) / ratio));
         width = static_cast<int64_t>(std::floor(static_cast<double>(width) / ratio));
       }
-      // Whole patches: (side − 1) / patch + 1 of them.
-      return {((width - 1) / p.patch_width + 1) * p.patch_width, ((height - 1) / p.patch_height + 1) * p.patch_height};
+      // Whole patches: (side − 1) // patch + 1 of them, floored as Python
+      // floors: a side scaled down to 0 stays 0 (and is refused).
+      const auto whole = [](int64_t side, int64_t patch) { return side < 1 ? 0 : ((side - 1) / patch + 1) * patch; };
+      return {whole(width, p.patch_width), whole(height, p.patch_height)};
     }
     case SizeRule::Tiles:
       return fit_to_canvas(width, height, optimal_canvas(width, height, p.max_tiles, p.height), p.height);

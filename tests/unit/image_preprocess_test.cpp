@@ -163,6 +163,9 @@ TEST_CASE("output sizes: shortest edge, fixed, longest edge in whole patches") {
   CHECK(resized_size(pixtral, 2000, 1000) == std::array<int64_t, 2>{1024, 512});
   CHECK(resized_size(pixtral, 300, 200) == std::array<int64_t, 2>{304, 208});
   CHECK(resized_size(pixtral, 1030, 7) == std::array<int64_t, 2>{1024, 16});
+  // 3000 × 2: the short side scaled to int(2 / 2.93) = 0, which Python's
+  // (0 − 1) // 16 + 1 keeps at 0 patches: such an image is refused.
+  CHECK(resized_size(pixtral, 3000, 2) == std::array<int64_t, 2>{1024, 0});
   const Preprocess old = config(R"({"image_processor_type": "CLIPImageProcessor", "size": 224, "crop_size": 224})");
   CHECK(old.rule == SizeRule::ShortestEdge);
   CHECK(old.crop_width == 224);
