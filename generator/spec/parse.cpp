@@ -231,6 +231,16 @@ void read_model(Table t, Spec& s) {
   t.finish();
 }
 
+// head_dim: written, or hidden / heads.
+void read_head_dim(Table& t, Dims& d) {
+  if (auto hd = t.integer("head_dim", false, 1, 4096)) {
+    d.head_dim = *hd;
+    d.head_dim_explicit = true;
+  } else if (d.heads > 0) {
+    d.head_dim = d.hidden / d.heads;
+  }
+}
+
 // `attention`: the model has attention and MLP layers (not a state-space
 // model's only), whose widths are then required.
 void read_dims(Table t, Spec& s, bool attention) {
@@ -242,12 +252,7 @@ void read_dims(Table t, Spec& s, bool attention) {
   set(d.heads, t.integer("heads", attention, 1, 4096));
   d.kv_heads = d.heads;
   set(d.kv_heads, t.integer("kv_heads", false, 1, 4096));
-  if (auto hd = t.integer("head_dim", false, 1, 4096)) {
-    d.head_dim = *hd;
-    d.head_dim_explicit = true;
-  } else if (d.heads > 0) {
-    d.head_dim = d.hidden / d.heads;
-  }
+  read_head_dim(t, d);
   set(d.intermediate, t.integer("intermediate", attention, 1, kMaxDim));
   set(d.vocab, t.integer("vocab", true, 1, kMaxVocab));
   set(d.max_context, t.integer("max_context", true, 1, kMaxContext));
@@ -571,12 +576,7 @@ void read_vision(Table t, Spec& s) {
   set(d.layers, t.integer("layers", true, 1, kMaxLayers));
   set(d.heads, t.integer("heads", true, 1, 4096));
   d.kv_heads = d.heads;
-  if (auto hd = t.integer("head_dim", false, 1, 4096)) {
-    d.head_dim = *hd;
-    d.head_dim_explicit = true;
-  } else if (d.heads > 0) {
-    d.head_dim = d.hidden / d.heads;
-  }
+  read_head_dim(t, d);
   set(d.intermediate, t.integer("intermediate", true, 1, kMaxDim));
   set(v.positions, t.choice<VisionPositions>("positions", false));
   set(v.rope_theta, t.number("rope_theta", false, 0.0, 1e300, true));

@@ -283,11 +283,44 @@ std::vector<std::string> vision_preset_list() { return {"hf-clip", "hf-siglip", 
 // norm and patch_merger.merging_layer before them), Gemma3's
 // (mm_soft_emb_norm, the parameter mm_input_projection_weight), Mllama's (one
 // linear).
+namespace {
+
+// A tower layer's module paths under L: its norms, the attention's
+// projections (q/k/v_proj and the output's own name) and the MLP's (a gated
+// one with its gate).
+struct TowerLayer {
+  const char* attn_norm;
+  const char* attention;
+  const char* out;
+  const char* mlp_norm;
+  const char* gate;  // null: not gated
+  const char* up;
+  const char* down;
+};
+constexpr TowerLayer kClipLayer = {"layer_norm1", "self_attn.", "out_proj", "layer_norm2", nullptr, "mlp.fc1", "mlp.fc2"};
+constexpr TowerLayer kPixtralLayer = {"attention_norm", "attention.", "o_proj", "ffn_norm",
+                                      "feed_forward.gate_proj", "feed_forward.up_proj", "feed_forward.down_proj"};
+constexpr TowerLayer kMllamaLayer = {"input_layernorm", "self_attn.", "o_proj", "post_attention_layernorm",
+                                     nullptr, "mlp.fc1", "mlp.fc2"};
+
+void tower_layer(std::map<Role, std::string>& n, const std::string& L, const TowerLayer& t) {
+  n[Role::AttnNorm] = L + t.attn_norm;
+  n[Role::Q] = L + t.attention + "q_proj";
+  n[Role::K] = L + t.attention + "k_proj";
+  n[Role::V] = L + t.attention + "v_proj";
+  n[Role::O] = L + t.attention + t.out;
+  n[Role::MlpNorm] = L + t.mlp_norm;
+  if (t.gate) n[Role::Gate] = L + t.gate;
+  n[Role::Up] = L + t.up;
+  n[Role::Down] = L + t.down;
+}
+
+}  // namespace
+
 std::map<Role, std::string> vision_preset_names(const std::string& preset, const Vision& v) {
   std::map<Role, std::string> n;
   if (preset == "hf-clip" || preset == "hf-siglip") {
     const std::string T = "vision_tower.vision_model.";
-    const std::string L = T + "encoder.layers.{layer}.";
     n[Role::PatchEmbed] = T + "embeddings.patch_embedding";
     n[Role::PosEmbed] = T + "embeddings.position_embedding";
     if (preset == "hf-clip") {
@@ -295,31 +328,14 @@ std::map<Role, std::string> vision_preset_names(const std::string& preset, const
       n[Role::EmbedNorm] = T + "pre_layrnorm";  // sic
     }
     n[Role::FinalNorm] = T + "post_layernorm";
-    n[Role::AttnNorm] = L + "layer_norm1";
-    n[Role::Q] = L + "self_attn.q_proj";
-    n[Role::K] = L + "self_attn.k_proj";
-    n[Role::V] = L + "self_attn.v_proj";
-    n[Role::O] = L + "self_attn.out_proj";
-    n[Role::MlpNorm] = L + "layer_norm2";
-    n[Role::Up] = L + "mlp.fc1";
-    n[Role::Down] = L + "mlp.fc2";
+    tower_layer(n, T + "encoder.layers.{layer}.", kClipLayer);
   } else if (preset == "hf-pixtral") {
     const std::string T = "vision_tower.";
-    const std::string L = T + "transformer.layers.{layer}.";
     n[Role::PatchEmbed] = T + "patch_conv";
     n[Role::EmbedNorm] = T + "ln_pre";
-    n[Role::AttnNorm] = L + "attention_norm";
-    n[Role::Q] = L + "attention.q_proj";
-    n[Role::K] = L + "attention.k_proj";
-    n[Role::V] = L + "attention.v_proj";
-    n[Role::O] = L + "attention.o_proj";
-    n[Role::MlpNorm] = L + "ffn_norm";
-    n[Role::Gate] = L + "feed_forward.gate_proj";
-    n[Role::Up] = L + "feed_forward.up_proj";
-    n[Role::Down] = L + "feed_forward.down_proj";
+    tower_layer(n, T + "transformer.layers.{layer}.", kPixtralLayer);
   } else if (preset == "hf-mllama") {
     const std::string T = "vision_model.";
-    const std::string L = T + "transformer.layers.{layer}.";
     n[Role::PatchEmbed] = T + "patch_embedding";
     n[Role::ClassEmbed] = T + "class_embedding";
     n[Role::PosEmbed] = T + "gated_positional_embedding.embedding";
@@ -331,14 +347,7 @@ std::map<Role, std::string> vision_preset_names(const std::string& preset, const
     n[Role::PostTileGate] = T + "post_tile_positional_embedding.gate";
     n[Role::EmbedNorm] = T + "layernorm_pre";
     n[Role::FinalNorm] = T + "layernorm_post";
-    n[Role::AttnNorm] = L + "input_layernorm";
-    n[Role::Q] = L + "self_attn.q_proj";
-    n[Role::K] = L + "self_attn.k_proj";
-    n[Role::V] = L + "self_attn.v_proj";
-    n[Role::O] = L + "self_attn.o_proj";
-    n[Role::MlpNorm] = L + "post_attention_layernorm";
-    n[Role::Up] = L + "mlp.fc1";
-    n[Role::Down] = L + "mlp.fc2";
+    tower_layer(n, T + "transformer.layers.{layer}.", kMllamaLayer);
   } else {
     return {};
   }
@@ -365,14 +374,7 @@ std::map<Role, std::string> vision_preset_global_names(const std::string& preset
   std::map<Role, std::string> n;
   if (preset != "hf-mllama") return n;
   const std::string L = "vision_model.global_transformer.layers.{layer}.";
-  n[Role::AttnNorm] = L + "input_layernorm";
-  n[Role::Q] = L + "self_attn.q_proj";
-  n[Role::K] = L + "self_attn.k_proj";
-  n[Role::V] = L + "self_attn.v_proj";
-  n[Role::O] = L + "self_attn.o_proj";
-  n[Role::MlpNorm] = L + "post_attention_layernorm";
-  n[Role::Up] = L + "mlp.fc1";
-  n[Role::Down] = L + "mlp.fc2";
+  tower_layer(n, L, kMllamaLayer);
   n[Role::AttnGate] = L + "gate_attn";
   n[Role::MlpGate] = L + "gate_ffn";
   return n;
