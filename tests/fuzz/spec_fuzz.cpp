@@ -1,5 +1,6 @@
 // libFuzzer target for the spec front end: any bytes in, diagnostics or a
-// spec out; an accepted spec must go through build_manifest and make_report.
+// spec out; an accepted spec must go through build_manifest (and a tower's
+// build_vision_manifest) and make_report.
 // A crash, a sanitizer report, an uncaught exception, a rejection without a
 // diagnostic or an inconsistent report is a finding.
 //
@@ -34,8 +35,11 @@ void lathe::fuzz::spec(const uint8_t* data, size_t size) {
   // Up to the full context, as `lathe report --prefill N --decode N` would ask.
   const int64_t n = spec->dims.max_context;
   const Report report = make_report(*spec, {1, 128, n}, {1, n});
-  if (report.total_params != manifest.total_elements() || report.total_params <= 0)
-    finding("the report's parameters are not the manifest's elements");
+  // (A vision tower's tensors are the checkpoint's too: its own manifest.)
+  const Manifest vision = build_vision_manifest(*spec);
+  if (vision.tensors.size() > (size_t{1} << 18)) finding("an accepted spec whose tower has too many tensors");
+  if (report.total_params != manifest.total_elements() + vision.total_elements() || report.total_params <= 0)
+    finding("the report's parameters are not the manifests' elements");
   (void)format_report(report);
   (void)report_json(report).dump();
 }
