@@ -178,6 +178,9 @@ class Builder {
   }
   // A bias alone: the LM head's (Phi-2), beside a matrix that may be tied.
   void bias(Role role, int64_t width) { push(role, true, -1, -1, {width}); }
+  // A tensor named by its path itself, whatever its role (an nn.Parameter:
+  // Gemma 3's mm_input_projection_weight, Llama 3.2 Vision's position table).
+  void parameter(Role role, std::vector<int64_t> shape) { push(role, false, -1, -1, std::move(shape), true); }
   void norm(Role role, int64_t width, int64_t layer, bool bias) {
     push(role, false, layer, -1, {width});
     if (bias) push(role, true, layer, -1, {width});
@@ -186,7 +189,7 @@ class Builder {
   Manifest take() { return std::move(m_); }
 
  private:
-  void push(Role role, bool bias, int64_t layer, int64_t expert, std::vector<int64_t> shape) {
+  void push(Role role, bool bias, int64_t layer, int64_t expert, std::vector<int64_t> shape, bool bare = false) {
     TensorSpec t;
     t.role = role;
     t.bias = bias;
@@ -199,7 +202,7 @@ class Builder {
     auto it = names.find(role);
     const std::string pattern = it != names.end() ? it->second : "<unnamed " + std::string(name(role)) + ">";
     t.name = expand_name(pattern, layer >= 0 && !encoder_layer ? layer - s_.encoder_layers() : layer, expert) +
-             (bare_name(role) ? "" : bias ? ".bias" : ".weight");
+             (bare || bare_name(role) ? "" : bias ? ".bias" : ".weight");
     if (expert >= 0 && pattern.find("{expert}") == std::string::npos) t.slice = expert;
     t.shape = std::move(shape);
     t.dtype = t.shape.size() == 1 || is_rel_bias(role) || is_ssm_param(role) ? s_.weights.vector_dtype
@@ -312,9 +315,6 @@ void attention(Builder& b, const Spec& s, int64_t l, bool cross) {
   }
 }
 
-// One block's tensors: layer l of the model's numbering (an encoder–decoder's
-// encoder layers first); `cross`: a decoder layer with cross-attention. A
-// hybrid's state-space layer has its Mamba mixer in attention's place.
 // A decoder layer that attends to an image's features instead of its own
 // tokens (Llama 3.2 Vision's MllamaCrossAttentionDecoderLayer): its norm,
 // the cross-attention's projections with their per-head q and k norms, and
@@ -334,6 +334,10 @@ void image_cross_attention(Builder& b, const Spec& s, int64_t l) {
   b.tensor(Role::MlpGate, false, l, {1});
 }
 
+// One block's tensors: layer l of the model's numbering (an encoder–decoder's
+// encoder layers first); `cross`: a decoder layer with cross-attention. A
+// hybrid's state-space layer has its Mamba mixer in attention's place, an
+// image's cross-attention layer its cross-attention.
 void block(Builder& b, const Spec& s, int64_t l, bool cross) {
   const Dims& d = s.dims;
   const bool nb = s.norm.bias;
@@ -422,11 +426,12 @@ Manifest build_vision_manifest(const Spec& s) {
   b.tensor(Role::PatchEmbed, false, -1, {h, v.channels, v.patch, v.patch});
   if (v.patch_bias) b.tensor(Role::PatchEmbed, true, -1, {h});
   if (v.class_token) b.tensor(Role::ClassEmbed, false, -1, {h});
-  if (v.positions == VisionPositions::Learned) b.matrix(Role::PosEmbed, v.positions_count(), h);
   if (v.tiles > 0) {
-    // Llama 3.2 Vision: the gated table above and its tiles' own, and the
-    // aspect ratio's embeddings of each tile before and after the layers.
+    // Llama 3.2 Vision: the gated position table (a parameter) and its
+    // tiles' own, and the aspect ratio's embeddings of each tile before and
+    // after the layers.
     const int64_t kinds = v.aspect_ratios() + 1;
+    b.parameter(Role::PosEmbed, {v.positions_count(), h});
     b.tensor(Role::PosGate, false, -1, {1});
     b.matrix(Role::TilePosEmbed, kinds, v.tiles * v.positions_count() * h);
     b.matrix(Role::PreTileEmbed, kinds, v.tiles * h);
@@ -434,10 +439,11 @@ Manifest build_vision_manifest(const Spec& s) {
     b.matrix(Role::PostTileEmbed, kinds, v.tiles * h);
     b.tensor(Role::PostTileGate, false, -1, {1});
   }
-  if (v.pre_norm) b.norm(Role::EmbedNorm, h, -1, v.norm.bias);
-  for (int64_t l = 0; l < v.dims.layers; ++l) block(b, tower, l, false);
-  if (v.post_norm) b.norm(Role::FinalNorm, h, -1, v.norm.bias);
   m = b.take();
+  // The tower's stack: its positions (a learned table), norms and layers,
+  // as build_manifest lays out an encoder's.
+  for (TensorSpec& t : build_manifest(tower).tensors)
+    if (!(v.tiles > 0 && t.role == Role::PosEmbed)) m.tensors.push_back(std::move(t));
   if (v.global_layers > 0) {
     // The global layers: named by weights.global_names from their layer 0,
     // each with its two gates.
@@ -466,19 +472,11 @@ Manifest build_vision_manifest(const Spec& s) {
       break;
     case ProjectorKind::Pooled:
       p.norm(Role::ProjNorm, h, -1, j.norm == NormKind::LayerNorm);
-      // Gemma 3's mm_input_projection_weight: a parameter [in, out].
-      p.tensor(Role::ProjIn, false, -1, {features, s.dims.hidden});
+      p.parameter(Role::ProjIn, {features, s.dims.hidden});  // Gemma 3's mm_input_projection_weight, [in, out]
       break;
     case ProjectorKind::Linear: p.linear(Role::ProjIn, s.dims.hidden, features, j.bias); break;
   }
-  for (TensorSpec& t : p.take().tensors) {
-    if (j.kind == ProjectorKind::Pooled && t.role == Role::ProjIn) t.name.resize(t.name.size() - 7);  // no ".weight"
-    m.tensors.push_back(std::move(t));
-  }
-  // Llama 3.2 Vision's position table is a parameter, named by its path itself.
-  if (v.tiles > 0)
-    for (TensorSpec& t : m.tensors)
-      if (t.role == Role::PosEmbed) t.name.resize(t.name.size() - 7);
+  for (TensorSpec& t : p.take().tensors) m.tensors.push_back(std::move(t));
   return m;
 }
 

@@ -84,7 +84,6 @@ Spec vision_tower(const Spec& s) {
   t.embedding.norm = v.pre_norm;
   t.weights = v.weights;
   t.cache.dtype = s.cache.dtype;
-  t.locations = s.locations;
   return t;
 }
 

@@ -422,6 +422,12 @@ struct Projector {
   int64_t intermediate = 0;   // linear_1's output; defaults to the decoder's hidden
   int64_t merge = 2;          // merge_mlp: patches merged a side (spatial_merge_size)
   int64_t tokens = 0;         // pooled: tokens an image (a square: 256 = 16 × 16)
+  // pooled: the square's side, the smallest whose square holds `tokens`.
+  int64_t pooled_side() const {
+    int64_t side = 0;
+    while (side * side < tokens) ++side;
+    return side;
+  }
   NormKind norm = NormKind::RMSNorm;  // merge_mlp, pooled: the norm before
   bool norm_unit_offset = false;      // pooled: Gemma's 1 + w
   double eps = 1e-6;
@@ -489,14 +495,15 @@ struct Vision {
   // Patches a side of the largest image, and positions of the learned table.
   int64_t grid() const { return patch > 0 ? std::max(image_size, longest_edge) / patch : 0; }
   int64_t positions_count() const { return grid() * grid() + (class_token ? 1 : 0); }
-  // Tokens an image gives the decoder (a fixed-size image's; a variable
-  // one's at its largest), before a splice's row ends and prefix.
-  int64_t image_features() const {
-    const int64_t g = grid();
+  // Rows of features an image of rows × cols patches gives the decoder
+  // (a tile's, under tiles), before a splice's row ends and prefix; and a
+  // fixed-size image's (a variable one's at its largest).
+  int64_t image_features(int64_t rows, int64_t cols) const {
     if (projector.kind == ProjectorKind::Pooled) return projector.tokens;
-    if (projector.kind == ProjectorKind::MergeMlp) return (g / projector.merge) * (g / projector.merge);
-    return g * g + (class_token && !drop_class_token ? 1 : 0);
+    if (projector.kind == ProjectorKind::MergeMlp) return (rows / projector.merge) * (cols / projector.merge);
+    return rows * cols + (class_token && !drop_class_token ? 1 : 0);
   }
+  int64_t image_features() const { return image_features(grid(), grid()); }
   // Llama 3.2 Vision: the tile arrangements (w × h ≤ tiles) an image can take.
   int64_t aspect_ratios() const {
     int64_t n = 0;

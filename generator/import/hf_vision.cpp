@@ -4,8 +4,7 @@
 // vision_config's, and the projector and the image tokens are the top-level
 // keys', all into [vision].
 #include "generator/import/hf_importer.hpp"
-
-#include <fstream>
+#include "runtime/text/tokenize/json_file.hpp"
 
 namespace lathe::importer::hf {
 namespace {
@@ -522,14 +521,12 @@ class Multimodal {
   std::optional<json> read_json_file(const std::string& file) {
     if (options_.directory.empty()) return std::nullopt;
     const fs::path path = fs::path(options_.directory) / file;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    std::ostringstream text;
-    text << in.rdbuf();
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return std::nullopt;
     try {
-      return json::parse(text.str());
-    } catch (const json::exception&) {
-      warn_line(options_, path.string() + ": warning: not valid JSON; the image tokens it would give are left out");
+      return text::detail::parse_json_file(path);
+    } catch (const Error& e) {  // unreadable, or not JSON: said, and left out
+      warn_line(options_, std::string(e.what()) + " (warning: the image tokens it would give are left out)");
       return std::nullopt;
     }
   }

@@ -483,6 +483,15 @@ void read_names(Table names, const std::string& key, std::map<Role, std::string>
   names.finish();
 }
 
+// A weights table's ignore: tensor-name patterns.
+void read_ignore(Table& t, Weights& w) {
+  if (const toml::array* ignore = t.array("ignore"))
+    for (const toml::node& item : *ignore) {
+      if (!item.is_string()) t.error(item, t.full("ignore") + ": expected tensor-name patterns (strings)");
+      else w.ignore.push_back(*item.value<std::string>());
+    }
+}
+
 void read_weights(Table t, Spec& s) {
   Weights& w = s.weights;
   set(w.dtype, t.choice<DType>("dtype", false));
@@ -509,12 +518,7 @@ void read_weights(Table t, Spec& s) {
       t.error(*t.raw("preset"), message);
     }
   }
-  if (const toml::array* ignore = t.array("ignore")) {
-    for (const toml::node& item : *ignore) {
-      if (!item.is_string()) t.error(item, "weights.ignore: expected tensor-name patterns (strings)");
-      else w.ignore.push_back(*item.value<std::string>());
-    }
-  }
+  read_ignore(t, w);
   read_role_dtypes(t.sub("dtypes"), w);
   read_names(t.sub("names"), "weights.names.", w.names);
   read_names(t.sub("encoder_names"), "weights.encoder_names.", w.encoder_names);
@@ -624,12 +628,7 @@ void read_vision(Table t, Spec& s) {
       w.error(*w.raw("preset"), message);
     }
   }
-  if (const toml::array* ignore = w.array("ignore")) {
-    for (const toml::node& item : *ignore) {
-      if (!item.is_string()) w.error(item, "vision.weights.ignore: expected tensor-name patterns (strings)");
-      else v.weights.ignore.push_back(*item.value<std::string>());
-    }
-  }
+  read_ignore(w, v.weights);
   read_names(w.sub("names"), "vision.weights.names.", v.weights.names);
   read_names(w.sub("global_names"), "vision.weights.global_names.", v.weights.encoder_names);
   w.finish();

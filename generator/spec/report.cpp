@@ -182,29 +182,26 @@ VisionCost vision_cost(const Spec& s) {
   const int64_t tiles = std::max<int64_t>(v.tiles, 1);
   c.patches = (g * g + (v.class_token ? 1 : 0)) * tiles;
   const double rows = static_cast<double>(c.patches);
-  // Each row through the patch embedding and the layers run: their matrices
-  // (2 FLOPs a multiply-add) and its attention to every row of its image.
-  double layer_linear = 0, tower_linear = 0;
   for (const TensorSpec& t : build_vision_manifest(s).tensors) {
     const int64_t n = t.elements();
     c.params += n;
-    const bool projector = component_of(t.role) == Component::Vision && t.role != Role::PatchEmbed &&
-                           t.role != Role::ClassEmbed && t.role != Role::PosEmbed && t.role != Role::TilePosEmbed &&
-                           t.role != Role::PosGate && t.role != Role::PreTileEmbed && t.role != Role::PreTileGate &&
-                           t.role != Role::PostTileEmbed && t.role != Role::PostTileGate;
+    const bool projector = t.role == Role::ProjNorm || t.role == Role::ProjIn || t.role == Role::ProjOut ||
+                           t.role == Role::PatchMerge;
     if (projector) c.projector_params += n;
     c.device_bytes += t.shape.size() >= 2 && !t.bias ? device_tensor_bytes(t.dtype, 2, t.shape[0], n / t.shape[0]) : n * 4;
+    c.checkpoint_bytes += static_cast<int64_t>(std::ceil(static_cast<double>(n) * bytes_per_element(t.dtype)));
   }
-  Spec local = s;  // the local layers' matrices (Llama 3.2 Vision's global layers have the same)
-  local.vision.global_layers = 0;
-  for (const TensorSpec& t : build_vision_manifest(local).tensors) {
-    if (t.bias || t.shape.size() < 2) continue;
-    if (t.role == Role::PatchEmbed) tower_linear += static_cast<double>(t.elements());
-    else if (t.layer >= 0 && t.layer < c.layers_run && is_linear(t.role)) layer_linear += static_cast<double>(t.elements());
-  }
-  const double attention = 4.0 * static_cast<double>(v.dims.heads * v.dims.head_dim) * rows;  // a row's q·k and p·v
-  c.flops = rows * (2.0 * (tower_linear + layer_linear) + attention * static_cast<double>(c.layers_run));
-  if (v.global_layers > 0) c.flops += rows * static_cast<double>(v.global_layers) * (2.0 * layer_linear / std::max<int64_t>(c.layers_run, 1) + attention);
+  // Each row through the patch embedding and the layers run (the global
+  // layers too): their matrices (2 FLOPs a multiply-add) and its attention
+  // to every row of its image.
+  const spec::Dims& d = v.dims;
+  const double q = static_cast<double>(d.heads * d.head_dim), kv = static_cast<double>(d.kv_heads * d.head_dim);
+  const double layer_linear = static_cast<double>(h) * (2.0 * q + 2.0 * kv) +
+                              static_cast<double>((v.mlp.gated ? 3 : 2) * h * d.intermediate);
+  const double patch_linear = static_cast<double>(h * v.channels * v.patch * v.patch);
+  const double attention = 4.0 * q * rows;  // a row's q·k and p·v
+  c.flops = rows * (2.0 * patch_linear + static_cast<double>(c.layers_run + v.global_layers) *
+                                             (2.0 * layer_linear + attention));
   // The projector, on the rows it takes.
   const Projector& j = v.projector;
   const double features = static_cast<double>(h) * static_cast<double>(1 + v.extra_feature_layers.size());
@@ -311,8 +308,7 @@ Report make_report(const Spec& s, const std::vector<int64_t>& prefill_lengths,
     per_component[Component::Vision] += r.vision.params;
     global_costs[Component::Vision].params += r.vision.params;  // (an image's work is per image: r.vision.flops)
     r.total_params += r.vision.params;
-    for (const TensorSpec& t : build_vision_manifest(s).tensors)
-      r.checkpoint_bytes += static_cast<int64_t>(std::ceil(static_cast<double>(t.elements()) * bytes_per_element(t.dtype)));
+    r.checkpoint_bytes += r.vision.checkpoint_bytes;
   }
   for (auto& [c, n] : per_component) r.components.emplace_back(name(c), n);
 

@@ -44,6 +44,7 @@ struct VisionCost {
   int64_t tokens = 0;             // an image's tokens in the prompt (a splice's row ends and prefix too; cross: 1)
   double flops = 0;               // patch embedding, layers run, projector
   int64_t device_bytes = 0;       // as the text model's are counted
+  int64_t checkpoint_bytes = 0;   // stored, in their dtypes
 };
 
 struct Report {

@@ -38,6 +38,13 @@ std::pair<double, double> model_size(const Spec& s, const Manifest& sample) {
   return {tensors, params};
 }
 
+// A tensor the architecture has and `key` does not name; `preset_key` is
+// the preset that could ("weights.preset", "vision.weights.preset").
+std::string not_set(const std::string& key, const std::string& preset_key, const std::string& preset) {
+  return key + " is not set: the architecture has this tensor (" +
+         (preset.empty() ? "set " + preset_key + " or name it" : "preset \"" + preset + "\" does not name it") + ")";
+}
+
 std::string sci(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g", v);
@@ -213,8 +220,7 @@ void validate_vision(const Spec& s, Diagnostics& diag) {
   if (j.kind == ProjectorKind::MergeMlp && v.image_size > 0 && g % j.merge != 0)
     at("vision.projector.merge", "a grid of " + num(g) + " patches a side is not whole blocks of merge (" + num(j.merge) + ")");
   if (j.kind == ProjectorKind::Pooled) {
-    int64_t side = 0;
-    while ((side + 1) * (side + 1) <= j.tokens) ++side;
+    const int64_t side = j.pooled_side();
     if (j.tokens == 0) at("vision.projector", "a pooled projector needs tokens (an image's tokens, a square: 256)");
     else if (side * side != j.tokens || v.image_size == 0 || g % side != 0)
       at("vision.projector.tokens", "tokens (" + num(j.tokens) + ") must be the square of a divisor of the fixed grid (" +
@@ -273,32 +279,26 @@ void validate_vision(const Spec& s, Diagnostics& diag) {
   // cross-attention layers.
   if (!diag.empty()) return;
   std::set<std::string> reported;
-  auto named = [&](const TensorSpec& t, const std::string& table, const std::string& preset) {
-    if (t.name.rfind("<unnamed ", 0) != 0) return;
-    const std::string key = table + std::string(name(t.role));
-    if (!reported.insert(key).second) return;
-    at(key, key + " is not set: the architecture has this tensor (" +
-                (preset.empty() ? std::string("set the preset or name it") : "preset \"" + preset + "\" does not name it") +
-                ")");
+  auto unnamed = [&](Role role, const std::string& table, const std::string& preset) {
+    const std::string key = table + std::string(name(role));
+    // ("vision.weights.names." → "vision.weights.preset")
+    const std::string preset_key = table.substr(0, table.rfind('.', table.size() - 2) + 1) + "preset";
+    if (reported.insert(key).second) at(key, not_set(key, preset_key, preset));
   };
-  // (The global layers' names are weights.global_names', checked below.)
+  // A local layer's tensors are weights.names', a global layer's (whose
+  // roles the local layers' share) weights.global_names'.
   for (const TensorSpec& t : build_vision_manifest(s).tensors)
-    if (t.layer < 0 || !v.weights.names.count(t.role)) named(t, "vision.weights.names.", v.weights.preset);
-  if (v.global_layers > 0)
-    for (Role role : {Role::AttnNorm, Role::Q, Role::K, Role::V, Role::O, Role::MlpNorm, Role::Up, Role::Down,
-                      Role::AttnGate, Role::MlpGate})
-      if (!v.weights.encoder_names.count(role)) {
-        TensorSpec t;
-        t.role = role;
-        t.name = "<unnamed ";
-        named(t, "vision.weights.global_names.", v.weights.preset);
-      }
+    if (t.name.rfind("<unnamed ", 0) == 0) {
+      const bool global = t.layer >= 0 && v.weights.names.count(t.role);
+      unnamed(t.role, global ? "vision.weights.global_names." : "vision.weights.names.", v.weights.preset);
+    }
   if (!splice) {
     Spec upto = s;  // the decoder up to its first cross-attention layer, one expert
     upto.dims.layers = v.cross_layers.front() + 1;
     upto.moe.experts = std::min<int64_t>(s.moe.experts, 1);
     for (const TensorSpec& t : build_manifest(upto).tensors)
-      if (t.layer == v.cross_layers.front()) named(t, "weights.names.", s.weights.preset);
+      if (t.layer == v.cross_layers.front() && t.name.rfind("<unnamed ", 0) == 0)
+        unnamed(t.role, "weights.names.", s.weights.preset);
   }
 }
 
@@ -523,9 +523,7 @@ void validate(const Spec& s, Diagnostics& diag) {
     auto it = names.find(role);
     const std::string key = (encoder_layer ? "weights.encoder_names." : "weights.names.") + std::string(name(role));
     if (it == names.end()) {
-      std::string why = s.weights.preset.empty() ? "set weights.preset or name it"
-                                                 : "preset \"" + s.weights.preset + "\" does not name it";
-      at(key, key + " is not set: the architecture has this tensor (" + why + ")");
+      at(key, not_set(key, "weights.preset", s.weights.preset));
       continue;
     }
     const bool per_layer = t.layer >= 0;

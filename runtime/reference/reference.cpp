@@ -55,24 +55,25 @@ void check_supported(const spec::Spec& s) {
 Weights random_weights(const spec::Spec& spec, uint64_t seed, float scale) {
   Weights w;
   uint64_t state = seed;
-  std::vector<spec::TensorSpec> tensors = spec::build_manifest(spec).tensors;
-  const std::vector<spec::TensorSpec> vision = spec::build_vision_manifest(spec).tensors;  // a tower's: after the text's
-  tensors.insert(tensors.end(), vision.begin(), vision.end());
-  const auto of_vision = [&](const spec::TensorSpec& t) { return &t >= tensors.data() + (tensors.size() - vision.size()); };
-  for (const spec::TensorSpec& t : tensors) {
-    std::vector<float> values(static_cast<size_t>(t.elements()));
-    const bool unit_offset = of_vision(t) ? t.role == Role::ProjNorm && spec.vision.projector.norm_unit_offset
-                                            : spec.norm.unit_offset;
-    const bool near_one = is_norm(t.role) && !t.bias && !unit_offset;
-    for (float& v : values) {
-      const double u = uniform(state);
-      const std::optional<double> ssm = ssm_parameter(t.role, t.bias, spec.ssm.a_log, (u + 1.0) / 2.0);
-      v = static_cast<float>(ssm ? *ssm : (near_one ? 1.0 : 0.0) + scale * u);
+  // The model's tensors, then a vision tower's (its norms' unit offset its projector's own).
+  const auto fill = [&](const spec::Manifest& manifest, bool vision) {
+    for (const spec::TensorSpec& t : manifest.tensors) {
+      std::vector<float> values(static_cast<size_t>(t.elements()));
+      const bool unit_offset =
+          vision ? t.role == Role::ProjNorm && spec.vision.projector.norm_unit_offset : spec.norm.unit_offset;
+      const bool near_one = is_norm(t.role) && !t.bias && !unit_offset;
+      for (float& v : values) {
+        const double u = uniform(state);
+        const std::optional<double> ssm = ssm_parameter(t.role, t.bias, spec.ssm.a_log, (u + 1.0) / 2.0);
+        v = static_cast<float>(ssm ? *ssm : (near_one ? 1.0 : 0.0) + scale * u);
+      }
+      std::vector<float>& stored = w.tensors[t.name];
+      if (t.slice > 0) stored.insert(stored.end(), values.begin(), values.end());  // the next slice of a stack
+      else stored = std::move(values);
     }
-    std::vector<float>& stored = w.tensors[t.name];
-    if (t.slice > 0) stored.insert(stored.end(), values.begin(), values.end());  // the next slice of a stack
-    else stored = std::move(values);
-  }
+  };
+  fill(spec::build_manifest(spec), false);
+  fill(spec::build_vision_manifest(spec), true);
   return w;
 }
 
@@ -676,16 +677,10 @@ void Reference::check_tokens(const std::vector<int32_t>& tokens) const {
 std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
   if (spec_.encoder()) return encode(tokens);
   const int64_t vocab = spec_.dims.vocab;
-  check_tokens(tokens);
   if (spec_.encoder_decoder() && source_len_ == 0)
     throw std::invalid_argument("reference: an encoder-decoder's decoder attends to a source: call source() first");
-  if (cache_len_ + static_cast<int64_t>(tokens.size()) > spec_.dims.max_context)
-    throw std::out_of_range("reference: " + std::to_string(cache_len_ + static_cast<int64_t>(tokens.size())) +
-                            " positions exceed dims.max_context = " + std::to_string(spec_.dims.max_context));
+  begin_pass(tokens);
   std::vector<float> logits(tokens.size() * static_cast<size_t>(vocab));
-  // Dynamic NTK rotates every token of a call by the call's length.
-  if (spec_.position.kind == spec::PositionKind::Rope && spec_.position.scaling.kind == spec::RopeScaling::DynamicNtk)
-    rope_ = rope_of(spec_, cache_len_ + static_cast<int64_t>(tokens.size()));
   // Causal attention: processing the tokens one by one, each seeing the cache
   // up to and including itself, is the prefill.
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -693,6 +688,17 @@ std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
     ++cache_len_;
   }
   return logits;
+}
+
+void Reference::begin_pass(const std::vector<int32_t>& tokens) {
+  check_tokens(tokens);
+  const int64_t end = cache_len_ + static_cast<int64_t>(tokens.size());
+  if (end > spec_.dims.max_context)
+    throw std::out_of_range("reference: " + std::to_string(end) + " positions exceed dims.max_context = " +
+                            std::to_string(spec_.dims.max_context));
+  // Dynamic NTK rotates every token of a call by the call's length.
+  if (spec_.position.kind == spec::PositionKind::Rope && spec_.position.scaling.kind == spec::RopeScaling::DynamicNtk)
+    rope_ = rope_of(spec_, end);
 }
 
 // One token's residual stream before the blocks: its embedding, position and

@@ -202,6 +202,8 @@ class Reference {
   // Every row of an encoding stack (each attending to all), final norm applied.
   std::vector<std::vector<double>> run_encoder(const Stack& stack, const std::vector<int32_t>& tokens);
   void check_tokens(const std::vector<int32_t>& tokens) const;
+  // A decoder pass's checks (tokens, context) and its dynamic NTK base.
+  void begin_pass(const std::vector<int32_t>& tokens);
   void project_qkv(const Layer& L, const std::vector<double>& h, int64_t position, bool windowed, std::vector<double>& q,
                    std::vector<double>& k, std::vector<double>& v) const;
   // The heads' widths attention reads: a query and key head's, a value

@@ -21,15 +21,7 @@ std::string str(int64_t v) { return std::to_string(v); }
 }  // namespace
 
 int64_t Reference::image_rows(int64_t height, int64_t width) const {
-  const spec::Vision& v = spec_.vision;
-  const int64_t rows = height / v.patch, cols = width / v.patch;
-  switch (v.projector.kind) {
-    case ProjectorKind::MergeMlp: return (rows / v.projector.merge) * (cols / v.projector.merge);
-    case ProjectorKind::Pooled: return v.projector.tokens;
-    case ProjectorKind::Mlp:
-    case ProjectorKind::Linear: break;
-  }
-  return rows * cols + (v.class_token && !v.drop_class_token ? 1 : 0);
+  return spec_.vision.image_features(height / spec_.vision.patch, width / spec_.vision.patch);
 }
 
 std::vector<float> Reference::image_features(std::span<const float> pixels, int64_t height, int64_t width) const {
@@ -97,14 +89,18 @@ std::vector<std::vector<double>> Reference::project_features(std::vector<std::ve
   const spec::Vision& v = spec_.vision;
   const spec::Projector& j = v.projector;
   const size_t hidden = static_cast<size_t>(v.dims.hidden);
+  const float* norm_w = optional(Role::ProjNorm, false, -1);  // merge_mlp and pooled
+  const float* norm_b = optional(Role::ProjNorm, true, -1);
   const auto norm = [&](const std::vector<double>& row) {
-    return norm_values(j.norm, j.eps, j.norm_unit_offset, tensor(Role::ProjNorm, false, -1).data,
-                       optional(Role::ProjNorm, true, -1), row);
+    return norm_values(j.norm, j.eps, j.norm_unit_offset, norm_w, norm_b, row);
   };
+  const bool two_linears = j.kind == ProjectorKind::Mlp || j.kind == ProjectorKind::MergeMlp;
+  const Linear in = j.kind == ProjectorKind::Pooled ? Linear{} : linear(Role::ProjIn, -1);
+  const Linear out_w = two_linears ? linear(Role::ProjOut, -1) : Linear{};
   const auto mlp = [&](const std::vector<double>& row) {
-    std::vector<double> a = apply(linear(Role::ProjIn, -1), row);
+    std::vector<double> a = apply(in, row);
     for (double& value : a) value = activation(j.activation, value);
-    return apply(linear(Role::ProjOut, -1), a);
+    return apply(out_w, a);
   };
   std::vector<std::vector<double>> out;
   switch (j.kind) {
@@ -133,9 +129,7 @@ std::vector<std::vector<double>> Reference::project_features(std::vector<std::ve
     case ProjectorKind::Pooled: {
       // Gemma3MultiModalProjector: the grid averaged in square blocks down
       // to tokens_per_side², normed, times mm_input_projection_weight [in, out].
-      int64_t side = 1;
-      while (side * side < j.tokens) ++side;
-      const int64_t k = grid_rows / side;
+      const int64_t side = j.pooled_side(), k = grid_rows / side;
       Linear projection;
       projection.weight = tensor(Role::ProjIn, false, -1);
       projection.transposed = true;
@@ -155,7 +149,7 @@ std::vector<std::vector<double>> Reference::project_features(std::vector<std::ve
       break;
     }
     case ProjectorKind::Linear:
-      for (const std::vector<double>& row : rows) out.push_back(apply(linear(Role::ProjIn, -1), row));
+      for (const std::vector<double>& row : rows) out.push_back(apply(in, row));
       break;
   }
   return out;
@@ -172,13 +166,8 @@ std::vector<float> Reference::forward(const std::vector<int32_t>& tokens, const 
       throw std::invalid_argument("reference: spliced rows must be increasing indices into the tokens");
   if (spec_.ssm.enabled() || spec_.encoder() || spec_.encoder_decoder())
     throw std::invalid_argument("reference: spliced rows feed a decoder's prompt");
-  check_tokens(tokens);
+  begin_pass(tokens);
   const int64_t T = static_cast<int64_t>(tokens.size());
-  if (cache_len_ + T > spec_.dims.max_context)
-    throw std::out_of_range("reference: " + str(cache_len_ + T) + " positions exceed dims.max_context = " +
-                            str(spec_.dims.max_context));
-  if (spec_.position.kind == spec::PositionKind::Rope && spec_.position.scaling.kind == spec::RopeScaling::DynamicNtk)
-    rope_ = rope_of(spec_, cache_len_ + T);
   std::vector<std::vector<double>> x;
   std::vector<int64_t> first(static_cast<size_t>(T)), last(static_cast<size_t>(T));
   size_t next = 0;  // the next spliced row

@@ -224,7 +224,7 @@ TEST_CASE("[vision] errors point at their keys") {
   // Every tensor without a name, at [vision.weights]: the first is the patch embedding.
   const std::string unnamed = errors_of(std::string(kTower) + "[vision.tokens]\nmarker = 5\n[vision.weights]\n");
   CHECK(unnamed.rfind("x.toml:25:1: vision.weights.names.patch_embed is not set: the architecture has this tensor (set "
-                      "the preset or name it)\n", 0) == 0);
+                      "vision.weights.preset or name it)\n", 0) == 0);
   CHECK(unnamed.find("vision.weights.names.proj_out is not set") != std::string::npos);
   CHECK(errors_of(std::string(kTower) + "[vision.mlp]\nactivation = \"gelu_fast\"\n[vision.tokens]\nmarker = 5\n") ==
         "x.toml:24:14: vision.mlp.activation: unknown value \"gelu_fast\"; expected one of \"silu\", \"gelu_erf\", "
