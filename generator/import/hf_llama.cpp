@@ -365,7 +365,7 @@ void Importer::read_gemma3_rope_parameters(const json& rp) {
 
 std::optional<double> Importer::number_in(const json& obj, const std::string& where, const char* key) {
   if (!obj.contains(key) || obj[key].is_null()) return std::nullopt;
-  if (!obj[key].is_number()) {
+  if (!obj[key].is_number() || !std::isfinite(obj[key].get<double>())) {
     c_.error(where + "." + key + " = " + shown(obj[key]) + ": expected a number");
     return std::nullopt;
   }
@@ -427,7 +427,7 @@ void Importer::read_scaling(const json& s, const std::string& key) {
   const auto set_num = [&](const char* spec_key, const char* k, bool required) {
     const std::optional<double> v = num(k);
     if (v) {
-      if (*v <= 0 || *v > 1e6) c_.error(key + "." + k + " = " + shown(*v) + ": must be in (0, 1e6]");
+      if (!(*v > 0 && *v <= 1e6)) c_.error(key + "." + k + " = " + shown(*v) + ": must be in (0, 1e6]");
       sc.set(spec_key, *v, key + "." + k);
     } else if (required) {
       c_.error(key + "." + k + " is missing; rope_type \"" + type + "\" needs it");
