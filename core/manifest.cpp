@@ -387,7 +387,7 @@ Manifest build_manifest(const Spec& s) {
   const Dims& d = s.dims;
   const bool nb = s.norm.bias;
 
-  if (d.vocab > 0) b.matrix(Role::Embed, d.vocab, d.hidden);  // (a vision tower's stack has no token table)
+  if (d.vocab > 0) b.matrix(Role::Embed, s.embedding_rows(), d.hidden);  // (a vision tower's stack has no token table)
 
   // An encoder–decoder's encoder stack: its tables, its layers, its final norm.
   const int64_t encoder_layers = s.encoder_layers();
@@ -440,15 +440,13 @@ Manifest build_vision_manifest(const Spec& s) {
     b.tensor(Role::PostTileGate, false, -1, {1});
   }
   m = b.take();
-  // The tower's stack: its positions (a learned table), norms and layers,
-  // as build_manifest lays out an encoder's.
-  for (TensorSpec& t : build_manifest(tower).tensors)
-    if (!(v.tiles > 0 && t.role == Role::PosEmbed)) m.tensors.push_back(std::move(t));
+  // The tower's stack: its positions (a learned table, but a tiled
+  // tower's), norms and layers, as build_manifest lays out an encoder's.
+  for (TensorSpec& t : build_manifest(tower).tensors) m.tensors.push_back(std::move(t));
   if (v.global_layers > 0) {
     // The global layers: named by weights.global_names from their layer 0,
     // each with its two gates.
-    Spec global = tower;
-    global.weights.names = v.weights.encoder_names;
+    const Spec global = vision_global_layers(s);
     Builder g(global);
     for (int64_t l = 0; l < v.global_layers; ++l) {
       block(g, global, l, false);

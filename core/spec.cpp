@@ -77,7 +77,10 @@ Spec vision_tower(const Spec& s) {
   t.norm.final_norm = v.post_norm;
   t.attention = v.attention;
   t.mlp = v.mlp;
-  t.position.kind = v.positions == VisionPositions::Rope2D ? PositionKind::Rope : PositionKind::Learned;
+  // A tiled tower's gated position tables are its own (build_vision_manifest).
+  t.position.kind = v.tiles > 0                               ? PositionKind::None
+                    : v.positions == VisionPositions::Rope2D ? PositionKind::Rope
+                                                               : PositionKind::Learned;
   t.position.theta = v.rope_theta;
   t.position.rotary_dim = v.dims.head_dim;
   t.position.table_size = v.positions_count();
@@ -85,6 +88,17 @@ Spec vision_tower(const Spec& s) {
   t.weights = v.weights;
   t.cache.dtype = s.cache.dtype;
   return t;
+}
+
+Spec vision_global_layers(const Spec& s) {
+  Spec g = vision_tower(s);
+  g.name = s.name + ".vision.global";
+  g.dims.layers = s.vision.global_layers;
+  g.weights.names = s.vision.weights.encoder_names;
+  g.position.kind = PositionKind::None;
+  g.embedding.norm = false;
+  g.norm.final_norm = false;
+  return g;
 }
 
 }  // namespace lathe::spec

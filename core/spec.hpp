@@ -235,6 +235,10 @@ struct Embedding {
   // Rows of a token-type table (BERT's segment embeddings, type_vocab_size);
   // 0: none. Inputs are single segments: row 0 is added to every token.
   int64_t token_types = 0;
+  // Rows of the token table when it holds more than dims.vocab: tokens the
+  // model reads but never writes (Llama 3.2 Vision's 8, its image token
+  // among them). 0: dims.vocab. The LM head keeps dims.vocab rows.
+  int64_t rows = 0;
 };
 
 // An encoder's sentence embedding: pooling of the final hidden states, then
@@ -546,6 +550,8 @@ struct Spec {
   // layer l < encoder_layers() is its encoder's l, the others its decoder's).
   int64_t encoder_layers() const { return encoder_decoder() ? dims.encoder_layers : 0; }
   int64_t blocks() const { return encoder_layers() + dims.layers; }
+  // The token table's rows: the tokens a prompt may hold.
+  int64_t embedding_rows() const { return embedding.rows > 0 ? embedding.rows : dims.vocab; }
   // The KV caches a sequence holds: one per block, and an encoder–decoder's
   // cross-attention K and V of the encoder's output, one per decoder layer,
   // after them.
@@ -580,6 +586,11 @@ int64_t v_cache_row_bytes(const Spec& spec);
 // build_manifest of it: the positions, norms and layers; the patch
 // embedding, class token and projector are build_vision_manifest's).
 Spec vision_tower(const Spec& spec);
+// A tiled tower's global layers (Llama 3.2 Vision's global_transformer) as
+// an encoder of their own: vision_tower's layers, vision.global_layers of
+// them named by vision.weights.global_names, no positions or norms around
+// them (build_manifest of it: the layers, without their gates).
+Spec vision_global_layers(const Spec& spec);
 
 // m(factor, k) = 0.1·k·ln(factor) + 1 (1 for factor ≤ 1): YaRN's magnitude
 // scale as DeepSeek's yarn_get_mscale and transformers' get_mscale write it.

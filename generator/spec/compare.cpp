@@ -219,6 +219,7 @@ std::vector<std::string> spec_differences(const Spec& a, const Spec& b) {
   d.field("model.decoder_start", a.decoder_start, b.decoder_start);
   d.field("dims.encoder_layers", a.encoder_layers(), b.encoder_layers());
   d.field("embedding.token_types", a.embedding.token_types, b.embedding.token_types);
+  d.field("embedding.rows", a.embedding_rows(), b.embedding_rows());
   d.field("pooling.kind", a.pooling.kind, b.pooling.kind);
   d.field("pooling.normalize", a.pooling.normalize, b.pooling.normalize);
   d.field("dims.hidden", a.dims.hidden, b.dims.hidden);

@@ -404,6 +404,7 @@ void read_embedding(Table t, Spec& s) {
   set(e.tied, t.boolean("tied"));
   set(e.norm, t.boolean("norm"));
   set(e.token_types, t.integer("token_types", false, 1, 1024));
+  set(e.rows, t.integer("rows", false, 1, int64_t{1} << 31));
   if (const toml::node* scale = t.raw("scale")) {
     if (scale->is_string() && *scale->value<std::string>() == "sqrt_hidden") {
       e.scale_sqrt_hidden = true;

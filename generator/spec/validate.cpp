@@ -240,7 +240,12 @@ void validate_vision(const Spec& s, Diagnostics& diag) {
     if (id >= s.dims.vocab)
       at("vision.tokens." + key, key + " (" + num(id) + ") is not below dims.vocab (" + num(s.dims.vocab) + ")");
   };
-  in_vocab("marker", v.tokens.marker);
+  // (The marker is read, never written: it may be a row past the vocabulary.)
+  if (v.tokens.marker >= s.embedding_rows())
+    at("vision.tokens.marker", "marker (" + num(v.tokens.marker) + ") is not a row of the token table (" +
+                                   (s.embedding.rows > 0 ? "embedding.rows = " + num(s.embedding.rows)
+                                                         : "dims.vocab = " + num(s.dims.vocab)) +
+                                   ")");
   if (given("vision.tokens.image")) in_vocab("image", v.tokens.image);  // (else the marker)
   in_vocab("row_end", v.tokens.row_end);
   in_vocab("end", v.tokens.end);
@@ -439,6 +444,18 @@ void validate(const Spec& s, Diagnostics& diag) {
     for (int64_t l : m.dense_layers)
       if (l >= d.layers)
         at("moe.dense_layers", "dense_layers names layer " + num(l) + ", but the model has " + num(d.layers) + " layers");
+  }
+
+  // A token table longer than the vocabulary: rows read, never written
+  // (Llama 3.2 Vision's image token).
+  if (s.embedding.rows > 0) {
+    if (s.embedding.rows < d.vocab)
+      at("embedding.rows", "rows (" + num(s.embedding.rows) + ") is below dims.vocab (" + num(d.vocab) +
+                               "): the table holds every token the head writes");
+    else if (s.embedding.tied)
+      at("embedding.rows", "a tied table is the LM head's: dims.vocab rows (embedding.tied)");
+    else if (!(s.vision.enabled && s.vision.connection == VisionConnection::CrossAttention))
+      at("embedding.rows", "rows past dims.vocab hold a cross_attention [vision]'s image token (Llama 3.2 Vision)");
   }
 
   // The stack. An encoder attends both ways over one input at a time and

@@ -227,17 +227,21 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
         Tensor{weights.of(t.name, t.slice, t.elements()).data(), one_row ? std::vector<int64_t>{1, t.shape[0]} : t.shape};
   }
 
-  // A vision tower: its layers a Reference of their own, its patch
-  // embedding, class token and projector here.
+  // A vision tower: its layers a Reference of their own (a tiled tower's
+  // global layers another, with their gates), its patch embedding, class
+  // token, tile tables and projector here.
   if (spec_.vision.enabled) {
     const spec::Vision& v = spec_.vision;
-    if (v.connection != spec::VisionConnection::Splice) unsupported("vision.connection");
-    if (v.tiles > 0) unsupported("vision.tiles");
     tower_ = std::make_unique<Reference>(spec::vision_tower(spec_), weights);
     if (v.positions == spec::VisionPositions::Rope2D) tower_->rope_2d_side_ = v.grid();
-    for (const spec::TensorSpec& t : spec::build_vision_manifest(spec_).tensors)
-      if (spec::component_of(t.role) == spec::Component::Vision)
-        tensors_[{t.role, t.bias, t.layer, t.expert}] = Tensor{weights.of(t.name, t.slice, t.elements()).data(), t.shape};
+    if (v.global_layers > 0) global_ = std::make_unique<Reference>(spec::vision_global_layers(spec_), weights);
+    for (const spec::TensorSpec& t : spec::build_vision_manifest(spec_).tensors) {
+      const Tensor value{weights.of(t.name, t.slice, t.elements()).data(), t.shape};
+      if (spec::component_of(t.role) == spec::Component::Vision) tensors_[{t.role, t.bias, t.layer, t.expert}] = value;
+      else if (t.role == Role::PosEmbed && v.tiles > 0) tile_positions_ = value;
+      else if (t.role == Role::AttnGate) global_->layers_.at(static_cast<size_t>(t.layer)).attn_gate = value.data;
+      else if (t.role == Role::MlpGate) global_->layers_.at(static_cast<size_t>(t.layer)).mlp_gate = value.data;
+    }
   }
 
   if (spec_.dims.vocab > 0) embed_ = tensor(Role::Embed, false, -1);
@@ -297,6 +301,23 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       if (!spec_.ssm.hybrid()) continue;
       // A hybrid's state-space layer: its MLP after the mixer (pre-norm, dense).
       L.mlp_norm = norm(Role::MlpNorm, l);
+      L.mlp = mlp_weights(Role::Gate, Role::Up, Role::Down, l, -1);
+      continue;
+    }
+    if (spec_.vision.cross_layer(l)) {
+      // MllamaCrossAttentionDecoderLayer: no self-attention; its norms
+      // before each branch, the cross-attention and the gates.
+      L.image_cross = true;
+      L.attn_norm = norm(Role::AttnNorm, l);
+      L.mlp_norm = norm(Role::MlpNorm, l);
+      L.cross_q = linear(Role::CrossQ, l);
+      L.cross_k = linear(Role::CrossK, l);
+      L.cross_v = linear(Role::CrossV, l);
+      L.cross_o = linear(Role::CrossO, l);
+      L.cross_q_norm = norm(Role::CrossQNorm, l);
+      L.cross_k_norm = norm(Role::CrossKNorm, l);
+      L.attn_gate = tensor(Role::AttnGate, false, l).data;
+      L.mlp_gate = tensor(Role::MlpGate, false, l).data;
       L.mlp = mlp_weights(Role::Gate, Role::Up, Role::Down, l, -1);
       continue;
     }
@@ -660,18 +681,22 @@ std::vector<double> Reference::moe(const Layer& L, const std::vector<double>& x)
 void Reference::reset() {
   cache_len_ = 0;
   for (size_t l = stack_.first; l < stack_.end; ++l) {
-    layers_[l].k_cache.clear();
-    layers_[l].v_cache.clear();
-    layers_[l].conv_state.clear();
-    layers_[l].scan_state.clear();
+    Layer& L = layers_[l];
+    L.k_cache.clear();
+    L.v_cache.clear();
+    L.conv_state.clear();
+    L.scan_state.clear();
+    if (L.image_cross) L.cross_k_cache.clear(), L.cross_v_cache.clear();
   }
+  cross_allowed_.clear();
+  cross_open_ = false;
 }
 
 void Reference::check_tokens(const std::vector<int32_t>& tokens) const {
   for (int32_t t : tokens)
-    if (t < 0 || t >= spec_.dims.vocab)
+    if (t < 0 || t >= spec_.embedding_rows())
       throw std::out_of_range("reference: token " + std::to_string(t) + " outside the vocabulary of " +
-                              std::to_string(spec_.dims.vocab));
+                              std::to_string(spec_.embedding_rows()));
 }
 
 std::vector<float> Reference::forward(const std::vector<int32_t>& tokens) {
@@ -820,7 +845,7 @@ void Reference::project_mla(const Layer& L, const std::vector<double>& h, int64_
 // [first, last]: softmax of the scaled (soft-capped, ALiBi-shifted) scores.
 std::vector<double> Reference::attend(const std::vector<double>& k_cache, const std::vector<double>& v_cache,
                                      const std::vector<double>& q, int64_t p, int64_t first, int64_t last,
-                                     const Stack* stack, HeadWidths widths) const {
+                                     const Stack* stack, HeadWidths widths, const std::vector<char>* allowed) const {
   const spec::Dims& d = spec_.dims;
   const int64_t hd = widths.qk > 0 ? widths.qk : d.head_dim, vd = widths.v > 0 ? widths.v : hd;
   const int64_t kv_heads = widths.kv_heads > 0 ? widths.kv_heads : d.kv_heads;
@@ -834,6 +859,10 @@ std::vector<double> Reference::attend(const std::vector<double>& k_cache, const 
     const double* qh = q.data() + hh * hd;
     double max_score = -INFINITY;
     for (int64_t j = first; j <= last; ++j) {
+      if (allowed && !(*allowed)[static_cast<size_t>(j)]) {
+        scores[static_cast<size_t>(j - first)] = -INFINITY;
+        continue;
+      }
       const double* kj = k_cache.data() + (j * kv_heads + kvh) * hd;
       double s = 0;
       for (int64_t e = 0; e < hd; ++e) s += qh[e] * kj[e];
@@ -872,7 +901,8 @@ void Reference::finish_block(const Layer& L, int64_t layer, std::vector<double>&
   const bool norm_out = placement == Placement::Sandwich || placement == Placement::BranchOutput;
   std::vector<double> o = apply(L.o, attn);
   if (norm_out) o = normalize(L.attn_post_norm, o);
-  for (size_t i = 0; i < hidden; ++i) x[i] += o[i];
+  const double attn_gate = L.attn_gate ? std::tanh(static_cast<double>(*L.attn_gate)) : 1.0;
+  for (size_t i = 0; i < hidden; ++i) x[i] += attn_gate * o[i];
   if (placement == Placement::Post) x = normalize(L.attn_norm, x);
   // An encoder–decoder's decoder layer: cross-attention to every source
   // position, no position bias (T5's EncDecAttention, BART's encoder_attn).
@@ -892,7 +922,8 @@ void Reference::finish_block(const Layer& L, int64_t layer, std::vector<double>&
   }
   std::vector<double> down = spec_.moe.sparse(layer) ? moe(L, h) : mlp(L.mlp, h);
   if (norm_out) down = normalize(L.mlp_post_norm, down);
-  for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
+  const double mlp_gate = L.mlp_gate ? std::tanh(static_cast<double>(*L.mlp_gate)) : 1.0;
+  for (size_t i = 0; i < hidden; ++i) x[i] += mlp_gate * down[i];
   if (placement == Placement::Post) x = normalize(L.mlp_norm, x);
 }
 
@@ -920,16 +951,16 @@ std::vector<std::vector<double>> Reference::run_encoder(const Stack& stack, cons
     x.push_back(embed_row(stack, tokens[static_cast<size_t>(p)], p));
     positions.push_back(p);
   }
-  run_layers(stack, x, positions, stack.end);
+  run_layers(stack, x, positions, stack.first, stack.end);
   if (spec_.norm.final_norm)
     for (std::vector<double>& row : x) row = normalize(stack.final_norm, row);
   return x;
 }
 
 void Reference::run_layers(const Stack& stack, std::vector<std::vector<double>>& x, const std::vector<int64_t>& positions,
-                           size_t end) const {
+                           size_t begin, size_t end, const std::vector<char>* real) const {
   const int64_t T = static_cast<int64_t>(x.size());
-  for (size_t l = stack.first; l < end; ++l) {
+  for (size_t l = begin; l < end; ++l) {
     const Layer& L = layers_[l];
     const bool windowed = spec_.attention.windowed(static_cast<int64_t>(l));
     const int64_t radius = windowed ? spec_.attention.sliding_window : T;
@@ -948,8 +979,9 @@ void Reference::run_layers(const Stack& stack, std::vector<std::vector<double>>&
       const std::vector<double> block_in = x[r];
       const int64_t first = std::max<int64_t>(0, i - radius), last = std::min<int64_t>(T - 1, i + radius);
       // (A row's index is its position but in a 2D tower, which has no window or bias.)
+      const std::vector<char>* reads = real && !(*real)[r] ? real : nullptr;
       finish_block(L, static_cast<int64_t>(l), x[r], block_in, h[r],
-                   attend(keys, values, q[r], positions[r], first, last, &stack));
+                   attend(keys, values, q[r], positions[r], first, last, &stack, {}, reads));
     }
   }
 }
@@ -995,6 +1027,10 @@ void Reference::token(int32_t tok, int64_t p, float* logits) {
         const std::vector<double> down = mlp(L.mlp, normalize(L.mlp_norm, x));
         for (size_t i = 0; i < hidden; ++i) x[i] += down[i];
       }
+      continue;
+    }
+    if (L.image_cross) {  // skipped without images
+      if (!cross_allowed_.empty()) image_cross_block(L, x);
       continue;
     }
     const std::vector<double> block_in = x;

@@ -114,6 +114,29 @@ class Reference {
   std::vector<float> forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& at,
                              const std::vector<float>& features);
 
+  // A tiled tower (Llama 3.2 Vision's MllamaVisionModel, then its
+  // projector): one image's rows, [vision.tiles · (patches + 1)][hidden],
+  // the tiles past the image's own included, as the model computes them of
+  // the processor's zero-padded input. `pixels` holds the image's `tiles`
+  // tiles, [tiles][channels][image_size][image_size] as MllamaImageProcessor
+  // writes them; aspect_ratio_id is its aspect_ratio_ids entry (1 + the
+  // canvas's index among the arrangements of at most vision.tiles tiles).
+  // Throws std::invalid_argument for another spec or input.
+  std::vector<float> tile_features(std::span<const float> pixels, int64_t tiles, int64_t aspect_ratio_id) const;
+  // A cross_attention [vision] (Llama 3.2 Vision): forward() of a
+  // sequence's first prompt, whose images (one vision.tokens.marker token
+  // each) the cross-attention layers read. features: each image's
+  // tile_features, in the order of the markers; tiles: each image's real
+  // tiles. A row reads the real tiles of the images MllamaProcessor's mask
+  // gives it: an image's from its marker up to the next image's (a run of
+  // adjacent markers' all up to where the run's last ends), the last
+  // image's to the end. A row before every image reads all rows of all the
+  // images and its MLP branch is zeroed (transformers' masked-out text
+  // rows); a prompt without images skips the cross-attention layers.
+  // Decoding (forward(tokens)) reads what the prompt's last row read.
+  std::vector<float> forward_images(const std::vector<int32_t>& tokens, const std::vector<float>& features,
+                                    const std::vector<int64_t>& tiles);
+
  private:
   struct Tensor {
     const float* data = nullptr;
@@ -150,6 +173,14 @@ class Reference {
     NormW cross_norm;
     Linear cross_q, cross_k, cross_v, cross_o;
     std::vector<double> cross_k_cache, cross_v_cache;
+    // Llama 3.2 Vision: a decoder layer that attends to the images (the
+    // cross_* projections, per-head RMS norms of its queries and keys, the
+    // caches the images' keys and values), and the tanh gates of its two
+    // branches, as of a tiled tower's global layer (null: ungated).
+    bool image_cross = false;
+    NormW cross_q_norm, cross_k_norm;
+    const float* attn_gate = nullptr;
+    const float* mlp_gate = nullptr;
     // A Mamba layer (spec.ssm): its tensors, and its state of the one
     // sequence, zeros at the start: the last d_conv − 1 inputs of the
     // convolution, oldest first ([channels][d_conv − 1]), and the scan's h
@@ -212,10 +243,11 @@ class Reference {
     int64_t qk, v, kv_heads;  // (no member initializers: `= {}` zeroes them in a default argument)
   };
   // Attention of q at `position` over the keys [first, last] of the caches
-  // k, v, with the stack's relative bias (null: none).
+  // k, v, with the stack's relative bias (null: none); `allowed` (null:
+  // all) says which keys, by index, it reads.
   std::vector<double> attend(const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& q,
                              int64_t position, int64_t first, int64_t last, const Stack* stack,
-                             HeadWidths widths = {}) const;
+                             HeadWidths widths = {}, const std::vector<char>* allowed = nullptr) const;
   // Latent attention's q, k and v of one token (every head's, expanded, rotated).
   void project_mla(const Layer& L, const std::vector<double>& h, int64_t position, std::vector<double>& q,
                    std::vector<double>& k, std::vector<double>& v) const;
@@ -229,11 +261,15 @@ class Reference {
   void finish_block(const Layer& L, int64_t layer, std::vector<double>& x, const std::vector<double>& block_in,
                     std::vector<double> h, const std::vector<double>& attn) const;
 
-  // Rows through the layers [stack.first, end) of an encoding stack, each
+  // Rows through the layers [begin, end) of an encoding stack, each
   // attending to every row; positions[i] is row i's (its RoPE angle; a 2D
-  // tower's row · side + column).
+  // tower's row · side + column). `real` (null: all): a row that is not
+  // real reads only the real ones (Mllama's padding rows and tiles).
   void run_layers(const Stack& stack, std::vector<std::vector<double>>& x, const std::vector<int64_t>& positions,
-                  size_t end) const;
+                  size_t begin, size_t end, const std::vector<char>* real = nullptr) const;
+  // Llama 3.2 Vision's cross-attention layer of one row, reading the images
+  // as cross_allowed_ and cross_open_ say.
+  void image_cross_block(const Layer& L, std::vector<double>& x) const;
   // The rows of a prompt pass layer by layer (forward() with spliced rows):
   // row i at position cache_len() + i attends causally (its window too),
   // and besides to the rows [span_first[i], span_last[i]] of its span (an
@@ -241,6 +277,9 @@ class Reference {
   void prefill_rows(std::vector<std::vector<double>> x, const std::vector<int64_t>& span_first,
                     const std::vector<int64_t>& span_last, float* logits);
   void logits_of(std::vector<double> x, float* logits) const;
+  // The tower's patch embedding, a convolution of stride patch as a linear
+  // map of a patch's values (channel, row, column).
+  Linear patch_embedding() const;
   // The tower's own tensors (the patch embedding, class token, projector)
   // and the projector of its features.
   std::vector<std::vector<double>> project_features(std::vector<std::vector<double>> rows, int64_t grid_rows,
@@ -250,6 +289,13 @@ class Reference {
   // A vision tower ([vision], splice): its layers as an encoder of their own
   // (vision_tower(spec)); its RoPE 2D over a grid of rope_2d_side_ a side.
   std::unique_ptr<Reference> tower_;
+  std::unique_ptr<Reference> global_;  // a tiled tower's global layers (vision_global_layers)
+  Tensor tile_positions_;              // a tiled tower's gated position table, [patches + 1][hidden]
+  // Llama 3.2 Vision: which image rows of the cross caches the next row
+  // reads, and whether it reads any (cross_open_; false: all, its MLP
+  // zeroed). Empty: no images, the cross-attention layers skipped.
+  std::vector<char> cross_allowed_;
+  bool cross_open_ = false;
   int64_t rope_2d_side_ = 0;
   Rope rope_;
   Rope local_rope_;  // position.local_theta: the windowed layers', unscaled

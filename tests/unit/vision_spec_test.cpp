@@ -179,6 +179,8 @@ TEST_CASE("a Llama 3.2 Vision-shaped model: tiles, global layers, and decoder la
   check_shape(text, "model.layers.1.cross_attn.k_proj.weight", {32, 64});
   check_shape(text, "model.layers.1.cross_attn.q_norm.weight", {16});
   check_shape(text, "model.layers.1.cross_attn_attn_gate", {1});
+  check_shape(text, "model.embed_tokens.weight", {219, 64});  // the image token's row past the vocabulary
+  check_shape(text, "lm_head.weight", {211, 64});
   CHECK(find(text, "model.layers.1.self_attn.q_proj.weight") == nullptr);
   CHECK(find(text, "model.layers.0.self_attn.q_proj.weight") != nullptr);
   const Report r = make_report(*spec);
@@ -211,7 +213,14 @@ TEST_CASE("[vision] errors point at their keys") {
   CHECK(errors_of(std::string(kTower) + "feature_layer = -4\n[vision.tokens]\nmarker = 5\n[vision.weights]\npreset = \"hf-siglip\"\n") ==
         "x.toml:23:17: feature_layer (-4) is not a hidden state of a 2-layer tower (0 … 2, or −1 … −3)\n");
   CHECK(errors_of(std::string(kTower) + "[vision.tokens]\nmarker = 211\n[vision.weights]\npreset = \"hf-siglip\"\n") ==
-        "x.toml:24:10: marker (211) is not below dims.vocab (211)\n");
+        "x.toml:24:10: marker (211) is not a row of the token table (dims.vocab = 211)\n");
+  // A token table past the vocabulary: a cross_attention [vision]'s, at least dims.vocab rows.
+  CHECK(errors_of(std::string(kTower) + "connection = \"cross_attention\"\ncross_layers = [1]\n[embedding]\nrows = 100\n"
+                  "[vision.tokens]\nmarker = 5\n[vision.weights]\npreset = \"hf-mllama\"\n") ==
+        "x.toml:26:8: rows (100) is below dims.vocab (211): the table holds every token the head writes\n");
+  CHECK(errors_of(std::string(kTower) + "[embedding]\nrows = 219\n[vision.tokens]\nmarker = 5\n[vision.weights]\n"
+                  "preset = \"hf-siglip\"\n") ==
+        "x.toml:24:8: rows past dims.vocab hold a cross_attention [vision]'s image token (Llama 3.2 Vision)\n");
   CHECK(errors_of(std::string(kTower) + "positions = \"rope_2d\"\nclass_token = true\n[vision.tokens]\nmarker = 5\n"
                   "[vision.weights]\npreset = \"hf-pixtral\"\n") ==
         "x.toml:24:15: a class token has no row or column for 2D RoPE (vision.positions = \"learned\")\n");
