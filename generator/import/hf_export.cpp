@@ -75,6 +75,7 @@ const char* architecture_of(const std::string& type) {
   if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
   if (type == "mixtral") return "MixtralForCausalLM";
   if (type == "phi3") return "Phi3ForCausalLM";
+  if (type == "mllama_text_model") return "MllamaForCausalLM";
   if (type == "qwen2") return "Qwen2ForCausalLM";
   if (type == "qwen3") return "Qwen3ForCausalLM";
   if (type == "mistral") return "MistralForCausalLM";
@@ -629,11 +630,18 @@ json decoder_config(const Spec& s, const std::string& text_type = "") {
 // and an mlp; mistral3: Pixtral and merge_mlp; gemma3: SigLIP and pooled.
 std::string multimodal_type_of(const Spec& s) {
   const Vision& v = s.vision;
-  if (v.connection != VisionConnection::Splice)
-    refuse(s, "vision.connection: \"cross_attention\": Llama 3.2 Vision's mllama configs are not imported; the "
-              "supported multimodal configs (llava, mistral3, gemma3) splice an image's features into the prompt");
   const std::string& preset = v.weights.preset;
   const ProjectorKind kind = v.projector.kind;
+  if (v.connection == VisionConnection::CrossAttention) {
+    if (preset != "hf-mllama")
+      refuse(s, "vision.weights.preset: " + (preset.empty() ? std::string("none") : "\"" + preset + "\"") +
+                    ": the cross_attention config lathe writes is mllama's, its tower named by \"hf-mllama\"");
+    if (kind != ProjectorKind::Linear)
+      refuse(s, std::string("vision.projector.kind: \"") + name(kind) + "\": MllamaConfig's projector is \"linear\"");
+    return "mllama";
+  }
+  if (preset == "hf-mllama")
+    refuse(s, "vision.connection: \"splice\": an hf-mllama tower's config (mllama) reads it through cross-attention");
   if ((preset == "hf-clip" || preset == "hf-pixtral") && kind == ProjectorKind::Mlp) return "llava";
   if (preset == "hf-pixtral" && kind == ProjectorKind::MergeMlp) return "mistral3";
   if (preset == "hf-siglip" && kind == ProjectorKind::Pooled) return "gemma3";
@@ -648,11 +656,36 @@ std::string multimodal_type_of(const Spec& s) {
                 " tower's config is " + takes);
 }
 
+// MllamaVisionConfig's keys, as its saved configs write them.
+json mllama_vision_config(const Spec& s) {
+  const Vision& v = s.vision;
+  const Dims& d = v.dims;
+  json ratios = json::array();
+  for (int64_t w = 1; w <= v.tiles; ++w)
+    for (int64_t h = 1; w * h <= v.tiles; ++h) ratios.push_back({w, h});
+  return {{"model_type", "mllama_vision_model"},
+          {"hidden_size", d.hidden},
+          {"intermediate_size", d.intermediate},
+          {"num_hidden_layers", d.layers},
+          {"attention_heads", d.heads},
+          {"num_channels", v.channels},
+          {"patch_size", v.patch},
+          {"image_size", v.image_size},
+          {"hidden_act", hf_activation(v.mlp.activation, false)},
+          {"max_num_tiles", v.tiles},
+          {"supported_aspect_ratios", ratios},
+          {"num_global_layers", v.global_layers},
+          {"intermediate_layers_indices", v.extra_feature_layers},
+          {"vision_output_dim", d.hidden * (1 + static_cast<int64_t>(v.extra_feature_layers.size()))},
+          {"norm_eps", v.norm.eps}};
+}
+
 // vision_config: CLIPVisionConfig's, PixtralVisionConfig's or
 // SiglipVisionConfig's keys, each one the importer reads written out.
 json vision_config(const Spec& s) {
   const Vision& v = s.vision;
   const Dims& d = v.dims;
+  if (v.weights.preset == "hf-mllama") return mllama_vision_config(s);
   const bool pixtral = v.weights.preset == "hf-pixtral";
   if (pixtral ? v.longest_edge == 0 : v.image_size == 0)
     refuse(s, pixtral ? "vision.image_size: a Pixtral tower's config gives the longest edge of an image that keeps its "
@@ -739,10 +772,14 @@ void llava_keys(const Spec& s, const std::string& type, json& c) {
 // decoder's config as text_config, the tower's as vision_config, the
 // projector and the image tokens at the top.
 json multimodal_config(const Spec& s, const std::string& type) {
-  json text = decoder_config(s, type == "gemma3" ? "gemma3_text" : "");
+  json text = decoder_config(s, type == "gemma3" ? "gemma3_text" : type == "mllama" ? "mllama_text_model" : "");
   const char* architecture = type == "llava"      ? "LlavaForConditionalGeneration"
                              : type == "mistral3" ? "Mistral3ForConditionalGeneration"
+                             : type == "mllama"   ? "MllamaForConditionalGeneration"
                                                   : "Gemma3ForConditionalGeneration";
+  // MllamaTextConfig: the layers that cross-attend; its token table's 8
+  // rows past the vocabulary are the modeling code's, no key's.
+  if (type == "mllama") text["cross_attention_layers"] = s.vision.cross_layers;
   json c = {{"architectures", {architecture}}, {"model_type", type}};
   // The whole model's dtype, at the top; the decoder's class is the model's.
   if (text.contains("torch_dtype")) c["torch_dtype"] = text["torch_dtype"];
@@ -751,6 +788,7 @@ json multimodal_config(const Spec& s, const std::string& type) {
   c["text_config"] = std::move(text);
   c["vision_config"] = vision_config(s);
   if (type == "gemma3") gemma3_keys(s, c);
+  else if (type == "mllama") c["image_token_index"] = s.vision.tokens.marker;
   else llava_keys(s, type, c);
   return c;
 }

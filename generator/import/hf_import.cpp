@@ -197,14 +197,19 @@ std::string vision_summary(const spec::Spec& s) {
                             : preset == "hf-mllama"  ? "Mllama"
                                                      : "vision";
   const std::string images = v.longest_edge > 0 ? "images up to " + std::to_string(v.longest_edge) + " pixels a side"
-                                                : std::to_string(v.image_size) + "-pixel square images";
-  return "Images: a " + tower + " tower of " + std::to_string(v.dims.layers) + " layers (hidden " +
-         std::to_string(v.dims.hidden) + ", " + std::to_string(v.dims.heads) + " heads) over " + images + " in " +
-         std::to_string(v.patch) + "-pixel patches; its hidden state " + std::to_string(v.feature_layer) +
-         " feeds the projector (" + spec::name(v.projector.kind) + "), " + (v.longest_edge > 0 ? "up to " : "") +
-         std::to_string(v.image_features()) + " rows an image" +
+                             : v.tiles > 0        ? "images cut into up to " + std::to_string(v.tiles) + " tiles of " +
+                                                 std::to_string(v.image_size) + " pixels a side"
+                                                  : std::to_string(v.image_size) + "-pixel square images";
+  const std::string layers = std::to_string(v.dims.layers) + " layers" +
+                             (v.global_layers > 0 ? " and " + std::to_string(v.global_layers) + " global ones" : "");
+  const int64_t rows = v.image_features() * std::max<int64_t>(v.tiles, 1);
+  return "Images: a " + tower + " tower of " + layers + " (hidden " + std::to_string(v.dims.hidden) + ", " +
+         std::to_string(v.dims.heads) + " heads) over " + images + " in " + std::to_string(v.patch) +
+         "-pixel patches; its hidden state " + std::to_string(v.feature_layer) + " feeds the projector (" +
+         spec::name(v.projector.kind) + "), " + (v.longest_edge > 0 ? "up to " : "") + std::to_string(rows) +
+         " rows an image" +
          (v.connection == spec::VisionConnection::Splice ? ", spliced over its image tokens."
-                                                         : ", read by cross-attention.");
+                                                         : ", read by the decoder's cross-attention layers.");
 }
 
 std::string read_text(const std::string& path) {
@@ -382,11 +387,6 @@ TomlDoc import_hf_config(const json& config, const ImportOptions& options) {
   const MultimodalInfo* multimodal = nullptr;
   for (const MultimodalInfo& m : kMultimodal)
     if (model_type == m.model_type) multimodal = &m;
-  if (model_type == "mllama")
-    throw ImportError({options.file + ": model_type \"mllama\": mllama (Llama 3.2 Vision) imports are not supported "
-                                      "yet: its decoder's cross-attention layers and its tiled tower with gated "
-                                      "positions are not read from a config; write the spec's [vision] by hand "
-                                      "(connection = \"cross_attention\", preset \"hf-mllama\"; docs/spec.md)"});
   if (info == nullptr && multimodal == nullptr)
     throw ImportError({options.file + ": model_type \"" + model_type + "\" is not supported; supported model types: " +
                        supported});

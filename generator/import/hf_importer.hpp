@@ -33,6 +33,7 @@ enum class Family {
   Llama, Mistral, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gemma, Gemma2, Gemma3Text, Phi3, Olmo2, Gpt2,
   GptNeox, Phi, Gptj, Falcon, Bloom, Mpt, Bert, Roberta, XlmRoberta, T5, ModernBert, Bart, MBart, Mamba, Mamba2, Bamba,
   DeepseekV2, DeepseekV3,
+  MllamaText,  // Llama 3.2 Vision's text_config (mllama_text_model): imported only within an mllama config
 };
 
 struct FamilyInfo {
@@ -97,6 +98,7 @@ inline constexpr MultimodalInfo kMultimodal[] = {
     {"llava", "LlavaConfig", "LlavaForConditionalGeneration", "llama", "clip_vision_model"},
     {"mistral3", "Mistral3Config", "Mistral3ForConditionalGeneration", "mistral", "pixtral"},
     {"gemma3", "Gemma3Config", "Gemma3ForConditionalGeneration", "gemma3_text", "siglip_vision_model"},
+    {"mllama", "MllamaConfig", "MllamaForConditionalGeneration", "mllama_text_model", "mllama_vision_model"},
 };
 
 inline bool is_gemma(Family f) { return f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3Text; }

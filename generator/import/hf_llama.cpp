@@ -47,7 +47,7 @@ void Importer::read_llama_like() {
   else if (f_ == Family::Qwen2 || f_ == Family::Qwen3) kv_default = 32;
   else if (f_ == Family::Qwen2Moe || f_ == Family::Gemma) kv_default = 16;
   else if (f_ == Family::Qwen3Moe) kv_default = 4;
-  else if (f_ == Family::Bamba) kv_default = 8;
+  else if (f_ == Family::Bamba || f_ == Family::MllamaText) kv_default = 8;
   else if (f_ == Family::Gemma2 || f_ == Family::Gemma3Text) kv_default = 4;
   if (c_.is_null("num_key_value_heads")) {
     c_.use("num_key_value_heads");
@@ -92,7 +92,7 @@ Config::Field<double> Importer::epsilon(const char* key, double fallback) {
 
 void Importer::read_norm() {
   double eps_default = 1e-6;
-  if (f_ == Family::Mixtral || f_ == Family::Phi3 || f_ == Family::Olmo2) eps_default = 1e-5;
+  if (f_ == Family::Mixtral || f_ == Family::Phi3 || f_ == Family::Olmo2 || f_ == Family::MllamaText) eps_default = 1e-5;
   auto eps = epsilon("rms_norm_eps", eps_default);
   TomlTable& n = t("norm");
   n.set("kind", "rmsnorm").set("eps", eps.value, eps.note);
@@ -120,6 +120,7 @@ void Importer::read_attention() {
     case Family::Mistral:
     case Family::Mixtral:
     case Family::Phi3:
+    case Family::MllamaText:
       // No attention bias in these families, and their attention reads no key
       // for one: some configs still write attention_bias = false.
       if (c_.boolean("attention_bias").value_or(false))
@@ -285,7 +286,7 @@ void Importer::read_position() {
   p.set("kind", "rope");
   p.set("pairing", "neox", "HF " + std::string(info_.model_class) + " checkpoints rotate halves");
 
-  const double theta_default = f_ == Family::Gemma3Text ? 1e6 : 10000.0;
+  const double theta_default = f_ == Family::Gemma3Text ? 1e6 : f_ == Family::MllamaText ? 500000.0 : 10000.0;
   // transformers 5 writes rope_parameters: {rope_type, rope_theta, …}; Gemma 3
   // one such object per layer type. Earlier versions rope_theta + rope_scaling.
   c_.use("rope_parameters");

@@ -1,15 +1,15 @@
 // The Hugging Face importer's multimodal configs: LLaVA (llava), Mistral 3
-// (mistral3) and Gemma 3 (gemma3). The decoder is text_config's, read by
-// its family's reader; the vision tower (CLIP, Pixtral or SigLIP) is
-// vision_config's, and the projector and the image tokens are the top-level
-// keys', all into [vision].
+// (mistral3), Gemma 3 (gemma3) and Llama 3.2 Vision (mllama). The decoder is
+// text_config's, read by its family's reader; the vision tower (CLIP,
+// Pixtral, SigLIP or Mllama's tiled one) is vision_config's, and the
+// projector and the image tokens are the top-level keys', all into [vision].
 #include "generator/import/hf_importer.hpp"
 #include "runtime/text/tokenize/json_file.hpp"
 
 namespace lathe::importer::hf {
 namespace {
 
-enum class Tower { Clip, Pixtral, Siglip };
+enum class Tower { Clip, Pixtral, Siglip, Mllama };
 
 // A vision tower's config class, its defaults, and the model types that take it.
 struct TowerInfo {
@@ -30,12 +30,19 @@ const TowerInfo kTowers[] = {
      {"llava", "mistral3"}},
     {Tower::Siglip, "siglip_vision_model", "SiglipVisionConfig", "hf-siglip", 768, 3072, 12, 12, 224, 16,
      "gelu_pytorch_tanh", 1e-6, {"gemma3", nullptr}},
+    {Tower::Mllama, "mllama_vision_model", "MllamaVisionConfig", "hf-mllama", 1280, 5120, 32, 16, 448, 14, "gelu",
+     1e-5, {"mllama", nullptr}},
 };
+
+// Llama 3.2 Vision's text_config: a Llama decoder (read by the Llama reader
+// with MllamaTextConfig's defaults) whose listed layers cross-attend.
+constexpr FamilyInfo kMllamaText = {Family::MllamaText, "mllama_text_model", "MllamaTextConfig", "MllamaText"};
 
 // The vision_config a config class builds when a config has none: LLaVA's a
 // CLIP ViT-L/14 at 336 pixels, Mistral 3's Mistral Small 3.1's Pixtral,
-// Gemma 3's SiglipVisionConfig().
+// Gemma 3's SiglipVisionConfig(), Mllama's MllamaVisionConfig().
 json default_vision_config(std::string_view model_type) {
+  if (model_type == "mllama") return {{"model_type", "mllama_vision_model"}};
   if (model_type == "llava")
     return json::parse(R"({"model_type": "clip_vision_model", "intermediate_size": 4096, "hidden_size": 1024,
       "patch_size": 14, "image_size": 336, "num_hidden_layers": 24, "num_attention_heads": 16})");
@@ -57,6 +64,7 @@ std::map<std::string, int64_t, std::less<>> implied_core(Family family) {
       {Family::Llama, 4096, 32, 32, 11008, 32000, 2048},         // LlamaConfig
       {Family::Mistral, 4096, 32, 32, 14336, 32000, 4096 * 32},  // MistralConfig
       {Family::Gemma3Text, 2304, 26, 8, 9216, 262208, 131072},   // Gemma3TextConfig
+      {Family::MllamaText, 4096, 40, 32, 14336, 128256, 131072},  // MllamaTextConfig
   };
   for (const Row& r : kRows)
     if (r.family == family)
@@ -75,8 +83,10 @@ const std::set<std::string, std::less<>> kTopBookkeeping = {"ignore_index", "ima
 
 // vision_config keys the tower does not read: CLIP's and SigLIP's projection
 // into their text towers' joint space, a text vocabulary's size some saved
-// vision configs carry along, the tie of a model with no LM head.
-const std::set<std::string, std::less<>> kVisionBookkeeping = {"projection_dim", "vocab_size", "tie_word_embeddings"};
+// vision configs carry along, the tie of a model with no LM head, the dtype
+// a saved sub-config repeats (the whole model's is the top level's).
+const std::set<std::string, std::less<>> kVisionBookkeeping = {"projection_dim", "vocab_size", "tie_word_embeddings",
+                                                               "torch_dtype"};
 
 class Multimodal {
  public:
@@ -133,7 +143,13 @@ class Multimodal {
     json text;
     std::string type = info_.text_model_type;
     if (!sub_config("text_config", json::object(), "the decoder's config", text, type)) return;
-    const FamilyInfo* family = find_family(type);
+    const FamilyInfo* family = is("mllama") && type == info_.text_model_type ? &kMllamaText : find_family(type);
+    if (is("mllama") && family != &kMllamaText) {
+      top_.error("text_config.model_type = \"" + type + "\": MllamaConfig reads text_config as a MllamaTextConfig (\"" +
+                 info_.text_model_type + "\")");
+      return;
+    }
+    if (is("mllama")) take_cross_layers(text);
     if (is("gemma3") && type != info_.text_model_type) {
       top_.error("text_config.model_type = \"" + type + "\": Gemma3Config reads text_config as a Gemma3TextConfig (\"" +
                  info_.text_model_type + "\")");
@@ -176,6 +192,60 @@ class Multimodal {
       vocab_ = std::get<int64_t>(v->get());
     if (const TomlValue* v = doc_.table("norm").get("eps"); v && std::holds_alternative<double>(v->get()))
       text_eps_ = std::get<double>(v->get());
+    if (is("mllama")) write_cross_decoder();
+  }
+
+  // MllamaTextConfig's keys the Llama reader does not know: the layers that
+  // cross-attend (kept for [vision]) and the training dropout, taken out of
+  // text_config before it reads it.
+  void take_cross_layers(json& text) {
+    const std::string key = "text_config.cross_attention_layers";
+    if (text.contains("dropout")) {
+      if (!text["dropout"].is_number()) top_.value_error("text_config.dropout", text["dropout"], "expected a number");
+      text.erase("dropout");
+    }
+    if (!text.contains("cross_attention_layers") || text["cross_attention_layers"].is_null()) {
+      cross_layers_ = {3, 8, 13, 18, 23, 28, 33, 38};
+      cross_note_ = "cross_attention_layers (MllamaTextConfig default; not in text_config)";
+    } else {
+      const json& list = text["cross_attention_layers"];
+      bool ok = list.is_array() && !list.empty();
+      if (ok)
+        for (const json& l : list) ok = ok && l.is_number_integer() && l.get<int64_t>() >= 0 && l.get<int64_t>() < kMaxLayers;
+      if (!ok) top_.value_error(key, list, "expected a list of decoder layer indices");
+      else for (const json& l : list) cross_layers_.push_back(l.get<int64_t>());
+      cross_note_ = key;
+    }
+    text.erase("cross_attention_layers");
+  }
+
+  // The decoder's side of Llama 3.2 Vision: the layers that cross-attend
+  // and their tensors' names, and the token table's 8 rows past the vocabulary.
+  void write_cross_decoder() {
+    if (const TomlValue* v = doc_.table("dims").get("layers"); v && std::holds_alternative<int64_t>(v->get())) {
+      const int64_t layers = std::get<int64_t>(v->get());
+      std::set<int64_t> seen;
+      for (int64_t l : cross_layers_)
+        if (l >= layers || !seen.insert(l).second)
+          top_.error(cross_note_ + ": layer " + std::to_string(l) +
+                     (l >= layers ? " is not a decoder layer (num_hidden_layers = " + std::to_string(layers) + ")"
+                                  : " is listed twice"));
+    }
+    if (vocab_) {
+      doc_.table("embedding").set("rows", *vocab_ + 8,
+                                  "MllamaTextModel: embed_tokens holds vocab_size + 8 rows, the image token's among them");
+    }
+    const std::string L = "model.layers.{layer}.";
+    doc_.table("weights.names")
+        .set("cross_q", L + "cross_attn.q_proj")
+        .set("cross_k", L + "cross_attn.k_proj")
+        .set("cross_v", L + "cross_attn.v_proj")
+        .set("cross_o", L + "cross_attn.o_proj")
+        .set("cross_q_norm", L + "cross_attn.q_norm")
+        .set("cross_k_norm", L + "cross_attn.k_norm")
+        .set("attn_gate", L + "cross_attn_attn_gate")
+        .set("mlp_gate", L + "cross_attn_mlp_gate");
+    doc_.table("weights.names").note("MllamaCrossAttentionDecoderLayer: its cross_attn, the gates of its two branches.");
   }
 
   // ---- the tower -------------------------------------------------------------
@@ -202,12 +272,19 @@ class Multimodal {
       doc_.table(table);
     TomlTable& vt = doc_.table("vision");
     if (!given) vt.note(std::string("config.json has no vision_config: ") + info_.config_class + "'s default one.");
-    vt.set("connection", "splice", hard_coded(": the projected features replace the image tokens' rows"));
+    if (is("mllama")) {
+      vt.set("connection", "cross_attention",
+             hard_coded(": the decoder's cross-attention layers read the projected features"));
+      vt.set("cross_layers", cross_layers_, cross_note_);
+    } else {
+      vt.set("connection", "splice", hard_coded(": the projected features replace the image tokens' rows"));
+    }
     read_geometry();
     switch (tower_->tower) {
       case Tower::Clip: read_clip(); break;
       case Tower::Pixtral: read_pixtral(); break;
       case Tower::Siglip: read_siglip(); break;
+      case Tower::Mllama: read_mllama(); break;
     }
     read_features();
     read_projector();
@@ -224,7 +301,12 @@ class Multimodal {
     const auto size = v.integer_or("image_size", d.image_size, 1, 1 << 16);
     const auto hidden = v.integer_or("hidden_size", d.hidden);
     const auto layers = v.integer_or("num_hidden_layers", d.layers, 1, kMaxLayers);
-    const auto heads = v.integer_or("num_attention_heads", d.heads, 1, kMaxHeads);
+    // (MllamaVisionConfig keeps num_attention_heads as attention_heads, the
+    // name its saved configs write.)
+    const char* heads_key = d.tower == Tower::Mllama && v.present("attention_heads") ? "attention_heads"
+                                                                                     : "num_attention_heads";
+    if (d.tower == Tower::Mllama) v.use("attention_heads");
+    const auto heads = v.integer_or(heads_key, d.heads, 1, kMaxHeads);
     const auto intermediate = v.integer_or("intermediate_size", d.intermediate);
     const auto channels = v.integer_or("num_channels", 3, 1, 16);
     vt.set("patch", patch.value, patch.note);
@@ -246,9 +328,10 @@ class Multimodal {
     if (channels.value != 3) vt.set("channels", channels.value, channels.note);
     if (hidden.value % heads.value != 0)
       v.error(v.name("hidden_size") + " (" + std::to_string(hidden.value) + ") is not a multiple of " +
-              v.name("num_attention_heads") + " (" + std::to_string(heads.value) + "): the tower's attention splits " +
+              v.name(heads_key) + " (" + std::to_string(heads.value) + "): the tower's attention splits " +
               "the width into heads");
     layers_ = layers.value;
+    hidden_ = hidden.value;
     grid_ = size.value / patch.value;
     head_dim_ = hidden.value / heads.value;
   }
@@ -349,6 +432,73 @@ class Multimodal {
     }
   }
 
+  // MllamaVisionModel: each tile's patches (no bias) with the tile's
+  // pre-tile embedding, a class token, the gated position tables, a
+  // LayerNorm (layernorm_pre), the local layers (pre-norm LayerNorm blocks,
+  // the attention without biases, an fc1–GELU–fc2 MLP with them), a
+  // LayerNorm (layernorm_post) and the post-tile embedding, the gated
+  // global layers; the features are the last state and the listed local
+  // hidden states side by side, every tile's rows with the class token's.
+  void read_mllama() {
+    Config& v = *v_;
+    TomlTable& vt = doc_.table("vision");
+    const auto tiles = v.integer_or("max_num_tiles", 4, 1, 64);
+    vt.set("tiles", tiles.value, tiles.note + ": an image is cut into up to this many tiles of image_size²");
+    // The arrangements the spec numbers aspect ratio ids by: w × h ≤ tiles,
+    // w then h ascending (MllamaImageProcessor's get_all_supported_aspect_ratios).
+    json arrangements = json::array();
+    for (int64_t w = 1; w <= tiles.value; ++w)
+      for (int64_t h = 1; w * h <= tiles.value; ++h) arrangements.push_back({w, h});
+    v.use("supported_aspect_ratios");
+    if (v.has("supported_aspect_ratios") && v.at("supported_aspect_ratios") != arrangements)
+      v.value_error("supported_aspect_ratios", v.at("supported_aspect_ratios"),
+                    "the spec numbers aspect ratio ids by every arrangement of at most max_num_tiles tiles, " +
+                        arrangements.dump() + ", as MllamaImageProcessor lists them");
+    vt.set("positions", "learned", "MllamaPrecomputedPositionEmbedding: a gated learned table, and one a tile");
+    vt.set("class_token", true, "MllamaVisionModel.class_embedding");
+    vt.set("drop_class_token", false, hard_coded(": the class token's row of each tile is a feature too"));
+    vt.set("pre_norm", true, "layernorm_pre");
+    vt.set("post_norm", true, "layernorm_post, before the post-tile embedding and the global layers");
+    const auto global = v.integer_or("num_global_layers", 8, 0, kMaxLayers);
+    if (global.value > 0) vt.set("global_layers", global.value, global.note + ": gated, after the local layers");
+    // intermediate_layers_indices: hidden states of the local layers, 0 their input.
+    std::vector<int64_t> extra = {3, 7, 15, 23, 30};
+    std::string extra_note = v.default_note("intermediate_layers_indices");
+    v.use("intermediate_layers_indices");
+    if (v.has("intermediate_layers_indices")) {
+      const json& list = v.at("intermediate_layers_indices");
+      bool ok = list.is_array();
+      if (ok)
+        for (const json& l : list) ok = ok && l.is_number_integer() && l.get<int64_t>() >= 0 && l.get<int64_t>() <= layers_;
+      if (!ok) {
+        v.value_error("intermediate_layers_indices", list,
+                      "expected hidden states of the local layers, 0 … " + std::to_string(layers_));
+      } else {
+        extra.clear();
+        for (const json& l : list) extra.push_back(l.get<int64_t>());
+        extra_note = v.name("intermediate_layers_indices");
+      }
+    }
+    for (int64_t l : extra)
+      if (l > layers_)
+        v.error(extra_note + ": hidden state " + std::to_string(l) + " of a " + std::to_string(layers_) +
+                "-layer tower (0 … " + std::to_string(layers_) + ")");
+    if (!extra.empty()) vt.set("extra_feature_layers", extra, extra_note + ": beside the last state, channel by channel");
+    const auto out = v.integer_or("vision_output_dim", 7680);
+    if (out.value != hidden_ * (1 + static_cast<int64_t>(extra.size())))
+      v.error(v.name("vision_output_dim") + " (" + std::to_string(out.value) + ") is not hidden_size × (1 + the " +
+              "intermediate layers), " + std::to_string(hidden_ * (1 + static_cast<int64_t>(extra.size()))) +
+              ": the features are the last state and the intermediate ones side by side");
+    eps_ = v.number_or("norm_eps", tower_->eps);
+    if (eps_.value != 1e-5)
+      v.value_error("norm_eps", v.at("norm_eps"),
+                    "the layers' LayerNorms take it, but layernorm_pre and layernorm_post hard-code 1e-5, and the "
+                    "spec's tower has one epsilon");
+    doc_.table("vision.norm").set("kind", "layernorm").set("eps", eps_.value, eps_.note);
+    doc_.table("vision.attention").set("bias", false, "MllamaVisionAttention: q/k/v/o_proj without biases");
+    read_tower_activation(false, "MllamaVisionMLP: fc1, the activation, fc2");
+  }
+
   // Names the checkpoint holds beyond the manifest, added to weights.ignore.
   void ignore(const std::vector<std::string>& names, const std::string& note) {
     TomlTable& w = doc_.table("weights");
@@ -370,6 +520,10 @@ class Multimodal {
     TomlTable& vt = doc_.table("vision");
     if (is("gemma3")) {
       vt.set("feature_layer", -1, hard_coded(": the tower's last_hidden_state"));
+      return;
+    }
+    if (is("mllama")) {
+      vt.set("feature_layer", -1, hard_coded(": every local layer, then the global ones"));
       return;
     }
     if (top_.has("vision_feature_layer") && top_.at("vision_feature_layer").is_array()) {
@@ -421,6 +575,11 @@ class Multimodal {
       p.set("eps", eps_.value, eps_.note + ": mm_soft_emb_norm's too");
       return;
     }
+    if (is("mllama")) {
+      p.set("kind", "linear", hard_coded(".multi_modal_projector: one Linear(vision_output_dim, hidden_size)"));
+      p.set("bias", true, hard_coded(".multi_modal_projector has a bias"));
+      return;
+    }
     if (is("mistral3")) {
       p.set("kind", "merge_mlp", "Mistral3MultiModalProjector: norm, patch_merger, linear_1, the activation, linear_2");
       const auto merge = top_.integer_or("spatial_merge_size", 2, 1, 64);
@@ -448,9 +607,12 @@ class Multimodal {
   }
 
   void check_token(int64_t id, const std::string& note) {
-    if (vocab_ && id >= *vocab_)
-      top_.error(note + " = " + std::to_string(id) + " is not a token of the decoder's vocabulary (text_config's " +
-                 "vocab_size " + std::to_string(*vocab_) + ")");
+    // (Mllama's image token is one of the 8 rows past the vocabulary.)
+    const int64_t rows = vocab_ ? *vocab_ + (is("mllama") ? 8 : 0) : 0;
+    if (vocab_ && id >= rows)
+      top_.error(note + " = " + std::to_string(id) + " is not a token of the decoder's " +
+                 (is("mllama") ? "token table (text_config's vocab_size " + std::to_string(*vocab_) + " + 8 rows)"
+                               : "vocabulary (text_config's vocab_size " + std::to_string(*vocab_) + ")"));
   }
 
   void read_tokens() {
@@ -478,6 +640,11 @@ class Multimodal {
         warn_line(options_, options_.file + ": warning: vision.tokens: the \"\\n\\n\" Gemma3Processor writes around " +
                                 "an image is left out of prefix and suffix: " + tokenizer_status_);
       }
+      return;
+    }
+    if (is("mllama")) {
+      const auto image = token("image_token_index", "image_token_id", 128256);
+      k.set("marker", image.value, image.note + ": <|image|>, one token an image; the cross-attention layers read it");
       return;
     }
     const auto image = token("image_token_index", "image_token_id", is("llava") ? 32000 : 10);
@@ -576,7 +743,9 @@ class Multimodal {
   std::vector<std::string> text_problems_;
   std::optional<int64_t> vocab_;  // the decoder's, once read
   double text_eps_ = 1e-6;        // the decoder's RMS norm epsilon
-  int64_t layers_ = 1, grid_ = 1, head_dim_ = 1;
+  int64_t layers_ = 1, grid_ = 1, head_dim_ = 1, hidden_ = 1;
+  std::vector<int64_t> cross_layers_;  // mllama: text_config's cross_attention_layers
+  std::string cross_note_;
   Config::Field<double> eps_{1e-6, "", false};  // a LayerNorm tower's epsilon
   bool tokenizer_loaded_ = false, processor_loaded_ = false;
   std::optional<json> tokenizer_, processor_;

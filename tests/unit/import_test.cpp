@@ -1256,7 +1256,7 @@ TEST_CASE("what a spec cannot say is an error naming the config key and value") 
     CHECK(e == "config.json: model_type \"xlnet\" is not supported; supported model types: llama, mistral, mixtral, "
                "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2, gpt2, gpt_neox, phi, gptj, "
                "falcon, bloom, mpt, bert, roberta, xlm-roberta, t5, modernbert, bart, mbart, mamba, mamba2, bamba, deepseek_v2, "
-               "deepseek_v3, llava, mistral3, gemma3");
+               "deepseek_v3, llava, mistral3, gemma3, mllama");
   }
   SUBCASE("DeepSeek: a quantized checkpoint, biased attention, an unknown routing method") {
     json v3 = read_fixture("deepseek-v3.json");
@@ -1755,6 +1755,39 @@ const char* kTinyGemma3 = R"({
                     "num_attention_heads": 2, "intermediate_size": 16, "patch_size": 4, "image_size": 16,
                     "vision_use_head": false}})";
 
+// meta-llama/Llama-3.2-11B-Vision's config.json (its architecture keys).
+const char* kLlama32_11BVision = R"({
+  "architectures": ["MllamaForConditionalGeneration"], "image_token_index": 128256, "model_type": "mllama",
+  "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0",
+  "text_config": {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38], "dropout": 0, "hidden_act": "silu",
+                  "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+                  "max_position_embeddings": 131072, "model_type": "mllama_text_model", "num_attention_heads": 32,
+                  "num_hidden_layers": 40, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+                  "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+                  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true,
+                  "vocab_size": 128256, "bos_token_id": 128000, "eos_token_id": 128001, "pad_token_id": 128004},
+  "vision_config": {"attention_heads": 16, "hidden_act": "gelu", "hidden_size": 1280, "image_size": 560,
+                    "initializer_range": 0.02, "intermediate_layers_indices": [3, 7, 15, 23, 30],
+                    "intermediate_size": 5120, "max_num_tiles": 4, "model_type": "mllama_vision_model",
+                    "norm_eps": 1e-05, "num_channels": 3, "num_global_layers": 8, "num_hidden_layers": 32,
+                    "patch_size": 14, "supported_aspect_ratios": [[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2],
+                                                                  [3, 1], [4, 1]],
+                    "torch_dtype": "bfloat16", "vision_output_dim": 7680}})";
+
+// A tiny one, tests/specs/vision/tiny-mllama.toml's shapes: a 64-wide decoder
+// of 2 layers whose layer 1 cross-attends, a tower of 2 local layers and 1
+// global one over up to 4 tiles of 16 pixels.
+const char* kTinyMllama = R"({
+  "model_type": "mllama", "torch_dtype": "bfloat16", "image_token_index": 211,
+  "text_config": {"model_type": "mllama_text_model", "cross_attention_layers": [1], "hidden_size": 64,
+                  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "intermediate_size": 96, "vocab_size": 211, "max_position_embeddings": 160, "rope_theta": 10000.0},
+  "vision_config": {"model_type": "mllama_vision_model", "hidden_size": 32, "attention_heads": 2,
+                    "num_hidden_layers": 2, "num_global_layers": 1, "intermediate_size": 48, "patch_size": 4,
+                    "image_size": 16, "max_num_tiles": 4, "intermediate_layers_indices": [1],
+                    "vision_output_dim": 64}})";
+
 bool has_warning(const Imported& imported, const std::string& part) {
   return std::any_of(imported.warnings.begin(), imported.warnings.end(),
                      [&](const std::string& w) { return contains(w, part); });
@@ -1995,12 +2028,35 @@ TEST_CASE("gemma3, mistral3: the published configs import to the published param
   }
 }
 
-TEST_CASE("llava, mistral3, gemma3: a mutated config imports, or fails with an ImportError, never an internal error") {
+TEST_CASE("mllama: Llama-3.2-11B-Vision's config imports to its published 10,670,220,835 parameters") {
+  const Imported imported = import_config(json::parse(kLlama32_11BVision));
+  INFO(imported.text);
+  for (const std::string& w : imported.warnings) CHECK_MESSAGE(false, w);
+  CHECK(make_report(imported.spec).total_params == 10'670'220'835);
+  const Spec& s = imported.spec;
+  CHECK(s.dims.kv_heads == 8);
+  CHECK(s.embedding_rows() == 128264);  // vocab_size + 8, the image token 128256 among them
+  CHECK(s.position.theta == 500000.0);
+  const Vision& v = s.vision;
+  CHECK(v.connection == VisionConnection::CrossAttention);
+  CHECK(v.cross_layers == std::vector<int64_t>{3, 8, 13, 18, 23, 28, 33, 38});
+  CHECK(v.tiles == 4);
+  CHECK(v.image_size == 560);
+  CHECK(v.dims.heads == 16);
+  CHECK(v.global_layers == 8);
+  CHECK(v.extra_feature_layers == std::vector<int64_t>{3, 7, 15, 23, 30});
+  CHECK(!v.drop_class_token);
+  CHECK(v.tokens.marker == 128256);
+  CHECK(v.projector.kind == ProjectorKind::Linear);
+  CHECK(contains(imported.text, "rows = 128264"));
+}
+
+TEST_CASE("llava, mistral3, gemma3, mllama: a mutated config imports, or fails with an ImportError, never an internal error") {
   const std::vector<json> replacements = {nullptr, 0, -1, 3, 1 << 25, 1.5, "x", true, json::array({-2, -1}),
                                           json::object()};
   const std::vector<json> configs = {json::parse(kLlava15_7B), json::parse(kTinyLlavaClip), tiny_llava_pixtral(),
-                                     tiny_mistral3(), json::parse(kTinyGemma3), json::parse(kGemma3_4B),
-                                     json::parse(kMistralSmall31)};
+                                     tiny_mistral3(),           json::parse(kTinyGemma3),    json::parse(kGemma3_4B),
+                                     json::parse(kMistralSmall31), json::parse(kTinyMllama)};
   int imported = 0, refused = 0;
   for (const json& original : configs) {
     // The top level's keys, then text_config's and vision_config's.
@@ -2025,7 +2081,7 @@ TEST_CASE("llava, mistral3, gemma3: a mutated config imports, or fails with an I
   CHECK(refused > 0);
 }
 
-TEST_CASE("llava, mistral3, gemma3: what a [vision] cannot say is an error naming the key") {
+TEST_CASE("llava, mistral3, gemma3, mllama: what a [vision] cannot say is an error naming the key") {
   SUBCASE("llava: a vision_feature_select_strategy LlavaConfig does not know") {
     json config = json::parse(kTinyLlavaClip);
     config["vision_feature_select_strategy"] = "spatial";
@@ -2072,10 +2128,27 @@ TEST_CASE("llava, mistral3, gemma3: what a [vision] cannot say is an error namin
     CHECK(contains(import_error(config), "config.json: mm_tokens_per_image = 9: Gemma3MultiModalProjector pools the "
                                          "4 × 4 patches"));
   }
-  SUBCASE("mllama: not yet") {
-    const std::string e =
-        import_error(json::parse(R"({"model_type": "mllama", "text_config": {}, "vision_config": {}})"));
-    CHECK(contains(e, "config.json: model_type \"mllama\": mllama (Llama 3.2 Vision) imports are not supported yet: "));
+  SUBCASE("mllama: tiles the spec does not number, features of another width, layers that are not there") {
+    json config = json::parse(kTinyMllama);
+    config["vision_config"]["supported_aspect_ratios"] = json::parse("[[1, 1], [2, 2]]");
+    config["vision_config"]["vision_output_dim"] = 96;
+    config["text_config"]["cross_attention_layers"] = json::array({1, 2});
+    config["image_token_index"] = 219;
+    const std::string e = import_error(config);
+    CHECK(contains(e, "config.json: vision_config.supported_aspect_ratios = [[1,1],[2,2]]: the spec numbers aspect "
+                      "ratio ids by every arrangement of at most max_num_tiles tiles"));
+    CHECK(contains(e, "config.json: vision_config.vision_output_dim (96) is not hidden_size × (1 + the intermediate "
+                      "layers), 64"));
+    CHECK(contains(e, "config.json: text_config.cross_attention_layers: layer 2 is not a decoder layer "
+                      "(num_hidden_layers = 2)"));
+    CHECK(contains(e, "config.json: image_token_index = 219 is not a token of the decoder's token table "
+                      "(text_config's vocab_size 211 + 8 rows)"));
+  }
+  SUBCASE("mllama: a text_config of another class") {
+    json config = json::parse(kTinyMllama);
+    config["text_config"]["model_type"] = "llama";
+    CHECK(contains(import_error(config), "config.json: text_config.model_type = \"llama\": MllamaConfig reads "
+                                         "text_config as a MllamaTextConfig (\"mllama_text_model\")"));
   }
   SUBCASE("keys nobody reads are a warning, named as the config nests them") {
     json config = json::parse(kTinyLlavaClip);
@@ -2177,7 +2250,21 @@ TEST_CASE("spec_differences compares [vision] by its key paths, by meaning") {
   CHECK(spec_differences(a, text_only) == std::vector<std::string>{"vision: true vs false"});
 }
 
-TEST_CASE("llava, mistral3, gemma3: a spec with [vision] survives spec → config.json → spec") {
+TEST_CASE("llava, mistral3, gemma3, mllama: a spec with [vision] survives spec → config.json → spec") {
+  SUBCASE("tiny-mllama: a tiled tower, global layers, cross-attention decoder layers, mllama") {
+    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-mllama.toml")));
+    check_same(r);
+    CHECK(r.config["model_type"] == "mllama");
+    CHECK(r.config["architectures"] == json::array({"MllamaForConditionalGeneration"}));
+    CHECK(r.config["text_config"]["model_type"] == "mllama_text_model");
+    CHECK(r.config["text_config"]["cross_attention_layers"] == json::array({1}));
+    CHECK(r.config["text_config"]["vocab_size"] == 211);  // the table's 8 more rows are the modeling code's
+    CHECK(r.config["vision_config"]["model_type"] == "mllama_vision_model");
+    CHECK(r.config["vision_config"]["attention_heads"] == 2);
+    CHECK(r.config["vision_config"]["max_num_tiles"] == 4);
+    CHECK(r.config["vision_config"]["vision_output_dim"] == 64);
+    CHECK(r.config["image_token_index"] == 211);
+  }
   SUBCASE("tiny-llava: a CLIP tower and an mlp projector, llava") {
     const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-llava.toml")));
     check_same(r);
@@ -2255,9 +2342,11 @@ TEST_CASE("hf_config_from_spec: a [vision] no supported config reads back is ref
   const auto llava = [](const std::string& from, const std::string& to) {
     return parse_text(vision_spec_text("tiny-llava.toml", {{from, to}}));
   };
-  SUBCASE("cross-attention (Llama 3.2 Vision)") {
-    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-mllama.toml"))),
-                   "vision.connection: \"cross_attention\": Llama 3.2 Vision's mllama configs are not imported"));
+  SUBCASE("cross-attention (Llama 3.2 Vision) that mllama's config does not say") {
+    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-mllama.toml", {{"rows = 219", "rows = 220"}}))),
+                   "embedding.rows: 220 vs 219"));
+    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-mllama.toml", {{"kind = \"linear\"", "kind = \"mlp\""}}))),
+                   "vision.projector.kind: \"mlp\": MllamaConfig's projector is \"linear\""));
   }
   SUBCASE("a projector the tower's config class does not have") {
     const Spec linear = llava("[vision.tokens]\n", "[vision.projector]\nkind = \"linear\"\n\n[vision.tokens]\n");
@@ -2291,6 +2380,21 @@ TEST_CASE("hf_config_from_spec: a [vision] no supported config reads back is ref
                                             "\"vision_tower.vision_model.encoder.layers.{layer}.self_attn.q_proj\""));
     CHECK(contains(export_refusal(llava("[vision.mlp]\n", "[vision.attention]\nbias = false\n\n[vision.mlp]\n")),
                    "vision.attention.q_bias: false vs true"));
+  }
+}
+
+TEST_CASE("mllama: a tiny config imports to tests/specs/vision/tiny-mllama.toml's model") {
+  const Imported imported = import_config(json::parse(kTinyMllama));
+  INFO(imported.text);
+  const Spec want = parse_text(vision_spec_text("tiny-mllama.toml"));
+  CHECK(make_report(imported.spec).total_params == make_report(want).total_params);
+  for (const std::string& d : spec_differences(want, imported.spec)) CHECK_MESSAGE(false, d);
+  CHECK(spec::build_vision_manifest(imported.spec).total_elements() == 50'421);
+  for (const spec::TensorSpec& t : spec::build_manifest(want).tensors) {
+    INFO(t.name);
+    const auto m = spec::build_manifest(imported.spec);
+    CHECK(std::any_of(m.tensors.begin(), m.tensors.end(),
+                      [&](const spec::TensorSpec& u) { return u.name == t.name && u.shape == t.shape; }));
   }
 }
 
