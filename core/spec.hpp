@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -447,6 +448,17 @@ struct ImageTokens {
   std::vector<int64_t> prefix, suffix;  // around the image (Gemma 3: "\n\n<start_of_image>", "<end_of_image>\n\n")
 };
 
+// Llama 3.2 Vision: the tile arrangements an image of at most `tiles` tiles
+// can take, {a, b} with a · b ≤ tiles, a outer, b inner
+// (get_all_supported_aspect_ratios). An aspect ratio id is an index here
+// plus 1.
+inline std::vector<std::array<int64_t, 2>> tile_arrangements(int64_t tiles) {
+  std::vector<std::array<int64_t, 2>> out;
+  for (int64_t a = 1; a <= tiles; ++a)
+    for (int64_t b = 1; a * b <= tiles; ++b) out.push_back({a, b});
+  return out;
+}
+
 struct Vision {
   bool enabled = false;
   VisionConnection connection = VisionConnection::Splice;
@@ -508,12 +520,10 @@ struct Vision {
     return rows * cols + (class_token && !drop_class_token ? 1 : 0);
   }
   int64_t image_features() const { return image_features(grid(), grid()); }
-  // Llama 3.2 Vision: the tile arrangements (w × h ≤ tiles) an image can take.
-  int64_t aspect_ratios() const {
-    int64_t n = 0;
-    for (int64_t w = 1; w <= tiles; ++w) n += tiles / w;
-    return n;
-  }
+  // Llama 3.2 Vision: the tile arrangements an image can take (see
+  // spec::tile_arrangements).
+  std::vector<std::array<int64_t, 2>> tile_arrangements() const { return spec::tile_arrangements(tiles); }
+  int64_t aspect_ratios() const { return static_cast<int64_t>(tile_arrangements().size()); }
   bool cross_layer(int64_t layer) const {
     return connection == VisionConnection::CrossAttention &&
            std::find(cross_layers.begin(), cross_layers.end(), layer) != cross_layers.end();

@@ -660,9 +660,7 @@ std::string multimodal_type_of(const Spec& s) {
 json mllama_vision_config(const Spec& s) {
   const Vision& v = s.vision;
   const Dims& d = v.dims;
-  json ratios = json::array();
-  for (int64_t w = 1; w <= v.tiles; ++w)
-    for (int64_t h = 1; w * h <= v.tiles; ++h) ratios.push_back({w, h});
+  const json ratios = v.tile_arrangements();
   return {{"model_type", "mllama_vision_model"},
           {"hidden_size", d.hidden},
           {"intermediate_size", d.intermediate},

@@ -37,6 +37,8 @@ const TowerInfo kTowers[] = {
 // Llama 3.2 Vision's text_config: a Llama decoder (read by the Llama reader
 // with MllamaTextConfig's defaults) whose listed layers cross-attend.
 constexpr FamilyInfo kMllamaText = {Family::MllamaText, "mllama_text_model", "MllamaTextConfig", "MllamaText"};
+// MllamaTextModel's token table: vocab_size + 8 rows, the image token's among them.
+constexpr int64_t kMllamaExtraRows = 8;
 
 // The vision_config a config class builds when a config has none: LLaVA's a
 // CLIP ViT-L/14 at 336 pixels, Mistral 3's Mistral Small 3.1's Pixtral,
@@ -232,7 +234,7 @@ class Multimodal {
                                   : " is listed twice"));
     }
     if (vocab_) {
-      doc_.table("embedding").set("rows", *vocab_ + 8,
+      doc_.table("embedding").set("rows", *vocab_ + kMllamaExtraRows,
                                   "MllamaTextModel: embed_tokens holds vocab_size + 8 rows, the image token's among them");
     }
     const std::string L = "model.layers.{layer}.";
@@ -444,11 +446,8 @@ class Multimodal {
     TomlTable& vt = doc_.table("vision");
     const auto tiles = v.integer_or("max_num_tiles", 4, 1, 64);
     vt.set("tiles", tiles.value, tiles.note + ": an image is cut into up to this many tiles of image_size²");
-    // The arrangements the spec numbers aspect ratio ids by: w × h ≤ tiles,
-    // w then h ascending (MllamaImageProcessor's get_all_supported_aspect_ratios).
-    json arrangements = json::array();
-    for (int64_t w = 1; w <= tiles.value; ++w)
-      for (int64_t h = 1; w * h <= tiles.value; ++h) arrangements.push_back({w, h});
+    // The arrangements the spec numbers aspect ratio ids by.
+    const json arrangements = spec::tile_arrangements(tiles.value);
     v.use("supported_aspect_ratios");
     if (v.has("supported_aspect_ratios") && v.at("supported_aspect_ratios") != arrangements)
       v.value_error("supported_aspect_ratios", v.at("supported_aspect_ratios"),
@@ -608,7 +607,7 @@ class Multimodal {
 
   void check_token(int64_t id, const std::string& note) {
     // (Mllama's image token is one of the 8 rows past the vocabulary.)
-    const int64_t rows = vocab_ ? *vocab_ + (is("mllama") ? 8 : 0) : 0;
+    const int64_t rows = vocab_ ? *vocab_ + (is("mllama") ? kMllamaExtraRows : 0) : 0;
     if (vocab_ && id >= rows)
       top_.error(note + " = " + std::to_string(id) + " is not a token of the decoder's " +
                  (is("mllama") ? "token table (text_config's vocab_size " + std::to_string(*vocab_) + " + 8 rows)"

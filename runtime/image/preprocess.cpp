@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/spec.hpp"
 #include "runtime/error.hpp"
 #include "runtime/text/tokenize/json_file.hpp"
 
@@ -319,8 +320,7 @@ std::array<int64_t, 2> resized_size(const Preprocess& p, int64_t width, int64_t 
 
 std::vector<AspectRatio> supported_aspect_ratios(int64_t max_tiles) {
   std::vector<AspectRatio> out;
-  for (int64_t rows = 1; rows <= max_tiles; ++rows)
-    for (int64_t cols = 1; rows * cols <= max_tiles; ++cols) out.push_back({rows, cols});
+  for (const auto& [rows, cols] : spec::tile_arrangements(max_tiles)) out.push_back({rows, cols});
   return out;
 }
 
