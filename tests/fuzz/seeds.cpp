@@ -1,10 +1,10 @@
 // Writes the fuzz targets' seeds that are derived, not shipped: the GGUF and
 // safetensors files the unit tests write (every metadata kind, every dtype,
 // a byte-level BPE and the demo's SentencePiece vocabulary as GGUF
-// metadata), the config.json of every shipped spec (the exporter the
-// round-trip test uses) and byte-level BPE tokenizer.json files of the
-// GPT-2 and Llama 3 kinds. scripts/fuzz adds the repository's own test
-// inputs beside them.
+// metadata), the config.json of every shipped spec and tiny vision spec
+// (the exporter the round-trip test uses) and byte-level BPE tokenizer.json
+// files of the GPT-2 and Llama 3 kinds. scripts/fuzz adds the repository's
+// own test inputs beside them.
 //
 //   lathe_fuzz_seeds OUT   writes OUT/gguf, OUT/safetensors, OUT/hf_config, OUT/tokenizer
 #include <cstdint>
@@ -144,15 +144,19 @@ void safetensors_seeds(const fs::path& dir) {
                      {"scalar", DType::F32, {}, bytes_of(4, 6)}});
 }
 
+// The config.json of every shipped spec and of the tiny vision specs (one
+// of each multimodal family: llava, mistral3, gemma3, mllama).
 void hf_config_seeds(const fs::path& dir) {
-  for (const fs::directory_entry& e : fs::directory_iterator(kSource / "models")) {
-    if (e.path().extension() != ".toml") continue;
-    spec::Diagnostics diag(e.path().string());
-    const auto spec = spec::parse_spec_file(e.path().string(), diag);
-    if (!spec) continue;
-    try {
-      write_text(dir / (e.path().stem().string() + ".json"), importer::hf_config_from_spec(*spec).dump(2));
-    } catch (const Error&) {  // a spec no config expresses
+  for (const char* folder : {"models", "tests/specs/vision"}) {
+    for (const fs::directory_entry& e : fs::directory_iterator(kSource / folder)) {
+      if (e.path().extension() != ".toml") continue;
+      spec::Diagnostics diag(e.path().string());
+      const auto spec = spec::parse_spec_file(e.path().string(), diag);
+      if (!spec) continue;
+      try {
+        write_text(dir / (e.path().stem().string() + ".json"), importer::hf_config_from_spec(*spec).dump(2));
+      } catch (const Error&) {  // a spec no config expresses
+      }
     }
   }
 }
