@@ -238,7 +238,8 @@ constexpr bool is_rel_bias(Role r) { return r == Role::RelBias || r == Role::Enc
 // conv taps, A_log, D and dt_proj, f32 arrays ssm_conv and ssm_scan index.)
 constexpr bool read_as_matrix(Role role, bool bias, size_t rank) {
   if (is_ssm_param(role) || role == Role::SsmDt || role == Role::KvB || role == Role::KB || role == Role::VB) return false;
-  return (rank == 2 && !is_rel_bias(role)) || (rank == 1 && is_linear(role) && !bias);
+  // (Rank 4: a patch embedding's convolution, [rows][channels · kernel²].)
+  return (rank == 2 && !is_rel_bias(role)) || (rank == 1 && is_linear(role) && !bias) || (rank == 4 && !bias);
 }
 
 // Where row `row` of a fused q/k/v tensor stored in `layout` goes in the

@@ -154,12 +154,14 @@ struct BindingInfo {
 };
 
 // Bindings of each family, in binding-number order.
-#define LATHE_BIND_EMBED(X)                                        \
-  X(io, Storage, "position, tokens[rows]")                         \
-  X(table, Texel, "the embedding table [vocab][D]")                \
-  X(positions, Texel, "the learned position table [table][D]")     \
-  X(types, Texel, "the token-type table [types][D]: row 0 added")  \
-  X(y, Storage, "[rows][D] f32")
+#define LATHE_BIND_EMBED(X)                                                                   \
+  X(io, Storage, "position, tokens[rows]")                                                    \
+  X(table, Texel, "the embedding table [vocab][D]")                                           \
+  X(positions, Texel, "the learned position table [table][D]")                                \
+  X(types, Texel, "the token-type table [types][D]: row 0 added")                             \
+  X(y, Storage, "[rows][D] f32")                                                              \
+  X(x, Storage, "[rows][D] f32: the rows taken instead of the table's (ROWS), or spliced rows'") \
+  X(cls, Storage, "[D] f32: a vision tower's class embedding, on the row of position 0 (CLASS)")
 
 #define LATHE_BIND_NORM(X)                \
   X(x, Storage, "[rows][N] f32")          \

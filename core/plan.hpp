@@ -59,7 +59,13 @@ enum class Resource : uint8_t {
   ConvState,   // layer `index`'s Mamba conv windows: [sequences][conv_state_floats] f32
   ScanState,   // layer `index`'s Mamba scan states h: [sequences][scan_state_floats] f32
   Expanded,    // latent attention's keys and values of a prompt's sequence, expanded: [rows][expanded_row_floats] f32
+  Input,       // the host's rows, host-visible: [rows][input_row_floats] f32 (a vision tower's unfolded
+               //   patches; a decoder's spliced rows, image features, at the rows they replace)
 };
+
+// A row's IoRow::token with this bit set is spliced: the embedding takes the
+// row of the same index of the Input resource (Embed's kSplice variant).
+inline constexpr uint32_t kSplicedToken = 0x80000000u;
 
 // One token row of a pass, as the kernels read it from the IO buffer
 // (common.glsl's IoRow, std430: four words, no padding); argmax writes the
@@ -96,6 +102,7 @@ constexpr Binding part(int32_t index) { return {Resource::Part, index}; }
 constexpr Binding conv_state(int32_t layer) { return {Resource::ConvState, layer}; }
 constexpr Binding scan_state(int32_t layer) { return {Resource::ScanState, layer}; }
 constexpr Binding expanded() { return {Resource::Expanded, 0}; }
+constexpr Binding input() { return {Resource::Input, 0}; }
 
 // A resource's name, as its function above spells it (`plan::k_cache(3)`),
 // and whether the function takes an index: what the generated plan and
@@ -120,6 +127,7 @@ constexpr ResourceName resource_name(Resource r) {
     case Resource::ConvState: return {"conv_state", true};
     case Resource::ScanState: return {"scan_state", true};
     case Resource::Expanded: return {"expanded"};
+    case Resource::Input: return {"input"};
   }
   return {"?"};
 }
@@ -479,6 +487,8 @@ struct Plan {
   int64_t expanded_row_floats = 0;
   int64_t expanded_rows = 0;
   int64_t expanded_min_rows = 0;
+  // The values of a row of the Input resource (0: the plan reads none).
+  int64_t input_row_floats = 0;
 };
 
 // The manifest tensors a binding reads (a weight; a pack's members and
@@ -617,8 +627,11 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
         case Resource::ScanState:
           if (!in(x.index, static_cast<size_t>(p.state_layers)) || texel) return bad;
           break;
+        case Resource::Input:
+          if (p.input_row_floats == 0) return bad;
+          [[fallthrough]];
         case Resource::Expanded:
-          if (p.expanded_row_floats == 0) return bad;
+          if (x.resource == Resource::Expanded && p.expanded_row_floats == 0) return bad;
           [[fallthrough]];
         case Resource::Io:
         case Resource::Logits:
@@ -640,16 +653,19 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
     if (f.family == kernels::Family::Embed) {
       const uint32_t token0 = d.push[push::word(offsetof(push::EmbedPush, token0))];
       const uint32_t tokens = d.push[push::word(offsetof(push::EmbedPush, tokens))];
-      size_t at = 0;
-      while (at + 1 < f.bindings.size() && f.bindings[at].name != "table") ++at;
-      const Binding& table = d.bindings[at];
+      const auto named = [&](std::string_view name) {
+        size_t at = 0;
+        while (at + 1 < f.bindings.size() && f.bindings[at].name != name) ++at;
+        return d.bindings[at];
+      };
+      const Binding table = named("table");
       if (table.resource == Resource::Part) {
         const Part& part = p.parts[static_cast<size_t>(table.index)];
         if (token0 != part.row0 || tokens != part.rows) return bad;
       } else if (table.resource == Resource::Weight) {
         if (token0 != 0 || tokens != manifest[table.index].shape[0]) return bad;
-      } else {
-        return bad;
+      } else if (table.resource != Resource::None || named("x").resource == Resource::None) {
+        return bad;  // (no table: the rows of x, which it binds)
       }
     }
     // A matmul computes groups_x rows of weights K wide: each weight holds

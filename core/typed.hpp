@@ -45,8 +45,12 @@ struct Vector {
 };
 
 enum class OpKind : uint8_t {
-  Embed,        // out[t] = scale · table[token[t]]
+  Embed,        // out[t] = scale · table[token[t]]; variant kSplice: a row whose token carries
+                //   plan::kSplicedToken takes the host's row t instead (a decoder's image features)
   PosEmbed,     // out[t] = in[t] + table[position[t] + offset] (+ types[0]: tensor[1], BERT's token-type row)
+                //   (+ extra[0], a vision tower's class embedding, on the row of position 0); after an
+                //   Embed of in, it is the embedding's; after anything else, an op of its own
+  Input,        // out[t] = the host's row t, dims[0] wide (a vision tower's unfolded patches)
   RMSNorm,      // out = in / sqrt(mean(in²) + eps) · g; dims[1] > 0: each group of dims[1] features
                 //   normed on its own (Mamba-2's gated norm)
   LayerNorm,    // out = (in − μ) / sqrt(σ² + eps) · g + b
@@ -91,6 +95,10 @@ inline constexpr uint8_t kLatentNorm = 1;  // k's first dims[3] values alone (la
 // MlaQuery's and MlaValues's variants (Op::variant): the tensor they read.
 inline constexpr uint8_t kJointKvB = 0;  // kv_b_proj whole, [H·(NOPE + VD)][RANK]
 inline constexpr uint8_t kSplitKvB = 1;  // k_b [H·RANK][NOPE] (W_UK transposed), v_b [H·VD][RANK]
+
+// Embed's variants (Op::variant).
+inline constexpr uint8_t kTable = 0;
+inline constexpr uint8_t kSplice = 1;  // rows flagged spliced take the host's rows (a decoder's image features)
 
 // Attention's variants (Op::variant).
 inline constexpr uint8_t kCausal = 0;
@@ -138,6 +146,18 @@ class Recorder {
     return emit<D>(Op{OpKind::Embed, 0, {}, {table.tensor, -1}, {V, D}, scale});
   }
 
+  // … a decoder's whose spliced rows take the host's (image features).
+  template <int64_t V, int64_t D>
+  Act<D> embed_spliced(Weight<V, D> table, double scale) {
+    return emit<D>(Op{OpKind::Embed, 0, {}, {table.tensor, -1}, {V, D}, scale, -1, kSplice});
+  }
+  // The host's rows of N values (a vision tower's unfolded patches).
+  template <int64_t N>
+  Act<N> input() {
+    static_assert(N > 0, "input: rows of no values");
+    return emit<N>(Op{OpKind::Input, 0, {}, {-1, -1}, {N}});
+  }
+
   template <int64_t P, int64_t D, int64_t N>
   Act<N> add_positions(Act<N> x, Weight<P, D> table, int64_t offset) {
     static_assert(D == N, "add_positions: the position table's width does not match the activation width");
@@ -149,6 +169,15 @@ class Recorder {
     static_assert(D == N, "add_positions: the position table's width does not match the activation width");
     static_assert(YD == N, "add_positions: the token-type table's width does not match the activation width");
     return emit<N>(Op{OpKind::PosEmbed, 0, {x.id}, {table.tensor, types.tensor}, {P, D}, static_cast<double>(offset)});
+  }
+  // … and a vision tower's class embedding on the row of position 0 (CLIP).
+  template <int64_t P, int64_t D, int64_t N, int64_t C>
+  Act<N> add_positions_class(Act<N> x, Weight<P, D> table, Vector<C> class_embedding) {
+    static_assert(D == N, "add_positions_class: the position table's width does not match the activation width");
+    static_assert(C == N, "add_positions_class: the class embedding's width does not match the activation width");
+    Op op{OpKind::PosEmbed, 0, {x.id}, {table.tensor, -1}, {P, D}};
+    op.extra[0] = class_embedding.tensor;
+    return emit<N>(op);
   }
 
   template <int64_t N, int64_t G>
@@ -521,8 +550,11 @@ constexpr bool matches(const ManifestEntry (&manifest)[M], Weight<Rows, Cols> w,
   if (w.tensor < 0 || static_cast<size_t>(w.tensor) >= M) return false;
   const ManifestEntry& e = manifest[w.tensor];
   if (e.rank == 1) return Rows == 1 && e.shape[0] == Cols;  // a one-row linear stored as a vector
-  // Rank 3: a depthwise conv1d's taps, [Rows, 1, Cols] stored, [Rows, Cols] held (ManifestEntry).
-  return (e.rank == 2 || e.rank == 3) && e.shape[0] == (transposed ? Cols : Rows) && e.shape[1] == (transposed ? Rows : Cols);
+  // Rank 3: a depthwise conv1d's taps, [Rows, 1, Cols] stored, [Rows, Cols]
+  // held; rank 4: a patch embedding, [Rows, channels, k, k] stored, [Rows,
+  // channels · k²] held (ManifestEntry).
+  return (e.rank >= 2 && e.rank <= 4) && e.shape[0] == (transposed ? Cols : Rows) &&
+         e.shape[1] == (transposed ? Rows : Cols);
 }
 
 template <size_t M, int64_t N>

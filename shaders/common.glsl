@@ -75,4 +75,7 @@ struct IoRow {
   uint position;
   uint extent;  // the sequence's positions after the call that brought the row (0: position + 1)
 };
+// A row's token with this bit set is spliced: its embedding is the host's
+// row (plan::kSplicedToken).
+#define SPLICED_TOKEN 0x80000000u
 #define IO_BLOCK(b) layout(std430, binding = b) buffer IO { IoRow rows[]; } io;

@@ -39,11 +39,13 @@ std::optional<Planned> load_planned(const std::string& path) {
     return std::nullopt;
   }
   auto model = lathe::lower::plan_model(*spec, diagnostics);
-  if (!model) {
+  std::optional<lathe::lower::ModelPlan> tower;
+  if (model && spec->vision.enabled) tower = lathe::lower::plan_tower(*spec, diagnostics);
+  if (!model || (spec->vision.enabled && !tower)) {
     std::cerr << diagnostics.format();
     return std::nullopt;
   }
-  return Planned{std::move(*spec), std::move(*model)};
+  return Planned{std::move(*spec), std::move(*model), std::move(tower)};
 }
 
 void write_build(const Planned& planned, const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
@@ -53,11 +55,19 @@ void write_build(const Planned& planned, const std::string& path, const std::str
   const std::string header_path = (dir / "model.hpp").string();
   const std::string source_path = (dir / "model.cpp").string();
   const std::vector<lathe::emit::CompiledKernel> kernels = lathe::emit::compile_kernels(*spec, planned.model.plan);
-  const std::vector<std::pair<std::string, std::string>> files = {
+  std::vector<std::pair<std::string, std::string>> files = {
       {header_path, model_header(*spec, planned.model, path, header_path)},
       {source_path, lathe::clang::format_cpp(lathe::emit::emit_model_source(*spec, path), source_path)},
       {(dir / "kernels.cpp").string(), lathe::emit::emit_kernels_source(*spec, path, kernels)},
   };
+  if (planned.tower) {
+    // The tower's build beside the decoder's: its header, its kernels after the decoder's.
+    const lathe::spec::Spec tower = lathe::lower::tower_spec(*spec);
+    const std::string tower_path = (dir / "tower.hpp").string();
+    files.push_back({tower_path, model_header(tower, *planned.tower, path, tower_path)});
+    files[2].second += "\n" + lathe::emit::emit_kernels_source(
+                                   tower, path, lathe::emit::compile_kernels(tower, planned.tower->plan));
+  }
   for (const auto& [file, text] : files) {
     const bool written = lathe::emit::write_if_changed(file, text);
     if (!quiet) std::cout << file << (written ? " (written)" : " (unchanged)") << "\n";

@@ -26,10 +26,12 @@ std::string model_header(const lathe::spec::Spec& spec, const lathe::lower::Mode
 struct Planned {
   lathe::spec::Spec spec;
   lathe::lower::ModelPlan model;
+  std::optional<lathe::lower::ModelPlan> tower;  // a [vision] spec's tower build (lower::plan_tower)
 };
 std::optional<Planned> load_planned(const std::string& path);
 
-// Writes <out>/model.hpp, model.cpp and kernels.cpp, each only when its text
+// Writes <out>/model.hpp, model.cpp and kernels.cpp (and a [vision] spec's
+// tower.hpp, its kernels in kernels.cpp too), each only when its text
 // changed; unsupported fields and graphs the kernels cannot run are errors at
 // the spec (load_planned). `dump`: also the plan as text (<out>/plan.dump) and
 // the GLSL and SPIR-V disassembly of every kernel instance (<out>/kernels.dump).

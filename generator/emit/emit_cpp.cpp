@@ -30,6 +30,9 @@ std::string handle_type(const TensorSpec& t, Layout layout) {
   if (t.shape.size() == 1) return "typed::Vector<" + std::to_string(t.shape[0]) + ">";
   // A depthwise conv1d's taps, [rows, 1, cols] as stored (Mamba's conv1d): [rows][cols].
   if (t.shape.size() == 3) return "typed::Weight<" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[2]) + ">";
+  // A patch embedding's convolution, [rows, channels, k, k]: [rows][channels · k²].
+  if (t.shape.size() == 4)
+    return "typed::Weight<" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1] * t.shape[2] * t.shape[3]) + ">";
   const bool transposed = layout == Layout::InOut && is_linear(t.role);
   const int64_t rows = transposed ? t.shape[1] : t.shape[0];
   const int64_t cols = transposed ? t.shape[0] : t.shape[1];
@@ -54,8 +57,15 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
     const std::string act = "Activation::" + std::string(spelling(static_cast<Activation>(op.variant)).enumerator);
     std::string code;
     switch (op.kind) {
-      case typed::OpKind::Embed: code = out_var + "r.embed(" + w + ", embedding_scale);"; break;
+      case typed::OpKind::Embed:
+        code = out_var + (op.variant == typed::kSplice ? "r.embed_spliced(" : "r.embed(") + w + ", embedding_scale);";
+        break;
+      case typed::OpKind::Input: code = out_var + "r.template input<" + std::to_string(op.dims[0]) + ">();"; break;
       case typed::OpKind::PosEmbed:
+        if (op.extra[0] >= 0) {  // a vision tower's, with its class embedding
+          code = out_var + "r.add_positions_class(" + v(op.in[0]) + ", " + w + ", " + g.handles[i][2] + ");";
+          break;
+        }
         code = out_var + "r.add_positions(" + v(op.in[0]) + ", " + w + ", position_offset" +
                (b.empty() ? "" : ", " + b) + ");";
         break;
@@ -127,7 +137,9 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                v(op.in[2]) + (op.dims[3] > 0 ? ", " + v(op.in[3]) : "") + (op.dims[3] > 1 ? ", " + v(op.in[4]) : "") +
                ");";
         break;
-      case typed::OpKind::Output: code = "r.template output<hidden>(" + v(op.in[0]) + ");"; break;
+      case typed::OpKind::Output:
+        code = "r.template output<output_width>(" + v(op.in[0]) + ");";
+        break;
       case typed::OpKind::SsmConv:
         code = out_var + "r.template ssm_conv<ssm_conv_channels, ssm_d_conv, ssm_conv_offset>(" + v(op.in[0]) + ", " + w +
                (b.empty() ? "" : ", " + b) + ", " + std::to_string(op.layer) + ");";
@@ -264,9 +276,13 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
       }
     }
   }
-  // A vision tower is specified, checked and reported (lathe report, lint,
-  // audit), but its kernels are not generated yet.
-  if (s.vision.enabled) refuse("vision", "the vision tower's kernels are not generated yet; lathe report describes it");
+  // A splice [vision] runs its tower as a build of its own
+  // (lower::plan_tower says which towers); cross-attention to the images
+  // and an image's tokens attending both ways do not run yet.
+  if (s.vision.enabled && s.vision.connection == VisionConnection::CrossAttention)
+    refuse("vision.connection", "the decoder's cross-attention layers (Llama 3.2 Vision) do not run on the device yet");
+  if (s.vision.enabled && s.vision.image_bidirectional)
+    refuse("vision.image_bidirectional", "an image's tokens attending both ways (Gemma 3) do not run on the device yet");
   if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
     refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
   // matmul.comp reads weight rows in 16-byte texels: 8 values of a 16-bit
@@ -331,6 +347,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("name", s.name);
   if (!s.source.empty()) root.set("source", s.source);
   root.set("namespace", model_namespace(s.name));
+  if (s.vision.enabled) root.set("tower", true);
 
   kainjow::mustache::list constants;
   auto constant = [&](const std::string& ident, const std::string& type, const std::string& value,
@@ -368,8 +385,13 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   constant("tied_embeddings", "bool", s.embedding.tied ? "true" : "false", "embedding.tied", "");
   constant("bidirectional", "bool", s.encoder() ? "true" : "false", "model.stack",
            s.encoder() ? "an encoder: every row attends to every key of its input" : "causal");
-  constant("output_width", "int64_t", i(s.encoder() ? d.hidden : d.vocab), s.encoder() ? "model.stack" : "dims.vocab",
-           s.encoder() ? "the final hidden states of every row" : "logits");
+  // An encoder's output rows: its Output op's width (its final hidden
+  // states; a vision tower's, its projector's rows of the decoder's width).
+  int64_t output_width = d.vocab;
+  for (const typed::Op& op : model.graph.schedule.ops)
+    if (op.kind == typed::OpKind::Output) output_width = op.dims[0];
+  constant("output_width", "int64_t", i(output_width), s.encoder() ? "model.stack" : "dims.vocab",
+           s.encoder() ? "every row's final hidden states (a vision tower's: projected)" : "logits");
   constant("pooling", "Pooling", "Pooling::" + std::string(spelling(s.pooling.kind).enumerator), "pooling.kind",
            "an encoder's sentence embedding");
   constant("pool_normalize", "bool", s.pooling.normalize ? "true" : "false", "pooling.normalize", "L2-normalized");
@@ -451,10 +473,14 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     e.set("expert", i(ts.expert));
     e.set("name", ts.name);
     e.set("rank", i(static_cast<int64_t>(ts.shape.size())));
-    // A rank-3 depthwise conv1d weight [rows, 1, cols] as [rows, cols] (ManifestEntry).
-    e.set("shape", "{" + i(ts.shape[0]) + ", " + i(ts.shape.size() > 1 ? ts.shape.back() : 1) + "}");
+    // A rank-3 depthwise conv1d weight [rows, 1, cols] as [rows, cols], a
+    // rank-4 patch embedding [rows, channels, k, k] as [rows, channels·k²]
+    // (ManifestEntry).
+    const bool conv = ts.shape.size() == 4;
+    e.set("shape", "{" + i(ts.shape[0]) + ", " +
+                       i(conv ? ts.shape[1] * ts.shape[2] * ts.shape[3] : ts.shape.size() > 1 ? ts.shape.back() : 1) + "}");
     e.set("dtype", std::string(spelling(ts.dtype).enumerator));
-    e.set("slice", ts.slice >= 0 ? ", " + i(ts.slice) : "");
+    e.set("slice", conv ? ", -1, " + i(ts.shape[3]) : ts.slice >= 0 ? ", " + i(ts.slice) : "");
     entries.push_back(e);
 
     const std::string member = lower::member_name(ts);
@@ -548,6 +574,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("expanded_row_floats", i(sizes.expanded_row_floats));
   root.set("expanded_rows", i(sizes.expanded_rows));
   root.set("expanded_min_rows", i(sizes.expanded_min_rows));
+  root.set("input_row_floats", i(sizes.input_row_floats));
   kainjow::mustache::list class_items;
   for (const plan::DeviceClass& c : p.classes) {
     const auto b = [](bool v) { return std::string(v ? "true" : "false"); };
@@ -642,6 +669,11 @@ std::string emit_model_source(const Spec& s, const std::string& spec_path) {
   data root;
   root.set("spec_file", spec_path);
   root.set("namespace", model_namespace(s.name));
+  if (s.vision.enabled) {
+    data tower;
+    tower.set("tower_namespace", model_namespace(vision_tower(s).name));
+    root.set("tower", tower);
+  }
   mustache tmpl{std::string(lathe::embedded::templates("model.cpp.mustache"))};
   tmpl.set_custom_escape([](const std::string& text) { return text; });
   std::string text = tmpl.render(root);

@@ -32,7 +32,9 @@ std::string emit_model_header(const spec::Spec& spec, const lower::ModelPlan& mo
 // with the diagnostics when the spec cannot be lowered.
 std::string emit_model_header(const spec::Spec& spec, const std::string& spec_path, const std::string& header_name);
 
-// model.cpp: defines lathe::model_info() for the generic runtime.
+// model.cpp: defines lathe::model_info() and lathe::vision_info() (the
+// tower's build of a [vision] spec, emitted into tower.hpp; null without)
+// for the generic runtime.
 std::string emit_model_source(const spec::Spec& spec, const std::string& spec_path);
 
 // Writes `text` to `path` unless the file already holds exactly that, so that

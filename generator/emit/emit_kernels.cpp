@@ -187,7 +187,8 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
     case kernels::Family::Embed:
       return define("D", k.width) + weight_constants(k.dtype, k.width) +
              define("SCALE", number_literal(s.embedding.scale, 9)) + flag("POSITIONS", k.positions) +
-             flag("TYPES", k.types) + define("POS_OFFSET", s.position.offset);
+             flag("TYPES", k.types) + define("POS_OFFSET", s.position.offset) + flag("ROWS", k.rows) +
+             flag("SPLICE", k.splice) + flag("CLASS", k.class_row);
     case kernels::Family::Norm: {
       // A norm per group (Mamba-2's gated norm) is a plain RMSNorm of each group.
       const bool model_norm = k.group == 0;
@@ -327,6 +328,13 @@ std::vector<KernelInstance> kernel_instances(const Spec& s) {
   const auto model = lower::plan_model(s, diagnostics);
   if (!model) throw std::runtime_error(diagnostics.format());
   return kernel_instances(s, model->plan);
+}
+
+std::vector<KernelInstance> tower_kernel_instances(const Spec& s) {
+  spec::Diagnostics diagnostics(s.file);
+  const auto tower = lower::plan_tower(s, diagnostics);
+  if (!tower) throw std::runtime_error(diagnostics.format());
+  return kernel_instances(lower::tower_spec(s), tower->plan);
 }
 
 std::vector<kernels::Layout> planned_layouts(std::span<const plan::DeviceClass> classes) {

@@ -60,6 +60,11 @@ std::vector<KernelInstance> kernel_instances(const spec::Spec& spec, const lower
 // The same for a spec's own plan (lowered here); throws std::runtime_error
 // with the diagnostics when the spec cannot be lowered.
 std::vector<KernelInstance> kernel_instances(const spec::Spec& spec);
+// The instances of the tower's build of a spec with a splice [vision]
+// (lower::plan_tower), their constants vision_tower(spec)'s; throws
+// std::runtime_error with the diagnostics for a tower the device path does
+// not run yet.
+std::vector<KernelInstance> tower_kernel_instances(const spec::Spec& spec);
 std::vector<CompiledKernel> compile_kernels(const spec::Spec& spec, const lower::Plan& plan);
 
 // kernels.cpp: the SPIR-V of every instance and the table

@@ -52,6 +52,7 @@ class Builder {
   std::pair<int64_t, int64_t> math_shape(int32_t tensor) const {
     const TensorSpec& t = m_.tensors[static_cast<size_t>(tensor)];
     if (t.shape.size() == 1) return {1, t.shape[0]};  // a one-row linear stored as a vector (GGUF's shared-expert gate)
+    if (t.shape.size() == 4) return {t.shape[0], t.shape[1] * t.shape[2] * t.shape[3]};  // a patch embedding's conv
     const bool transposed = s_.weights.layout == Layout::InOut && is_linear(t.role);
     return transposed ? std::pair{t.shape[1], t.shape[0]} : std::pair{t.shape[0], t.shape[1]};
   }
@@ -113,8 +114,11 @@ class Builder {
 uint32_t stack_input(Builder& b, const Spec& s, Role positions, Role norm) {
   const Dims& d = s.dims;
   const int32_t embed = b.need(Role::Embed, -1);
-  uint32_t x = b.add("embedding", Op{OpKind::Embed, 0, {}, {embed, -1}, {d.vocab, d.hidden}, s.embedding.scale},
-                     d.hidden, {b.handle(embed)});
+  // A decoder of a splice [vision]: an image's rows take the host's features.
+  const uint8_t splice = s.vision.enabled && s.vision.connection == VisionConnection::Splice ? typed::kSplice : typed::kTable;
+  uint32_t x = b.add(splice ? "vision.tokens" : "embedding",
+                     Op{OpKind::Embed, 0, {}, {embed, -1}, {d.vocab, d.hidden}, s.embedding.scale, -1, splice}, d.hidden,
+                     {b.handle(embed)});
   if (s.position.kind == PositionKind::Learned) {
     const int32_t table = b.need(positions, -1);
     const int32_t types = b.find(Role::TokenTypes, false, -1);  // BERT: row 0 of it
@@ -443,6 +447,53 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
   logits.scale = s.output.scale;
   b.add(s.output.softcap > 0 ? "output.softcap" : s.output.scale != 1.0 ? "output.scale" : "embedding.tied", logits,
         d.vocab, {b.handle(head, true), b.handle(head_bias)});
+  return b.take();
+}
+
+Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
+  const Vision& v = s.vision;
+  const Spec t = vision_tower(s);
+  const auto refuse = [](const std::string& why) { throw TowerError(why); };
+  if (!v.enabled) refuse("the spec has no [vision]");
+  if (v.tiles > 0) refuse("a tiled tower (Llama 3.2 Vision) does not run on the device yet");
+  if (v.positions != VisionPositions::Learned) refuse("a tower's 2D RoPE (Pixtral) does not run on the device yet");
+  if (v.projector.kind != ProjectorKind::Mlp)
+    refuse(std::string("the projector \"") + spec::name(v.projector.kind) + "\" does not run on the device yet");
+  if (!v.extra_feature_layers.empty()) refuse("a tower's extra feature layers do not run on the device yet");
+  if (v.class_token && v.patch_bias)
+    refuse("a class token beside a patch bias: the class row's input is zeros, which a bias would not keep");
+  const int64_t unfolded = v.channels * v.patch * v.patch;
+  if (unfolded % 8 != 0)
+    refuse("an unfolded patch of " + std::to_string(unfolded) +
+           " values, not a multiple of 8 (padding the patch embedding's rows is next)");
+  Builder b(t, manifest);
+  // The host's rows: an image's patches unfolded in the order of the
+  // convolution's weight (channels, then the patch's rows and columns);
+  // with a class token, row 0 is the class's, its values zeros.
+  uint32_t x = b.add("vision.patch", Op{OpKind::Input, 0, {}, {-1, -1}, {unfolded}}, unfolded);
+  x = b.matmul("vision.patch", Role::PatchEmbed, -1, x);
+  {
+    const int32_t table = b.need(Role::PosEmbed, -1);
+    const int32_t cls = v.class_token ? b.need(Role::ClassEmbed, -1) : -1;
+    const auto [rows, cols] = b.math_shape(table);
+    Op op{OpKind::PosEmbed, 0, {x}, {table, -1}, {rows, cols}};
+    op.extra[0] = cls;
+    x = b.add("vision.positions", op, cols, {b.handle(table), "", b.handle(cls)});
+  }
+  if (v.pre_norm) x = b.norm("vision.pre_norm", x, Role::EmbedNorm, -1);
+  for (int64_t layer = 0; layer < v.layers_run(); ++layer) {
+    b.block = static_cast<int32_t>(layer);
+    x = block(b, t, x, layer, -1, typed::kBidirectional, -1);
+  }
+  b.block = -1;
+  if (v.post_norm) x = b.norm("vision.post_norm", x, Role::FinalNorm, -1);
+  // The projector: linear – φ – linear into the decoder's width.
+  x = b.matmul("vision.projector", Role::ProjIn, -1, x);
+  const int64_t inner = b.width(x);
+  x = b.add("vision.projector.activation",
+            Op{OpKind::Act, 0, {x}, {-1, -1}, {inner}, 0, -1, static_cast<uint8_t>(v.projector.activation)}, inner);
+  x = b.matmul("vision.projector", Role::ProjOut, -1, x);
+  b.add("vision.projector", Op{OpKind::Output, 0, {x}, {-1, -1}, {s.dims.hidden}}, s.dims.hidden);
   return b.take();
 }
 

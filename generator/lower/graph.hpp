@@ -6,6 +6,7 @@
 // error about it points at that line.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,17 @@ struct Graph {
 
 // `manifest` is build_manifest(spec): ops name its tensors by index.
 Graph build_graph(const spec::Spec& spec, const spec::Manifest& manifest);
+
+// The graph of the tower's build of a spec with a splice [vision]: the
+// host's rows of an image's unfolded patches, the patch embedding, the class
+// token and positions, the tower's layers up to its feature layer and the
+// projector, whose rows (the decoder's width) are the output. `manifest` is
+// build_vision_manifest(spec). Throws TowerError for a tower the device
+// path does not run yet, saying which part.
+Graph build_tower_graph(const spec::Spec& spec, const spec::Manifest& manifest);
+struct TowerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // The name of a manifest tensor's member in model.hpp's Weights ("q", "q_bias").
 std::string member_name(const spec::TensorSpec& t);

@@ -42,6 +42,9 @@ struct KernelKey {
   Epilogue epilogue;            // matmul (quantize: its norm alone)
   bool positions = false;       // embed: add the learned position table
   bool types = false;           // embed: add row 0 of the token-type table (BERT)
+  bool rows = false;            // embed: x's rows instead of the table's (an input's, a vision tower's patches)
+  bool splice = false;          // embed: a row whose token is flagged spliced takes x's row (image features)
+  bool class_row = false;       // embed: add a vision tower's class embedding on the row of position 0
   RopePairing pairing = RopePairing::Neox;  // rope_kv
   bool qk_norm = false;         // rope_kv: RMSNorm q and k first (the spec's attention.qk_norm says how)
   bool local = false;           // rope_kv: position.local_theta's table, unscaled (windowed layers)
@@ -70,7 +73,11 @@ struct KernelKey {
     const std::string family_key(kernels::family(family).key);
     const std::string dt(dtype_name(dtype));
     switch (family) {
-      case kernels::Family::Embed: return "embed_" + std::to_string(width) + "_" + dt + (positions ? "_pos" : "") + (types ? "_types" : "");
+      case kernels::Family::Embed:
+        if (rows)  // (a position table's dtype, when it has one)
+          return "embed_rows_" + std::to_string(width) + (positions ? "_pos_" + dt : "") + (class_row ? "_class" : "");
+        return "embed_" + std::to_string(width) + "_" + dt + (positions ? "_pos" : "") + (types ? "_types" : "") +
+               (splice ? "_splice" : "");
       case kernels::Family::Norm:
         return "norm_" + std::to_string(width) + (residual ? "_residual" : "") +
                (group ? "_group" + std::to_string(group) : "");

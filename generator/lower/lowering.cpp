@@ -65,7 +65,7 @@ class Lowering {
  private:
   static std::vector<uint32_t> inputs(const Op& op) {
     switch (op.kind) {
-      case OpKind::Embed: return {};
+      case OpKind::Embed: case OpKind::Input: return {};
       case OpKind::QKNorm: case OpKind::Rope: case OpKind::GatedAct: case OpKind::Add: case OpKind::Experts:
         return {op.in[0], op.in[1]};
       case OpKind::Attention:
@@ -251,6 +251,7 @@ class Lowering {
     }
     switch (op.kind) {
       case OpKind::Embed: return lower_embed(i);
+      case OpKind::Input: return lower_input(i);
       case OpKind::RMSNorm:
       case OpKind::LayerNorm: return lower_norm(i);
       case OpKind::MatMul: return lower_matmul(i);
@@ -270,7 +271,7 @@ class Lowering {
       case OpKind::SsmConv: return lower_ssm_conv(i);
       case OpKind::SsmScan: return lower_ssm_scan(i);
       case OpKind::Mamba2Scan: return lower_mamba2_scan(i);
-      case OpKind::PosEmbed: unsupported(i, "add_positions must follow the embedding");
+      case OpKind::PosEmbed: return lower_positions(i);
       case OpKind::Output: unsupported(i, "an encoder's output must follow the norm that ends its stack");
       case OpKind::Act: unsupported(i, "an activation must follow the matmul it applies to");
       case OpKind::GatedAct: unsupported(i, "a gated activation must follow its gate and up matmuls");
@@ -313,16 +314,57 @@ class Lowering {
       unsupported(i + 1, "the position table's dtype differs from the token table's");
     if (types >= 0 && dtype(types) != dtype(op.tensor[0]))
       unsupported(i + 1, "the token-type table's dtype differs from the token table's");
+    if (positions && next->extra[0] >= 0) unsupported(i + 1, "a class embedding is added to a vision tower's patch rows only");
+    const bool splice = op.variant == typed::kSplice;
+    if (splice) plan_.scalars.input_row_floats = std::max(plan_.scalars.input_row_floats, op.dims[1]);
     emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = positions,
-                      .types = types >= 0},
+                      .types = types >= 0, .splice = splice},
          plan::Grid::Rows,
          {{"io", plan::io()},
           {"table", plan::weight(op.tensor[0])},
           {"positions", positions ? plan::weight(next->tensor[0]) : Binding{}},
           {"types", vector_or_none(types)},
-          {"y", plan::activation(out.slot)}},
+          {"y", plan::activation(out.slot)},
+          {"x", splice ? plan::input() : Binding{}}},
          {{"token0", 0}, {"tokens", static_cast<uint32_t>(op.dims[0])}});
     return positions ? 2 : 1;
+  }
+
+  // OpKind::Input: the host's rows copied into an activation (embed's rows
+  // gather, no table).
+  size_t lower_input(size_t i) {
+    const Op& op = ops_[i];
+    const Loc out = materialize(op.out);
+    plan_.scalars.input_row_floats = std::max(plan_.scalars.input_row_floats, op.dims[0]);
+    emit(i, KernelKey{.family = Family::Embed, .width = op.dims[0], .dtype = DType::F32, .rows = true}, plan::Grid::Rows,
+         {{"io", plan::io()}, {"x", plan::input()}, {"y", plan::activation(out.slot)}},
+         {{"token0", 0}, {"tokens", 0}});
+    return 1;
+  }
+
+  // OpKind::PosEmbed of a value no embedding gathers (a vision tower's patch
+  // rows): its own rows gather, with the class embedding (extra[0]).
+  size_t lower_positions(size_t i) {
+    const Op& op = ops_[i];
+    if (op.tensor[1] >= 0) unsupported(i, "a token-type table is added with the token embedding only");
+    const Loc x = loc(i, op.in[0]);
+    if (x.offset != 0 || x.stride != static_cast<uint32_t>(op.dims[1]))
+      unsupported(i, "the positions are added to whole rows of their input");
+    if (is_block_dtype(dtype(op.tensor[0]))) unsupported(i, "a position table of block dtype is added to token tables only");
+    if (bytes(op.tensor[0], op.dims[0], op.dims[1]) > max_part_bytes_)
+      unsupported(i, "the position table is over max_part_bytes");
+    matrix(op.tensor[0], op.dims[0], op.dims[1]);
+    const Loc out = materialize(op.out);
+    emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = true,
+                      .rows = true, .class_row = op.extra[0] >= 0},
+         plan::Grid::Rows,
+         {{"io", plan::io()},
+          {"positions", plan::weight(op.tensor[0])},
+          {"x", plan::activation(x.slot)},
+          {"cls", vector_or_none(op.extra[0])},
+          {"y", plan::activation(out.slot)}},
+         {{"token0", 0}, {"tokens", 0}});
+    return 1;
   }
 
   // OpKind::RMSNorm, OpKind::LayerNorm.
@@ -714,6 +756,12 @@ class Lowering {
       return 2;
     }
     const Epilogue e{.bias = bias};
+    // matmul → output: a vision tower's projection writes its rows, every
+    // row, to the output.
+    if (a && a->kind == OpKind::Output && a->in[0] == op.out) {
+      matmul(i, op, nullptr, e, op.in[0], plan::logits());
+      return 2;
+    }
     const Loc out = materialize(op.out);
     matmul(i, op, nullptr, e, op.in[0], plan::activation(out.slot));
     return 1;

@@ -12,6 +12,32 @@ std::optional<ModelPlan> plan_model(const spec::Spec& s, spec::Diagnostics& diag
   return plan_graph(s, std::move(manifest), std::move(graph), diagnostics);
 }
 
+spec::Spec tower_spec(const spec::Spec& s) {
+  spec::Spec tower = spec::vision_tower(s);
+  tower.dims.layers = s.vision.layers_run();
+  tower.locations = s.locations;
+  return tower;
+}
+
+spec::Manifest tower_manifest(const spec::Spec& s) {
+  spec::Manifest m = spec::build_vision_manifest(s);
+  std::erase_if(m.tensors, [&](const spec::TensorSpec& t) { return t.layer >= s.vision.layers_run(); });
+  return m;
+}
+
+std::optional<ModelPlan> plan_tower(const spec::Spec& s, spec::Diagnostics& diagnostics) {
+  spec::Manifest manifest = tower_manifest(s);
+  Graph graph;
+  try {
+    graph = build_tower_graph(s, manifest);
+  } catch (const TowerError& e) {
+    diagnostics.error(s.where("vision"), std::string("the vision tower cannot run on the device: ") + e.what());
+    return std::nullopt;
+  }
+  // The tower's own sizes (heads, cache rows), its ops' keys the spec's lines.
+  return plan_graph(tower_spec(s), std::move(manifest), std::move(graph), diagnostics);
+}
+
 std::optional<ModelPlan> plan_graph(const spec::Spec& s, spec::Manifest manifest, Graph graph,
                                     spec::Diagnostics& diagnostics) {
   ModelPlan m;

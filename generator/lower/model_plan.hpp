@@ -22,6 +22,15 @@ struct ModelPlan {
 // A graph the kernels cannot run is an error at the spec line of the key
 // that decides the op at fault; nullopt then.
 std::optional<ModelPlan> plan_model(const spec::Spec& spec, spec::Diagnostics& diagnostics);
+// The plan of the tower's build of a spec with a splice [vision]
+// (build_tower_graph over build_vision_manifest): an error at the spec's
+// [vision] for a tower the device path does not run yet.
+std::optional<ModelPlan> plan_tower(const spec::Spec& spec, spec::Diagnostics& diagnostics);
+// The tower's build's spec: vision_tower(spec) of the layers it runs (up to
+// the feature layer), with the spec's key locations; and its manifest, the
+// vision manifest without the layers past the feature layer.
+spec::Spec tower_spec(const spec::Spec& spec);
+spec::Manifest tower_manifest(const spec::Spec& spec);
 // The same from a graph already built (build_graph of the spec and manifest).
 std::optional<ModelPlan> plan_graph(const spec::Spec& spec, spec::Manifest manifest, Graph graph,
                                     spec::Diagnostics& diagnostics);

@@ -318,6 +318,26 @@ std::array<int64_t, 2> resized_size(const Preprocess& p, int64_t width, int64_t 
   return {width, height};
 }
 
+std::vector<float> unfold_patches(std::span<const float> pixels, int64_t channels, int64_t height, int64_t width,
+                                  int64_t patch, int64_t lead) {
+  if (channels < 1 || patch < 1 || height < patch || width < patch || height % patch != 0 || width % patch != 0 || lead < 0)
+    throw Error(ErrorKind::InvalidArgument, "unfold_patches: " + std::to_string(height) + " × " + std::to_string(width) +
+                                                " pixels are not whole patches of " + std::to_string(patch));
+  if (static_cast<int64_t>(pixels.size()) != channels * height * width)
+    throw Error(ErrorKind::InvalidArgument, "unfold_patches: " + std::to_string(pixels.size()) + " values for " +
+                                                std::to_string(channels) + " channels of " + std::to_string(height) +
+                                                " × " + std::to_string(width));
+  const int64_t rows = height / patch, cols = width / patch, unfolded = channels * patch * patch;
+  std::vector<float> out(static_cast<size_t>((lead + rows * cols) * unfolded), 0.0f);
+  size_t i = static_cast<size_t>(lead * unfolded);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t ch = 0; ch < channels; ++ch)
+        for (int64_t y = 0; y < patch; ++y)
+          for (int64_t x = 0; x < patch; ++x) out[i++] = pixels[static_cast<size_t>((ch * height + r * patch + y) * width + c * patch + x)];
+  return out;
+}
+
 std::vector<AspectRatio> supported_aspect_ratios(int64_t max_tiles) {
   std::vector<AspectRatio> out;
   for (const auto& [rows, cols] : spec::tile_arrangements(max_tiles)) out.push_back({rows, cols});

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,16 @@ Preprocess parse_preprocessor_config(const std::string& json, const std::string&
 
 // The (width, height) an image of `width` × `height` is resized to.
 std::array<int64_t, 2> resized_size(const Preprocess& p, int64_t width, int64_t height);
+
+// A preprocessed image's patches as a vision tower's input rows: `pixels`
+// [channels][height][width] (preprocess's output) cut into patch × patch
+// squares row by row, each unfolded in the order of the patch embedding's
+// weight [hidden][channels][patch][patch]: [rows · cols][channels · patch²],
+// after `lead` rows of zeros (a class token's row). Throws
+// Error(InvalidArgument) for sides that are not whole patches or a size
+// that does not match.
+std::vector<float> unfold_patches(std::span<const float> pixels, int64_t channels, int64_t height, int64_t width,
+                                  int64_t patch, int64_t lead = 0);
 
 // Mllama's canvas, in tiles (what its processor calls an aspect ratio).
 struct AspectRatio {

@@ -17,7 +17,7 @@ constexpr VkDeviceSize kTexel = 16;  // RGBA32UI
 
 // A tensor's dtype on the device: matrices in their own, vectors and tables f32.
 DType held_dtype(const ManifestEntry& e) {
-  return read_as_matrix(e.role, e.bias, e.rank) && e.rank == 2 ? device_dtype(e.dtype) : DType::F32;
+  return read_as_matrix(e.role, e.bias, e.rank) && e.rank >= 2 ? device_dtype(e.dtype) : DType::F32;
 }
 int64_t held_bytes(const ManifestEntry& e, DType held) {  // block rows repacked as device_row plans them
   return device_tensor_bytes(held, e.rank >= 2 ? 2 : 1, e.shape[0], e.shape[1]);
@@ -268,6 +268,8 @@ void Session::Impl::allocate() {
     scan_state.push_back(state_buffer(plan.scan_state_floats, held));
   }
   io.emplace(device, rows * sizeof(plan::IoRow), kStorage, vk::MemoryUse::Staging);
+  if (plan.input_row_floats > 0)
+    input.emplace(device, rows * static_cast<VkDeviceSize>(plan.input_row_floats) * 4, kStorage, vk::MemoryUse::Staging);
   const VkDeviceSize logit_rows = options.all_logits ? rows : static_cast<VkDeviceSize>(options.sequences);
   logits.emplace(device, last_stage ? logit_rows * static_cast<VkDeviceSize>(model.output_width) * 4 : 4, kStorage,
                  vk::MemoryUse::Device);
@@ -315,6 +317,9 @@ vk::Binding Session::Impl::resolve(const plan::Binding& b, kernels::BindingKind 
     case plan::Resource::ScanState: return whole(scan_state[i]);
     case plan::Resource::Expanded:
       if (expanded) return whole(*expanded);
+      break;
+    case plan::Resource::Input:
+      if (input) return whole(*input);
       break;
   }
   if (texel) return vk::TexelBinding{dummy_view->handle()};

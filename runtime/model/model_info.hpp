@@ -67,5 +67,9 @@ struct ModelInfo {
 };
 
 const ModelInfo& model_info();
+// The build of its vision tower ([vision] splice): an encoder whose input
+// rows are an image's unfolded patches and whose output rows, of the
+// decoder's width, are spliced into its prompt. Null: the model has none.
+const ModelInfo* vision_info();
 
 }  // namespace lathe

@@ -102,7 +102,15 @@ void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens
       const size_t c = t - k;
       for (uint32_t r = 0; r < chunk_rows(c); ++r) {
         const size_t at = c * most + r;
-        all[k]->io_rows()[r] = {static_cast<uint32_t>(tokens[at]), static_cast<uint32_t>(sequence),
+        uint32_t token = static_cast<uint32_t>(tokens[at]);
+        // A spliced row: flagged, its features at its row of the first stage's input.
+        if (k == 0 && !spliced.empty() && spliced[at] >= 0) {
+          token = plan::kSplicedToken;
+          const size_t width = static_cast<size_t>(model.hidden);
+          std::memcpy(static_cast<float*>(all[0]->input->mapped()) + r * width,
+                      splice_features.data() + static_cast<size_t>(spliced[at]) * width, width * sizeof(float));
+        }
+        all[k]->io_rows()[r] = {token, static_cast<uint32_t>(sequence),
                                 static_cast<uint32_t>(position + static_cast<int64_t>(at)), extent};
       }
       if (k > 0)
@@ -525,7 +533,8 @@ std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> t
     return encode(std::span(&input, 1)).front();
   }
   if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "prefill of no tokens");
-  for (int32_t t : tokens) s.check_token(t);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (s.spliced.empty() || s.spliced[i] < 0) s.check_token(tokens[i]);
   s.check_ready(sequence, tokens.size());
   s.check_source(sequence);
   // Chunk by chunk; stages in this process work at once on consecutive
@@ -543,6 +552,35 @@ std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> t
     }
   });
   return s.options.all_logits ? all : last;
+}
+
+std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> tokens, std::span<const int64_t> at,
+                                    std::span<const float> features) {
+  Impl& s = *impl_;
+  if (s.model.encoder || s.plan.input_row_floats != s.model.hidden)
+    throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) + " splices no rows (a decoder of a [vision] splice does)");
+  const size_t width = static_cast<size_t>(s.model.hidden);
+  if (features.size() != at.size() * width)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(features.size()) + " feature values for " +
+                                                std::to_string(at.size()) + " spliced rows of " + std::to_string(width));
+  std::vector<int64_t> spliced(tokens.size(), -1);
+  for (size_t i = 0; i < at.size(); ++i) {
+    if (at[i] < 0 || at[i] >= static_cast<int64_t>(tokens.size()) || (i > 0 && at[i] <= at[i - 1]))
+      throw Error(ErrorKind::InvalidArgument, "spliced row " + std::to_string(at[i]) + " (entry " + std::to_string(i) +
+                                                  ") is not an increasing row of the " + std::to_string(tokens.size()) +
+                                                  " tokens");
+    spliced[static_cast<size_t>(at[i])] = static_cast<int64_t>(i);
+  }
+  s.spliced = std::move(spliced);
+  s.splice_features = features;
+  try {
+    std::vector<float> out = prefill(sequence, tokens);
+    s.spliced.clear();
+    return out;
+  } catch (...) {
+    s.spliced.clear();
+    throw;
+  }
 }
 
 std::vector<float> Session::decode(int32_t token) {
@@ -592,6 +630,33 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
     result.emplace_back(out.begin() + static_cast<std::ptrdiff_t>(first[i] * width),
                         out.begin() + static_cast<std::ptrdiff_t>((first[i] + inputs[i].size()) * width));
   return result;
+}
+
+std::vector<float> Session::encode_rows(std::span<const float> input, int64_t rows) {
+  Impl& s = *impl_;
+  const int64_t width = s.plan.input_row_floats;
+  if (!s.model.encoder || width == 0)
+    throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) + " reads no input rows: encode_rows() runs a vision tower");
+  if (rows < 1 || static_cast<int64_t>(input.size()) != rows * width)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(input.size()) + " input values for " + std::to_string(rows) +
+                                                " rows of " + std::to_string(width));
+  if (rows > s.context)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(rows) + " input rows exceed the context of " +
+                                                std::to_string(s.context) + " positions");
+  const size_t padded = s.padded_rows(static_cast<size_t>(rows));
+  if (static_cast<int64_t>(padded) > s.options.max_chunk)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(rows) + " input rows exceed the " +
+                                                std::to_string(s.options.max_chunk) + " this device binds at once");
+  s.check_ready(0, 0);
+  s.write_input(0, 0, std::vector<int32_t>(static_cast<size_t>(rows), 0));
+  float* to = static_cast<float*>(s.input->mapped());
+  std::copy(input.begin(), input.end(), to);
+  std::fill(to + input.size(), to + padded * static_cast<size_t>(width), 0.0f);  // the padding rows: zeros
+  s.run_chunk(0, static_cast<uint32_t>(padded));
+  s.positions[0] = 0;  // nothing stays cached: each pass starts from position 0
+  std::vector<float> out = s.read_logits(static_cast<uint32_t>(padded));
+  out.resize(static_cast<size_t>(rows * s.model.output_width));
+  return out;
 }
 
 void Session::source(int64_t sequence, std::span<const int32_t> tokens) {

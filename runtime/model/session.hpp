@@ -145,6 +145,13 @@ class Session {
   std::vector<float> prefill(std::span<const int32_t> tokens);
   // The same for one sequence's cache.
   std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens);
+  // The same for a decoder of a [vision] splice, whose rows `at` (increasing
+  // indices into tokens) take the rows of `features` ([at.size()][hidden],
+  // a vision tower's output rows) in place of their tokens' embeddings.
+  // Throws Error(InvalidArgument) for a model that splices nothing, rows
+  // out of order or a size that does not match, before anything runs.
+  std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens, std::span<const int64_t> at,
+                             std::span<const float> features);
   // An encoder's final hidden states [T_i][hidden] of each input, all inputs
   // in one pass (at most sequences() of them, each at most the context long;
   // every row of an input attends to every key of it). The cache keeps
@@ -153,6 +160,13 @@ class Session {
   // input too long, before anything runs. On an encoder, prefill(tokens) is
   // encode() of the one input.
   std::vector<std::vector<float>> encode(std::span<const std::vector<int32_t>> inputs);
+  // A vision tower (vision_info()): one image's input rows, `rows` of
+  // plan.input_row_floats values each (its patches unfolded, a class
+  // token's row zeros), through the tower in one pass; its output rows
+  // [rows][output_width]. Throws Error(InvalidArgument) for a model that
+  // reads no input rows, a size that does not match, or more rows than the
+  // context or a pass holds, before anything runs.
+  std::vector<float> encode_rows(std::span<const float> input, int64_t rows);
   // An encoder–decoder: encodes `tokens`, the source, in one pass into the
   // sequence's cross-attention caches and empties its decoder cache; its
   // prefill and decode steps then attend to that source, starting from

@@ -171,6 +171,11 @@ struct Session::Impl {
   std::vector<vk::TexelView> k_views, v_views;  // the same, as RGBA32UI texels
   std::vector<vk::Buffer> conv_state, scan_state;  // per Mamba layer [sequences][conv/scan_state_floats] f32
   std::optional<vk::Buffer> io;                 // host-visible: plan::IoRow[max_chunk]
+  std::optional<vk::Buffer> input;              // host-visible: [max_chunk][input_row_floats] f32, when read
+  // A spliced prompt's (Session::prefill with features): per token row, its
+  // feature row (−1: its token's embedding), and the features; empty otherwise.
+  std::vector<int64_t> spliced;
+  std::span<const float> splice_features;
   std::optional<vk::Buffer> logits;             // [max_chunk with all_logits, else sequences][vocab] f32
   std::optional<vk::Buffer> partials;           // [max_chunk][splits][partials_row_floats] f32, when split
   std::optional<vk::Buffer> expanded;           // [expanded_rows][expanded_row_floats] f32, when the class expands

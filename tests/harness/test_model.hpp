@@ -79,8 +79,13 @@ inline std::map<std::string, std::vector<std::byte>>& quantized_blocks() {
 inline const reference::Weights& test_weights() {
   static const reference::Weights w = [] {
     reference::Weights r = reference::random_weights(test_spec(), 1234, 0.25f);
-    for (const spec::TensorSpec& t : spec::build_manifest(test_spec()).tensors) {
-      if (t.shape.size() != 2) continue;  // vectors go to the device as f32
+    // (A vision tower's tensors too: its build uploads them from the same weights.)
+    std::vector<spec::TensorSpec> tensors = spec::build_manifest(test_spec()).tensors;
+    for (spec::TensorSpec& t : spec::build_vision_manifest(test_spec()).tensors) tensors.push_back(std::move(t));
+    for (const spec::TensorSpec& t : tensors) {
+      // Vectors go to the device as f32; matrices (a patch embedding's rank-4
+      // convolution among them) in their dtype.
+      if (t.shape.size() != 2 && t.shape.size() != 4) continue;
       if (t.slice > 0) continue;            // a stacked tensor is rounded whole, at its first slice
       std::vector<float>& values = r.tensors.at(t.name);
       if (is_block_dtype(t.dtype)) {  // ggml's blocks, kept on the device: the reference reads their values

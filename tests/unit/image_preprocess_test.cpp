@@ -371,4 +371,27 @@ TEST_CASE("pad: the image at the top left, zeros below and to the right") {
   CHECK_THROWS_AS(pad(im, 2, 7), Error);
 }
 
+// A tower's input rows: row r · cols + c is patch (r, c), its values
+// channel by channel, each the patch's rows: the patch embedding's weight
+// order, as a convolution of stride patch reads them.
+TEST_CASE("unfold_patches: the patches row by row, each in the convolution's order, after the lead rows") {
+  const int64_t C = 2, H = 4, W = 6, P = 2;
+  std::vector<float> pixels(static_cast<size_t>(C * H * W));
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i);
+  const std::vector<float> rows = unfold_patches(pixels, C, H, W, P, 1);
+  const int64_t unfolded = C * P * P;
+  REQUIRE(rows.size() == static_cast<size_t>((1 + (H / P) * (W / P)) * unfolded));
+  for (int64_t i = 0; i < unfolded; ++i) CHECK(rows[static_cast<size_t>(i)] == 0.0f);  // the class row
+  for (int64_t r = 0; r < H / P; ++r)
+    for (int64_t c = 0; c < W / P; ++c)
+      for (int64_t ch = 0; ch < C; ++ch)
+        for (int64_t y = 0; y < P; ++y)
+          for (int64_t x = 0; x < P; ++x) {
+            const size_t at = static_cast<size_t>((1 + r * (W / P) + c) * unfolded + (ch * P + y) * P + x);
+            CHECK(rows[at] == pixels[static_cast<size_t>((ch * H + r * P + y) * W + c * P + x)]);
+          }
+  CHECK_THROWS_AS(unfold_patches(pixels, C, H, W, 4), Error);         // 6 is not whole patches of 4
+  CHECK_THROWS_AS(unfold_patches(pixels, C, H, W + 2, P), Error);     // a size that does not match
+}
+
 }  // TEST_SUITE

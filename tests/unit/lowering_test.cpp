@@ -932,3 +932,54 @@ TEST_CASE("flash classes: a prompt's attention in flash tiles planned for the mo
   // A model without attention (Mamba-2) plans none.
   for (const DeviceClass& c : planned("tests/specs/tiny/mamba2.toml").model.plan.classes) CHECK(c.flash.rows == 0);
 }
+
+// A splice [vision]: the tower's build, an encoder over an image's unfolded
+// patches (the host's input rows copied in, the patch matmul, the positions
+// and the class token, pre_layrnorm folded into the first projections), its
+// layers up to the feature layer and the projector writing the output; the
+// decoder's embedding splicing the host's rows. The towers the device does
+// not run yet are refused at [vision], naming the part.
+TEST_CASE("a vision tower's build: input rows, patch matmul, positions and class, layers, projector to the output") {
+  const Planned llava = planned("tests/specs/vision/tiny-llava.toml");
+  const spec::Spec& s = llava.spec;
+  spec::Diagnostics diagnostics(s.file);
+  const auto tower = lower::plan_tower(s, diagnostics);
+  REQUIRE_MESSAGE(tower, diagnostics.format());
+  const lower::Plan& p = tower->plan;
+  const std::vector<std::string> n = names(p);
+  REQUIRE(n.size() > 4);
+  const int64_t unfolded = s.vision.channels * s.vision.patch * s.vision.patch;
+  CHECK(n[0] == "embed_rows_" + std::to_string(unfolded));                      // the host's rows
+  CHECK(n[1].starts_with("matmul_" + std::to_string(unfolded) + "_f16"));       // the patch embedding
+  CHECK(n[2] == "embed_rows_" + std::to_string(s.vision.dims.hidden) + "_pos_f16_class");
+  CHECK(p.scalars.input_row_floats == unfolded);
+  CHECK(p.dispatches[0].binding("x") == plan::input());
+  // The tower's layers up to feature_layer −2: one of its two.
+  int32_t last_block = -1;
+  for (const lower::Dispatch& d : p.dispatches) last_block = std::max(last_block, d.block);
+  CHECK(last_block == s.vision.layers_run() - 1);
+  // The projector's second linear writes the output, the decoder's width.
+  const lower::Dispatch& out = p.dispatches.back();
+  CHECK(out.binding("y") == plan::logits());
+  CHECK(p.kernel_name(out).starts_with("matmul_" + std::to_string(s.vision.projector.intermediate > 0
+                                                                       ? s.vision.projector.intermediate
+                                                                       : s.dims.hidden)));
+  CHECK(p.scalars.cache_row_bytes == s.vision.dims.kv_heads * s.vision.dims.head_dim * 2);  // the tower's own heads
+
+  // The decoder's embedding takes the host's rows where a row is flagged.
+  const lower::Plan& decoder = llava.model.plan;
+  CHECK(decoder.kernel_name(decoder.dispatches[0]).ends_with("_splice"));
+  CHECK(decoder.dispatches[0].binding("x") == plan::input());
+  CHECK(decoder.scalars.input_row_floats == s.dims.hidden);
+
+  for (const char* other : {"tiny-gemma3.toml", "tiny-pixtral.toml", "tiny-mllama.toml"}) {
+    CAPTURE(other);
+    const std::string file = std::string("tests/specs/vision/") + other;
+    spec::Diagnostics d(file);
+    const auto parsed = spec::parse_spec_file(std::string(LATHE_SOURCE_DIR "/") + file, d);
+    REQUIRE(parsed);
+    CHECK(!lower::plan_tower(*parsed, d));
+    CHECK(d.format().find("the vision tower cannot run on the device: ") != std::string::npos);
+    CHECK(d.format().find("does not run on the device yet") != std::string::npos);
+  }
+}

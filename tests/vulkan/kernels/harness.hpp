@@ -45,6 +45,7 @@
 #include "runtime/reference/reference.hpp"
 #include "generator/emit/emit_kernels.hpp"
 #include "generator/emit/shader_compiler.hpp"
+#include "generator/lower/model_plan.hpp"
 #include "generator/spec/parse.hpp"
 #include "core/kernels.hpp"
 #include "runtime/vk/buffer.hpp"
@@ -98,6 +99,9 @@ constexpr double kCopyTolerance = 1e-12;      // f32 copies (the V cache) are ex
 struct Model {
   spec::Spec spec;
   std::vector<emit::KernelInstance> kernels;
+  // A vision tower's build (lower::tower_spec of this spec): what its
+  // input rows and projector are.
+  std::optional<spec::Spec> tower_of;
 };
 
 inline std::vector<fs::path> toml_files(const fs::path& dir) {
@@ -151,6 +155,22 @@ inline const std::vector<Model>& models() {
             emit::kernel_instance(*s, lower::KernelKey{.family = kernels::Family::Norm, .width = s->dims.hidden}));
         out.push_back({*s, std::move(instances)});
       }
+    }
+    // The vision specs whose tower runs on the device: the tower's build (its
+    // own spec's constants) and the decoder's, whose embedding splices.
+    for (const fs::path& file : toml_files(root / "tests" / "specs" / "vision")) {
+      if (!kernel_spec_selected(file.lexically_relative(root).generic_string())) continue;
+      spec::Diagnostics diag(file.string());
+      std::optional<spec::Spec> s = spec::parse_spec_file(file.string(), diag);
+      REQUIRE_MESSAGE(s, diag.format());
+      spec::Diagnostics tower_diag(file.string());
+      if (!lower::plan_tower(*s, tower_diag)) continue;
+      const spec::Spec tower = lower::tower_spec(*s);
+      std::vector<emit::KernelInstance> instances = emit::tower_kernel_instances(*s);
+      instances.push_back(
+          emit::kernel_instance(tower, lower::KernelKey{.family = kernels::Family::Norm, .width = tower.dims.hidden}));
+      out.push_back({tower, std::move(instances), *s});
+      out.push_back({*s, emit::kernel_instances(*s)});
     }
     return out;
   }();

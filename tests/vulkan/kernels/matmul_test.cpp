@@ -48,11 +48,21 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     const bool vector_gate = s.moe.shared_expert_gate && s.weights.preset == "gguf" && dtype == DType::F32;
     CHECK((spec_matrix_dtype(s, dtype) || vector_gate));
     // (Latent attention's: q_b_proj reads the query latent, o_proj the heads' values.)
+    // A vision tower's: the patch embedding reads an unfolded patch, the
+    // projector's second linear its intermediate, its first ends in its own φ.
+    const spec::Vision* vision = m.tower_of ? &m.tower_of->vision : nullptr;
+    const int64_t projected = vision && vision->projector.intermediate > 0 ? vision->projector.intermediate
+                              : vision                                     ? m.tower_of->dims.hidden
+                                                                           : 0;
+    const bool tower_input = vision && (K == vision->channels * vision->patch * vision->patch || K == projected);
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate ||
            K == s.moe.shared_experts * s.moe.shared_intermediate || (s.ssm.enabled() && K == s.ssm.d_inner) ||
-           (s.mla.enabled && (K == s.mla.q_lora_rank || K == d.heads * s.mla.v_head_dim))));
+           (s.mla.enabled && (K == s.mla.q_lora_rank || K == d.heads * s.mla.v_head_dim)) || tower_input));
     CHECK(c.u("ACT_NONE") == 0);
-    if (gated || act != 0) CHECK(act == act_constant(c, s.mlp.activation));
+    const spec::Activation phi = vision && act != 0 && act == act_constant(c, vision->projector.activation)
+                                     ? vision->projector.activation
+                                     : s.mlp.activation;
+    if (gated || act != 0) CHECK(act == act_constant(c, phi));
     CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));
     // c · tanh(y / c) on the LM head's logits only (Gemma 2's final_logit_softcapping).
     const double softcap = c.f("SOFTCAP");
@@ -229,7 +239,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
           for (uint32_t i = 0; i < K; ++i) value += wr[i] * xr[i];
           value *= out_scale;
           if (bias) value += bias_values[cs.gate_row0 + r];
-          if (act != 0) value = activate(s.mlp.activation, value);
+          if (act != 0) value = activate(phi, value);
           if (gated) {
             const std::vector<double>& ur = second.row(cs.up_row0 + r);
             double up = 0;
