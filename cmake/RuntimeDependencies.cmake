@@ -1,5 +1,5 @@
 # What the runtime libraries (lathe_core, lathe_runtime, lathe_text,
-# lathe_generate) and a model executable link against: included by lathe's
+# lathe_image, lathe_generate) and a model executable link against: included by lathe's
 # own build (Dependencies.cmake) and by the installed package
 # (latheConfig.cmake), so a project that links the installed libraries finds
 # the same packages.

@@ -194,6 +194,14 @@ constexpr DeviceRow device_row(DType d, int64_t cols) {
   return {body + qh + (blocks * b.scale.bytes + 15) / 16, body, body + qh};
 }
 
+// The values a device row of a matrix of `cols` columns holds: a block
+// dtype's cols (whole blocks); any other's padded to whole 16-byte texels,
+// the padding zeros (a patch embedding's 3 · 14² = 588 f16 columns: 592).
+constexpr int64_t device_cols(DType d, int64_t cols) {
+  if (is_block_dtype(d)) return cols;
+  return device_row(d, cols).texels * 16 / dtype_layout(d).bytes;
+}
+
 // The bytes a checkpoint tensor of `rows` × `cols` (rank 2; rank 1: `rows`
 // values) takes on the device: a matrix in its dtype, block rows as
 // device_row lays them out; a vector in f32.

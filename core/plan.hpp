@@ -446,6 +446,18 @@ constexpr int32_t first_met(std::span<const DeviceClass> classes, const DeviceFe
   return -1;
 }
 
+// A [vision] splice's link between its two builds (the decoder's
+// ModelInfo::vision), as the spec says it: what the host makes of an image
+// for the tower, and how a prompt holds the tower's rows.
+struct VisionLink {
+  int64_t channels = 0, patch = 0, image_size = 0;  // the tower's input: a square of image_size pixels
+  int64_t class_rows = 0;    // the tower's input rows before the patches (a class token's), zeros
+  int64_t skip_rows = 0;     // its output rows before the features (a class token's the projector drops)
+  int64_t features = 0;      // the rows an image gives the decoder
+  int64_t marker = -1;       // the token a prompt holds once where an image goes
+  int64_t image_token = -1;  // the token each of the image's rows holds (−1: the marker)
+};
+
 // Everything a session allocates for the plan.
 struct Plan {
   std::span<const Kernel> kernels;
@@ -686,8 +698,10 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
           if (manifest[part.tensor].elements() % k != 0 || row0[w] + n > part.rows || part.row0 != col0) return bad;
         }
         if (x.resource != Resource::Weight) continue;
+        // (Its rows as the device holds them: padded to whole texels.)
         const ManifestEntry& e = manifest[x.index];
-        if (e.elements() % k != 0 || row0[w] + n > e.elements() / k) return bad;
+        const int64_t held = e.rank >= 2 ? e.shape[0] * device_cols(e.dtype, e.shape[1]) : e.elements();
+        if (held % k != 0 || row0[w] + n > held / k) return bad;
       }
     }
   }

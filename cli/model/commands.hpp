@@ -30,6 +30,7 @@ struct TextOptions {
   int64_t context = 0;
   bool no_check = false, verbose = false;
   lathe::text::GenerateOptions generate;
+  std::vector<std::string> images;  // --image: files whose features go where the prompt's image markers are
 };
 
 // Greedy generation from token ids (text in and out comes with the
@@ -54,7 +55,8 @@ int cmd_chat(const TextOptions& o);
 // An encoder-decoder's rows are its decoder's, after the source
 // (--source-tokens) is encoded.
 int cmd_logits(const std::string& weights, const std::string& tokens_text, const std::string& source_text,
-               int64_t steps, int64_t context, const std::string& device, const std::string& out_path, bool check);
+               int64_t steps, int64_t context, const std::string& device, const std::string& out_path, bool check,
+               const std::vector<std::string>& images = {});
 
 // Perplexity as llama.cpp's llama-perplexity computes it: the file's ids
 // (with BOS) cut into whole chunks of the context length, each chunk's first

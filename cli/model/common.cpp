@@ -16,7 +16,11 @@
 #include "core/balance.hpp"
 #include "core/plan.hpp"
 #include "runtime/error.hpp"
+#include "runtime/generate/images.hpp"
+#include "runtime/image/image.hpp"
+#include "runtime/image/preprocess.hpp"
 #include "runtime/model/model_info.hpp"
+#include "runtime/model/session.hpp"
 #include "runtime/vk/device_info.hpp"
 #include "runtime/weights/gguf.hpp"
 
@@ -217,6 +221,45 @@ std::string read_text_file(const std::string& path, const std::string& option) {
   text << in.rdbuf();
   if (in.bad()) throw Error(ErrorKind::Io, option + " " + path + ": read failed");
   return text.str();
+}
+
+namespace {
+
+// --image: the checkpoint's preprocessor_config.json, beside -w (a
+// directory, or a file in it).
+std::filesystem::path preprocessor_config(const std::string& weights) {
+  if (weights.empty())
+    throw Error(ErrorKind::InvalidArgument,
+                "--image needs the checkpoint's preprocessor_config.json: give -w the checkpoint (its directory)");
+  const std::filesystem::path w(weights);
+  const std::filesystem::path config =
+      (std::filesystem::is_directory(w) ? w : w.parent_path()) / "preprocessor_config.json";
+  if (!std::filesystem::exists(config))
+    throw Error(ErrorKind::NotFound, "--image: " + config.string() +
+                                         " does not exist (the image processor's settings, beside the checkpoint)");
+  return config;
+}
+
+}  // namespace
+
+// Each --image's features: the tower's build (vision_info()) in a session of
+// its own on the decoder's device, its weights from the same checkpoint, each
+// file decoded and preprocessed as the checkpoint's processor does.
+std::vector<std::vector<float>> image_features(const std::string& weights, const std::vector<std::string>& images,
+                                               bool check, lathe::vk::Device& device) {
+  const lathe::ModelInfo* tower = lathe::vision_info();
+  const lathe::plan::VisionLink* link = lathe::model_info().vision;
+  if (tower == nullptr || link == nullptr)
+    throw Error(ErrorKind::InvalidArgument,
+                "--image: " + std::string(lathe::model_info().name) + " takes no images (its spec has no [vision] splice)");
+  const lathe::image::Preprocess p = lathe::image::read_preprocessor_config(preprocessor_config(weights));
+  const auto checkpoint = lathe::open_checkpoint(*tower, weights);
+  lathe::Session session(device, *tower);
+  load_weights(session, checkpoint.get(), check);
+  std::vector<std::vector<float>> out;
+  for (const std::string& file : images)
+    out.push_back(lathe::text::encode_image(session, *link, p, lathe::image::load(file), file));
+  return out;
 }
 
 }  // namespace lathe::cli

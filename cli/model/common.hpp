@@ -100,6 +100,15 @@ std::unique_ptr<lathe::weights::Checkpoint> checked(const std::string& weights);
 // `check`: refuse a NaN or an infinity among them (--no-check turns it off).
 void load_weights(lathe::Session& session, const lathe::weights::Checkpoint* checkpoint, bool check);
 
+// --image: each file's rows for the decoder (text::encode_image): the tower's
+// build (vision_info()) in a session of its own on `device`, its weights from
+// the checkpoint `weights`, the image processor's settings from the
+// preprocessor_config.json beside it. Throws Error naming the option and
+// file for a model without a [vision] splice, no checkpoint, a missing
+// config or a bad image.
+std::vector<std::vector<float>> image_features(const std::string& weights, const std::vector<std::string>& images,
+                                               bool check, lathe::vk::Device& device);
+
 // "weights 3.29 MiB, KV cache 1.50 MiB": what the session holds on the device.
 std::string memory_text(const lathe::Session& session);
 

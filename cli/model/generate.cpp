@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "cli/model/common.hpp"
 #include "runtime/error.hpp"
 #include "runtime/generate/generate.hpp"
+#include "runtime/generate/images.hpp"
 #include "runtime/generate/sampler.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
@@ -113,12 +115,18 @@ int cmd_generate(const std::string& weights, const std::string& tokens_text, int
 int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
   TextRun run(o);
   const std::vector<int32_t> ids = lathe::text::encode_prompt(run.session, run.tokenizer, prompt);
-  warm_up(run.session, static_cast<int64_t>(ids.size()));
+  // --image: each image's features in place of the prompt's next marker.
+  std::optional<lathe::text::SplicedPrompt> spliced;
+  if (!o.images.empty())
+    spliced = lathe::text::splice_images(*lathe::model_info().vision, ids,
+                                         image_features(o.weights, o.images, !o.no_check, run.vk.device()),
+                                         lathe::model_info().hidden);
+  warm_up(run.session, static_cast<int64_t>(spliced ? spliced->ids.size() : ids.size()));
   std::cout << prompt << std::flush;
+  const auto print = [](std::string_view text) { std::cout << text << std::flush; };
   const lathe::text::GenerateStats stats =
-      lathe::text::generate(run.session, run.tokenizer, run.sampler, ids, o.generate, [](std::string_view text) {
-        std::cout << text << std::flush;
-      });
+      spliced ? lathe::text::generate(run.session, run.tokenizer, run.sampler, *spliced, o.generate, print)
+              : lathe::text::generate(run.session, run.tokenizer, run.sampler, ids, o.generate, print);
   std::cout << "\n" << std::flush;  // before the stats on stderr, where both go to one pipe
   print_stats(stats, run.vk.device().info().name, run.session);
   return 0;

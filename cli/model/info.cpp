@@ -100,12 +100,16 @@ int cmd_random_weights(const std::string& out, uint64_t seed, float scale) {
   const lathe::ModelInfo& m = lathe::model_info();
   std::vector<lathe::weights::TensorToWrite> tensors;
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (const lathe::ManifestEntry& e : m.manifest) {
-    const std::vector<float> values = random_values(e, state, scale);
-    lathe::weights::TensorToWrite t{std::string(e.name), e.dtype, e.stored_shape(), {}};
-    t.data.resize(values.size() * lathe::weights::dtype_size(e.dtype));
-    lathe::weights::convert(lathe::DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
-    tensors.push_back(std::move(t));
+  // A [vision] model's checkpoint holds its tower's build's tensors too.
+  for (const lathe::ModelInfo* build : {&m, lathe::vision_info()}) {
+    if (build == nullptr) continue;
+    for (const lathe::ManifestEntry& e : build->manifest) {
+      const std::vector<float> values = random_values(e, state, scale);
+      lathe::weights::TensorToWrite t{std::string(e.name), e.dtype, e.stored_shape(), {}};
+      t.data.resize(values.size() * lathe::weights::dtype_size(e.dtype));
+      lathe::weights::convert(lathe::DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
+      tensors.push_back(std::move(t));
+    }
   }
   lathe::weights::write_safetensors(out, tensors, {{"format", "pt"}, {"lathe", "random weights"}});
   std::cerr << "wrote " << tensors.size() << " random tensors of " << m.name << " to " << out << "\n";

@@ -105,6 +105,10 @@ int main(int argc, char** argv) {
   logits->add_option("-o,--output", out_path, "Output file: (prompt + steps) rows × vocab f32")->required();
   bool logits_no_check = false;
   logits->add_flag("--no-check", logits_no_check, kNoCheckHelp);
+  std::vector<std::string> logits_images;
+  logits->add_option("--image", logits_images,
+                     "An image (PNG or JPEG) in place of the next image marker among the ids, expanded as the "
+                     "checkpoint's processor does; the text tokens' rows are written (repeatable; a [vision] model)");
 
   auto* profile = app.add_subcommand("profile", "Device time per kernel of one pass, on random weights");
   uint32_t profile_rows = 1;
@@ -166,6 +170,11 @@ int main(int argc, char** argv) {
   auto* prompt_option = generate->add_option("-p,--prompt", prompt, "Prompt text");
   auto* tokens_option = generate->add_option("-t,--tokens", gen_tokens, "Prompt token ids, comma-separated (greedy ids out)");
   prompt_option->excludes(tokens_option);
+  auto* image_option = generate->add_option(
+      "--image", text.images,
+      "An image (PNG or JPEG) whose features go where the prompt's next image marker is (repeatable; a [vision] "
+      "model, its preprocessor_config.json beside -w)");
+  image_option->excludes(tokens_option);
   generate->callback([&] {
     if (prompt_option->count() == 0 && tokens_option->count() == 0)
       throw CLI::RequiredError("--prompt or --tokens");
@@ -347,7 +356,8 @@ int main(int argc, char** argv) {
     if (*chat) return cmd_chat(text);
     if (*bench) return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device, !text.no_check);
     if (*profile) return cmd_profile(profile_rows, profile_position, device);
-    if (*logits) return cmd_logits(weights, tokens, source_tokens, steps, context, device, out_path, !logits_no_check);
+    if (*logits)
+      return cmd_logits(weights, tokens, source_tokens, steps, context, device, out_path, !logits_no_check, logits_images);
     if (*tokenize) return cmd_tokenize(tok);
     if (*detokenize) return cmd_detokenize(detok_weights, detok_tokenizer, detok_tokens, detok_skip);
     if (*perplexity) return cmd_perplexity(ppl);

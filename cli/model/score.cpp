@@ -18,6 +18,7 @@
 #include "cli/model/commands.hpp"
 #include "cli/model/common.hpp"
 #include "runtime/error.hpp"
+#include "runtime/generate/images.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/serve/embedder.hpp"
@@ -27,9 +28,13 @@
 namespace lathe::cli {
 
 int cmd_logits(const std::string& weights, const std::string& tokens_text, const std::string& source_text,
-               int64_t steps, int64_t context, const std::string& device, const std::string& out_path, bool check) {
+               int64_t steps, int64_t context, const std::string& device, const std::string& out_path, bool check,
+               const std::vector<std::string>& images) {
   const lathe::ModelInfo& m = lathe::model_info();
   const std::vector<int32_t> tokens = parse_tokens(tokens_text);
+  if (!images.empty() && m.vision == nullptr)
+    throw Error(ErrorKind::InvalidArgument,
+                "--image: " + std::string(m.name) + " takes no images (its spec has no [vision] splice)");
   if (m.encoder && steps > 0)
     throw Error(ErrorKind::InvalidArgument, std::string(m.name) + " is an encoder: it has no decode steps (drop -n)");
   if (m.encoder_decoder && source_text.empty())
@@ -57,11 +62,31 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, const
     out.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(float)));
   };
   if (!source.empty()) session.source(0, source);
-  write(session.prefill(tokens), [](size_t r) { return "prompt row " + std::to_string(r); });
+  if (images.empty()) {
+    write(session.prefill(tokens), [](size_t r) { return "prompt row " + std::to_string(r); });
+  } else {
+    // Each image's rows in place of its marker, as the checkpoint's processor
+    // expands it; the rows of the text tokens are written, the image's not.
+    const lathe::text::SplicedPrompt p =
+        lathe::text::splice_images(*m.vision, tokens, image_features(weights, images, check, vk.device()), m.hidden);
+    const std::vector<float> rows = session.prefill(0, p.ids, p.at, p.features);
+    std::vector<float> text;
+    size_t next = 0;
+    for (size_t r = 0; r < p.ids.size(); ++r) {
+      if (next < p.at.size() && p.at[next] == static_cast<int64_t>(r)) {
+        ++next;
+        continue;
+      }
+      text.insert(text.end(), rows.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                  rows.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+    }
+    write(text, [](size_t r) { return "text row " + std::to_string(r); });
+  }
   for (int64_t i = 0; i < steps; ++i)
     write(session.decode(session.argmax()), [i](size_t) { return "decode step " + std::to_string(i + 1); });
   if (!out.flush()) throw Error(ErrorKind::Io, out_path + ": write failed");
-  std::cerr << "wrote " << tokens.size() + static_cast<size_t>(steps) << " rows × " << vocab
+  const size_t markers = images.empty() ? 0 : images.size();  // a marker's row is an image's rows, not written
+  std::cerr << "wrote " << tokens.size() - markers + static_cast<size_t>(steps) << " rows × " << vocab
             << (m.encoder ? " f32 hidden states to " : " f32 logits to ")
             << out_path << " (" << vk.device().info().name << ")\n";
   return 0;

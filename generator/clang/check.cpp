@@ -116,6 +116,8 @@ CheckResult check_generated(const std::string& header_text, const CheckOptions& 
   overlay->pushOverlay(memory);
   memory->addFile(main_name, 0, llvm::MemoryBuffer::getMemBufferCopy(unit, main_name));
   memory->addFile(options.header_name, 0, llvm::MemoryBuffer::getMemBufferCopy(header_text, options.header_name));
+  for (const auto& [name, text] : options.headers)
+    memory->addFile(name, 0, llvm::MemoryBuffer::getMemBufferCopy(text, name));
   auto files = llvm::makeIntrusiveRefCnt<::clang::FileManager>(::clang::FileSystemOptions(), overlay);
 
   CheckResult result;

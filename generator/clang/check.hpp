@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lathe::clang {
@@ -34,6 +35,9 @@ struct CheckOptions {
   std::vector<std::string> include_dirs;
   // C++ appended to the translation unit after the header (tests, debugging).
   std::string extra_code;
+  // More headers in memory beside it, name and text: a [vision] spec's
+  // tower.hpp, which its model header includes.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 struct CheckResult {

@@ -25,6 +25,12 @@ int cmd_check(const std::string& path, const std::string& root, const std::strin
   options.model_namespace = lathe::emit::model_namespace(spec->name);
   options.include_dirs = {root};
   options.extra_code = inject;
+  if (planned->tower) {  // the tower's build, which the model header includes, its schedule instantiated too
+    const lathe::spec::Spec tower = lathe::lower::tower_spec(*spec);
+    options.headers.push_back({"tower.hpp", model_header(tower, *planned->tower, path, "tower.hpp")});
+    options.extra_code = "template void lathe::models::" + lathe::emit::model_namespace(tower.name) +
+                         "::forward<lathe::typed::Recorder>(lathe::typed::Recorder&);\n" + options.extra_code;
+  }
   const auto result = lathe::clang::check_generated(model_header(*spec, planned->model, path, options.header_name), options);
   std::cerr << result.format();
   if (!result.ok) {

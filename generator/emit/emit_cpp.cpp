@@ -347,7 +347,18 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("name", s.name);
   if (!s.source.empty()) root.set("source", s.source);
   root.set("namespace", model_namespace(s.name));
-  if (s.vision.enabled) root.set("tower", true);
+  if (s.vision.enabled) {
+    root.set("tower", true);
+    // The host's side of the splice (plan::VisionLink).
+    const Vision& v = s.vision;
+    const int64_t lead = v.class_token ? 1 : 0, skip = v.class_token && v.drop_class_token ? 1 : 0;
+    const std::vector<int64_t> link = {v.channels,        v.patch,          v.image_size,  lead, skip,
+                                       v.image_features(), v.tokens.marker, v.tokens.image};
+    std::string text;
+    for (int64_t x : link) text += (text.empty() ? "" : ", ") + std::to_string(x);
+    root.set("vision_link", text);
+    root.set("vision_line", std::to_string(std::max<uint32_t>(1, s.where("vision").line)));
+  }
 
   kainjow::mustache::list constants;
   auto constant = [&](const std::string& ident, const std::string& type, const std::string& value,
@@ -526,7 +537,9 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("layout", s.weights.layout == Layout::OutIn ? "OutIn" : "InOut");
   root.set("qkv_layout", std::string(spelling(s.weights.qkv_layout).enumerator));
   kainjow::mustache::list ignore;
-  const std::vector<std::string> ignored = ignored_patterns(s);
+  std::vector<std::string> ignored = ignored_patterns(s);
+  for (const std::string& name : model.others)  // the other build's tensors, in a [vision] spec's one checkpoint
+    if (std::find(ignored.begin(), ignored.end(), name) == ignored.end()) ignored.push_back(name);
   for (const std::string& pattern : ignored) {
     data p;
     p.set("pattern", pattern);

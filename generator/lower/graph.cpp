@@ -463,13 +463,11 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
   if (v.class_token && v.patch_bias)
     refuse("a class token beside a patch bias: the class row's input is zeros, which a bias would not keep");
   const int64_t unfolded = v.channels * v.patch * v.patch;
-  if (unfolded % 8 != 0)
-    refuse("an unfolded patch of " + std::to_string(unfolded) +
-           " values, not a multiple of 8 (padding the patch embedding's rows is next)");
   Builder b(t, manifest);
   // The host's rows: an image's patches unfolded in the order of the
   // convolution's weight (channels, then the patch's rows and columns);
-  // with a class token, row 0 is the class's, its values zeros.
+  // with a class token, row 0 is the class's, its values zeros. (The
+  // lowering widens them to the weight's device rows, whole texels.)
   uint32_t x = b.add("vision.patch", Op{OpKind::Input, 0, {}, {-1, -1}, {unfolded}}, unfolded);
   x = b.matmul("vision.patch", Role::PatchEmbed, -1, x);
   {

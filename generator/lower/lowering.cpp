@@ -316,6 +316,9 @@ class Lowering {
       unsupported(i + 1, "the token-type table's dtype differs from the token table's");
     if (positions && next->extra[0] >= 0) unsupported(i + 1, "a class embedding is added to a vision tower's patch rows only");
     const bool splice = op.variant == typed::kSplice;
+    // (A spliced row is the host's as it is: embed.comp adds no table to it.)
+    if (splice && (positions || types >= 0))
+      unsupported(i, "a decoder that splices image rows adds no learned positions or token types to its embeddings");
     if (splice) plan_.scalars.input_row_floats = std::max(plan_.scalars.input_row_floats, op.dims[1]);
     emit(i, KernelKey{.family = Family::Embed, .width = op.dims[1], .dtype = dtype(op.tensor[0]), .positions = positions,
                       .types = types >= 0, .splice = splice},
@@ -330,16 +333,27 @@ class Lowering {
     return positions ? 2 : 1;
   }
 
-  // OpKind::Input: the host's rows copied into an activation (embed's rows
-  // gather, no table).
+  // OpKind::Input and the patch embedding's matmul that reads it: the
+  // host's rows copied into an activation (embed's rows gather, no table),
+  // as wide as the weight's device rows (whole texels: the host pads each
+  // row with zeros, which meet the weight's zero padding), then the matmul
+  // over that width.
   size_t lower_input(size_t i) {
     const Op& op = ops_[i];
-    const Loc out = materialize(op.out);
-    plan_.scalars.input_row_floats = std::max(plan_.scalars.input_row_floats, op.dims[0]);
-    emit(i, KernelKey{.family = Family::Embed, .width = op.dims[0], .dtype = DType::F32, .rows = true}, plan::Grid::Rows,
-         {{"io", plan::io()}, {"x", plan::input()}, {"y", plan::activation(out.slot)}},
+    const Op* next = at(i + 1);
+    if (!next || next->kind != OpKind::MatMul || next->in[0] != op.out || last_use_[op.out] != static_cast<int32_t>(i + 1))
+      unsupported(i, "the host's rows are read by the one matmul after them");
+    const int64_t width = device_cols(dtype(next->tensor[0]), op.dims[0]);
+    const Loc rows = bind(op.out, Loc{allocate(width), 0, static_cast<uint32_t>(width)});
+    plan_.scalars.input_row_floats = std::max(plan_.scalars.input_row_floats, width);
+    emit(i, KernelKey{.family = Family::Embed, .width = width, .dtype = DType::F32, .rows = true}, plan::Grid::Rows,
+         {{"io", plan::io()}, {"x", plan::input()}, {"y", plan::activation(rows.slot)}},
          {{"token0", 0}, {"tokens", 0}});
-    return 1;
+    Op patch = *next;
+    patch.dims[1] = width;
+    const Loc out = materialize(next->out);
+    matmul(i + 1, patch, nullptr, Epilogue{.bias = patch.tensor[1] >= 0}, op.out, plan::activation(out.slot));
+    return 2;
   }
 
   // OpKind::PosEmbed of a value no embedding gathers (a vision tower's patch

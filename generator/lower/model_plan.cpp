@@ -6,10 +6,22 @@
 
 namespace lathe::lower {
 
+namespace {
+
+// Each name once, in order.
+void add_names(std::vector<std::string>& out, const spec::Manifest& m, int64_t from_layer = -1) {
+  for (const spec::TensorSpec& t : m.tensors)
+    if (t.layer >= from_layer && std::find(out.begin(), out.end(), t.name) == out.end()) out.push_back(t.name);
+}
+
+}  // namespace
+
 std::optional<ModelPlan> plan_model(const spec::Spec& s, spec::Diagnostics& diagnostics) {
   spec::Manifest manifest = spec::build_manifest(s);
   Graph graph = build_graph(s, manifest);
-  return plan_graph(s, std::move(manifest), std::move(graph), diagnostics);
+  auto model = plan_graph(s, std::move(manifest), std::move(graph), diagnostics);
+  if (model && s.vision.enabled) add_names(model->others, spec::build_vision_manifest(s));  // the tower's
+  return model;
 }
 
 spec::Spec tower_spec(const spec::Spec& s) {
@@ -35,7 +47,16 @@ std::optional<ModelPlan> plan_tower(const spec::Spec& s, spec::Diagnostics& diag
     return std::nullopt;
   }
   // The tower's own sizes (heads, cache rows), its ops' keys the spec's lines.
-  return plan_graph(tower_spec(s), std::move(manifest), std::move(graph), diagnostics);
+  auto tower = plan_graph(tower_spec(s), std::move(manifest), std::move(graph), diagnostics);
+  if (tower) {
+    // The decoder's tensors, the tower's layers past the feature layer, and
+    // what the spec ignores (CLIP's post_layernorm among them).
+    add_names(tower->others, spec::build_manifest(s));
+    add_names(tower->others, spec::build_vision_manifest(s), s.vision.layers_run());
+    for (const std::string& p : spec::ignored_patterns(s))
+      if (std::find(tower->others.begin(), tower->others.end(), p) == tower->others.end()) tower->others.push_back(p);
+  }
+  return tower;
 }
 
 std::optional<ModelPlan> plan_graph(const spec::Spec& s, spec::Manifest manifest, Graph graph,

@@ -17,6 +17,10 @@ struct ModelPlan {
   spec::Manifest manifest;
   Graph graph;
   Plan plan;  // with the sizes the runtime allocates by (core/plan.hpp) in plan.scalars
+  // A [vision] spec's builds share one checkpoint: the tensors it holds for
+  // the other build (each name once), which this one's audit tolerates
+  // beside spec::ignored_patterns.
+  std::vector<std::string> others;
 };
 
 // A graph the kernels cannot run is an error at the spec line of the key

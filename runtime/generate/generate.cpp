@@ -16,8 +16,13 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   return generate(session, tokenizer, sampler, encode_prompt(session, tokenizer, prompt), options, on_text);
 }
 
-GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::span<const int32_t> ids,
-                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+namespace {
+
+// generate() of ids, or of a prompt with images spliced (`images`, whose ids
+// are `ids`).
+GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::span<const int32_t> ids,
+                  const SplicedPrompt* images, const GenerateOptions& options,
+                  const std::function<void(std::string_view)>& on_text) {
   using Clock = std::chrono::steady_clock;
   GenerateStats stats;
   if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "the prompt encodes to no tokens (and the vocabulary adds no BOS)");
@@ -43,7 +48,7 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   StreamDecoder decoder(tokenizer, /*skip_special=*/true, /*start_of_text=*/false);
 
   const Clock::time_point start = Clock::now();
-  std::vector<float> logits = session.prompt(0, ids);
+  std::vector<float> logits = images ? session.prefill(0, ids, images->at, images->features) : session.prompt(0, ids);
   if (options.max_new_tokens == 0) {  // the prompt read, nothing sampled
     stats.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     stats.stop_reason = "max tokens";
@@ -82,6 +87,18 @@ GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sa
   stats.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
   stats.decode_seconds = std::chrono::duration<double>(done - prefilled).count();
   return stats;
+}
+
+}  // namespace
+
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::span<const int32_t> ids,
+                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+  return run(session, tokenizer, sampler, ids, nullptr, options, on_text);
+}
+
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, const SplicedPrompt& prompt,
+                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
+  return run(session, tokenizer, sampler, prompt.ids, &prompt, options, on_text);
 }
 
 }  // namespace lathe::text

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/generate/images.hpp"
 #include "runtime/generate/sampler.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
@@ -46,6 +47,10 @@ std::vector<int32_t> encode_prompt(const Session& session, const Tokenizer& toke
 GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler,
                        std::span<const int32_t> prompt_ids, const GenerateOptions& options,
                        const std::function<void(std::string_view)>& on_text);
+// The same for a prompt whose image rows take a vision tower's features
+// (splice_images).
+GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, const SplicedPrompt& prompt,
+                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text);
 // The same for text: encode_prompt, then the above.
 GenerateStats generate(Session& session, const Tokenizer& tokenizer, Sampler& sampler, std::string_view prompt,
                        const GenerateOptions& options, const std::function<void(std::string_view)>& on_text);

@@ -319,7 +319,7 @@ std::array<int64_t, 2> resized_size(const Preprocess& p, int64_t width, int64_t 
 }
 
 std::vector<float> unfold_patches(std::span<const float> pixels, int64_t channels, int64_t height, int64_t width,
-                                  int64_t patch, int64_t lead) {
+                                  int64_t patch, int64_t lead, int64_t row_floats) {
   if (channels < 1 || patch < 1 || height < patch || width < patch || height % patch != 0 || width % patch != 0 || lead < 0)
     throw Error(ErrorKind::InvalidArgument, "unfold_patches: " + std::to_string(height) + " × " + std::to_string(width) +
                                                 " pixels are not whole patches of " + std::to_string(patch));
@@ -328,13 +328,19 @@ std::vector<float> unfold_patches(std::span<const float> pixels, int64_t channel
                                                 std::to_string(channels) + " channels of " + std::to_string(height) +
                                                 " × " + std::to_string(width));
   const int64_t rows = height / patch, cols = width / patch, unfolded = channels * patch * patch;
-  std::vector<float> out(static_cast<size_t>((lead + rows * cols) * unfolded), 0.0f);
-  size_t i = static_cast<size_t>(lead * unfolded);
+  if (row_floats == 0) row_floats = unfolded;
+  if (row_floats < unfolded)
+    throw Error(ErrorKind::InvalidArgument, "unfold_patches: rows of " + std::to_string(row_floats) +
+                                                " values hold no patch of " + std::to_string(unfolded));
+  std::vector<float> out(static_cast<size_t>((lead + rows * cols) * row_floats), 0.0f);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
+    for (int64_t c = 0; c < cols; ++c) {
+      size_t i = static_cast<size_t>((lead + r * cols + c) * row_floats);
       for (int64_t ch = 0; ch < channels; ++ch)
         for (int64_t y = 0; y < patch; ++y)
-          for (int64_t x = 0; x < patch; ++x) out[i++] = pixels[static_cast<size_t>((ch * height + r * patch + y) * width + c * patch + x)];
+          for (int64_t x = 0; x < patch; ++x)
+            out[i++] = pixels[static_cast<size_t>((ch * height + r * patch + y) * width + c * patch + x)];
+    }
   return out;
 }
 

@@ -64,12 +64,14 @@ std::array<int64_t, 2> resized_size(const Preprocess& p, int64_t width, int64_t 
 // A preprocessed image's patches as a vision tower's input rows: `pixels`
 // [channels][height][width] (preprocess's output) cut into patch × patch
 // squares row by row, each unfolded in the order of the patch embedding's
-// weight [hidden][channels][patch][patch]: [rows · cols][channels · patch²],
-// after `lead` rows of zeros (a class token's row). Throws
-// Error(InvalidArgument) for sides that are not whole patches or a size
-// that does not match.
+// weight [hidden][channels][patch][patch]: [rows · cols][row_floats], each
+// row's channels · patch² values then zeros up to row_floats (the tower's
+// plan.input_row_floats: whole texels of the weight's rows; 0: no
+// padding), after `lead` rows of zeros (a class token's row). Throws
+// Error(InvalidArgument) for sides that are not whole patches, a size that
+// does not match or rows narrower than a patch.
 std::vector<float> unfold_patches(std::span<const float> pixels, int64_t channels, int64_t height, int64_t width,
-                                  int64_t patch, int64_t lead = 0);
+                                  int64_t patch, int64_t lead = 0, int64_t row_floats = 0);
 
 // Mllama's canvas, in tiles (what its processor calls an aspect ratio).
 struct AspectRatio {

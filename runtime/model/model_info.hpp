@@ -64,6 +64,9 @@ struct ModelInfo {
   // A state-space model's checkpoint holds A_log (A = −exp(A_log)), or A
   // itself (llama.cpp's ssm_a): what random weights must draw.
   bool ssm_a_log = true;
+  // A decoder of a [vision] splice: how its prompts hold the rows of its
+  // tower's build (vision_info()). Null: it takes no images.
+  const plan::VisionLink* vision = nullptr;
 };
 
 const ModelInfo& model_info();

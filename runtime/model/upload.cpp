@@ -126,7 +126,14 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
   const size_t size = weights::dtype_size(t.dtype);
   const bool transpose = e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role);
   const bool reorder = e.role == Role::Qkv && s.model.qkv_layout != QkvLayout::Blocks;
-  if (!transpose && !reorder && s.store_mapped(index, dtype, data)) return;
+  // A matrix whose rows are not whole texels (a patch embedding's 588 f16
+  // columns): each row padded with zeros to its device row (device_cols).
+  const size_t cols = static_cast<size_t>(e.shape[1]);
+  const size_t held_cols = e.rank >= 2 && read_as_matrix(e.role, e.bias, e.rank)
+                               ? static_cast<size_t>(device_cols(t.dtype, e.shape[1]))
+                               : cols;
+  const bool pad = !transpose && held_cols != cols;
+  if (!transpose && !reorder && !pad && s.store_mapped(index, dtype, data)) return;
   std::vector<std::byte> converted(elements * size);
   weights::convert(dtype, data, t.dtype, converted);
   if (transpose) {
@@ -139,6 +146,13 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
     converted.swap(transposed);
   }
   if (reorder) reorder_qkv(s.model, e, converted);
+  if (pad) {
+    const size_t rows = static_cast<size_t>(e.shape[0]);
+    std::vector<std::byte> padded(rows * held_cols * size);
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(&padded[r * held_cols * size], &converted[r * cols * size], cols * size);
+    converted.swap(padded);
+  }
   s.store(index, converted);
 }
 
@@ -146,7 +160,15 @@ std::unique_ptr<weights::Checkpoint> open_checkpoint(const ModelInfo& m, const s
   auto opened = std::make_unique<weights::Checkpoint>(path);
   weights::Checkpoint& checkpoint = *opened;
   const std::vector<std::string> ignore(m.ignored_tensors.begin(), m.ignored_tensors.end());
-  checkpoint.match_names(m.manifest);
+  // The file's prefix is chosen over the ignored tensors named exactly too:
+  // a [vision] model's two builds read one checkpoint, each ignoring the
+  // other's tensors, whose prefix may be theirs alone (a LLaVA checkpoint's
+  // "language_model." is the decoder's).
+  std::vector<std::string> names;
+  for (const ManifestEntry& e : m.manifest) names.emplace_back(e.name);
+  for (const std::string& p : ignore)
+    if (p.find('{') == std::string::npos) names.push_back(p);
+  checkpoint.match_names(names);
   std::vector<std::string> problems = checkpoint.audit(m.manifest, ignore);
   for (const auto& file : checkpoint.files())
     if (const auto* gguf = dynamic_cast<const weights::GgufFile*>(file.get()))

@@ -10,6 +10,7 @@
 #include "generator/clang/check.hpp"
 #include "generator/clang/format.hpp"
 #include "generator/emit/emit_cpp.hpp"
+#include "generator/lower/model_plan.hpp"
 #include "generator/spec/parse.hpp"
 
 using namespace lathe;
@@ -142,6 +143,28 @@ TEST_CASE("the generated headers of the shipped specs compile in process") {
     CHECK(r.errors() == 0);
     MESSAGE("lathe check " << name << ": " << static_cast<int>(ms) << " ms");
   }
+}
+
+// A splice [vision] spec's header includes its tower's build (tower.hpp),
+// which `lathe check` puts in memory beside it.
+TEST_CASE("a vision spec's headers, the decoder's and its tower's, compile in process") {
+  const std::string spec_path = "tests/specs/vision/tiny-llava-p3.toml";
+  spec::Diagnostics diag(spec_path);
+  const auto s = spec::parse_spec_file(std::string(LATHE_SOURCE_DIR) + "/" + spec_path, diag);
+  REQUIRE_MESSAGE(s, diag.format());
+  const auto tower = lower::plan_tower(*s, diag);
+  REQUIRE_MESSAGE(tower, diag.format());
+  clang::CheckOptions options;
+  options.model_namespace = emit::model_namespace(s->name);
+  options.include_dirs = {LATHE_SOURCE_DIR};
+  options.headers.push_back({"tower.hpp", emit::emit_model_header(lower::tower_spec(*s), *tower, spec_path, "tower.hpp")});
+  const std::string header = emit::emit_model_header(*s, spec_path, options.header_name);
+  CHECK(header.find("#include \"tower.hpp\"") != std::string::npos);
+  const clang::CheckResult r = clang::check_generated(header, options);
+  CHECK_MESSAGE(r.ok, r.format());
+  // Without it, the include fails.
+  options.headers.clear();
+  CHECK(!clang::check_generated(header, options).ok);
 }
 
 TEST_CASE("a broken contract in the generated header is reported at its spec line") {

@@ -390,6 +390,14 @@ TEST_CASE("unfold_patches: the patches row by row, each in the convolution's ord
             const size_t at = static_cast<size_t>((1 + r * (W / P) + c) * unfolded + (ch * P + y) * P + x);
             CHECK(rows[at] == pixels[static_cast<size_t>((ch * H + r * P + y) * W + c * P + x)]);
           }
+  // Rows padded with zeros to a tower's input width.
+  const std::vector<float> padded = unfold_patches(pixels, C, H, W, P, 0, unfolded + 4);
+  REQUIRE(padded.size() == static_cast<size_t>((H / P) * (W / P) * (unfolded + 4)));
+  for (int64_t p = 0; p < (H / P) * (W / P); ++p)
+    for (int64_t i = 0; i < unfolded + 4; ++i)
+      CHECK(padded[static_cast<size_t>(p * (unfolded + 4) + i)] ==
+            (i < unfolded ? rows[static_cast<size_t>((1 + p) * unfolded + i)] : 0.0f));
+  CHECK_THROWS_AS(unfold_patches(pixels, C, H, W, P, 0, unfolded - 1), Error);  // narrower than a patch
   CHECK_THROWS_AS(unfold_patches(pixels, C, H, W, 4), Error);         // 6 is not whole patches of 4
   CHECK_THROWS_AS(unfold_patches(pixels, C, H, W + 2, P), Error);     // a size that does not match
 }

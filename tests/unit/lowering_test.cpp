@@ -972,6 +972,16 @@ TEST_CASE("a vision tower's build: input rows, patch matmul, positions and class
   CHECK(decoder.dispatches[0].binding("x") == plan::input());
   CHECK(decoder.scalars.input_row_floats == s.dims.hidden);
 
+  // Patches of 27 values (3 · 3²): read as whole texels of the f16 weight's
+  // rows, 32, the host's rows padded to them.
+  const Planned p3 = planned("tests/specs/vision/tiny-llava-p3.toml");
+  spec::Diagnostics p3_diagnostics(p3.spec.file);
+  const auto p3_tower = lower::plan_tower(p3.spec, p3_diagnostics);
+  REQUIRE_MESSAGE(p3_tower, p3_diagnostics.format());
+  CHECK(names(p3_tower->plan)[0] == "embed_rows_32");
+  CHECK(names(p3_tower->plan)[1].starts_with("matmul_32_f16"));
+  CHECK(p3_tower->plan.scalars.input_row_floats == 32);
+
   for (const char* other : {"tiny-gemma3.toml", "tiny-pixtral.toml", "tiny-mllama.toml"}) {
     CAPTURE(other);
     const std::string file = std::string("tests/specs/vision/") + other;

@@ -1,16 +1,21 @@
-// End to end on a tiny random-weight vision model whose tower runs on the
-// device (tests/specs/vision/tiny-llava.toml): the tower's build
+// End to end on the tiny random-weight vision models whose towers run on
+// the device (tests/specs/vision/tiny-llava*.toml; one binary each, the
+// second's unfolded patches not whole texels): the tower's build
 // (vision_info()) over an image's unfolded patches against the CPU
 // reference's image features, and the decoder's prompt with those features
 // spliced in place of the image's tokens against the reference's logits,
 // then greedy steps. Validation on.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <random>
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "runtime/generate/images.hpp"
+#include "runtime/image/image.hpp"
 #include "runtime/image/preprocess.hpp"
+#include "runtime/weights/safetensors.hpp"
 #include "tests/harness/test_model.hpp"
 #include "tests/harness/vulkan_harness.hpp"
 
@@ -28,9 +33,32 @@ std::vector<float> random_pixels(const spec::Vision& v, uint32_t seed) {
   return out;
 }
 
-// The tower's input rows of an image: a class token's row of zeros first.
+// The tower's input rows of an image: a class token's row of zeros first,
+// each row as wide as the tower's plan reads them.
 std::vector<float> tower_input(const spec::Vision& v, const std::vector<float>& pixels) {
-  return image::unfold_patches(pixels, v.channels, v.image_size, v.image_size, v.patch, v.class_token ? 1 : 0);
+  return image::unfold_patches(pixels, v.channels, v.image_size, v.image_size, v.patch, v.class_token ? 1 : 0,
+                               vision_info()->plan.input_row_floats);
+}
+
+// The checkpoint of both builds, as a LLaVA directory holds it: every
+// tensor of the decoder's manifest and the whole tower's (its layers past
+// the feature layer too), the decoder's under `decoder_prefix` (older
+// LlavaForConditionalGeneration files write "language_model.").
+std::string write_checkpoint(const std::string& decoder_prefix) {
+  std::vector<weights::TensorToWrite> tensors;
+  const auto add = [&](const spec::Manifest& m, const std::string& prefix) {
+    for (const spec::TensorSpec& t : m.tensors) {
+      const std::vector<float>& values = test_weights().tensors.at(t.name);
+      tensors.push_back({prefix + t.name, t.dtype, t.shape, weights::encode_values(t.dtype, values)});
+    }
+  };
+  add(spec::build_manifest(test_spec()), decoder_prefix);
+  add(spec::build_vision_manifest(test_spec()), "");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("lathe-vision-test-" + std::to_string(decoder_prefix.size()) + ".safetensors"))
+          .string();
+  weights::write_safetensors(path, tensors);
+  return path;
 }
 
 }  // namespace
@@ -43,7 +71,8 @@ TEST_CASE_FIXTURE(test::VulkanTest, "the tower's rows of an image match the CPU 
   const spec::Vision& v = test_spec().vision;
   REQUIRE(tower->encoder);
   REQUIRE(tower->output_width == model_info().hidden);
-  REQUIRE(tower->plan.input_row_floats == v.channels * v.patch * v.patch);
+  // Whole texels of the patch embedding's f16 rows: 8 values each.
+  REQUIRE(tower->plan.input_row_floats == (v.channels * v.patch * v.patch + 7) / 8 * 8);
   Session session(device, *tower);
   upload_all(session);
   const size_t H = static_cast<size_t>(model_info().hidden);
@@ -124,6 +153,75 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a prompt with an image's features spliced g
   CHECK_THROWS_AS(session.prefill(0, tokens, std::vector<int64_t>{4, 3}, std::vector<float>(2 * H)), Error);
   CHECK_THROWS_AS(session.prefill(0, tokens, at, std::vector<float>(H)), Error);
   CHECK(session.position() == 0);
+}
+
+// An image through its processor (the tower's square, as CLIP's resizes and
+// normalizes), the tower and the prompt's marker: encode_image and
+// splice_images give the decoder the reference's rows and logits.
+TEST_CASE_FIXTURE(test::VulkanTest, "an image through its processor and the prompt's marker gives the reference's logits") {
+  const ModelInfo* tower = vision_info();
+  REQUIRE(tower != nullptr);
+  REQUIRE(model_info().vision != nullptr);
+  const plan::VisionLink& link = *model_info().vision;
+  const spec::Vision& v = test_spec().vision;
+  CHECK(link.image_size == v.image_size);
+  CHECK(link.marker == v.tokens.marker);
+  CHECK(link.features == v.image_features());
+  // A 20 × 24 picture of a pattern, resized to the tower's square.
+  image::Image picture;
+  picture.width = 20;
+  picture.height = 24;
+  for (int64_t i = 0; i < picture.width * picture.height * 3; ++i) picture.rgb.push_back(static_cast<uint8_t>(i * 37 % 251));
+  image::Preprocess p;
+  p.processor = "CLIPImageProcessor";
+  p.height = p.width = v.image_size;
+  Session tower_session(device, *tower);
+  upload_all(tower_session);
+  const std::vector<float> features = text::encode_image(tower_session, link, p, picture, "pattern.png");
+  const image::Pixels pixels = image::preprocess(picture, p);
+  reference::Reference ref(test_spec(), test_weights());
+  const size_t H = static_cast<size_t>(model_info().hidden), V = static_cast<size_t>(model_info().vocab);
+  CHECK(worst_row_error(features, ref.image_features(pixels.chw, v.image_size, v.image_size), H) < tolerance(tower_session));
+
+  const std::vector<int32_t> ids = {3, 4, static_cast<int32_t>(link.marker), 5};
+  const text::SplicedPrompt spliced = text::splice_images(link, ids, std::span(&features, 1), model_info().hidden);
+  SessionOptions options;
+  options.all_logits = true;
+  Session session(device, model_info(), options);
+  upload_all(session);
+  const std::vector<float> logits = session.prefill(0, spliced.ids, spliced.at, spliced.features);
+  CHECK(worst_row_error(logits, ref.forward(spliced.ids, spliced.at, spliced.features), V) < tolerance(session));
+  // A picture the processor cannot give the tower's square: refused, naming it.
+  image::Preprocess wrong = p;
+  wrong.height = wrong.width = v.image_size + v.patch;
+  CHECK_THROWS_WITH_AS(text::encode_image(tower_session, link, wrong, picture, "pattern.png"),
+                       doctest::Contains("pattern.png: the image processor"), Error);
+}
+
+TEST_CASE_FIXTURE(test::VulkanTest, "one checkpoint of both builds loads into each, each ignoring the other's tensors") {
+  const ModelInfo* tower = vision_info();
+  REQUIRE(tower != nullptr);
+  const spec::Vision& v = test_spec().vision;
+  const std::vector<float> input = tower_input(v, random_pixels(v, 4));
+  const int64_t rows = static_cast<int64_t>(input.size()) / tower->plan.input_row_floats;
+  Session tower_direct(device, *tower), decoder_direct(device, model_info());
+  upload_all(tower_direct);
+  upload_all(decoder_direct);
+  const std::vector<float> features = tower_direct.encode_rows(input, rows);
+  const std::vector<int32_t> tokens = random_tokens(9, 5);
+  const std::vector<float> logits = decoder_direct.prefill(tokens);
+  for (const std::string prefix : {"", "language_model."}) {
+    CAPTURE(prefix);
+    const std::string path = write_checkpoint(prefix);
+    Session tower_loaded(device, *tower), decoder_loaded(device, model_info());
+    tower_loaded.load(path);
+    decoder_loaded.load(path);
+    // Vectors reach the device as f32 either way; only their checkpoint rounding differs.
+    const std::vector<float> f = tower_loaded.encode_rows(input, rows);
+    CHECK(normalized_error(f.data(), features.data(), f.size()) < 1e-2);
+    const std::vector<float> l = decoder_loaded.prefill(tokens);
+    CHECK(normalized_error(l.data(), logits.data(), l.size()) < 1e-2);
+  }
 }
 
 }  // TEST_SUITE("vision")

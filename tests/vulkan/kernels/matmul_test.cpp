@@ -48,13 +48,15 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     const bool vector_gate = s.moe.shared_expert_gate && s.weights.preset == "gguf" && dtype == DType::F32;
     CHECK((spec_matrix_dtype(s, dtype) || vector_gate));
     // (Latent attention's: q_b_proj reads the query latent, o_proj the heads' values.)
-    // A vision tower's: the patch embedding reads an unfolded patch, the
-    // projector's second linear its intermediate, its first ends in its own φ.
+    // A vision tower's: the patch embedding reads an unfolded patch (whole
+    // texels of its weight's rows), the projector's second linear its
+    // intermediate, and its first ends in its own φ.
     const spec::Vision* vision = m.tower_of ? &m.tower_of->vision : nullptr;
     const int64_t projected = vision && vision->projector.intermediate > 0 ? vision->projector.intermediate
                               : vision                                     ? m.tower_of->dims.hidden
                                                                            : 0;
-    const bool tower_input = vision && (K == vision->channels * vision->patch * vision->patch || K == projected);
+    const bool tower_input =
+        vision && (K == device_cols(dtype, vision->channels * vision->patch * vision->patch) || K == projected);
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate ||
            K == s.moe.shared_experts * s.moe.shared_intermediate || (s.ssm.enabled() && K == s.ssm.d_inner) ||
            (s.mla.enabled && (K == s.mla.q_lora_rank || K == d.heads * s.mla.v_head_dim)) || tower_input));

@@ -1,0 +1,41 @@
+// A prompt's image markers expanded into the rows a vision tower's features
+// fill (runtime/generate/images.hpp), as a LLaVA processor expands them.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "runtime/error.hpp"
+#include "runtime/generate/images.hpp"
+
+using namespace lathe;
+
+TEST_SUITE("images") {
+
+TEST_CASE("splice_images: each marker becomes an image's rows, in order, the features at those rows") {
+  plan::VisionLink link;
+  link.features = 3;
+  link.marker = 9;
+  const int64_t hidden = 2;
+  const std::vector<std::vector<float>> images = {{1, 1, 2, 2, 3, 3}, {4, 4, 5, 5, 6, 6}};
+  const std::vector<int32_t> ids = {1, 9, 2, 9, 3};
+  const text::SplicedPrompt p = text::splice_images(link, ids, images, hidden);
+  CHECK(p.ids == std::vector<int32_t>{1, 9, 9, 9, 2, 9, 9, 9, 3});  // the marker stands for each row (LLaVA)
+  CHECK(p.at == std::vector<int64_t>{1, 2, 3, 5, 6, 7});
+  CHECK(p.features == std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6});
+
+  // A processor whose rows hold a token of their own.
+  link.image_token = 7;
+  CHECK(text::splice_images(link, std::vector<int32_t>{9}, std::span(images).first(1), hidden).ids ==
+        std::vector<int32_t>{7, 7, 7});
+
+  // Markers and images not as many; features of another size.
+  CHECK_THROWS_WITH_AS(text::splice_images(link, std::vector<int32_t>{1, 9}, images, hidden),
+                       doctest::Contains("the prompt holds 1 image marker(s) (token 9) for 2 image(s)"), Error);
+  CHECK_THROWS_WITH_AS(text::splice_images(link, std::vector<int32_t>{1, 2}, std::span(images).first(1), hidden),
+                       doctest::Contains("holds 0 image marker(s)"), Error);
+  const std::vector<std::vector<float>> short_one = {{1, 2}};
+  CHECK_THROWS_WITH_AS(text::splice_images(link, std::vector<int32_t>{9}, short_one, hidden),
+                       doctest::Contains("image 1: 2 feature values, not 3 rows of 2"), Error);
+}
+
+}  // TEST_SUITE("images")
