@@ -203,12 +203,12 @@ constexpr int64_t device_cols(DType d, int64_t cols) {
 }
 
 // The bytes a checkpoint tensor of `rows` × `cols` (rank 2; rank 1: `rows`
-// values) takes on the device: a matrix in its dtype, block rows as
-// device_row lays them out; a vector in f32.
+// values) takes on the device: a matrix's rows as device_row lays them out
+// (whole texels: block rows repacked, others padded to device_cols); a
+// vector in f32.
 constexpr int64_t device_tensor_bytes(DType d, size_t rank, int64_t rows, int64_t cols) {
   if (rank != 2) return rows * 4;
-  if (is_block_dtype(d)) return rows * device_row(d, cols).texels * 16;
-  return rows * cols * dtype_layout(d).bytes;
+  return rows * device_row(d, cols).texels * 16;
 }
 
 // The most bytes one binding of a matrix holds unless a spec says otherwise

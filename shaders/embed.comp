@@ -43,6 +43,9 @@ void main() {
   // x's rows (+ positions) (+ the class embedding): the table's texel walk,
   // the values taken from x. (The lowering gives a position table here a
   // dtype of whole texels, never blocks.)
+#if CLASS
+  const bool class_row = io.rows[t].position == 0u;  // decided once per row
+#endif
 #if POSITIONS
   for (uint j = gl_LocalInvocationID.x; j < TPR; j += gl_WorkGroupSize.x) {
     float p[VPT];
@@ -51,7 +54,7 @@ void main() {
       const uint at = j * VPT + i;
       float value = x[t * D + at] + p[i];
 #if CLASS
-      if (io.rows[t].position == 0u) value += cls[at];
+      if (class_row) value += cls[at];
 #endif
       y[t * D + at] = value;
     }
@@ -60,7 +63,7 @@ void main() {
   for (uint j = gl_LocalInvocationID.x; j < D; j += gl_WorkGroupSize.x) {
     float value = x[t * D + j];
 #if CLASS
-    if (io.rows[t].position == 0u) value += cls[j];
+    if (class_row) value += cls[j];
 #endif
     y[t * D + j] = value;
   }

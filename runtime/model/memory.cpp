@@ -20,11 +20,6 @@ DType held_dtype(const ManifestEntry& e) {
   return read_as_matrix(e.role, e.bias, e.rank) && e.rank >= 2 ? device_dtype(e.dtype) : DType::F32;
 }
 int64_t held_bytes(const ManifestEntry& e, DType held) {
-  // A matrix's rows as the kernels read them: whole texels (device_cols:
-  // a patch embedding's 27 f16 values take 32), block rows repacked as
-  // device_row plans them.
-  if (read_as_matrix(e.role, e.bias, e.rank) && e.rank >= 2 && !is_block_dtype(held))
-    return e.shape[0] * device_cols(held, e.shape[1]) * dtype_layout(held).bytes;
   return device_tensor_bytes(held, e.rank >= 2 ? 2 : 1, e.shape[0], e.shape[1]);
 }
 

@@ -86,7 +86,8 @@ void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
   positions[static_cast<size_t>(sequence)] += rows;
 }
 
-void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens, const std::function<void(uint32_t)>& done) {
+void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens, const Splice& splice,
+                               const std::function<void(uint32_t)>& done) {
   const std::vector<Impl*> all = stages();
   const size_t most = static_cast<size_t>(options.max_chunk), n = all.size(), chunks = (tokens.size() + most - 1) / most;
   const int64_t position = positions[static_cast<size_t>(sequence)];
@@ -104,11 +105,11 @@ void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens
         const size_t at = c * most + r;
         uint32_t token = static_cast<uint32_t>(tokens[at]);
         // A spliced row: flagged, its features at its row of the first stage's input.
-        if (k == 0 && !spliced.empty() && spliced[at] >= 0) {
+        if (k == 0 && !splice.rows.empty() && splice.rows[at] >= 0) {
           token = plan::kSplicedToken;
           const size_t width = static_cast<size_t>(model.hidden);
           std::memcpy(static_cast<float*>(all[0]->input->mapped()) + r * width,
-                      splice_features.data() + static_cast<size_t>(spliced[at]) * width, width * sizeof(float));
+                      splice.features.data() + static_cast<size_t>(splice.rows[at]) * width, width * sizeof(float));
         }
         all[k]->io_rows()[r] = {token, static_cast<uint32_t>(sequence),
                                 static_cast<uint32_t>(position + static_cast<int64_t>(at)), extent};
@@ -532,26 +533,30 @@ std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> t
     const std::vector<int32_t> input(tokens.begin(), tokens.end());
     return encode(std::span(&input, 1)).front();
   }
+  return s.prompt(sequence, tokens, {});
+}
+
+std::vector<float> Session::Impl::prompt(int64_t sequence, std::span<const int32_t> tokens, const Splice& splice) {
   if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "prefill of no tokens");
   for (size_t i = 0; i < tokens.size(); ++i)
-    if (s.spliced.empty() || s.spliced[i] < 0) s.check_token(tokens[i]);
-  s.check_ready(sequence, tokens.size());
-  s.check_source(sequence);
+    if (splice.rows.empty() || splice.rows[i] < 0) check_token(tokens[i]);
+  check_ready(sequence, tokens.size());
+  check_source(sequence);
   // Chunk by chunk; stages in this process work at once on consecutive
   // chunks (run_prompt).
   std::vector<float> all;
   std::vector<float> last;
   size_t read = 0;
-  s.run_prompt(sequence, tokens, [&](uint32_t rows) {
+  run_prompt(sequence, tokens, splice, [&](uint32_t rows) {
     read += rows;
-    if (s.options.all_logits) {
-      const std::vector<float> part = s.read_logits(rows);
+    if (options.all_logits) {
+      const std::vector<float> part = read_logits(rows);
       all.insert(all.end(), part.begin(), part.end());
     } else if (read == tokens.size()) {
-      last = s.read_logits(1);
+      last = read_logits(1);
     }
   });
-  return s.options.all_logits ? all : last;
+  return options.all_logits ? all : last;
 }
 
 std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> tokens, std::span<const int64_t> at,
@@ -563,24 +568,15 @@ std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> t
   if (features.size() != at.size() * width)
     throw Error(ErrorKind::InvalidArgument, std::to_string(features.size()) + " feature values for " +
                                                 std::to_string(at.size()) + " spliced rows of " + std::to_string(width));
-  std::vector<int64_t> spliced(tokens.size(), -1);
+  std::vector<int64_t> rows(tokens.size(), -1);
   for (size_t i = 0; i < at.size(); ++i) {
     if (at[i] < 0 || at[i] >= static_cast<int64_t>(tokens.size()) || (i > 0 && at[i] <= at[i - 1]))
       throw Error(ErrorKind::InvalidArgument, "spliced row " + std::to_string(at[i]) + " (entry " + std::to_string(i) +
                                                   ") is not an increasing row of the " + std::to_string(tokens.size()) +
                                                   " tokens");
-    spliced[static_cast<size_t>(at[i])] = static_cast<int64_t>(i);
+    rows[static_cast<size_t>(at[i])] = static_cast<int64_t>(i);
   }
-  s.spliced = std::move(spliced);
-  s.splice_features = features;
-  try {
-    std::vector<float> out = prefill(sequence, tokens);
-    s.spliced.clear();
-    return out;
-  } catch (...) {
-    s.spliced.clear();
-    throw;
-  }
+  return s.prompt(sequence, tokens, {rows, features});
 }
 
 std::vector<float> Session::decode(int32_t token) {

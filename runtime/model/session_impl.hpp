@@ -172,10 +172,6 @@ struct Session::Impl {
   std::vector<vk::Buffer> conv_state, scan_state;  // per Mamba layer [sequences][conv/scan_state_floats] f32
   std::optional<vk::Buffer> io;                 // host-visible: plan::IoRow[max_chunk]
   std::optional<vk::Buffer> input;              // host-visible: [max_chunk][input_row_floats] f32, when read
-  // A spliced prompt's (Session::prefill with features): per token row, its
-  // feature row (−1: its token's embedding), and the features; empty otherwise.
-  std::vector<int64_t> spliced;
-  std::span<const float> splice_features;
   std::optional<vk::Buffer> logits;             // [max_chunk with all_logits, else sequences][vocab] f32
   std::optional<vk::Buffer> partials;           // [max_chunk][splits][partials_row_floats] f32, when split
   std::optional<vk::Buffer> expanded;           // [expanded_rows][expanded_row_floats] f32, when the class expands
@@ -309,7 +305,16 @@ struct Session::Impl {
   // k on chunk t − k at step t (over processes, each chunk passed on to
   // rank 1); calls `done(rows)` as the last stage finishes each chunk, its
   // logits then readable, the sequence advanced past it.
-  void run_prompt(int64_t sequence, std::span<const int32_t> tokens, const std::function<void(uint32_t)>& done);
+  // A spliced prompt's rows (Session::prefill with features): per token
+  // row, its feature row (−1: its token's embedding), and the features
+  // ([hidden] f32 each). Empty: every row its token's.
+  struct Splice {
+    std::span<const int64_t> rows;
+    std::span<const float> features;
+  };
+  void run_prompt(int64_t sequence, std::span<const int32_t> tokens, const Splice& splice,
+                  const std::function<void(uint32_t)>& done);
+  std::vector<float> prompt(int64_t sequence, std::span<const int32_t> tokens, const Splice& splice);
   // This stage's pass over `rows` rows: a prompt chunk's, or a decode step's
   // (its command buffer recorded once); begin_pass submits it, finish()
   // waits for it.
