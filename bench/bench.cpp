@@ -24,6 +24,8 @@
 
 #include "bench/device_bandwidth.hpp"
 #include "runtime/error.hpp"
+#include "runtime/generate/images.hpp"
+#include "runtime/image/preprocess.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/vk/buffer.hpp"
@@ -649,6 +651,93 @@ int run_profile(const Options& opt) {
   return 0;
 }
 
+// A vision model's table (a [vision] splice): one photo-sized image
+// (640 × 480, a pattern) made into the tower's input on the host as CLIP's
+// processor does (resize, crop, normalize, unfold), through the tower
+// (patches/s, and the matmuls' GFLOP/s: 2 · rows · the tower's matrix
+// values, attention's 4 · rows² · width a layer), then a prompt of the
+// image's rows among --length text tokens: its time to the first token
+// (the three steps and the prompt's pass), beside the pass of a text prompt
+// as long; the best of --repeats after a warm-up round.
+int run_vision(const Options& opt) {
+  const ModelInfo& m = model_info();
+  const ModelInfo& t = *vision_info();
+  const plan::VisionLink& link = *m.vision;
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
+  Session tower(device, t);
+  upload_random(tower);
+  SessionOptions so;
+  so.context = link.features + opt.length + 1;
+  Session decoder(device, m, so);
+  upload_random(decoder);
+
+  image::Preprocess p;
+  p.processor = "CLIPImageProcessor (bench)";
+  p.rule = image::SizeRule::ShortestEdge;
+  p.edge = link.image_size;
+  p.do_center_crop = true;
+  p.crop_height = p.crop_width = link.image_size;
+  p.mean = {0.48145466, 0.4578275, 0.40821073};
+  p.std = {0.26862954, 0.26130258, 0.27577711};
+  image::Image photo{640, 480, std::vector<uint8_t>(640 * 480 * 3), {}};
+  for (size_t i = 0; i < photo.rgb.size(); ++i) photo.rgb[i] = static_cast<uint8_t>((i * 7 + i / 1920 * 3) & 0xFF);
+
+  // The prompt: half the text, the image's marker, the other half.
+  std::vector<int32_t> ids = random_tokens(static_cast<size_t>(opt.length), link.marker, 41);
+  ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(ids.size() / 2), static_cast<int32_t>(link.marker));
+  const int64_t rows = static_cast<int64_t>(ids.size()) - 1 + link.features;
+  const std::vector<int32_t> text = random_tokens(static_cast<size_t>(rows), link.marker, 43);
+
+  double matrix_values = 0;
+  for (const ManifestEntry& e : t.manifest)
+    if (read_as_matrix(e.role, e.bias, e.rank) && e.rank >= 2) matrix_values += static_cast<double>(e.elements());
+  const int64_t tower_rows = link.class_rows + (link.image_size / link.patch) * (link.image_size / link.patch);
+  const double flops = 2.0 * static_cast<double>(tower_rows) * matrix_values +
+                       4.0 * static_cast<double>(tower_rows * tower_rows) * static_cast<double>(t.hidden * t.layers);
+
+  const int repeats = opt.quick ? 1 : opt.repeats;
+  double best_pre = 1e30, best_encode = 1e30, best_prompt = 1e30, best_text = 1e30, best_total = 1e30;
+  for (int r = -1; r < repeats; ++r) {
+    const Clock::time_point start = Clock::now();
+    const std::vector<float> input = text::image_input(link, p, photo, t.plan.input_row_floats, "the bench image");
+    const double pre = seconds_since(start);
+    const Clock::time_point encode_start = Clock::now();
+    const std::vector<float> features = text::image_features(tower, link, input);
+    const double encode = seconds_since(encode_start);
+    const text::SplicedPrompt prompt = text::splice_images(link, ids, std::span(&features, 1), m.hidden);
+    decoder.reset();
+    const Clock::time_point prompt_start = Clock::now();
+    (void)decoder.prefill(0, prompt.ids, prompt.at, prompt.features);
+    const double pass = seconds_since(prompt_start), total = seconds_since(start);
+    decoder.reset();
+    const Clock::time_point text_start = Clock::now();
+    (void)decoder.prefill(0, text);
+    const double text_pass = seconds_since(text_start);
+    if (r < 0) continue;
+    best_pre = std::min(best_pre, pre);
+    best_encode = std::min(best_encode, encode);
+    best_prompt = std::min(best_prompt, pass);
+    best_text = std::min(best_text, text_pass);
+    best_total = std::min(best_total, total);
+  }
+  std::printf("device: %s (driver %s), class %s; one %lld × %lld image (%lld patch rows), %lld text tokens; best of %d "
+              "after a warm-up\n",
+              device.info().name.c_str(), device.info().driver_name.c_str(),
+              std::string(decoder.device_class().name).c_str(), static_cast<long long>(photo.width),
+              static_cast<long long>(photo.height), static_cast<long long>(tower_rows),
+              static_cast<long long>(opt.length), repeats);
+  std::printf("\n| model | tower dtype | preprocess ms | encode ms | patches/s | tower GFLOP/s | prompt rows | prompt pass ms "
+              "| text pass ms (as many rows) | TTFT ms |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %lld | %.1f | %.1f | %.1f |\n", std::string(m.name).c_str(),
+              std::string(dtype_name(matrix_dtype(t))).c_str(), best_pre * 1e3, best_encode * 1e3,
+              static_cast<double>(tower_rows) / best_encode, flops / best_encode / 1e9, static_cast<long long>(rows),
+              best_prompt * 1e3, best_text * 1e3, best_total * 1e3);
+  if (opt.quick) std::printf("--quick: single timings, not a measurement\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -680,7 +769,9 @@ int main(int argc, char** argv) {
   app.add_option("--batches", opt.batches, "An encoder's: inputs a pass, one table row each (default 1,32)")
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
-  app.add_option("--length", opt.length, "An encoder's: tokens an input; an encoder-decoder's: of the source (default 128)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--length", opt.length,
+                 "An encoder's: tokens an input; an encoder-decoder's: of the source; a vision model's: text tokens "
+                 "around the image (default 128)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--profile", opt.profile,
                  "Instead of the table: device time per kernel of a pass of this many rows (a list: each in turn; 1: "
                  "a decode step) after --profile-depth cached tokens, under each device class the device meets")
@@ -704,6 +795,7 @@ int main(int argc, char** argv) {
     if (!opt.profile.empty()) return run_profile(opt);
     if (model_info().encoder) return run_encoder(opt);
     if (model_info().encoder_decoder) return run_encoder_decoder(opt);
+    if (vision_info() != nullptr && opt.depths.empty() && opt.streams.empty()) return run_vision(opt);
     if (!opt.depths.empty()) return run_depths(opt);
     return opt.streams.empty() ? run(opt) : run_streams(opt);
   } catch (const Error& e) {

@@ -109,7 +109,7 @@ int cmd_detokenize(const std::string& weights, const std::string& tokenizer_path
 struct ServeOptions {
   std::string weights, tokenizer, device, host = "127.0.0.1";
   int port = 8080;
-  int64_t parallel = 1, context = 0, queue = 64, max_body = 1 << 20;
+  int64_t parallel = 1, context = 0, queue = 64, max_body = 0;  // max_body 0: 1 MiB, 32 MiB with images
   double read_timeout = 30, write_timeout = 30, keep_alive = 5, grace = 15;
   int keep_alive_max = 100, http_threads = 0;
   std::vector<std::string> cors;

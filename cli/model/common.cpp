@@ -223,42 +223,51 @@ std::string read_text_file(const std::string& path, const std::string& option) {
   return text.str();
 }
 
-namespace {
-
-// --image: the checkpoint's preprocessor_config.json, beside -w (a
-// directory, or a file in it).
-std::filesystem::path preprocessor_config(const std::string& weights) {
+std::filesystem::path preprocessor_config(const std::string& weights, const std::string& option) {
   if (weights.empty())
     throw Error(ErrorKind::InvalidArgument,
-                "--image needs the checkpoint's preprocessor_config.json: give -w the checkpoint (its directory)");
+                option + " needs the checkpoint's preprocessor_config.json: give -w the checkpoint (its directory)");
   const std::filesystem::path w(weights);
   const std::filesystem::path config =
       (std::filesystem::is_directory(w) ? w : w.parent_path()) / "preprocessor_config.json";
   if (!std::filesystem::exists(config))
-    throw Error(ErrorKind::NotFound, "--image: " + config.string() +
+    throw Error(ErrorKind::NotFound, option + ": " + config.string() +
                                          " does not exist (the image processor's settings, beside the checkpoint)");
   return config;
 }
 
-}  // namespace
+struct ImageEncoder::Impl {
+  Impl(const std::string& weights, bool check, lathe::vk::Device& device, const lathe::ModelInfo& tower)
+      : preprocess(lathe::image::read_preprocessor_config(preprocessor_config(weights, "--image"))),
+        checkpoint(lathe::open_checkpoint(tower, weights)),
+        session(device, tower) {
+    load_weights(session, checkpoint.get(), check);
+  }
+  lathe::image::Preprocess preprocess;
+  std::unique_ptr<lathe::weights::Checkpoint> checkpoint;
+  lathe::Session session;
+};
 
-// Each --image's features: the tower's build (vision_info()) in a session of
-// its own on the decoder's device, its weights from the same checkpoint, each
-// file decoded and preprocessed as the checkpoint's processor does.
-std::vector<std::vector<float>> image_features(const std::string& weights, const std::vector<std::string>& images,
-                                               bool check, lathe::vk::Device& device) {
+ImageEncoder::ImageEncoder(const std::string& weights, bool check, lathe::vk::Device& device) {
   const lathe::ModelInfo* tower = lathe::vision_info();
-  const lathe::plan::VisionLink* link = lathe::model_info().vision;
-  if (tower == nullptr || link == nullptr)
+  if (tower == nullptr || lathe::model_info().vision == nullptr)
     throw Error(ErrorKind::InvalidArgument,
                 "--image: " + std::string(lathe::model_info().name) + " takes no images (its spec has no [vision] splice)");
-  const lathe::image::Preprocess p = lathe::image::read_preprocessor_config(preprocessor_config(weights));
-  const auto checkpoint = lathe::open_checkpoint(*tower, weights);
-  lathe::Session session(device, *tower);
-  load_weights(session, checkpoint.get(), check);
+  impl_ = std::make_unique<Impl>(weights, check, device, *tower);
+}
+
+ImageEncoder::~ImageEncoder() = default;
+
+std::vector<float> ImageEncoder::encode(const std::string& file) {
+  return lathe::text::encode_image(impl_->session, *lathe::model_info().vision, impl_->preprocess,
+                                   lathe::image::load(file), file);
+}
+
+std::vector<std::vector<float>> image_features(const std::string& weights, const std::vector<std::string>& images,
+                                               bool check, lathe::vk::Device& device) {
+  ImageEncoder encoder(weights, check, device);
   std::vector<std::vector<float>> out;
-  for (const std::string& file : images)
-    out.push_back(lathe::text::encode_image(session, *link, p, lathe::image::load(file), file));
+  for (const std::string& file : images) out.push_back(encoder.encode(file));
   return out;
 }
 

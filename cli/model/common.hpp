@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,12 +101,27 @@ std::unique_ptr<lathe::weights::Checkpoint> checked(const std::string& weights);
 // `check`: refuse a NaN or an infinity among them (--no-check turns it off).
 void load_weights(lathe::Session& session, const lathe::weights::Checkpoint* checkpoint, bool check);
 
-// --image: each file's rows for the decoder (text::encode_image): the tower's
-// build (vision_info()) in a session of its own on `device`, its weights from
-// the checkpoint `weights`, the image processor's settings from the
-// preprocessor_config.json beside it. Throws Error naming the option and
-// file for a model without a [vision] splice, no checkpoint, a missing
-// config or a bad image.
+// A vision model's preprocessor_config.json, beside the checkpoint
+// `weights` (a directory, or a file in it). Throws Error naming `option`
+// when there is no checkpoint or no such file.
+std::filesystem::path preprocessor_config(const std::string& weights, const std::string& option);
+
+// --image and chat's /image: the tower's build (vision_info()) in a session
+// of its own on `device`, its weights from the checkpoint `weights`, the
+// image processor's settings from the preprocessor_config.json beside it;
+// each file's rows for the decoder (text::encode_image). Throws Error naming
+// the option and file for a model without a [vision] splice, no
+// checkpoint, a missing config or a bad image.
+class ImageEncoder {
+ public:
+  ImageEncoder(const std::string& weights, bool check, lathe::vk::Device& device);
+  ~ImageEncoder();
+  std::vector<float> encode(const std::string& file);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 std::vector<std::vector<float>> image_features(const std::string& weights, const std::vector<std::string>& images,
                                                bool check, lathe::vk::Device& device);
 

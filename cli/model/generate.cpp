@@ -132,6 +132,24 @@ int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
   return 0;
 }
 
+namespace {
+
+// A chat line's ids with the images /image gave for it: the line's image
+// markers take them in order; a line that writes none has them before its
+// text (after a BOS). Throws Error when the markers are not as many.
+lathe::text::SplicedPrompt chat_prompt(std::vector<int32_t> ids, const std::vector<std::vector<float>>& images,
+                                       const lathe::text::Tokenizer& tokenizer) {
+  const lathe::plan::VisionLink* link = lathe::model_info().vision;
+  if (images.empty() || link == nullptr) return {std::move(ids), {}, {}};
+  if (lathe::text::count_markers(*link, ids) == 0) {
+    const size_t at = !ids.empty() && tokenizer.bos() && ids[0] == *tokenizer.bos() ? 1 : 0;
+    ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(at), images.size(), static_cast<int32_t>(link->marker));
+  }
+  return lathe::text::splice_images(*link, ids, images, lathe::model_info().hidden);
+}
+
+}  // namespace
+
 int cmd_chat(const TextOptions& o) {
   TextRun run(o);
   lathe::Session& session = run.session;
@@ -141,29 +159,58 @@ int cmd_chat(const TextOptions& o) {
   const bool terminal = isatty(STDIN_FILENO) != 0;
   if (terminal)
     std::cerr << lathe::model_info().name << ": type a line, the model continues it (" << session.context()
-              << " positions of context; Ctrl-D ends)\n";
+              << " positions of context; " << (lathe::model_info().vision ? "/image FILE adds an image to the next line; " : "")
+              << "Ctrl-D ends)\n";
+  std::optional<ImageEncoder> encoder;      // the tower, started at the first /image
+  std::vector<std::vector<float>> pending;  // /image's features, for the next line
   std::string line;
   while (true) {
     if (terminal) std::cout << "> " << std::flush;
     if (!std::getline(std::cin, line)) break;
-    const std::string text = line + "\n";
-    std::vector<int32_t> ids = lathe::text::encode_prompt(session, run.tokenizer, text);
-    if (session.position() + static_cast<int64_t>(ids.size()) + 1 > session.context()) {
-      // A line that would not fit even a fresh context is refused alone;
-      // the conversation goes on without it.
-      const size_t fresh = run.tokenizer.encode(text, /*add_special=*/true).size();
-      if (static_cast<int64_t>(fresh) + 1 > session.context()) {
-        std::cerr << "[that line is " << fresh << " tokens; with one for the answer it does not fit the context of "
-                  << session.context() << " positions (--context): not sent]\n";
-        continue;
+    // /image FILE: the image's features wait for the next line.
+    if (line.rfind("/image", 0) == 0 && (line.size() == 6 || line[6] == ' ')) {
+      const size_t first = line.find_first_not_of(' ', 6), last = line.find_last_not_of(" \r");
+      const std::string file = first == std::string::npos ? "" : line.substr(first, last + 1 - first);
+      try {
+        if (file.empty()) throw Error(ErrorKind::InvalidArgument, "/image needs a file: /image FILE");
+        if (!encoder) encoder.emplace(o.weights, !o.no_check, run.vk.device());
+        pending.push_back(encoder->encode(file));
+        std::cerr << "[" << file << ": with the next line]\n";
+      } catch (const Error& e) {
+        std::cerr << "[" << e.what() << "]\n";
       }
-      std::cerr << "[the context is full: starting over]\n";
-      session.reset();
-      run.sampler.reset();
-      ids = lathe::text::encode_prompt(session, run.tokenizer, text);  // now with BOS
+      continue;
     }
-    const lathe::text::GenerateStats stats = lathe::text::generate(
-        session, run.tokenizer, run.sampler, ids, options, [](std::string_view t) { std::cout << t << std::flush; });
+    const std::string text = line + "\n";
+    lathe::text::SplicedPrompt prompt;
+    try {
+      prompt = chat_prompt(lathe::text::encode_prompt(session, run.tokenizer, text), pending, run.tokenizer);
+      if (session.position() + static_cast<int64_t>(prompt.ids.size()) + 1 > session.context()) {
+        // A line that would not fit even a fresh context is refused alone;
+        // the conversation goes on without it.
+        const lathe::text::SplicedPrompt fresh =
+            chat_prompt(run.tokenizer.encode(text, /*add_special=*/true), pending, run.tokenizer);
+        if (static_cast<int64_t>(fresh.ids.size()) + 1 > session.context()) {
+          std::cerr << "[that line is " << fresh.ids.size() << " tokens"
+                    << (pending.empty() ? "" : " with its images")
+                    << "; with one for the answer it does not fit the context of " << session.context()
+                    << " positions (--context): not sent]\n";
+          continue;
+        }
+        std::cerr << "[the context is full: starting over]\n";
+        session.reset();
+        run.sampler.reset();
+        prompt = fresh;  // now with BOS
+      }
+    } catch (const Error& e) {  // the line's markers and the images waiting are not as many
+      std::cerr << "[" << e.what() << ": not sent]\n";
+      continue;
+    }
+    pending.clear();
+    const auto print = [](std::string_view t) { std::cout << t << std::flush; };
+    const lathe::text::GenerateStats stats =
+        prompt.at.empty() ? lathe::text::generate(session, run.tokenizer, run.sampler, prompt.ids, options, print)
+                          : lathe::text::generate(session, run.tokenizer, run.sampler, prompt, options, print);
     std::cout << "\n";
     if (terminal) print_stats(stats, run.vk.device().info().name, run.session);
   }

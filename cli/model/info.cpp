@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <iostream>
 #include <map>
+#include <regex>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -100,15 +102,35 @@ int cmd_random_weights(const std::string& out, uint64_t seed, float scale) {
   const lathe::ModelInfo& m = lathe::model_info();
   std::vector<lathe::weights::TensorToWrite> tensors;
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  // A [vision] model's checkpoint holds its tower's build's tensors too.
-  for (const lathe::ModelInfo* build : {&m, lathe::vision_info()}) {
+  const auto write = [&](const lathe::ManifestEntry& e, std::string name) {
+    const std::vector<float> values = random_values(e, state, scale);
+    lathe::weights::TensorToWrite t{std::move(name), e.dtype, e.stored_shape(), {}};
+    t.data.resize(values.size() * lathe::weights::dtype_size(e.dtype));
+    lathe::weights::convert(lathe::DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
+    tensors.push_back(std::move(t));
+  };
+  // A [vision] model's checkpoint holds its tower's build's tensors too, and
+  // the tower's layers past the feature layer, which no build reads (named
+  // among the tower build's ignored tensors): each as its run layer's
+  // tensor of the same name but for the layer's number.
+  const lathe::ModelInfo* tower = lathe::vision_info();
+  std::map<std::string, const lathe::ManifestEntry*> by_layerless_name;
+  const std::regex layer_number(R"(\.layers\.[0-9]+\.)");
+  for (const lathe::ModelInfo* build : {&m, tower}) {
     if (build == nullptr) continue;
     for (const lathe::ManifestEntry& e : build->manifest) {
-      const std::vector<float> values = random_values(e, state, scale);
-      lathe::weights::TensorToWrite t{std::string(e.name), e.dtype, e.stored_shape(), {}};
-      t.data.resize(values.size() * lathe::weights::dtype_size(e.dtype));
-      lathe::weights::convert(lathe::DType::F32, std::as_bytes(std::span(values)), e.dtype, t.data);
-      tensors.push_back(std::move(t));
+      write(e, std::string(e.name));
+      if (build == tower && e.layer >= 0)
+        by_layerless_name[std::regex_replace(std::string(e.name), layer_number, ".layers.#.")] = &e;
+    }
+  }
+  if (tower != nullptr) {
+    std::set<std::string_view> written;
+    for (const lathe::ModelInfo* build : {&m, tower})
+      for (const lathe::ManifestEntry& e : build->manifest) written.insert(e.name);
+    for (const std::string_view name : tower->ignored_tensors) {
+      const auto same = by_layerless_name.find(std::regex_replace(std::string(name), layer_number, ".layers.#."));
+      if (!written.contains(name) && same != by_layerless_name.end()) write(*same->second, std::string(name));
     }
   }
   lathe::weights::write_safetensors(out, tensors, {{"format", "pt"}, {"lathe", "random weights"}});

@@ -218,8 +218,9 @@ int main(int argc, char** argv) {
   serve->add_option("--queue", srv.queue, "Requests waiting for a sequence at most; more are refused with 503")
       ->capture_default_str()
       ->check(at_least(0));
-  serve->add_option("--max-body", srv.max_body, "Largest request body in bytes; larger ones are refused with 413")
-      ->capture_default_str()
+  serve->add_option("--max-body", srv.max_body,
+                    "Largest request body in bytes; larger ones are refused with 413 (default: 1 MiB, or 32 MiB for a "
+                    "model that takes images)")
       ->check(at_least(1));
   serve->add_option("--read-timeout", srv.read_timeout,
                     "Seconds a whole request (headers and body) may take to arrive; slower clients get 408")

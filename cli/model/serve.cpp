@@ -14,6 +14,7 @@
 
 #include "cli/model/commands.hpp"
 #include "cli/model/common.hpp"
+#include "runtime/image/preprocess.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/serve/embedder.hpp"
@@ -64,21 +65,36 @@ int cmd_serve(const ServeOptions& o) {
   lathe::Session session(vk.devices(), m, split_over(options, vk));
   load_weights(session, checkpoint.get(), !o.no_check);
   warm_up(session, options.max_chunk);
-  lathe::serve::SessionEngine engine(session);
+  // A vision model's tower: a session of its own on the first device, its
+  // weights from the same checkpoint; chat messages' image parts go through
+  // it on the engine thread.
+  std::optional<lathe::Session> tower;
+  std::optional<lathe::serve::ImageSupport> images;
+  if (m.vision != nullptr && lathe::vision_info() != nullptr) {
+    images.emplace();
+    images->link = *m.vision;
+    images->preprocess = lathe::image::read_preprocessor_config(preprocessor_config(o.weights, "serve"));
+    const auto tower_checkpoint = lathe::open_checkpoint(*lathe::vision_info(), o.weights);
+    tower.emplace(vk.device(), *lathe::vision_info());
+    load_weights(*tower, tower_checkpoint.get(), !o.no_check);
+    images->row_floats = tower->model().plan.input_row_floats;
+  }
+  lathe::serve::SessionEngine engine(session, tower ? &*tower : nullptr, m.vision);
   lathe::serve::SchedulerOptions scheduling;
   scheduling.chunk = m.encoder_decoder ? session.context() : options.max_chunk;
   scheduling.queue_limit = o.queue;
   lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);
   lathe::serve::Model model{std::string(m.name), &tokenizer, chat_template ? &*chat_template : nullptr,
                             source ? source->bos_token : "", source ? source->eos_token : "", session.context(),
-                            m.vocab, m.encoder};
+                            m.vocab, m.encoder, images ? &*images : nullptr};
   // An encoder answers /v1/embeddings: --parallel inputs a pass.
   std::optional<lathe::serve::Embedder> embedder;
   if (m.encoder) embedder.emplace(session);
   lathe::serve::ServerOptions server_options;
   server_options.host = o.host;
   server_options.port = o.port;
-  server_options.max_body_bytes = static_cast<size_t>(o.max_body);
+  // 0: 1 MiB, or 32 MiB where messages may carry images (base64 takes 4/3 of a file).
+  server_options.max_body_bytes = static_cast<size_t>(o.max_body > 0 ? o.max_body : images ? 32 << 20 : 1 << 20);
   const auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
   server_options.read_timeout = ms(o.read_timeout);
   server_options.write_timeout = ms(o.write_timeout);
@@ -108,10 +124,11 @@ int cmd_serve(const ServeOptions& o) {
       }
     }
   });
-  std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; %s; chat template: %s)\n",
+  std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; %s; chat template: %s%s)\n",
               std::string(m.name).c_str(), vk.device().info().name.c_str(), o.host.c_str(), port,
               static_cast<long long>(engine.sequences()), static_cast<long long>(session.context()),
-              memory_text(session).c_str(), source ? source->origin.c_str() : "none");
+              memory_text(session).c_str(), source ? source->origin.c_str() : "none",
+              images ? "; images: data: URLs in chat messages" : "");
   std::fflush(stdout);
   server.listen();
   listening_done = true;

@@ -1,5 +1,8 @@
 #include "runtime/serve/engine.hpp"
 
+#include "runtime/error.hpp"
+#include "runtime/generate/images.hpp"
+
 namespace lathe::serve {
 
 int64_t SessionEngine::sequences() const { return session_.sequences(); }
@@ -16,5 +19,24 @@ std::vector<float> SessionEngine::prefill(int64_t sequence, std::span<const int3
 }
 
 std::vector<float> SessionEngine::decode(std::span<const Step> steps) { return session_.decode(steps); }
+
+std::vector<float> Engine::encode_image(std::span<const float>) {
+  throw Error(ErrorKind::Unsupported, "this model takes no images");
+}
+
+std::vector<float> Engine::prefill_spliced(int64_t, std::span<const int32_t>, std::span<const int64_t>,
+                                           std::span<const float>) {
+  throw Error(ErrorKind::Unsupported, "this model takes no images");
+}
+
+std::vector<float> SessionEngine::encode_image(std::span<const float> input) {
+  if (tower_ == nullptr || link_ == nullptr) return Engine::encode_image(input);
+  return text::image_features(*tower_, *link_, input);
+}
+
+std::vector<float> SessionEngine::prefill_spliced(int64_t sequence, std::span<const int32_t> tokens,
+                                                  std::span<const int64_t> at, std::span<const float> features) {
+  return session_.prefill(sequence, tokens, at, features);
+}
 
 }  // namespace lathe::serve

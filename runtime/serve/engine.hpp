@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "core/plan.hpp"
 #include "runtime/model/session.hpp"
 
 namespace lathe::serve {
@@ -32,25 +33,40 @@ class Engine {
   // [steps.size()][vocab], row i for steps[i]. A row must not depend on the
   // other rows (the same token decoded alone gives the same logits).
   virtual std::vector<float> decode(std::span<const Step> steps) = 0;
+  // A vision model's (a [vision] splice): one image's features
+  // [rows][width] from its tower input (PromptImages::inputs), and a chunk
+  // of a prompt whose rows `at` (increasing, into `tokens`) take `features`
+  // ([at.size()][width]) in place of their tokens' embeddings. Others
+  // throw Error(Unsupported).
+  virtual std::vector<float> encode_image(std::span<const float> input);
+  virtual std::vector<float> prefill_spliced(int64_t sequence, std::span<const int32_t> tokens,
+                                             std::span<const int64_t> at, std::span<const float> features);
   // Whether a prompt is a source the decoder attends to (an encoder-decoder)
   // rather than the start of the sequence the decoder continues.
   virtual bool prompt_is_source() const { return false; }
 };
 
-// A Session as an Engine.
+// A Session as an Engine; a vision model's with its tower's session
+// (vision_info()) and the link between them.
 class SessionEngine final : public Engine {
  public:
-  explicit SessionEngine(Session& session) : session_(session) {}
+  explicit SessionEngine(Session& session, Session* tower = nullptr, const plan::VisionLink* link = nullptr)
+      : session_(session), tower_(tower), link_(link) {}
   int64_t sequences() const override;
   int64_t context() const override;
   int64_t vocab() const override;
   void reset(int64_t sequence) override;
   std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens) override;
   std::vector<float> decode(std::span<const Step> steps) override;
+  std::vector<float> encode_image(std::span<const float> input) override;
+  std::vector<float> prefill_spliced(int64_t sequence, std::span<const int32_t> tokens, std::span<const int64_t> at,
+                                     std::span<const float> features) override;
   bool prompt_is_source() const override { return session_.model().encoder_decoder; }
 
  private:
   Session& session_;
+  Session* tower_;
+  const plan::VisionLink* link_;
 };
 
 }  // namespace lathe::serve

@@ -4,10 +4,13 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string_view>
 
 #include "runtime/error.hpp"
+#include "runtime/generate/images.hpp"
+#include "runtime/serve/data_url.hpp"
 
 namespace lathe::serve {
 
@@ -67,19 +70,52 @@ bool boolean(const json& body, const char* key) {
   return v->get<bool>();
 }
 
-// A message's content: a string, or an array of {"type": "text", "text": …} parts.
-std::string content_text(const json& content, size_t index) {
+// A chat request's image part: where it stands (for messages) and its URL.
+struct ImagePart {
+  std::string param;
+  const std::string* url;
+};
+
+// A message's content as the chat template is given it: a string, or an
+// array of {"type": "text", "text": …} parts (and, for a vision model,
+// {"type": "image_url", "image_url": {"url": …}} parts, each added to
+// `images`). A text model's template gets the parts' text joined; a vision
+// model's gets the parts, each image as {"type": "image"}, as its
+// processor's template is given them (a string as one text part).
+json message_content(const json& content, size_t index, const Model& model, std::vector<ImagePart>& images) {
   const std::string param = "messages[" + std::to_string(index) + "].content";
-  if (content.is_null()) return "";
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) bad(param, param + " must be a string or an array of text parts");
+  const bool parts = model.images != nullptr;
+  if (content.is_null()) return parts ? json::array() : json("");
+  if (content.is_string()) return parts ? json::array({{{"type", "text"}, {"text", content}}}) : content;
+  if (!content.is_array()) bad(param, param + " must be a string or an array of content parts");
   std::string text;
-  for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      bad(param, param + ": only parts of type \"text\" with a string \"text\" are supported");
-    text += part["text"].get<std::string>();
+  json out = json::array();
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string at = param + "[" + std::to_string(j) + "]";
+    const std::string type = part.is_object() && part.contains("type") && part["type"].is_string()
+                                 ? part["type"].get<std::string>()
+                                 : std::string();
+    if (type == "text") {
+      if (!part.contains("text") || !part["text"].is_string()) bad(at + ".text", at + ".text must be a string");
+      text += part["text"].get<std::string>();
+      out.push_back({{"type", "text"}, {"text", part["text"]}});
+    } else if (type == "image_url") {
+      if (!model.images) bad(at, at + ": this model takes no images (its spec has no [vision] splice)");
+      const json* image = part.contains("image_url") ? &part["image_url"] : nullptr;
+      if (!image || !image->is_object() || !image->contains("url") || !(*image)["url"].is_string())
+        bad(at + ".image_url", at + ".image_url must be an object with a string url");
+      if (const json* detail = field(*image, "detail");
+          detail && !(detail->is_string() && (*detail == "auto" || *detail == "low" || *detail == "high")))
+        bad(at + ".image_url.detail", at + ".image_url.detail must be \"auto\", \"low\" or \"high\"");
+      images.push_back({at + ".image_url.url", &(*image)["url"].get_ref<const std::string&>()});
+      out.push_back({{"type", "image"}});
+    } else {
+      bad(at, at + ": only parts of type \"text\"" + std::string(model.images ? " and \"image_url\"" : "") +
+                  " are supported");
+    }
   }
-  return text;
+  return parts ? out : json(text);
 }
 
 // The prompt's ids, or none when it has more than `limit` tokens: a prompt
@@ -122,11 +158,46 @@ std::optional<std::vector<int32_t>> encode_within(const text::Tokenizer& tokeniz
       "context_length_exceeded");
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
+// The request's images decoded, preprocessed and unfolded into the tower's
+// input (each distinct URL once), and the prompt's markers expanded into
+// their rows. Throws ApiError naming the part at fault.
+void splice_images(const std::vector<ImagePart>& parts, const Model& model, GenerationRequest& r) {
+  const ImageSupport& support = *model.images;
+  text::ExpandedPrompt expanded;
+  try {
+    expanded = text::expand_markers(support.link, r.prompt, parts.size());
+  } catch (const Error& e) {  // the template wrote another count: it does not place images so
+    bad("messages", std::string("the chat template: ") + e.what());
+  }
+  PromptImages& images = r.images;
+  std::map<std::string_view, uint32_t> seen;  // an image sent twice is decoded and encoded once
+  for (const ImagePart& part : parts) {
+    const auto [it, fresh] = seen.emplace(*part.url, static_cast<uint32_t>(images.inputs.size()));
+    images.order.push_back(it->second);
+    if (!fresh) continue;
+    try {
+      const DataUrl url = parse_data_url(*part.url, static_cast<size_t>(support.limits.max_file_bytes));
+      if (!url.media_type.empty() && url.media_type.rfind("image/", 0) != 0)
+        throw Error(ErrorKind::InvalidArgument, "a data: URL of " + printable(url.media_type, 64) + ", not an image");
+      images.inputs.push_back(text::image_input(support.link, support.preprocess,
+                                                image::decode(url.bytes, part.param, support.limits), support.row_floats,
+                                                part.param));
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      bad(part.param, message.rfind(part.param, 0) == 0 ? message : part.param + ": " + message);
+    }
+  }
+  r.prompt = std::move(expanded.ids);
+  images.at = std::move(expanded.at);
+  images.rows = support.link.features;
+}
+
+void chat_prompt(const json& body, const Model& model, GenerationRequest& r) {
   const json* messages = field(body, "messages");
   if (!messages) bad("messages", "Missing required parameter: 'messages'", "missing_required_parameter");
   if (!messages->is_array() || messages->empty()) bad("messages", "messages must be a non-empty array");
   json rendered = json::array();
+  std::vector<ImagePart> images;
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& m = (*messages)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
@@ -134,11 +205,19 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
     if (!m.contains("role") || !m["role"].is_string()) bad(at + ".role", at + ".role must be a string");
     json message = json::object();
     message["role"] = m["role"];
-    message["content"] = content_text(m.value("content", json()), i);
+    // (By reference: `images` points into the body's URLs.)
+    static const json kNone;
+    const auto content = m.find("content");
+    message["content"] = message_content(content == m.end() ? kNone : *content, i, model, images);
     rendered.push_back(std::move(message));
   }
   if (!model.chat_template)
     throw ApiError(400, "this model's checkpoint has no chat template: use /v1/completions", "messages");
+  // Each image takes `features` positions where its marker stands: bounded
+  // before anything is decoded or rendered.
+  const int64_t image_rows = model.images ? static_cast<int64_t>(images.size()) * model.images->link.features : 0;
+  const int64_t marker_rows = static_cast<int64_t>(images.size());
+  if (image_rows > model.context - 1) prompt_too_long(true, model.context, image_rows);
   std::string prompt;
   try {
     prompt = model.chat_template->render_chat(nlohmann::ordered_json::parse(rendered.dump()), true, model.bos_token,
@@ -154,14 +233,17 @@ std::vector<int32_t> chat_prompt(const json& body, const Model& model) {
     throw ApiError(500, "the chat template failed: " + message);
   }
   int64_t at_least = 0;
-  std::optional<std::vector<int32_t>> encoded = encode_within(*model.tokenizer, prompt, model.context - 1, at_least);
-  if (!encoded) prompt_too_long(true, model.context, at_least);
+  const int64_t expansion = image_rows - marker_rows;  // what the markers add once expanded
+  std::optional<std::vector<int32_t>> encoded =
+      encode_within(*model.tokenizer, prompt, model.context - 1 - expansion, at_least);
+  if (!encoded) prompt_too_long(true, model.context, at_least + expansion);
   std::vector<int32_t> ids = std::move(*encoded);
   // A template that writes the BOS itself, tokenized with the BOS the
   // vocabulary adds: one is enough (llama.cpp warns and keeps both).
   const std::optional<int32_t> bos = model.tokenizer->bos();
   if (bos && ids.size() >= 2 && ids[0] == *bos && ids[1] == *bos) ids.erase(ids.begin());
-  return ids;
+  r.prompt = std::move(ids);
+  if (model.images) splice_images(images, model, r);
 }
 
 std::vector<int32_t> completion_prompt(const json& body, const Model& model) {
@@ -453,7 +535,8 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
     p.request.top_logprobs = static_cast<int32_t>(integer_in(body, "logprobs", 0, 5, -1));
   }
 
-  p.request.prompt = chat ? chat_prompt(body, model) : completion_prompt(body, model);
+  if (chat) chat_prompt(body, model, p.request);
+  else p.request.prompt = completion_prompt(body, model);
   const int64_t prompt = static_cast<int64_t>(p.request.prompt.size());
   const char* prompt_param = chat ? "messages" : "prompt";
   if (prompt == 0) bad(prompt_param, "the prompt encodes to no tokens");
@@ -549,7 +632,6 @@ EmbeddingParams parse_embeddings(const json& body, const Model& model, int64_t w
 }
 
 json embeddings_response(const EmbeddingParams& p, const std::string& model, const std::vector<std::vector<float>>& vectors) {
-  static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   json data = json::array();
   for (size_t i = 0; i < vectors.size(); ++i) {
     json item = {{"object", "embedding"}, {"index", i}};
@@ -561,15 +643,7 @@ json embeddings_response(const EmbeddingParams& p, const std::string& model, con
         std::memcpy(&bits, &v, sizeof bits);
         for (int b = 0; b < 4; ++b) bytes.push_back(static_cast<char>((bits >> (8 * b)) & 0xFF));
       }
-      std::string text;
-      for (size_t at = 0; at < bytes.size(); at += 3) {
-        const size_t n = std::min<size_t>(3, bytes.size() - at);
-        uint32_t group = 0;
-        for (size_t b = 0; b < 3; ++b)
-          group = (group << 8) | (b < n ? static_cast<unsigned char>(bytes[at + b]) : 0u);
-        for (size_t c = 0; c < 4; ++c) text.push_back(c <= n ? kDigits[(group >> (18 - 6 * c)) & 0x3F] : '=');
-      }
-      item["embedding"] = std::move(text);
+      item["embedding"] = base64_encode(std::as_bytes(std::span(bytes)));
     } else {
       item["embedding"] = vectors[i];
     }

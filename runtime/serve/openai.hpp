@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "core/plan.hpp"
 #include "runtime/generate/sampler.hpp"
+#include "runtime/image/image.hpp"
+#include "runtime/image/preprocess.hpp"
 #include "runtime/serve/scheduler.hpp"
 #include "runtime/text/jinja/chat_template.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
@@ -32,6 +35,17 @@ struct ApiError : std::runtime_error {
 nlohmann::json error_body(int status, const std::string& message, const std::string& param = "",
                           const std::string& code = "");
 
+// What a chat message's image parts need: a [vision] splice model's link
+// between its tower and its decoder, the checkpoint's image processor and
+// the bounds on each image's file.
+struct ImageSupport {
+  plan::VisionLink link;
+  image::Preprocess preprocess;
+  int64_t row_floats = 0;  // the tower's input rows (its plan.input_row_floats)
+  // OpenAI's bound on an image's file (20 MB), and at most 32 M pixels.
+  image::Limits limits{int64_t{20} << 20, 16384, int64_t{1} << 25};
+};
+
 struct Model {
   std::string name;  // what `model` must say (or leave out)
   const text::Tokenizer* tokenizer = nullptr;
@@ -40,6 +54,10 @@ struct Model {
   int64_t context = 0;                                // positions per sequence
   int64_t vocab = 0;     // the model's token ids are below this (0: the tokenizer's size)
   bool encoder = false;  // serves /v1/embeddings, not completions
+  // A vision model's: chat messages may hold image parts (data: URLs), each
+  // decoded and preprocessed here, its features spliced where the chat
+  // template writes the image marker. Null: image parts are refused.
+  const ImageSupport* images = nullptr;
 };
 
 struct CompletionParams {

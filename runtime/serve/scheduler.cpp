@@ -83,7 +83,31 @@ struct Scheduler::Slot {
   int64_t position = 0;     // tokens in the cache
   int32_t next = -1;        // the sampled token still to feed; -1: none yet
   int64_t generated = 0;
+  std::vector<std::vector<float>> features;  // per distinct image, once encoded
 };
+
+namespace {
+
+// A request's images, checked against its prompt: as the engine thread will
+// read them.
+void check_images(const PromptImages& images, size_t prompt) {
+  if (images.empty() && images.at.empty() && images.inputs.empty()) return;
+  const auto refuse = [](const std::string& what) { throw Error(ErrorKind::InvalidArgument, "the prompt's images: " + what); };
+  if (images.rows < 1 || images.at.size() != images.order.size() * static_cast<size_t>(images.rows))
+    refuse(std::to_string(images.at.size()) + " spliced rows for " + std::to_string(images.order.size()) +
+           " images of " + std::to_string(images.rows));
+  for (size_t i = 0; i < images.at.size(); ++i)
+    if (images.at[i] < 0 || images.at[i] >= static_cast<int64_t>(prompt) || (i > 0 && images.at[i] <= images.at[i - 1]))
+      refuse("row " + std::to_string(images.at[i]) + " is not an increasing row of the " + std::to_string(prompt) +
+             " prompt tokens");
+  for (uint32_t k : images.order)
+    if (k >= images.inputs.size()) refuse("image " + std::to_string(k) + " is not among the " +
+                                          std::to_string(images.inputs.size()) + " given");
+  for (const std::vector<float>& input : images.inputs)
+    if (input.empty()) refuse("an image without input rows");
+}
+
+}  // namespace
 
 Scheduler::Scheduler(Engine& engine, const text::Tokenizer& tokenizer, SchedulerOptions options)
     : engine_(engine), tokenizer_(tokenizer), options_(options) {
@@ -116,6 +140,7 @@ std::shared_ptr<Generation> Scheduler::submit(GenerationRequest request) {
     if (id < 0 || id >= engine_.vocab())
       throw Error(ErrorKind::InvalidArgument, "token " + std::to_string(id) + " is outside the vocabulary of " +
                                                   std::to_string(engine_.vocab()));
+  check_images(request.images, request.prompt.size());
   text::Sampler check(request.sampling);  // throws for bad options, here rather than on the engine thread
   (void)check;
   auto generation = std::make_shared<Generation>();
@@ -237,11 +262,36 @@ bool Scheduler::step() {
     if (prefilling) {
       Slot& s = *prefilling;
       const size_t n = std::min(s.request.prompt.size() - s.prefilled, static_cast<size_t>(options_.chunk));
-      const std::vector<float> logits = engine_.prefill(
-          static_cast<int64_t>(prefilling_index), std::span(s.request.prompt).subspan(s.prefilled, n));
+      const std::span<const int32_t> chunk = std::span(s.request.prompt).subspan(s.prefilled, n);
+      PromptImages& images = s.request.images;
+      if (!images.empty() && s.features.empty()) {
+        // Before the first chunk: each distinct image through the tower, once.
+        for (std::vector<float>& input : images.inputs) {
+          s.features.push_back(engine_.encode_image(input));
+          std::vector<float>().swap(input);
+          std::lock_guard lock(mutex_);
+          ++stats_.images;
+        }
+      }
+      // The chunk's spliced rows, and their features.
+      std::vector<int64_t> at;
+      std::vector<float> features;
+      const auto first = std::lower_bound(images.at.begin(), images.at.end(), static_cast<int64_t>(s.prefilled));
+      for (auto it = first; it != images.at.end() && *it < static_cast<int64_t>(s.prefilled + n); ++it) {
+        const size_t k = static_cast<size_t>(it - images.at.begin()), rows = static_cast<size_t>(images.rows);
+        const std::vector<float>& image = s.features[images.order[k / rows]];
+        const size_t width = image.size() / rows;
+        at.push_back(*it - static_cast<int64_t>(s.prefilled));
+        features.insert(features.end(), image.begin() + static_cast<std::ptrdiff_t>(k % rows * width),
+                        image.begin() + static_cast<std::ptrdiff_t>((k % rows + 1) * width));
+      }
+      const std::vector<float> logits =
+          at.empty() ? engine_.prefill(static_cast<int64_t>(prefilling_index), chunk)
+                     : engine_.prefill_spliced(static_cast<int64_t>(prefilling_index), chunk, at, features);
       s.prefilled += n;
       s.position += static_cast<int64_t>(n);
       if (s.prefilled == s.request.prompt.size()) {
+        std::vector<std::vector<float>>().swap(s.features);  // the prompt is in the cache
         const std::string reason = sample(s, logits);
         if (!reason.empty()) release(prefilling_index, {reason, "", 0, 0});
       }

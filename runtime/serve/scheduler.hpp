@@ -34,8 +34,22 @@
 
 namespace lathe::serve {
 
+// A chat prompt's images (a vision model's, spliced in place of image
+// tokens): each distinct image's tower input, and the prompt's rows their
+// features take. The engine thread encodes each distinct image once, before
+// the request's first prompt chunk, and frees its input.
+struct PromptImages {
+  std::vector<std::vector<float>> inputs;  // distinct images' tower input rows (text::image_input)
+  std::vector<uint32_t> order;             // per image in the prompt, in order: its index in inputs
+  std::vector<int64_t> at;                 // the prompt's rows that take features, increasing; image i's
+                                           // are at[i · rows, (i + 1) · rows)
+  int64_t rows = 0;                        // feature rows an image fills
+  bool empty() const { return order.empty(); }
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids; 1 ≤ size, size + max_tokens ≤ the engine's context
+  PromptImages images;
   text::SamplingOptions sampling;
   int32_t max_tokens = 16;  // ≥ 1
   std::vector<std::string> stop;
@@ -97,6 +111,7 @@ struct SchedulerStats {
   int64_t requests = 0;                             // finished, every reason
   int64_t prompt_tokens = 0, completion_tokens = 0;  // of finished and running requests
   int64_t decode_steps = 0;                          // decode passes
+  int64_t images = 0;                                // images encoded (an image twice in a request: once)
   double busy_seconds = 0;                           // engine time (prefill and decode)
 };
 
@@ -110,7 +125,8 @@ class Scheduler {
 
   // Queues a request; nullptr when the queue is full. Throws
   // Error(InvalidArgument) for a request the engine cannot run (empty
-  // prompt, prompt + max_tokens beyond the context, bad sampling options).
+  // prompt, prompt + max_tokens beyond the context, bad sampling options,
+  // images whose rows are not the prompt's).
   std::shared_ptr<Generation> submit(GenerationRequest request);
 
   SchedulerStats stats() const;

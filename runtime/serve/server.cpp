@@ -581,6 +581,8 @@ struct Server::Impl {
            sample("lathe_sequences", static_cast<double>(scheduler.sequences())));
     metric("lathe_decode_steps_total", "counter", "Batched decode passes.",
            sample("lathe_decode_steps_total", static_cast<double>(s.decode_steps)));
+    metric("lathe_images_total", "counter", "Images encoded by the vision tower (once per distinct image of a request).",
+           sample("lathe_images_total", static_cast<double>(s.images)));
     metric("lathe_busy_seconds_total", "counter", "Engine time spent on prefill and decode.",
            sample("lathe_busy_seconds_total", s.busy_seconds));
     metric("lathe_embedding_inputs_total", "counter", "Inputs embedded (/v1/embeddings).",

@@ -2,7 +2,8 @@
 // body of POST /v1/completions, /v1/chat/completions and /v1/embeddings, are
 // parsed (parse_json_body: nesting bounded before any tree is built) and
 // read into the request (parse_completion, for both endpoints, against the
-// demo model's SentencePiece tokenizer and chat template, a context of 256;
+// demo model's SentencePiece tokenizer and chat template, a context of 256,
+// and for chat against the tiny LLaVA's, whose messages take image parts;
 // parse_embeddings against the same tokenizer as an encoder's, and the
 // response of zero vectors written in the format asked for). An
 // ApiError is an answer (the client's 4xx), as is Error(InvalidArgument),
@@ -21,9 +22,11 @@
 #include "runtime/serve/openai.hpp"
 #include "runtime/text/jinja/chat_template.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
+#include "tests/harness/tiny_llava.hpp"
 
 using namespace lathe;
 using namespace lathe::serve;
+using lathe::fuzz::finding;
 
 namespace {
 
@@ -34,6 +37,38 @@ const Model& demo() {
   static const text::ChatTemplate chat_template = text::ChatTemplate::parse(source.text, source.origin);
   static const Model model{"demo", &tokenizer, &chat_template, source.bos_token, source.eos_token, 256};
   return model;
+}
+
+// The tiny LLaVA's (tests/data/vision/tiny-llava): chat messages with image
+// parts, decoded within the image target's smaller limits.
+const Model& tiny_llava() {
+  static test::TinyLlava tiny;
+  static const Model model = [] {
+    tiny.support.limits = {int64_t{1} << 20, 4096, int64_t{1} << 20};
+    return tiny.model();
+  }();
+  return model;
+}
+
+// An accepted request's images, as the scheduler will read them: each
+// marker's rows of the prompt, each distinct image's input rows.
+void check_images(const GenerationRequest& r, const Model& model) {
+  const PromptImages& images = r.images;
+  if (!model.images) {
+    if (!images.order.empty() || !images.at.empty() || !images.inputs.empty()) finding("images for a text model");
+    return;
+  }
+  if (images.at.size() != images.order.size() * static_cast<size_t>(images.rows)) finding("image rows miscounted");
+  const plan::VisionLink& link = model.images->link;
+  const int64_t image_token = link.image_token >= 0 ? link.image_token : link.marker;
+  for (size_t i = 0; i < images.at.size(); ++i)
+    if (images.at[i] < 0 || images.at[i] >= static_cast<int64_t>(r.prompt.size()) ||
+        (i > 0 && images.at[i] <= images.at[i - 1]) || r.prompt[static_cast<size_t>(images.at[i])] != image_token)
+      finding("an image row that is not a marker's row of the prompt");
+  for (const uint32_t k : images.order)
+    if (k >= images.inputs.size()) finding("an image order past the inputs");
+  for (const std::vector<float>& input : images.inputs)
+    if (input.size() != 17 * 48) finding("an image input of another size than the tower's");
 }
 
 }  // namespace
@@ -48,14 +83,15 @@ void lathe::fuzz::http(const uint8_t* data, size_t size) {
     if (e.status != 400) finding("a body that does not parse is not a 400");
     return;
   }
-  for (const bool chat : {false, true}) {
+  for (const auto& [chat, m] : {std::pair{false, &model}, std::pair{true, &model}, std::pair{true, &tiny_llava()}}) {
     try {
-      const CompletionParams p = parse_completion(json, chat, model);
+      const CompletionParams p = parse_completion(json, chat, *m);
       const GenerationRequest& r = p.request;
-      if (r.prompt.empty() || r.max_tokens < 1 || static_cast<int64_t>(r.prompt.size()) + r.max_tokens > model.context)
+      if (r.prompt.empty() || r.max_tokens < 1 || static_cast<int64_t>(r.prompt.size()) + r.max_tokens > m->context)
         finding("an accepted request does not fit the context");
       for (const int32_t id : r.prompt)
-        if (id < 0 || id >= model.tokenizer->vocab_size()) finding("a prompt id outside the vocabulary");
+        if (id < 0 || id >= m->tokenizer->vocab_size()) finding("a prompt id outside the vocabulary");
+      check_images(r, *m);
       (void)dump(json);
     } catch (const ApiError& e) {
       if (e.status < 400 || e.status >= 500) finding("an ApiError that is not a 4xx");

@@ -246,8 +246,16 @@ TEST_CASE("finding a Hugging Face checkpoint's template") {
   test::write_file(dir.file("tokenizer_config.json"),
                    R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
   CHECK(find_chat_template(dir.dir.string())->text == "D");
+  // A processor's chat_template.json over the tokenizer's; a .jinja over both.
+  test::write_file(dir.file("chat_template.json"), R"({"chat_template": "P"})");
+  CHECK(find_chat_template(dir.dir.string())->text == "P");
+  CHECK(contains(find_chat_template(dir.dir.string())->origin, "chat_template.json chat_template"));
   test::write_file(dir.file("chat_template.jinja"), "J");
   CHECK(find_chat_template(dir.dir.string())->text == "J");
+  std::filesystem::remove(dir.file("chat_template.jinja"));
+  test::write_file(dir.file("chat_template.json"), R"({"template": "P"})");
+  CHECK_THROWS_WITH_AS(find_chat_template(dir.dir.string()), doctest::Contains("with a chat_template"), Error);
+  std::filesystem::remove(dir.file("chat_template.json"));
 
   test::write_file(dir.file("chat_template.jinja"), "");
   std::filesystem::remove(dir.file("chat_template.jinja"));

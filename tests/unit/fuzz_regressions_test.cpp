@@ -42,5 +42,6 @@ TEST_CASE("fuzz findings stay fixed") {
   count += replay("chat_template", lathe::fuzz::chat_template);
   count += replay("http", lathe::fuzz::http);
   count += replay("image", lathe::fuzz::image);
+  count += replay("data_url", lathe::fuzz::data_url);
   MESSAGE(count << " inputs replayed");
 }

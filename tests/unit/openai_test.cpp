@@ -5,7 +5,13 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
+
+#include "runtime/generate/images.hpp"
+#include "runtime/serve/data_url.hpp"
+#include "tests/harness/tiny_llava.hpp"
 
 using namespace lathe;
 using namespace lathe::serve;
@@ -199,4 +205,116 @@ TEST_CASE("openai: an embeddings response in floats and in base64 of the same li
   CHECK(text["data"][1]["embedding"] == "AACAPgAAQEAAAIC/");
   const json one = embeddings_response(p, "m", {{1.0f}});  // four bytes: padded
   CHECK(one["data"][0]["embedding"] == "AACAPw==");
+}
+
+namespace {
+
+using test::TinyLlava;
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::string data_url(const std::string& path, const std::string& type = "image/jpeg") {
+  const std::string bytes = file_bytes(path);
+  return "data:" + type + ";base64," + base64_encode(std::as_bytes(std::span(bytes.data(), bytes.size())));
+}
+
+json image_part(const std::string& url) { return {{"type", "image_url"}, {"image_url", {{"url", url}}}}; }
+
+json chat(json content) { return {{"messages", json::array({{{"role", "user"}, {"content", std::move(content)}}})}}; }
+
+}  // namespace
+
+TEST_CASE("openai: a chat message's images, placed by the chat template, each distinct one decoded once") {
+  const TinyLlava tiny;
+  const Model model = tiny.model();
+  const std::string baseline = data_url(LATHE_SOURCE_DIR "/tests/data/images/baseline.jpg");
+  const std::string gray = data_url(LATHE_SOURCE_DIR "/tests/data/images/gray.jpg");
+  const CompletionParams p = parse_completion(
+      chat({{{"type", "text"}, {"text", "hi"}}, image_part(baseline), image_part(gray), image_part(baseline)}), true,
+      model);
+  const GenerationRequest& r = p.request;
+  // The template writes "<image>\n" for each image, then the text: the
+  // prompt holds each marker's 16 rows of the image token.
+  const std::vector<int32_t> rendered = tiny.tokenizer.encode("USER: <image>\n<image>\n<image>\nhi ASSISTANT:", true);
+  const text::ExpandedPrompt expanded = text::expand_markers(tiny.support.link, rendered, 3);
+  CHECK(r.prompt == expanded.ids);
+  CHECK(r.images.at == expanded.at);
+  CHECK(r.images.rows == 16);
+  CHECK(r.images.order == std::vector<uint32_t>{0, 1, 0});
+  REQUIRE(r.images.inputs.size() == 2);
+  const auto input = [&](const char* file) {
+    const std::string bytes = file_bytes(std::string(LATHE_SOURCE_DIR "/tests/data/images/") + file);
+    return text::image_input(tiny.support.link, tiny.support.preprocess,
+                             image::decode(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), file),
+                             tiny.support.row_floats, file);
+  };
+  CHECK(r.images.inputs[0] == input("baseline.jpg"));
+  CHECK(r.images.inputs[1] == input("gray.jpg"));
+  CHECK(r.images.inputs[0].size() == 17 * 48);  // the class row, then 16 patches
+
+  // A text-only chat to a vision model: its template still gets parts.
+  CHECK(parse_completion(chat("hi"), true, model).request.prompt == tiny.tokenizer.encode("USER: hi ASSISTANT:", true));
+}
+
+TEST_CASE("openai: image parts refused, naming the part: other URLs, bad payloads, bad images, too many") {
+  const TinyLlava tiny;
+  const Model model = tiny.model();
+  const auto refusal = [&](const json& body, const Model& m) { return error_of([&] { parse_completion(body, true, m); }); };
+  const std::string part = "messages[0].content[1].image_url.url";
+  ApiError e = refusal(chat({{{"type", "text"}, {"text", "hi"}}, image_part("https://example.com/cat.png")}), model);
+  CHECK(e.status == 400);
+  CHECK(e.param == part);
+  CHECK(std::string(e.what()) == part + ": only data: URLs of base64 images are taken (the server fetches nothing), "
+                                        "not https: URLs");
+  e = refusal(chat({{{"type", "text"}, {"text", "hi"}}, image_part("data:image/png;base64,@@@@")}), model);
+  CHECK(e.param == part);
+  CHECK(std::string(e.what()).find("is not base64") != std::string::npos);
+  e = refusal(chat({{{"type", "text"}, {"text", "hi"}}, image_part("data:text/plain;base64,Zm9v")}), model);
+  CHECK(std::string(e.what()) == part + ": a data: URL of text/plain, not an image");
+  // A corrupt file: the decoder's message, naming the part.
+  e = refusal(chat({{{"type", "text"}, {"text", "hi"}},
+                    image_part(data_url(LATHE_SOURCE_DIR "/tests/data/images/bad/truncated.png", "image/png"))}),
+              model);
+  CHECK(e.status == 400);
+  CHECK(e.param == part);
+  CHECK(std::string(e.what()).rfind(part + ": ", 0) == 0);
+  // A file over the bound: refused from its size.
+  ImageSupport small = tiny.support;
+  small.limits.max_file_bytes = 100;
+  Model bounded = model;
+  bounded.images = &small;
+  e = refusal(chat({image_part(data_url(LATHE_SOURCE_DIR "/tests/data/images/baseline.jpg"))}), bounded);
+  CHECK(std::string(e.what()).find("over the 100 an image may have") != std::string::npos);
+  // More images than the context holds: refused before any is decoded
+  // (these payloads are not even base64).
+  json many = json::array();
+  for (int i = 0; i < 11; ++i) many.push_back(image_part("data:image/png;base64,@@@@"));
+  e = refusal(chat(many), model);
+  CHECK(e.code == "context_length_exceeded");
+  CHECK(std::string(e.what()).find("resulted in more than 160 tokens") != std::string::npos);
+  // Images and text together over the context.
+  e = refusal(chat({{{"type", "text"}, {"text", std::string(150, 'x')}},
+                    image_part(data_url(LATHE_SOURCE_DIR "/tests/data/images/baseline.jpg"))}),
+              model);
+  CHECK(e.code == "context_length_exceeded");
+  // The user's own "<image>": the markers and the images are not as many.
+  e = refusal(chat({{{"type", "text"}, {"text", "a <image> b"}},
+                    image_part(data_url(LATHE_SOURCE_DIR "/tests/data/images/baseline.jpg"))}),
+              model);
+  CHECK(e.param == "messages");
+  CHECK(std::string(e.what()).find("the prompt holds 2 image marker(s) (token 200) for 1 image(s)") != std::string::npos);
+  // A malformed part.
+  e = refusal(chat({{{"type", "image_url"}, {"image_url", "data:image/png;base64,Zm9v"}}}), model);
+  CHECK(e.param == "messages[0].content[0].image_url");
+  e = refusal(chat({{{"type", "image_url"}, {"image_url", {{"url", "data:,"}, {"detail", "max"}}}}}), model);
+  CHECK(e.param == "messages[0].content[0].image_url.detail");
+  e = refusal(chat({{{"type", "audio"}}}), model);
+  CHECK(std::string(e.what()) == "messages[0].content[0]: only parts of type \"text\" and \"image_url\" are supported");
+  // A model without a tower takes none.
+  e = refusal(chat({image_part("data:image/png;base64,Zm9v")}), demo_model());
+  CHECK(e.param == "messages[0].content[0]");
+  CHECK(std::string(e.what()).find("this model takes no images") != std::string::npos);
 }

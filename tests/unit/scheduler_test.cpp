@@ -67,6 +67,35 @@ class FakeEngine final : public Engine {
     widest = std::max(widest, steps.size());
     return out;
   }
+  // An image's features: `image_rows` rows of 2, from the input's first value.
+  std::vector<float> encode_image(std::span<const float> input) override {
+    std::lock_guard lock(mutex_);
+    ++encoded;
+    std::vector<float> out;
+    for (int r = 0; r < image_rows; ++r) out.insert(out.end(), {input[0] * 10 + r, input[0] * 10 + r + 0.5f});
+    return out;
+  }
+  // A spliced row enters the history as a token made of its features.
+  std::vector<float> prefill_spliced(int64_t s, std::span<const int32_t> tokens, std::span<const int64_t> at,
+                                     std::span<const float> features) override {
+    std::lock_guard lock(mutex_);
+    REQUIRE(features.size() == at.size() * 2);
+    auto& h = histories_.at(static_cast<size_t>(s));
+    size_t next = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (next < at.size() && at[next] == static_cast<int64_t>(i)) {
+        REQUIRE(features[next * 2 + 1] == features[next * 2] + 0.5f);
+        spliced.push_back(features[next * 2]);
+        h.push_back(100000 + static_cast<int32_t>(features[next * 2]));
+        ++next;
+      } else {
+        h.push_back(tokens[i]);
+      }
+    }
+    REQUIRE(next == at.size());
+    chunks.push_back(tokens.size());
+    return logits(h);
+  }
   void hold(bool closed) {
     {
       std::lock_guard lock(mutex_);
@@ -79,6 +108,9 @@ class FakeEngine final : public Engine {
   size_t widest = 0;           // most rows of one decode
   int resets = 0;
   size_t nan_at = 0;           // > 0: the logits of a history this long are NaN (a broken model)
+  int image_rows = 2;          // feature rows an image gives
+  int encoded = 0;             // images encoded
+  std::vector<float> spliced;  // each spliced row's first feature, in order
 
  private:
   std::vector<float> logits(const std::vector<int32_t>& h) const {
@@ -272,4 +304,38 @@ TEST_CASE("scheduler: NaN logits end the request with an error naming the decode
   CHECK(r.finish.reason == "error");
   CHECK(r.finish.error.rfind("decode step 2: the logits hold NaN at token 0 (", 0) == 0);
   CHECK(r.tokens.size() == 2);  // the prompt's pick and decode step 1's
+}
+
+TEST_CASE("scheduler: a prompt's images, each distinct one encoded once, their rows spliced in every chunk") {
+  FakeEngine engine = make_engine(1);
+  SchedulerOptions o;
+  o.chunk = 4;
+  Scheduler s(engine, demo_tokenizer(), o);
+  // Ten tokens; image 0 at rows 1–2 and 7–8 (sent twice), image 1 at 4–5:
+  // the chunks [0, 4), [4, 8), [8, 10) each hold some of them.
+  GenerationRequest r = request(prompt_of(3, 10), 4);
+  r.images.inputs = {{1, 0}, {2, 0}};
+  r.images.order = {0, 1, 0};
+  r.images.at = {1, 2, 4, 5, 7, 8};
+  r.images.rows = 2;
+  const Result spliced = collect(*s.submit(r));
+  CHECK(engine.encoded == 2);
+  CHECK(engine.spliced == std::vector<float>{10, 11, 20, 21, 10, 11});
+  CHECK(engine.chunks == std::vector<size_t>{4, 4, 2});
+  CHECK(s.stats().images == 2);
+  CHECK(spliced.finish.prompt_tokens == 10);
+  // The features decide what follows: other images, other tokens.
+  r.images.inputs = {{3, 0}, {2, 0}};
+  const Result other = collect(*s.submit(r));
+  CHECK(other.tokens != spliced.tokens);
+
+  // Images that are not the prompt's rows are refused before they queue.
+  GenerationRequest bad = r;
+  bad.images.at = {1, 2, 4, 5, 7, 10};
+  CHECK_THROWS_WITH_AS(s.submit(bad), doctest::Contains("row 10 is not an increasing row of the 10 prompt tokens"), Error);
+  bad.images.at = {1, 2, 4, 5, 7};
+  CHECK_THROWS_WITH_AS(s.submit(bad), doctest::Contains("5 spliced rows for 3 images of 2"), Error);
+  bad = r;
+  bad.images.order = {0, 1, 2};
+  CHECK_THROWS_WITH_AS(s.submit(bad), doctest::Contains("image 2 is not among the 2 given"), Error);
 }

@@ -83,6 +83,17 @@ std::optional<ChatTemplateSource> find_chat_template(const std::string& path) {
     text = config_template(config, config_path.string());
     source.origin = config_path.string() + " chat_template";
   }
+  // A processor's template (a vision model's: chat_template.json holds
+  // {"chat_template": …}) over the tokenizer's, and a .jinja file over both,
+  // as transformers prefers them.
+  const fs::path processor_path = dir / "chat_template.json";
+  if (fs::exists(processor_path, ec)) {
+    const nlohmann::json config = detail::parse_json_file(processor_path);
+    if (!config.is_object() || !config.contains("chat_template"))
+      throw Error(ErrorKind::BadFile, processor_path.string() + ": must be a JSON object with a chat_template");
+    text = config_template(config, processor_path.string());
+    source.origin = processor_path.string() + " chat_template";
+  }
   const fs::path jinja_path = dir / "chat_template.jinja";
   if (fs::exists(jinja_path, ec)) {
     text = detail::read_text_file(jinja_path);

@@ -69,6 +69,7 @@ struct ChatTemplateSource {
 // A Hugging Face checkpoint: `path` is its directory or a file in it
 // (tokenizer.json, tokenizer_config.json). The template is chat_template.jinja
 // when there is one (where transformers ≥ 4.43 saves it), else
+// chat_template.json's chat_template (a processor's: a vision model's), else
 // tokenizer_config.json's chat_template: a string, or a list of
 // {"name", "template"} of which "default" is taken. bos_token / eos_token
 // come from tokenizer_config.json (a string or {"content": …}).
