@@ -6,7 +6,9 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <semaphore>
 #include <string_view>
+#include <thread>
 
 #include "runtime/error.hpp"
 #include "runtime/generate/images.hpp"
@@ -158,6 +160,16 @@ std::optional<std::vector<int32_t>> encode_within(const text::Tokenizer& tokeniz
       "context_length_exceeded");
 }
 
+// The images being decoded at once across the server's handlers: each holds
+// up to limits.max_pixels · 3 bytes of pixels and the resize's buffers
+// (some 200 MB at the bounds), so the memory of image parts in flight is
+// bounded by this, not by the HTTP threads. Decoding takes milliseconds to
+// a second; a handler waits its turn.
+std::counting_semaphore<8>& decode_slots() {
+  static std::counting_semaphore<8> slots(std::clamp<std::ptrdiff_t>(std::thread::hardware_concurrency(), 1, 8));
+  return slots;
+}
+
 // The request's images decoded, preprocessed and unfolded into the tower's
 // input (each distinct URL once), and the prompt's markers expanded into
 // their rows. Throws ApiError naming the part at fault.
@@ -179,6 +191,10 @@ void splice_images(const std::vector<ImagePart>& parts, const Model& model, Gene
       const DataUrl url = parse_data_url(*part.url, static_cast<size_t>(support.limits.max_file_bytes));
       if (!url.media_type.empty() && url.media_type.rfind("image/", 0) != 0)
         throw Error(ErrorKind::InvalidArgument, "a data: URL of " + printable(url.media_type, 64) + ", not an image");
+      decode_slots().acquire();
+      struct Release {
+        ~Release() { decode_slots().release(); }
+      } release;
       images.inputs.push_back(text::image_input(support.link, support.preprocess,
                                                 image::decode(url.bytes, part.param, support.limits), support.row_floats,
                                                 part.param));

@@ -5,9 +5,11 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "runtime/generate/images.hpp"
 #include "runtime/serve/data_url.hpp"
@@ -317,4 +319,21 @@ TEST_CASE("openai: image parts refused, naming the part: other URLs, bad payload
   e = refusal(chat({image_part("data:image/png;base64,Zm9v")}), demo_model());
   CHECK(e.param == "messages[0].content[0]");
   CHECK(std::string(e.what()).find("this model takes no images") != std::string::npos);
+}
+
+TEST_CASE("openai: image requests parsed at once on many threads each get their images (decoding takes turns)") {
+  const TinyLlava tiny;
+  const Model model = tiny.model();
+  const json body = chat({image_part(data_url(LATHE_SOURCE_DIR "/tests/data/images/baseline.jpg")),
+                          image_part(data_url(LATHE_SOURCE_DIR "/tests/data/images/gray.jpg"))});
+  const GenerationRequest alone = parse_completion(body, true, model).request;
+  std::vector<std::thread> threads;
+  std::atomic<int> same = 0;
+  for (int i = 0; i < 24; ++i)
+    threads.emplace_back([&] {
+      const GenerationRequest r = parse_completion(body, true, model).request;
+      if (r.prompt == alone.prompt && r.images.inputs == alone.images.inputs) ++same;
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(same == 24);
 }
