@@ -222,6 +222,10 @@ int main(int argc, char** argv) {
                     "Largest request body in bytes; larger ones are refused with 413 (default: 1 MiB, or 32 MiB for a "
                     "model that takes images)")
       ->check(at_least(1));
+  serve->add_option("--max-bodies", srv.max_bodies,
+                    "Bytes of the request bodies read at once, all connections together; one more is refused with "
+                    "503 (default: the larger of 64 MiB and 4 × --max-body)")
+      ->check(at_least(1));
   serve->add_option("--read-timeout", srv.read_timeout,
                     "Seconds a whole request (headers and body) may take to arrive; slower clients get 408")
       ->capture_default_str()

@@ -95,6 +95,7 @@ int cmd_serve(const ServeOptions& o) {
   server_options.port = o.port;
   // 0: 1 MiB, or 32 MiB where messages may carry images (base64 takes 4/3 of a file).
   server_options.max_body_bytes = static_cast<size_t>(o.max_body > 0 ? o.max_body : images ? 32 << 20 : 1 << 20);
+  server_options.max_bodies_bytes = static_cast<size_t>(o.max_bodies);
   const auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
   server_options.read_timeout = ms(o.read_timeout);
   server_options.write_timeout = ms(o.write_timeout);

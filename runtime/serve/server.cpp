@@ -398,16 +398,50 @@ struct Server::Impl {
   Impl(Scheduler& s, Model m, ServerOptions o, Embedder* e)
       : scheduler(s), embedder(e), model(std::move(m)), options(std::move(o)) {}
 
+  // The bytes of the bodies being read and parsed (ServerOptions::
+  // max_bodies_bytes), and one handler's share of them, given back when it
+  // is done with its body.
+  std::atomic<size_t> body_bytes{0};
+  size_t body_budget() const {
+    return options.max_bodies_bytes > 0 ? options.max_bodies_bytes
+                                        : std::max<size_t>(size_t{64} << 20, 4 * options.max_body_bytes);
+  }
+  struct BodyHold {
+    Impl& s;
+    size_t held = 0;
+    // False, taking nothing, when `more` bytes would pass the budget.
+    bool take(size_t more) {
+      if (s.body_bytes.fetch_add(more) + more > s.body_budget()) {
+        s.body_bytes -= more;
+        return false;
+      }
+      held += more;
+      return true;
+    }
+    void give_back() {
+      s.body_bytes -= held;
+      held = 0;
+    }
+    ~BodyHold() { give_back(); }
+  };
+
   // Reads the body through `reader`, never more than --max-body bytes in
   // any framing. False (with the response set, and the connection to be
   // closed: the rest of the body is unread) when it is over the limit, late
   // or cut off.
   bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
-                 std::string& body) {
+                 std::string& body, BodyHold& hold) {
     const size_t limit = options.max_body_bytes;
     const auto too_large = [&] {
       current_connection->close_after_response(res);
       send_error(res, 413, error_body(413, "the request body is over the limit of " + std::to_string(limit) + " bytes"));
+      return false;
+    };
+    const auto too_many = [&] {
+      current_connection->close_after_response(res);
+      res.set_header("Retry-After", "1");
+      send_error(res, 503, error_body(503, "The server is busy: it is reading too many large request bodies at once "
+                                           "(--max-bodies " + std::to_string(body_budget()) + " bytes). Retry later."));
       return false;
     };
     const std::string coding = req.get_header_value("Transfer-Encoding");
@@ -429,18 +463,25 @@ struct Server::Impl {
         return false;
       }
       if (n > limit) return too_large();
+      if (!hold.take(static_cast<size_t>(n))) return too_many();
       body.reserve(static_cast<size_t>(n));
     }
-    bool over = false;
+    bool over = false, busy = false;
     const bool ok = reader([&](const char* data, size_t size) {
       if (body.size() + size > limit) {
         over = true;
+        return false;
+      }
+      // (A chunked body takes its share as it comes.)
+      if (chunked && !hold.take(size)) {
+        busy = true;
         return false;
       }
       body.append(data, size);
       return true;
     });
     if (over || current_connection->over_limit()) return too_large();
+    if (busy) return too_many();
     if (!ok) {
       current_connection->close_after_response(res);
       if (current_connection->timed_out()) {
@@ -487,7 +528,8 @@ struct Server::Impl {
   void completions(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
                    bool chat) {
     std::string text;
-    if (!read_body(req, res, reader, text)) return;
+    BodyHold hold{*this};
+    if (!read_body(req, res, reader, text, hold)) return;
     if (model.encoder)
       return send_error(res, 400, error_body(400, model.name + " is an encoder: it serves /v1/embeddings, not completions",
                                              "model"));
@@ -500,6 +542,7 @@ struct Server::Impl {
     });
     if (!read) return;
     release(text);
+    hold.give_back();
     if (!reply->generation) {
       res.set_header("Retry-After", "1");
       return send_error(res, 503, error_body(503, "The server is busy: every sequence is in use and the queue is full. "
@@ -521,7 +564,8 @@ struct Server::Impl {
   // sequences; requests take turns on the device.
   void embeddings(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
     std::string text;
-    if (!read_body(req, res, reader, text)) return;
+    BodyHold hold{*this};
+    if (!read_body(req, res, reader, text, hold)) return;
     if (!embedder)
       return send_error(res, 400, error_body(400, model.name + " is a decoder: it serves completions, not /v1/embeddings",
                                              "model"));
@@ -540,6 +584,7 @@ struct Server::Impl {
     answered(res, [&] {
       const EmbeddingParams params = parse_embeddings(parse_json_body(text), model, embedder->width());
       release(text);
+      hold.give_back();
       const std::vector<std::vector<float>> vectors = embedder->embed(params.inputs);
       embedded_inputs += static_cast<int64_t>(vectors.size());
       embedded_tokens += params.tokens;

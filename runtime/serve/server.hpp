@@ -25,6 +25,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                  // 0: any free port (bind() says which)
   size_t max_body_bytes = 1 << 20;  // larger bodies: 413, whatever their framing
+  // The bodies being read and parsed at once, every connection's together;
+  // a body that would pass it: 503 with Retry-After, the connection closed
+  // (its body unread). 0: the larger of 64 MiB and 4 × max_body_bytes.
+  size_t max_bodies_bytes = 0;
   int threads = 0;                  // most HTTP worker threads; 0: every sequence and queue place, and 64 more
   // A whole request (line, headers and body) must arrive within this, from
   // its first byte: a client that sends a byte a second is cut off (408).

@@ -2,8 +2,8 @@
 // client libraries: raw bytes on a socket. Each case must get an answer (or
 // a closed connection) within its limit, the server must not grow for good,
 // and it must keep serving everyone else. Started with small limits so that
-// each is quick to reach: a 256 KiB body limit, 2 s to send a request, 1 s of
-// keep-alive idleness, 6 HTTP threads.
+// each is quick to reach: a 256 KiB body limit, 600,000 bytes of bodies read
+// at once, 2 s to send a request, 1 s of keep-alive idleness, 6 HTTP threads.
 'use strict';
 const net = require('node:net');
 const fs = require('node:fs');
@@ -49,7 +49,8 @@ function rssKiB(pid) {
   return Number(m[1]);
 }
 
-main(() => withServer(['--parallel', '1', '--queue', '0', '--max-body', '262144', '--read-timeout', '2',
+main(() => withServer(['--parallel', '1', '--queue', '0', '--max-body', '262144', '--max-bodies', '600000',
+                       '--read-timeout', '2',
                        '--keep-alive', '1', '--http-threads', '6', '--cors', 'https://app.example'], 300000,
                       async ({ baseURL, port, client, server, serveArgs }) => {
   const model = (await client.models.list()).data[0].id;
@@ -133,6 +134,26 @@ main(() => withServer(['--parallel', '1', '--queue', '0', '--max-body', '262144'
                          `${(body.length - half).toString(16)}\r\n${body.slice(half)}\r\n0\r\n\r\n`]);
     assert.deepEqual(statusLines(r.text), ['HTTP/1.1 200'], r.text);
     assert.match(r.text, /"completion_tokens":2/);
+  });
+
+  await step('bodies read at once are bounded over every connection: past --max-bodies, 503', async () => {
+    // Two connections declare 256 KiB bodies and send nothing more: they
+    // hold 512 KiB of the 600,000 until --read-timeout cuts them off.
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+                 `Content-Length: 262144\r\n\r\n{`;
+    const holders = [raw(port, [head], 10000), raw(port, [head], 10000)];
+    await sleep(500);
+    const r = await raw(port, [head], 10000);
+    assert.deepEqual(statusLines(r.text), ['HTTP/1.1 503'], r.text);
+    assert.match(r.text, /Retry-After: 1/i);
+    assert.match(r.text, /too many large request bodies/);
+    assert.ok(r.closed, 'the connection is closed after the 503');
+    assert.ok(r.ms < 1500, `the third body waited ${r.ms} ms for its answer`);
+    for (const h of await Promise.all(holders)) assert.deepEqual(statusLines(h.text), ['HTTP/1.1 408'], h.text);
+    // Their shares are given back: a body as large is read again.
+    const body = JSON.stringify({ model, prompt: 'And God said', max_tokens: 2, temperature: 0, user: 'x'.repeat(200000) });
+    const again = await complete(JSON.parse(body));
+    assert.equal(again.status, 200, again.text);
   });
 
   await step('a malformed request line: a 400 status line', async () => {
