@@ -237,8 +237,9 @@ std::filesystem::path preprocessor_config(const std::string& weights, const std:
 }
 
 struct ImageEncoder::Impl {
-  Impl(const std::string& weights, bool check, lathe::vk::Device& device, const lathe::ModelInfo& tower)
-      : preprocess(lathe::image::read_preprocessor_config(preprocessor_config(weights, "--image"))),
+  Impl(const std::string& weights, bool check, lathe::vk::Device& device, const lathe::ModelInfo& tower,
+       const std::string& option)
+      : preprocess(lathe::image::read_preprocessor_config(preprocessor_config(weights, option))),
         checkpoint(lathe::open_checkpoint(tower, weights)),
         session(device, tower) {
     load_weights(session, checkpoint.get(), check);
@@ -248,15 +249,20 @@ struct ImageEncoder::Impl {
   lathe::Session session;
 };
 
-ImageEncoder::ImageEncoder(const std::string& weights, bool check, lathe::vk::Device& device) {
+ImageEncoder::ImageEncoder(const std::string& weights, bool check, lathe::vk::Device& device,
+                           const std::string& option) {
   const lathe::ModelInfo* tower = lathe::vision_info();
   if (tower == nullptr || lathe::model_info().vision == nullptr)
     throw Error(ErrorKind::InvalidArgument,
-                "--image: " + std::string(lathe::model_info().name) + " takes no images (its spec has no [vision] splice)");
-  impl_ = std::make_unique<Impl>(weights, check, device, *tower);
+                option + ": " + std::string(lathe::model_info().name) + " takes no images (its spec has no [vision] splice)");
+  impl_ = std::make_unique<Impl>(weights, check, device, *tower, option);
 }
 
 ImageEncoder::~ImageEncoder() = default;
+
+lathe::Session& ImageEncoder::session() { return impl_->session; }
+
+const lathe::image::Preprocess& ImageEncoder::preprocess() const { return impl_->preprocess; }
 
 std::vector<float> ImageEncoder::encode(const std::string& file) {
   return lathe::text::encode_image(impl_->session, *lathe::model_info().vision, impl_->preprocess,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/contract.hpp"
+#include "runtime/image/preprocess.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/model/stage_link.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
@@ -106,17 +107,22 @@ void load_weights(lathe::Session& session, const lathe::weights::Checkpoint* che
 // when there is no checkpoint or no such file.
 std::filesystem::path preprocessor_config(const std::string& weights, const std::string& option);
 
-// --image and chat's /image: the tower's build (vision_info()) in a session
-// of its own on `device`, its weights from the checkpoint `weights`, the
-// image processor's settings from the preprocessor_config.json beside it;
-// each file's rows for the decoder (text::encode_image). Throws Error naming
-// the option and file for a model without a [vision] splice, no
+// --image, chat's /image and serve: the tower's build (vision_info()) in a
+// session of its own on `device`, its weights from the checkpoint `weights`,
+// the image processor's settings from the preprocessor_config.json beside
+// it; each file's rows for the decoder (text::encode_image). Throws Error
+// naming `option` (and the file) for a model without a [vision] splice, no
 // checkpoint, a missing config or a bad image.
 class ImageEncoder {
  public:
-  ImageEncoder(const std::string& weights, bool check, lathe::vk::Device& device);
+  ImageEncoder(const std::string& weights, bool check, lathe::vk::Device& device,
+               const std::string& option = "--image");
   ~ImageEncoder();
   std::vector<float> encode(const std::string& file);
+  // The server encodes on its engine thread: the tower's session and the
+  // image processor's settings.
+  lathe::Session& session();
+  const lathe::image::Preprocess& preprocess() const;
 
  private:
   struct Impl;

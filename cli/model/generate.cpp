@@ -134,18 +134,18 @@ int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
 
 namespace {
 
-// A chat line's ids with the images /image gave for it: the line's image
-// markers take them in order; a line that writes none has them before its
-// text (after a BOS). Throws Error when the markers are not as many.
-lathe::text::SplicedPrompt chat_prompt(std::vector<int32_t> ids, const std::vector<std::vector<float>>& images,
-                                       const lathe::text::Tokenizer& tokenizer) {
+// A chat line's ids with the rows of the `images` /image gave for it: the
+// line's image markers take them in order; a line that writes none has them
+// before its text (after a BOS). Throws Error when the markers are not as
+// many.
+lathe::text::ExpandedPrompt chat_ids(std::vector<int32_t> ids, size_t images, const lathe::text::Tokenizer& tokenizer) {
   const lathe::plan::VisionLink* link = lathe::model_info().vision;
-  if (images.empty() || link == nullptr) return {std::move(ids), {}, {}};
+  if (images == 0 || link == nullptr) return {std::move(ids), {}};
   if (lathe::text::count_markers(*link, ids) == 0) {
     const size_t at = !ids.empty() && tokenizer.bos() && ids[0] == *tokenizer.bos() ? 1 : 0;
-    ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(at), images.size(), static_cast<int32_t>(link->marker));
+    ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(at), images, static_cast<int32_t>(link->marker));
   }
-  return lathe::text::splice_images(*link, ids, images, lathe::model_info().hidden);
+  return lathe::text::expand_markers(*link, ids, images);
 }
 
 }  // namespace
@@ -182,14 +182,14 @@ int cmd_chat(const TextOptions& o) {
       continue;
     }
     const std::string text = line + "\n";
-    lathe::text::SplicedPrompt prompt;
+    lathe::text::ExpandedPrompt expanded;
     try {
-      prompt = chat_prompt(lathe::text::encode_prompt(session, run.tokenizer, text), pending, run.tokenizer);
-      if (session.position() + static_cast<int64_t>(prompt.ids.size()) + 1 > session.context()) {
+      expanded = chat_ids(lathe::text::encode_prompt(session, run.tokenizer, text), pending.size(), run.tokenizer);
+      if (session.position() + static_cast<int64_t>(expanded.ids.size()) + 1 > session.context()) {
         // A line that would not fit even a fresh context is refused alone;
         // the conversation goes on without it.
-        const lathe::text::SplicedPrompt fresh =
-            chat_prompt(run.tokenizer.encode(text, /*add_special=*/true), pending, run.tokenizer);
+        lathe::text::ExpandedPrompt fresh =
+            chat_ids(run.tokenizer.encode(text, /*add_special=*/true), pending.size(), run.tokenizer);
         if (static_cast<int64_t>(fresh.ids.size()) + 1 > session.context()) {
           std::cerr << "[that line is " << fresh.ids.size() << " tokens"
                     << (pending.empty() ? "" : " with its images")
@@ -200,12 +200,15 @@ int cmd_chat(const TextOptions& o) {
         std::cerr << "[the context is full: starting over]\n";
         session.reset();
         run.sampler.reset();
-        prompt = fresh;  // now with BOS
+        expanded = std::move(fresh);  // now with BOS
       }
     } catch (const Error& e) {  // the line's markers and the images waiting are not as many
       std::cerr << "[" << e.what() << ": not sent]\n";
       continue;
     }
+    // The rows' features, once the line's ids are settled: the images in order.
+    lathe::text::SplicedPrompt prompt{std::move(expanded.ids), std::move(expanded.at), {}};
+    for (const std::vector<float>& image : pending) prompt.features.insert(prompt.features.end(), image.begin(), image.end());
     pending.clear();
     const auto print = [](std::string_view t) { std::cout << t << std::flush; };
     const lathe::text::GenerateStats stats =

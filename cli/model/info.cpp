@@ -4,8 +4,6 @@
 #include <cstdint>
 #include <iostream>
 #include <map>
-#include <regex>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -110,28 +108,11 @@ int cmd_random_weights(const std::string& out, uint64_t seed, float scale) {
     tensors.push_back(std::move(t));
   };
   // A [vision] model's checkpoint holds its tower's build's tensors too, and
-  // the tower's layers past the feature layer, which no build reads (named
-  // among the tower build's ignored tensors): each as its run layer's
-  // tensor of the same name but for the layer's number.
-  const lathe::ModelInfo* tower = lathe::vision_info();
-  std::map<std::string, const lathe::ManifestEntry*> by_layerless_name;
-  const std::regex layer_number(R"(\.layers\.[0-9]+\.)");
-  for (const lathe::ModelInfo* build : {&m, tower}) {
+  // the tower's layers past the feature layer, which no build reads.
+  for (const lathe::ModelInfo* build : {&m, lathe::vision_info()}) {
     if (build == nullptr) continue;
-    for (const lathe::ManifestEntry& e : build->manifest) {
-      write(e, std::string(e.name));
-      if (build == tower && e.layer >= 0)
-        by_layerless_name[std::regex_replace(std::string(e.name), layer_number, ".layers.#.")] = &e;
-    }
-  }
-  if (tower != nullptr) {
-    std::set<std::string_view> written;
-    for (const lathe::ModelInfo* build : {&m, tower})
-      for (const lathe::ManifestEntry& e : build->manifest) written.insert(e.name);
-    for (const std::string_view name : tower->ignored_tensors) {
-      const auto same = by_layerless_name.find(std::regex_replace(std::string(name), layer_number, ".layers.#."));
-      if (!written.contains(name) && same != by_layerless_name.end()) write(*same->second, std::string(name));
-    }
+    for (const lathe::ManifestEntry& e : build->manifest) write(e, std::string(e.name));
+    for (const lathe::ManifestEntry& e : build->unread_tensors) write(e, std::string(e.name));
   }
   lathe::weights::write_safetensors(out, tensors, {{"format", "pt"}, {"lathe", "random weights"}});
   std::cerr << "wrote " << tensors.size() << " random tensors of " << m.name << " to " << out << "\n";

@@ -68,18 +68,16 @@ int cmd_serve(const ServeOptions& o) {
   // A vision model's tower: a session of its own on the first device, its
   // weights from the same checkpoint; chat messages' image parts go through
   // it on the engine thread.
-  std::optional<lathe::Session> tower;
+  std::optional<ImageEncoder> tower;
   std::optional<lathe::serve::ImageSupport> images;
   if (m.vision != nullptr && lathe::vision_info() != nullptr) {
+    tower.emplace(o.weights, !o.no_check, vk.device(), "serve");
     images.emplace();
     images->link = *m.vision;
-    images->preprocess = lathe::image::read_preprocessor_config(preprocessor_config(o.weights, "serve"));
-    const auto tower_checkpoint = lathe::open_checkpoint(*lathe::vision_info(), o.weights);
-    tower.emplace(vk.device(), *lathe::vision_info());
-    load_weights(*tower, tower_checkpoint.get(), !o.no_check);
-    images->row_floats = tower->model().plan.input_row_floats;
+    images->preprocess = tower->preprocess();
+    images->row_floats = tower->session().model().plan.input_row_floats;
   }
-  lathe::serve::SessionEngine engine(session, tower ? &*tower : nullptr, m.vision);
+  lathe::serve::SessionEngine engine(session, tower ? &tower->session() : nullptr, m.vision);
   lathe::serve::SchedulerOptions scheduling;
   scheduling.chunk = m.encoder_decoder ? session.context() : options.max_chunk;
   scheduling.queue_limit = o.queue;

@@ -475,8 +475,8 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   std::map<std::string, bool> member_transposed;  // stored [in, out]
   std::vector<std::string> member_order;
   kainjow::mustache::list assignments;
-  for (size_t t = 0; t < manifest.tensors.size(); ++t) {
-    const TensorSpec& ts = manifest.tensors[t];
+  // {role, bias, layer, expert, name, rank, stored shape, dtype[, slice]}
+  const auto entry = [&](const TensorSpec& ts) {
     data e;
     e.set("role", std::string(spelling(ts.role).enumerator));
     e.set("bias", ts.bias ? "true" : "false");
@@ -492,7 +492,11 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
                        i(conv ? ts.shape[1] * ts.shape[2] * ts.shape[3] : ts.shape.size() > 1 ? ts.shape.back() : 1) + "}");
     e.set("dtype", std::string(spelling(ts.dtype).enumerator));
     e.set("slice", conv ? ", -1, " + i(ts.shape[3]) : ts.slice >= 0 ? ", " + i(ts.slice) : "");
-    entries.push_back(e);
+    return e;
+  };
+  for (size_t t = 0; t < manifest.tensors.size(); ++t) {
+    const TensorSpec& ts = manifest.tensors[t];
+    entries.push_back(entry(ts));
 
     const std::string member = lower::member_name(ts);
     if (!has.count(member)) {
@@ -534,6 +538,10 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     members.push_back(item);
   }
   root.set("manifest", entries);
+  kainjow::mustache::list unread;
+  for (const TensorSpec& ts : model.unread.tensors) unread.push_back(entry(ts));
+  root.set("unread", unread);
+  root.set("unread_count", std::to_string(model.unread.tensors.size()));
   root.set("layout", s.weights.layout == Layout::OutIn ? "OutIn" : "InOut");
   root.set("qkv_layout", std::string(spelling(s.weights.qkv_layout).enumerator));
   kainjow::mustache::list ignore;

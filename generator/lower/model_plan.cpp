@@ -52,7 +52,9 @@ std::optional<ModelPlan> plan_tower(const spec::Spec& s, spec::Diagnostics& diag
     // The decoder's tensors, the tower's layers past the feature layer, and
     // what the spec ignores (CLIP's post_layernorm among them).
     add_names(tower->others, spec::build_manifest(s));
-    add_names(tower->others, spec::build_vision_manifest(s), s.vision.layers_run());
+    tower->unread = spec::build_vision_manifest(s);
+    std::erase_if(tower->unread.tensors, [&](const spec::TensorSpec& t) { return t.layer < s.vision.layers_run(); });
+    add_names(tower->others, tower->unread);
     for (const std::string& p : spec::ignored_patterns(s))
       if (std::find(tower->others.begin(), tower->others.end(), p) == tower->others.end()) tower->others.push_back(p);
   }

@@ -21,6 +21,10 @@ struct ModelPlan {
   // the other build (each name once), which this one's audit tolerates
   // beside spec::ignored_patterns.
   std::vector<std::string> others;
+  // Tensors of that checkpoint no build reads, with their shapes (the
+  // tower's layers past the feature layer): random weights write them, so
+  // that a random checkpoint is laid out as a real one.
+  spec::Manifest unread;
 };
 
 // A graph the kernels cannot run is an error at the spec line of the key

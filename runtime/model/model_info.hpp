@@ -45,6 +45,10 @@ struct ModelInfo {
   DType cache_dtype;  // KV cache elements: F16 or F32
   std::span<const ManifestEntry> manifest;
   std::span<const std::string_view> ignored_tensors;  // name patterns the audit tolerates
+  // Tensors the checkpoint holds that no build reads (a vision tower's
+  // layers past its feature layer), with their shapes: random weights write
+  // them, so that a random checkpoint is laid out as a real one.
+  std::span<const ManifestEntry> unread_tensors;
   plan::Plan plan;                        // what the session allocates, binds, records and submits
   std::span<const KernelBinary> kernels;  // the SPIR-V of plan.kernels, index for index
   // An encoder (model.stack = "encoder"): bidirectional attention over one

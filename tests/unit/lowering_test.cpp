@@ -965,6 +965,24 @@ TEST_CASE("a vision tower's build: input rows, patch matmul, positions and class
                                                                        ? s.vision.projector.intermediate
                                                                        : s.dims.hidden)));
   CHECK(p.scalars.cache_row_bytes == s.vision.dims.kv_heads * s.vision.dims.head_dim * 2);  // the tower's own heads
+  // The layers past the feature layer: in the checkpoint, read by no build,
+  // stated with their shapes for random weights; the audit tolerates them.
+  const spec::Manifest vision = spec::build_vision_manifest(s);
+  size_t past = 0;
+  for (const spec::TensorSpec& t : vision.tensors) {
+    if (t.layer < s.vision.layers_run()) continue;
+    ++past;
+    CHECK(std::find(tower->others.begin(), tower->others.end(), t.name) != tower->others.end());
+  }
+  REQUIRE(past > 0);
+  REQUIRE(tower->unread.tensors.size() == past);
+  for (const spec::TensorSpec& t : tower->unread.tensors) CHECK(t.layer >= s.vision.layers_run());
+  const auto first_past = std::find_if(vision.tensors.begin(), vision.tensors.end(), [&](const spec::TensorSpec& t) {
+    return t.layer >= s.vision.layers_run();
+  });
+  CHECK(tower->unread.tensors.front().name == first_past->name);
+  CHECK(tower->unread.tensors.front().shape == first_past->shape);
+  CHECK(llava.model.unread.tensors.empty());  // the decoder's build states none
 
   // The decoder's embedding takes the host's rows where a row is flagged.
   const lower::Plan& decoder = llava.model.plan;
