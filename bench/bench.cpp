@@ -686,7 +686,7 @@ int run_vision(const Options& opt) {
   // The prompt: half the text, the image's marker, the other half.
   std::vector<int32_t> ids = random_tokens(static_cast<size_t>(opt.length), link.marker, 41);
   ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(ids.size() / 2), static_cast<int32_t>(link.marker));
-  const int64_t rows = static_cast<int64_t>(ids.size()) - 1 + link.features;
+  const int64_t rows = static_cast<int64_t>(ids.size()) - 1 + link.expanded_rows();
   const std::vector<int32_t> text = random_tokens(static_cast<size_t>(rows), link.marker, 43);
 
   double matrix_values = 0;

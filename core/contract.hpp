@@ -299,6 +299,8 @@ struct ManifestEntry {
   // Rank 4: a convolution's weight stored [rows, channels, kernel, kernel]
   // (a vision tower's patch embedding), held as [rows, channels·kernel²].
   int32_t kernel = 0;
+  // A matrix stored [in, out] (TensorSpec::in_out): the upload transposes it.
+  bool in_out = false;
 
   constexpr int64_t elements() const { return shape[0] * shape[1]; }
   // The shape a checkpoint stores it in.

@@ -28,7 +28,7 @@ std::vector<ManifestEntry> manifest_entries(const Manifest& manifest) {
     entries.push_back({t.role, t.bias, static_cast<int32_t>(t.layer), static_cast<int32_t>(t.expert), t.name,
                        static_cast<uint8_t>(t.shape.size()),
                        {t.shape[0], conv ? t.shape[1] * t.shape[2] * t.shape[3] : t.shape.size() > 1 ? t.shape.back() : 1},
-                       t.dtype, static_cast<int32_t>(t.slice), conv ? static_cast<int32_t>(t.shape[2]) : 0});
+                       t.dtype, static_cast<int32_t>(t.slice), conv ? static_cast<int32_t>(t.shape[2]) : 0, t.in_out});
   }
   return entries;
 }
@@ -165,8 +165,9 @@ class Builder {
 
   // A linear map from `in` to `out` features: [out, in] (or [in, out]).
   void linear(Role role, int64_t out, int64_t in, bool bias, int64_t layer = -1, int64_t expert = -1) {
-    const bool transposed = s_.weights.layout == Layout::InOut && is_linear(role);
-    push(role, false, layer, expert, transposed ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in});
+    const bool in_out = s_.weights.layout == Layout::InOut && is_linear(role);
+    push(role, false, layer, expert, in_out ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in});
+    m_.tensors.back().in_out = in_out;
     if (bias) push(role, true, layer, expert, {out});
   }
   void matrix(Role role, int64_t rows, int64_t cols, int64_t layer = -1) {
@@ -181,6 +182,12 @@ class Builder {
   // A tensor named by its path itself, whatever its role (an nn.Parameter:
   // Gemma 3's mm_input_projection_weight, Llama 3.2 Vision's position table).
   void parameter(Role role, std::vector<int64_t> shape) { push(role, false, -1, -1, std::move(shape), true); }
+  // A linear map stored [in, out] whatever the layout, named by its path (an
+  // nn.Parameter multiplied from the right: Gemma 3's mm_input_projection_weight).
+  void parameter_in_out(Role role, int64_t out, int64_t in) {
+    parameter(role, {in, out});
+    m_.tensors.back().in_out = true;
+  }
   void norm(Role role, int64_t width, int64_t layer, bool bias) {
     push(role, false, layer, -1, {width});
     if (bias) push(role, true, layer, -1, {width});
@@ -470,7 +477,7 @@ Manifest build_vision_manifest(const Spec& s) {
       break;
     case ProjectorKind::Pooled:
       p.norm(Role::ProjNorm, h, -1, j.norm == NormKind::LayerNorm);
-      p.parameter(Role::ProjIn, {features, s.dims.hidden});  // Gemma 3's mm_input_projection_weight, [in, out]
+      p.parameter_in_out(Role::ProjIn, s.dims.hidden, features);  // Gemma 3's mm_input_projection_weight
       break;
     case ProjectorKind::Linear: p.linear(Role::ProjIn, s.dims.hidden, features, j.bias); break;
   }

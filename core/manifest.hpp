@@ -20,7 +20,10 @@ struct TensorSpec {
   // ≥ 0: index `slice` of dim 0 of the stacked tensor `name`, when the
   // expert role's name has no {expert} (llama.cpp's ffn_*_exps).
   int64_t slice = -1;
-  std::vector<int64_t> shape;  // as stored: [out, in] for out_in, [in, out] for in_out
+  std::vector<int64_t> shape;  // as stored: [out, in], or [in, out] where in_out
+  // A matrix stored [in, out] (an in_out layout's linears, Gemma 3's
+  // mm_input_projection_weight): the device holds it transposed.
+  bool in_out = false;
   DType dtype = DType::F32;
   int64_t elements() const;
 };

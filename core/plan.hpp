@@ -456,7 +456,31 @@ struct VisionLink {
   int64_t features = 0;      // the rows an image gives the decoder
   int64_t marker = -1;       // the token a prompt holds once where an image goes
   int64_t image_token = -1;  // the token each of the image's rows holds (−1: the marker)
+  // The tokens around an image's rows, in place of its marker (Gemma 3's
+  // "\n\n<start_of_image>" before, "<end_of_image>\n\n" after).
+  std::span<const int32_t> prefix, suffix;
+  // An image's rows see each other both ways in the decoder (Gemma 3): a
+  // prefill holds whole images, and a prompt chunk cuts none.
+  bool two_way = false;
+  // The ids one marker becomes: prefix, an image's rows, suffix.
+  constexpr int64_t expanded_rows() const {
+    return static_cast<int64_t>(prefix.size()) + features + static_cast<int64_t>(suffix.size());
+  }
 };
+
+// Where a prompt chunk [begin, end) ends so that it cuts no image of a
+// two-way link: `at` the prompt's spliced rows, increasing, image i's the
+// `rows` consecutive at[i · rows, (i + 1) · rows). An image `end` would cut
+// ends the chunk before its first row, or, when it starts the chunk, after
+// its last (a chunk holds one image at least).
+inline size_t whole_images_end(std::span<const int64_t> at, int64_t rows, size_t begin, size_t end) {
+  const size_t per = static_cast<size_t>(rows);
+  for (size_t i = 0; per > 0 && i + per <= at.size(); i += per) {
+    const size_t first = static_cast<size_t>(at[i]), last = static_cast<size_t>(at[i + per - 1]);
+    if (first < end && last >= end) return first > begin ? first : last + 1;
+  }
+  return end;
+}
 
 // Everything a session allocates for the plan.
 struct Plan {

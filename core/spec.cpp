@@ -87,6 +87,9 @@ Spec vision_tower(const Spec& s) {
   t.embedding.norm = v.pre_norm;
   t.weights = v.weights;
   t.cache.dtype = s.cache.dtype;
+  // The projector the tower's build runs after its layers (its pooled
+  // norm's settings); the tower itself takes no images (enabled is false).
+  t.vision.projector = v.projector;
   return t;
 }
 

@@ -86,7 +86,16 @@ enum class OpKind : uint8_t {
   MlaValues,    // its heads' values out of the latent: per head h, W_UV[h] · in[0][h][0 … RANK) of the
                 //   attention's output ([H][RANK + ROPE]); tensor[0] kv_b (dims: H, NOPE, ROPE, RANK, VD)
                 //   (variant kSplitKvB: tensor[0] is k_b for the query, v_b for the values)
+  PoolNorm,     // a pooled projector's (Gemma 3's): the rows a dims[1] × dims[1] grid of patches, row-major,
+                //   out row r < (dims[1] / dims[2])² the norm of the mean of block r of dims[2] × dims[2]
+                //   patches (blocks row-major too); the rows after it zeros. The norm: RMSNorm, or
+                //   LayerNorm (variant bit kPoolLayerNorm) with the shift tensor[1]; scale tensor[0], or
+                //   1 + it (bit kPoolUnitOffset); param its eps
 };
+
+// PoolNorm's variant bits (Op::variant).
+inline constexpr uint8_t kPoolLayerNorm = 1;
+inline constexpr uint8_t kPoolUnitOffset = 2;
 
 // QKNorm's variants (Op::variant).
 inline constexpr uint8_t kQKNorm = 0;      // q and k, each head or each projection whole (dims[3] the group)
@@ -105,6 +114,8 @@ inline constexpr uint8_t kCausal = 0;
 inline constexpr uint8_t kBidirectional = 1;  // every row sees every key of its input (an encoder)
 inline constexpr uint8_t kCross = 2;          // q (in[0]) alone: the keys are the encoder's output, in the cache
                                               //   `layer` a CrossKv op filled
+inline constexpr uint8_t kImageSpans = 3;     // causal, but an image's spliced rows see each other both ways
+                                              //   (Gemma 3): a spliced row sees the keys up to its image's last row
 
 using lathe::Activation;
 using lathe::RopePairing;
@@ -208,6 +219,25 @@ class Recorder {
     return emit<N>(Op{OpKind::LayerNorm, 0, {x.id}, {g.tensor, b.tensor}, {N}, eps});
   }
 
+  // A pooled projector's mean of Pool × Pool blocks of a Grid × Grid grid of
+  // rows (an image's patches), each normed: RMSNorm, scaled by 1 + g where
+  // `unit_offset` (Gemma 3's mm_soft_emb_norm).
+  template <int64_t Grid, int64_t Pool, int64_t N, int64_t G>
+  Act<N> pool_rmsnorm(Act<N> x, Vector<G> g, double eps, bool unit_offset) {
+    static_assert(G == N, "pool_rmsnorm: the scale vector's width does not match the activation width");
+    static_assert(Grid > 0 && Pool > 0 && Grid % Pool == 0, "pool_rmsnorm: the blocks do not tile the grid");
+    return emit<N>(Op{OpKind::PoolNorm, 0, {x.id}, {g.tensor, -1}, {N, Grid, Pool}, eps, -1,
+                      unit_offset ? kPoolUnitOffset : uint8_t{0}});
+  }
+  // … LayerNorm, with its shift.
+  template <int64_t Grid, int64_t Pool, int64_t N, int64_t G, int64_t B>
+  Act<N> pool_layernorm(Act<N> x, Vector<G> g, Vector<B> b, double eps) {
+    static_assert(G == N, "pool_layernorm: the scale vector's width does not match the activation width");
+    static_assert(B == N, "pool_layernorm: the shift vector's width does not match the activation width");
+    static_assert(Grid > 0 && Pool > 0 && Grid % Pool == 0, "pool_layernorm: the blocks do not tile the grid");
+    return emit<N>(Op{OpKind::PoolNorm, 0, {x.id}, {g.tensor, b.tensor}, {N, Grid, Pool}, eps, -1, kPoolLayerNorm});
+  }
+
   template <int64_t Rows, int64_t Cols, int64_t N>
   Act<Rows> matmul(Weight<Rows, Cols> w, Act<N> x) {
     static_assert(Cols == N, "matmul: the weight's input width does not match the activation width");
@@ -266,6 +296,14 @@ class Recorder {
     static_assert(NV == Hkv * Dh, "attention: v is not kv_heads × head_dim wide (the cache holds kv heads)");
     return emit<Hq * Dh>(Op{OpKind::Attention, 0, {q.id, k.id, v.id}, {-1, -1}, {Hq, Hkv, Dh, window}, scale, layer,
                             static_cast<uint8_t>(bidirectional)});
+  }
+  // … a decoder's whose spliced rows, an image's, also see the image's
+  // later rows (Gemma 3's image tokens attend both ways among themselves).
+  template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ, int64_t NK, int64_t NV>
+  Act<Hq * Dh> attention_image_spans(Act<NQ> q, Act<NK> k, Act<NV> v, int32_t layer, double scale, int64_t window = 0) {
+    Act<Hq * Dh> out = attention<Hq, Hkv, Dh>(q, k, v, layer, scale, window);
+    s_.ops.back().variant = kImageSpans;
+    return out;
   }
   // … with T5's relative position bias: a scalar per (bucket of j − i, query head) added to the scores.
   template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ, int64_t NK, int64_t NV, int64_t B, int64_t H>

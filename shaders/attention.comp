@@ -27,6 +27,10 @@
 //                 with a WINDOW, the keys j with |i − j| ≤ WINDOW
 //   CROSS         1 (with BIDIRECTIONAL): cross-attention of a decoder row over the encoder's output
 //                 in the cache: the keys 0 … extent − 1, extent its sequence's source length
+//   IMAGE_SPANS   1: causal, but a spliced row (an image's; its token the flag and its image's last
+//                 position) sees the keys of its whole image too, the IMAGE_ROWS up to that last
+//                 one, within a WINDOW or not (Gemma 3: the masks OR-ed); a chunk holds whole
+//                 images (the runtime cuts none)
 //   ALIBI         1: SLOPES[h] · (j − i) is added to head h's scaled score of key j (BLOOM, MPT;
 //                 the same softmax as HF's slope · j: the shift is one per row)
 //   RELATIVE      1: T5's bias rel_bias[REL_BUCKET[clamp(j − i, ±REL_MAX) + REL_MAX]][h] is added

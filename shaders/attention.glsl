@@ -6,12 +6,18 @@
 // constants (attention.comp's header lists them) first.
 
 // The keys row t sees end before this: its own position + 1 (causal), or
-// its input's end (bidirectional).
+// its input's end (bidirectional). IMAGE_SPANS: a spliced row's token holds
+// its image's last position beside the flag (Gemma 3's image rows see
+// each other both ways), the keys up to it seen too.
 uint visible(uint t) {
 #if CROSS
   return io.rows[t].extent;
 #elif BIDIRECTIONAL
   return max(io.rows[t].extent, io.rows[t].position + 1);
+#elif IMAGE_SPANS
+  const uint token = io.rows[t].token;
+  return (token & SPLICED_TOKEN) != 0u ? max(io.rows[t].position, token & ~SPLICED_TOKEN) + 1u
+                                       : io.rows[t].position + 1u;
 #else
   return io.rows[t].position + 1;
 #endif
@@ -26,6 +32,12 @@ uvec2 key_range(uint t) {
   const uint i = io.rows[t].position;
   const uint all_keys = WINDOW > 0u ? min(visible(t), i + WINDOW + 1u) : visible(t);
   const uint lowest = WINDOW > 0u && i > WINDOW ? i - WINDOW : 0u;
+#elif IMAGE_SPANS
+  // The window reaches back from the row's own position; a spliced row
+  // sees its image's first row (IMAGE_ROWS before its last) even past it.
+  const uint all_keys = visible(t), own = io.rows[t].position + 1u;
+  uint lowest = WINDOW > 0u && own > WINDOW ? own - WINDOW : 0u;
+  if ((io.rows[t].token & SPLICED_TOKEN) != 0u) lowest = min(lowest, all_keys > IMAGE_ROWS ? all_keys - IMAGE_ROWS : 0u);
 #else
   const uint all_keys = visible(t);
   const uint lowest = WINDOW > 0u && all_keys > WINDOW ? all_keys - WINDOW : 0u;

@@ -12,6 +12,11 @@
 //   UNIT_OFFSET  1: the scale is (1 + g), added in fp32 (Gemma)
 //   RESIDUAL     1: y += the normalized row (the norm of a branch's output,
 //                before its residual add: sandwich and branch_output blocks)
+//   POOLED       1: a pooled projector's norm (Gemma 3's): the rows are a
+//                POOL_GRID × POOL_GRID grid of patches, row-major; row r <
+//                (POOL_GRID / POOL)² normalizes the mean of the r-th block of
+//                POOL × POOL patches (blocks row-major too), the rows after
+//                those are written zeros
 // Push constants (RowsPush): rows.
 // Buffers: x [rows][N] f32, g [N] f32, b [N] f32, y [rows][N] f32.
 
@@ -26,23 +31,44 @@ layout(std430, binding = BINDING_y) buffer Y { float y[]; };
 layout(std430, binding = BINDING_y) writeonly buffer Y { float y[]; };
 #endif
 
+#if POOLED
+const uint kSide = POOL_GRID / POOL;  // blocks a side of the grid
+
+// Feature i of the row's block's mean: its patches summed in order, one division.
+float in_value(uint row, uint i) {
+  const uint first = (row / kSide) * POOL * POOL_GRID + (row % kSide) * POOL;
+  float sum = 0.0;
+  for (uint a = 0u; a < POOL; ++a)
+    for (uint c = 0u; c < POOL; ++c) sum += x[(first + a * POOL_GRID + c) * N + i];
+  return sum / float(POOL * POOL);
+}
+#else
+float in_value(uint row, uint i) { return x[row * N + i]; }
+#endif
+
 void main() {
   const uint row = gl_WorkGroupID.x;
   if (row >= pc.rows) return;
   const uint lane = gl_SubgroupInvocationID;
   const uint lanes = gl_SubgroupSize;
+#if POOLED
+  if (row >= kSide * kSide) {
+    for (uint i = lane; i < N; i += lanes) y[row * N + i] = 0.0;
+    return;
+  }
+#endif
 
   for (uint first = 0u; first < N; first += GROUP) {
     const uint base = row * N + first;
     float mean = 0.0;
 #if LAYER_NORM
     float sum = 0.0;
-    for (uint i = lane; i < GROUP; i += lanes) sum += x[base + i];
+    for (uint i = lane; i < GROUP; i += lanes) sum += in_value(row, first + i);
     mean = subgroupAdd(sum) / float(GROUP);
 #endif
     float squares = 0.0;
     for (uint i = lane; i < GROUP; i += lanes) {
-      const float centered = x[base + i] - mean;
+      const float centered = in_value(row, first + i) - mean;
       squares += centered * centered;
     }
     const float inv = inversesqrt(subgroupAdd(squares) / float(GROUP) + EPS);
@@ -53,7 +79,7 @@ void main() {
 #else
       const float scale = g[first + i];
 #endif
-      float value = (x[base + i] - mean) * inv * scale;
+      float value = (in_value(row, first + i) - mean) * inv * scale;
 #if HAS_BIAS
       value += b[first + i];
 #endif

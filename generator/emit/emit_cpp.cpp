@@ -24,7 +24,7 @@ using namespace lathe::spec;
 
 
 // The handle type of a manifest tensor, in math orientation.
-std::string handle_type(const TensorSpec& t, Layout layout) {
+std::string handle_type(const TensorSpec& t) {
   // A one-row linear stored as a vector (core/contract.hpp) is still a [1, N] weight.
   if (t.shape.size() == 1 && read_as_matrix(t.role, t.bias, 1)) return "typed::Weight<1, " + std::to_string(t.shape[0]) + ">";
   if (t.shape.size() == 1) return "typed::Vector<" + std::to_string(t.shape[0]) + ">";
@@ -33,9 +33,8 @@ std::string handle_type(const TensorSpec& t, Layout layout) {
   // A patch embedding's convolution, [rows, channels, k, k]: [rows][channels · k²].
   if (t.shape.size() == 4)
     return "typed::Weight<" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1] * t.shape[2] * t.shape[3]) + ">";
-  const bool transposed = layout == Layout::InOut && is_linear(t.role);
-  const int64_t rows = transposed ? t.shape[1] : t.shape[0];
-  const int64_t cols = transposed ? t.shape[0] : t.shape[1];
+  const int64_t rows = t.in_out ? t.shape[1] : t.shape[0];
+  const int64_t cols = t.in_out ? t.shape[0] : t.shape[1];
   return "typed::Weight<" + std::to_string(rows) + ", " + std::to_string(cols) + ">";
 }
 
@@ -109,6 +108,12 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                  std::to_string(op.layer) + ", attention_scale);";
           break;
         }
+        if (op.variant == typed::kImageSpans) {
+          code = out_var + "r.template attention_image_spans<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " +
+                 v(op.in[1]) + ", " + v(op.in[2]) + ", " + std::to_string(op.layer) + ", attention_scale" +
+                 (op.dims[3] > 0 ? ", sliding_window" : "") + ");";
+          break;
+        }
         code = out_var + "r.template attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
                v(op.in[2]) + ", " + std::to_string(op.layer) + ", attention_scale" +
                (op.tensor[0] >= 0 ? std::string(", 0, bidirectional, ") + w
@@ -161,6 +166,16 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                "<heads, mla_qk_nope_head_dim, mla_qk_rope_head_dim, mla_kv_lora_rank, mla_v_head_dim>(" + v(op.in[0]) +
                (op.kind == typed::OpKind::MlaValues ? ", " + v(op.in[1]) + ", " + v(op.in[2]) : "") + ", " + w + ");";
         break;
+      case typed::OpKind::PoolNorm: {
+        const std::string sizes = std::to_string(op.dims[1]) + ", " + std::to_string(op.dims[2]);
+        const std::string eps = number_literal(op.param);
+        code = op.variant & typed::kPoolLayerNorm
+                   ? out_var + "r.template pool_layernorm<" + sizes + ">(" + v(op.in[0]) + ", " + w + ", " + b + ", " +
+                         eps + ");"
+                   : out_var + "r.template pool_rmsnorm<" + sizes + ">(" + v(op.in[0]) + ", " + w + ", " + eps + ", " +
+                         (op.variant & typed::kPoolUnitOffset ? "true" : "false") + ");";
+        break;
+      }
       case typed::OpKind::CrossKv:
         code = "r.template cross_kv<kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
                std::to_string(op.layer) + ");";
@@ -278,11 +293,11 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
   }
   // A splice [vision] runs its tower as a build of its own
   // (lower::plan_tower says which towers); cross-attention to the images
-  // and an image's tokens attending both ways do not run yet.
+  // does not run yet.
   if (s.vision.enabled && s.vision.connection == VisionConnection::CrossAttention)
     refuse("vision.connection", "the decoder's cross-attention layers (Llama 3.2 Vision) do not run on the device yet");
-  if (s.vision.enabled && s.vision.image_bidirectional)
-    refuse("vision.image_bidirectional", "an image's tokens attending both ways (Gemma 3) do not run on the device yet");
+  if (s.vision.enabled && s.vision.image_bidirectional && s.mla.enabled)
+    refuse("vision.image_bidirectional", "latent attention sees keys causally only");
   if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
     refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
   // matmul.comp reads weight rows in 16-byte texels: 8 values of a 16-bit
@@ -310,8 +325,8 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
       if (!is_block_dtype(d)) continue;
       const int64_t block = dtype_layout(d).elements;
       const std::string what = "\"" + std::string(dtype_name(d)) + "\": " + t.name;
-      if (s.weights.layout == Layout::InOut && is_linear(t.role))
-        refuse(key, what + " is stored in_out; block dtypes run along stored rows of out_in matrices");
+      if (t.in_out)
+        refuse(key, what + " is stored [in, out]; block dtypes run along stored rows of out_in matrices");
       else if (t.shape[1] % block != 0)
         refuse(key, what + " has rows of " + std::to_string(t.shape[1]) + " values, not a multiple of the " +
                         std::to_string(block) + " of a " + std::string(spelling(d).enumerator) + " block");
@@ -357,6 +372,16 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     std::string text;
     for (int64_t x : link) text += (text.empty() ? "" : ", ") + std::to_string(x);
     root.set("vision_link", text);
+    const auto ids = [](const std::vector<int64_t>& tokens) {
+      std::string out;
+      for (int64_t t : tokens) out += (out.empty() ? "" : ", ") + std::to_string(t);
+      return out;
+    };
+    root.set("vision_prefix", ids(v.tokens.prefix));
+    root.set("vision_prefix_count", std::to_string(v.tokens.prefix.size()));
+    root.set("vision_suffix", ids(v.tokens.suffix));
+    root.set("vision_suffix_count", std::to_string(v.tokens.suffix.size()));
+    root.set("vision_two_way", v.image_bidirectional ? "true" : "false");
     root.set("vision_line", std::to_string(std::max<uint32_t>(1, s.where("vision").line)));
   }
 
@@ -491,7 +516,9 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     e.set("shape", "{" + i(ts.shape[0]) + ", " +
                        i(conv ? ts.shape[1] * ts.shape[2] * ts.shape[3] : ts.shape.size() > 1 ? ts.shape.back() : 1) + "}");
     e.set("dtype", std::string(spelling(ts.dtype).enumerator));
-    e.set("slice", conv ? ", -1, " + i(ts.shape[3]) : ts.slice >= 0 ? ", " + i(ts.slice) : "");
+    e.set("slice", i(ts.slice));
+    e.set("kernel", conv ? i(ts.shape[3]) : "0");
+    e.set("in_out", ts.in_out ? "true" : "false");
     return e;
   };
   for (size_t t = 0; t < manifest.tensors.size(); ++t) {
@@ -502,9 +529,9 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     if (!has.count(member)) {
       has[member] = true;
       member_order.push_back(member);
-      member_types[member] = handle_type(ts, s.weights.layout);
+      member_types[member] = handle_type(ts);
       member_dims[member] = ts.expert >= 0 ? 2 : ts.layer >= 0 ? 1 : 0;
-      member_transposed[member] = s.weights.layout == Layout::InOut && is_linear(ts.role) && !ts.bias;
+      member_transposed[member] = ts.in_out;
     }
     std::string lhs = member;
     if (ts.layer >= 0) lhs += "[" + i(ts.layer) + "]";

@@ -190,13 +190,20 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("TYPES", k.types) + define("POS_OFFSET", s.position.offset) + flag("ROWS", k.rows) +
              flag("SPLICE", k.splice) + flag("CLASS", k.class_row);
     case kernels::Family::Norm: {
+      if (k.pool > 0) {  // a pooled projector's norm: its own kind, eps and scale
+        const Projector& j = s.vision.projector;
+        return define("N", k.width) + define("GROUP", k.width) + define("EPS", number_literal(j.eps, 9)) +
+               flag("LAYER_NORM", j.norm == NormKind::LayerNorm) + flag("HAS_BIAS", j.norm == NormKind::LayerNorm) +
+               flag("UNIT_OFFSET", j.norm_unit_offset) + flag("RESIDUAL", false) + flag("POOLED", true) +
+               define("POOL", k.pool) + define("POOL_GRID", k.pool_grid);
+      }
       // A norm per group (Mamba-2's gated norm) is a plain RMSNorm of each group.
       const bool model_norm = k.group == 0;
       return define("N", k.width) + define("GROUP", model_norm ? k.width : k.group) +
              define("EPS", number_literal(s.norm.eps, 9)) +
              flag("LAYER_NORM", model_norm && s.norm.kind == NormKind::LayerNorm) +
              flag("HAS_BIAS", model_norm && s.norm.bias) + flag("UNIT_OFFSET", model_norm && s.norm.unit_offset) +
-             flag("RESIDUAL", k.residual);
+             flag("RESIDUAL", k.residual) + flag("POOLED", false);
     }
     case kernels::Family::Matmul: {
       const lower::Epilogue& e = k.epilogue;
@@ -243,7 +250,8 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9)) +
              define("WINDOW", k.window) + flag("BIDIRECTIONAL", k.bidirectional) + flag("ALIBI", s.position.kind == PositionKind::Alibi) +
              (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "") +
-             flag("CROSS", k.cross) + flag("RELATIVE", relative) +
+             flag("CROSS", k.cross) + flag("IMAGE_SPANS", k.image_spans) +
+             define("IMAGE_ROWS", k.image_spans ? s.vision.image_features() : 0) + flag("RELATIVE", relative) +
              define("REL_MAX", relative ? s.position.max_distance : int64_t{0}) +
              (relative ? uint_array("REL_BUCKET", relative_buckets(s, k.bidirectional)) : "");
     }

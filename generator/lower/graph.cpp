@@ -53,8 +53,7 @@ class Builder {
     const TensorSpec& t = m_.tensors[static_cast<size_t>(tensor)];
     if (t.shape.size() == 1) return {1, t.shape[0]};  // a one-row linear stored as a vector (GGUF's shared-expert gate)
     if (t.shape.size() == 4) return {t.shape[0], t.shape[1] * t.shape[2] * t.shape[3]};  // a patch embedding's conv
-    const bool transposed = s_.weights.layout == Layout::InOut && is_linear(t.role);
-    return transposed ? std::pair{t.shape[1], t.shape[0]} : std::pair{t.shape[0], t.shape[1]};
+    return t.in_out ? std::pair{t.shape[1], t.shape[0]} : std::pair{t.shape[0], t.shape[1]};
   }
 
   std::string handle(int32_t tensor, bool lm_head = false) const {
@@ -430,7 +429,10 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
   for (int64_t layer = encoder_layers; layer < s.blocks(); ++layer) {
     b.block = static_cast<int32_t>(layer - encoder_layers);
     x = s.ssm.layer(layer) && !s.ssm.hybrid() ? ssm_block(b, s, x, layer)
-                           : block(b, s, x, layer, rel, s.encoder() ? typed::kBidirectional : typed::kCausal,
+                           : block(b, s, x, layer, rel,
+                                   s.encoder()                                         ? typed::kBidirectional
+                                   : s.vision.enabled && s.vision.image_bidirectional ? typed::kImageSpans
+                                                                                       : typed::kCausal,
               s.encoder_decoder() ? static_cast<int32_t>(s.cross_cache(layer - encoder_layers)) : -1);
   }
   b.block = -1;
@@ -457,7 +459,7 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
   if (!v.enabled) refuse("the spec has no [vision]");
   if (v.tiles > 0) refuse("a tiled tower (Llama 3.2 Vision) does not run on the device yet");
   if (v.positions != VisionPositions::Learned) refuse("a tower's 2D RoPE (Pixtral) does not run on the device yet");
-  if (v.projector.kind != ProjectorKind::Mlp)
+  if (v.projector.kind != ProjectorKind::Mlp && v.projector.kind != ProjectorKind::Pooled)
     refuse(std::string("the projector \"") + spec::name(v.projector.kind) + "\" does not run on the device yet");
   if (!v.extra_feature_layers.empty()) refuse("a tower's extra feature layers do not run on the device yet");
   if (v.class_token && v.patch_bias)
@@ -485,6 +487,23 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
   }
   b.block = -1;
   if (v.post_norm) x = b.norm("vision.post_norm", x, Role::FinalNorm, -1);
+  if (v.projector.kind == ProjectorKind::Pooled) {
+    // Gemma 3's: the grid's mean in square blocks, normed, into the
+    // decoder's width ([in, out], held transposed). The pooled rows come
+    // first; the rows after them are zeros the projection passes through.
+    const Projector& j = v.projector;
+    const int32_t g = b.need(Role::ProjNorm, -1), shift = b.find(Role::ProjNorm, true, -1);
+    const bool layer_norm = j.norm == NormKind::LayerNorm;
+    const uint8_t variant = (layer_norm ? typed::kPoolLayerNorm : 0) | (j.norm_unit_offset ? typed::kPoolUnitOffset : 0);
+    const int64_t width = b.width(x);
+    x = b.add("vision.projector.tokens",
+              Op{OpKind::PoolNorm, 0, {x}, {g, layer_norm ? shift : -1}, {width, v.grid(), v.grid() / j.pooled_side()},
+                 j.eps, -1, variant},
+              width, {b.handle(g), b.handle(layer_norm ? shift : -1)});
+    x = b.matmul("vision.projector", Role::ProjIn, -1, x);
+    b.add("vision.projector", Op{OpKind::Output, 0, {x}, {-1, -1}, {s.dims.hidden}}, s.dims.hidden);
+    return b.take();
+  }
   // The projector: linear – φ – linear into the decoder's width.
   x = b.matmul("vision.projector", Role::ProjIn, -1, x);
   const int64_t inner = b.width(x);

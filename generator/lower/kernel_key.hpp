@@ -51,6 +51,7 @@ struct KernelKey {
   int64_t window = 0;           // attention: W, the keys a query sees (0: every key)
   bool bidirectional = false;   // attention: every row sees every key of its input (an encoder)
   bool cross = false;           // attention: keys of an encoder's output, no position bias (bidirectional)
+  bool image_spans = false;     // attention: causal, a spliced row seeing its image's later rows too (Gemma 3)
   // moe_route: the router logits' row stride (E, or E + 1 beside a shared
   // expert's gate); moe_combine: that gate logit's stride and offset.
   uint32_t stride = 0;
@@ -65,6 +66,11 @@ struct KernelKey {
   bool expand = false;
   int64_t head_tile = 0;        // attention: query heads a workgroup (GT, a divisor of HQ / HKV)
   int64_t group = 0;            // norm: features normed together (Mamba-2's gated norm; 0: the whole row)
+  // norm: a pooled projector's (Gemma 3's; its norm's kind, eps and scale
+  // the spec's vision.projector says): each row the mean of a pool × pool
+  // block of a pool_grid × pool_grid grid of rows (0: none).
+  int64_t pool = 0;
+  int64_t pool_grid = 0;
 
   bool operator==(const KernelKey&) const = default;
 
@@ -80,7 +86,7 @@ struct KernelKey {
                (splice ? "_splice" : "");
       case kernels::Family::Norm:
         return "norm_" + std::to_string(width) + (residual ? "_residual" : "") +
-               (group ? "_group" + std::to_string(group) : "");
+               (group ? "_group" + std::to_string(group) : "") + (pool ? "_pool" + std::to_string(pool) : "");
       case kernels::Family::Matmul: {
         std::string n = "matmul_" + std::to_string(width) + "_" + dt;
         const std::string act(spelling(epilogue.act).key);
@@ -106,6 +112,7 @@ struct KernelKey {
         return family_key + "_" + std::to_string(width) + (epilogue.norm ? "_norm" : "") + (epilogue.experts == 2 ? "_slots" : "");
       case kernels::Family::Attention:
         return (cross ? family_key + "_cross" : bidirectional ? family_key + "_bidirectional" : family_key) +
+               (image_spans ? "_images" : "") +
                (window > 0 ? "_w" + std::to_string(window) : "");  // (head_tile: one per model)
       case kernels::Family::MoeCombine:
         return family_key + (shared == 0 ? "" : shared == 1 ? "_shared" : "_shared_gated");

@@ -272,6 +272,7 @@ class Lowering {
       case OpKind::SsmScan: return lower_ssm_scan(i);
       case OpKind::Mamba2Scan: return lower_mamba2_scan(i);
       case OpKind::PosEmbed: return lower_positions(i);
+      case OpKind::PoolNorm: return lower_pool_norm(i);
       case OpKind::Output: unsupported(i, "an encoder's output must follow the norm that ends its stack");
       case OpKind::Act: unsupported(i, "an activation must follow the matmul it applies to");
       case OpKind::GatedAct: unsupported(i, "a gated activation must follow its gate and up matmuls");
@@ -436,6 +437,23 @@ class Lowering {
     emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .group = group}, plan::Grid::Rows,
          {{"x", in}, {"scale", plan::weight(op.tensor[0])}, {"shift", vector_or_none(op.tensor[1])}, {"y", y}});
     return output ? 2 : 1;
+  }
+
+  // OpKind::PoolNorm: norm's pooled form, a workgroup an output row; the
+  // rows past the blocks written zeros (every row of the pass is the grid's).
+  size_t lower_pool_norm(size_t i) {
+    const Op& op = ops_[i];
+    const Loc x = loc(i, op.in[0]);
+    if (x.offset != 0 || x.stride != static_cast<uint32_t>(op.dims[0]))
+      unsupported(i, "a pooled norm reads whole rows of its input");
+    const Loc out = materialize(op.out);
+    emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .pool = op.dims[2], .pool_grid = op.dims[1]},
+         plan::Grid::Rows,
+         {{"x", plan::activation(x.slot)},
+          {"scale", plan::weight(op.tensor[0])},
+          {"shift", vector_or_none(op.tensor[1])},
+          {"y", plan::activation(out.slot)}});
+    return 1;
   }
 
   // OpKind::Split.
@@ -862,9 +880,14 @@ class Lowering {
     // The layer's window: its attention instance, and its cache (a ring when windowed).
     const int64_t window = op.dims[3];
     window_of(i, op.layer, window);
-    attention_dispatches(
-        i, op, KernelKey{.family = Family::Attention, .window = window, .bidirectional = op.variant == typed::kBidirectional},
-        q, out, views, latent);
+    if (latent && op.variant == typed::kImageSpans)
+      unsupported(i, "latent attention's kernels see keys causally: an image's rows cannot see each other both ways");
+    attention_dispatches(i, op,
+                         KernelKey{.family = Family::Attention,
+                                   .window = window,
+                                   .bidirectional = op.variant == typed::kBidirectional,
+                                   .image_spans = op.variant == typed::kImageSpans},
+                         q, out, views, latent);
     if (latent)  // the absorbed form: a prompt chunk may run the expanded one (mla_expanded)
       for (auto d = plan_.dispatches.end() - 2; d != plan_.dispatches.end(); ++d) d->form = plan::Form::Absorbed;
   }

@@ -24,11 +24,12 @@ std::vector<float> image_features(Session& tower, const plan::VisionLink& link, 
   const int64_t rows = static_cast<int64_t>(input.size()) / row_floats;
   std::vector<float> out = tower.encode_rows(input, rows);
   const size_t width = static_cast<size_t>(tower.model().output_width);
-  out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(link.skip_rows) * width));
-  if (out.size() != static_cast<size_t>(link.features) * width)
-    throw Error(ErrorKind::InvalidArgument, "the vision tower gave " + std::to_string(out.size() / width) +
-                                                " rows for the " + std::to_string(link.features) + " an image fills");
-  return out;
+  const size_t skip = static_cast<size_t>(link.skip_rows) * width, features = static_cast<size_t>(link.features) * width;
+  if (out.size() < skip + features)
+    throw Error(ErrorKind::InvalidArgument, "the vision tower gave " + std::to_string(out.size() / width) + " rows for the " +
+                                                std::to_string(link.skip_rows + link.features) + " an image reads");
+  return std::vector<float>(out.begin() + static_cast<std::ptrdiff_t>(skip),
+                            out.begin() + static_cast<std::ptrdiff_t>(skip + features));
 }
 
 std::vector<float> encode_image(Session& tower, const plan::VisionLink& link, const image::Preprocess& p,
@@ -50,16 +51,18 @@ ExpandedPrompt expand_markers(const plan::VisionLink& link, std::span<const int3
                     ") for " + std::to_string(images) + " image(s): each image goes where a marker is");
   const int32_t token = static_cast<int32_t>(link.image_token >= 0 ? link.image_token : link.marker);
   ExpandedPrompt out;
-  out.ids.reserve(ids.size() + markers * static_cast<size_t>(link.features));
+  out.ids.reserve(ids.size() + markers * static_cast<size_t>(link.expanded_rows()));
   for (int32_t id : ids) {
     if (id != link.marker) {
       out.ids.push_back(id);
       continue;
     }
+    out.ids.insert(out.ids.end(), link.prefix.begin(), link.prefix.end());
     for (int64_t r = 0; r < link.features; ++r) {
       out.at.push_back(static_cast<int64_t>(out.ids.size()));
       out.ids.push_back(token);
     }
+    out.ids.insert(out.ids.end(), link.suffix.begin(), link.suffix.end());
   }
   return out;
 }

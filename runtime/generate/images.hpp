@@ -27,7 +27,8 @@ std::vector<float> image_input(const plan::VisionLink& link, const image::Prepro
 
 // One image's rows for the decoder, [link.features][hidden of the decoder]:
 // its input (image_input) through `tower` (a session of vision_info()), the
-// rows before the features dropped.
+// rows before the features dropped (a class token's), and those after them
+// (a pooled projector's zeros).
 std::vector<float> image_features(Session& tower, const plan::VisionLink& link, std::span<const float> input);
 
 // Both: a decoded image's features.
@@ -38,8 +39,8 @@ std::vector<float> encode_image(Session& tower, const plan::VisionLink& link, co
 size_t count_markers(const plan::VisionLink& link, std::span<const int32_t> ids);
 
 // `ids` with each marker expanded into the rows an image's features fill:
-// link.features tokens of link.image_token (the marker where −1), as the
-// checkpoint's processor expands it.
+// link.features tokens of link.image_token (the marker where −1), between
+// link.prefix and link.suffix, as the checkpoint's processor expands it.
 struct ExpandedPrompt {
   std::vector<int32_t> ids;
   // The rows that take features, increasing: marker i's are

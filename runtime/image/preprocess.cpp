@@ -167,8 +167,11 @@ std::pair<int64_t, int64_t> sides(const json& v, const std::string& name, const 
   return {positive(v["height"], name, key + ".height"), positive(v["width"], name, key + ".width")};
 }
 
+// A flag: absent, the processor's default; null, Python's None, which the
+// processor tests for truth (Gemma 3's configs write do_pan_and_scan: null).
 bool flag(const json& j, const char* key, bool fallback, const std::string& name) {
   if (!j.contains(key)) return fallback;
+  if (j[key].is_null()) return false;
   if (!j[key].is_boolean()) bad(name, std::string(key) + " must be true or false, not " + j[key].dump());
   return j[key].get<bool>();
 }

@@ -20,7 +20,9 @@ DType held_dtype(const ManifestEntry& e) {
   return read_as_matrix(e.role, e.bias, e.rank) && e.rank >= 2 ? device_dtype(e.dtype) : DType::F32;
 }
 int64_t held_bytes(const ManifestEntry& e, DType held) {
-  return device_tensor_bytes(held, e.rank >= 2 ? 2 : 1, e.shape[0], e.shape[1]);
+  // (an [in, out] matrix is held [out][in])
+  return e.in_out ? device_tensor_bytes(held, 2, e.shape[1], e.shape[0])
+                  : device_tensor_bytes(held, e.rank >= 2 ? 2 : 1, e.shape[0], e.shape[1]);
 }
 
 }  // namespace

@@ -89,10 +89,23 @@ void Session::Impl::run_chunk(int64_t sequence, uint32_t rows) {
 void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens, const Splice& splice,
                                const std::function<void(uint32_t)>& done) {
   const std::vector<Impl*> all = stages();
-  const size_t most = static_cast<size_t>(options.max_chunk), n = all.size(), chunks = (tokens.size() + most - 1) / most;
+  const size_t most = static_cast<size_t>(options.max_chunk), n = all.size();
+  // The chunks' first rows: max_chunk rows each, the last the rest; where an
+  // image's rows see each other both ways, a chunk ends before an image it
+  // would cut (Session() made max_chunk hold one).
+  const plan::VisionLink* vision = model.vision;
+  const bool whole_images = vision != nullptr && vision->two_way && !splice.at.empty();
+  std::vector<size_t> starts;
+  for (size_t first = 0; first < tokens.size();) {
+    starts.push_back(first);
+    const size_t end = std::min(first + most, tokens.size());
+    first = whole_images ? plan::whole_images_end(splice.at, vision->features, first, end) : end;
+  }
+  const size_t chunks = starts.size();
+  starts.push_back(tokens.size());
   const int64_t position = positions[static_cast<size_t>(sequence)];
   const uint32_t extent = extent_of(sequence, static_cast<uint32_t>(position + static_cast<int64_t>(tokens.size())));
-  const auto chunk_rows = [&](size_t c) { return static_cast<uint32_t>(std::min(most, tokens.size() - c * most)); };
+  const auto chunk_rows = [&](size_t c) { return static_cast<uint32_t>(starts[c + 1] - starts[c]); };
   for (size_t t = 0; t + 1 < chunks + n; ++t) {
     // Hand on first, last stage first: stage k takes chunk t − k (its IO
     // rows, and stage k − 1's handoff, which that stage wrote at step t − 1
@@ -102,14 +115,24 @@ void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens
       if (t < k || t - k >= chunks) continue;
       const size_t c = t - k;
       for (uint32_t r = 0; r < chunk_rows(c); ++r) {
-        const size_t at = c * most + r;
+        const size_t at = starts[c] + r;
         uint32_t token = static_cast<uint32_t>(tokens[at]);
-        // A spliced row: flagged, its features at its row of the first stage's input.
-        if (k == 0 && !splice.rows.empty() && splice.rows[at] >= 0) {
-          token = plan::kSplicedToken;
-          const size_t width = static_cast<size_t>(model.hidden);
-          std::memcpy(static_cast<float*>(all[0]->input->mapped()) + r * width,
-                      splice.features.data() + static_cast<size_t>(splice.rows[at]) * width, width * sizeof(float));
+        // A spliced row: flagged, with its image's last position (which
+        // attention reads where an image's rows see each other both ways);
+        // its features at its row of the first stage's input.
+        if (!splice.rows.empty() && splice.rows[at] >= 0) {
+          const size_t feature = static_cast<size_t>(splice.rows[at]);
+          size_t last = at;
+          if (vision != nullptr) {
+            const size_t per = static_cast<size_t>(vision->features);
+            last = static_cast<size_t>(splice.at[std::min(feature / per * per + per, splice.at.size()) - 1]);
+          }
+          token = plan::kSplicedToken | static_cast<uint32_t>(position + static_cast<int64_t>(last));
+          if (k == 0) {
+            const size_t width = static_cast<size_t>(model.hidden);
+            std::memcpy(static_cast<float*>(all[0]->input->mapped()) + r * width,
+                        splice.features.data() + feature * width, width * sizeof(float));
+          }
         }
         all[k]->io_rows()[r] = {token, static_cast<uint32_t>(sequence),
                                 static_cast<uint32_t>(position + static_cast<int64_t>(at)), extent};
@@ -278,6 +301,9 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
   }
   // An encoder–decoder's source runs in one pass too.
   if (model.encoder_decoder) effective.max_chunk = std::max(options.max_chunk, context);
+  // An image whose rows see each other both ways runs in one chunk.
+  const int64_t image_rows = model.vision != nullptr && model.vision->two_way ? model.vision->features : 0;
+  effective.max_chunk = std::max(effective.max_chunk, std::min(image_rows, context));
   // Every activation (and the logits of every row) is bound whole as a
   // storage buffer: a chunk may hold no more rows than maxStorageBufferRange
   // of every device allows (128 MiB on lavapipe: 261 rows of a 128256-token
@@ -298,6 +324,11 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
                                               std::to_string(range) + " bytes) of " + device->info().name +
                                               " beyond " + std::to_string(fit) + " sequences");
   }
+  if (effective.max_chunk < std::min(image_rows, context))
+    throw Error(ErrorKind::Unsupported, "an image's " + std::to_string(image_rows) +
+                                            " rows see each other both ways, so they run in one chunk: more rows than "
+                                            "maxStorageBufferRange lets " + std::to_string(effective.max_chunk) +
+                                            " rows of " + std::to_string(widest) + " values hold");
 
   // Each stage: its device's class and kernels, the dispatches of its layers
   // (the embedding's on the first, the head's on the last) and what they bind.
@@ -576,7 +607,17 @@ std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> t
                                                   " tokens");
     rows[static_cast<size_t>(at[i])] = static_cast<int64_t>(i);
   }
-  return s.prompt(sequence, tokens, {rows, features});
+  // An image's rows that see each other both ways come whole, consecutive.
+  if (const plan::VisionLink* link = s.model.vision; link != nullptr && link->two_way) {
+    const size_t per = static_cast<size_t>(link->features);
+    for (size_t i = 0; i < at.size(); i += per)
+      if (i + per > at.size() || at[i + per - 1] - at[i] != static_cast<int64_t>(per) - 1)
+        throw Error(ErrorKind::InvalidArgument,
+                    "spliced rows " + std::to_string(i) + " on: an image's rows see each other both ways in " +
+                        std::string(s.model.name) + ", so a prefill holds whole images, each " + std::to_string(per) +
+                        " consecutive rows");
+  }
+  return s.prompt(sequence, tokens, {rows, features, at});
 }
 
 std::vector<float> Session::decode(int32_t token) {

@@ -301,16 +301,20 @@ struct Session::Impl {
   // A decode step of `count` rows already in io, one sequence each.
   void run_decode(uint32_t count);
   // The first stage's: a prompt of `sequence` in chunks of max_chunk rows
-  // (the last the rest), the stages of this process working at once, stage
+  // (the last the rest; fewer before an image of two-way rows it would
+  // cut), the stages of this process working at once, stage
   // k on chunk t − k at step t (over processes, each chunk passed on to
   // rank 1); calls `done(rows)` as the last stage finishes each chunk, its
   // logits then readable, the sequence advanced past it.
   // A spliced prompt's rows (Session::prefill with features): per token
-  // row, its feature row (−1: its token's embedding), and the features
-  // ([hidden] f32 each). Empty: every row its token's.
+  // row, its feature row (−1: its token's embedding), the features
+  // ([hidden] f32 each), and the rows that take them (increasing; image i's
+  // at[i · features, (i + 1) · features) of the link). Empty: every row its
+  // token's.
   struct Splice {
     std::span<const int64_t> rows;
     std::span<const float> features;
+    std::span<const int64_t> at;
   };
   void run_prompt(int64_t sequence, std::span<const int32_t> tokens, const Splice& splice,
                   const std::function<void(uint32_t)>& done);

@@ -124,30 +124,31 @@ void Session::upload(size_t index, DType dtype, std::span<const std::byte> data)
                                                 std::to_string(elements * weights::dtype_size(dtype)) + " expected for " +
                                                 std::to_string(elements) + " " + std::string(dtype_name(dtype)) + " values");
   const size_t size = weights::dtype_size(t.dtype);
-  const bool transpose = e.rank == 2 && s.model.layout == Layout::InOut && is_linear(e.role);
+  const bool transpose = e.in_out;
   const bool reorder = e.role == Role::Qkv && s.model.qkv_layout != QkvLayout::Blocks;
   // A matrix whose rows are not whole texels (a patch embedding's 588 f16
-  // columns): each row padded with zeros to its device row (device_cols).
-  const size_t cols = static_cast<size_t>(e.shape[1]);
+  // columns): each row (after the transposition) padded with zeros to its
+  // device row (device_cols).
+  const size_t rows = static_cast<size_t>(transpose ? e.shape[1] : e.shape[0]);
+  const size_t cols = static_cast<size_t>(transpose ? e.shape[0] : e.shape[1]);
   const size_t held_cols = e.rank >= 2 && read_as_matrix(e.role, e.bias, e.rank)
-                               ? static_cast<size_t>(device_cols(t.dtype, e.shape[1]))
+                               ? static_cast<size_t>(device_cols(t.dtype, static_cast<int64_t>(cols)))
                                : cols;
-  const bool pad = !transpose && held_cols != cols;
+  const bool pad = held_cols != cols;
   if (!transpose && !reorder && !pad && s.store_mapped(index, dtype, data)) return;
   std::vector<std::byte> converted(elements * size);
   weights::convert(dtype, data, t.dtype, converted);
   if (transpose) {
-    // Stored [in, out] (GPT-2's Conv1D): the kernels read [out, in] rows.
-    const size_t in = static_cast<size_t>(e.shape[0]), out = static_cast<size_t>(e.shape[1]);
+    // Stored [in, out] (GPT-2's Conv1D, Gemma 3's mm_input_projection_weight):
+    // the kernels read [out, in] rows.
     std::vector<std::byte> transposed(converted.size());
-    for (size_t i = 0; i < in; ++i)
-      for (size_t o = 0; o < out; ++o)
-        std::memcpy(&transposed[(o * in + i) * size], &converted[(i * out + o) * size], size);
+    for (size_t i = 0; i < cols; ++i)
+      for (size_t o = 0; o < rows; ++o)
+        std::memcpy(&transposed[(o * cols + i) * size], &converted[(i * rows + o) * size], size);
     converted.swap(transposed);
   }
   if (reorder) reorder_qkv(s.model, e, converted);
   if (pad) {
-    const size_t rows = static_cast<size_t>(e.shape[0]);
     std::vector<std::byte> padded(rows * held_cols * size);
     for (size_t r = 0; r < rows; ++r)
       std::memcpy(&padded[r * held_cols * size], &converted[r * cols * size], cols * size);

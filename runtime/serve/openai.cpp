@@ -206,6 +206,7 @@ void splice_images(const std::vector<ImagePart>& parts, const Model& model, Gene
   r.prompt = std::move(expanded.ids);
   images.at = std::move(expanded.at);
   images.rows = support.link.features;
+  images.whole = support.link.two_way;
 }
 
 void chat_prompt(const json& body, const Model& model, GenerationRequest& r) {
@@ -229,9 +230,10 @@ void chat_prompt(const json& body, const Model& model, GenerationRequest& r) {
   }
   if (!model.chat_template)
     throw ApiError(400, "this model's checkpoint has no chat template: use /v1/completions", "messages");
-  // Each image takes `features` positions where its marker stands: bounded
-  // before anything is decoded or rendered.
-  const int64_t image_rows = model.images ? static_cast<int64_t>(images.size()) * model.images->link.features : 0;
+  // Each image takes its expanded rows (prefix, features, suffix) where its
+  // marker stands: bounded before anything is decoded or rendered.
+  const int64_t image_rows =
+      model.images ? static_cast<int64_t>(images.size()) * model.images->link.expanded_rows() : 0;
   const int64_t marker_rows = static_cast<int64_t>(images.size());
   if (image_rows > model.context - 1) prompt_too_long(true, model.context, image_rows);
   std::string prompt;

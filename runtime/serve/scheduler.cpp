@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/plan.hpp"
 #include "runtime/error.hpp"
 
 namespace lathe::serve {
@@ -261,9 +262,10 @@ bool Scheduler::step() {
     }
     if (prefilling) {
       Slot& s = *prefilling;
-      const size_t n = std::min(s.request.prompt.size() - s.prefilled, static_cast<size_t>(options_.chunk));
-      const std::span<const int32_t> chunk = std::span(s.request.prompt).subspan(s.prefilled, n);
       PromptImages& images = s.request.images;
+      const size_t end = std::min(s.request.prompt.size(), s.prefilled + static_cast<size_t>(options_.chunk));
+      const size_t n = (images.whole ? plan::whole_images_end(images.at, images.rows, s.prefilled, end) : end) - s.prefilled;
+      const std::span<const int32_t> chunk = std::span(s.request.prompt).subspan(s.prefilled, n);
       if (!images.empty() && s.features.empty()) {
         // Before the first chunk: each distinct image through the tower, once.
         for (std::vector<float>& input : images.inputs) {

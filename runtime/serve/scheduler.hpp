@@ -44,6 +44,7 @@ struct PromptImages {
   std::vector<int64_t> at;                 // the prompt's rows that take features, increasing; image i's
                                            // are at[i · rows, (i + 1) · rows)
   int64_t rows = 0;                        // feature rows an image fills
+  bool whole = false;                      // an image's rows see each other both ways: a chunk cuts none
   bool empty() const { return order.empty(); }
 };
 

@@ -156,6 +156,15 @@ TEST_CASE("output sizes: shortest edge, fixed, longest edge in whole patches") {
   CHECK(resized_size(gemma, 640, 480) == std::array<int64_t, 2>{896, 896});
   CHECK(gemma.resample == Resample::Bilinear);
   CHECK_FALSE(gemma.do_center_crop);
+  // The published config's nulls (Python's None): false, as the processor tests them.
+  const Preprocess published = config(R"({"image_processor_type": "Gemma3ImageProcessor", "do_convert_rgb": null,
+      "do_normalize": true, "do_pan_and_scan": null, "do_rescale": true, "do_resize": true, "image_mean": [0.5, 0.5, 0.5],
+      "image_seq_length": 256, "image_std": [0.5, 0.5, 0.5], "pan_and_scan_max_num_crops": null,
+      "pan_and_scan_min_crop_size": null, "pan_and_scan_min_ratio_to_activate": null, "processor_class": "Gemma3Processor",
+      "resample": 2, "rescale_factor": 0.00392156862745098, "size": {"height": 896, "width": 896}})");
+  CHECK(resized_size(published, 640, 480) == std::array<int64_t, 2>{896, 896});
+  CHECK(published.do_rescale);
+  CHECK(published.do_normalize);
   const Preprocess pixtral = config(R"({"image_processor_type": "PixtralImageProcessor", "size": {"longest_edge": 1024},
                                         "patch_size": {"height": 16, "width": 16}})");
   CHECK(pixtral.convert_alpha_on_white);

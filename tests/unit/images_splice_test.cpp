@@ -28,6 +28,18 @@ TEST_CASE("splice_images: each marker becomes an image's rows, in order, the fea
   CHECK(text::splice_images(link, std::vector<int32_t>{9}, std::span(images).first(1), hidden).ids ==
         std::vector<int32_t>{7, 7, 7});
 
+  // A processor that writes tokens around each image (Gemma 3: "\n\n<start_of_image>",
+  // its rows, "<end_of_image>\n\n"): the rows that take features are the image's alone.
+  const std::vector<int32_t> prefix = {108, 9}, suffix = {11, 108};
+  plan::VisionLink around = link;
+  around.prefix = prefix;
+  around.suffix = suffix;
+  CHECK(around.expanded_rows() == 7);
+  const text::SplicedPrompt g = text::splice_images(around, std::vector<int32_t>{1, 9, 2, 9}, images, hidden);
+  CHECK(g.ids == std::vector<int32_t>{1, 108, 9, 7, 7, 7, 11, 108, 2, 108, 9, 7, 7, 7, 11, 108});
+  CHECK(g.at == std::vector<int64_t>{3, 4, 5, 11, 12, 13});
+  CHECK(g.features == p.features);
+
   // Markers and images not as many; features of another size.
   CHECK_THROWS_WITH_AS(text::splice_images(link, std::vector<int32_t>{1, 9}, images, hidden),
                        doctest::Contains("the prompt holds 1 image marker(s) (token 9) for 2 image(s)"), Error);

@@ -1000,7 +1000,32 @@ TEST_CASE("a vision tower's build: input rows, patch matmul, positions and class
   CHECK(names(p3_tower->plan)[1].starts_with("matmul_32_f16"));
   CHECK(p3_tower->plan.scalars.input_row_floats == 32);
 
-  for (const char* other : {"tiny-gemma3.toml", "tiny-pixtral.toml", "tiny-mllama.toml"}) {
+  // Gemma 3's pooled projector: the layers' output, the grid pooled and
+  // normed in one kernel, the projection ([in, out], held [out][in]) writing
+  // the output; the decoder's attention lets an image's rows see each other.
+  const Planned gemma3 = planned("tests/specs/vision/tiny-gemma3.toml");
+  spec::Diagnostics g_diagnostics(gemma3.spec.file);
+  const auto g_tower = lower::plan_tower(gemma3.spec, g_diagnostics);
+  REQUIRE_MESSAGE(g_tower, g_diagnostics.format());
+  const std::vector<std::string> g_names = names(g_tower->plan);
+  const spec::Vision& gv = gemma3.spec.vision;
+  REQUIRE(g_names.size() > 2);
+  CHECK(g_names[g_names.size() - 2] ==
+        "norm_" + std::to_string(gv.dims.hidden) + "_pool" + std::to_string(gv.grid() / gv.projector.pooled_side()));
+  CHECK(g_names.back().starts_with("matmul_" + std::to_string(gv.dims.hidden) + "_"));
+  CHECK(g_tower->plan.dispatches.back().binding("y") == plan::logits());
+  const auto projection = std::find_if(g_tower->manifest.tensors.begin(), g_tower->manifest.tensors.end(),
+                                       [](const spec::TensorSpec& t) { return t.role == Role::ProjIn; });
+  REQUIRE(projection != g_tower->manifest.tensors.end());
+  CHECK(projection->in_out);
+  CHECK(projection->shape == std::vector<int64_t>{gv.dims.hidden, gemma3.spec.dims.hidden});
+  bool image_spans = false;
+  for (const std::string& kernel : names(gemma3.model.plan))
+    image_spans = image_spans || kernel.starts_with("attention_images");
+  CHECK(image_spans);
+  for (const std::string& kernel : names(llava.model.plan)) CHECK(kernel.find("_images") == std::string::npos);
+
+  for (const char* other : {"tiny-pixtral.toml", "tiny-mllama.toml"}) {
     CAPTURE(other);
     const std::string file = std::string("tests/specs/vision/") + other;
     spec::Diagnostics d(file);

@@ -329,6 +329,21 @@ TEST_CASE("scheduler: a prompt's images, each distinct one encoded once, their r
   const Result other = collect(*s.submit(r));
   CHECK(other.tokens != spliced.tokens);
 
+  // Images whose rows see each other both ways (Gemma 3): a chunk ends
+  // before an image it would cut, or, when the image starts it, after the
+  // image (past the scheduler's chunk); the same tokens come of it.
+  r.images.inputs = {{1, 0}, {2, 0}};
+  r.images.whole = true;
+  engine.chunks.clear();
+  CHECK(collect(*s.submit(r)).tokens == spliced.tokens);
+  CHECK(engine.chunks == std::vector<size_t>{4, 3, 3});
+  SchedulerOptions one;
+  one.chunk = 1;
+  Scheduler single(engine, demo_tokenizer(), one);
+  engine.chunks.clear();
+  CHECK(collect(*single.submit(r)).tokens == spliced.tokens);
+  CHECK(engine.chunks == std::vector<size_t>{1, 2, 1, 2, 1, 2, 1});
+
   // Images that are not the prompt's rows are refused before they queue.
   GenerationRequest bad = r;
   bad.images.at = {1, 2, 4, 5, 7, 10};

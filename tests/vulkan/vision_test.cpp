@@ -1,6 +1,8 @@
 // End to end on the tiny random-weight vision models whose towers run on
-// the device (tests/specs/vision/tiny-llava*.toml; one binary each, the
-// second's unfolded patches not whole texels): the tower's build
+// the device (tests/specs/vision/tiny-llava*.toml, the second's unfolded
+// patches not whole texels, and tiny-gemma3.toml: a pooled projector, tokens
+// around each image, an image's rows seeing each other both ways; one
+// binary each): the tower's build
 // (vision_info()) over an image's unfolded patches against the CPU
 // reference's image features, and the decoder's prompt with those features
 // spliced in place of the image's tokens against the reference's logits,
@@ -76,7 +78,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "the tower's rows of an image match the CPU 
   Session session(device, *tower);
   upload_all(session);
   const size_t H = static_cast<size_t>(model_info().hidden);
-  const size_t lead = v.class_token ? 1 : 0;
+  const plan::VisionLink& link = *model_info().vision;
   reference::Reference ref(test_spec(), test_weights());
   for (uint32_t seed : {1u, 2u}) {
     CAPTURE(seed);
@@ -85,8 +87,11 @@ TEST_CASE_FIXTURE(test::VulkanTest, "the tower's rows of an image match the CPU 
     const int64_t rows = static_cast<int64_t>(input.size()) / tower->plan.input_row_floats;
     const std::vector<float> out = session.encode_rows(input, rows);
     REQUIRE(out.size() == static_cast<size_t>(rows) * H);
-    // The features: every row but the class token's.
-    const std::vector<float> features(out.begin() + static_cast<std::ptrdiff_t>(lead * H), out.end());
+    // The features: every row but the class token's (the pooled rows, the
+    // rest zeros).
+    const auto first = out.begin() + static_cast<std::ptrdiff_t>(link.skip_rows * model_info().hidden);
+    const std::vector<float> features(first, first + static_cast<std::ptrdiff_t>(link.features * model_info().hidden));
+    for (auto it = first + static_cast<std::ptrdiff_t>(features.size()); it != out.end(); ++it) REQUIRE(*it == 0.0f);
     const std::vector<float> expected = ref.image_features(pixels, v.image_size, v.image_size);
     REQUIRE(features.size() == expected.size());
     const double worst = worst_row_error(features, expected, H);
@@ -105,24 +110,29 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a prompt with an image's features spliced g
   const size_t H = static_cast<size_t>(model_info().hidden), V = static_cast<size_t>(model_info().vocab);
   Session tower_session(device, *tower);
   upload_all(tower_session);
+  const plan::VisionLink& link = *model_info().vision;
   const std::vector<float> input = tower_input(v, random_pixels(v, 3));
-  const std::vector<float> out =
-      tower_session.encode_rows(input, static_cast<int64_t>(input.size()) / tower->plan.input_row_floats);
-  const size_t lead = v.class_token ? 1 : 0;
-  const std::vector<float> features(out.begin() + static_cast<std::ptrdiff_t>(lead * H), out.end());
-  const size_t image_rows = features.size() / H;
+  const std::vector<float> image = text::image_features(tower_session, link, input);
+  const size_t image_rows = image.size() / H;
 
-  // Text, the image's rows (the image token each), text.
+  // Text, the image's rows (the image token each), text, the image again, text.
   const int32_t image_token = static_cast<int32_t>(v.tokens.image >= 0 ? v.tokens.image : v.tokens.marker);
   std::vector<int32_t> tokens = random_tokens(3, 7);
   std::vector<int64_t> at;
-  for (size_t i = 0; i < image_rows; ++i) {
-    at.push_back(static_cast<int64_t>(tokens.size()));
-    tokens.push_back(image_token);
+  std::vector<float> features;
+  for (uint32_t seed : {8u, 9u}) {
+    for (size_t i = 0; i < image_rows; ++i) {
+      at.push_back(static_cast<int64_t>(tokens.size()));
+      tokens.push_back(image_token);
+    }
+    features.insert(features.end(), image.begin(), image.end());
+    for (int32_t t : random_tokens(seed - 6, seed)) tokens.push_back(t);
   }
-  for (int32_t t : random_tokens(4, 8)) tokens.push_back(t);
 
-  // Chunks smaller than the prompt, so that the image straddles two of them.
+  // Chunks smaller than the prompt, so that an image straddles two of them;
+  // or, where an image's rows see each other both ways, the session's
+  // chunks hold an image whole (it raises max_chunk to one image's rows and
+  // ends a chunk before an image it would cut).
   SessionOptions options;
   options.all_logits = true;
   options.max_chunk = 8;
@@ -148,10 +158,15 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a prompt with an image's features spliced g
     token = static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
   }
 
-  // Refusals, before anything runs: rows out of order, features of another size.
+  // Refusals, before anything runs: rows out of order, features of another
+  // size; part of an image whose rows see each other both ways.
   session.reset();
   CHECK_THROWS_AS(session.prefill(0, tokens, std::vector<int64_t>{4, 3}, std::vector<float>(2 * H)), Error);
   CHECK_THROWS_AS(session.prefill(0, tokens, at, std::vector<float>(H)), Error);
+  if (link.two_way)
+    CHECK_THROWS_WITH_AS(session.prefill(0, tokens, std::span(at).first(image_rows - 1),
+                                         std::span(features).first((image_rows - 1) * H)),
+                         doctest::Contains("a prefill holds whole images"), Error);
   CHECK(session.position() == 0);
 }
 

@@ -61,6 +61,13 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     const std::string suffix = "_w" + std::to_string(window);
     CHECK((k.name.size() > suffix.size() && k.name.ends_with(suffix)) == (window > 0));
     if (window > 0) CHECK(window == s.attention.sliding_window);
+    // A decoder whose image rows see each other both ways (Gemma 3): a
+    // spliced row's token holds its image's last position.
+    const bool spans = c.flag("IMAGE_SPANS");
+    CHECK(spans == (k.name.find("_images") != std::string::npos));
+    CHECK(spans == (s.vision.enabled && s.vision.image_bidirectional && !cross));
+    const uint32_t image_rows = c.u("IMAGE_ROWS");
+    CHECK(image_rows == (spans ? s.vision.image_features() : 0));
     const QkvViews layout = qkv_layout(s);
     const DType cache = s.cache.dtype;
     const size_t cache_size = dtype_bytes(cache);
@@ -101,6 +108,16 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       cases.insert(cases.end(), {Case{many, 29, 1, f, v}, Case{3, 0, 1, f, v}});
       if (window > 0) cases.push_back(Case{f.rows + 5, window + 3, 1, f, v});
     }
+    // An image's rows among text rows, in one workgroup a row, staged, and
+    // in flash tiles; in a window, reaching past it.
+    if (spans) {
+      cases.insert(cases.end(), {Case{image_rows + 4, 29}, Case{image_rows + 4, 29, 4}});
+      if (window > 0) cases.push_back(Case{image_rows + 4, window + 3});
+      for (const auto& [f, v] : flash_tiles)
+        if (f.rows > 0 && plan::flash_shared_bytes(v != plan::Variant::Plain, f.rows * gt, f.keys, dh, f16_cache, extra) <=
+                              device.info().max_compute_shared_memory)
+          cases.push_back(Case{image_rows + 4, 29, 1, f, v});
+    }
     for (const Case cs : cases) {
       // A windowed layer's cache is a ring of W + rows − 1 positions (the
       // fewest a chunk needs): position p at slot p mod ring, wrapped here.
@@ -122,7 +139,12 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       const uint32_t positions = ring ? ring : std::max(cs.position + cs.rows, cross ? source : 0u);
       const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
       vk::Buffer qb = buffer_of(device, q), kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
-      std::vector<uint32_t> io_rows = io_words(cs.position, std::vector<uint32_t>(cs.rows, 0));
+      // IMAGE_SPANS: rows 1 … image_rows an image's, where the chunk holds one.
+      std::vector<uint32_t> tokens(cs.rows, 0);
+      const uint32_t image_last = cs.position + image_rows;
+      if (spans && cs.rows >= image_rows + 2)
+        for (uint32_t t = 1; t <= image_rows; ++t) tokens[t] = plan::kSplicedToken | image_last;
+      std::vector<uint32_t> io_rows = io_words(cs.position, tokens);
       if (cross)
         for (size_t w = 3; w < io_rows.size(); w += 4) io_rows[w] = source;
       vk::Buffer io = buffer_of(device, io_rows);
@@ -159,13 +181,17 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
         // The query at position i sees keys first … i: first = i − W + 1 in a
         // window; bidirectional, every key up to the chunk's end.
         // Bidirectional with a window W: |i − j| ≤ W.
+        // An image's row sees up to the image's last row too.
         const uint32_t i_pos = cs.position + t;
+        const bool spliced = (tokens[t] & plan::kSplicedToken) != 0;
         const uint32_t last = cross           ? source - 1
-                              : !bidirectional ? i_pos
+                              : !bidirectional ? (spliced ? std::max(i_pos, image_last) : i_pos)
                               : window > 0     ? std::min(cs.position + cs.rows - 1, i_pos + window)
                                                : cs.position + cs.rows - 1;
         const uint32_t first = bidirectional ? (window > 0 && i_pos > window ? i_pos - window : 0)
-                                             : (window > 0 && last + 1 > window ? last + 1 - window : 0);
+                               : spliced     ? std::min(window > 0 && i_pos + 1 > window ? i_pos + 1 - window : 0,
+                                                        image_last + 1 - image_rows)
+                                             : (window > 0 && i_pos + 1 > window ? i_pos + 1 - window : 0);
         const uint32_t keys = last + 1 - first;
         for (uint32_t h = 0; h < hq; ++h) {
           const uint32_t g = h / (hq / hkv);

@@ -5,6 +5,70 @@
 
 TEST_SUITE("kernels") {
 
+namespace {
+
+// A pooled projector's norm (Gemma 3's): a grid of rows averaged in square
+// blocks, each mean normed as the projector says; the rows past the blocks
+// zeros.
+void pooled(vk::Device& device, Gpu& gpu, Worst& worst, const Model& m, const emit::KernelInstance& k, const Constants& c) {
+  const spec::Projector& j = m.spec.vision.projector;
+  const uint32_t n = c.u("N"), pool = c.u("POOL"), grid = c.u("POOL_GRID"), side = grid / pool;
+  CHECK(j.kind == spec::ProjectorKind::Pooled);
+  CHECK(side * side == j.tokens);
+  CHECK(n == m.spec.dims.hidden);
+  CHECK(k.name == "norm_" + std::to_string(n) + "_pool" + std::to_string(pool));
+  const bool layer_norm = j.norm == spec::NormKind::LayerNorm;
+  CHECK(c.flag("LAYER_NORM") == layer_norm);
+  CHECK(c.flag("UNIT_OFFSET") == j.norm_unit_offset);
+  CHECK(c.f("EPS") == doctest::Approx(j.eps).epsilon(1e-8));
+  const uint32_t rows = grid * grid;
+  std::vector<float> x = random_floats(size_t{rows} * n);
+  for (uint32_t t = 0; t < rows; ++t)  // rows of different means and scales
+    for (uint32_t i = 0; i < n; ++i)
+      x[size_t{t} * n + i] = static_cast<float>(t % 7) - 3.0f + (1.0f + static_cast<float>(t % 5)) * x[size_t{t} * n + i];
+  const std::vector<float> g = random_floats(n, 0.5f, 1.5f), b = random_floats(n);
+  vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g), bb = buffer_of(device, b);
+  vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * n, kGuard)));
+  gpu.run(m, k,
+          kernels::NormBindings<vk::Binding>{
+              .x = whole(xb), .scale = whole(gb), .shift = layer_norm ? whole(bb) : gpu.no_buffer(), .y = whole(y)},
+          push::RowsPush{.rows = rows}, rows);
+  const std::vector<float> out = read_back<float>(device, y, size_t{rows} * n + kGuardWords);
+  NormalizedError e;
+  bool zeros = true;
+  for (uint32_t r = 0; r < rows; ++r) {
+    if (r >= side * side) {
+      for (uint32_t i = 0; i < n; ++i) zeros = zeros && out[size_t{r} * n + i] == 0.0f;
+      continue;
+    }
+    std::vector<double> mean(n, 0.0);
+    for (uint32_t a = 0; a < pool; ++a)
+      for (uint32_t col = 0; col < pool; ++col) {
+        const uint32_t patch = ((r / side) * pool + a) * grid + (r % side) * pool + col;
+        for (uint32_t i = 0; i < n; ++i) mean[i] += x[size_t{patch} * n + i];
+      }
+    for (double& v : mean) v /= pool * pool;
+    double mu = 0, squares = 0;
+    if (layer_norm) {
+      for (double v : mean) mu += v;
+      mu /= n;
+    }
+    for (double v : mean) squares += (v - mu) * (v - mu);
+    const double inv = 1 / std::sqrt(squares / n + j.eps);
+    for (uint32_t i = 0; i < n; ++i) {
+      double expected = (mean[i] - mu) * inv * (j.norm_unit_offset ? 1.0 + g[i] : double(g[i]));
+      if (layer_norm) expected += b[i];
+      e.add(out[size_t{r} * n + i], expected);
+    }
+  }
+  CHECK_MESSAGE(zeros, "the rows past the pooled blocks are zeros");
+  check_guard(out, size_t{rows} * n);
+  Report(m, k, worst).check(std::to_string(grid) + "² rows pooled in " + std::to_string(pool) + "² blocks", e.value(),
+                            kNormTolerance);
+}
+
+}  // namespace
+
 // RMSNorm (Llama: x / sqrt(mean(x²) + eps) · g) and LayerNorm with a bias
 // (GPT-2: (x − mean) / sqrt(var + eps) · g + b), over rows with different
 // means and scales.
@@ -14,6 +78,7 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
   for_each_instance("norm.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
     const spec::Spec& s = m.spec;
     const uint32_t n = c.u("N"), group = c.u("GROUP");
+    if (c.flag("POOLED")) return pooled(device, gpu, worst, m, k, c);
     // Mamba-2's gated norm: a plain RMSNorm of each group of d_inner / groups.
     const bool grouped = group != n;
     const bool layer_norm = !grouped && s.norm.kind == spec::NormKind::LayerNorm;
