@@ -1,25 +1,36 @@
-// The official OpenAI client for Node against a vision model's `serve` (the
-// tiny LLaVA on random weights, its checkpoint directory holding the
-// tokenizer, the LLaVA-1.5 chat template and the CLIP processor's
-// settings): an image sent as a data: URL gives the first token's
-// log-probabilities that `logits --image` gives for the same prompt, as the
-// template renders it; another image, others; an image sent twice in a
-// request is encoded once (/metrics); streaming; a text-only chat; the
-// errors a client can cause (a URL the server would have to fetch, a payload
-// that is not base64, an image for a model without a tower is
-// cli.image_without_vision's).
+// The official OpenAI client for Node against a vision model's `serve` (a
+// tiny model on random weights, its checkpoint directory holding the
+// tokenizer, the chat template and the image processor's settings: LLaVA-1.5's
+// with CLIP's, or Gemma 3's, whose images are written between tokens of
+// their own and see each other both ways): an image sent as a data: URL
+// gives the first token's log-probabilities that `logits --image` gives for
+// the same prompt, as the template renders it; another image, others; an
+// image sent twice in a request is encoded once (/metrics); streaming; a
+// text-only chat; the errors a client can cause (a URL the server would
+// have to fetch, a payload that is not base64, an image for a model without
+// a tower is cli.image_without_vision's).
 //
-//   node vision.cjs <node_modules> <vision model executable> <dir> <images dir>
+//   node vision.cjs <node_modules> <vision model executable> <dir> <images dir> <llava | gemma3>
 'use strict';
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const [binary, dir, images] = process.argv.slice(3, 6);
-process.argv.splice(4, 2, '-w', dir);  // the harness serves -w <dir>
+const [binary, dir, images, family] = process.argv.slice(3, 7);
+process.argv.splice(4, 3, '-w', dir);  // the harness serves -w <dir>
 const { withServer, main, step, assert } = require('./harness.cjs');
 const vocab = 211;
+// How the family's template renders a user's question followed by an image
+// (BOS aside), and the rows that image takes in the prompt.
+const families = {
+  llava: { prompt: (question) => `USER: <image>\n${question} ASSISTANT:`, rows: 16 },
+  gemma3: {
+    prompt: (question) => `<start_of_turn>user\n${question}<start_of_image><end_of_turn>\n<start_of_turn>model\n`,
+    rows: 2 + 16 + 2,  // "\n\n<start_of_image>", 16 rows, "<end_of_image>\n\n"
+  },
+};
+const { prompt: render, rows: imageRows } = families[family];
 
 const dataUrl = (file) => 'data:image/jpeg;base64,' + fs.readFileSync(path.join(images, file)).toString('base64');
 const imagePart = (url) => ({ type: 'image_url', image_url: { url } });
@@ -30,7 +41,7 @@ const ask = (content, extra = {}) => ({
 // The CLI's log-probabilities of the token after the prompt the template
 // renders for one image and `question`: the 5 greatest, greatest first.
 function cliTop(question, file) {
-  const prompt = `USER: <image>\n${question} ASSISTANT:`;
+  const prompt = render(question);
   const ids = execFileSync(binary, ['tokenize', '-w', dir, '-p', prompt, '--ids']).toString().trim();
   const out = path.join(os.tmpdir(), `lathe-vision-${process.pid}.bin`);
   execFileSync(binary, ['logits', '-w', dir, '-t', ids.replace(/[[\] ]/g, ''), '-n', '0', '-o', out,
@@ -60,10 +71,10 @@ main(() => withServer(['--parallel', '2'], 300000, async ({ client, baseURL }) =
     first = r.choices[0].logprobs.content[0].top_logprobs.map((t) => t.logprob);
     const expected = cliTop('What is this?', 'baseline.jpg');
     first.forEach((x, i) => assert.ok(Math.abs(x - expected[i]) < 1e-3, `top ${i}: ${x} vs ${expected[i]}`));
-    // The prompt's tokens count the image's 16 rows in place of its marker.
-    const ids = execFileSync(binary, ['tokenize', '-w', dir, '-p', 'USER: <image>\nWhat is this? ASSISTANT:', '--ids'])
+    // The prompt's tokens count the image's rows in place of its marker.
+    const ids = execFileSync(binary, ['tokenize', '-w', dir, '-p', render('What is this?'), '--ids'])
       .toString().split(',').length;
-    assert.equal(r.usage.prompt_tokens, ids - 1 + 16);
+    assert.equal(r.usage.prompt_tokens, ids - 1 + imageRows);
   });
 
   await step('another image: other log-probabilities', async () => {
