@@ -369,14 +369,12 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     const int64_t lead = v.class_token ? 1 : 0, skip = v.class_token && v.drop_class_token ? 1 : 0;
     const std::vector<int64_t> link = {v.channels,        v.patch,          v.image_size,  lead, skip,
                                        v.image_features(), v.tokens.marker, v.tokens.image};
-    std::string text;
-    for (int64_t x : link) text += (text.empty() ? "" : ", ") + std::to_string(x);
-    root.set("vision_link", text);
-    const auto ids = [](const std::vector<int64_t>& tokens) {
+    const auto ids = [](const std::vector<int64_t>& values) {
       std::string out;
-      for (int64_t t : tokens) out += (out.empty() ? "" : ", ") + std::to_string(t);
+      for (int64_t x : values) out += (out.empty() ? "" : ", ") + std::to_string(x);
       return out;
     };
+    root.set("vision_link", ids(link));
     root.set("vision_prefix", ids(v.tokens.prefix));
     root.set("vision_prefix_count", std::to_string(v.tokens.prefix.size()));
     root.set("vision_suffix", ids(v.tokens.suffix));

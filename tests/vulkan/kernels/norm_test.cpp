@@ -48,18 +48,9 @@ void pooled(vk::Device& device, Gpu& gpu, Worst& worst, const Model& m, const em
         for (uint32_t i = 0; i < n; ++i) mean[i] += x[size_t{patch} * n + i];
       }
     for (double& v : mean) v /= pool * pool;
-    double mu = 0, squares = 0;
-    if (layer_norm) {
-      for (double v : mean) mu += v;
-      mu /= n;
-    }
-    for (double v : mean) squares += (v - mu) * (v - mu);
-    const double inv = 1 / std::sqrt(squares / n + j.eps);
-    for (uint32_t i = 0; i < n; ++i) {
-      double expected = (mean[i] - mu) * inv * (j.norm_unit_offset ? 1.0 + g[i] : double(g[i]));
-      if (layer_norm) expected += b[i];
-      e.add(out[size_t{r} * n + i], expected);
-    }
+    const std::vector<double> expected =
+        reference::norm_values(j.norm, j.eps, j.norm_unit_offset, g.data(), layer_norm ? b.data() : nullptr, mean);
+    for (uint32_t i = 0; i < n; ++i) e.add(out[size_t{r} * n + i], expected[i]);
   }
   CHECK_MESSAGE(zeros, "the rows past the pooled blocks are zeros");
   check_guard(out, size_t{rows} * n);
@@ -116,18 +107,12 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     for (uint32_t t = 0; t < rows; ++t)
       for (uint32_t first = 0; first < n; first += group) {  // each group on its own (one: the row)
         const float* row = &x[size_t{t} * n + first];
-        double mean = 0;
-        if (layer_norm) {
-          for (uint32_t i = 0; i < group; ++i) mean += row[i];
-          mean /= group;
-        }
-        double squares = 0;
-        for (uint32_t i = 0; i < group; ++i) squares += (row[i] - mean) * (row[i] - mean);
-        const double inv = 1 / std::sqrt(squares / group + s.norm.eps);
+        const std::vector<double> normed =
+            reference::norm_values(layer_norm ? spec::NormKind::LayerNorm : spec::NormKind::RMSNorm, s.norm.eps,
+                                   unit_offset, &g[first], bias ? &b[first] : nullptr,
+                                   std::vector<double>(row, row + group));
         for (uint32_t i = 0; i < group; ++i) {
-          double expected = (row[i] - mean) * inv * (unit_offset ? 1.0 + g[first + i] : double(g[first + i]));
-          if (bias) expected += b[first + i];
-          if (residual) expected += y0[size_t{t} * n + first + i];
+          const double expected = normed[i] + (residual ? y0[size_t{t} * n + first + i] : 0.0);
           e.add(out[size_t{t} * n + first + i], expected);
         }
       }
