@@ -668,7 +668,7 @@ int run_vision(const Options& opt) {
   Session tower(device, t);
   upload_random(tower);
   SessionOptions so;
-  so.context = link.features + opt.length + 1;
+  so.context = link.expanded_rows() + opt.length + 1;
   Session decoder(device, m, so);
   upload_random(decoder);
 
@@ -680,19 +680,26 @@ int run_vision(const Options& opt) {
   p.crop_height = p.crop_width = link.image_size;
   p.mean = {0.48145466, 0.4578275, 0.40821073};
   p.std = {0.26862954, 0.26130258, 0.27577711};
+  if (link.variable) {  // Pixtral's: the longer side to the largest, whole patches
+    p.processor = "PixtralImageProcessor (bench)";
+    p.rule = image::SizeRule::LongestEdge;
+    p.patch_height = p.patch_width = link.patch;
+    p.do_center_crop = false;
+  }
   image::Image photo{640, 480, std::vector<uint8_t>(640 * 480 * 3), {}};
   for (size_t i = 0; i < photo.rgb.size(); ++i) photo.rgb[i] = static_cast<uint8_t>((i * 7 + i / 1920 * 3) & 0xFF);
 
   // The prompt: half the text, the image's marker, the other half.
   std::vector<int32_t> ids = random_tokens(static_cast<size_t>(opt.length), link.marker, 41);
   ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(ids.size() / 2), static_cast<int32_t>(link.marker));
-  const int64_t rows = static_cast<int64_t>(ids.size()) - 1 + link.expanded_rows();
+  const text::ImageInput shape = text::image_input(link, p, photo, t.plan.input_row_floats, "the bench image");
+  const int64_t rows = static_cast<int64_t>(ids.size()) - 1 + link.expanded_rows(shape.grid);
   const std::vector<int32_t> text = random_tokens(static_cast<size_t>(rows), link.marker, 43);
 
   double matrix_values = 0;
   for (const ManifestEntry& e : t.manifest)
     if (read_as_matrix(e.role, e.bias, e.rank) && e.rank >= 2) matrix_values += static_cast<double>(e.elements());
-  const int64_t tower_rows = link.class_rows + (link.image_size / link.patch) * (link.image_size / link.patch);
+  const int64_t tower_rows = static_cast<int64_t>(shape.rows.size()) / t.plan.input_row_floats;
   const double flops = 2.0 * static_cast<double>(tower_rows) * matrix_values +
                        4.0 * static_cast<double>(tower_rows * tower_rows) * static_cast<double>(t.hidden * t.layers);
 
@@ -700,10 +707,10 @@ int run_vision(const Options& opt) {
   double best_pre = 1e30, best_encode = 1e30, best_prompt = 1e30, best_text = 1e30, best_total = 1e30;
   for (int r = -1; r < repeats; ++r) {
     const Clock::time_point start = Clock::now();
-    const std::vector<float> input = text::image_input(link, p, photo, t.plan.input_row_floats, "the bench image");
+    const text::ImageInput input = text::image_input(link, p, photo, t.plan.input_row_floats, "the bench image");
     const double pre = seconds_since(start);
     const Clock::time_point encode_start = Clock::now();
-    const std::vector<float> features = text::image_features(tower, link, input);
+    const text::ImageFeatures features = text::image_features(tower, link, input);
     const double encode = seconds_since(encode_start);
     const text::SplicedPrompt prompt = text::splice_images(link, ids, std::span(&features, 1), m.hidden);
     decoder.reset();

@@ -446,14 +446,26 @@ constexpr int32_t first_met(std::span<const DeviceClass> classes, const DeviceFe
   return -1;
 }
 
+// The rows of features an image gives the decoder, as a grid: `rows` rows
+// of `cols` (a fixed-size image's: one row of them all). A splice with row
+// ends (Pixtral's [IMG_BREAK]) writes one after each row.
+struct ImageGrid {
+  int64_t rows = 0, cols = 0;
+  constexpr int64_t count() const { return rows * cols; }
+  constexpr bool operator==(const ImageGrid&) const = default;
+};
+
 // A [vision] splice's link between its two builds (the decoder's
 // ModelInfo::vision), as the spec says it: what the host makes of an image
 // for the tower, and how a prompt holds the tower's rows.
 struct VisionLink {
-  int64_t channels = 0, patch = 0, image_size = 0;  // the tower's input: a square of image_size pixels
+  // The tower's input: a square of image_size pixels; where `variable`,
+  // any whole-patch size up to image_size a side (the processor's
+  // longest_edge), its aspect kept.
+  int64_t channels = 0, patch = 0, image_size = 0;
   int64_t class_rows = 0;    // the tower's input rows before the patches (a class token's), zeros
   int64_t skip_rows = 0;     // its output rows before the features (a class token's the projector drops)
-  int64_t features = 0;      // the rows an image gives the decoder
+  int64_t features = 0;      // the rows an image gives the decoder (a variable size's: the most)
   int64_t marker = -1;       // the token a prompt holds once where an image goes
   int64_t image_token = -1;  // the token each of the image's rows holds (−1: the marker)
   // The tokens around an image's rows, in place of its marker (Gemma 3's
@@ -462,24 +474,59 @@ struct VisionLink {
   // An image's rows see each other both ways in the decoder (Gemma 3): a
   // prefill holds whole images, and a prompt chunk cuts none.
   bool two_way = false;
-  // The ids one marker becomes: prefix, an image's rows, suffix.
-  constexpr int64_t expanded_rows() const {
-    return static_cast<int64_t>(prefix.size()) + features + static_cast<int64_t>(suffix.size());
+  bool variable = false;
+  // Patches merged a side into one feature row (Mistral 3's patch merger):
+  // the host orders the tower's input rows block by block (each block's
+  // merge² patches row-major, the blocks row-major, then the patches of an
+  // odd last row or column, which no block takes).
+  int64_t merge = 1;
+  // 2D RoPE: each input row's IO token holds its patch's row · grid() +
+  // column.
+  bool rope_2d = false;
+  int64_t row_end = -1;  // after each row of features (Pixtral's [IMG_BREAK]; −1: none)
+  int64_t end = -1;      // in place of the last row's row_end ([IMG_END]; −1: row_end stays)
+
+  // Patches a side of the largest image (2D RoPE's grid).
+  constexpr int64_t grid() const { return patch > 0 ? image_size / patch : 0; }
+  // The features of an image of `rows` × `cols` patches (a fixed size's
+  // ignore them: one row of `features`).
+  constexpr ImageGrid grid_of(int64_t rows, int64_t cols) const {
+    if (!variable) return {1, features};
+    return {rows / merge, cols / merge};
   }
+  // The largest image's.
+  constexpr ImageGrid largest() const { return grid_of(grid(), grid()); }
+  // The ids one marker becomes: prefix, an image's rows (with its row
+  // ends), suffix; at the largest image when no grid is given.
+  constexpr int64_t expanded_rows(const ImageGrid& g) const {
+    return static_cast<int64_t>(prefix.size()) + g.count() + (row_end >= 0 ? g.rows : 0) +
+           static_cast<int64_t>(suffix.size());
+  }
+  constexpr int64_t expanded_rows() const { return expanded_rows(largest()); }
 };
 
 // Where a prompt chunk [begin, end) ends so that it cuts no image of a
-// two-way link: `at` the prompt's spliced rows, increasing, image i's the
-// `rows` consecutive at[i · rows, (i + 1) · rows). An image `end` would cut
-// ends the chunk before its first row, or, when it starts the chunk, after
-// its last (a chunk holds one image at least).
-inline size_t whole_images_end(std::span<const int64_t> at, int64_t rows, size_t begin, size_t end) {
-  const size_t per = static_cast<size_t>(rows);
-  for (size_t i = 0; per > 0 && i + per <= at.size(); i += per) {
-    const size_t first = static_cast<size_t>(at[i]), last = static_cast<size_t>(at[i + per - 1]);
+// two-way link: `at` the prompt's spliced rows, increasing, image i's
+// at[starts[i], starts[i + 1]) (starts: one more than the images). An image
+// `end` would cut ends the chunk before its first row, or, when it starts
+// the chunk, after its last (a chunk holds one image at least).
+inline size_t whole_images_end(std::span<const int64_t> at, std::span<const size_t> starts, size_t begin, size_t end) {
+  for (size_t i = 0; i + 1 < starts.size(); ++i) {
+    if (starts[i] == starts[i + 1] || starts[i + 1] > at.size()) continue;
+    const size_t first = static_cast<size_t>(at[starts[i]]), last = static_cast<size_t>(at[starts[i + 1] - 1]);
     if (first < end && last >= end) return first > begin ? first : last + 1;
   }
   return end;
+}
+
+// Images of `rows` feature rows each, `at.size() / rows` of them: their
+// starts, for whole_images_end.
+inline std::vector<size_t> image_starts(size_t spliced, int64_t rows) {
+  std::vector<size_t> out;
+  const size_t per = static_cast<size_t>(std::max<int64_t>(rows, 1));
+  for (size_t i = 0; i <= spliced; i += per) out.push_back(i);
+  if (out.back() != spliced) out.push_back(spliced);
+  return out;
 }
 
 // Everything a session allocates for the plan.

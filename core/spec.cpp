@@ -83,6 +83,7 @@ Spec vision_tower(const Spec& s) {
                                                                : PositionKind::Learned;
   t.position.theta = v.rope_theta;
   t.position.rotary_dim = v.dims.head_dim;
+  t.position.rope_grid = v.positions == VisionPositions::Rope2D && v.tiles == 0 ? v.grid() : 0;
   t.position.table_size = v.positions_count();
   t.embedding.norm = v.pre_norm;
   t.weights = v.weights;

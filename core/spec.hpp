@@ -181,6 +181,11 @@ struct Position {
   int64_t table_size = 0;   // learned: rows of the position table; defaults to max_context + offset
   int64_t buckets = 32;        // relative: T5's relative_attention_num_buckets
   int64_t max_distance = 128;  // relative: distances from here on share the last bucket
+  // 2D RoPE over a grid of rope_grid patches a side (a Pixtral tower's, set
+  // by vision_tower; 0: 1D): a row's IO token holds its patch's row · grid +
+  // column; the first half of the pairs turn by the row at the even ones of
+  // the rotary frequencies, the second half by the column at the odd ones.
+  int64_t rope_grid = 0;
 };
 
 struct Mlp {

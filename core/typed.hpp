@@ -91,6 +91,11 @@ enum class OpKind : uint8_t {
                 //   patches (blocks row-major too); the rows after it zeros. The norm: RMSNorm, or
                 //   LayerNorm (variant bit kPoolLayerNorm) with the shift tensor[1]; scale tensor[0], or
                 //   1 + it (bit kPoolUnitOffset); param its eps
+  MergeNorm,    // Mistral 3's patch merger with its RMS norm: each dims[1] consecutive rows (an image's
+                //   patches, which the host orders block by block) RMS-normed (scale tensor[0], eps
+                //   param) and set side by side channel-major (out[c · dims[1] + k] = row k's c,
+                //   unfold's order): out row r of width dims[0] · dims[1] from rows r · dims[1] …; the
+                //   rows past the pass's whole blocks zeros
 };
 
 // PoolNorm's variant bits (Op::variant).
@@ -236,6 +241,15 @@ class Recorder {
     static_assert(B == N, "pool_layernorm: the shift vector's width does not match the activation width");
     static_assert(Grid > 0 && Pool > 0 && Grid % Pool == 0, "pool_layernorm: the blocks do not tile the grid");
     return emit<N>(Op{OpKind::PoolNorm, 0, {x.id}, {g.tensor, b.tensor}, {N, Grid, Pool}, eps, -1, kPoolLayerNorm});
+  }
+
+  // Mistral 3's patch merger: Merge consecutive rows (a block of an image's
+  // patches), each RMS-normed, side by side channel-major.
+  template <int64_t Merge, int64_t N, int64_t G>
+  Act<N * Merge> merge_rmsnorm(Act<N> x, Vector<G> g, double eps) {
+    static_assert(G == N, "merge_rmsnorm: the scale vector's width does not match the activation width");
+    static_assert(Merge > 1, "merge_rmsnorm: a block merges two rows at least");
+    return emit<N * Merge>(Op{OpKind::MergeNorm, 0, {x.id}, {g.tensor, -1}, {N, Merge}, eps});
   }
 
   template <int64_t Rows, int64_t Cols, int64_t N>

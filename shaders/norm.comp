@@ -17,6 +17,10 @@
 //                (POOL_GRID / POOL)² normalizes the mean of the r-th block of
 //                POOL × POOL patches (blocks row-major too), the rows after
 //                those are written zeros
+//   MERGED, MERGE  1, k: Mistral 3's patch merger (RMSNorm): out row r is rows r · MERGE …
+//                r · MERGE + MERGE − 1, each normed on its own, side by side channel-major
+//                (y[r][c · MERGE + k] = norm(x[r · MERGE + k])[c], unfold's order), a row of
+//                N · MERGE; the rows past the pass's whole blocks are written zeros
 // Push constants (RowsPush): rows.
 // Buffers: x [rows][N] f32, g [N] f32, b [N] f32, y [rows][N] f32.
 
@@ -46,11 +50,32 @@ float in_value(uint row, uint i) {
 float in_value(uint row, uint i) { return x[row * N + i]; }
 #endif
 
+#if MERGED
+// Each row of a block normed into its place among the merged row's values.
+void merge(uint row, uint lane, uint lanes) {
+  const uint to = row * N * MERGE;
+  if ((row + 1u) * MERGE > pc.rows) {
+    for (uint i = lane; i < N * MERGE; i += lanes) y[to + i] = 0.0;
+    return;
+  }
+  for (uint k = 0u; k < MERGE; ++k) {
+    const uint base = (row * MERGE + k) * N;
+    float squares = 0.0;
+    for (uint i = lane; i < N; i += lanes) squares += x[base + i] * x[base + i];
+    const float inv = inversesqrt(subgroupAdd(squares) / float(N) + EPS);
+    for (uint i = lane; i < N; i += lanes) y[to + i * MERGE + k] = x[base + i] * inv * g[i];
+  }
+}
+#endif
+
 void main() {
   const uint row = gl_WorkGroupID.x;
   if (row >= pc.rows) return;
   const uint lane = gl_SubgroupInvocationID;
   const uint lanes = gl_SubgroupSize;
+#if MERGED
+  merge(row, lane, lanes);
+#else
 #if POOLED
   if (row >= kSide * kSide) {
     for (uint i = lane; i < N; i += lanes) y[row * N + i] = 0.0;
@@ -90,4 +115,5 @@ void main() {
 #endif
     }
   }
+#endif
 }

@@ -15,6 +15,9 @@
 //                 reaches L = max(extent, position + 1) > NTK_ORIGINAL positions
 //                 turns with the base θ · (NTK_FACTOR · L / NTK_ORIGINAL − NTK_FACTOR + 1)^(ROT / (ROT − 2)),
 //                 i.e. INV_FREQ[j] (θ's) times that ratio^(−2j / ROT)
+//   ROPE_2D, ROPE_GRID  2D RoPE (a Pixtral tower's; 0: 1D): a row's token is its patch's
+//                 row · ROPE_GRID + column; pairs j < ROT/4 turn by the row, the rest by
+//                 the column (INV_FREQ ordered so by the generator)
 //   ROT_OFF       the first rotated dim of each head (0; latent attention: its rotary part
 //                 after the latent), the rotation on dims ROT_OFF … ROT_OFF + ROT − 1
 //   QK_NORM       0: none; RMSNorm of q and k as they are read, 1: each head over DH
@@ -94,6 +97,16 @@ float inv_freq(uint j, float g) {
 #endif
 }
 
+// Pair j's angle at row t (its position; 2D: its patch's row or column).
+float angle_of(uint t, uint position, uint j, float g) {
+#if ROPE_2D
+  const uint cell = io.rows[t].token;
+  return float(j < ROT / 4 ? cell / ROPE_GRID : cell % ROPE_GRID) * inv_freq(j, g);
+#else
+  return float(position) * inv_freq(j, g);
+#endif
+}
+
 // The partner of dim d in its rotation pair, the frequency index, and the
 // sign of the partner's term: rotated[d] = x[d]·cos + sign·x[partner]·sin.
 void pairing(uint d, out uint partner, out uint freq, out float sign_) {
@@ -167,7 +180,7 @@ void main() {
 #else
       const uint a = 2 * j, b = 2 * j + 1;
 #endif
-      const float angle = float(position) * inv_freq(j, g);
+      const float angle = angle_of(t, position, j, g);
       const float c = cos(angle) * ROPE_SCALE, s = sin(angle) * ROPE_SCALE;
       const uint base = qbase + ROT_OFF;
       float x0 = q[base + a], x1 = q[base + b];
@@ -201,7 +214,7 @@ void main() {
         float sign_;
         pairing(d - ROT_OFF, partner, freq, sign_);
         partner += ROT_OFF;
-        const float angle = float(position) * inv_freq(freq, g);
+        const float angle = angle_of(t, position, freq, g);
         const float x = k_value(kbase, head, d, k_factor), y = k_value(kbase, head, partner, k_factor);
         kv[e] = (x * cos(angle) + sign_ * y * sin(angle)) * ROPE_SCALE;
       }

@@ -264,15 +264,15 @@ lathe::Session& ImageEncoder::session() { return impl_->session; }
 
 const lathe::image::Preprocess& ImageEncoder::preprocess() const { return impl_->preprocess; }
 
-std::vector<float> ImageEncoder::encode(const std::string& file) {
+lathe::text::ImageFeatures ImageEncoder::encode(const std::string& file) {
   return lathe::text::encode_image(impl_->session, *lathe::model_info().vision, impl_->preprocess,
                                    lathe::image::load(file), file);
 }
 
-std::vector<std::vector<float>> image_features(const std::string& weights, const std::vector<std::string>& images,
-                                               bool check, lathe::vk::Device& device) {
+std::vector<lathe::text::ImageFeatures> image_features(const std::string& weights, const std::vector<std::string>& images,
+                                                      bool check, lathe::vk::Device& device) {
   ImageEncoder encoder(weights, check, device);
-  std::vector<std::vector<float>> out;
+  std::vector<lathe::text::ImageFeatures> out;
   for (const std::string& file : images) out.push_back(encoder.encode(file));
   return out;
 }

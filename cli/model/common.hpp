@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/contract.hpp"
+#include "runtime/generate/images.hpp"
 #include "runtime/image/preprocess.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/model/stage_link.hpp"
@@ -118,7 +119,7 @@ class ImageEncoder {
   ImageEncoder(const std::string& weights, bool check, lathe::vk::Device& device,
                const std::string& option = "--image");
   ~ImageEncoder();
-  std::vector<float> encode(const std::string& file);
+  lathe::text::ImageFeatures encode(const std::string& file);
   // The server encodes on its engine thread: the tower's session and the
   // image processor's settings.
   lathe::Session& session();
@@ -128,7 +129,7 @@ class ImageEncoder {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-std::vector<std::vector<float>> image_features(const std::string& weights, const std::vector<std::string>& images,
+std::vector<lathe::text::ImageFeatures> image_features(const std::string& weights, const std::vector<std::string>& images,
                                                bool check, lathe::vk::Device& device);
 
 // "weights 3.29 MiB, KV cache 1.50 MiB": what the session holds on the device.

@@ -138,14 +138,17 @@ namespace {
 // line's image markers take them in order; a line that writes none has them
 // before its text (after a BOS). Throws Error when the markers are not as
 // many.
-lathe::text::ExpandedPrompt chat_ids(std::vector<int32_t> ids, size_t images, const lathe::text::Tokenizer& tokenizer) {
+lathe::text::ExpandedPrompt chat_ids(std::vector<int32_t> ids, std::span<const lathe::text::ImageFeatures> images,
+                                     const lathe::text::Tokenizer& tokenizer) {
   const lathe::plan::VisionLink* link = lathe::model_info().vision;
-  if (images == 0 || link == nullptr) return {std::move(ids), {}};
+  if (images.empty() || link == nullptr) return {std::move(ids), {}, {}};
   if (lathe::text::count_markers(*link, ids) == 0) {
     const size_t at = !ids.empty() && tokenizer.bos() && ids[0] == *tokenizer.bos() ? 1 : 0;
-    ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(at), images, static_cast<int32_t>(link->marker));
+    ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(at), images.size(), static_cast<int32_t>(link->marker));
   }
-  return lathe::text::expand_markers(*link, ids, images);
+  std::vector<lathe::plan::ImageGrid> grids;
+  for (const lathe::text::ImageFeatures& image : images) grids.push_back(image.grid);
+  return lathe::text::expand_markers(*link, ids, grids);
 }
 
 }  // namespace
@@ -162,7 +165,7 @@ int cmd_chat(const TextOptions& o) {
               << " positions of context; " << (lathe::model_info().vision ? "/image FILE adds an image to the next line; " : "")
               << "Ctrl-D ends)\n";
   std::optional<ImageEncoder> encoder;      // the tower, started at the first /image
-  std::vector<std::vector<float>> pending;  // /image's features, for the next line
+  std::vector<lathe::text::ImageFeatures> pending;  // /image's features, for the next line
   std::string line;
   while (true) {
     if (terminal) std::cout << "> " << std::flush;
@@ -184,12 +187,12 @@ int cmd_chat(const TextOptions& o) {
     const std::string text = line + "\n";
     lathe::text::ExpandedPrompt expanded;
     try {
-      expanded = chat_ids(lathe::text::encode_prompt(session, run.tokenizer, text), pending.size(), run.tokenizer);
+      expanded = chat_ids(lathe::text::encode_prompt(session, run.tokenizer, text), pending, run.tokenizer);
       if (session.position() + static_cast<int64_t>(expanded.ids.size()) + 1 > session.context()) {
         // A line that would not fit even a fresh context is refused alone;
         // the conversation goes on without it.
         lathe::text::ExpandedPrompt fresh =
-            chat_ids(run.tokenizer.encode(text, /*add_special=*/true), pending.size(), run.tokenizer);
+            chat_ids(run.tokenizer.encode(text, /*add_special=*/true), pending, run.tokenizer);
         if (static_cast<int64_t>(fresh.ids.size()) + 1 > session.context()) {
           std::cerr << "[that line is " << fresh.ids.size() << " tokens"
                     << (pending.empty() ? "" : " with its images")
@@ -207,8 +210,9 @@ int cmd_chat(const TextOptions& o) {
       continue;
     }
     // The rows' features, once the line's ids are settled: the images in order.
-    lathe::text::SplicedPrompt prompt{std::move(expanded.ids), std::move(expanded.at), {}};
-    for (const std::vector<float>& image : pending) prompt.features.insert(prompt.features.end(), image.begin(), image.end());
+    lathe::text::SplicedPrompt prompt{std::move(expanded.ids), std::move(expanded.at), {}, std::move(expanded.own)};
+    for (const lathe::text::ImageFeatures& image : pending)
+      prompt.features.insert(prompt.features.end(), image.values.begin(), image.values.end());
     pending.clear();
     const auto print = [](std::string_view t) { std::cout << t << std::flush; };
     const lathe::text::GenerateStats stats =

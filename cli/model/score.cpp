@@ -66,20 +66,15 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, const
     write(session.prefill(tokens), [](size_t r) { return "prompt row " + std::to_string(r); });
   } else {
     // Each image's rows in place of its marker, as the checkpoint's processor
-    // expands it; the rows of the text tokens are written, the image's not.
+    // expands it; the rows of the ids given are written, not those the
+    // expansion adds (the image's, and the tokens around it and its rows).
     const lathe::text::SplicedPrompt p =
         lathe::text::splice_images(*m.vision, tokens, image_features(weights, images, check, vk.device()), m.hidden);
     const std::vector<float> rows = session.prefill(0, p.ids, p.at, p.features);
     std::vector<float> text;
-    size_t next = 0;
-    for (size_t r = 0; r < p.ids.size(); ++r) {
-      if (next < p.at.size() && p.at[next] == static_cast<int64_t>(r)) {
-        ++next;
-        continue;
-      }
-      text.insert(text.end(), rows.begin() + static_cast<std::ptrdiff_t>(r * vocab),
-                  rows.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
-    }
+    for (const int64_t r : p.own)
+      text.insert(text.end(), rows.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * vocab),
+                  rows.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r + 1) * vocab));
     write(text, [](size_t r) { return "text row " + std::to_string(r); });
   }
   for (int64_t i = 0; i < steps; ++i)

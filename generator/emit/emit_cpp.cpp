@@ -176,6 +176,10 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                          (op.variant & typed::kPoolUnitOffset ? "true" : "false") + ");";
         break;
       }
+      case typed::OpKind::MergeNorm:
+        code = out_var + "r.template merge_rmsnorm<" + std::to_string(op.dims[1]) + ">(" + v(op.in[0]) + ", " + w +
+               ", " + number_literal(op.param) + ");";
+        break;
       case typed::OpKind::CrossKv:
         code = "r.template cross_kv<kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
                std::to_string(op.layer) + ");";
@@ -298,6 +302,9 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
     refuse("vision.connection", "the decoder's cross-attention layers (Llama 3.2 Vision) do not run on the device yet");
   if (s.vision.enabled && s.vision.image_bidirectional && s.mla.enabled)
     refuse("vision.image_bidirectional", "latent attention sees keys causally only");
+  if (s.vision.enabled && s.vision.image_bidirectional && s.vision.longest_edge > 0)
+    refuse("vision.image_bidirectional", "an image's rows see each other both ways only for images of one size "
+                                         "(vision.image_size, not longest_edge)");
   if (s.cache.dtype != DType::F16 && s.cache.dtype != DType::F32)
     refuse("cache.dtype", std::string("\"") + name(s.cache.dtype) + "\"");
   // matmul.comp reads weight rows in 16-byte texels: 8 values of a 16-bit
@@ -367,7 +374,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     // The host's side of the splice (plan::VisionLink).
     const Vision& v = s.vision;
     const int64_t lead = v.class_token ? 1 : 0, skip = v.class_token && v.drop_class_token ? 1 : 0;
-    const std::vector<int64_t> link = {v.channels,        v.patch,          v.image_size,  lead, skip,
+    const std::vector<int64_t> link = {v.channels, v.patch, std::max(v.image_size, v.longest_edge), lead, skip,
                                        v.image_features(), v.tokens.marker, v.tokens.image};
     const auto ids = [](const std::vector<int64_t>& values) {
       std::string out;
@@ -380,6 +387,11 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     root.set("vision_suffix", ids(v.tokens.suffix));
     root.set("vision_suffix_count", std::to_string(v.tokens.suffix.size()));
     root.set("vision_two_way", v.image_bidirectional ? "true" : "false");
+    // Variable sizes, merge, 2D RoPE, row_end, end.
+    const auto truth = [](bool b) { return std::string(b ? "true" : "false"); };
+    root.set("vision_sizes",
+             truth(v.longest_edge > 0) + ", " + ids({v.projector.kind == ProjectorKind::MergeMlp ? v.projector.merge : 1}) +
+                 ", " + truth(v.positions == VisionPositions::Rope2D) + ", " + ids({v.tokens.row_end, v.tokens.end}));
     root.set("vision_line", std::to_string(std::max<uint32_t>(1, s.where("vision").line)));
   }
 

@@ -81,6 +81,16 @@ RopeTable rope_table(const Spec& s, bool local) {
   RopeTable t;
   for (int64_t i = 0; i < rot / 2; ++i)
     t.inv_freq.push_back(std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot)));
+  if (s.position.rope_grid > 0) {
+    // 2D (Pixtral): pair j < rot / 4 turns by the row at frequency 2j, the
+    // rest by the column at 2(j − rot / 4) + 1 (the kernel picks the
+    // coordinate by j).
+    std::vector<double> two_d;
+    for (size_t j = 0; j < t.inv_freq.size(); j += 2) two_d.push_back(t.inv_freq[j]);
+    for (size_t j = 1; j < t.inv_freq.size(); j += 2) two_d.push_back(t.inv_freq[j]);
+    t.inv_freq = std::move(two_d);
+    return t;
+  }
   if (local) return t;
   if (sc.kind == RopeScaling::Linear) {
     for (double& f : t.inv_freq) f /= sc.factor;
@@ -195,7 +205,13 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
         return define("N", k.width) + define("GROUP", k.width) + define("EPS", number_literal(j.eps, 9)) +
                flag("LAYER_NORM", j.norm == NormKind::LayerNorm) + flag("HAS_BIAS", j.norm == NormKind::LayerNorm) +
                flag("UNIT_OFFSET", j.norm_unit_offset) + flag("RESIDUAL", false) + flag("POOLED", true) +
-               define("POOL", k.pool) + define("POOL_GRID", k.pool_grid);
+               define("POOL", k.pool) + define("POOL_GRID", k.pool_grid) + flag("MERGED", false) + define("MERGE", 0);
+      }
+      if (k.merge > 0) {  // Mistral 3's patch merger: the projector's RMS norm
+        const Projector& j = s.vision.projector;
+        return define("N", k.width) + define("GROUP", k.width) + define("EPS", number_literal(j.eps, 9)) +
+               flag("LAYER_NORM", false) + flag("HAS_BIAS", false) + flag("UNIT_OFFSET", false) +
+               flag("RESIDUAL", false) + flag("POOLED", false) + flag("MERGED", true) + define("MERGE", k.merge);
       }
       // A norm per group (Mamba-2's gated norm) is a plain RMSNorm of each group.
       const bool model_norm = k.group == 0;
@@ -203,7 +219,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              define("EPS", number_literal(s.norm.eps, 9)) +
              flag("LAYER_NORM", model_norm && s.norm.kind == NormKind::LayerNorm) +
              flag("HAS_BIAS", model_norm && s.norm.bias) + flag("UNIT_OFFSET", model_norm && s.norm.unit_offset) +
-             flag("RESIDUAL", k.residual) + flag("POOLED", false);
+             flag("RESIDUAL", k.residual) + flag("POOLED", false) + flag("MERGED", false) + define("MERGE", 0);
     }
     case kernels::Family::Matmul: {
       const lower::Epilogue& e = k.epilogue;
@@ -228,7 +244,9 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
       const int qk_norm = !k.qk_norm ? 0 : k.latent ? 3 : s.attention.qk_norm == QKNorm::PerHead ? 1 : 2;
       constants += define("QK_NORM", std::to_string(qk_norm)) + define("QK_EPS", number_literal(s.norm.eps, 9)) +
                    flag("QK_UNIT_OFFSET", s.norm.unit_offset) + define("ROT_OFF", k.rot_offset) +
-                   define("LATENT", k.latent ? s.mla.kv_lora_rank : int64_t{0});
+                   define("LATENT", k.latent ? s.mla.kv_lora_rank : int64_t{0}) +
+                   flag("ROPE_2D", rot > 0 && s.position.rope_grid > 0) +
+                   define("ROPE_GRID", rot > 0 ? s.position.rope_grid : int64_t{0});
       if (rot > 0) {
         const RopeTable table = rope_table(s, k.local);
         constants += define("ROPE_SCALE", number_literal(table.scale, 9)) + float_array("INV_FREQ", table.inv_freq);

@@ -458,9 +458,10 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
   const auto refuse = [](const std::string& why) { throw TowerError(why); };
   if (!v.enabled) refuse("the spec has no [vision]");
   if (v.tiles > 0) refuse("a tiled tower (Llama 3.2 Vision) does not run on the device yet");
-  if (v.positions != VisionPositions::Learned) refuse("a tower's 2D RoPE (Pixtral) does not run on the device yet");
-  if (v.projector.kind != ProjectorKind::Mlp && v.projector.kind != ProjectorKind::Pooled)
+  if (v.projector.kind == ProjectorKind::Linear)
     refuse(std::string("the projector \"") + spec::name(v.projector.kind) + "\" does not run on the device yet");
+  if (v.projector.kind == ProjectorKind::MergeMlp && v.projector.norm != NormKind::RMSNorm)
+    refuse("the patch merger's norm is an RMS norm (Mistral3RMSNorm)");
   if (!v.extra_feature_layers.empty()) refuse("a tower's extra feature layers do not run on the device yet");
   if (v.class_token && v.patch_bias)
     refuse("a class token beside a patch bias: the class row's input is zeros, which a bias would not keep");
@@ -472,7 +473,9 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
   // lowering widens them to the weight's device rows, whole texels.)
   uint32_t x = b.add("vision.patch", Op{OpKind::Input, 0, {}, {-1, -1}, {unfolded}}, unfolded);
   x = b.matmul("vision.patch", Role::PatchEmbed, -1, x);
-  {
+  // Learned positions; 2D RoPE turns q and k in each layer instead (each
+  // row's IO token its patch's place in the grid).
+  if (v.positions == VisionPositions::Learned) {
     const int32_t table = b.need(Role::PosEmbed, -1);
     const int32_t cls = v.class_token ? b.need(Role::ClassEmbed, -1) : -1;
     const auto [rows, cols] = b.math_shape(table);
@@ -503,6 +506,15 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
     x = b.matmul("vision.projector", Role::ProjIn, -1, x);
     b.add("vision.projector", Op{OpKind::Output, 0, {x}, {-1, -1}, {s.dims.hidden}}, s.dims.hidden);
     return b.take();
+  }
+  if (v.projector.kind == ProjectorKind::MergeMlp) {
+    // Mistral 3's patch merger: each block of merge² rows (the host orders
+    // an image's patches so), normed, side by side; through merging_layer.
+    const int32_t g = b.need(Role::ProjNorm, -1);
+    const int64_t width = b.width(x), merged = v.projector.merge * v.projector.merge;
+    x = b.add("vision.projector.merge",
+              Op{OpKind::MergeNorm, 0, {x}, {g, -1}, {width, merged}, v.projector.eps}, width * merged, {b.handle(g)});
+    x = b.matmul("vision.projector.merge", Role::PatchMerge, -1, x);
   }
   // The projector: linear – φ – linear into the decoder's width.
   x = b.matmul("vision.projector", Role::ProjIn, -1, x);

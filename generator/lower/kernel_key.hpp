@@ -71,6 +71,9 @@ struct KernelKey {
   // block of a pool_grid × pool_grid grid of rows (0: none).
   int64_t pool = 0;
   int64_t pool_grid = 0;
+  // norm: Mistral 3's patch merger (the projector's RMS norm): each output
+  // row `merge` consecutive rows normed, side by side channel-major (0: none).
+  int64_t merge = 0;
 
   bool operator==(const KernelKey&) const = default;
 
@@ -86,7 +89,8 @@ struct KernelKey {
                (splice ? "_splice" : "");
       case kernels::Family::Norm:
         return "norm_" + std::to_string(width) + (residual ? "_residual" : "") +
-               (group ? "_group" + std::to_string(group) : "") + (pool ? "_pool" + std::to_string(pool) : "");
+               (group ? "_group" + std::to_string(group) : "") + (pool ? "_pool" + std::to_string(pool) : "") +
+               (merge ? "_merge" + std::to_string(merge) : "");
       case kernels::Family::Matmul: {
         std::string n = "matmul_" + std::to_string(width) + "_" + dt;
         const std::string act(spelling(epilogue.act).key);

@@ -273,6 +273,7 @@ class Lowering {
       case OpKind::Mamba2Scan: return lower_mamba2_scan(i);
       case OpKind::PosEmbed: return lower_positions(i);
       case OpKind::PoolNorm: return lower_pool_norm(i);
+      case OpKind::MergeNorm: return lower_pool_norm(i);
       case OpKind::Output: unsupported(i, "an encoder's output must follow the norm that ends its stack");
       case OpKind::Act: unsupported(i, "an activation must follow the matmul it applies to");
       case OpKind::GatedAct: unsupported(i, "a gated activation must follow its gate and up matmuls");
@@ -440,14 +441,18 @@ class Lowering {
   }
 
   // OpKind::PoolNorm: norm's pooled form, a workgroup an output row; the
-  // rows past the blocks written zeros (every row of the pass is the grid's).
+  // rows past the blocks written zeros (every row of the pass is the
+  // grid's). OpKind::MergeNorm: its merged form, the same way.
   size_t lower_pool_norm(size_t i) {
     const Op& op = ops_[i];
     const Loc x = loc(i, op.in[0]);
     if (x.offset != 0 || x.stride != static_cast<uint32_t>(op.dims[0]))
-      unsupported(i, "a pooled norm reads whole rows of its input");
+      unsupported(i, "a pooled or merged norm reads whole rows of its input");
     const Loc out = materialize(op.out);
-    emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .pool = op.dims[2], .pool_grid = op.dims[1]},
+    const bool merged = op.kind == OpKind::MergeNorm;
+    emit(i,
+         merged ? KernelKey{.family = Family::Norm, .width = op.dims[0], .merge = op.dims[1]}
+                : KernelKey{.family = Family::Norm, .width = op.dims[0], .pool = op.dims[2], .pool_grid = op.dims[1]},
          plan::Grid::Rows,
          {{"x", plan::activation(x.slot)},
           {"scale", plan::weight(op.tensor[0])},

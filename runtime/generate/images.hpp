@@ -16,39 +16,68 @@
 
 namespace lathe::text {
 
-// One image as the tower's input rows, on the host: `image` (decoded;
-// image::load) preprocessed as `p` says and its patches unfolded as the
-// tower's plan reads them ([rows][row_floats]: the tower's
-// plan.input_row_floats). `name` is the image's, for messages. Throws
-// Error(InvalidArgument) naming it when the processor does not give the
-// tower's square.
-std::vector<float> image_input(const plan::VisionLink& link, const image::Preprocess& p, const image::Image& image,
-                               int64_t row_floats, const std::string& name);
+// One image as the vision tower takes it.
+struct ImageInput {
+  std::vector<float> rows;      // [patches][row_floats]: its patches unfolded, in the tower's order
+  std::vector<int32_t> tokens;  // each row's IO token (2D RoPE: its patch's row · grid + column); empty: zeros
+  plan::ImageGrid grid;         // the features it gives the decoder
+  bool operator==(const ImageInput&) const = default;
+};
 
-// One image's rows for the decoder, [link.features][hidden of the decoder]:
-// its input (image_input) through `tower` (a session of vision_info()), the
-// rows before the features dropped (a class token's), and those after them
-// (a pooled projector's zeros).
-std::vector<float> image_features(Session& tower, const plan::VisionLink& link, std::span<const float> input);
+// An image preprocessed ([channels][height][width], preprocess's output)
+// as the tower's input rows, each `row_floats` wide (the tower's
+// plan.input_row_floats): a class token's zero rows first; its patches
+// row-major, or, where the link merges patches, block by block (each
+// block's patches row-major, the blocks row-major, then the patches of an
+// odd last row or column). Throws Error(InvalidArgument), naming `name`,
+// for a size the tower does not take.
+ImageInput tower_input(const plan::VisionLink& link, std::span<const float> pixels, int64_t height, int64_t width,
+                       int64_t row_floats, const std::string& name);
+
+// One image as the tower's input: `image` (decoded; image::load)
+// preprocessed as `p` says, then tower_input. Throws Error(InvalidArgument)
+// naming it when the processor gives a size the tower does not take.
+ImageInput image_input(const plan::VisionLink& link, const image::Preprocess& p, const image::Image& image,
+                       int64_t row_floats, const std::string& name);
+
+// One image's rows for the decoder: values [grid.count()][hidden of the
+// decoder], the grid they make.
+struct ImageFeatures {
+  std::vector<float> values;
+  plan::ImageGrid grid;
+};
+
+// An image's input through `tower` (a session of vision_info()), the rows
+// before the features dropped (a class token's), and those after them (a
+// pooled projector's zeros, the merger's leftovers).
+ImageFeatures image_features(Session& tower, const plan::VisionLink& link, const ImageInput& input);
 
 // Both: a decoded image's features.
-std::vector<float> encode_image(Session& tower, const plan::VisionLink& link, const image::Preprocess& p,
-                                const image::Image& image, const std::string& name);
+ImageFeatures encode_image(Session& tower, const plan::VisionLink& link, const image::Preprocess& p,
+                           const image::Image& image, const std::string& name);
 
 // The image markers (link.marker) among `ids`.
 size_t count_markers(const plan::VisionLink& link, std::span<const int32_t> ids);
 
-// `ids` with each marker expanded into the rows an image's features fill:
-// link.features tokens of link.image_token (the marker where −1), between
-// link.prefix and link.suffix, as the checkpoint's processor expands it.
+// `ids` with each marker expanded into the rows its image's features fill,
+// as the checkpoint's processor expands it: link.prefix; each row of the
+// image's grid, grid.cols tokens of link.image_token (the marker where −1)
+// followed by link.row_end where there is one (the last row's replaced by
+// link.end where there is one); link.suffix.
 struct ExpandedPrompt {
   std::vector<int32_t> ids;
-  // The rows that take features, increasing: marker i's are
-  // at[i · link.features, (i + 1) · link.features).
+  // The rows that take features, increasing: image i's are
+  // at[starts[i], starts[i + 1]).
   std::vector<int64_t> at;
+  std::vector<size_t> starts;
+  // The rows of the tokens `ids` held (all but the markers), increasing.
+  std::vector<int64_t> own;
 };
-// Throws Error(InvalidArgument) when the markers are not `images`, saying
-// both counts.
+// Throws Error(InvalidArgument) when the markers are not as many as
+// `grids`, saying both counts.
+ExpandedPrompt expand_markers(const plan::VisionLink& link, std::span<const int32_t> ids,
+                              std::span<const plan::ImageGrid> grids);
+// … `images` of a fixed-size link (link.grid_of: each the same).
 ExpandedPrompt expand_markers(const plan::VisionLink& link, std::span<const int32_t> ids, size_t images);
 
 // A prompt whose image rows take features (Session::prefill with them).
@@ -56,12 +85,13 @@ struct SplicedPrompt {
   std::vector<int32_t> ids;
   std::vector<int64_t> at;      // the rows of ids that take features, increasing
   std::vector<float> features;  // [at.size()][hidden]
+  std::vector<int64_t> own;     // the rows of the prompt's own tokens (ExpandedPrompt::own)
 };
 
-// expand_markers, each marker's rows taking the next of `images` (each
-// [link.features][hidden]). Throws Error(InvalidArgument) as it does, and
-// for an image of another size.
+// expand_markers, each marker's rows taking the next of `images`. Throws
+// Error(InvalidArgument) as it does, and for an image whose values are not
+// its grid's rows of `hidden`.
 SplicedPrompt splice_images(const plan::VisionLink& link, std::span<const int32_t> ids,
-                            std::span<const std::vector<float>> images, int64_t hidden);
+                            std::span<const ImageFeatures> images, int64_t hidden);
 
 }  // namespace lathe::text

@@ -95,11 +95,13 @@ void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens
   // would cut (Session() made max_chunk hold one).
   const plan::VisionLink* vision = model.vision;
   const bool whole_images = vision != nullptr && vision->two_way && !splice.at.empty();
+  const std::vector<size_t> images = whole_images ? plan::image_starts(splice.at.size(), vision->features)
+                                                  : std::vector<size_t>{};
   std::vector<size_t> starts;
   for (size_t first = 0; first < tokens.size();) {
     starts.push_back(first);
     const size_t end = std::min(first + most, tokens.size());
-    first = whole_images ? plan::whole_images_end(splice.at, vision->features, first, end) : end;
+    first = whole_images ? plan::whole_images_end(splice.at, images, first, end) : end;
   }
   const size_t chunks = starts.size();
   starts.push_back(tokens.size());
@@ -123,7 +125,7 @@ void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens
         if (!splice.rows.empty() && splice.rows[at] >= 0) {
           const size_t feature = static_cast<size_t>(splice.rows[at]);
           size_t last = at;
-          if (vision != nullptr) {
+          if (vision != nullptr && vision->two_way) {  // (two-way images are of one size)
             const size_t per = static_cast<size_t>(vision->features);
             last = static_cast<size_t>(splice.at[std::min(feature / per * per + per, splice.at.size()) - 1]);
           }
@@ -669,7 +671,7 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
   return result;
 }
 
-std::vector<float> Session::encode_rows(std::span<const float> input, int64_t rows) {
+std::vector<float> Session::encode_rows(std::span<const float> input, int64_t rows, std::span<const int32_t> tokens) {
   Impl& s = *impl_;
   const int64_t width = s.plan.input_row_floats;
   if (!s.model.encoder || width == 0)
@@ -684,8 +686,12 @@ std::vector<float> Session::encode_rows(std::span<const float> input, int64_t ro
   if (static_cast<int64_t>(padded) > s.options.max_chunk)
     throw Error(ErrorKind::InvalidArgument, std::to_string(rows) + " input rows exceed the " +
                                                 std::to_string(s.options.max_chunk) + " this device binds at once");
+  if (!tokens.empty() && static_cast<int64_t>(tokens.size()) != rows)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(tokens.size()) + " row tokens for " + std::to_string(rows) +
+                                                " input rows");
   s.check_ready(0, 0);
-  s.write_input(0, 0, std::vector<int32_t>(static_cast<size_t>(rows), 0));
+  s.write_input(0, 0, tokens.empty() ? std::vector<int32_t>(static_cast<size_t>(rows), 0)
+                                     : std::vector<int32_t>(tokens.begin(), tokens.end()));
   float* to = static_cast<float*>(s.input->mapped());
   std::copy(input.begin(), input.end(), to);
   std::fill(to + input.size(), to + padded * static_cast<size_t>(width), 0.0f);  // the padding rows: zeros

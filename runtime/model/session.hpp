@@ -165,8 +165,9 @@ class Session {
   // token's row zeros), through the tower in one pass; its output rows
   // [rows][output_width]. Throws Error(InvalidArgument) for a model that
   // reads no input rows, a size that does not match, or more rows than the
-  // context or a pass holds, before anything runs.
-  std::vector<float> encode_rows(std::span<const float> input, int64_t rows);
+  // context or a pass holds, before anything runs. `tokens`: each row's IO
+  // token (a 2D RoPE tower's: its patch's row · grid + column; empty: 0).
+  std::vector<float> encode_rows(std::span<const float> input, int64_t rows, std::span<const int32_t> tokens = {});
   // An encoder–decoder: encodes `tokens`, the source, in one pass into the
   // sequence's cross-attention caches and empties its decoder cache; its
   // prefill and decode steps then attend to that source, starting from

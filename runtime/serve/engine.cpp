@@ -20,7 +20,7 @@ std::vector<float> SessionEngine::prefill(int64_t sequence, std::span<const int3
 
 std::vector<float> SessionEngine::decode(std::span<const Step> steps) { return session_.decode(steps); }
 
-std::vector<float> Engine::encode_image(std::span<const float>) {
+std::vector<float> Engine::encode_image(const text::ImageInput&) {
   throw Error(ErrorKind::Unsupported, "this model takes no images");
 }
 
@@ -29,9 +29,9 @@ std::vector<float> Engine::prefill_spliced(int64_t, std::span<const int32_t>, st
   throw Error(ErrorKind::Unsupported, "this model takes no images");
 }
 
-std::vector<float> SessionEngine::encode_image(std::span<const float> input) {
+std::vector<float> SessionEngine::encode_image(const text::ImageInput& input) {
   if (tower_ == nullptr || link_ == nullptr) return Engine::encode_image(input);
-  return text::image_features(*tower_, *link_, input);
+  return text::image_features(*tower_, *link_, input).values;
 }
 
 std::vector<float> SessionEngine::prefill_spliced(int64_t sequence, std::span<const int32_t> tokens,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/plan.hpp"
+#include "runtime/generate/images.hpp"
 #include "runtime/model/session.hpp"
 
 namespace lathe::serve {
@@ -38,7 +39,7 @@ class Engine {
   // of a prompt whose rows `at` (increasing, into `tokens`) take `features`
   // ([at.size()][width]) in place of their tokens' embeddings. Others
   // throw Error(Unsupported).
-  virtual std::vector<float> encode_image(std::span<const float> input);
+  virtual std::vector<float> encode_image(const text::ImageInput& input);
   virtual std::vector<float> prefill_spliced(int64_t sequence, std::span<const int32_t> tokens,
                                              std::span<const int64_t> at, std::span<const float> features);
   // Whether a prompt is a source the decoder attends to (an encoder-decoder)
@@ -58,7 +59,7 @@ class SessionEngine final : public Engine {
   void reset(int64_t sequence) override;
   std::vector<float> prefill(int64_t sequence, std::span<const int32_t> tokens) override;
   std::vector<float> decode(std::span<const Step> steps) override;
-  std::vector<float> encode_image(std::span<const float> input) override;
+  std::vector<float> encode_image(const text::ImageInput& input) override;
   std::vector<float> prefill_spliced(int64_t sequence, std::span<const int32_t> tokens, std::span<const int64_t> at,
                                      std::span<const float> features) override;
   bool prompt_is_source() const override { return session_.model().encoder_decoder; }

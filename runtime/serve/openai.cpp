@@ -175,37 +175,40 @@ std::counting_semaphore<8>& decode_slots() {
 // their rows. Throws ApiError naming the part at fault.
 void splice_images(const std::vector<ImagePart>& parts, const Model& model, GenerationRequest& r) {
   const ImageSupport& support = *model.images;
-  text::ExpandedPrompt expanded;
-  try {
-    expanded = text::expand_markers(support.link, r.prompt, parts.size());
-  } catch (const Error& e) {  // the template wrote another count: it does not place images so
-    bad("messages", std::string("the chat template: ") + e.what());
-  }
+  // The template wrote another count: it does not place images so.
+  if (const size_t markers = text::count_markers(support.link, r.prompt); markers != parts.size())
+    bad("messages", "the chat template: the prompt holds " + std::to_string(markers) + " image marker(s) (token " +
+                        std::to_string(support.link.marker) + ") for " + std::to_string(parts.size()) +
+                        " image(s): each image goes where a marker is");
   PromptImages& images = r.images;
   std::map<std::string_view, uint32_t> seen;  // an image sent twice is decoded and encoded once
+  std::vector<plan::ImageGrid> grids;         // each marker's, in order
   for (const ImagePart& part : parts) {
     const auto [it, fresh] = seen.emplace(*part.url, static_cast<uint32_t>(images.inputs.size()));
     images.order.push_back(it->second);
-    if (!fresh) continue;
-    try {
-      const DataUrl url = parse_data_url(*part.url, static_cast<size_t>(support.limits.max_file_bytes));
-      if (!url.media_type.empty() && url.media_type.rfind("image/", 0) != 0)
-        throw Error(ErrorKind::InvalidArgument, "a data: URL of " + printable(url.media_type, 64) + ", not an image");
-      decode_slots().acquire();
-      struct Release {
-        ~Release() { decode_slots().release(); }
-      } release;
-      images.inputs.push_back(text::image_input(support.link, support.preprocess,
-                                                image::decode(url.bytes, part.param, support.limits), support.row_floats,
-                                                part.param));
-    } catch (const Error& e) {
-      const std::string message = e.what();
-      bad(part.param, message.rfind(part.param, 0) == 0 ? message : part.param + ": " + message);
+    if (fresh) {
+      try {
+        const DataUrl url = parse_data_url(*part.url, static_cast<size_t>(support.limits.max_file_bytes));
+        if (!url.media_type.empty() && url.media_type.rfind("image/", 0) != 0)
+          throw Error(ErrorKind::InvalidArgument, "a data: URL of " + printable(url.media_type, 64) + ", not an image");
+        decode_slots().acquire();
+        struct Release {
+          ~Release() { decode_slots().release(); }
+        } release;
+        images.inputs.push_back(text::image_input(support.link, support.preprocess,
+                                                  image::decode(url.bytes, part.param, support.limits),
+                                                  support.row_floats, part.param));
+      } catch (const Error& e) {
+        const std::string message = e.what();
+        bad(part.param, message.rfind(part.param, 0) == 0 ? message : part.param + ": " + message);
+      }
     }
+    grids.push_back(images.inputs[it->second].grid);
   }
+  text::ExpandedPrompt expanded = text::expand_markers(support.link, r.prompt, grids);
   r.prompt = std::move(expanded.ids);
   images.at = std::move(expanded.at);
-  images.rows = support.link.features;
+  images.starts = std::move(expanded.starts);
   images.whole = support.link.two_way;
 }
 
@@ -231,7 +234,8 @@ void chat_prompt(const json& body, const Model& model, GenerationRequest& r) {
   if (!model.chat_template)
     throw ApiError(400, "this model's checkpoint has no chat template: use /v1/completions", "messages");
   // Each image takes its expanded rows (prefix, features, suffix) where its
-  // marker stands: bounded before anything is decoded or rendered.
+  // marker stands: bounded before anything is decoded or rendered (images
+  // of variable sizes at the largest).
   const int64_t image_rows =
       model.images ? static_cast<int64_t>(images.size()) * model.images->link.expanded_rows() : 0;
   const int64_t marker_rows = static_cast<int64_t>(images.size());

@@ -94,9 +94,10 @@ namespace {
 void check_images(const PromptImages& images, size_t prompt) {
   if (images.empty() && images.at.empty() && images.inputs.empty()) return;
   const auto refuse = [](const std::string& what) { throw Error(ErrorKind::InvalidArgument, "the prompt's images: " + what); };
-  if (images.rows < 1 || images.at.size() != images.order.size() * static_cast<size_t>(images.rows))
-    refuse(std::to_string(images.at.size()) + " spliced rows for " + std::to_string(images.order.size()) +
-           " images of " + std::to_string(images.rows));
+  if (images.starts.size() != images.order.size() + 1 || images.starts.front() != 0 ||
+      images.starts.back() != images.at.size() || !std::is_sorted(images.starts.begin(), images.starts.end()))
+    refuse(std::to_string(images.at.size()) + " spliced rows do not split into the " +
+           std::to_string(images.order.size()) + " images' starts");
   for (size_t i = 0; i < images.at.size(); ++i)
     if (images.at[i] < 0 || images.at[i] >= static_cast<int64_t>(prompt) || (i > 0 && images.at[i] <= images.at[i - 1]))
       refuse("row " + std::to_string(images.at[i]) + " is not an increasing row of the " + std::to_string(prompt) +
@@ -104,8 +105,12 @@ void check_images(const PromptImages& images, size_t prompt) {
   for (uint32_t k : images.order)
     if (k >= images.inputs.size()) refuse("image " + std::to_string(k) + " is not among the " +
                                           std::to_string(images.inputs.size()) + " given");
-  for (const std::vector<float>& input : images.inputs)
-    if (input.empty()) refuse("an image without input rows");
+  for (const text::ImageInput& input : images.inputs)
+    if (input.rows.empty()) refuse("an image without input rows");
+  for (size_t i = 0; i < images.order.size(); ++i)
+    if (images.starts[i + 1] - images.starts[i] != static_cast<size_t>(images.inputs[images.order[i]].grid.count()))
+      refuse("image " + std::to_string(i) + " takes " + std::to_string(images.starts[i + 1] - images.starts[i]) +
+             " rows, its features " + std::to_string(images.inputs[images.order[i]].grid.count()));
 }
 
 }  // namespace
@@ -264,13 +269,13 @@ bool Scheduler::step() {
       Slot& s = *prefilling;
       PromptImages& images = s.request.images;
       const size_t end = std::min(s.request.prompt.size(), s.prefilled + static_cast<size_t>(options_.chunk));
-      const size_t n = (images.whole ? plan::whole_images_end(images.at, images.rows, s.prefilled, end) : end) - s.prefilled;
+      const size_t n = (images.whole ? plan::whole_images_end(images.at, images.starts, s.prefilled, end) : end) - s.prefilled;
       const std::span<const int32_t> chunk = std::span(s.request.prompt).subspan(s.prefilled, n);
       if (!images.empty() && s.features.empty()) {
         // Before the first chunk: each distinct image through the tower, once.
-        for (std::vector<float>& input : images.inputs) {
+        for (text::ImageInput& input : images.inputs) {
           s.features.push_back(engine_.encode_image(input));
-          std::vector<float>().swap(input);
+          input = {};
           std::lock_guard lock(mutex_);
           ++stats_.images;
         }
@@ -280,12 +285,15 @@ bool Scheduler::step() {
       std::vector<float> features;
       const auto first = std::lower_bound(images.at.begin(), images.at.end(), static_cast<int64_t>(s.prefilled));
       for (auto it = first; it != images.at.end() && *it < static_cast<int64_t>(s.prefilled + n); ++it) {
-        const size_t k = static_cast<size_t>(it - images.at.begin()), rows = static_cast<size_t>(images.rows);
-        const std::vector<float>& image = s.features[images.order[k / rows]];
-        const size_t width = image.size() / rows;
+        // Row k is row k − starts[i] of image i.
+        const size_t k = static_cast<size_t>(it - images.at.begin());
+        const size_t i = static_cast<size_t>(std::upper_bound(images.starts.begin(), images.starts.end(), k) -
+                                             images.starts.begin()) - 1;
+        const std::vector<float>& image = s.features[images.order[i]];
+        const size_t rows = images.starts[i + 1] - images.starts[i], width = image.size() / rows, r = k - images.starts[i];
         at.push_back(*it - static_cast<int64_t>(s.prefilled));
-        features.insert(features.end(), image.begin() + static_cast<std::ptrdiff_t>(k % rows * width),
-                        image.begin() + static_cast<std::ptrdiff_t>((k % rows + 1) * width));
+        features.insert(features.end(), image.begin() + static_cast<std::ptrdiff_t>(r * width),
+                        image.begin() + static_cast<std::ptrdiff_t>((r + 1) * width));
       }
       const std::vector<float> logits =
           at.empty() ? engine_.prefill(static_cast<int64_t>(prefilling_index), chunk)

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/generate/images.hpp"
 #include "runtime/generate/sampler.hpp"
 #include "runtime/serve/engine.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
@@ -39,12 +40,12 @@ namespace lathe::serve {
 // features take. The engine thread encodes each distinct image once, before
 // the request's first prompt chunk, and frees its input.
 struct PromptImages {
-  std::vector<std::vector<float>> inputs;  // distinct images' tower input rows (text::image_input)
-  std::vector<uint32_t> order;             // per image in the prompt, in order: its index in inputs
-  std::vector<int64_t> at;                 // the prompt's rows that take features, increasing; image i's
-                                           // are at[i · rows, (i + 1) · rows)
-  int64_t rows = 0;                        // feature rows an image fills
-  bool whole = false;                      // an image's rows see each other both ways: a chunk cuts none
+  std::vector<text::ImageInput> inputs;  // distinct images' tower input (text::image_input)
+  std::vector<uint32_t> order;           // per image in the prompt, in order: its index in inputs
+  std::vector<int64_t> at;               // the prompt's rows that take features, increasing; image i's
+                                         // are at[starts[i], starts[i + 1])
+  std::vector<size_t> starts;            // one more than order
+  bool whole = false;                    // an image's rows see each other both ways: a chunk cuts none
   bool empty() const { return order.empty(); }
 };
 

@@ -58,7 +58,10 @@ void check_images(const GenerationRequest& r, const Model& model) {
     if (!images.order.empty() || !images.at.empty() || !images.inputs.empty()) finding("images for a text model");
     return;
   }
-  if (images.at.size() != images.order.size() * static_cast<size_t>(images.rows)) finding("image rows miscounted");
+  if (images.starts.size() != images.order.size() + 1 || images.starts.back() != images.at.size())
+    finding("image rows miscounted");
+  for (size_t i = 0; i + 1 < images.starts.size(); ++i)
+    if (images.starts[i + 1] - images.starts[i] != 16) finding("an image of other rows than the tower's 16");
   const plan::VisionLink& link = model.images->link;
   const int64_t image_token = link.image_token >= 0 ? link.image_token : link.marker;
   for (size_t i = 0; i < images.at.size(); ++i)
@@ -67,8 +70,9 @@ void check_images(const GenerationRequest& r, const Model& model) {
       finding("an image row that is not a marker's row of the prompt");
   for (const uint32_t k : images.order)
     if (k >= images.inputs.size()) finding("an image order past the inputs");
-  for (const std::vector<float>& input : images.inputs)
-    if (input.size() != 17 * 48) finding("an image input of another size than the tower's");
+  for (const text::ImageInput& input : images.inputs)
+    if (input.rows.size() != 17 * 48 || input.grid != plan::ImageGrid{1, 16})
+      finding("an image input of another size than the tower's");
 }
 
 }  // namespace

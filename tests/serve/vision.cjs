@@ -1,8 +1,9 @@
 // The official OpenAI client for Node against a vision model's `serve` (a
 // tiny model on random weights, its checkpoint directory holding the
 // tokenizer, the chat template and the image processor's settings: LLaVA-1.5's
-// with CLIP's, or Gemma 3's, whose images are written between tokens of
-// their own and see each other both ways): an image sent as a data: URL
+// with CLIP's; Gemma 3's, whose images are written between tokens of
+// their own and see each other both ways; or Mistral 3's, whose images keep
+// their size, a row end after each row of features): an image sent as a data: URL
 // gives the first token's log-probabilities that `logits --image` gives for
 // the same prompt, as the template renders it; another image, others; an
 // image sent twice in a request is encoded once (/metrics); streaming; a
@@ -10,7 +11,7 @@
 // have to fetch, a payload that is not base64, an image for a model without
 // a tower is cli.image_without_vision's).
 //
-//   node vision.cjs <node_modules> <vision model executable> <dir> <images dir> <llava | gemma3>
+//   node vision.cjs <node_modules> <vision model executable> <dir> <images dir> <llava | gemma3 | pixtral>
 'use strict';
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -29,6 +30,9 @@ const families = {
     prompt: (question) => `<start_of_turn>user\n${question}<start_of_image><end_of_turn>\n<start_of_turn>model\n`,
     rows: 2 + 16 + 2,  // "\n\n<start_of_image>", 16 rows, "<end_of_image>\n\n"
   },
+  // baseline.jpg, 16 × 8 pixels, kept: 2 × 4 patches of 4, merged into one
+  // row of 2, then [IMG_END].
+  pixtral: { prompt: (question) => `[INST]${question}[IMG][/INST]`, rows: 2 + 1 },
 };
 const { prompt: render, rows: imageRows } = families[family];
 

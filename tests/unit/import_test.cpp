@@ -2274,11 +2274,9 @@ TEST_CASE("llava, mistral3, gemma3, mllama: a spec with [vision] survives spec â
   }
   SUBCASE("tiny-pixtral: a Pixtral tower and Mistral 3's patch merger, mistral3") {
     // Mistral3MultiModalProjector's norm takes the decoder's epsilon
-    // (text_config.rms_norm_eps): no config sets it apart. tiny-pixtral.toml
-    // keeps the projector's default, 1e-6, beside the decoder's 1e-5; here
-    // the projector says the decoder's.
-    const Edits eps = {{"[vision.projector]\n", "[vision.projector]\neps = 1e-5\n"}};
-    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-pixtral.toml", eps)));
+    // (text_config.rms_norm_eps): no config sets it apart, and
+    // tiny-pixtral.toml's projector says the decoder's.
+    const RoundTrip r = through_config(parse_text(vision_spec_text("tiny-pixtral.toml")));
     check_same(r);  // no warning: row_end and end from the config, no tokenizer.json needed
     CHECK(r.config["model_type"] == "mistral3");
     CHECK(r.config["vision_config"]["model_type"] == "pixtral");
@@ -2348,7 +2346,8 @@ TEST_CASE("hf_config_from_spec: a [vision] no supported config reads back is ref
                    "\"mlp\""));
   }
   SUBCASE("Mistral 3's projector norm with an epsilon of its own") {
-    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-pixtral.toml"))),
+    const Edits own = {{"eps = 1e-5  # Mistral3MultiModalProjector", "eps = 1e-6  # Mistral3MultiModalProjector"}};
+    CHECK(contains(export_refusal(parse_text(vision_spec_text("tiny-pixtral.toml", own))),
                    "vision.projector.eps = 1e-06: Mistral3MultiModalProjector's norm takes text_config's "
                    "rms_norm_eps, the decoder's norm.eps (1e-05)"));
   }

@@ -1025,7 +1025,27 @@ TEST_CASE("a vision tower's build: input rows, patch matmul, positions and class
   CHECK(image_spans);
   for (const std::string& kernel : names(llava.model.plan)) CHECK(kernel.find("_images") == std::string::npos);
 
-  for (const char* other : {"tiny-pixtral.toml", "tiny-mllama.toml"}) {
+  // Pixtral's tower in Mistral 3: no position table (2D RoPE turns q and k
+  // in each layer's rope_kv, whose table is ordered for it), then the
+  // merger (its norm merging blocks of 4 rows, merging_layer) and the mlp.
+  const Planned pixtral = planned("tests/specs/vision/tiny-pixtral.toml");
+  spec::Diagnostics p_diagnostics(pixtral.spec.file);
+  const auto p_tower = lower::plan_tower(pixtral.spec, p_diagnostics);
+  REQUIRE_MESSAGE(p_tower, p_diagnostics.format());
+  const spec::Vision& pv = pixtral.spec.vision;
+  CHECK(lower::tower_spec(pixtral.spec).position.rope_grid == pv.grid());
+  const std::vector<std::string> p_names = names(p_tower->plan);
+  const auto merge = std::find(p_names.begin(), p_names.end(), "norm_" + std::to_string(pv.dims.hidden) + "_merge4");
+  REQUIRE(merge != p_names.end());
+  // After it: merging_layer, linear_1 (φ its epilogue) and linear_2, writing the output.
+  CHECK(std::count_if(merge, p_names.end(), [](const std::string& kernel) { return kernel.starts_with("matmul_"); }) == 3);
+  CHECK(p_tower->plan.dispatches.back().binding("y") == plan::logits());
+  for (const spec::TensorSpec& t : p_tower->manifest.tensors) CHECK(t.role != Role::PosEmbed);
+  bool rotated = false;
+  for (const std::string& kernel : p_names) rotated = rotated || kernel.starts_with("rope_kv_");
+  CHECK(rotated);
+
+  for (const char* other : {"tiny-mllama.toml"}) {
     CAPTURE(other);
     const std::string file = std::string("tests/specs/vision/") + other;
     spec::Diagnostics d(file);

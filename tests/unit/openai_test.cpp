@@ -244,7 +244,7 @@ TEST_CASE("openai: a chat message's images, placed by the chat template, each di
   const text::ExpandedPrompt expanded = text::expand_markers(tiny.support.link, rendered, 3);
   CHECK(r.prompt == expanded.ids);
   CHECK(r.images.at == expanded.at);
-  CHECK(r.images.rows == 16);
+  CHECK(r.images.starts == std::vector<size_t>{0, 16, 32, 48});
   CHECK(r.images.order == std::vector<uint32_t>{0, 1, 0});
   REQUIRE(r.images.inputs.size() == 2);
   const auto input = [&](const char* file) {
@@ -255,7 +255,8 @@ TEST_CASE("openai: a chat message's images, placed by the chat template, each di
   };
   CHECK(r.images.inputs[0] == input("baseline.jpg"));
   CHECK(r.images.inputs[1] == input("gray.jpg"));
-  CHECK(r.images.inputs[0].size() == 17 * 48);  // the class row, then 16 patches
+  CHECK(r.images.inputs[0].rows.size() == 17 * 48);  // the class row, then 16 patches
+  CHECK(r.images.inputs[0].grid == plan::ImageGrid{1, 16});
 
   // A text-only chat to a vision model: its template still gets parts.
   CHECK(parse_completion(chat("hi"), true, model).request.prompt == tiny.tokenizer.encode("USER: hi ASSISTANT:", true));

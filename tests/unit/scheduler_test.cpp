@@ -67,12 +67,12 @@ class FakeEngine final : public Engine {
     widest = std::max(widest, steps.size());
     return out;
   }
-  // An image's features: `image_rows` rows of 2, from the input's first value.
-  std::vector<float> encode_image(std::span<const float> input) override {
+  // An image's features: its grid's rows of 2, from the input's first value.
+  std::vector<float> encode_image(const text::ImageInput& input) override {
     std::lock_guard lock(mutex_);
     ++encoded;
     std::vector<float> out;
-    for (int r = 0; r < image_rows; ++r) out.insert(out.end(), {input[0] * 10 + r, input[0] * 10 + r + 0.5f});
+    for (int r = 0; r < input.grid.count(); ++r) out.insert(out.end(), {input.rows[0] * 10 + r, input.rows[0] * 10 + r + 0.5f});
     return out;
   }
   // A spliced row enters the history as a token made of its features.
@@ -108,7 +108,6 @@ class FakeEngine final : public Engine {
   size_t widest = 0;           // most rows of one decode
   int resets = 0;
   size_t nan_at = 0;           // > 0: the logits of a history this long are NaN (a broken model)
-  int image_rows = 2;          // feature rows an image gives
   int encoded = 0;             // images encoded
   std::vector<float> spliced;  // each spliced row's first feature, in order
 
@@ -137,6 +136,9 @@ FakeEngine make_engine(int64_t sequences, int64_t context = 512) {
   const text::Tokenizer& t = demo_tokenizer();
   return FakeEngine(sequences, context, t.vocab_size(), *t.eos());
 }
+
+// An image's tower input: one value, `value`, and a grid of `rows` features.
+text::ImageInput image_of(float value, int64_t rows) { return {{value, 0}, {}, {1, rows}}; }
 
 GenerationRequest request(std::vector<int32_t> prompt, int32_t max_tokens, float temperature = 0, uint64_t seed = 0) {
   GenerationRequest r;
@@ -314,10 +316,10 @@ TEST_CASE("scheduler: a prompt's images, each distinct one encoded once, their r
   // Ten tokens; image 0 at rows 1–2 and 7–8 (sent twice), image 1 at 4–5:
   // the chunks [0, 4), [4, 8), [8, 10) each hold some of them.
   GenerationRequest r = request(prompt_of(3, 10), 4);
-  r.images.inputs = {{1, 0}, {2, 0}};
+  r.images.inputs = {image_of(1, 2), image_of(2, 2)};
   r.images.order = {0, 1, 0};
   r.images.at = {1, 2, 4, 5, 7, 8};
-  r.images.rows = 2;
+  r.images.starts = {0, 2, 4, 6};
   const Result spliced = collect(*s.submit(r));
   CHECK(engine.encoded == 2);
   CHECK(engine.spliced == std::vector<float>{10, 11, 20, 21, 10, 11});
@@ -325,14 +327,14 @@ TEST_CASE("scheduler: a prompt's images, each distinct one encoded once, their r
   CHECK(s.stats().images == 2);
   CHECK(spliced.finish.prompt_tokens == 10);
   // The features decide what follows: other images, other tokens.
-  r.images.inputs = {{3, 0}, {2, 0}};
+  r.images.inputs = {image_of(3, 2), image_of(2, 2)};
   const Result other = collect(*s.submit(r));
   CHECK(other.tokens != spliced.tokens);
 
   // Images whose rows see each other both ways (Gemma 3): a chunk ends
   // before an image it would cut, or, when the image starts it, after the
   // image (past the scheduler's chunk); the same tokens come of it.
-  r.images.inputs = {{1, 0}, {2, 0}};
+  r.images.inputs = {image_of(1, 2), image_of(2, 2)};
   r.images.whole = true;
   engine.chunks.clear();
   CHECK(collect(*s.submit(r)).tokens == spliced.tokens);
@@ -349,8 +351,28 @@ TEST_CASE("scheduler: a prompt's images, each distinct one encoded once, their r
   bad.images.at = {1, 2, 4, 5, 7, 10};
   CHECK_THROWS_WITH_AS(s.submit(bad), doctest::Contains("row 10 is not an increasing row of the 10 prompt tokens"), Error);
   bad.images.at = {1, 2, 4, 5, 7};
-  CHECK_THROWS_WITH_AS(s.submit(bad), doctest::Contains("5 spliced rows for 3 images of 2"), Error);
+  CHECK_THROWS_WITH_AS(s.submit(bad), doctest::Contains("5 spliced rows do not split into the 3 images' starts"), Error);
   bad = r;
   bad.images.order = {0, 1, 2};
   CHECK_THROWS_WITH_AS(s.submit(bad), doctest::Contains("image 2 is not among the 2 given"), Error);
+  bad = r;
+  bad.images.starts = {0, 3, 4, 6};
+  CHECK_THROWS_WITH_AS(s.submit(bad), doctest::Contains("image 0 takes 3 rows, its features 2"), Error);
+}
+
+TEST_CASE("scheduler: images of their own sizes (Pixtral's), each row its own image's") {
+  FakeEngine engine = make_engine(1);
+  SchedulerOptions o;
+  o.chunk = 3;
+  Scheduler s(engine, demo_tokenizer(), o);
+  // Image 0 of 3 rows at 1–3, image 1 of 1 at 5, image 0 again at 7–9.
+  GenerationRequest r = request(prompt_of(3, 11), 2);
+  r.images.inputs = {image_of(1, 3), image_of(2, 1)};
+  r.images.order = {0, 1, 0};
+  r.images.at = {1, 2, 3, 5, 7, 8, 9};
+  r.images.starts = {0, 3, 4, 7};
+  (void)collect(*s.submit(r));
+  CHECK(engine.encoded == 2);
+  CHECK(engine.spliced == std::vector<float>{10, 11, 12, 20, 10, 11, 12});
+  CHECK(engine.chunks == std::vector<size_t>{3, 3, 3, 2});
 }

@@ -1,8 +1,9 @@
 // End to end on the tiny random-weight vision models whose towers run on
 // the device (tests/specs/vision/tiny-llava*.toml, the second's unfolded
-// patches not whole texels, and tiny-gemma3.toml: a pooled projector, tokens
-// around each image, an image's rows seeing each other both ways; one
-// binary each): the tower's build
+// patches not whole texels; tiny-gemma3.toml: a pooled projector, tokens
+// around each image, an image's rows seeing each other both ways;
+// tiny-pixtral.toml: images of any whole-patch size, 2D RoPE, the patch
+// merger, a row end after each row; one binary each): the tower's build
 // (vision_info()) over an image's unfolded patches against the CPU
 // reference's image features, and the decoder's prompt with those features
 // spliced in place of the image's tokens against the reference's logits,
@@ -26,20 +27,32 @@ using namespace lathe::test;
 
 namespace {
 
-// An image as the processor writes it, [channels][side][side], values in ±1.
+// The test image's size: the tower's square, or (variable sizes) 5 × 8
+// patches: the widest, and an odd count of rows that the patch merger's
+// blocks leave one row of.
+struct Size {
+  int64_t height, width;
+};
+Size image_size(const spec::Vision& v) {
+  return v.longest_edge > 0 ? Size{5 * v.patch, v.longest_edge} : Size{v.image_size, v.image_size};
+}
+
+// An image as the processor writes it, [channels][height][width], values in ±1.
 std::vector<float> random_pixels(const spec::Vision& v, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> out(static_cast<size_t>(v.channels * v.image_size * v.image_size));
+  const Size size = image_size(v);
+  std::vector<float> out(static_cast<size_t>(v.channels * size.height * size.width));
   for (float& x : out) x = u(rng);
   return out;
 }
 
 // The tower's input rows of an image: a class token's row of zeros first,
-// each row as wide as the tower's plan reads them.
-std::vector<float> tower_input(const spec::Vision& v, const std::vector<float>& pixels) {
-  return image::unfold_patches(pixels, v.channels, v.image_size, v.image_size, v.patch, v.class_token ? 1 : 0,
-                               vision_info()->plan.input_row_floats);
+// each row as wide as the tower's plan reads them, in the tower's order.
+text::ImageInput tower_input(const spec::Vision& v, const std::vector<float>& pixels) {
+  const Size size = image_size(v);
+  return text::tower_input(*model_info().vision, pixels, size.height, size.width, vision_info()->plan.input_row_floats,
+                           "random pixels");
 }
 
 // The checkpoint of both builds, as a LLaVA directory holds it: every
@@ -83,16 +96,18 @@ TEST_CASE_FIXTURE(test::VulkanTest, "the tower's rows of an image match the CPU 
   for (uint32_t seed : {1u, 2u}) {
     CAPTURE(seed);
     const std::vector<float> pixels = random_pixels(v, seed);
-    const std::vector<float> input = tower_input(v, pixels);
-    const int64_t rows = static_cast<int64_t>(input.size()) / tower->plan.input_row_floats;
-    const std::vector<float> out = session.encode_rows(input, rows);
+    const text::ImageInput input = tower_input(v, pixels);
+    const int64_t rows = static_cast<int64_t>(input.rows.size()) / tower->plan.input_row_floats;
+    const std::vector<float> out = session.encode_rows(input.rows, rows, input.tokens);
     REQUIRE(out.size() == static_cast<size_t>(rows) * H);
     // The features: every row but the class token's (the pooled rows, the
-    // rest zeros).
+    // rest zeros; the merged blocks).
     const auto first = out.begin() + static_cast<std::ptrdiff_t>(link.skip_rows * model_info().hidden);
-    const std::vector<float> features(first, first + static_cast<std::ptrdiff_t>(link.features * model_info().hidden));
-    for (auto it = first + static_cast<std::ptrdiff_t>(features.size()); it != out.end(); ++it) REQUIRE(*it == 0.0f);
-    const std::vector<float> expected = ref.image_features(pixels, v.image_size, v.image_size);
+    const std::vector<float> features(first, first + static_cast<std::ptrdiff_t>(input.grid.count() * model_info().hidden));
+    if (v.projector.kind == spec::ProjectorKind::Pooled)
+      for (auto it = first + static_cast<std::ptrdiff_t>(features.size()); it != out.end(); ++it) REQUIRE(*it == 0.0f);
+    const Size size = image_size(v);
+    const std::vector<float> expected = ref.image_features(pixels, size.height, size.width);
     REQUIRE(features.size() == expected.size());
     const double worst = worst_row_error(features, expected, H);
     MESSAGE("image " << seed << ": worst row normalized error " << worst);
@@ -111,8 +126,8 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a prompt with an image's features spliced g
   Session tower_session(device, *tower);
   upload_all(tower_session);
   const plan::VisionLink& link = *model_info().vision;
-  const std::vector<float> input = tower_input(v, random_pixels(v, 3));
-  const std::vector<float> image = text::image_features(tower_session, link, input);
+  const text::ImageInput input = tower_input(v, random_pixels(v, 3));
+  const std::vector<float> image = text::image_features(tower_session, link, input).values;
   const size_t image_rows = image.size() / H;
 
   // Text, the image's rows (the image token each), text, the image again, text.
@@ -179,7 +194,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "an image through its processor and the prom
   REQUIRE(model_info().vision != nullptr);
   const plan::VisionLink& link = *model_info().vision;
   const spec::Vision& v = test_spec().vision;
-  CHECK(link.image_size == v.image_size);
+  CHECK(link.image_size == std::max(v.image_size, v.longest_edge));
   CHECK(link.marker == v.tokens.marker);
   CHECK(link.features == v.image_features());
   // A 20 × 24 picture of a pattern, resized to the tower's square.
@@ -187,19 +202,40 @@ TEST_CASE_FIXTURE(test::VulkanTest, "an image through its processor and the prom
   picture.width = 20;
   picture.height = 24;
   for (int64_t i = 0; i < picture.width * picture.height * 3; ++i) picture.rgb.push_back(static_cast<uint8_t>(i * 37 % 251));
+  // (Variable sizes: Pixtral's processor keeps it, 24 × 20 pixels, 6 × 5
+  // patches: 3 × 2 merged blocks and a column of patches no block takes.)
   image::Preprocess p;
   p.processor = "CLIPImageProcessor";
   p.height = p.width = v.image_size;
+  if (link.variable) {
+    p.processor = "PixtralImageProcessor";
+    p.rule = image::SizeRule::LongestEdge;
+    p.edge = v.longest_edge;
+    p.patch_height = p.patch_width = v.patch;
+  }
   Session tower_session(device, *tower);
   upload_all(tower_session);
-  const std::vector<float> features = text::encode_image(tower_session, link, p, picture, "pattern.png");
+  const text::ImageFeatures features = text::encode_image(tower_session, link, p, picture, "pattern.png");
   const image::Pixels pixels = image::preprocess(picture, p);
+  if (link.variable) CHECK(features.grid == plan::ImageGrid{6 / link.merge, 5 / link.merge});
   reference::Reference ref(test_spec(), test_weights());
   const size_t H = static_cast<size_t>(model_info().hidden), V = static_cast<size_t>(model_info().vocab);
-  CHECK(worst_row_error(features, ref.image_features(pixels.chw, v.image_size, v.image_size), H) < tolerance(tower_session));
+  CHECK(worst_row_error(features.values, ref.image_features(pixels.chw, pixels.height, pixels.width), H) <
+        tolerance(tower_session));
 
   const std::vector<int32_t> ids = {3, 4, static_cast<int32_t>(link.marker), 5};
   const text::SplicedPrompt spliced = text::splice_images(link, ids, std::span(&features, 1), model_info().hidden);
+  // The marker's expansion: each row of features, then its row end (the
+  // last one's the end token).
+  if (link.row_end >= 0) {
+    std::vector<int32_t> want = {3, 4};
+    for (int64_t r = 0; r < features.grid.rows; ++r) {
+      want.insert(want.end(), static_cast<size_t>(features.grid.cols), static_cast<int32_t>(v.tokens.image >= 0 ? v.tokens.image : link.marker));
+      want.push_back(static_cast<int32_t>(r + 1 == features.grid.rows && link.end >= 0 ? link.end : link.row_end));
+    }
+    want.push_back(5);
+    CHECK(spliced.ids == want);
+  }
   SessionOptions options;
   options.all_logits = true;
   Session session(device, model_info(), options);
@@ -209,6 +245,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "an image through its processor and the prom
   // A picture the processor cannot give the tower's square: refused, naming it.
   image::Preprocess wrong = p;
   wrong.height = wrong.width = v.image_size + v.patch;
+  wrong.patch_height = wrong.patch_width = v.patch - 1;  // (variable sizes: not whole patches)
   CHECK_THROWS_WITH_AS(text::encode_image(tower_session, link, wrong, picture, "pattern.png"),
                        doctest::Contains("pattern.png: the image processor"), Error);
 }
@@ -217,12 +254,12 @@ TEST_CASE_FIXTURE(test::VulkanTest, "one checkpoint of both builds loads into ea
   const ModelInfo* tower = vision_info();
   REQUIRE(tower != nullptr);
   const spec::Vision& v = test_spec().vision;
-  const std::vector<float> input = tower_input(v, random_pixels(v, 4));
-  const int64_t rows = static_cast<int64_t>(input.size()) / tower->plan.input_row_floats;
+  const text::ImageInput input = tower_input(v, random_pixels(v, 4));
+  const int64_t rows = static_cast<int64_t>(input.rows.size()) / tower->plan.input_row_floats;
   Session tower_direct(device, *tower), decoder_direct(device, model_info());
   upload_all(tower_direct);
   upload_all(decoder_direct);
-  const std::vector<float> features = tower_direct.encode_rows(input, rows);
+  const std::vector<float> features = tower_direct.encode_rows(input.rows, rows, input.tokens);
   const std::vector<int32_t> tokens = random_tokens(9, 5);
   const std::vector<float> logits = decoder_direct.prefill(tokens);
   for (const std::string prefix : {"", "language_model."}) {
@@ -232,7 +269,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "one checkpoint of both builds loads into ea
     tower_loaded.load(path);
     decoder_loaded.load(path);
     // Vectors reach the device as f32 either way; only their checkpoint rounding differs.
-    const std::vector<float> f = tower_loaded.encode_rows(input, rows);
+    const std::vector<float> f = tower_loaded.encode_rows(input.rows, rows, input.tokens);
     CHECK(normalized_error(f.data(), features.data(), f.size()) < 1e-2);
     const std::vector<float> l = decoder_loaded.prefill(tokens);
     CHECK(normalized_error(l.data(), logits.data(), l.size()) < 1e-2);

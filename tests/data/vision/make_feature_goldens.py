@@ -179,7 +179,7 @@ def pixtral():
         x = x + linear(silu(linear(h, F + "gate_proj", inter, hidden, False)) * linear(h, F + "up_proj", inter, hidden, False),
                        F + "down_proj", hidden, inter, False)
     P = "multi_modal_projector."
-    x = rms_norm(x, tensor(P + "norm.weight", (hidden,)), 1e-6)
+    x = rms_norm(x, tensor(P + "norm.weight", (hidden,)), 1e-5)  # text_config.rms_norm_eps
     m = 2
     grid = x.reshape(rows, cols, hidden).transpose(2, 0, 1)  # [d, h, w]
     blocks = []

@@ -58,6 +58,49 @@ void pooled(vk::Device& device, Gpu& gpu, Worst& worst, const Model& m, const em
                             kNormTolerance);
 }
 
+// Mistral 3's patch merger: each block of MERGE consecutive rows normed,
+// side by side channel-major (unfold's order); the rows past the pass's
+// whole blocks zeros. 11 rows: two whole blocks of 4 and 3 rows left over
+// (the merged rows 2 … 10 zeros).
+void merged(vk::Device& device, Gpu& gpu, Worst& worst, const Model& m, const emit::KernelInstance& k, const Constants& c) {
+  const spec::Projector& j = m.spec.vision.projector;
+  const uint32_t n = c.u("N"), merge = c.u("MERGE");
+  CHECK(j.kind == spec::ProjectorKind::MergeMlp);
+  CHECK(merge == j.merge * j.merge);
+  CHECK(n == m.spec.dims.hidden);
+  CHECK(k.name == "norm_" + std::to_string(n) + "_merge" + std::to_string(merge));
+  CHECK_FALSE(c.flag("LAYER_NORM"));
+  CHECK(c.f("EPS") == doctest::Approx(j.eps).epsilon(1e-8));
+  const uint32_t rows = 2 * merge + 3, width = n * merge;
+  std::vector<float> x = random_floats(size_t{rows} * n);
+  for (uint32_t t = 0; t < rows; ++t)  // rows of different scales
+    for (uint32_t i = 0; i < n; ++i) x[size_t{t} * n + i] *= 1.0f + static_cast<float>(t % 5);
+  const std::vector<float> g = random_floats(n, 0.5f, 1.5f);
+  vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g);
+  vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * width, kGuard)));
+  gpu.run(m, k, kernels::NormBindings<vk::Binding>{.x = whole(xb), .scale = whole(gb), .shift = gpu.no_buffer(), .y = whole(y)},
+          push::RowsPush{.rows = rows}, rows);
+  const std::vector<float> out = read_back<float>(device, y, size_t{rows} * width + kGuardWords);
+  NormalizedError e;
+  bool zeros = true;
+  for (uint32_t r = 0; r < rows; ++r) {
+    if ((r + 1) * merge > rows) {
+      for (uint32_t i = 0; i < width; ++i) zeros = zeros && out[size_t{r} * width + i] == 0.0f;
+      continue;
+    }
+    for (uint32_t b = 0; b < merge; ++b) {
+      const float* row = x.data() + size_t{r * merge + b} * n;
+      const std::vector<double> expected =
+          reference::norm_values(j.norm, j.eps, false, g.data(), nullptr, std::vector<double>(row, row + n));
+      for (uint32_t i = 0; i < n; ++i) e.add(out[size_t{r} * width + size_t{i} * merge + b], expected[i]);
+    }
+  }
+  CHECK_MESSAGE(zeros, "the rows past the merged blocks are zeros");
+  check_guard(out, size_t{rows} * width);
+  Report(m, k, worst).check(std::to_string(rows) + " rows merged in blocks of " + std::to_string(merge), e.value(),
+                            kNormTolerance);
+}
+
 }  // namespace
 
 // RMSNorm (Llama: x / sqrt(mean(x²) + eps) · g) and LayerNorm with a bias
@@ -70,6 +113,7 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     const spec::Spec& s = m.spec;
     const uint32_t n = c.u("N"), group = c.u("GROUP");
     if (c.flag("POOLED")) return pooled(device, gpu, worst, m, k, c);
+    if (c.flag("MERGED")) return merged(device, gpu, worst, m, k, c);
     // Mamba-2's gated norm: a plain RMSNorm of each group of d_inner / groups.
     const bool grouped = group != n;
     const bool layer_norm = !grouped && s.norm.kind == spec::NormKind::LayerNorm;

@@ -58,9 +58,18 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
     const uint32_t rot_off = c.u("ROT_OFF");
     CHECK(rot_off == (latent ? s.mla.kv_lora_rank : 0));
     CHECK(c.u("LATENT") == (latent ? s.mla.kv_lora_rank : 0));
+    // 2D RoPE (a Pixtral tower's): a row's token is its patch, row · grid +
+    // column, and the reference's apply_rope_2d turns it.
+    const uint32_t grid = rope ? static_cast<uint32_t>(s.position.rope_grid) : 0;
+    CHECK(c.u("ROPE_GRID") == grid);
+    const auto patch_of = [&](uint32_t t) { return grid ? (7 * t + 3) % (grid * grid) : 0; };
     // Head `h` of one row (`in` at the head's first dim), rotated.
-    auto rotate = [&](const float* in, uint32_t position) {
+    auto rotate = [&](const float* in, uint32_t position, uint32_t patch) {
       std::vector<double> out(in, in + dh);
+      if (grid) {
+        reference::apply_rope_2d(out.data(), rotation, patch / grid, patch % grid);
+        return out;
+      }
       for (uint32_t j = 0; j < rot / 2; ++j) {
         const uint32_t a = rot_off + (neox ? j : 2 * j), b = rot_off + (neox ? j + rot / 2 : 2 * j + 1);
         const double angle = position * rotation.inv_freq[j];
@@ -114,6 +123,8 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       CAPTURE(what);
       if (dynamic) rotation = reference::rope_of(s, cs.position + cs.rows);  // the call's length: io_words' extent
       const push::AttentionPush push = layout.push(cs.rows);
+      std::vector<uint32_t> patches(cs.rows);
+      for (uint32_t t = 0; t < cs.rows; ++t) patches[t] = patch_of(t);
       // q, k and v: one buffer [rows][q | k | v] when fused, else three.
       const std::vector<float> q = random_floats(size_t{cs.rows} * push.q_stride);
       const std::vector<float> kv = layout.fused ? q : random_floats(size_t{cs.rows} * push.k_stride);
@@ -126,7 +137,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       const uint32_t positions = cs.ring ? cs.ring : cs.position + cs.rows + 2;
       const std::vector<std::byte> kc0 = random_cache(s, positions), vc0 = random_cache(s, positions);
       vk::Buffer kc = buffer_of(device, kc0), vc = buffer_of(device, vc0);
-      vk::Buffer io = buffer_of(device, io_words(cs.position, std::vector<uint32_t>(cs.rows, 0)));
+      vk::Buffer io = buffer_of(device, io_words(cs.position, patches));
       gpu.run(m, k,
               kernels::RopeKvBindings<vk::Binding>{.io = whole(io),
                                                    .q = whole(qb),
@@ -145,7 +156,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
       for (uint32_t t = 0; t < cs.rows; ++t) {
         for (uint32_t h = 0; h < hq; ++h) {
           const size_t row = push.q_offset + size_t{t} * push.q_stride, base = row + size_t{h} * dh;
-          const std::vector<double> expected = rotate(read_head(q, row, h, hq, q_scale).data(), cs.position + t);
+          const std::vector<double> expected = rotate(read_head(q, row, h, hq, q_scale).data(), cs.position + t, patches[t]);
           for (uint32_t i = 0; i < dh; ++i) {
             eq.add(q_out[base + i], expected[i]);
             is_q[base + i] = true;
@@ -179,7 +190,7 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
         for (uint32_t h = 0; h < hkv; ++h) {
           const size_t vbase = push.v_offset + size_t{t} * push.v_stride + size_t{h} * dh;
           const std::vector<double> expected =
-              rotate(read_head(kv, push.k_offset + size_t{t} * push.k_stride, h, hkv, k_scale).data(), pos);
+              rotate(read_head(kv, push.k_offset + size_t{t} * push.k_stride, h, hkv, k_scale).data(), pos, patches[t]);
           for (uint32_t i = 0; i < dh; ++i) {
             const size_t at = ((size_t{slot} * hkv + h) * dh + i) * cache_size;
             ek.add(load(cache, &kc_out[at]), expected[i]);
