@@ -49,14 +49,18 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     CHECK((spec_matrix_dtype(s, dtype) || vector_gate));
     // (Latent attention's: q_b_proj reads the query latent, o_proj the heads' values.)
     // A vision tower's: the patch embedding reads an unfolded patch (whole
-    // texels of its weight's rows), the projector's second linear its
-    // intermediate, and its first ends in its own φ.
+    // texels of its weight's rows), the patch merger's linear a block of
+    // merge² rows side by side, the projector's second linear its
+    // intermediate, and its first ends in its own φ, ungated.
     const spec::Vision* vision = m.tower_of ? &m.tower_of->vision : nullptr;
     const int64_t projected = vision && vision->projector.intermediate > 0 ? vision->projector.intermediate
                               : vision                                     ? m.tower_of->dims.hidden
                                                                            : 0;
-    const bool tower_input =
-        vision && (K == device_cols(dtype, vision->channels * vision->patch * vision->patch) || K == projected);
+    const int64_t merged = vision && vision->projector.kind == spec::ProjectorKind::MergeMlp
+                               ? d.hidden * vision->projector.merge * vision->projector.merge
+                               : 0;
+    const bool tower_input = vision && (K == device_cols(dtype, vision->channels * vision->patch * vision->patch) ||
+                                        K == projected || K == merged);
     CHECK((K == d.hidden || K == d.heads * d.head_dim || K == d.intermediate ||
            K == s.moe.shared_experts * s.moe.shared_intermediate || (s.ssm.enabled() && K == s.ssm.d_inner) ||
            (s.mla.enabled && (K == s.mla.q_lora_rank || K == d.heads * s.mla.v_head_dim)) || tower_input));
@@ -65,7 +69,9 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                                      ? vision->projector.activation
                                      : s.mlp.activation;
     if (gated || act != 0) CHECK(act == act_constant(c, phi));
-    CHECK(gated == (s.mlp.gated && K == d.hidden && act != 0));
+    const bool projector_in =
+        vision && !gated && K == d.hidden && act != 0 && act == act_constant(c, vision->projector.activation);
+    CHECK((gated == (s.mlp.gated && K == d.hidden && act != 0) || projector_in));
     // c · tanh(y / c) on the LM head's logits only (Gemma 2's final_logit_softcapping).
     const double softcap = c.f("SOFTCAP");
     CHECK((softcap > 0) == (k.name.find("_softcap") != std::string::npos));
