@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> logits_images;
   logits->add_option("--image", logits_images,
                      "An image (PNG or JPEG) in place of the next image marker among the ids, expanded as the "
-                     "checkpoint's processor does; the text tokens' rows are written (repeatable; a [vision] model)");
+                     "checkpoint's processor does; the rows of the other ids are written (repeatable; a [vision] model)");
 
   auto* profile = app.add_subcommand("profile", "Device time per kernel of one pass, on random weights");
   uint32_t profile_rows = 1;
