@@ -58,12 +58,7 @@ ImageInput tower_input(const plan::VisionLink& link, std::span<const float> pixe
   } else {
     out.rows = std::move(unfolded);
   }
-  if (link.rope_2d) {
-    if (m == 1) {
-      order.clear();
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) order.push_back({r, c});
-    }
+  if (link.rope_2d) {  // (merge 1: `order` is row-major already)
     out.tokens.assign(static_cast<size_t>(link.class_rows), 0);
     for (const auto& [r, c] : order) out.tokens.push_back(static_cast<int32_t>(r * link.grid() + c));
   }
