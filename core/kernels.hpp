@@ -163,6 +163,19 @@ struct BindingInfo {
   X(x, Storage, "[rows][D] f32: the rows taken instead of the table's (ROWS), or spliced rows'") \
   X(cls, Storage, "[D] f32: a vision tower's class embedding, on the row of position 0 (CLASS)")
 
+// tiles.comp: a tiled tower's (Llama 3.2 Vision's) embeddings of its rows
+// by their tile and place, and its hidden states stacked for the projector.
+#define LATHE_BIND_TILES(X)                                                              \
+  X(io, Storage, "each row's token: its image's aspect ratio id")                        \
+  X(x, Storage, "[rows][D] f32")                                                         \
+  X(y, Storage, "[rows][D] f32, or [rows][D · (1 + STATES)] (STACK)")                    \
+  X(table, Texel, "[ratios][TILES · D]: the tile embedding of each aspect ratio")        \
+  X(gate, Storage, "[1] f32: its gate")                                                  \
+  X(cls, Storage, "[D] f32: the class embedding")                                        \
+  X(positions, Texel, "[TILE_ROWS][D]: the shared position table")                       \
+  X(tile_positions, Texel, "[ratios][TILES · TILE_ROWS · D]: each tile's own")            \
+  X(position_gate, Storage, "[1] f32: their mix's gate")
+
 #define LATHE_BIND_NORM(X)                \
   X(x, Storage, "[rows][N] f32")          \
   X(scale, Storage, "[N] f32")            \
@@ -179,7 +192,8 @@ struct BindingInfo {
   X(norm_scale, Storage, "[K] f32: the norm folded into the read of x")      \
   X(norm_shift, Storage, "[K] f32")                                          \
   X(route, Storage, "moe_route's routing: the expert matmuls' token lists")  \
-  X(xq, Storage, "[rows] x as quantize wrote it (the dot layout reads it)")
+  X(xq, Storage, "[rows] x as quantize wrote it (the dot layout reads it)")   \
+  X(gate, Storage, "[1] f32: a gated residual's g, y += tanh(g) · …")
 
 // quantize.comp: x (normalized first, under a folded norm) in 8-bit blocks
 // of 32 consecutive values, a row at a time, for the dot layout's integer
@@ -320,6 +334,7 @@ LATHE_BIND_STRUCT(Mamba2ScanBindings, LATHE_BIND_MAMBA2_SCAN)
 LATHE_BIND_STRUCT(MlaBindings, LATHE_BIND_MLA)
 LATHE_BIND_STRUCT(MlaPrefillBindings, LATHE_BIND_MLA_PREFILL)
 LATHE_BIND_STRUCT(QuantizeBindings, LATHE_BIND_QUANTIZE)
+LATHE_BIND_STRUCT(TilesBindings, LATHE_BIND_TILES)
 
 inline constexpr BindingInfo kEmbedBindings[] = {LATHE_BIND_EMBED(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kNormBindings[] = {LATHE_BIND_NORM(LATHE_BIND_INFO)};
@@ -336,6 +351,7 @@ inline constexpr BindingInfo kMamba2ScanBindings[] = {LATHE_BIND_MAMBA2_SCAN(LAT
 inline constexpr BindingInfo kMlaBindings[] = {LATHE_BIND_MLA(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kMlaPrefillBindings[] = {LATHE_BIND_MLA_PREFILL(LATHE_BIND_INFO)};
 inline constexpr BindingInfo kQuantizeBindings[] = {LATHE_BIND_QUANTIZE(LATHE_BIND_INFO)};
+inline constexpr BindingInfo kTilesBindings[] = {LATHE_BIND_TILES(LATHE_BIND_INFO)};
 
 #undef LATHE_BIND_INFO
 #undef LATHE_BIND_MEMBER
@@ -367,11 +383,11 @@ constexpr int64_t mamba2_chunk_channels(int64_t head_channels, int64_t d_state) 
 }
 
 // The most bindings of any family: plans store bindings in arrays this long.
-inline constexpr size_t kMaxBindings = 10;
+inline constexpr size_t kMaxBindings = 11;
 
 enum class Family : uint8_t {
   Embed, Norm, Matmul, RopeKv, Attention, AttentionCombine, Argmax, MoeRoute, MoeCombine, SsmConv, SsmScan, Mamba2Scan,
-  Mla, Mamba2Chunk, MlaPrefill, Quantize
+  Mla, Mamba2Chunk, MlaPrefill, Quantize, Tiles
 };
 
 // The values of one of quantize's 8-bit blocks of x, and the 32-bit words a
@@ -437,6 +453,8 @@ inline constexpr FamilyInfo kFamilies[] = {
      "MlaPrefillBindings", kMlaPrefillBindings, SpecConstants::Ring},
     {Family::Quantize, "quantize", "Quantize", "quantize.comp", "RowsPush", push::kRowsPush, "QuantizeBindings",
      kQuantizeBindings, SpecConstants::None},
+    {Family::Tiles, "tiles", "Tiles", "tiles.comp", "RowsPush", push::kRowsPush, "TilesBindings", kTilesBindings,
+     SpecConstants::None},
 };
 
 // matmul's layouts, a kernel file each (shaders/matmul.glsl has what they

@@ -460,7 +460,12 @@ Manifest build_vision_manifest(const Spec& s) {
       g.tensor(Role::AttnGate, false, l, {1});
       g.tensor(Role::MlpGate, false, l, {1});
     }
-    for (TensorSpec& t : g.take().tensors) m.tensors.push_back(std::move(t));
+    // Numbered after the local layers (dims.layers + l): a layer's tensors
+    // are told apart by their layer alone.
+    for (TensorSpec& t : g.take().tensors) {
+      t.layer += v.dims.layers;
+      m.tensors.push_back(std::move(t));
+    }
   }
 
   Builder p(tower);

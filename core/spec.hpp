@@ -464,6 +464,10 @@ inline std::vector<std::array<int64_t, 2>> tile_arrangements(int64_t tiles) {
   return out;
 }
 
+// Llama 3.2 Vision: the padding rows after a tile's `rows` (its class
+// token's and patches'): MllamaVisionModel pads each tile to a multiple of 8.
+inline int64_t tile_padding(int64_t rows) { return (8 - rows % 8) % 8; }
+
 struct Vision {
   bool enabled = false;
   VisionConnection connection = VisionConnection::Splice;

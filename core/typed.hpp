@@ -53,7 +53,8 @@ enum class OpKind : uint8_t {
   Input,        // out[t] = the host's row t, dims[0] wide (a vision tower's unfolded patches)
   RMSNorm,      // out = in / sqrt(mean(in²) + eps) · g; dims[1] > 0: each group of dims[1] features
                 //   normed on its own (Mamba-2's gated norm)
-  LayerNorm,    // out = (in − μ) / sqrt(σ² + eps) · g + b
+  LayerNorm,    // out = (in − μ) / sqrt(σ² + eps) · g + b; dims[2] > 0: rows ≥ dims[2] zeros (a tiled
+                //   tower's padding rows after its pre-norm)
   MatMul,       // out = W · in (+ bias)
   Split,        // out = in[:, offset : offset + width]
   QKNorm,       // RMSNorm q and k in place: each head over head_dim, or each projection whole
@@ -62,7 +63,8 @@ enum class OpKind : uint8_t {
                 //   or (variant 1) bidirectional: every row sees every key of its input (an encoder)
   Act,          // out = φ(in)
   GatedAct,     // out = φ(gate) ⊙ up
-  Add,          // out = a + b
+  Add,          // out = a + b; tensor[0] ≥ 0: a + tanh(g) · b, g that one-value tensor (a gated
+                //   residual: Llama 3.2 Vision's global layers)
   Logits,       // out = W · in for the last token (or every token); param c > 0: c · tanh(out / c)
   Route,        // out = the routing of router logits in: top dims[1] of dims[0] experts (variant 1: renormalized)
   Experts,      // out[t][j] = expert e(t, j)'s projection of in[0] (its token, or its slot [j]), in[1] the routing
@@ -96,7 +98,28 @@ enum class OpKind : uint8_t {
                 //   param) and set side by side channel-major (out[c · dims[1] + k] = row k's c,
                 //   unfold's order): out row r of width dims[0] · dims[1] from rows r · dims[1] …; the
                 //   rows past the pass's whole blocks zeros
+  TileEmbed,    // a tiled tower's (Llama 3.2 Vision's) embeddings of its rows, the pass laid out as
+                //   dims[1] tiles of dims[2] rows (row 0 the class token's), then dims[1] × dims[3]
+                //   padding rows (dims[4]: the tables' rows, one per aspect ratio id); each row's
+                //   token its image's aspect ratio id a:
+                //   variant kTilePre: out = in + (row 0 of its tile: the class embedding extra[0];
+                //   else tanh(g₁) · tensor[0][a][tile]) + (1 − tanh(g₂)) · extra[2][i] + tanh(g₂) ·
+                //   tensor[1][a][tile][i] (g₁ = extra[1], g₂ = extra[3]); padding rows zeros.
+                //   variant kTilePost: out = in + tanh(g) · tensor[0][a][tile] (g = tensor[1]),
+                //   every row, a padding row's tile the one it pads
+  FeatureStack, // hidden states stacked for a projector: out[0 … h) = the last (slot 0), out[h + e · K + k] =
+                //   state k's e (slot k + 1: torch.stack(states, -1) flattened), h = dims[0], K = dims[1];
+                //   this op writes in[1] into slot dims[2], as it is taken (the stream it copies moves
+                //   on); variant kStackFirst: a new stack, else in[0]'s, in place
 };
+
+// TileEmbed's variants (Op::variant).
+inline constexpr uint8_t kTilePre = 0;   // before the layers: the tile, class and position embeddings
+inline constexpr uint8_t kTilePost = 1;  // after the local layers: the tile embedding alone
+
+// FeatureStack's variants (Op::variant).
+inline constexpr uint8_t kStackInto = 0;   // into the stack in[0]
+inline constexpr uint8_t kStackFirst = 1;  // a new stack
 
 // PoolNorm's variant bits (Op::variant).
 inline constexpr uint8_t kPoolLayerNorm = 1;
@@ -136,7 +159,7 @@ struct Op {
   uint8_t variant = 0;  // activation, pairing
   bool local = false;   // rope: the windowed layers' own base, unscaled (Gemma 3)
   double scale = 1;     // logits: out = scale · W · in (T5's tied head); mamba2_scan: dt's lower limit
-  int32_t extra[2] = {-1, -1};  // more manifest indices (ssm_scan: dt_proj's bias, D)
+  int32_t extra[4] = {-1, -1, -1, -1};  // more manifest indices (ssm_scan: dt_proj's bias, D)
   // The model's block (its layer of the stack: a hybrid counts attention
   // and state-space layers together) the op belongs to; -1 outside the
   // blocks. `layer` names a cache or state, which differ from it in hybrids.
@@ -222,6 +245,63 @@ class Recorder {
     static_assert(G == N, "layernorm: the scale vector's width does not match the activation width");
     static_assert(B == N, "layernorm: the shift vector's width does not match the activation width");
     return emit<N>(Op{OpKind::LayerNorm, 0, {x.id}, {g.tensor, b.tensor}, {N}, eps});
+  }
+  // … whose rows from Rows on are written zeros (a tiled tower's padding
+  // rows, after the pre-norm: MllamaVisionModel pads the normed rows).
+  template <int64_t Rows, int64_t N, int64_t G, int64_t B>
+  Act<N> layernorm_head(Act<N> x, Vector<G> g, Vector<B> b, double eps) {
+    static_assert(Rows > 0, "layernorm_head: no rows kept");
+    Act<N> out = layernorm(x, g, b, eps);
+    s_.ops.back().dims[2] = Rows;
+    return out;
+  }
+
+  // A tiled tower's embeddings (Llama 3.2 Vision), its pass Tiles tiles of
+  // Rows rows, then Tiles × Pad padding rows: the class embedding on each
+  // tile's row 0, the aspect ratio's gated tile embedding on its patches,
+  // the gated mix of the shared and the tile's own position tables.
+  template <int64_t Tiles, int64_t Rows, int64_t Pad, int64_t N, int64_t A, int64_t AT, int64_t P, int64_t PD,
+            int64_t AP, int64_t C, int64_t G1, int64_t G2>
+  Act<N> tile_embed(Act<N> x, Weight<A, AT> tile_table, Vector<G1> tile_gate, Vector<C> class_embedding,
+                    Weight<P, PD> positions, Weight<A, AP> tile_positions, Vector<G2> position_gate) {
+    static_assert(AT == Tiles * N, "tile_embed: the tile table is not Tiles rows of the width per aspect ratio");
+    static_assert(C == N, "tile_embed: the class embedding's width does not match the activation width");
+    static_assert(P == Rows && PD == N, "tile_embed: the position table is not a tile's rows of the width");
+    static_assert(AP == Tiles * Rows * N, "tile_embed: the tiles' position table is not Tiles × Rows rows a ratio");
+    static_assert(G1 == 1 && G2 == 1, "tile_embed: a gate is one value");
+    Op op{OpKind::TileEmbed, 0, {x.id}, {tile_table.tensor, tile_positions.tensor}, {N, Tiles, Rows, Pad, A}, 0, -1,
+          kTilePre};
+    op.extra[0] = class_embedding.tensor;
+    op.extra[1] = tile_gate.tensor;
+    op.extra[2] = positions.tensor;
+    op.extra[3] = position_gate.tensor;
+    return emit<N>(op);
+  }
+  // … after the local layers: the aspect ratio's gated tile embedding on
+  // every row of a tile, its padding rows too.
+  template <int64_t Tiles, int64_t Rows, int64_t Pad, int64_t N, int64_t A, int64_t AT, int64_t G>
+  Act<N> tile_embed_post(Act<N> x, Weight<A, AT> tile_table, Vector<G> gate) {
+    static_assert(AT == Tiles * N, "tile_embed_post: the tile table is not Tiles rows of the width per aspect ratio");
+    static_assert(G == 1, "tile_embed_post: a gate is one value");
+    return emit<N>(Op{OpKind::TileEmbed, 0, {x.id}, {tile_table.tensor, gate.tensor}, {N, Tiles, Rows, Pad, A}, 0, -1,
+                      kTilePost});
+  }
+
+  // Hidden states stacked for the projector (Llama 3.2 Vision's
+  // intermediate layers): the last in slot 0, K earlier ones interleaved
+  // channel by channel after it, [x | s₀[0] … s_K-1[0] | s₀[1] …]; each
+  // written into its slot as it is taken: the first makes the stack, …
+  template <int64_t K, int64_t Slot, int64_t N>
+  Act<N * (1 + K)> stack_first(Act<N> value) {
+    static_assert(K >= 1 && Slot >= 0 && Slot <= K, "stack_first: the slot lies outside the stack");
+    return emit<N * (1 + K)>(Op{OpKind::FeatureStack, 0, {0, value.id}, {-1, -1}, {N, K, Slot}, 0, -1, kStackFirst});
+  }
+  // … the others write theirs into it.
+  template <int64_t Slot, int64_t W, int64_t N>
+  Act<W> stack_into(Act<W> stack, Act<N> value) {
+    static_assert(W % N == 0 && W / N >= 2, "stack_into: the stack is not whole slots of the value's width");
+    static_assert(Slot >= 0 && Slot < W / N, "stack_into: the slot lies outside the stack");
+    return emit<W>(Op{OpKind::FeatureStack, 0, {stack.id, value.id}, {-1, -1}, {N, W / N - 1, Slot}, 0, -1, kStackInto});
   }
 
   // A pooled projector's mean of Pool × Pool blocks of a Grid × Grid grid of
@@ -344,6 +424,13 @@ class Recorder {
   Act<N> add(Act<N> a, Act<M> b) {
     static_assert(N == M, "add: the residual and the branch have different widths");
     return emit<N>(Op{OpKind::Add, 0, {a.id, b.id}, {-1, -1}, {N}});
+  }
+  // a + tanh(g) · b: a gated residual (a tiled tower's global layers).
+  template <int64_t N, int64_t M, int64_t G>
+  Act<N> add_gated(Act<N> a, Act<M> b, Vector<G> gate) {
+    static_assert(N == M, "add_gated: the residual and the branch have different widths");
+    static_assert(G == 1, "add_gated: the gate is one value");
+    return emit<N>(Op{OpKind::Add, 0, {a.id, b.id}, {gate.tensor, -1}, {N}});
   }
 
   // Mixture of experts: the routing of E experts' router logits, top K per

@@ -198,8 +198,9 @@ void staged() {
   const uint sequence = io.rows[t].sequence;  // the chunk's one sequence
   const uint qpos = io.rows[t].position;  // the row's own position (ALiBi, relative bias)
   const uvec2 mine = key_range(t);
-  // The workgroup's keys: from its first row's first to its last row's last.
-  const uint lo = key_range(t0).x, hi = key_range(min(t0 + QROWS, pc.rows) - 1u).y;
+  // The workgroup's keys.
+  const uvec2 joint = joint_keys(t0, min(t0 + QROWS, pc.rows) - 1u);
+  const uint lo = joint.x, hi = joint.y;
   STATE;
   START(t)
   for (uint base = lo; base < hi; base += BC) {

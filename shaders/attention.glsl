@@ -6,14 +6,16 @@
 // constants (attention.comp's header lists them) first.
 
 // The keys row t sees end before this: its own position + 1 (causal), or
-// its input's end (bidirectional). IMAGE_SPANS: a spliced row's token holds
+// its extent (bidirectional: its input's end, or for a tiled tower's row
+// that is not its image's own, the image's own rows', which come first).
+// IMAGE_SPANS: a spliced row's token holds
 // its image's last position beside the flag (Gemma 3's image rows see
 // each other both ways), the keys up to it seen too.
 uint visible(uint t) {
 #if CROSS
   return io.rows[t].extent;
 #elif BIDIRECTIONAL
-  return max(io.rows[t].extent, io.rows[t].position + 1);
+  return io.rows[t].extent > 0u ? io.rows[t].extent : io.rows[t].position + 1u;
 #elif IMAGE_SPANS
   const uint token = io.rows[t].token;
   return (token & SPLICED_TOKEN) != 0u ? max(io.rows[t].position, token & ~SPLICED_TOKEN) + 1u
@@ -45,6 +47,23 @@ uvec2 key_range(uint t) {
   const uint chunk = (all_keys - lowest + SPLITS - 1) / SPLITS;
   const uint first = min(lowest + gl_WorkGroupID.z * chunk, all_keys);
   return uvec2(first, min(first + chunk, all_keys));
+}
+
+// The keys of rows first … last together (a workgroup's, staged for all of
+// them): from the first's first to the last's last, as both ends grow with
+// the row; bidirectional rows' ends need not (a tiled tower's), so each is
+// looked at.
+uvec2 joint_keys(uint first, uint last) {
+#if BIDIRECTIONAL
+  uvec2 keys = key_range(first);
+  for (uint t = first + 1u; t <= last; ++t) {
+    const uvec2 r = key_range(t);
+    keys = uvec2(min(keys.x, r.x), max(keys.y, r.y));
+  }
+  return keys;
+#else
+  return uvec2(key_range(first).x, key_range(last).y);
+#endif
 }
 
 #if RELATIVE

@@ -65,9 +65,8 @@ uvec2 segment(uint from) {
   return uvec2(from, to);
 }
 bool segment_done(uvec2 seg) { return seg.y >= min(first_row() + QROWS, pc.rows); }
-// A run's keys, from its first row's first to its last row's last (both
-// ends grow with the row).
-uvec2 segment_keys(uvec2 seg) { return uvec2(key_range(seg.x).x, key_range(seg.y - 1u).y); }
+// A run's keys (attention.glsl's joint_keys).
+uvec2 segment_keys(uvec2 seg) { return joint_keys(seg.x, seg.y - 1u); }
 bool in_segment(uint t, uvec2 seg) { return t >= seg.x && t < seg.y; }
 
 // Line i's query, dims 4d … 4d + 3, scaled.

@@ -20,6 +20,8 @@
 //   GATED      y = φ(W·x + b) ⊙ (W2·x + b2): the gate and up projections in one pass
 //   ACT        φ (common.glsl ACT_*); ACT_NONE for a plain projection
 //   RESIDUAL   y += …: the residual add folded into the producing kernel
+//   RESIDUAL_GATED  (with RESIDUAL) y += tanh(gate[0]) · …: a gated residual (a tiled
+//              tower's global layers)
 //   NORM       the norm before this projection, applied to x as it is read:
 //              0 none, 1 RMSNorm, 2 LayerNorm (NORM_EPS, NORM_BIAS, NORM_UNIT_OFFSET)
 //   SOFTCAPPED 1: y = c · tanh(y / c) with c = SOFTCAP (the LM head's output.softcap)
@@ -55,6 +57,9 @@ layout(std430, binding = BINDING_y) buffer Y { float y[]; };
 
 #if EXPERT_MODE
 layout(std430, binding = BINDING_route) readonly buffer Route { uint route[]; };
+#endif
+#if RESIDUAL_GATED
+layout(std430, binding = BINDING_gate) readonly buffer ResidualGate { float residual_gate[]; };
 #endif
 
 const uint TPR = W_TPR;  // texels per weight row (K / VPT, or a block dtype's planes)
@@ -126,7 +131,9 @@ void store(uint row, uint t, float sum, float sum2) {
   value = softcap(value, SOFTCAP);
 #endif
   const uint at = t * pc.y_stride + pc.col0 + row;
-#if RESIDUAL
+#if RESIDUAL_GATED
+  y[at] += tanh(residual_gate[0]) * value;
+#elif RESIDUAL
   y[at] += value;
 #else
   y[at] = value;

@@ -21,6 +21,8 @@
 //                r · MERGE + MERGE − 1, each normed on its own, side by side channel-major
 //                (y[r][c · MERGE + k] = norm(x[r · MERGE + k])[c], unfold's order), a row of
 //                N · MERGE; the rows past the pass's whole blocks are written zeros
+//   ZEROED, ZERO_FROM  1, r: rows from r on are written zeros (a tiled tower's padding
+//                rows after its pre-norm: MllamaVisionModel pads the normed rows)
 // Push constants (RowsPush): rows.
 // Buffers: x [rows][N] f32, g [N] f32, b [N] f32, y [rows][N] f32.
 
@@ -76,6 +78,12 @@ void main() {
 #if MERGED
   merge(row, lane, lanes);
 #else
+#if ZEROED
+  if (row >= ZERO_FROM) {
+    for (uint i = lane; i < N; i += lanes) y[row * N + i] = 0.0;
+    return;
+  }
+#endif
 #if POOLED
   if (row >= kSide * kSide) {
     for (uint i = lane; i < N; i += lanes) y[row * N + i] = 0.0;

@@ -73,7 +73,25 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                v(op.in[0]) + ", " + w + ", norm_eps);";
         break;
       case typed::OpKind::LayerNorm:
-        code = out_var + "r.layernorm(" + v(op.in[0]) + ", " + w + (b.empty() ? "" : ", " + b) + ", norm_eps);";
+        code = out_var + (op.dims[2] > 0 ? "r.template layernorm_head<" + std::to_string(op.dims[2]) + ">(" : "r.layernorm(") +
+               v(op.in[0]) + ", " + w + (b.empty() ? "" : ", " + b) + ", norm_eps);";
+        break;
+      case typed::OpKind::TileEmbed: {
+        const std::string layout =
+            std::to_string(op.dims[1]) + ", " + std::to_string(op.dims[2]) + ", " + std::to_string(op.dims[3]);
+        const auto& h = g.handles[i];
+        code = op.variant == typed::kTilePre
+                   ? out_var + "r.template tile_embed<" + layout + ">(" + v(op.in[0]) + ", " + h[0] + ", " + h[3] +
+                         ", " + h[2] + ", " + h[4] + ", " + h[1] + ", " + h[5] + ");"
+                   : out_var + "r.template tile_embed_post<" + layout + ">(" + v(op.in[0]) + ", " + w + ", " + b + ");";
+        break;
+      }
+      case typed::OpKind::FeatureStack:
+        code = op.variant == typed::kStackFirst
+                   ? out_var + "r.template stack_first<" + std::to_string(op.dims[1]) + ", " + std::to_string(op.dims[2]) +
+                         ">(" + v(op.in[1]) + ");"
+                   : out_var + "r.template stack_into<" + std::to_string(op.dims[2]) + ">(" + v(op.in[0]) + ", " +
+                         v(op.in[1]) + ");";
         break;
       case typed::OpKind::MatMul:
         code = out_var + "r.matmul(" + w + ", " + v(op.in[0]) + (b.empty() ? "" : ", " + b) + ");";
@@ -126,7 +144,10 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
       case typed::OpKind::GatedAct:
         code = out_var + "r.gated(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " + act + ");";
         break;
-      case typed::OpKind::Add: code = out_var + "r.add(" + v(op.in[0]) + ", " + v(op.in[1]) + ");"; break;
+      case typed::OpKind::Add:
+        code = out_var + (w.empty() ? "r.add(" : "r.add_gated(") + v(op.in[0]) + ", " + v(op.in[1]) +
+               (w.empty() ? "" : ", " + w) + ");";
+        break;
       case typed::OpKind::Route:
         code = out_var + "r.template route<moe_experts, moe_top_k>(" + v(op.in[0]) + ", " +
                (op.variant ? "true" : "false") + (w.empty() ? "" : ", " + w) + ");";

@@ -205,13 +205,15 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
         return define("N", k.width) + define("GROUP", k.width) + define("EPS", number_literal(j.eps, 9)) +
                flag("LAYER_NORM", j.norm == NormKind::LayerNorm) + flag("HAS_BIAS", j.norm == NormKind::LayerNorm) +
                flag("UNIT_OFFSET", j.norm_unit_offset) + flag("RESIDUAL", false) + flag("POOLED", true) +
-               define("POOL", k.pool) + define("POOL_GRID", k.pool_grid) + flag("MERGED", false) + define("MERGE", 0);
+               define("POOL", k.pool) + define("POOL_GRID", k.pool_grid) + flag("MERGED", false) + define("MERGE", 0) +
+               flag("ZEROED", false) + define("ZERO_FROM", 0);
       }
       if (k.merge > 0) {  // Mistral 3's patch merger: the projector's RMS norm
         const Projector& j = s.vision.projector;
         return define("N", k.width) + define("GROUP", k.width) + define("EPS", number_literal(j.eps, 9)) +
                flag("LAYER_NORM", false) + flag("HAS_BIAS", false) + flag("UNIT_OFFSET", false) +
-               flag("RESIDUAL", false) + flag("POOLED", false) + flag("MERGED", true) + define("MERGE", k.merge);
+               flag("RESIDUAL", false) + flag("POOLED", false) + flag("MERGED", true) + define("MERGE", k.merge) +
+               flag("ZEROED", false) + define("ZERO_FROM", 0);
       }
       // A norm per group (Mamba-2's gated norm) is a plain RMSNorm of each group.
       const bool model_norm = k.group == 0;
@@ -219,14 +221,15 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              define("EPS", number_literal(s.norm.eps, 9)) +
              flag("LAYER_NORM", model_norm && s.norm.kind == NormKind::LayerNorm) +
              flag("HAS_BIAS", model_norm && s.norm.bias) + flag("UNIT_OFFSET", model_norm && s.norm.unit_offset) +
-             flag("RESIDUAL", k.residual) + flag("POOLED", false) + flag("MERGED", false) + define("MERGE", 0);
+             flag("RESIDUAL", k.residual) + flag("POOLED", false) + flag("MERGED", false) + define("MERGE", 0) +
+             flag("ZEROED", k.zero_from > 0) + define("ZERO_FROM", k.zero_from);
     }
     case kernels::Family::Matmul: {
       const lower::Epilogue& e = k.epilogue;
       const int norm = !e.norm ? 0 : s.norm.kind == NormKind::RMSNorm ? 1 : 2;
       return define("K", k.width) + weight_constants(k.dtype, k.width) + flag("HAS_BIAS", e.bias) +
              flag("GATED", e.gated) + define("ACT", std::to_string(act_constant(e))) + flag("RESIDUAL", e.residual) +
-             define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
+             flag("RESIDUAL_GATED", e.residual_gated) + define("NORM", std::to_string(norm)) + define("NORM_EPS", number_literal(s.norm.eps, 9)) +
              flag("NORM_BIAS", e.norm && s.norm.bias) + flag("NORM_UNIT_OFFSET", e.norm && s.norm.unit_offset) +
              flag("SOFTCAPPED", e.softcap) + define("SOFTCAP", number_literal(e.softcap ? s.output.softcap : 0.0, 9)) +
              flag("SCALED", e.scaled) + define("OUT_SCALE", number_literal(e.scaled ? s.output.scale : 1.0, 9)) +
@@ -273,6 +276,10 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              define("REL_MAX", relative ? s.position.max_distance : int64_t{0}) +
              (relative ? uint_array("REL_BUCKET", relative_buckets(s, k.bidirectional)) : "");
     }
+    case kernels::Family::Tiles:
+      return define("D", k.width) + weight_constants(k.dtype, k.width) + define("FORM", std::to_string(k.tile_form)) +
+             define("TILES", k.tiles) + define("TILE_ROWS", k.tile_rows) + define("PAD", k.tile_pad) +
+             define("STATES", k.states) + define("STACK_SLOT", k.slot);
     case kernels::Family::AttentionCombine: return define("HQ", s.dims.heads) + define("DH", s.dims.head_dim);
     case kernels::Family::Argmax: return define("V", s.dims.vocab);
     case kernels::Family::MoeRoute:

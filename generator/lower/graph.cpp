@@ -1,6 +1,7 @@
 #include "generator/lower/graph.hpp"
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 
@@ -63,14 +64,14 @@ class Builder {
     return "weights." + member_name(t) + (t.layer >= 0 ? "[" + std::to_string(t.layer) + "]" : "");
   }
 
-  uint32_t add(const std::string& key, Op op, int64_t width, std::array<std::string, 4> handles = {}) {
+  uint32_t add(const std::string& key, Op op, int64_t width, std::array<std::string, 6> handles = {}) {
     const uint32_t id = g_.schedule.values++;
     g_.schedule.widths.push_back(width);
     op.out = id;
     push(key, op, std::move(handles));
     return id;
   }
-  void push(const std::string& key, Op op, std::array<std::string, 4> handles = {}) {
+  void push(const std::string& key, Op op, std::array<std::string, 6> handles = {}) {
     op.layer = layer;  // the layer every op of a block belongs to (attention: whose cache it reads)
     op.block = block;
     g_.schedule.ops.push_back(op);
@@ -303,7 +304,9 @@ uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel
     if (parallel) m = s.norm.parallel_shared ? h : b.norm("norm.parallel_shared", x, Role::MlpNorm, layer);
     uint32_t o = ssm ? ssm_mixer(b, s, h, layer) : b.matmul("dims.hidden", Role::O, layer, a);
     if (norm_out) o = b.norm("norm.placement", o, Role::AttnPostNorm, layer);
-    x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {-1, -1}, {d.hidden}}, d.hidden);
+    // A gated branch (a tiled tower's global layers): x + tanh(g) · o.
+    const int32_t attn_gate = b.find(Role::AttnGate, false, layer);
+    x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {attn_gate, -1}, {d.hidden}}, d.hidden, {b.handle(attn_gate)});
     if (norm_after) x = b.norm("norm.placement", x, Role::AttnNorm, layer);
     if (cross >= 0) {
       // Cross-attention: queries of the stream, keys and values of the
@@ -389,7 +392,8 @@ uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel
     }
     uint32_t down = b.matmul("dims.hidden", Role::Down, layer, f);
     if (norm_out) down = b.norm("norm.placement", down, Role::MlpPostNorm, layer);
-    x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, down}, {-1, -1}, {d.hidden}}, d.hidden);
+    const int32_t mlp_gate = b.find(Role::MlpGate, false, layer);
+    x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, down}, {mlp_gate, -1}, {d.hidden}}, d.hidden, {b.handle(mlp_gate)});
     if (norm_after) x = b.norm("norm.placement", x, Role::MlpNorm, layer);
   }
   b.layer = -1;
@@ -457,12 +461,15 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
   const Spec t = vision_tower(s);
   const auto refuse = [](const std::string& why) { throw TowerError(why); };
   if (!v.enabled) refuse("the spec has no [vision]");
-  if (v.tiles > 0) refuse("a tiled tower (Llama 3.2 Vision) does not run on the device yet");
-  if (v.projector.kind == ProjectorKind::Linear)
-    refuse(std::string("the projector \"") + spec::name(v.projector.kind) + "\" does not run on the device yet");
   if (v.projector.kind == ProjectorKind::MergeMlp && v.projector.norm != NormKind::RMSNorm)
     refuse("the patch merger's norm is an RMS norm (Mistral3RMSNorm)");
-  if (!v.extra_feature_layers.empty()) refuse("a tower's extra feature layers do not run on the device yet");
+  if (!v.extra_feature_layers.empty() && v.tiles == 0)
+    refuse("extra feature layers beside the last are a tiled tower's (Llama 3.2 Vision)");
+  if (v.extra_feature_layers.size() > 7) refuse("more than seven extra feature layers");
+  if (v.tiles > 0 && v.layers_run() != v.dims.layers)
+    refuse("a tiled tower's features are its last local layer's (feature_layer -1), with its global layers after");
+  if (v.tiles > 0 && v.pre_norm && v.norm.kind != NormKind::LayerNorm)
+    refuse("a tiled tower's pre-norm is a LayerNorm (MllamaVisionModel's layernorm_pre)");
   if (v.class_token && v.patch_bias)
     refuse("a class token beside a patch bias: the class row's input is zeros, which a bias would not keep");
   const int64_t unfolded = v.channels * v.patch * v.patch;
@@ -473,9 +480,34 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
   // lowering widens them to the weight's device rows, whole texels.)
   uint32_t x = b.add("vision.patch", Op{OpKind::Input, 0, {}, {-1, -1}, {unfolded}}, unfolded);
   x = b.matmul("vision.patch", Role::PatchEmbed, -1, x);
+  // A tiled tower's pass: its tiles' rows (class, patches), then each
+  // tile's padding rows (MllamaVisionModel pads a tile to a multiple of 8
+  // rows); each row's token its image's aspect ratio id.
+  const int64_t tile_rows = v.positions_count(), tile_pad = spec::tile_padding(tile_rows);
+  const int64_t ratio_rows = v.aspect_ratios() + 1;
+  if (v.tiles > 0) {
+    const int64_t h = b.width(x);
+    const int32_t pre = b.need(Role::PreTileEmbed, -1), pre_gate = b.need(Role::PreTileGate, -1);
+    const int32_t cls = b.need(Role::ClassEmbed, -1), table = b.need(Role::PosEmbed, -1);
+    const int32_t tile_table = b.need(Role::TilePosEmbed, -1), pos_gate = b.need(Role::PosGate, -1);
+    Op op{OpKind::TileEmbed, 0, {x}, {pre, tile_table}, {h, v.tiles, tile_rows, tile_pad, ratio_rows}, 0, -1,
+          typed::kTilePre};
+    op.extra[0] = cls;
+    op.extra[1] = pre_gate;
+    op.extra[2] = table;
+    op.extra[3] = pos_gate;
+    x = b.add("vision.tiles", op, h,
+              {b.handle(pre), b.handle(tile_table), b.handle(cls), b.handle(pre_gate), b.handle(table), b.handle(pos_gate)});
+    if (v.pre_norm) {
+      // Normed, its padding rows zeros after the norm.
+      const int32_t g = b.need(Role::EmbedNorm, -1), shift = b.find(Role::EmbedNorm, true, -1);
+      x = b.add("vision.pre_norm", Op{OpKind::LayerNorm, 0, {x}, {g, shift}, {h, 0, v.tiles * tile_rows}, t.norm.eps},
+                h, {b.handle(g), b.handle(shift)});
+    }
+  }
   // Learned positions; 2D RoPE turns q and k in each layer instead (each
   // row's IO token its patch's place in the grid).
-  if (v.positions == VisionPositions::Learned) {
+  if (v.positions == VisionPositions::Learned && v.tiles == 0) {
     const int32_t table = b.need(Role::PosEmbed, -1);
     const int32_t cls = v.class_token ? b.need(Role::ClassEmbed, -1) : -1;
     const auto [rows, cols] = b.math_shape(table);
@@ -483,13 +515,53 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
     op.extra[0] = cls;
     x = b.add("vision.positions", op, cols, {b.handle(table), "", b.handle(cls)});
   }
-  if (v.pre_norm) x = b.norm("vision.pre_norm", x, Role::EmbedNorm, -1);
-  for (int64_t layer = 0; layer < v.layers_run(); ++layer) {
+  if (v.pre_norm && v.tiles == 0) x = b.norm("vision.pre_norm", x, Role::EmbedNorm, -1);
+  // The layers, keeping the hidden states a tiled tower sets beside its
+  // last (extra_feature_layers: 0 the layers' input).
+  // Each goes into its slot of the projector's input as it is taken.
+  const std::vector<int64_t>& extra = v.extra_feature_layers;
+  const int64_t slots = static_cast<int64_t>(extra.size());
+  std::optional<uint32_t> stack;
+  const auto stack_into = [&](uint32_t value, int64_t slot) {
+    const int64_t h = b.width(value);
+    Op op{OpKind::FeatureStack, 0, {stack.value_or(0), value}, {-1, -1}, {h, slots, slot}, 0, -1,
+          stack ? typed::kStackInto : typed::kStackFirst};
+    stack = b.add("vision.extra_feature_layers", op, h * (1 + slots));
+  };
+  for (int64_t layer = 0;; ++layer) {
+    for (int64_t k = 0; k < slots; ++k)
+      if (extra[static_cast<size_t>(k)] == layer) stack_into(x, k + 1);
+    if (layer == v.layers_run()) break;
     b.block = static_cast<int32_t>(layer);
     x = block(b, t, x, layer, -1, typed::kBidirectional, -1);
   }
   b.block = -1;
   if (v.post_norm) x = b.norm("vision.post_norm", x, Role::FinalNorm, -1);
+  if (v.tiles > 0) {
+    // The tile embedding after the local layers, then the global layers
+    // (numbered after the local ones, gated).
+    const int64_t h = b.width(x);
+    const int32_t post = b.need(Role::PostTileEmbed, -1), post_gate = b.need(Role::PostTileGate, -1);
+    x = b.add("vision.tiles",
+              Op{OpKind::TileEmbed, 0, {x}, {post, post_gate}, {h, v.tiles, tile_rows, tile_pad, ratio_rows}, 0, -1,
+                 typed::kTilePost},
+              h, {b.handle(post), b.handle(post_gate)});
+    for (int64_t g = 0; g < v.global_layers; ++g) {
+      const int64_t layer = v.dims.layers + g;
+      b.block = static_cast<int32_t>(layer);
+      x = block(b, t, x, layer, -1, typed::kBidirectional, -1);
+    }
+    b.block = -1;
+  }
+  if (stack) {
+    stack_into(x, 0);
+    x = *stack;
+  }
+  if (v.projector.kind == ProjectorKind::Linear) {
+    x = b.matmul("vision.projector", Role::ProjIn, -1, x);
+    b.add("vision.projector", Op{OpKind::Output, 0, {x}, {-1, -1}, {s.dims.hidden}}, s.dims.hidden);
+    return b.take();
+  }
   if (v.projector.kind == ProjectorKind::Pooled) {
     // Gemma 3's: the grid's mean in square blocks, normed, into the
     // decoder's width ([in, out], held transposed). The pooled rows come

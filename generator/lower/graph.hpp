@@ -21,7 +21,7 @@ struct Graph {
   std::vector<std::string> keys;    // per op: the spec key that decides it ("dims.kv_heads")
   // Per op, the typed handle expressions of its tensors as model.hpp spells
   // them ("weights.q[3]", "weights.q_bias[3]"); empty where none.
-  std::vector<std::array<std::string, 4>> handles;
+  std::vector<std::array<std::string, 6>> handles;
 };
 
 // `manifest` is build_manifest(spec): ops name its tensors by index.

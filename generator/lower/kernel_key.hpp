@@ -18,6 +18,7 @@ namespace lathe::lower {
 struct Epilogue {
   bool bias = false;
   bool residual = false;  // y += …
+  bool residual_gated = false;  // y += tanh(g) · … (with residual; g a one-value tensor)
   bool gated = false;     // φ(W·x + b) ⊙ (W2·x + b2)
   bool activation = false;
   Activation act = Activation::SiLU;  // φ, when gated or activation
@@ -74,6 +75,19 @@ struct KernelKey {
   // norm: Mistral 3's patch merger (the projector's RMS norm): each output
   // row `merge` consecutive rows normed, side by side channel-major (0: none).
   int64_t merge = 0;
+  // norm: rows from zero_from on are written zeros (a tiled tower's padding
+  // rows after its pre-norm; 0: none).
+  int64_t zero_from = 0;
+  // tiles: its form (0 the embeddings before the layers, 1 the tile
+  // embedding after the local layers, 2 one slot of the stacked hidden
+  // states), the pass's layout (tiles of tile_rows rows, then tile_pad
+  // padding rows a tile) and the stack's states and slot.
+  uint8_t tile_form = 0;
+  int64_t tiles = 0;
+  int64_t tile_rows = 0;
+  int64_t tile_pad = 0;
+  int64_t states = 0;
+  int64_t slot = 0;
 
   bool operator==(const KernelKey&) const = default;
 
@@ -90,14 +104,14 @@ struct KernelKey {
       case kernels::Family::Norm:
         return "norm_" + std::to_string(width) + (residual ? "_residual" : "") +
                (group ? "_group" + std::to_string(group) : "") + (pool ? "_pool" + std::to_string(pool) : "") +
-               (merge ? "_merge" + std::to_string(merge) : "");
+               (merge ? "_merge" + std::to_string(merge) : "") + (zero_from ? "_zero" + std::to_string(zero_from) : "");
       case kernels::Family::Matmul: {
         std::string n = "matmul_" + std::to_string(width) + "_" + dt;
         const std::string act(spelling(epilogue.act).key);
         if (epilogue.gated) n += "_gated_" + act;
         else if (epilogue.activation) n += "_" + act;
         if (epilogue.bias) n += "_bias";
-        if (epilogue.residual) n += "_residual";
+        if (epilogue.residual) n += epilogue.residual_gated ? "_residual_gated" : "_residual";
         if (epilogue.norm) n += "_norm";
         if (epilogue.softcap) n += "_softcap";
         if (epilogue.scaled) n += "_scaled";
@@ -120,6 +134,10 @@ struct KernelKey {
                (window > 0 ? "_w" + std::to_string(window) : "");  // (head_tile: one per model)
       case kernels::Family::MoeCombine:
         return family_key + (shared == 0 ? "" : shared == 1 ? "_shared" : "_shared_gated");
+      case kernels::Family::Tiles:
+        if (tile_form == 2)
+          return family_key + "_" + std::to_string(width) + "_stack" + std::to_string(states) + "_" + std::to_string(slot);
+        return family_key + "_" + std::to_string(width) + "_" + dt + (tile_form == 0 ? "_embed" : "_post");
       default: return family_key;
     }
   }

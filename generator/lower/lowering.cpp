@@ -75,6 +75,9 @@ class Lowering {
       case OpKind::SsmScan: return {op.in[0], op.in[1], op.in[2]};
       case OpKind::Mamba2Scan: return {op.in[0], op.in[1]};
       case OpKind::MlaValues: return {op.in[0], op.in[1], op.in[2]};
+      case OpKind::FeatureStack:
+        if (op.variant == typed::kStackFirst) return {op.in[1]};
+        return {op.in[0], op.in[1]};
       case OpKind::MoeCombine: {
         std::vector<uint32_t> in(op.in, op.in + 3 + (op.dims[3] > 0) + (op.dims[3] > 1));  // + shared, + its gate
         return in;
@@ -185,11 +188,12 @@ class Lowering {
 
   // One matmul dispatch of W (and W2 for a gated epilogue); `out` is the binding it writes.
   void matmul(size_t i, const Op& w, const Op* w2, Epilogue e, uint32_t in, Binding out, uint32_t gate_row0 = 0,
-              uint32_t up_row0 = 0, uint32_t n = 0, bool last_row = false) {
+              uint32_t up_row0 = 0, uint32_t n = 0, bool last_row = false, int32_t residual_gate = -1) {
     const MatmulInput x = matmul_input(i, in, w.dims[1], e);
     std::map<std::string, Binding> b = {{"w", plan::weight(w.tensor[0])}, {"x", x.x},
                                         {"bias", vector_or_none(w.tensor[1])}, {"y", out},
-                                        {"norm_scale", x.norm_scale}, {"norm_shift", x.norm_shift}};
+                                        {"norm_scale", x.norm_scale}, {"norm_shift", x.norm_shift},
+                                        {"gate", vector_or_none(residual_gate)}};
     if (w2) {
       b["w2"] = plan::weight(w2->tensor[0]);
       b["bias2"] = vector_or_none(w2->tensor[1]);
@@ -274,6 +278,8 @@ class Lowering {
       case OpKind::PosEmbed: return lower_positions(i);
       case OpKind::PoolNorm: return lower_pool_norm(i);
       case OpKind::MergeNorm: return lower_pool_norm(i);
+      case OpKind::TileEmbed: return lower_tiles(i);
+      case OpKind::FeatureStack: return lower_stack(i);
       case OpKind::Output: unsupported(i, "an encoder's output must follow the norm that ends its stack");
       case OpKind::Act: unsupported(i, "an activation must follow the matmul it applies to");
       case OpKind::GatedAct: unsupported(i, "a gated activation must follow its gate and up matmuls");
@@ -390,6 +396,16 @@ class Lowering {
     // A norm per group of features (Mamba-2's gated norm; 0: the whole
     // row): matmul epilogues norm whole rows, so it folds into none.
     const int64_t group = op.dims[1] > 0 && op.dims[1] != op.dims[0] ? op.dims[1] : 0;
+    // A tiled tower's pre-norm, its padding rows zeros: a dispatch of its own.
+    if (op.dims[2] > 0) {
+      if (group != 0) unsupported(i, "a norm that zeroes rows norms whole rows");
+      emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .zero_from = op.dims[2]}, plan::Grid::Rows,
+           {{"x", plan::activation(loc(i, op.in[0]).slot)},
+            {"scale", plan::weight(op.tensor[0])},
+            {"shift", vector_or_none(op.tensor[1])},
+            {"y", plan::activation(materialize(op.out).slot)}});
+      return 1;
+    }
     // A mixture of experts' input norm: folded into the router and into
     // the gated experts, which read it through moe_route's lists.
     if (group == 0 && next && next->kind == OpKind::MatMul && next->in[0] == op.out && at(i + 2) &&
@@ -458,6 +474,68 @@ class Lowering {
           {"scale", plan::weight(op.tensor[0])},
           {"shift", vector_or_none(op.tensor[1])},
           {"y", plan::activation(out.slot)}});
+    return 1;
+  }
+
+  // OpKind::TileEmbed: tiles.comp's embedding forms, a workgroup a row.
+  size_t lower_tiles(size_t i) {
+    const Op& op = ops_[i];
+    const bool pre = op.variant == typed::kTilePre;
+    const Loc x = loc(i, op.in[0]);
+    if (x.offset != 0 || x.stride != static_cast<uint32_t>(op.dims[0]))
+      unsupported(i, "a tiled tower's embeddings are added to whole rows");
+    const int32_t table = op.tensor[0], positions = pre ? op.extra[2] : -1, tile_positions = pre ? op.tensor[1] : -1;
+    const DType d = dtype(table);
+    for (int32_t t : {table, positions, tile_positions}) {
+      if (t < 0) continue;
+      if (is_block_dtype(dtype(t))) unsupported(i, "a tiled tower's embedding tables of block dtype");
+      if (dtype(t) != d) unsupported(i, "a tiled tower's embedding tables differ in dtype");
+    }
+    // dims: the width, tiles, a tile's rows, its padding rows, the aspect ratios' rows.
+    const int64_t width = op.dims[0], tiles = op.dims[1], tile_rows = op.dims[2], ratios = op.dims[4];
+    matrix(table, ratios, tiles * width);
+    if (pre) {
+      matrix(positions, tile_rows, width);
+      matrix(tile_positions, ratios, tiles * tile_rows * width);
+      if (bytes(tile_positions, ratios, tiles * tile_rows * width) > max_part_bytes_)
+        unsupported(i, "the tiles' position table is over max_part_bytes");
+    }
+    const Loc out = materialize(op.out);
+    emit(i,
+         KernelKey{.family = Family::Tiles, .width = op.dims[0], .dtype = d, .tile_form = static_cast<uint8_t>(pre ? 0 : 1),
+                   .tiles = op.dims[1], .tile_rows = op.dims[2], .tile_pad = op.dims[3]},
+         plan::Grid::Rows,
+         {{"io", plan::io()},
+          {"x", plan::activation(x.slot)},
+          {"y", plan::activation(out.slot)},
+          {"table", plan::weight(table)},
+          {"gate", vector_or_none(pre ? op.extra[1] : op.tensor[1])},
+          {"cls", vector_or_none(pre ? op.extra[0] : -1)},
+          {"positions", pre ? plan::weight(positions) : Binding{}},
+          {"tile_positions", pre ? plan::weight(tile_positions) : Binding{}},
+          {"position_gate", vector_or_none(pre ? op.extra[3] : -1)}});
+    return 1;
+  }
+
+  // OpKind::FeatureStack: tiles.comp's stack form, writing one slot of the
+  // stack (a new one, or in[0]'s in place: it dies here).
+  size_t lower_stack(size_t i) {
+    const Op& op = ops_[i];
+    const Loc x = loc(i, op.in[1]);
+    if (x.offset != 0 || x.stride != static_cast<uint32_t>(op.dims[0]))
+      unsupported(i, "a stacked hidden state is a whole row");
+    Loc out;
+    if (op.variant == typed::kStackFirst) {
+      out = materialize(op.out);
+    } else {
+      out = loc(i, op.in[0]);
+      if (last_use_[op.in[0]] != static_cast<int32_t>(i)) unsupported(i, "a stack is read after a slot is written into it");
+      locs_[op.out] = out;  // the stack's slot, taken over
+      locs_.erase(op.in[0]);
+    }
+    emit(i,
+         KernelKey{.family = Family::Tiles, .width = op.dims[0], .tile_form = 2, .states = op.dims[1], .slot = op.dims[2]},
+         plan::Grid::Rows, {{"io", plan::io()}, {"x", plan::activation(x.slot)}, {"y", plan::activation(out.slot)}});
     return 1;
   }
 
@@ -784,11 +862,14 @@ class Lowering {
       matmul(i, op, nullptr, e, op.in[0], plan::activation(out.slot));
       return 2;
     }
-    // matmul → add(x, ·): y += W·in in place, when x dies here.
+    // matmul → add(x, ·): y += W·in in place, when x dies here (gated:
+    // y += tanh(g) · W·in, the branch the add's second input).
     if (a && a->kind == OpKind::Add && (a->in[0] == op.out || a->in[1] == op.out)) {
-      const Epilogue e{.bias = bias, .residual = true};
+      const bool gated = a->tensor[0] >= 0;
+      if (gated && a->in[1] != op.out) unsupported(i + 1, "a gated residual gates its second input, the branch");
+      const Epilogue e{.bias = bias, .residual = true, .residual_gated = gated};
       const Loc sum = residual_slot(i, *a, op.out);
-      matmul(i, op, nullptr, e, op.in[0], plan::activation(sum.slot));
+      matmul(i, op, nullptr, e, op.in[0], plan::activation(sum.slot), 0, 0, 0, false, a->tensor[0]);
       take_over(*a, op.out);
       return 2;
     }

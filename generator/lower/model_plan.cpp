@@ -24,16 +24,27 @@ std::optional<ModelPlan> plan_model(const spec::Spec& s, spec::Diagnostics& diag
   return model;
 }
 
+// The layers a tower's build runs: its local layers up to the feature
+// layer, then a tiled tower's global layers (numbered from dims.layers).
 spec::Spec tower_spec(const spec::Spec& s) {
   spec::Spec tower = spec::vision_tower(s);
-  tower.dims.layers = s.vision.layers_run();
+  tower.dims.layers = s.vision.layers_run() + s.vision.global_layers;
   tower.locations = s.locations;
   return tower;
 }
 
+namespace {
+
+// The tower's local layers past its feature layer: in the checkpoint, not run.
+bool past_feature_layer(const spec::Spec& s, const spec::TensorSpec& t) {
+  return t.layer >= s.vision.layers_run() && t.layer < s.vision.dims.layers;
+}
+
+}  // namespace
+
 spec::Manifest tower_manifest(const spec::Spec& s) {
   spec::Manifest m = spec::build_vision_manifest(s);
-  std::erase_if(m.tensors, [&](const spec::TensorSpec& t) { return t.layer >= s.vision.layers_run(); });
+  std::erase_if(m.tensors, [&](const spec::TensorSpec& t) { return past_feature_layer(s, t); });
   return m;
 }
 
@@ -53,7 +64,7 @@ std::optional<ModelPlan> plan_tower(const spec::Spec& s, spec::Diagnostics& diag
     // what the spec ignores (CLIP's post_layernorm among them).
     add_names(tower->others, spec::build_manifest(s));
     tower->unread = spec::build_vision_manifest(s);
-    std::erase_if(tower->unread.tensors, [&](const spec::TensorSpec& t) { return t.layer < s.vision.layers_run(); });
+    std::erase_if(tower->unread.tensors, [&](const spec::TensorSpec& t) { return !past_feature_layer(s, t); });
     add_names(tower->others, tower->unread);
     for (const std::string& p : spec::ignored_patterns(s))
       if (std::find(tower->others.begin(), tower->others.end(), p) == tower->others.end()) tower->others.push_back(p);

@@ -239,8 +239,9 @@ Reference::Reference(const spec::Spec& spec, const Weights& weights) : spec_(spe
       const Tensor value{weights.of(t.name, t.slice, t.elements()).data(), t.shape};
       if (spec::component_of(t.role) == spec::Component::Vision) tensors_[{t.role, t.bias, t.layer, t.expert}] = value;
       else if (t.role == Role::PosEmbed && v.tiles > 0) tile_positions_ = value;
-      else if (t.role == Role::AttnGate) global_->layers_.at(static_cast<size_t>(t.layer)).attn_gate = value.data;
-      else if (t.role == Role::MlpGate) global_->layers_.at(static_cast<size_t>(t.layer)).mlp_gate = value.data;
+      // (The vision manifest numbers the global layers after the local ones.)
+      else if (t.role == Role::AttnGate) global_->layers_.at(static_cast<size_t>(t.layer - v.dims.layers)).attn_gate = value.data;
+      else if (t.role == Role::MlpGate) global_->layers_.at(static_cast<size_t>(t.layer - v.dims.layers)).mlp_gate = value.data;
     }
   }
 

@@ -20,10 +20,6 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// MllamaVisionModel pads each tile's rows (its patches and class token) to
-// a multiple of 8; the padding rows run through the layers with the rest.
-constexpr int64_t kTileRowMultiple = 8;
-
 // The values of patch (r, c) of a [channels][height][width] image (null: a
 // zero tile) in a convolution weight's order: channel, row, column.
 void patch_values(const float* pixels, int64_t channels, int64_t height, int64_t width, int64_t p, int64_t r, int64_t c,
@@ -239,7 +235,8 @@ std::vector<float> Reference::tile_features(std::span<const float> pixels, int64
     throw std::invalid_argument("reference: " + str(static_cast<int64_t>(pixels.size())) + " pixel values for " +
                                 str(tiles) + " tiles of " + str(channels) + " × " + str(size) + "²");
   const int64_t grid = size / p, n = grid * grid + 1;
-  const int64_t rows = (n + kTileRowMultiple - 1) / kTileRowMultiple * kTileRowMultiple;  // a tile's, padded
+  // A tile's rows, padded (the padding rows run through the layers with the rest).
+  const int64_t rows = n + spec::tile_padding(n);
 
   // MllamaPrecomputedAspectRatioEmbedding's and MllamaPrecomputedPositionEmbedding's
   // rows of this aspect ratio, each table's tanh gate.

@@ -1045,14 +1045,41 @@ TEST_CASE("a vision tower's build: input rows, patch matmul, positions and class
   for (const std::string& kernel : p_names) rotated = rotated || kernel.starts_with("rope_kv_");
   CHECK(rotated);
 
-  for (const char* other : {"tiny-mllama.toml"}) {
-    CAPTURE(other);
-    const std::string file = std::string("tests/specs/vision/") + other;
-    spec::Diagnostics d(file);
-    const auto parsed = spec::parse_spec_file(std::string(LATHE_SOURCE_DIR "/") + file, d);
-    REQUIRE(parsed);
-    CHECK(!lower::plan_tower(*parsed, d));
-    CHECK(d.format().find("the vision tower cannot run on the device: ") != std::string::npos);
-    CHECK(d.format().find("does not run on the device yet") != std::string::npos);
-  }
+
+  // Llama 3.2 Vision's tiled tower: the tiles' embeddings (tiles.comp, the
+  // class, tile and gated position tables), the pre-norm zeroing the
+  // padding rows, the local layers (hidden state 1 kept), the post-norm and
+  // the tile embedding after them, the global layer with both residuals
+  // gated in the matmul epilogue, the states stacked (one dispatch each),
+  // and the linear projector writing the output.
+  const std::string mllama_file = "tests/specs/vision/tiny-mllama.toml";
+  spec::Diagnostics m_diagnostics(mllama_file);
+  const auto mllama = spec::parse_spec_file(std::string(LATHE_SOURCE_DIR "/") + mllama_file, m_diagnostics);
+  REQUIRE(mllama);
+  const auto m_tower = lower::plan_tower(*mllama, m_diagnostics);
+  REQUIRE_MESSAGE(m_tower, m_diagnostics.format());
+  const spec::Vision& mv = mllama->vision;
+  const std::vector<std::string> m_names = names(m_tower->plan);
+  const std::string h = std::to_string(mv.dims.hidden);
+  const int64_t tile_rows = mv.positions_count();  // 17: the class row and 16 patches
+  CHECK(tile_rows == 17);
+  CHECK(spec::tile_padding(tile_rows) == 7);
+  REQUIRE(m_names.size() > 6);
+  CHECK(m_names[2] == "tiles_" + h + "_bf16_embed");
+  CHECK(m_names[3] == "norm_" + h + "_zero" + std::to_string(mv.tiles * tile_rows));
+  CHECK(std::count(m_names.begin(), m_names.end(), "tiles_" + h + "_bf16_post") == 1);
+  CHECK(std::count_if(m_names.begin(), m_names.end(),
+                      [](const std::string& k) { return k.find("_residual_gated") != std::string::npos; }) == 2);
+  for (int64_t slot = 0; slot <= 1; ++slot)
+    CHECK(std::count(m_names.begin(), m_names.end(), "tiles_" + h + "_stack1_" + std::to_string(slot)) == 1);
+  CHECK(m_names.back().starts_with("matmul_" + std::to_string(2 * mv.dims.hidden) + "_"));
+  CHECK(m_tower->plan.dispatches.back().binding("y") == plan::logits());
+  // The global layer is block 2, after the two local ones, with a cache of its own.
+  int32_t m_last_block = -1;
+  for (const lower::Dispatch& d : m_tower->plan.dispatches) m_last_block = std::max(m_last_block, d.block);
+  CHECK(m_last_block == mv.dims.layers + mv.global_layers - 1);
+  CHECK(lower::tower_spec(*mllama).dims.layers == mv.dims.layers + mv.global_layers);
+  CHECK(m_tower->unread.tensors.empty());
+  for (const spec::TensorSpec& t : m_tower->manifest.tensors)
+    if (t.role == Role::AttnGate || t.role == Role::MlpGate) CHECK(t.layer == mv.dims.layers);
 }

@@ -78,6 +78,9 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       uint32_t qrows = 1;  // rows a workgroup (QROWS: the gpu class's prompts stage keys for 4)
       plan::Flash flash{};  // flash tiles (attention_flash.comp): rows × keys; rows 0: attention.comp
       plan::Variant variant = plan::Variant::Plain;  // flash on matrix units: Coop, CoopKhr (attention_flash_coop.comp)
+      // A tiled tower's pass (bidirectional): rows from `real` on are not the
+      // image's own and see its own rows alone, the keys before it (0: none).
+      uint32_t real = 0;
     };
     const uint32_t late = static_cast<uint32_t>(std::min<int64_t>(90, s.dims.max_context - 1));
     std::vector<Case> cases = {Case{4, 29}, Case{1, late}, Case{3, 0}};
@@ -118,6 +121,15 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
                               device.info().max_compute_shared_memory)
           cases.push_back(Case{image_rows + 4, 29, 1, f, v});
     }
+    // A tiled tower's rows that see fewer keys than the rows before them:
+    // one workgroup a row, staged (a workgroup across the change), in flash tiles.
+    if (m.tower_of && m.tower_of->vision.tiles > 0) {
+      cases.insert(cases.end(), {Case{9, 0, 1, {}, plan::Variant::Plain, 5}, Case{9, 0, 4, {}, plan::Variant::Plain, 5}});
+      for (const auto& [f, v] : flash_tiles)
+        if (f.rows > 0 && plan::flash_shared_bytes(v != plan::Variant::Plain, f.rows * gt, f.keys, dh, f16_cache, extra) <=
+                              device.info().max_compute_shared_memory)
+          cases.push_back(Case{2 * f.rows + 3, 0, 1, f, v, f.rows + 1});
+    }
     for (const Case cs : cases) {
       // A windowed layer's cache is a ring of W + rows − 1 positions (the
       // fewest a chunk needs): position p at slot p mod ring, wrapped here.
@@ -126,6 +138,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       const std::string what = std::to_string(cs.rows) + " rows at " + std::to_string(cs.position) +
                                (ring ? " over a ring of " + std::to_string(ring) : "") +
                                (cs.qrows > 1 ? ", " + std::to_string(cs.qrows) + " a workgroup" : "") +
+                               (cs.real > 0 ? ", rows from " + std::to_string(cs.real) + " seeing the first alone" : "") +
                                (cs.flash.rows > 0 ? ", flash tiles of " + std::to_string(cs.flash.rows) + " rows × " +
                                                         std::to_string(cs.flash.keys) + " keys" +
                                                         (cs.variant == plan::Variant::Coop      ? " on matrix units (NV)"
@@ -147,6 +160,8 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       std::vector<uint32_t> io_rows = io_words(cs.position, tokens);
       if (cross)
         for (size_t w = 3; w < io_rows.size(); w += 4) io_rows[w] = source;
+      if (cs.real > 0)
+        for (uint32_t t = cs.real; t < cs.rows; ++t) io_rows[size_t{t} * 4 + 3] = cs.position + cs.real;
       vk::Buffer io = buffer_of(device, io_rows);
       const size_t width = size_t{hq} * dh;
       vk::Buffer o = buffer_of(device, guarded(std::vector<float>(cs.rows * width, kGuard)));
@@ -187,6 +202,7 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
         const uint32_t last = cross           ? source - 1
                               : !bidirectional ? (spliced ? std::max(i_pos, image_last) : i_pos)
                               : window > 0     ? std::min(cs.position + cs.rows - 1, i_pos + window)
+                              : cs.real > 0 && t >= cs.real ? cs.position + cs.real - 1
                                                : cs.position + cs.rows - 1;
         const uint32_t first = bidirectional ? (window > 0 && i_pos > window ? i_pos - window : 0)
                                : spliced     ? std::min(window > 0 && i_pos + 1 > window ? i_pos + 1 - window : 0,

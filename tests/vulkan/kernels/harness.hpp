@@ -170,7 +170,9 @@ inline const std::vector<Model>& models() {
       instances.push_back(
           emit::kernel_instance(tower, lower::KernelKey{.family = kernels::Family::Norm, .width = tower.dims.hidden}));
       out.push_back({tower, std::move(instances), *s});
-      out.push_back({*s, emit::kernel_instances(*s)});
+      // (A decoder whose layers cross-attend to the image does not run yet.)
+      spec::Diagnostics decoder_diag(file.string());
+      if (emit::check_supported(*s, decoder_diag)) out.push_back({*s, emit::kernel_instances(*s)});
     }
     return out;
   }();

@@ -37,6 +37,12 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
     const DType dtype = weight_dtype(c.u("WDTYPE"));
     if (c.flag("EXPERT_MODE")) return;  // the expert matmuls: the MoE test case
     const bool bias = c.flag("HAS_BIAS"), gated = c.flag("GATED"), residual = c.flag("RESIDUAL");
+    // y += tanh(g) · …: a tiled tower's global layers' gated residuals.
+    const bool residual_gated = c.flag("RESIDUAL_GATED");
+    CHECK((!residual_gated || residual));
+    CHECK(k.name.ends_with("_residual_gated") == residual_gated);
+    const std::vector<float> gate_value = {0.75f};
+    vk::Buffer gate_buffer = buffer_of(device, gate_value);
     const uint32_t act = c.u("ACT");
     const uint32_t norm = c.u("NORM");  // the model's norm folded into the read of x: 0 none, 1 RMS, 2 Layer
     const bool norm_bias = c.flag("NORM_BIAS");
@@ -218,7 +224,8 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
                   .norm_scale = norm != 0 ? whole(gb) : gpu.no_buffer(),
                   .norm_shift = norm_bias ? whole(nbb) : gpu.no_buffer(),
                   .route = gpu.no_buffer(),
-                  .xq = cs.dot() ? whole(xqb) : gpu.no_buffer()},
+                  .xq = cs.dot() ? whole(xqb) : gpu.no_buffer(),
+                  .gate = residual_gated ? whole(gate_buffer) : gpu.no_buffer()},
               push::MatmulPush{.rows = cs.rows, .n = computed, .x_row0 = cs.x_row0, .gate_row0 = cs.gate_row0,
                                .up_row0 = cs.up_row0, .col0 = cs.col0, .y_stride = n},
               (computed + cs.tile().rows_per_group(lanes) - 1) / cs.tile().rows_per_group(lanes),
@@ -256,6 +263,7 @@ TEST_CASE_FIXTURE(VulkanTest, "matmul: every epilogue, decode and prefill tiles"
             value *= up;
           }
           if (softcap > 0) value = softcap * std::tanh(value / softcap);
+          if (residual_gated) value *= std::tanh(static_cast<double>(gate_value[0]));
           if (residual) value += y0[size_t{t} * n + r];
           e.add(out[size_t{t} * n + r], value);
         }

@@ -211,7 +211,7 @@ TEST_CASE_FIXTURE(VulkanTest, "moe: routing, expert matmuls and their weighted s
                       .w2 = !w2 ? gpu.no_texels() : whole_set ? vk::Binding(w2->binding()) : vk::Binding(w2->range(first, rows)),
                       .x = whole(in), .bias = gpu.no_buffer(), .bias2 = gpu.no_buffer(), .y = whole(out),
                       .norm_scale = norm_scale, .norm_shift = gpu.no_buffer(), .route = whole(rb),
-                      .xq = gpu.no_buffer()},
+                      .xq = gpu.no_buffer(), .gate = gpu.no_buffer()},
                   push::MatmulPush{.rows = R, .n = n, .x_row0 = 0, .gate_row0 = 0, .up_row0 = 0, .col0 = 0, .y_stride = n,
                                    .expert0 = e0},
                   (n + per_group - 1) / per_group, (R + tile.tokens - 1) / tile.tokens,

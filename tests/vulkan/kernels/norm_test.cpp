@@ -127,16 +127,24 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     // y += N(x): the norm of a branch's output, added to the residual stream y.
     const bool residual = c.flag("RESIDUAL");
     CHECK((k.name == "norm_" + std::to_string(n) + "_residual") == residual);
+    // A tiled tower's pre-norm: the rows from ZERO_FROM on (its padding) zeros.
+    const uint32_t zero_from = c.flag("ZEROED") ? c.u("ZERO_FROM") : 0;
+    CHECK((k.name == "norm_" + std::to_string(n) + "_zero" + std::to_string(zero_from)) == (zero_from > 0));
+    if (zero_from > 0) {  // a tiled tower's build: its tiles' rows
+      REQUIRE(m.tower_of);
+      CHECK(zero_from == m.tower_of->vision.tiles * m.tower_of->vision.positions_count());
+    }
     if (grouped) CHECK(k.name == "norm_" + std::to_string(n) + "_group" + std::to_string(group));
     if (residual)
       CHECK((s.norm.placement == spec::NormPlacement::Sandwich || s.norm.placement == spec::NormPlacement::BranchOutput));
 
-    constexpr uint32_t rows = 5;
-    const float means[rows] = {0.0f, 3.0f, -1.5f, 0.25f, 10.0f};
-    const float scales[rows] = {1.0f, 0.5f, 4.0f, 0.01f, 2.0f};
+    // Five rows (past ZERO_FROM, three more).
+    const uint32_t rows = zero_from > 0 ? zero_from + 3 : 5;
+    const float means[5] = {0.0f, 3.0f, -1.5f, 0.25f, 10.0f};
+    const float scales[5] = {1.0f, 0.5f, 4.0f, 0.01f, 2.0f};
     std::vector<float> x = random_floats(size_t{rows} * n);
     for (uint32_t t = 0; t < rows; ++t)
-      for (uint32_t i = 0; i < n; ++i) x[size_t{t} * n + i] = means[t] + scales[t] * x[size_t{t} * n + i];
+      for (uint32_t i = 0; i < n; ++i) x[size_t{t} * n + i] = means[t % 5] + scales[t % 5] * x[size_t{t} * n + i];
     const std::vector<float> g = random_floats(n, 0.5f, 1.5f), b = random_floats(n);
     vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g), bb = buffer_of(device, b);
     const std::vector<float> y0 = residual ? random_floats(size_t{rows} * n) : std::vector<float>(size_t{rows} * n, kGuard);
@@ -150,6 +158,10 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     NormalizedError e;
     for (uint32_t t = 0; t < rows; ++t)
       for (uint32_t first = 0; first < n; first += group) {  // each group on its own (one: the row)
+        if (zero_from > 0 && t >= zero_from) {
+          for (uint32_t i = 0; i < group; ++i) e.add(out[size_t{t} * n + first + i], 0.0);
+          continue;
+        }
         const float* row = &x[size_t{t} * n + first];
         const std::vector<double> normed =
             reference::norm_values(layer_norm ? spec::NormKind::LayerNorm : spec::NormKind::RMSNorm, s.norm.eps,
