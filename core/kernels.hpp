@@ -176,11 +176,12 @@ struct BindingInfo {
   X(tile_positions, Texel, "[ratios][TILES · TILE_ROWS · D]: each tile's own")            \
   X(position_gate, Storage, "[1] f32: their mix's gate")
 
-#define LATHE_BIND_NORM(X)                \
-  X(x, Storage, "[rows][N] f32")          \
-  X(scale, Storage, "[N] f32")            \
-  X(shift, Storage, "[N] f32 (LayerNorm)") \
-  X(y, Storage, "[rows][N] f32")
+#define LATHE_BIND_NORM(X)                                              \
+  X(x, Storage, "[rows][N] f32")                                        \
+  X(scale, Storage, "[N] f32")                                          \
+  X(shift, Storage, "[N] f32 (LayerNorm)")                              \
+  X(y, Storage, "[rows][N] f32")                                        \
+  X(io, Storage, "each row's extent: whether it sees an image (ROW_MASK)")
 
 #define LATHE_BIND_MATMUL(X)                                                 \
   X(w, Texel, "W [n][K] in its dtype")                                       \

@@ -485,9 +485,20 @@ struct VisionLink {
   bool rope_2d = false;
   int64_t row_end = -1;  // after each row of features (Pixtral's [IMG_BREAK]; −1: none)
   int64_t end = -1;      // in place of the last row's row_end ([IMG_END]; −1: row_end stays)
+  // A tiled tower (Llama 3.2 Vision): an image cut into up to `tiles` tiles
+  // of image_size², one pass of `tiles` × tile_rows rows (each tile's class
+  // row, then its patches), then `tiles` × tile_pad padding rows; each row's
+  // IO token its image's aspect ratio id (1 … aspect_ratios). 0: no tiles.
+  int64_t tiles = 0, tile_rows = 0, tile_pad = 0, aspect_ratios = 0;
+  // The decoder's layers cross-attend to the features (an image's tiles ×
+  // tile_rows rows, through the decoder's image pass) where a prompt holds
+  // its marker, once: no rows are spliced.
+  bool cross = false;
 
   // Patches a side of the largest image (2D RoPE's grid).
   constexpr int64_t grid() const { return patch > 0 ? image_size / patch : 0; }
+  // A tiled tower's pass: its tiles' rows, then their padding rows.
+  constexpr int64_t tile_pass_rows() const { return tiles * (tile_rows + tile_pad); }
   // The features of an image of `rows` × `cols` patches (a fixed size's
   // ignore them: one row of `features`).
   constexpr ImageGrid grid_of(int64_t rows, int64_t cols) const {
@@ -593,9 +604,24 @@ void for_each_bound_tensor(const Plan& p, const Binding& b, F&& f) {
 
 // The positions a sequence's cache of a layer holds at `context`: all of
 // them, or for a window W > 0 a ring of W + max_chunk − 1 (rope_kv appends
-// a chunk's keys before attention reads its first row's window).
-constexpr int64_t ring_positions(int64_t window, int64_t context, int64_t max_chunk) {
+// a chunk's keys before attention reads its first row's window); W ≤ −2:
+// an image cross-attention layer's (Llama 3.2 Vision), −W keys an image for
+// the session's `images` a sequence, whatever the context.
+constexpr int64_t ring_positions(int64_t window, int64_t context, int64_t max_chunk, int64_t images = 1) {
+  if (window <= -2) return -window * images;
   return window > 0 ? std::min(context, window + max_chunk - 1) : context;
+}
+
+// An image cross-attention decoder's row (Llama 3.2 Vision): IoRow::extent
+// holds the image keys it sees in its sequence's cross caches, [first,
+// end), as first << kImageKeyBits | end, and kImageRowBit where it sees an
+// image (a row that sees none reads every key; its MLP input is zeros).
+// common.glsl's IMAGE_ROW_BIT and IMAGE_KEY_BITS.
+inline constexpr uint32_t kImageRowBit = 0x80000000u;
+inline constexpr uint32_t kImageKeyBits = 15;
+inline constexpr int64_t kMaxImageKeys = (int64_t{1} << kImageKeyBits) - 1;
+constexpr uint32_t image_extent(int64_t first, int64_t end, bool sees_image) {
+  return (sees_image ? kImageRowBit : 0u) | static_cast<uint32_t>(first) << kImageKeyBits | static_cast<uint32_t>(end);
 }
 
 // Whether a session records `d` in any pass (and builds its pipeline):
@@ -728,7 +754,8 @@ constexpr int32_t first_invalid(std::span<const ManifestEntry> manifest, const P
     // Attention runs its layer's window: the kernel's and the cache's agree.
     // (Its workgroups take the query heads of a KV head a tile at a time.)
     if (f.family == kernels::Family::Attention &&
-        (d.groups_x == 0 || d.groups_x % kv_heads != 0 || heads % d.groups_x != 0 || d.layer < 0 || d.layer >= layers || p.kernels[d.kernel].width != p.windows[static_cast<size_t>(d.layer)]))
+        (d.groups_x == 0 || d.groups_x % kv_heads != 0 || heads % d.groups_x != 0 || d.layer < 0 || d.layer >= layers ||
+         p.kernels[d.kernel].width != std::max<int64_t>(p.windows[static_cast<size_t>(d.layer)], 0)))
       return bad;
     if (f.family == kernels::Family::AttentionCombine && d.groups_x != heads) return bad;
     // The gather reads the token rows of the table it binds: the whole

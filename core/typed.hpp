@@ -52,7 +52,8 @@ enum class OpKind : uint8_t {
                 //   Embed of in, it is the embedding's; after anything else, an op of its own
   Input,        // out[t] = the host's row t, dims[0] wide (a vision tower's unfolded patches)
   RMSNorm,      // out = in / sqrt(mean(in²) + eps) · g; dims[1] > 0: each group of dims[1] features
-                //   normed on its own (Mamba-2's gated norm)
+                //   normed on its own (Mamba-2's gated norm; variant kHeadScale: g one group wide, each
+                //   group's: a per-head q_norm); variant kImageRows: a row that sees no image zeros
   LayerNorm,    // out = (in − μ) / sqrt(σ² + eps) · g + b; dims[2] > 0: rows ≥ dims[2] zeros (a tiled
                 //   tower's padding rows after its pre-norm)
   MatMul,       // out = W · in (+ bias)
@@ -72,7 +73,8 @@ enum class OpKind : uint8_t {
                 //   the shared expert's output; 2: + sigmoid(in[4]) · in[3], gated (Qwen2-MoE)
   Output,       // an encoder's final hidden states: out = in, every row, in the output buffer
   CrossKv,      // an encoder–decoder's encode pass: k (in[0]) and v (in[1]) of the encoder's output into
-                //   the cross-attention cache `layer` (no out)
+                //   the cross-attention cache `layer` (no out); tensor[0] ≥ 0: k's heads RMS-normed by
+                //   it first (an image's keys, Llama 3.2 Vision's k_norm)
   SsmConv,      // a Mamba layer's causal depthwise conv and SiLU of CH channels of in[0] from column OFF
                 //   (Mamba: x of in_proj's [x | z]; Mamba-2: x, B and C of [z | x | B | C | dt]), with its
                 //   sequence's window of layer `layer` (dims: CH, DC, OFF; tensor: taps [CH][DC], bias)
@@ -113,6 +115,11 @@ enum class OpKind : uint8_t {
                 //   on); variant kStackFirst: a new stack, else in[0]'s, in place
 };
 
+// RMSNorm's variants (Op::variant).
+inline constexpr uint8_t kRowNorm = 0;
+inline constexpr uint8_t kHeadScale = 1;  // grouped, one scale for every group (a per-head q_norm)
+inline constexpr uint8_t kImageRows = 2;  // a row that sees no image is zeros (Llama 3.2 Vision's MLP input)
+
 // TileEmbed's variants (Op::variant).
 inline constexpr uint8_t kTilePre = 0;   // before the layers: the tile, class and position embeddings
 inline constexpr uint8_t kTilePost = 1;  // after the local layers: the tile embedding alone
@@ -144,6 +151,8 @@ inline constexpr uint8_t kCross = 2;          // q (in[0]) alone: the keys are t
                                               //   `layer` a CrossKv op filled
 inline constexpr uint8_t kImageSpans = 3;     // causal, but an image's spliced rows see each other both ways
                                               //   (Gemma 3): a spliced row sees the keys up to its image's last row
+inline constexpr uint8_t kImageCross = 4;     // q (in[0]) alone over an image's keys in the cache `layer` (Llama 3.2
+                                              //   Vision): the row's extent says which (common.glsl)
 
 using lathe::Activation;
 using lathe::RopePairing;
@@ -232,6 +241,24 @@ class Recorder {
     static_assert(G == N, "rmsnorm_grouped: the scale vector's width does not match the activation width");
     static_assert(GS > 0 && N % GS == 0, "rmsnorm_grouped: the groups do not split the activation");
     return emit<N>(Op{OpKind::RMSNorm, 0, {x.id}, {g.tensor, -1}, {N, GS}, eps});
+  }
+
+  // RMSNorm of each Dh-wide head of x by one scale (a cross-attention
+  // query's q_norm, Llama 3.2 Vision).
+  template <int64_t Dh, int64_t N, int64_t G>
+  Act<N> rmsnorm_heads(Act<N> x, Vector<G> g, double eps) {
+    static_assert(G == Dh, "rmsnorm_heads: the scale vector is not one head wide");
+    static_assert(Dh > 0 && N % Dh == 0, "rmsnorm_heads: the heads do not split the activation");
+    return emit<N>(Op{OpKind::RMSNorm, 0, {x.id}, {g.tensor, -1}, {N, Dh}, eps, -1, kHeadScale});
+  }
+  // RMSNorm whose rows that see no image are zeros (Llama 3.2 Vision's
+  // cross-attention layers' MLP input: MllamaCrossAttentionDecoderLayer's
+  // full_text_row_masked_out_mask, applied before a bias-free MLP).
+  template <int64_t N, int64_t G>
+  Act<N> rmsnorm_image_rows(Act<N> x, Vector<G> g, double eps) {
+    Act<N> out = rmsnorm(x, g, eps);
+    s_.ops.back().variant = kImageRows;
+    return out;
   }
 
   template <int64_t N, int64_t G>
@@ -529,6 +556,22 @@ class Recorder {
     static_assert(NK == Hkv * Dh, "cross_kv: k is not kv_heads × head_dim wide (the cache holds kv heads)");
     static_assert(NV == Hkv * Dh, "cross_kv: v is not kv_heads × head_dim wide (the cache holds kv heads)");
     s_.ops.push_back(Op{OpKind::CrossKv, 0, {k.id, v.id}, {-1, -1}, {Hkv, Dh}, 0, cache});
+  }
+  // … an image's keys (Llama 3.2 Vision's cross-attention states), k's heads
+  // RMS-normed by k_norm first.
+  template <int64_t Hkv, int64_t Dh, int64_t NK, int64_t NV, int64_t G>
+  void cross_kv(Act<NK> k, Act<NV> v, Vector<G> k_norm, int32_t cache) {
+    static_assert(G == Dh, "cross_kv: the k norm's scale is not one head wide");
+    cross_kv<Hkv, Dh>(k, v, cache);
+    s_.ops.back().tensor[0] = k_norm.tensor;
+  }
+  // Cross-attention of Hq query heads over an image's keys in the cache
+  // `cache` (Llama 3.2 Vision): the keys of the images the row sees.
+  template <int64_t Hq, int64_t Hkv, int64_t Dh, int64_t NQ>
+  Act<Hq * Dh> cross_attention_images(Act<NQ> q, int32_t cache, double scale) {
+    Act<Hq * Dh> out = cross_attention<Hq, Hkv, Dh>(q, cache, scale);
+    s_.ops.back().variant = kImageCross;
+    return out;
   }
   // Cross-attention of Hq query heads over the encoder's output in the cache
   // `cache`: every key of the row's source.

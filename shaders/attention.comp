@@ -27,6 +27,8 @@
 //                 with a WINDOW, the keys j with |i − j| ≤ WINDOW
 //   CROSS         1 (with BIDIRECTIONAL): cross-attention of a decoder row over the encoder's output
 //                 in the cache: the keys 0 … extent − 1, extent its sequence's source length
+//   CROSS_IMAGES  1 (with CROSS): over an image's keys in the cache (Llama 3.2 Vision): the row's
+//                 extent says which, [first, end) (common.glsl's IMAGE_KEY_BITS)
 //   IMAGE_SPANS   1: causal, but a spliced row (an image's; its token the flag and its image's last
 //                 position) sees the keys of its whole image too, the IMAGE_ROWS up to that last
 //                 one, within a WINDOW or not (Gemma 3: the masks OR-ed); a chunk holds whole

@@ -12,7 +12,9 @@
 // its image's last position beside the flag (Gemma 3's image rows see
 // each other both ways), the keys up to it seen too.
 uint visible(uint t) {
-#if CROSS
+#if CROSS_IMAGES
+  return io.rows[t].extent & ((1u << IMAGE_KEY_BITS) - 1u);
+#elif CROSS
   return io.rows[t].extent;
 #elif BIDIRECTIONAL
   return io.rows[t].extent > 0u ? io.rows[t].extent : io.rows[t].position + 1u;
@@ -29,7 +31,11 @@ uint visible(uint t) {
 // or the window's first key i − WINDOW + 1), this workgroup's range of
 // them: [x, y). Both ends grow with the row's position.
 uvec2 key_range(uint t) {
-#if BIDIRECTIONAL
+#if CROSS_IMAGES
+  // An image cross-attention row: the keys of its images (common.glsl).
+  const uint all_keys = visible(t);
+  const uint lowest = (io.rows[t].extent >> IMAGE_KEY_BITS) & ((1u << IMAGE_KEY_BITS) - 1u);
+#elif BIDIRECTIONAL
   // A window W both ways (ModernBERT's local attention): |i − j| ≤ W.
   const uint i = io.rows[t].position;
   const uint all_keys = WINDOW > 0u ? min(visible(t), i + WINDOW + 1u) : visible(t);

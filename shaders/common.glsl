@@ -78,4 +78,10 @@ struct IoRow {
 // A row's token with this bit set is spliced: its embedding is the host's
 // row (plan::kSplicedToken).
 #define SPLICED_TOKEN 0x80000000u
+// An image cross-attention decoder's row (Llama 3.2 Vision): its extent is
+// the image keys it sees, [first, end) of its sequence's cross cache, as
+// first << 15 | end, with this bit set where it sees an image (plan::kImageRowBit);
+// a row that sees none reads every key, its MLP input zeros.
+#define IMAGE_ROW_BIT 0x80000000u
+#define IMAGE_KEY_BITS 15u
 #define IO_BLOCK(b) layout(std430, binding = b) buffer IO { IoRow rows[]; } io;

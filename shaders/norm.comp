@@ -23,12 +23,22 @@
 //                N · MERGE; the rows past the pass's whole blocks are written zeros
 //   ZEROED, ZERO_FROM  1, r: rows from r on are written zeros (a tiled tower's padding
 //                rows after its pre-norm: MllamaVisionModel pads the normed rows)
+//   HEAD_SCALE   1 (with GROUP < N): every group takes the one scale g[0 … GROUP) (a
+//                cross-attention query's per-head q_norm, Llama 3.2 Vision)
+//   ROW_MASK     1: a row whose IO extent says it sees no image (plan::kImageRowBit clear)
+//                is written zeros (Llama 3.2 Vision: its cross-attention layer's MLP input,
+//                so that the bias-free MLP adds nothing to it)
 // Push constants (RowsPush): rows.
 // Buffers: x [rows][N] f32, g [N] f32, b [N] f32, y [rows][N] f32.
+
+#include "common.glsl"
 
 layout(local_size_x_id = 0) in;  // = the device's subgroup size
 
 layout(std430, binding = BINDING_x) readonly buffer X { float x[]; };
+#if ROW_MASK
+IO_BLOCK(BINDING_io)
+#endif
 layout(std430, binding = BINDING_scale) readonly buffer G { float g[]; };
 layout(std430, binding = BINDING_shift) readonly buffer B { float b[]; };
 #if RESIDUAL
@@ -78,6 +88,12 @@ void main() {
 #if MERGED
   merge(row, lane, lanes);
 #else
+#if ROW_MASK
+  if ((io.rows[row].extent & IMAGE_ROW_BIT) == 0u) {
+    for (uint i = lane; i < N; i += lanes) y[row * N + i] = 0.0;
+    return;
+  }
+#endif
 #if ZEROED
   if (row >= ZERO_FROM) {
     for (uint i = lane; i < N; i += lanes) y[row * N + i] = 0.0;
@@ -107,10 +123,15 @@ void main() {
     const float inv = inversesqrt(subgroupAdd(squares) / float(GROUP) + EPS);
 
     for (uint i = lane; i < GROUP; i += lanes) {
-#if UNIT_OFFSET
-      const float scale = 1.0 + g[first + i];
+#if HEAD_SCALE
+      const uint at = i;
 #else
-      const float scale = g[first + i];
+      const uint at = first + i;
+#endif
+#if UNIT_OFFSET
+      const float scale = 1.0 + g[at];
+#else
+      const float scale = g[at];
 #endif
       float value = (in_value(row, first + i) - mean) * inv * scale;
 #if HAS_BIAS

@@ -22,7 +22,8 @@
 //                 after the latent), the rotation on dims ROT_OFF … ROT_OFF + ROT − 1
 //   QK_NORM       0: none; RMSNorm of q and k as they are read, 1: each head over DH
 //                 (Qwen3, Gemma 3), 2: each projection whole (OLMo 2), 3: k's first LATENT
-//                 values alone (latent attention's kv_a_layernorm; q is not normed)
+//                 values alone (latent attention's kv_a_layernorm; q is not normed), 4: k's
+//                 heads alone, each over DH (an image's cross-attention keys, Llama 3.2 Vision)
 //   LATENT        latent attention (its kv_lora_rank; 0: none): k = [latent | rotary key] is the
 //                 one cached head, and the value too: nothing is written to the V cache
 //   QK_EPS, QK_UNIT_OFFSET  its eps, and whether its scale is 1 + w (Gemma)
@@ -70,7 +71,7 @@ float inv_rms(bool of_q, uint base, uint width) {
 // The scale of dim d of head h: per head one vector for every head, whole
 // projections one value per dim.
 float scale_of(bool of_q, uint head, uint d) {
-  const uint i = QK_NORM == 1 || QK_NORM == 3 ? d : head * DH + d;
+  const uint i = QK_NORM == 1 || QK_NORM == 3 || QK_NORM == 4 ? d : head * DH + d;
   const float w = of_q ? qn[i] : kn[i];
   return QK_UNIT_OFFSET != 0 ? 1.0 + w : w;
 }
@@ -197,7 +198,7 @@ void main() {
   // k and v, a pair of dims per step.
   for (uint head = part; head < HKV; head += parts) {
     const uint kbase = pc.k_offset + t * pc.k_stride + head * DH;
-#if QK_NORM == 1
+#if QK_NORM == 1 || QK_NORM == 4
     const float k_factor = inv_rms(false, kbase, DH);
 #elif QK_NORM
     const float k_factor = k_whole;

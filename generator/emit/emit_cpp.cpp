@@ -69,7 +69,11 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                (b.empty() ? "" : ", " + b) + ");";
         break;
       case typed::OpKind::RMSNorm:
-        code = out_var + (op.dims[1] > 0 ? "r.template rmsnorm_grouped<" + std::to_string(op.dims[1]) + ">(" : "r.rmsnorm(") +
+        code = out_var +
+               (op.variant == typed::kHeadScale ? "r.template rmsnorm_heads<" + std::to_string(op.dims[1]) + ">("
+                : op.variant == typed::kImageRows ? std::string("r.rmsnorm_image_rows(")
+                : op.dims[1] > 0 ? "r.template rmsnorm_grouped<" + std::to_string(op.dims[1]) + ">("
+                                 : std::string("r.rmsnorm(")) +
                v(op.in[0]) + ", " + w + ", norm_eps);";
         break;
       case typed::OpKind::LayerNorm:
@@ -121,9 +125,9 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
                (op.local ? ", rope_local_theta, true);" : ", rope_theta);");
         break;
       case typed::OpKind::Attention:
-        if (op.variant == typed::kCross) {
-          code = out_var + "r.template cross_attention<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " +
-                 std::to_string(op.layer) + ", attention_scale);";
+        if (op.variant == typed::kCross || op.variant == typed::kImageCross) {
+          code = out_var + "r.template " + (op.variant == typed::kCross ? "cross_attention" : "cross_attention_images") +
+                 "<heads, kv_heads, head_dim>(" + v(op.in[0]) + ", " + std::to_string(op.layer) + ", attention_scale);";
           break;
         }
         if (op.variant == typed::kImageSpans) {
@@ -203,7 +207,7 @@ kainjow::mustache::list forward_statements(const Spec& s, const lower::Graph& g)
         break;
       case typed::OpKind::CrossKv:
         code = "r.template cross_kv<kv_heads, head_dim>(" + v(op.in[0]) + ", " + v(op.in[1]) + ", " +
-               std::to_string(op.layer) + ");";
+               (w.empty() ? "" : w + ", ") + std::to_string(op.layer) + ");";
         break;
       case typed::OpKind::Logits:
         code = "r.logits(" + w + ", " + v(op.in[0]) + (b.empty() ? "" : ", " + b) +
@@ -316,11 +320,19 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
       }
     }
   }
-  // A splice [vision] runs its tower as a build of its own
-  // (lower::plan_tower says which towers); cross-attention to the images
-  // does not run yet.
-  if (s.vision.enabled && s.vision.connection == VisionConnection::CrossAttention)
-    refuse("vision.connection", "the decoder's cross-attention layers (Llama 3.2 Vision) do not run on the device yet");
+  // A [vision] runs its tower as a build of its own (lower::plan_tower says
+  // which towers). An image cross-attention decoder's layers: RMS norms and
+  // bias-free MLPs (a row that sees no image zeroes its MLP input), and
+  // keys its rows' extents can name.
+  if (s.vision.enabled && s.vision.connection == VisionConnection::CrossAttention) {
+    if (s.norm.kind != NormKind::RMSNorm) refuse("norm.kind", "an image cross-attention decoder's norms are RMS norms");
+    if (s.mlp.bias) refuse("mlp.bias", "an image cross-attention layer's MLP zeroes a row without an image by its input");
+    if (s.moe.experts > 0) refuse("moe", "an image cross-attention decoder of experts");
+    if (s.position.scaling.kind == RopeScaling::DynamicNtk)
+      refuse("position.scaling", "dynamic NTK reads a row's extent, which an image cross-attention decoder's rows use");
+    if (s.vision.tiles * s.vision.positions_count() > plan::kMaxImageKeys)
+      refuse("vision.tiles", "an image's cross-attention keys over " + std::to_string(plan::kMaxImageKeys));
+  }
   if (s.vision.enabled && s.vision.image_bidirectional && s.mla.enabled)
     refuse("vision.image_bidirectional", "latent attention sees keys causally only");
   if (s.vision.enabled && s.vision.image_bidirectional && s.vision.longest_edge > 0)
@@ -412,7 +424,11 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
     const auto truth = [](bool b) { return std::string(b ? "true" : "false"); };
     root.set("vision_sizes",
              truth(v.longest_edge > 0) + ", " + ids({v.projector.kind == ProjectorKind::MergeMlp ? v.projector.merge : 1}) +
-                 ", " + truth(v.positions == VisionPositions::Rope2D) + ", " + ids({v.tokens.row_end, v.tokens.end}));
+                 ", " + truth(v.positions == VisionPositions::Rope2D) + ", " + ids({v.tokens.row_end, v.tokens.end}) +
+                 // Tiles (their rows, padding rows and aspect ratios), and cross-attention.
+                 ", " + ids({v.tiles, v.tiles > 0 ? v.positions_count() : 0,
+                             v.tiles > 0 ? spec::tile_padding(v.positions_count()) : 0, v.aspect_ratios()}) +
+                 ", " + truth(v.connection == VisionConnection::CrossAttention));
     root.set("vision_line", std::to_string(std::max<uint32_t>(1, s.where("vision").line)));
   }
 

@@ -206,14 +206,16 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
                flag("LAYER_NORM", j.norm == NormKind::LayerNorm) + flag("HAS_BIAS", j.norm == NormKind::LayerNorm) +
                flag("UNIT_OFFSET", j.norm_unit_offset) + flag("RESIDUAL", false) + flag("POOLED", true) +
                define("POOL", k.pool) + define("POOL_GRID", k.pool_grid) + flag("MERGED", false) + define("MERGE", 0) +
-               flag("ZEROED", false) + define("ZERO_FROM", 0);
+               flag("ZEROED", false) + define("ZERO_FROM", 0) +
+               flag("HEAD_SCALE", false) + flag("ROW_MASK", false);
       }
       if (k.merge > 0) {  // Mistral 3's patch merger: the projector's RMS norm
         const Projector& j = s.vision.projector;
         return define("N", k.width) + define("GROUP", k.width) + define("EPS", number_literal(j.eps, 9)) +
                flag("LAYER_NORM", false) + flag("HAS_BIAS", false) + flag("UNIT_OFFSET", false) +
                flag("RESIDUAL", false) + flag("POOLED", false) + flag("MERGED", true) + define("MERGE", k.merge) +
-               flag("ZEROED", false) + define("ZERO_FROM", 0);
+               flag("ZEROED", false) + define("ZERO_FROM", 0) +
+               flag("HEAD_SCALE", false) + flag("ROW_MASK", false);
       }
       // A norm per group (Mamba-2's gated norm) is a plain RMSNorm of each group.
       const bool model_norm = k.group == 0;
@@ -222,7 +224,8 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("LAYER_NORM", model_norm && s.norm.kind == NormKind::LayerNorm) +
              flag("HAS_BIAS", model_norm && s.norm.bias) + flag("UNIT_OFFSET", model_norm && s.norm.unit_offset) +
              flag("RESIDUAL", k.residual) + flag("POOLED", false) + flag("MERGED", false) + define("MERGE", 0) +
-             flag("ZEROED", k.zero_from > 0) + define("ZERO_FROM", k.zero_from);
+             flag("ZEROED", k.zero_from > 0) + define("ZERO_FROM", k.zero_from) + flag("HEAD_SCALE", k.head_scale) +
+             flag("ROW_MASK", k.row_mask);
     }
     case kernels::Family::Matmul: {
       const lower::Epilogue& e = k.epilogue;
@@ -244,7 +247,12 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
                               flag("NEOX", k.pairing == RopePairing::Neox);
       // q/k norms: 1 each head over DH, 2 each projection whole (core/spec.hpp's QKNorm).
       // 3: latent attention's kv_a_layernorm, of k's first kv_lora_rank values (then no V is written).
-      const int qk_norm = !k.qk_norm ? 0 : k.latent ? 3 : s.attention.qk_norm == QKNorm::PerHead ? 1 : 2;
+      // 4: k's heads alone (an image's cross-attention keys).
+      const int qk_norm = !k.qk_norm      ? 0
+                          : k.k_norm_only ? 4
+                          : k.latent      ? 3
+                          : s.attention.qk_norm == QKNorm::PerHead ? 1
+                                                                   : 2;
       constants += define("QK_NORM", std::to_string(qk_norm)) + define("QK_EPS", number_literal(s.norm.eps, 9)) +
                    flag("QK_UNIT_OFFSET", s.norm.unit_offset) + define("ROT_OFF", k.rot_offset) +
                    define("LATENT", k.latent ? s.mla.kv_lora_rank : int64_t{0}) +
@@ -271,7 +279,7 @@ std::string family_constants(const Spec& s, const KernelKey& k) {
              flag("SOFTCAPPED", s.attention.softcap > 0) + define("SOFTCAP", number_literal(s.attention.softcap, 9)) +
              define("WINDOW", k.window) + flag("BIDIRECTIONAL", k.bidirectional) + flag("ALIBI", s.position.kind == PositionKind::Alibi) +
              (s.position.kind == PositionKind::Alibi ? float_array("SLOPES", alibi_slopes(s.dims.heads)) : "") +
-             flag("CROSS", k.cross) + flag("IMAGE_SPANS", k.image_spans) +
+             flag("CROSS", k.cross) + flag("CROSS_IMAGES", k.image_cross) + flag("IMAGE_SPANS", k.image_spans) +
              define("IMAGE_ROWS", k.image_spans ? s.vision.image_features() : 0) + flag("RELATIVE", relative) +
              define("REL_MAX", relative ? s.position.max_distance : int64_t{0}) +
              (relative ? uint_array("REL_BUCKET", relative_buckets(s, k.bidirectional)) : "");

@@ -117,7 +117,8 @@ uint32_t stack_input(Builder& b, const Spec& s, Role positions, Role norm) {
   // A decoder of a splice [vision]: an image's rows take the host's features.
   const uint8_t splice = s.vision.enabled && s.vision.connection == VisionConnection::Splice ? typed::kSplice : typed::kTable;
   uint32_t x = b.add(splice ? "vision.tokens" : "embedding",
-                     Op{OpKind::Embed, 0, {}, {embed, -1}, {d.vocab, d.hidden}, s.embedding.scale, -1, splice}, d.hidden,
+                     Op{OpKind::Embed, 0, {}, {embed, -1}, {s.embedding_rows(), d.hidden}, s.embedding.scale, -1, splice},
+                     d.hidden,
                      {b.handle(embed)});
   if (s.position.kind == PositionKind::Learned) {
     const int32_t table = b.need(positions, -1);
@@ -270,6 +271,33 @@ uint32_t mla_attention(Builder& b, const Spec& s, uint32_t h, int64_t layer) {
   return b.add("mla.v_head_dim", values, d.heads * m.v_head_dim, {b.handle(v_b), ""});
 }
 
+// A dense MLP of layer `layer` on its normed input m: the down projection
+// of φ(gate) ⊙ up (fused gate_up, or separate), or of φ(up).
+uint32_t dense_mlp(Builder& b, const Spec& s, uint32_t m, int64_t layer) {
+  const Dims& d = s.dims;
+  const uint8_t act = static_cast<uint8_t>(s.mlp.activation);
+  uint32_t f;
+  if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
+    const bool gate_first = s.mlp.fused_gate_up == FusedGateUp::GateUp;
+    const uint32_t gu = b.matmul("mlp.fused_gate_up", Role::GateUp, layer, m);
+    const uint32_t g = b.split("mlp.fused_gate_up", gu, gate_first ? 0 : d.intermediate, d.intermediate);
+    const uint32_t u = b.split("mlp.fused_gate_up", gu, gate_first ? d.intermediate : 0, d.intermediate);
+    f = b.add("mlp.activation", Op{OpKind::GatedAct, 0, {g, u}, {-1, -1}, {d.intermediate}, 0, -1, act}, d.intermediate);
+  } else if (s.mlp.gated) {
+    const uint32_t g = b.matmul("dims.intermediate", Role::Gate, layer, m);
+    const uint32_t u = b.matmul("dims.intermediate", Role::Up, layer, m);
+    f = b.add("mlp.activation", Op{OpKind::GatedAct, 0, {g, u}, {-1, -1}, {d.intermediate}, 0, -1, act}, d.intermediate);
+  } else {
+    const uint32_t u = b.matmul("dims.intermediate", Role::Up, layer, m);
+    f = b.add("mlp.activation", Op{OpKind::Act, 0, {u}, {-1, -1}, {d.intermediate}, 0, -1, act}, d.intermediate);
+  }
+  return b.matmul("dims.hidden", Role::Down, layer, f);
+}
+
+// Llama 3.2 Vision: the cross-attention keys an image gives, its tiles'
+// rows (the class token's and the patches', not the padding's).
+int64_t image_rows(const Spec& s) { return s.vision.tiles * s.vision.positions_count(); }
+
 // One block of layer `layer` (an encoder–decoder's numbering: encoder
 // layers first) on the stream x: its attention (causal or bidirectional,
 // with T5's bias table `rel` when ≥ 0), an encoder–decoder decoder layer's
@@ -324,8 +352,17 @@ uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel
       if (norm_after) x = b.norm("norm.placement", x, Role::CrossNorm, layer);
     }
     if (!parallel) m = norm_in ? b.norm("norm.placement", x, Role::MlpNorm, layer) : x;
+    if (!s.moe.sparse(layer)) {
+      uint32_t down = dense_mlp(b, s, m, layer);
+      if (norm_out) down = b.norm("norm.placement", down, Role::MlpPostNorm, layer);
+      const int32_t mlp_gate = b.find(Role::MlpGate, false, layer);
+      x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, down}, {mlp_gate, -1}, {d.hidden}}, d.hidden, {b.handle(mlp_gate)});
+      if (norm_after) x = b.norm("norm.placement", x, Role::MlpNorm, layer);
+      b.layer = -1;
+      return x;
+    }
     const uint8_t act = static_cast<uint8_t>(s.mlp.activation);
-    if (s.moe.sparse(layer)) {
+    {
       // A mixture of experts: the router's logits, their routing (top k per
       // token), the chosen experts' gated projections and down projections,
       // and their weighted sum added to the stream.
@@ -373,29 +410,38 @@ uint32_t block(Builder& b, const Spec& s, uint32_t x, int64_t layer, int32_t rel
       b.layer = -1;
       return x;
     }
-    uint32_t f;
-    if (s.mlp.gated && s.mlp.fused_gate_up != FusedGateUp::None) {
-      const bool gate_first = s.mlp.fused_gate_up == FusedGateUp::GateUp;
-      const uint32_t gu = b.matmul("mlp.fused_gate_up", Role::GateUp, layer, m);
-      const uint32_t g = b.split("mlp.fused_gate_up", gu, gate_first ? 0 : d.intermediate, d.intermediate);
-      const uint32_t u = b.split("mlp.fused_gate_up", gu, gate_first ? d.intermediate : 0, d.intermediate);
-      f = b.add("mlp.activation", Op{OpKind::GatedAct, 0, {g, u}, {-1, -1}, {d.intermediate}, 0, -1, act},
-                d.intermediate);
-    } else if (s.mlp.gated) {
-      const uint32_t g = b.matmul("dims.intermediate", Role::Gate, layer, m);
-      const uint32_t u = b.matmul("dims.intermediate", Role::Up, layer, m);
-      f = b.add("mlp.activation", Op{OpKind::GatedAct, 0, {g, u}, {-1, -1}, {d.intermediate}, 0, -1, act},
-                d.intermediate);
-    } else {
-      const uint32_t u = b.matmul("dims.intermediate", Role::Up, layer, m);
-      f = b.add("mlp.activation", Op{OpKind::Act, 0, {u}, {-1, -1}, {d.intermediate}, 0, -1, act}, d.intermediate);
-    }
-    uint32_t down = b.matmul("dims.hidden", Role::Down, layer, f);
-    if (norm_out) down = b.norm("norm.placement", down, Role::MlpPostNorm, layer);
-    const int32_t mlp_gate = b.find(Role::MlpGate, false, layer);
-    x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, down}, {mlp_gate, -1}, {d.hidden}}, d.hidden, {b.handle(mlp_gate)});
-    if (norm_after) x = b.norm("norm.placement", x, Role::MlpNorm, layer);
   }
+}
+
+// A decoder layer that attends to an image instead of its own tokens
+// (Llama 3.2 Vision's MllamaCrossAttentionDecoderLayer): its normed stream's
+// query, each head RMS-normed, over the image's keys in the layer's cache
+// (the image pass filled it), added through tanh(attn_gate); then its MLP,
+// whose input is zeros on a row that sees no image, added through
+// tanh(mlp_gate).
+uint32_t image_cross_block(Builder& b, const Spec& s, uint32_t x, int64_t layer) {
+  const Dims& d = s.dims;
+  const int64_t q_width = d.heads * d.head_dim;
+  b.layer = static_cast<int32_t>(layer);
+  const uint32_t h = b.norm("norm.kind", x, Role::AttnNorm, layer);
+  uint32_t q = b.matmul("vision.cross_layers", Role::CrossQ, layer, h);
+  const int32_t q_norm = b.need(Role::CrossQNorm, layer);
+  q = b.add("vision.cross_layers",
+            Op{OpKind::RMSNorm, 0, {q}, {q_norm, -1}, {q_width, d.head_dim}, s.norm.eps, -1, typed::kHeadScale}, q_width,
+            {b.handle(q_norm)});
+  const uint32_t a = b.add("vision.cross_layers",
+                           Op{OpKind::Attention, 0, {q}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, 0, image_rows(s)},
+                              s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer), typed::kImageCross},
+                           q_width);
+  const uint32_t o = b.matmul("vision.cross_layers", Role::CrossO, layer, a);
+  const int32_t attn_gate = b.need(Role::AttnGate, layer), mlp_gate = b.need(Role::MlpGate, layer);
+  x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, o}, {attn_gate, -1}, {d.hidden}}, d.hidden, {b.handle(attn_gate)});
+  const int32_t mlp_norm = b.need(Role::MlpNorm, layer);
+  const uint32_t m = b.add("vision.cross_layers",
+                           Op{OpKind::RMSNorm, 0, {x}, {mlp_norm, -1}, {d.hidden}, s.norm.eps, -1, typed::kImageRows},
+                           d.hidden, {b.handle(mlp_norm)});
+  const uint32_t down = dense_mlp(b, s, m, layer);
+  x = b.add("dims.hidden", Op{OpKind::Add, 0, {x, down}, {mlp_gate, -1}, {d.hidden}}, d.hidden, {b.handle(mlp_gate)});
   b.layer = -1;
   return x;
 }
@@ -427,11 +473,33 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
     b.layer = -1;
     b.end_encode();
   }
+  // An image cross-attention decoder's image pass (Llama 3.2 Vision): the
+  // projected features' rows (the host's, the decoder's width) into each
+  // cross-attention layer's cache, k's heads normed, and v.
+  const bool image_cross = s.vision.enabled && s.vision.connection == VisionConnection::CrossAttention;
+  if (image_cross) {
+    const uint32_t f = b.add("vision.cross_layers", Op{OpKind::Input, 0, {}, {-1, -1}, {d.hidden}}, d.hidden);
+    for (int64_t l : s.vision.cross_layers) {
+      b.layer = static_cast<int32_t>(l);
+      const uint32_t k = b.matmul("vision.cross_layers", Role::CrossK, l, f);
+      const uint32_t v = b.matmul("vision.cross_layers", Role::CrossV, l, f);
+      const int32_t k_norm = b.need(Role::CrossKNorm, l);
+      b.push("vision.cross_layers",
+             Op{OpKind::CrossKv, 0, {k, v}, {k_norm, -1}, {d.kv_heads, d.head_dim, image_rows(s)}, 0, static_cast<int32_t>(l)},
+             {b.handle(k_norm)});
+    }
+    b.layer = -1;
+    b.end_encode();
+  }
   uint32_t x = stack_input(b, s, Role::PosEmbed, Role::EmbedNorm);
   // T5: the relative position bias table, added to every layer's scores.
   const int32_t rel = relative ? b.need(Role::RelBias, -1) : -1;
   for (int64_t layer = encoder_layers; layer < s.blocks(); ++layer) {
     b.block = static_cast<int32_t>(layer - encoder_layers);
+    if (image_cross && s.vision.cross_layer(layer)) {
+      x = image_cross_block(b, s, x, layer);
+      continue;
+    }
     x = s.ssm.layer(layer) && !s.ssm.hybrid() ? ssm_block(b, s, x, layer)
                            : block(b, s, x, layer, rel,
                                    s.encoder()                                         ? typed::kBidirectional

@@ -78,6 +78,18 @@ struct KernelKey {
   // norm: rows from zero_from on are written zeros (a tiled tower's padding
   // rows after its pre-norm; 0: none).
   int64_t zero_from = 0;
+  // norm: every group of `group` takes the one scale of that width (a
+  // cross-attention query's per-head q_norm, Llama 3.2 Vision).
+  bool head_scale = false;
+  // norm: a row that sees no image is written zeros (Llama 3.2 Vision's
+  // cross-attention layers' MLP input, plan::kImageRowBit).
+  bool row_mask = false;
+  // rope_kv: the KV append with k's heads RMS-normed alone (an image's
+  // cross-attention keys, Llama 3.2 Vision's k_norm).
+  bool k_norm_only = false;
+  // attention (with cross): the keys of an image in the cache, the row's
+  // extent saying which (Llama 3.2 Vision).
+  bool image_cross = false;
   // tiles: its form (0 the embeddings before the layers, 1 the tile
   // embedding after the local layers, 2 one slot of the stacked hidden
   // states), the pass's layout (tiles of tile_rows rows, then tile_pad
@@ -104,7 +116,8 @@ struct KernelKey {
       case kernels::Family::Norm:
         return "norm_" + std::to_string(width) + (residual ? "_residual" : "") +
                (group ? "_group" + std::to_string(group) : "") + (pool ? "_pool" + std::to_string(pool) : "") +
-               (merge ? "_merge" + std::to_string(merge) : "") + (zero_from ? "_zero" + std::to_string(zero_from) : "");
+               (merge ? "_merge" + std::to_string(merge) : "") + (zero_from ? "_zero" + std::to_string(zero_from) : "") +
+               (head_scale ? "_heads" : "") + (row_mask ? "_image_rows" : "");
       case kernels::Family::Matmul: {
         std::string n = "matmul_" + std::to_string(width) + "_" + dt;
         const std::string act(spelling(epilogue.act).key);
@@ -120,7 +133,7 @@ struct KernelKey {
         return n;
       }
       case kernels::Family::RopeKv:
-        if (width == 0) return std::string("kv_append") + (qk_norm ? "_qk_norm" : "");
+        if (width == 0) return std::string("kv_append") + (k_norm_only ? "_k_norm" : qk_norm ? "_qk_norm" : "");
         return "rope_kv_" + std::to_string(width) + "_" + std::string(spelling(pairing).key) + (local ? "_local" : "") +
                (rot_offset > 0 ? "_at" + std::to_string(rot_offset) : "") + (latent ? "_latent" : qk_norm ? "_qk_norm" : "");
       case kernels::Family::Mla:
@@ -129,7 +142,9 @@ struct KernelKey {
       case kernels::Family::Quantize:
         return family_key + "_" + std::to_string(width) + (epilogue.norm ? "_norm" : "") + (epilogue.experts == 2 ? "_slots" : "");
       case kernels::Family::Attention:
-        return (cross ? family_key + "_cross" : bidirectional ? family_key + "_bidirectional" : family_key) +
+        return (cross ? family_key + (image_cross ? "_image_cross" : "_cross")
+                : bidirectional ? family_key + "_bidirectional"
+                                : family_key) +
                (image_spans ? "_images" : "") +
                (window > 0 ? "_w" + std::to_string(window) : "");  // (head_tile: one per model)
       case kernels::Family::MoeCombine:

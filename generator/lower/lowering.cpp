@@ -56,7 +56,8 @@ class Lowering {
     }
     split_parts();
     for (const Dispatch& d : plan_.dispatches) plan_.scalars.encode_dispatches += d.op < s_.encode_ops ? 1 : 0;
-    for (int64_t& w : plan_.windows) w = std::max<int64_t>(w, 0);  // a cache no attention named
+    for (int64_t& w : plan_.windows)
+      if (w == -1) w = 0;  // a cache no attention named
     plan_.scalars.max_part_bytes = max_part_bytes_;
     if (!splittable_ || s_.encode_ops > 0) plan_.carried.clear();
     return std::move(plan_);
@@ -349,8 +350,17 @@ class Lowering {
   size_t lower_input(size_t i) {
     const Op& op = ops_[i];
     const Op* next = at(i + 1);
-    if (!next || next->kind != OpKind::MatMul || next->in[0] != op.out || last_use_[op.out] != static_cast<int32_t>(i + 1))
-      unsupported(i, "the host's rows are read by the one matmul after them");
+    if (!next || next->kind != OpKind::MatMul || next->in[0] != op.out || last_use_[op.out] != static_cast<int32_t>(i + 1)) {
+      // Rows several ops read (an image's features, Llama 3.2 Vision's
+      // image pass): copied into an activation as they are.
+      if (device_cols(DType::F32, op.dims[0]) != op.dims[0]) unsupported(i, "host rows of whole texels");
+      const Loc rows = materialize(op.out);
+      plan_.scalars.input_row_floats = std::max(plan_.scalars.input_row_floats, op.dims[0]);
+      emit(i, KernelKey{.family = Family::Embed, .width = op.dims[0], .dtype = DType::F32, .rows = true},
+           plan::Grid::Rows, {{"io", plan::io()}, {"x", plan::input()}, {"y", plan::activation(rows.slot)}},
+           {{"token0", 0}, {"tokens", 0}});
+      return 1;
+    }
     const int64_t width = device_cols(dtype(next->tensor[0]), op.dims[0]);
     const Loc rows = bind(op.out, Loc{allocate(width), 0, static_cast<uint32_t>(width)});
     plan_.scalars.input_row_floats = std::max(plan_.scalars.input_row_floats, width);
@@ -396,6 +406,21 @@ class Lowering {
     // A norm per group of features (Mamba-2's gated norm; 0: the whole
     // row): matmul epilogues norm whole rows, so it folds into none.
     const int64_t group = op.dims[1] > 0 && op.dims[1] != op.dims[0] ? op.dims[1] : 0;
+    // A cross-attention query's per-head norm (one scale for every head),
+    // and a norm whose rows that see no image are zeros: dispatches of their own.
+    if (op.variant == typed::kHeadScale || op.variant == typed::kImageRows) {
+      const bool heads = op.variant == typed::kHeadScale;
+      if (heads && (group == 0 || op.dims[0] % group != 0)) unsupported(i, "a per-head norm of whole heads");
+      emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .group = heads ? group : 0, .head_scale = heads,
+                        .row_mask = !heads},
+           plan::Grid::Rows,
+           {{"x", plan::activation(loc(i, op.in[0]).slot)},
+            {"scale", plan::weight(op.tensor[0])},
+            {"shift", Binding{}},
+            {"y", plan::activation(materialize(op.out).slot)},
+            {"io", heads ? Binding{} : plan::io()}});
+      return 1;
+    }
     // A tiled tower's pre-norm, its padding rows zeros: a dispatch of its own.
     if (op.dims[2] > 0) {
       if (group != 0) unsupported(i, "a norm that zeroes rows norms whole rows");
@@ -596,14 +621,26 @@ class Lowering {
   size_t lower_cross_kv(size_t i) {
     const Op& op = ops_[i];
     // The KV append alone, into the cross-attention cache (no q: q's
-    // binding is k's, which the kernel does not touch without rotation).
+    // binding is k's, which the kernel does not touch without rotation or
+    // a q norm); an image's keys with k's heads normed as they are read.
     const Loc k = loc(i, op.in[0]), v = loc(i, op.in[1]);
-    emit(i, KernelKey{.family = Family::RopeKv}, plan::Grid::Heads, kv_append_bindings(k, k, v, op.layer),
+    const bool k_norm = op.tensor[0] >= 0;
+    std::map<std::string, Binding> bindings = kv_append_bindings(k, k, v, op.layer);
+    if (k_norm) bindings["k_norm"] = plan::weight(op.tensor[0]);
+    emit(i, KernelKey{.family = Family::RopeKv, .qk_norm = k_norm, .k_norm_only = k_norm}, plan::Grid::Heads,
+         std::move(bindings),
          {{"q_offset", k.offset}, {"q_stride", k.stride}, {"k_offset", k.offset}, {"k_stride", k.stride},
           {"v_offset", v.offset}, {"v_stride", v.stride}})
         .groups_x = static_cast<uint32_t>(op.dims[0]);  // a workgroup a KV head (rope_kv.comp)
-    window_of(i, op.layer, 0);
+    window_of(i, op.layer, k_norm ? image_window(i, op.dims[2]) : 0);
     return 1;
+  }
+
+  // An image cross-attention layer's cache (Llama 3.2 Vision): `rows` keys
+  // an image, as plan::ring_positions reads a window ≤ −2.
+  static int64_t image_window(size_t i, int64_t rows) {
+    if (rows < 2) unsupported(i, "an image of fewer than two cross-attention keys");
+    return -rows;
   }
 
   // OpKind::Logits.
@@ -923,20 +960,23 @@ class Lowering {
     if (layer < 0) unsupported(i, "attention outside the layers: no cache of a layer to read");
     const size_t l = static_cast<size_t>(layer);
     if (plan_.windows.size() <= l) plan_.windows.resize(l + 1, -1);
-    if (plan_.windows[l] >= 0 && plan_.windows[l] != window)
+    if (plan_.windows[l] != -1 && plan_.windows[l] != window)
       unsupported(i, "two attentions of one cache see different windows");
     plan_.windows[l] = window;
   }
 
   void lower_attention(size_t i, int64_t rotary, RopePairing pairing, bool local, int64_t rot_offset = 0) {
     const Op& op = ops_[i];
-    if (op.variant == typed::kCross) {
-      // Cross-attention: the cache holds the encoder's output already.
+    if (op.variant == typed::kCross || op.variant == typed::kImageCross) {
+      // Cross-attention: the cache holds the encoder's output already (an
+      // image's keys: its cache holds dims[4] keys an image).
+      const bool images = op.variant == typed::kImageCross;
       const Loc q = loc(i, op.in[0]);
       const Loc out = materialize(op.out);
-      window_of(i, op.layer, 0);
-      attention_dispatches(i, op, KernelKey{.family = Family::Attention, .bidirectional = true, .cross = true}, q, out,
-                           {{"q_offset", q.offset}, {"q_stride", q.stride}});
+      window_of(i, op.layer, images ? image_window(i, op.dims[4]) : 0);
+      attention_dispatches(i, op,
+                           KernelKey{.family = Family::Attention, .bidirectional = true, .cross = true, .image_cross = images},
+                           q, out, {{"q_offset", q.offset}, {"q_stride", q.stride}});
       return;
     }
     const Loc q = loc(i, op.in[0]), k = loc(i, op.in[1]), v = loc(i, op.in[2]);

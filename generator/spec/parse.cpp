@@ -698,7 +698,10 @@ void resolve_defaults(Spec& s) {
     if (!s.locations.count("vision.weights.dtype")) v.weights.dtype = s.weights.dtype;
     v.weights.vector_dtype = is_block_dtype(v.weights.dtype) ? DType::F32 : v.weights.dtype;
     if (v.tokens.image < 0) v.tokens.image = v.tokens.marker;
-    v.dims.max_context = v.positions_count();
+    // The rows of the tower's one pass: an image's (a tiled tower's: every
+    // tile's rows, then their padding rows).
+    const int64_t rows = v.positions_count();
+    v.dims.max_context = v.tiles > 0 ? v.tiles * (rows + tile_padding(rows)) : rows;
   }
   if (s.embedding.scale_sqrt_hidden) {
     const double root = std::sqrt(static_cast<double>(s.dims.hidden));

@@ -65,8 +65,44 @@ ImageInput tower_input(const plan::VisionLink& link, std::span<const float> pixe
   return out;
 }
 
+ImageInput tiles_input(const plan::VisionLink& link, std::span<const image::Pixels> tiles, int64_t aspect_ratio_id,
+                       int64_t row_floats, const std::string& name) {
+  const int64_t count = static_cast<int64_t>(tiles.size());
+  if (link.tiles == 0) throw Error(ErrorKind::InvalidArgument, name + ": the vision tower takes no tiles");
+  if (count < 1 || count > link.tiles)
+    throw Error(ErrorKind::InvalidArgument, name + ": " + std::to_string(count) + " tiles; the vision tower takes 1 to " +
+                                                std::to_string(link.tiles));
+  if (aspect_ratio_id < 1 || aspect_ratio_id > link.aspect_ratios)
+    throw Error(ErrorKind::InvalidArgument, name + ": aspect ratio id " + std::to_string(aspect_ratio_id) +
+                                                "; the vision tower's are 1 to " + std::to_string(link.aspect_ratios));
+  ImageInput out;
+  const size_t width = static_cast<size_t>(row_floats);
+  out.rows.assign(static_cast<size_t>(link.tile_pass_rows()) * width, 0.0f);
+  for (int64_t t = 0; t < count; ++t) {
+    const image::Pixels& tile = tiles[static_cast<size_t>(t)];
+    if (tile.height != link.image_size || tile.width != link.image_size)
+      throw Error(ErrorKind::InvalidArgument, name + ": tile " + std::to_string(t) + " of " +
+                                                  sides(tile.width, tile.height) + " pixels; the vision tower takes " +
+                                                  std::to_string(link.image_size) + "²");
+    // Its class row (zeros), then its patches.
+    const std::vector<float> unfolded = image::unfold_patches(tile.chw, link.channels, tile.height, tile.width, link.patch,
+                                                              link.class_rows, row_floats);
+    std::copy(unfolded.begin(), unfolded.end(),
+              out.rows.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(t * link.tile_rows) * width));
+  }
+  out.tokens.assign(static_cast<size_t>(link.tile_pass_rows()), static_cast<int32_t>(aspect_ratio_id));
+  out.grid = {1, link.tiles * link.tile_rows};
+  out.tiles = count;
+  out.own = count * link.tile_rows;
+  return out;
+}
+
 ImageInput image_input(const plan::VisionLink& link, const image::Preprocess& p, const image::Image& image,
                        int64_t row_floats, const std::string& name) {
+  if (link.tiles > 0) {
+    const image::Tiles t = image::preprocess_tiles(image, p);
+    return tiles_input(link, t.tiles, t.aspect_ratio_id, row_floats, name);
+  }
   const image::Pixels pixels = image::preprocess(image, p);
   if (const std::string why = size_refusal(link, pixels.height, pixels.width); !why.empty())
     throw Error(ErrorKind::InvalidArgument, name + ": the image processor (" + p.processor + ") gives " +
@@ -81,7 +117,7 @@ ImageFeatures image_features(Session& tower, const plan::VisionLink& link, const
     throw Error(ErrorKind::InvalidArgument, std::to_string(input.rows.size()) + " input values are not rows of " +
                                                 std::to_string(row_floats) + " (the tower's input)");
   const int64_t rows = static_cast<int64_t>(input.rows.size()) / row_floats;
-  std::vector<float> out = tower.encode_rows(input.rows, rows, input.tokens);
+  std::vector<float> out = tower.encode_rows(input.rows, rows, input.tokens, input.own);
   const size_t width = static_cast<size_t>(tower.model().output_width);
   const size_t skip = static_cast<size_t>(link.skip_rows) * width;
   const size_t features = static_cast<size_t>(input.grid.count()) * width;
@@ -90,7 +126,7 @@ ImageFeatures image_features(Session& tower, const plan::VisionLink& link, const
                                                 std::to_string(link.skip_rows + input.grid.count()) + " an image reads");
   return {std::vector<float>(out.begin() + static_cast<std::ptrdiff_t>(skip),
                              out.begin() + static_cast<std::ptrdiff_t>(skip + features)),
-          input.grid};
+          input.grid, input.tiles};
 }
 
 ImageFeatures encode_image(Session& tower, const plan::VisionLink& link, const image::Preprocess& p,

@@ -21,6 +21,9 @@ struct ImageInput {
   std::vector<float> rows;      // [patches][row_floats]: its patches unfolded, in the tower's order
   std::vector<int32_t> tokens;  // each row's IO token (2D RoPE: its patch's row · grid + column); empty: zeros
   plan::ImageGrid grid;         // the features it gives the decoder
+  // A tiled tower's (Llama 3.2 Vision): the image's own tiles, and their
+  // rows, which come first (Session::encode_rows's `own`). 0: not tiled.
+  int64_t tiles = 0, own = 0;
   bool operator==(const ImageInput&) const = default;
 };
 
@@ -34,6 +37,16 @@ struct ImageInput {
 ImageInput tower_input(const plan::VisionLink& link, std::span<const float> pixels, int64_t height, int64_t width,
                        int64_t row_floats, const std::string& name);
 
+// A tiled tower's image (Llama 3.2 Vision): `tiles` ([channels][image_size]²
+// each, image::Tiles's order) of an image of aspect ratio id
+// `aspect_ratio_id`, as the tower's pass: every tile's class row (zeros) and
+// patches, the link's tiles past the image's zeros, then the padding rows
+// (zeros); each row's token the aspect ratio id. Its grid is the link's
+// tiles' rows, every tile's (the decoder's cross-attention keys of it).
+// Throws Error(InvalidArgument), naming `name`, for tiles the tower does not take.
+ImageInput tiles_input(const plan::VisionLink& link, std::span<const image::Pixels> tiles, int64_t aspect_ratio_id,
+                       int64_t row_floats, const std::string& name);
+
 // One image as the tower's input: `image` (decoded; image::load)
 // preprocessed as `p` says, then tower_input. Throws Error(InvalidArgument)
 // naming it when the processor gives a size the tower does not take.
@@ -45,6 +58,7 @@ ImageInput image_input(const plan::VisionLink& link, const image::Preprocess& p,
 struct ImageFeatures {
   std::vector<float> values;
   plan::ImageGrid grid;
+  int64_t tiles = 0;  // a tiled tower's: the image's own tiles (Session::images)
 };
 
 // An image's input through `tower` (a session of vision_info()), the rows

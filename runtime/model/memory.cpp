@@ -35,7 +35,7 @@ VkDeviceSize Session::Impl::device_bytes(size_t tensor) const {
 // them, the KV cache at the session's context and the activations, against
 // the device's largest device-local heap.
 int64_t Session::Impl::ring_positions(int64_t layer) const {
-  return plan::ring_positions(plan.windows[static_cast<size_t>(layer)], context, options.max_chunk);
+  return plan::ring_positions(plan.windows[static_cast<size_t>(layer)], context, options.max_chunk, options.images);
 }
 
 void Session::Impl::own_bound() {
@@ -92,7 +92,8 @@ Session::SplitNeed Session::split_need(const ModelInfo& model, const SessionOpti
   const int64_t row = p.cache_row_bytes + p.v_cache_row_bytes;
   int64_t spread = options.sequences * p.state_layers * (p.conv_state_floats + p.scan_state_floats) * 4;
   for (size_t l = 0; l < p.windows.size(); ++l) {
-    const int64_t bytes = options.sequences * plan::ring_positions(p.windows[l], context, options.max_chunk) * row;
+    const int64_t bytes =
+        options.sequences * plan::ring_positions(p.windows[l], context, options.max_chunk, options.images) * row;
     if (static_cast<int64_t>(p.windows.size()) == layers) out.layers[l] += bytes;
     else spread += bytes;
   }

@@ -51,7 +51,10 @@ void Session::Impl::check_ready(int64_t sequence, size_t count) const {
 }
 
 void Session::Impl::check_token(int32_t token) const {
-  if (token < 0 || token >= model.vocab)
+  // (An image cross-attention decoder's marker is a row of its token table
+  // past the vocabulary: Llama 3.2 Vision's <|image|>.)
+  const bool marker = model.vision != nullptr && model.vision->cross && token == model.vision->marker;
+  if (token < 0 || (token >= model.vocab && !marker))
     throw Error(ErrorKind::InvalidArgument,
                 "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(model.vocab) + ")");
 }
@@ -107,6 +110,8 @@ void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens
   starts.push_back(tokens.size());
   const int64_t position = positions[static_cast<size_t>(sequence)];
   const uint32_t extent = extent_of(sequence, static_cast<uint32_t>(position + static_cast<int64_t>(tokens.size())));
+  // An image cross-attention decoder's rows: each its own images' keys.
+  const bool image_rows = vision != nullptr && vision->cross;
   const auto chunk_rows = [&](size_t c) { return static_cast<uint32_t>(starts[c + 1] - starts[c]); };
   for (size_t t = 0; t + 1 < chunks + n; ++t) {
     // Hand on first, last stage first: stage k takes chunk t − k (its IO
@@ -136,8 +141,9 @@ void Session::Impl::run_prompt(int64_t sequence, std::span<const int32_t> tokens
                         splice.features.data() + feature * width, width * sizeof(float));
           }
         }
-        all[k]->io_rows()[r] = {token, static_cast<uint32_t>(sequence),
-                                static_cast<uint32_t>(position + static_cast<int64_t>(at)), extent};
+        const int64_t row_position = position + static_cast<int64_t>(at);
+        all[k]->io_rows()[r] = {token, static_cast<uint32_t>(sequence), static_cast<uint32_t>(row_position),
+                                image_rows ? image_extent(sequence, row_position) : extent};
       }
       if (k > 0)
         std::memcpy(all[k]->handoff_in->mapped(), all[k - 1]->handoff_out->mapped(),
@@ -351,6 +357,7 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
     s.context = context;
     s.positions.assign(static_cast<size_t>(options.sequences), 0);
     s.sources.assign(static_cast<size_t>(options.sequences), 0);
+    s.image_keys.assign(static_cast<size_t>(options.sequences), {});
     s.first_stage = k == 0;
     s.last_stage = k + 1 == count;
     s.first_layer = first_layer;
@@ -490,11 +497,13 @@ int64_t Session::position(int64_t sequence) const {
 void Session::reset() {
   std::fill(impl_->positions.begin(), impl_->positions.end(), 0);
   std::fill(impl_->sources.begin(), impl_->sources.end(), 0);
+  for (Impl::ImageKeys& k : impl_->image_keys) k = {};
 }
 void Session::reset(int64_t sequence) {
   impl_->check_sequence(sequence);
   impl_->positions[static_cast<size_t>(sequence)] = 0;
   impl_->sources[static_cast<size_t>(sequence)] = 0;
+  if (!impl_->image_keys.empty()) impl_->image_keys[static_cast<size_t>(sequence)] = {};
 }
 size_t Session::dispatches_per_token() const {
   size_t n = 0;
@@ -575,6 +584,20 @@ std::vector<float> Session::Impl::prompt(int64_t sequence, std::span<const int32
     if (splice.rows.empty() || splice.rows[i] < 0) check_token(tokens[i]);
   check_ready(sequence, tokens.size());
   check_source(sequence);
+  if (model.vision != nullptr && model.vision->cross) {
+    // The prompt's image markers, each an image given to images() before.
+    ImageKeys& k = image_keys[static_cast<size_t>(sequence)];
+    std::vector<int64_t> markers = k.markers;
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] == model.vision->marker)
+        markers.push_back(positions[static_cast<size_t>(sequence)] + static_cast<int64_t>(i));
+    if (markers.size() > k.first.size())
+      throw Error(ErrorKind::InvalidArgument,
+                  "the sequence's prompts hold " + std::to_string(markers.size()) + " image markers (token " +
+                      std::to_string(model.vision->marker) + "), but " + std::to_string(k.first.size()) +
+                      " images were given to its cross-attention (Session::images)");
+    k.markers = std::move(markers);
+  }
   // Chunk by chunk; stages in this process work at once on consecutive
   // chunks (run_prompt).
   std::vector<float> all;
@@ -592,10 +615,74 @@ std::vector<float> Session::Impl::prompt(int64_t sequence, std::span<const int32
   return options.all_logits ? all : last;
 }
 
+uint32_t Session::Impl::image_extent(int64_t sequence, int64_t position) const {
+  const ImageKeys& k = image_keys[static_cast<size_t>(sequence)];
+  size_t last = k.markers.size();
+  while (last > 0 && k.markers[last - 1] > position) --last;
+  if (last == 0) return plan::image_extent(0, k.keys, false);
+  size_t first = last - 1;
+  while (first > 0 && k.markers[first - 1] + 1 == k.markers[first]) --first;
+  return plan::image_extent(k.first[first], k.end[last - 1], true);
+}
+
+void Session::images(int64_t sequence, std::span<const float> features, std::span<const int64_t> tiles) {
+  Impl& s = *impl_;
+  const plan::VisionLink* v = s.model.vision;
+  if (v == nullptr || !v->cross)
+    throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) +
+                                                " has no image cross-attention (images() feeds Llama 3.2 Vision's)");
+  s.check_sequence(sequence);
+  if (s.positions[static_cast<size_t>(sequence)] != 0)
+    throw Error(ErrorKind::InvalidArgument, "sequence " + std::to_string(sequence) +
+                                                " holds tokens: its images go in before its first prompt (reset it)");
+  const int64_t images = static_cast<int64_t>(tiles.size()), per = v->tiles * v->tile_rows, hidden = s.model.hidden;
+  if (images == 0) throw Error(ErrorKind::InvalidArgument, "images() of no images");
+  if (images > s.options.images)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(images) + " images exceed the " +
+                                                std::to_string(s.options.images) +
+                                                " a sequence of this session holds (SessionOptions::images)");
+  if (static_cast<int64_t>(features.size()) != images * per * hidden)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(features.size()) + " feature values for " +
+                                                std::to_string(images) + " images of " + std::to_string(per) +
+                                                " rows of " + std::to_string(hidden));
+  for (int64_t n : tiles)
+    if (n < 1 || n > v->tiles)
+      throw Error(ErrorKind::InvalidArgument, "an image of " + std::to_string(n) + " tiles; the tower takes 1 to " +
+                                                  std::to_string(v->tiles));
+  s.check_ready(sequence, 0);
+  // The cross caches' keys: each image's own tiles' rows, image by image,
+  // then the rest (rows a row that sees no image reads too).
+  Impl::ImageKeys keys;
+  std::vector<int64_t> order;  // feature rows in key order
+  for (int64_t i = 0; i < images; ++i) {
+    keys.first.push_back(static_cast<int64_t>(order.size()));
+    for (int64_t r = 0; r < tiles[static_cast<size_t>(i)] * v->tile_rows; ++r) order.push_back(i * per + r);
+    keys.end.push_back(static_cast<int64_t>(order.size()));
+  }
+  for (int64_t i = 0; i < images; ++i)
+    for (int64_t r = tiles[static_cast<size_t>(i)] * v->tile_rows; r < per; ++r) order.push_back(i * per + r);
+  keys.keys = static_cast<int64_t>(order.size());
+  // The image pass over them, max_chunk rows at a time (each key's row is its own).
+  const size_t most = static_cast<size_t>(s.options.max_chunk), width = static_cast<size_t>(hidden);
+  for (size_t from = 0; from < order.size(); from += most) {
+    const size_t rows = std::min(most, order.size() - from);
+    float* to = static_cast<float*>(s.input->mapped());
+    for (size_t r = 0; r < rows; ++r) {
+      std::memcpy(to + r * width, features.data() + static_cast<size_t>(order[from + r]) * width, width * sizeof(float));
+      s.io_rows()[r] = {0, static_cast<uint32_t>(sequence), static_cast<uint32_t>(from + r),
+                        static_cast<uint32_t>(order.size())};
+    }
+    s.record(s.prefill_commands, static_cast<uint32_t>(rows), s.tile_for(static_cast<uint32_t>(rows)), false, true,
+             VK_NULL_HANDLE, true);
+    s.submit(s.prefill_commands);
+  }
+  s.image_keys[static_cast<size_t>(sequence)] = std::move(keys);
+}
+
 std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> tokens, std::span<const int64_t> at,
                                     std::span<const float> features) {
   Impl& s = *impl_;
-  if (s.model.encoder || s.plan.input_row_floats != s.model.hidden)
+  if (s.model.encoder || s.plan.input_row_floats != s.model.hidden || (s.model.vision && s.model.vision->cross))
     throw Error(ErrorKind::InvalidArgument, std::string(s.model.name) + " splices no rows (a decoder of a [vision] splice does)");
   const size_t width = static_cast<size_t>(s.model.hidden);
   if (features.size() != at.size() * width)
@@ -671,7 +758,8 @@ std::vector<std::vector<float>> Session::encode(std::span<const std::vector<int3
   return result;
 }
 
-std::vector<float> Session::encode_rows(std::span<const float> input, int64_t rows, std::span<const int32_t> tokens) {
+std::vector<float> Session::encode_rows(std::span<const float> input, int64_t rows, std::span<const int32_t> tokens,
+                                       int64_t own) {
   Impl& s = *impl_;
   const int64_t width = s.plan.input_row_floats;
   if (!s.model.encoder || width == 0)
@@ -689,9 +777,14 @@ std::vector<float> Session::encode_rows(std::span<const float> input, int64_t ro
   if (!tokens.empty() && static_cast<int64_t>(tokens.size()) != rows)
     throw Error(ErrorKind::InvalidArgument, std::to_string(tokens.size()) + " row tokens for " + std::to_string(rows) +
                                                 " input rows");
+  if (own < 0 || own > rows)
+    throw Error(ErrorKind::InvalidArgument, std::to_string(own) + " rows of the image's own among " + std::to_string(rows));
   s.check_ready(0, 0);
-  s.write_input(0, 0, tokens.empty() ? std::vector<int32_t>(static_cast<size_t>(rows), 0)
-                                     : std::vector<int32_t>(tokens.begin(), tokens.end()));
+  const size_t written = s.write_input(0, 0, tokens.empty() ? std::vector<int32_t>(static_cast<size_t>(rows), 0)
+                                                            : std::vector<int32_t>(tokens.begin(), tokens.end()));
+  // A tiled tower's rows past the image's own see those alone.
+  if (own > 0)
+    for (size_t r = static_cast<size_t>(own); r < written; ++r) s.io_rows()[r].extent = static_cast<uint32_t>(own);
   float* to = static_cast<float*>(s.input->mapped());
   std::copy(input.begin(), input.end(), to);
   std::fill(to + input.size(), to + padded * static_cast<size_t>(width), 0.0f);  // the padding rows: zeros

@@ -50,6 +50,10 @@ struct SessionOptions {
   // the expansion) for a measurement or a test.
   std::string mla_form;
   int64_t sequences = 1;  // independent KV caches of `context` positions each (at most max_chunk)
+  // An image cross-attention decoder (Llama 3.2 Vision): the images a
+  // sequence holds at most, its cross-attention caches' keys (each image's
+  // tiles' rows).
+  int64_t images = 1;
   // A model split over devices: the layers of each pipeline stage, in order,
   // one device each (the Session's devices): {16, 16} runs layers 0–15 on the
   // first device, with the embedding, and 16–31 on the second, with the
@@ -167,7 +171,10 @@ class Session {
   // reads no input rows, a size that does not match, or more rows than the
   // context or a pass holds, before anything runs. `tokens`: each row's IO
   // token (a 2D RoPE tower's: its patch's row · grid + column; empty: 0).
-  std::vector<float> encode_rows(std::span<const float> input, int64_t rows, std::span<const int32_t> tokens = {});
+  // `own` > 0 (a tiled tower's image): the rows from `own` on (its padding
+  // tiles' and padding rows) see the rows before it alone, which see every row.
+  std::vector<float> encode_rows(std::span<const float> input, int64_t rows, std::span<const int32_t> tokens = {},
+                                 int64_t own = 0);
   // An encoder–decoder: encodes `tokens`, the source, in one pass into the
   // sequence's cross-attention caches and empties its decoder cache; its
   // prefill and decode steps then attend to that source, starting from
@@ -176,6 +183,18 @@ class Session {
   // before anything runs. prefill and decode of a sequence without a source
   // are errors too.
   void source(int64_t sequence, std::span<const int32_t> tokens);
+  // An image cross-attention decoder (Llama 3.2 Vision): `images` images'
+  // features (the tower's rows of each, model().vision's tiles × tile_rows,
+  // [images][tiles · tile_rows][hidden]) into the sequence's cross-attention
+  // caches, `tiles[i]` of image i's its own (the rest its canvas's padding
+  // tiles). The sequence's prompts then hold a marker for each, in order
+  // (MllamaProcessor's cross-attention mask: a row sees the image of the
+  // last marker at or before it, with the adjacent markers before that one;
+  // a row before any reads every key, its MLP adding nothing). Throws
+  // Error(InvalidArgument) for another model, a sequence that holds tokens
+  // (reset it), more images than SessionOptions::images, or features or
+  // tile counts that do not fit, before anything runs.
+  void images(int64_t sequence, std::span<const float> features, std::span<const int64_t> tiles);
   // A prompt's pass, whatever the stack: a decoder's prefill(sequence,
   // tokens); an encoder–decoder's source(sequence, tokens), then the prefill
   // of its decoder_start. The logits of the last row [vocab].

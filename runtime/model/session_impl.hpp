@@ -158,6 +158,20 @@ struct Session::Impl {
   std::vector<size_t> active;  // the plan's dispatches a pass records (split_only ones only when split)
   size_t encode_active = 0;    // an encoder–decoder's: the first of `active`, its encode pass
   std::vector<int64_t> sources;  // an encoder–decoder's, per sequence: its source's length (0: none yet)
+  // An image cross-attention decoder's (Llama 3.2 Vision), per sequence: its
+  // images' keys in the cross caches (their own tiles' rows, [first, end)
+  // each, image by image; the other tiles' rows after them, `keys` in all)
+  // and the positions of the prompts' image markers so far.
+  struct ImageKeys {
+    std::vector<int64_t> first, end;
+    int64_t keys = 0;
+    std::vector<int64_t> markers;
+  };
+  std::vector<ImageKeys> image_keys;
+  // The extent of the sequence's row at `position` (plan::image_extent):
+  // the images of the last run of adjacent markers at or before it, or, with
+  // none, every key.
+  uint32_t image_extent(int64_t sequence, int64_t position) const;
 
   std::shared_ptr<vk::Pipelines> pipelines;  // shared with the other sessions on this device (Pipelines::shared)
   std::map<std::array<uint32_t, 5>, std::vector<const vk::Pipeline*>> layouts;  // pipelines_for, by rows, tokens, texels, groups, variant
@@ -286,6 +300,8 @@ struct Session::Impl {
   // one must be encoded first (Session::source).
   void check_source(int64_t sequence) const;
   uint32_t extent_of(int64_t sequence, uint32_t extent) const {
+    if (model.vision != nullptr && model.vision->cross)  // a decode row: its position the sequence's next
+      return image_extent(sequence, positions[static_cast<size_t>(sequence)]);
     return model.encoder_decoder ? static_cast<uint32_t>(sources[static_cast<size_t>(sequence)]) : extent;
   }
   // Writes one input's rows (an encoder's input, an encoder–decoder's

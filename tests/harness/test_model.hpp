@@ -148,4 +148,19 @@ inline double worst_row_error(const std::vector<float>& a, const std::vector<flo
   return worst;
 }
 
+// `steps` greedy decode steps of sequence 0 from `token`, each row against
+// the reference's (whose cache holds what the session's does), the next
+// token the reference's pick.
+inline void check_greedy_steps(Session& session, reference::Reference& ref, int32_t token, int steps) {
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  for (int step = 0; step < steps; ++step) {
+    CAPTURE(step);
+    const std::vector<float> row = session.decode(token);
+    const std::vector<float> want = ref.forward({token});
+    REQUIRE(want.size() == V);
+    CHECK(normalized_error(row.data(), want.data(), V) < tolerance(session));
+    token = static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
+  }
+}
+
 }  // namespace lathe::test

@@ -163,15 +163,7 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a prompt with an image's features spliced g
   CHECK(worst < tolerance(session));
 
   // Greedy steps after it read the image's keys from the cache.
-  int32_t token = 5;
-  for (int step = 0; step < 3; ++step) {
-    CAPTURE(step);
-    const std::vector<float> row = session.decode(token);
-    const std::vector<float> want = ref.forward({token});
-    REQUIRE(want.size() == V);
-    CHECK(normalized_error(row.data(), want.data(), V) < tolerance(session));
-    token = static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
-  }
+  check_greedy_steps(session, ref, 5, 3);
 
   // Refusals, before anything runs: rows out of order, features of another
   // size; part of an image whose rows see each other both ways.

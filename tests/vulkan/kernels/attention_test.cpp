@@ -51,7 +51,14 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
     const bool cross = c.flag("CROSS");
     CHECK(cross == (k.name.find("_cross") != std::string::npos));
     CHECK(bidirectional == (s.encoder() || k.name.find("_bidirectional") != std::string::npos || cross));
-    if (cross) CHECK(s.encoder_decoder());
+    // An image cross-attention decoder's (Llama 3.2 Vision): each row's
+    // extent names its images' keys, [first, end) (plan::image_extent).
+    const bool image_cross = c.flag("CROSS_IMAGES");
+    CHECK(image_cross == (k.name == "attention_image_cross"));
+    if (cross) CHECK((s.encoder_decoder() || (image_cross && s.vision.connection == spec::VisionConnection::CrossAttention)));
+    const auto image_keys = [&](uint32_t t, uint32_t source) -> std::pair<uint32_t, uint32_t> {
+      return t % 3 == 0 ? std::pair{0u, source} : t % 3 == 1 ? std::pair{2u, 5u} : std::pair{0u, 3u};
+    };
     // T5's relative bias: a scalar per (bucket of j − i, head), the buckets by
     // the reference's function (causal in a decoder); none in cross-attention.
     const bool relative = c.flag("RELATIVE");
@@ -160,6 +167,11 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
       std::vector<uint32_t> io_rows = io_words(cs.position, tokens);
       if (cross)
         for (size_t w = 3; w < io_rows.size(); w += 4) io_rows[w] = source;
+      if (image_cross)  // a third of the rows see no image (every key), the others keys 2 … 4 or 0 … 2
+        for (uint32_t t = 0; t < cs.rows; ++t) {
+          const auto [first, end] = image_keys(t, source);
+          io_rows[size_t{t} * 4 + 3] = plan::image_extent(first, end, t % 3 != 0);
+        }
       if (cs.real > 0)
         for (uint32_t t = cs.real; t < cs.rows; ++t) io_rows[size_t{t} * 4 + 3] = cs.position + cs.real;
       vk::Buffer io = buffer_of(device, io_rows);
@@ -199,12 +211,14 @@ TEST_CASE_FIXTURE(VulkanTest, "attention: causal softmax over the cache, GQA hea
         // An image's row sees up to the image's last row too.
         const uint32_t i_pos = cs.position + t;
         const bool spliced = (tokens[t] & plan::kSplicedToken) != 0;
-        const uint32_t last = cross           ? source - 1
+        const uint32_t last = image_cross     ? image_keys(t, source).second - 1
+                              : cross         ? source - 1
                               : !bidirectional ? (spliced ? std::max(i_pos, image_last) : i_pos)
                               : window > 0     ? std::min(cs.position + cs.rows - 1, i_pos + window)
                               : cs.real > 0 && t >= cs.real ? cs.position + cs.real - 1
                                                : cs.position + cs.rows - 1;
-        const uint32_t first = bidirectional ? (window > 0 && i_pos > window ? i_pos - window : 0)
+        const uint32_t first = image_cross     ? image_keys(t, source).first
+                               : bidirectional ? (window > 0 && i_pos > window ? i_pos - window : 0)
                                : spliced     ? std::min(window > 0 && i_pos + 1 > window ? i_pos + 1 - window : 0,
                                                         image_last + 1 - image_rows)
                                              : (window > 0 && i_pos + 1 > window ? i_pos + 1 - window : 0);

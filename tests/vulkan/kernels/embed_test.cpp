@@ -110,7 +110,8 @@ TEST_CASE_FIXTURE(VulkanTest, "embed: a vision tower's input rows, plus position
     const spec::Spec& s = m.spec;  // the tower's own (spec::vision_tower)
     const uint32_t d = c.u("D");
     const bool positions = c.flag("POSITIONS"), cls = c.flag("CLASS");
-    CHECK(s.encoder());
+    // (An image cross-attention decoder's image pass copies its rows too.)
+    CHECK((s.encoder() || s.vision.connection == spec::VisionConnection::CrossAttention));
     CHECK(!c.flag("SPLICE"));
     CHECK((positions ? d == s.dims.hidden : !cls));  // the input's copy adds nothing
     const DType dtype = positions ? weight_dtype(c.u("WDTYPE")) : DType::F32;

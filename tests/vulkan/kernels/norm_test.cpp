@@ -30,8 +30,11 @@ void pooled(vk::Device& device, Gpu& gpu, Worst& worst, const Model& m, const em
   vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g), bb = buffer_of(device, b);
   vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * n, kGuard)));
   gpu.run(m, k,
-          kernels::NormBindings<vk::Binding>{
-              .x = whole(xb), .scale = whole(gb), .shift = layer_norm ? whole(bb) : gpu.no_buffer(), .y = whole(y)},
+          kernels::NormBindings<vk::Binding>{.x = whole(xb),
+                                             .scale = whole(gb),
+                                             .shift = layer_norm ? whole(bb) : gpu.no_buffer(),
+                                             .y = whole(y),
+                                             .io = gpu.no_buffer()},
           push::RowsPush{.rows = rows}, rows);
   const std::vector<float> out = read_back<float>(device, y, size_t{rows} * n + kGuardWords);
   NormalizedError e;
@@ -78,7 +81,9 @@ void merged(vk::Device& device, Gpu& gpu, Worst& worst, const Model& m, const em
   const std::vector<float> g = random_floats(n, 0.5f, 1.5f);
   vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g);
   vk::Buffer y = buffer_of(device, guarded(std::vector<float>(size_t{rows} * width, kGuard)));
-  gpu.run(m, k, kernels::NormBindings<vk::Binding>{.x = whole(xb), .scale = whole(gb), .shift = gpu.no_buffer(), .y = whole(y)},
+  gpu.run(m, k,
+          kernels::NormBindings<vk::Binding>{
+              .x = whole(xb), .scale = whole(gb), .shift = gpu.no_buffer(), .y = whole(y), .io = gpu.no_buffer()},
           push::RowsPush{.rows = rows}, rows);
   const std::vector<float> out = read_back<float>(device, y, size_t{rows} * width + kGuardWords);
   NormalizedError e;
@@ -118,8 +123,15 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     const bool grouped = group != n;
     const bool layer_norm = !grouped && s.norm.kind == spec::NormKind::LayerNorm;
     const bool bias = !grouped && s.norm.bias, unit_offset = !grouped && s.norm.unit_offset;
-    if (grouped) CHECK((n == s.ssm.d_inner && group == s.ssm.d_inner / s.ssm.groups));
+    // A cross-attention query's per-head norm (Llama 3.2 Vision): one
+    // scale, a head wide, for every head; a norm whose rows that see no
+    // image are zeros (its cross-attention layers' MLP input).
+    const bool head_scale = c.flag("HEAD_SCALE"), row_mask = c.flag("ROW_MASK");
+    if (head_scale || row_mask) CHECK(s.vision.connection == spec::VisionConnection::CrossAttention);
+    if (head_scale) CHECK((n == s.dims.heads * s.dims.head_dim && group == s.dims.head_dim));
+    else if (grouped) CHECK((n == s.ssm.d_inner && group == s.ssm.d_inner / s.ssm.groups));
     else CHECK(n == s.dims.hidden);
+    CHECK(k.name.ends_with("_image_rows") == row_mask);
     CHECK(c.flag("LAYER_NORM") == layer_norm);
     CHECK(c.flag("HAS_BIAS") == bias);
     CHECK(c.flag("UNIT_OFFSET") == unit_offset);
@@ -134,7 +146,8 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
       REQUIRE(m.tower_of);
       CHECK(zero_from == m.tower_of->vision.tiles * m.tower_of->vision.positions_count());
     }
-    if (grouped) CHECK(k.name == "norm_" + std::to_string(n) + "_group" + std::to_string(group));
+    if (grouped)
+      CHECK(k.name == "norm_" + std::to_string(n) + "_group" + std::to_string(group) + (head_scale ? "_heads" : ""));
     if (residual)
       CHECK((s.norm.placement == spec::NormPlacement::Sandwich || s.norm.placement == spec::NormPlacement::BranchOutput));
 
@@ -149,23 +162,31 @@ TEST_CASE_FIXTURE(VulkanTest, "norm: RMSNorm and LayerNorm rows") {
     vk::Buffer xb = buffer_of(device, x), gb = buffer_of(device, g), bb = buffer_of(device, b);
     const std::vector<float> y0 = residual ? random_floats(size_t{rows} * n) : std::vector<float>(size_t{rows} * n, kGuard);
     vk::Buffer y = buffer_of(device, guarded(y0));
+    // Rows 0, 2, 4 see an image, 1 and 3 none (ROW_MASK).
+    std::vector<uint32_t> io_rows = io_words(0, std::vector<uint32_t>(rows, 0));
+    const auto sees_image = [](uint32_t t) { return t % 2 == 0; };
+    for (uint32_t t = 0; t < rows; ++t) io_rows[size_t{t} * 4 + 3] = plan::image_extent(0, 7, sees_image(t));
+    vk::Buffer io = buffer_of(device, io_rows);
     gpu.run(m, k,
-            kernels::NormBindings<vk::Binding>{
-                .x = whole(xb), .scale = whole(gb), .shift = bias ? whole(bb) : gpu.no_buffer(), .y = whole(y)},
+            kernels::NormBindings<vk::Binding>{.x = whole(xb),
+                                               .scale = whole(gb),
+                                               .shift = bias ? whole(bb) : gpu.no_buffer(),
+                                               .y = whole(y),
+                                               .io = row_mask ? vk::Binding(whole(io)) : gpu.no_buffer()},
             push::RowsPush{.rows = rows}, rows);
     const std::vector<float> out = read_back<float>(device, y, size_t{rows} * n + kGuardWords);
 
     NormalizedError e;
     for (uint32_t t = 0; t < rows; ++t)
       for (uint32_t first = 0; first < n; first += group) {  // each group on its own (one: the row)
-        if (zero_from > 0 && t >= zero_from) {
+        if ((zero_from > 0 && t >= zero_from) || (row_mask && !sees_image(t))) {
           for (uint32_t i = 0; i < group; ++i) e.add(out[size_t{t} * n + first + i], 0.0);
           continue;
         }
         const float* row = &x[size_t{t} * n + first];
         const std::vector<double> normed =
             reference::norm_values(layer_norm ? spec::NormKind::LayerNorm : spec::NormKind::RMSNorm, s.norm.eps,
-                                   unit_offset, &g[first], bias ? &b[first] : nullptr,
+                                   unit_offset, head_scale ? g.data() : &g[first], bias ? &b[first] : nullptr,
                                    std::vector<double>(row, row + group));
         for (uint32_t i = 0; i < group; ++i) {
           const double expected = normed[i] + (residual ? y0[size_t{t} * n + first + i] : 0.0);

@@ -15,7 +15,11 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
   for_each_instance("rope_kv.comp", [&](const Model& m, const emit::KernelInstance& k, const Constants& c) {
     const spec::Spec& s = m.spec;
     check_head_constants(s, c);
-    const bool rope = s.position.kind == spec::PositionKind::Rope;
+    // An image's cross-attention keys (Llama 3.2 Vision's image pass): the
+    // KV append with k's heads normed alone (QK_NORM 4), no rotation.
+    const bool image_keys = k.name == "kv_append_k_norm";
+    if (image_keys) CHECK(s.vision.connection == spec::VisionConnection::CrossAttention);
+    const bool rope = !image_keys && s.position.kind == spec::PositionKind::Rope;
     const uint32_t hq = c.u("HQ"), hkv = c.u("HKV"), dh = c.u("DH");
     const uint32_t rot = rope ? static_cast<uint32_t>(s.position.rotary_dim) : 0;
     const bool neox = s.position.pairing == spec::RopePairing::Neox;
@@ -84,27 +88,29 @@ TEST_CASE_FIXTURE(VulkanTest, "rope_kv: q rotated in place, k and v appended to 
     // with random scales, applied before the rotation.
     // (3: the latent norm, k's first LATENT dims.)
     const uint32_t qk = c.u("QK_NORM");
-    CHECK(qk == (latent ? 3u
+    CHECK(qk == (image_keys ? 4u
+                 : latent ? 3u
                  : s.attention.qk_norm == spec::QKNorm::None ? 0u
                  : s.attention.qk_norm == spec::QKNorm::PerHead ? 1u : 2u));
     CHECK(c.f("QK_EPS") == doctest::Approx(s.norm.eps).epsilon(1e-7));
     CHECK(c.flag("QK_UNIT_OFFSET") == s.norm.unit_offset);
-    const std::vector<float> q_scale = random_floats(qk == 1 ? dh : size_t{hq} * dh);
-    const std::vector<float> k_scale = random_floats(qk == 1 ? dh : qk == 3 ? c.u("LATENT") : size_t{hkv} * dh);
+    const bool per_head = qk == 1 || qk == 4;
+    const std::vector<float> q_scale = random_floats(per_head ? dh : size_t{hq} * dh);
+    const std::vector<float> k_scale = random_floats(per_head ? dh : qk == 3 ? c.u("LATENT") : size_t{hkv} * dh);
     vk::Buffer q_scale_buffer = buffer_of(device, q_scale), k_scale_buffer = buffer_of(device, k_scale);
     // Head `h` of the row at `row` of `values` (`heads` heads), as the kernel reads it.
     auto read_head = [&](const std::vector<float>& values, size_t row, uint32_t h, uint32_t heads,
                          const std::vector<float>& scale) {
       std::vector<float> out(values.begin() + static_cast<long>(row + size_t{h} * dh),
                              values.begin() + static_cast<long>(row + size_t{h} * dh + dh));
-      if (qk == 0 || (qk == 3 && &scale == &q_scale)) return out;  // the latent norm: k's only
-      const size_t start = qk == 1 ? row + size_t{h} * dh : row;
-      const size_t width = qk == 1 ? dh : qk == 3 ? c.u("LATENT") : size_t{heads} * dh;
+      if (qk == 0 || ((qk == 3 || qk == 4) && &scale == &q_scale)) return out;  // the latent norm, k's heads: k's only
+      const size_t start = per_head ? row + size_t{h} * dh : row;
+      const size_t width = per_head ? dh : qk == 3 ? c.u("LATENT") : size_t{heads} * dh;
       double sum = 0;
       for (size_t i = 0; i < width; ++i) sum += double{values[start + i]} * values[start + i];
       const double inv = 1.0 / std::sqrt(sum / static_cast<double>(width) + s.norm.eps);
       for (uint32_t i = 0; i < (qk == 3 ? width : dh); ++i) {
-        const double w = scale[qk == 1 ? i : size_t{h} * dh + i];
+        const double w = scale[per_head ? i : size_t{h} * dh + i];
         out[i] = static_cast<float>(out[i] * inv * (s.norm.unit_offset ? 1.0 + w : w));
       }
       return out;

@@ -215,7 +215,8 @@ TEST_CASE_FIXTURE(VulkanTest, "ssm: Mamba-2's conv, scan and per-group gated nor
                                                        .state = whole(scan_state), .y = whole(yb)},
               push::RowsPush{.rows = rows}, chunk_form ? chunk_groups : scan_groups);
       gpu.run(m, m.kernels[2],
-              kernels::NormBindings<vk::Binding>{.x = whole(yb), .scale = whole(sb), .shift = gpu.no_buffer(), .y = whole(nb)},
+              kernels::NormBindings<vk::Binding>{
+                  .x = whole(yb), .scale = whole(sb), .shift = gpu.no_buffer(), .y = whole(nb), .io = gpu.no_buffer()},
               push::RowsPush{.rows = rows}, rows);
       const std::vector<float> u = read_back<float>(device, ub, size_t{rows} * CH);
       const std::vector<float> y = read_back<float>(device, yb, size_t{rows} * DI);
