@@ -1059,6 +1059,7 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
     check_tensors(options.mmproj, *mmproj, spec::build_vision_manifest(result.spec), result.spec.vision.weights.ignore,
                   0, check, problems);
   if (!problems.empty()) throw ImportError(problems);
+  if (mmproj) check.path += " and " + options.mmproj;
   result.checkpoint = check;
   return result;
 }
