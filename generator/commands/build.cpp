@@ -103,12 +103,7 @@ struct Resolved {
 };
 Resolved resolve_model(const std::string& model, bool verbose, const std::string& mmproj) {
   namespace fs = std::filesystem;
-  if (fs::path(model).extension() == ".toml") {
-    if (!mmproj.empty())
-      throw lathe::Error(lathe::ErrorKind::InvalidArgument,
-                         "--mmproj " + mmproj + ": a spec states its tower itself; --mmproj goes with a GGUF text model");
-    return {model, ""};
-  }
+  if (fs::path(model).extension() == ".toml") return {model, ""};  // (its tower's weights: the executable's --mmproj)
   if (!fs::is_directory(model) && fs::path(model).extension() != ".gguf")
     throw lathe::Error(lathe::ErrorKind::InvalidArgument,
                        model + ": not a spec (.toml), a Hugging Face model directory or a .gguf file");
@@ -140,6 +135,9 @@ Resolved resolve_model(const std::string& model, bool verbose, const std::string
 int cmd_build(const std::string& model, const std::string& weights, const std::string& out_dir, bool verbose,
               const std::string& mmproj) {
   namespace fs = std::filesystem;
+  if (!mmproj.empty() && std::filesystem::path(model).extension() == ".toml")
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument,
+                       "--mmproj " + mmproj + ": a spec states its tower itself; --mmproj goes with a GGUF text model");
   const Resolved resolved = resolve_model(model, verbose, mmproj);
   const std::string checkpoint = weights.empty() ? resolved.weights : weights;
   if (!checkpoint.empty()) {
