@@ -82,6 +82,7 @@ Spec vision_tower(const Spec& s) {
                     : v.positions == VisionPositions::Rope2D ? PositionKind::Rope
                                                                : PositionKind::Learned;
   t.position.theta = v.rope_theta;
+  t.position.pairing = v.rope_pairing;
   t.position.rotary_dim = v.dims.head_dim;
   t.position.rope_grid = v.positions == VisionPositions::Rope2D && v.tiles == 0 ? v.grid() : 0;
   t.position.table_size = v.positions_count();

@@ -491,6 +491,10 @@ struct Vision {
   Mlp mlp;
   VisionPositions positions = VisionPositions::Learned;
   double rope_theta = 10000.0;  // rope_2d
+  // rope_2d: the dims each rotation pair turns, as the decoder's
+  // position.pairing says them (Pixtral: neox; llama.cpp's mmproj files
+  // permute q/k rows for adjacent pairs, interleaved).
+  RopePairing rope_pairing = RopePairing::Neox;
   bool class_token = false;     // a learned first token (CLIP)
   bool patch_bias = false;      // a bias on the patch embedding (SigLIP)
   bool pre_norm = false;        // a norm of the embeddings (CLIP pre_layrnorm, Pixtral ln_pre)

@@ -7,14 +7,8 @@
 # -DSPEC -DDATA (tests/data/vision/<model>) -DPROMPT (with the image's
 # marker) -DROWS (the rows an image takes) -DIMAGE -DWORK_DIR
 cmake_policy(SET CMP0054 NEW)
-set(ENV{LATHE_CACHE_DIR} ${WORK_DIR}/cache)
 include(${CMAKE_CURRENT_LIST_DIR}/run_command.cmake)
-
-file(REMOVE_RECURSE ${WORK_DIR})
-file(MAKE_DIRECTORY ${WORK_DIR})
-file(COPY ${DATA}/ DESTINATION ${WORK_DIR}/model)
-run(out ${TWIN} config ${SPEC} model/config.json)
-run(out ${EXE} random-weights -o model/model.safetensors --seed 7)
+include(${CMAKE_CURRENT_LIST_DIR}/vision_directory.cmake)
 set(options -p "${PROMPT}" --image ${IMAGE} -n 6 --temp 0)
 run(expected ${EXE} generate -w model ${options})
 run(out ${LATHE} run model ${options})

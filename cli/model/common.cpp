@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/balance.hpp"
 #include "core/plan.hpp"
 #include "runtime/error.hpp"
@@ -28,6 +30,7 @@ namespace lathe::cli {
 
 lathe::StageLink* g_link = nullptr;
 std::string g_split;
+std::string g_mmproj;
 
 namespace {
 
@@ -236,11 +239,51 @@ std::filesystem::path preprocessor_config(const std::string& weights, const std:
   return config;
 }
 
+lathe::image::Preprocess mmproj_preprocess(const std::string& path) {
+  const lathe::weights::GgufFile file(path);
+  const auto required = [&](const char* key) {
+    const std::optional<int64_t> v = file.integer(key);
+    if (!v || *v < 1) throw Error(ErrorKind::BadFile, path + ": " + key + ": missing, or not a positive count");
+    return *v;
+  };
+  const auto triple = [&](const char* key) {
+    const auto it = file.metadata().find(key);
+    const auto* list = it == file.metadata().end() ? nullptr : std::get_if<lathe::weights::GgufArray>(&it->second.value);
+    nlohmann::json out = nlohmann::json::array();
+    if (list != nullptr)
+      for (const lathe::weights::GgufValue& item : list->items)
+        if (const float* f = std::get_if<float>(&item.value)) out.push_back(*f);
+    if (out.size() != 3) throw Error(ErrorKind::BadFile, path + ": " + key + ": three f32 values expected");
+    return out;
+  };
+  const std::string type = file.string("clip.projector_type").value_or("");
+  const int64_t size = required("clip.vision.image_size");
+  nlohmann::json config = {{"image_mean", triple("clip.vision.image_mean")}, {"image_std", triple("clip.vision.image_std")}};
+  if (type == "mlp") {  // LLaVA-1.5: CLIP's processor, the shorter side to image_size, then the middle square
+    config["image_processor_type"] = "CLIPImageProcessor";
+    config["size"] = {{"shortest_edge", size}};
+    config["crop_size"] = {{"height", size}, {"width", size}};
+  } else if (type == "gemma3") {  // a square of image_size, bilinear
+    config["image_processor_type"] = "Gemma3ImageProcessor";
+    config["size"] = {{"height", size}, {"width", size}};
+  } else if (type == "pixtral") {  // the longer side at most image_size, whole patches
+    const int64_t patch = required("clip.vision.patch_size");
+    config["image_processor_type"] = "PixtralImageProcessor";
+    config["size"] = {{"longest_edge", size}};
+    config["patch_size"] = {{"height", patch}, {"width", patch}};
+  } else {
+    throw Error(ErrorKind::Unsupported, path + ": clip.projector_type \"" + type +
+                                           "\": lathe reads the mlp, gemma3 and pixtral projectors");
+  }
+  return lathe::image::parse_preprocessor_config(config.dump(), path + " (its clip.vision.* keys)");
+}
+
 struct ImageEncoder::Impl {
   Impl(const std::string& weights, bool check, lathe::vk::Device& device, const lathe::ModelInfo& tower,
        const std::string& option)
-      : preprocess(lathe::image::read_preprocessor_config(preprocessor_config(weights, option))),
-        checkpoint(lathe::open_checkpoint(tower, weights)),
+      : preprocess(g_mmproj.empty() ? lathe::image::read_preprocessor_config(preprocessor_config(weights, option))
+                                    : mmproj_preprocess(g_mmproj)),
+        checkpoint(lathe::open_checkpoint(tower, g_mmproj.empty() ? weights : g_mmproj)),
         session(device, tower) {
     load_weights(session, checkpoint.get(), check);
   }
@@ -255,6 +298,10 @@ ImageEncoder::ImageEncoder(const std::string& weights, bool check, lathe::vk::De
   if (tower == nullptr || lathe::model_info().vision == nullptr)
     throw Error(ErrorKind::InvalidArgument,
                 option + ": " + std::string(lathe::model_info().name) + " takes no images (its spec has no [vision] splice)");
+  if (g_mmproj.empty() && std::filesystem::path(weights).extension() == ".gguf")
+    throw Error(ErrorKind::InvalidArgument, option + ": " + weights +
+                                                " is a GGUF text model, whose vision tower is in its mmproj file: give "
+                                                "--mmproj FILE");
   impl_ = std::make_unique<Impl>(weights, check, device, *tower, option);
 }
 

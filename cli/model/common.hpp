@@ -57,6 +57,20 @@ extern lathe::StageLink* g_link;
 // evenly as they divide (the first stages one more).
 extern std::string g_split;
 
+// --mmproj (every command's, given before or after it): a GGUF text model's
+// vision tower, llama.cpp's mmproj file. The tower's weights come from it,
+// and the image processor's settings from its clip.vision.* keys (the
+// family's Hugging Face processor at its image_size, mean and std), in
+// place of the checkpoint's and the preprocessor_config.json beside it.
+extern std::string g_mmproj;
+
+// The image processor of an mmproj file `path`: the Hugging Face processor
+// of its projector type's family (CLIPImageProcessor for mlp,
+// Gemma3ImageProcessor for gemma3, PixtralImageProcessor for pixtral) at
+// its clip.vision.image_size, patch_size, image_mean and image_std. Throws
+// Error naming the file and key for another projector type or a missing key.
+lathe::image::Preprocess mmproj_preprocess(const std::string& path);
+
 // Under mpirun with several ranks (Open MPI's OMPI_COMM_WORLD_SIZE), the
 // link between them; null for one process.
 std::unique_ptr<lathe::StageLink> open_link(const char* program);
@@ -111,7 +125,7 @@ std::filesystem::path preprocessor_config(const std::string& weights, const std:
 // --image, chat's /image and serve: the tower's build (vision_info()) in a
 // session of its own on `device`, its weights from the checkpoint `weights`,
 // the image processor's settings from the preprocessor_config.json beside
-// it; each file's rows for the decoder (text::encode_image). Throws Error
+// it (under --mmproj, both from the mmproj file); each file's rows for the decoder (text::encode_image). Throws Error
 // naming `option` (and the file) for a model without a [vision] splice, no
 // checkpoint, a missing config or a bad image.
 class ImageEncoder {

@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
   app.add_option("--split", g_split,
                  "With several --device entries (\"0,1\"): the layers of each, \"layers:16,16\", or \"memory\" "
                  "(by each device's memory); default: as even as they divide");
+  app.add_option("--mmproj", g_mmproj,
+                 "A GGUF text model's vision tower (llama.cpp's mmproj file): the tower's weights and the image "
+                 "processor's settings come from it")
+      ->check(CLI::ExistingFile);
   app.set_version_flag("--version", [&] { return lathe::version_text(std::string(m.name) + " (lathe)"); });
   auto* info = app.add_subcommand("info", "The model's configuration, manifest and dispatch plan");
 

@@ -101,13 +101,15 @@ struct Resolved {
   std::string spec_path;
   std::string weights;  // empty for a spec
 };
-Resolved resolve_model(const std::string& model, bool verbose) {
+Resolved resolve_model(const std::string& model, bool verbose, const std::string& mmproj) {
   namespace fs = std::filesystem;
-  if (fs::path(model).extension() == ".toml") return {model, ""};
+  if (fs::path(model).extension() == ".toml") return {model, ""};  // (its tower's weights: the executable's --mmproj)
   if (!fs::is_directory(model) && fs::path(model).extension() != ".gguf")
     throw lathe::Error(lathe::ErrorKind::InvalidArgument,
                        model + ": not a spec (.toml), a Hugging Face model directory or a .gguf file");
-  const lathe::importer::ImportResult imported = lathe::importer::import_model_config(model);
+  lathe::importer::ImportOptions options;
+  options.mmproj = mmproj;
+  const lathe::importer::ImportResult imported = lathe::importer::import_model_config(model, options);
   const std::string cache = lathe::cache_dir();
   if (cache.empty())
     throw lathe::Error(lathe::ErrorKind::NotFound,
@@ -130,9 +132,13 @@ Resolved resolve_model(const std::string& model, bool verbose) {
 
 }  // namespace
 
-int cmd_build(const std::string& model, const std::string& weights, const std::string& out_dir, bool verbose) {
+int cmd_build(const std::string& model, const std::string& weights, const std::string& out_dir, bool verbose,
+              const std::string& mmproj) {
   namespace fs = std::filesystem;
-  const Resolved resolved = resolve_model(model, verbose);
+  if (!mmproj.empty() && std::filesystem::path(model).extension() == ".toml")
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument,
+                       "--mmproj " + mmproj + ": a spec states its tower itself; --mmproj goes with a GGUF text model");
+  const Resolved resolved = resolve_model(model, verbose, mmproj);
   const std::string checkpoint = weights.empty() ? resolved.weights : weights;
   if (!checkpoint.empty()) {
     const auto spec = load_spec(resolved.spec_path);
@@ -158,8 +164,24 @@ int cmd_build(const std::string& model, const std::string& weights, const std::s
   return 0;
 }
 
+// `--mmproj FILE` (or --mmproj=FILE) taken out of `args`: its file, "" when none.
+static std::string take_mmproj(std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string file;
+    if (args[i] == "--mmproj" && i + 1 < args.size()) file = args[i + 1];
+    else if (args[i].starts_with("--mmproj=")) file = args[i].substr(9);
+    else continue;
+    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
+               args.begin() + static_cast<std::ptrdiff_t>(args[i] == "--mmproj" ? i + 2 : i + 1));
+    return file;
+  }
+  return "";
+}
+
 int cmd_run(const std::string& model, std::vector<std::string> args, bool verbose, const std::string& run_help) {
-  const Resolved resolved = resolve_model(model, verbose);
+  // --mmproj is lathe's (the import's) and the model executable's: passed on after the command.
+  const std::string mmproj = take_mmproj(args);
+  const Resolved resolved = resolve_model(model, verbose, mmproj);
   const std::string& spec_path = resolved.spec_path;
   const std::string& weights = resolved.weights;
   const std::optional<Built> built = build_model(spec_path, verbose);
@@ -188,6 +210,7 @@ int cmd_run(const std::string& model, std::vector<std::string> args, bool verbos
     return a == "-w" || a.starts_with("--weights") || (a.starts_with("-w") && a.size() > 2);
   });
   if (!weights.empty() && !has_weights && command.size() > 1) command.insert(command.end(), {"-w", weights});
+  if (!mmproj.empty() && command.size() > 1) command.insert(command.end(), {"--mmproj", mmproj});
   command.insert(command.end(), args.begin(), args.end());
   if (verbose) std::cerr << "lathe: " << lathe::driver::quote(command) << "\n";
   std::cout.flush();
@@ -205,7 +228,8 @@ std::vector<std::string> model_first(int argc, char** argv) {
       if (a[j] == "-h" || a[j] == "--help") a[j] = kModelHelp;
     return a;
   };
-  static const std::vector<std::string> with_value = {"-w", "--weights", "--tokenizer", "-f", "--file", "-o", "--output"};
+  static const std::vector<std::string> with_value = {"-w",     "--weights", "--tokenizer", "-f",
+                                                      "--file", "-o",        "--output",    "--mmproj"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool is_value = std::find(with_value.begin(), with_value.end(), args[i - 1]) != with_value.end();

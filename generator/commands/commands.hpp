@@ -63,8 +63,9 @@ int cmd_check(const std::string& path, const std::string& root, const std::strin
 // import.cpp: checkpoints in.
 
 // Writes the spec imported from a Hugging Face config (a directory or a
-// config.json) to stdout or `out`; warnings and the checkpoint check go to stderr.
-int cmd_import(const std::string& path, const std::string& out, const std::string& name);
+// config.json) or a GGUF file (with `mmproj`, its vision tower's file) to
+// stdout or `out`; warnings and the checkpoint check go to stderr.
+int cmd_import(const std::string& path, const std::string& out, const std::string& name, const std::string& mmproj);
 
 // `lathe quantize`: a GGUF file, a Hugging Face checkpoint or a spec and its weights → a GGUF file of
 // llama.cpp's mixture `type` (generator/import/quantize.hpp has the rules).
@@ -75,12 +76,16 @@ int cmd_quantize(const std::string& in, const std::string& out, const std::strin
 // `lathe build`: the model executable of a model (resolve_model), copied to
 // <out>/<name>. Weights given with a spec are checked against its manifest
 // first: a checkpoint that does not fit is named before anything is built.
-int cmd_build(const std::string& model, const std::string& weights, const std::string& out_dir, bool verbose);
+// `mmproj`: a GGUF text model's vision tower (llama.cpp's mmproj file).
+int cmd_build(const std::string& model, const std::string& weights, const std::string& out_dir, bool verbose,
+              const std::string& mmproj);
 
 // `lathe run`: a spec, a Hugging Face directory or a GGUF file → the model
 // executable (built or cached) → exec'd with `args`: a command of the model
 // executable first (default: generate), then its options. A checkpoint is
-// imported to a spec in the cache and passed on as -w, unless `args` give one.
+// imported to a spec in the cache and passed on as -w, unless `args` give one;
+// a GGUF file's --mmproj in `args` is imported with it (its [vision]) and
+// passed on too (the model executable reads the tower from it).
 int cmd_run(const std::string& model, std::vector<std::string> args, bool verbose, const std::string& run_help);
 
 // `lathe run` takes the model executable's options before the model too

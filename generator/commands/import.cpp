@@ -14,9 +14,10 @@
 
 namespace lathe::tool {
 
-int cmd_import(const std::string& path, const std::string& out, const std::string& name) {
+int cmd_import(const std::string& path, const std::string& out, const std::string& name, const std::string& mmproj) {
   lathe::importer::ImportOptions options;
   options.name = name;
+  options.mmproj = mmproj;
   const lathe::importer::ImportResult result = lathe::importer::import_model_config(path, options);
   if (result.checkpoint)
     std::cerr << path << ": " << result.checkpoint->spec_params << " parameters, as in " << result.checkpoint->path

@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
   std::string import_path;
   std::string import_out;
   std::string import_name;
+  std::string mmproj;
   auto* import = app.add_subcommand(
       "import", "Write a commented TOML spec from a Hugging Face config.json or a GGUF file's metadata (checked against "
                 "the checkpoint's tensors)");
@@ -126,6 +127,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   import->add_option("-o,--out", import_out, "The spec file to write (default: stdout)");
   import->add_option("--name", import_name, "[model] name (default: the directory's name, else _name_or_path)");
+  constexpr const char* kMmprojHelp =
+      "With a GGUF text model: its mmproj file (llama.cpp's vision tower and projector), whose tower becomes [vision]";
+  import->add_option("--mmproj", mmproj, kMmprojHelp)->check(CLI::ExistingFile);
 
   std::string quantize_in, quantize_out, quantize_type, quantize_weights;
   std::vector<std::string> mixture_keys;
@@ -155,6 +159,7 @@ int main(int argc, char** argv) {
   build->add_option("-w,--weights", build_weights, "A checkpoint the spec's build must fit: checked before building")
       ->check(CLI::ExistingPath);
   build->add_option("-o,--out", build_out, "Directory to put the executable in")->capture_default_str();
+  build->add_option("--mmproj", mmproj, kMmprojHelp)->check(CLI::ExistingFile);
   build->add_flag("-v,--verbose", verbose, "Print the compile and link commands");
 
   std::string run_model;
@@ -195,9 +200,9 @@ int main(int argc, char** argv) {
     if (*design) return cmd_design(design_args, design_out, explain, argc, argv);
     if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
     if (*check) return cmd_check(spec_path, root, inject);
-    if (*import) return cmd_import(import_path, import_out, import_name);
+    if (*import) return cmd_import(import_path, import_out, import_name, mmproj);
     if (*quantize) return cmd_quantize(quantize_in, quantize_out, quantize_type, quantize_weights);
-    if (*build) return cmd_build(build_model_path, build_weights, build_out, verbose);
+    if (*build) return cmd_build(build_model_path, build_weights, build_out, verbose, mmproj);
     if (*run) return cmd_run(run_model, run->remaining(), verbose, run->help());
     if (*cache_clean) return cmd_cache_clean(older_than);
     if (*cache) return cmd_cache_list();

@@ -16,17 +16,6 @@ namespace lathe::importer {
 
 namespace {
 
-// Rows [h·d + 2i + j] ← [h·d + j·d/2 + i] for every head h, i < d/2, j < 2.
-std::vector<float> interleave_rows(const std::vector<float>& v, int64_t rows, int64_t cols, int64_t head_dim) {
-  std::vector<float> out(v.size());
-  const int64_t half = head_dim / 2;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t h = r / head_dim, within = r % head_dim;
-    const int64_t from = h * head_dim + (within % 2) * half + within / 2;
-    std::copy_n(&v[static_cast<size_t>(from * cols)], cols, &out[static_cast<size_t>(r * cols)]);
-  }
-  return out;
-}
 
 // [in, out] → [out, in] (square ones too).
 std::vector<float> transpose(const std::vector<float>& v, int64_t rows, int64_t cols) {
@@ -65,6 +54,17 @@ std::vector<float> split_kv_b(const std::vector<float>& kv, bool keys, const spe
 }
 
 }  // namespace
+
+std::vector<float> interleave_rows(const std::vector<float>& v, int64_t rows, int64_t cols, int64_t head_dim) {
+  std::vector<float> out(v.size());
+  const int64_t half = head_dim / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t h = r / head_dim, within = r % head_dim;
+    const int64_t from = h * head_dim + (within % 2) * half + within / 2;
+    std::copy_n(&v[static_cast<size_t>(from * cols)], cols, &out[static_cast<size_t>(r * cols)]);
+  }
+  return out;
+}
 
 void for_each_gguf_tensor(const spec::Spec& hf, const spec::Spec& gg, const std::string& in, bool permute,
                           const std::function<void(GgufTensorValues&)>& emit) {

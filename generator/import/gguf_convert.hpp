@@ -40,6 +40,11 @@ struct GgufTensorValues {
 // / 2 f32 factors as the converter computes them. `emit` receives each
 // tensor in manifest order (one at a time: a large checkpoint is never all
 // in memory as f32). Throws Error naming the tensor the checkpoint lacks.
+// Rows [h·d + 2i + j] ← [h·d + j·d/2 + i] for every head h of `head_dim`
+// rows, i < d/2, j < 2: llama.cpp's permutation of q/k rows for adjacent
+// RoPE pairs (its LlamaModel.permute).
+std::vector<float> interleave_rows(const std::vector<float>& v, int64_t rows, int64_t cols, int64_t head_dim);
+
 void for_each_gguf_tensor(const spec::Spec& hf, const spec::Spec& gg, const std::string& in, bool permute,
                           const std::function<void(GgufTensorValues&)>& emit);
 

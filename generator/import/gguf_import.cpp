@@ -1,6 +1,8 @@
 #include "generator/import/gguf_import.hpp"
 
 #include "generator/import/gguf_families.hpp"
+#include "generator/import/gguf_mmproj.hpp"
+#include "generator/import/gguf_reader.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -23,78 +25,6 @@ using namespace gguf_families;
 
 const char* dtype_key(DType d) { return dtype_name(d).data(); }
 
-// f32 metadata back to the decimal it was written from: 1e-05, not 9.99999975e-06.
-double from_f32(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.7g", v);
-  return std::strtod(text, nullptr);
-}
-
-class Reader {
- public:
-  Reader(const Metadata& m, const std::vector<weights::TensorInfo>& tensors, std::string file)
-      : m_(m), file_(std::move(file)) {
-    for (const weights::TensorInfo& t : tensors) tensors_[t.name] = &t;
-  }
-
-  void problem(const std::string& what) { problems_.push_back(file_ + ": " + what); }
-  const std::vector<std::string>& problems() const { return problems_; }
-
-  const GgufValue* value(std::string_view key) const {
-    auto it = m_.find(key);
-    return it == m_.end() ? nullptr : &it->second;
-  }
-  std::optional<std::string> string(std::string_view key) {
-    const GgufValue* v = value(key);
-    if (v == nullptr) return std::nullopt;
-    if (const auto* s = std::get_if<std::string>(&v->value)) return *s;
-    problem(std::string(key) + ": a string expected, a " + std::string(weights::gguf_type_name(v->type())) + " found");
-    return std::nullopt;
-  }
-  std::optional<double> number(std::string_view key) {
-    const GgufValue* v = value(key);
-    if (v == nullptr) return std::nullopt;
-    return std::visit(
-        [&](const auto& x) -> std::optional<double> {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, float>) return from_f32(x);
-          else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) return static_cast<double>(x);
-          else {
-            problem(std::string(key) + ": a number expected, a " + std::string(weights::gguf_type_name(v->type())) +
-                    " found");
-            return std::nullopt;
-          }
-        },
-        v->value);
-  }
-  std::optional<int64_t> integer(std::string_view key) {
-    auto v = number(key);
-    if (!v) return std::nullopt;
-    if (*v != std::floor(*v) || *v < 0 || *v > 1e15) {
-      problem(std::string(key) + ": " + std::to_string(*v) + " is not a count");
-      return std::nullopt;
-    }
-    return static_cast<int64_t>(*v);
-  }
-  int64_t required(std::string_view key) {
-    auto v = integer(key);
-    if (!v && value(key) == nullptr) problem(std::string(key) + ": missing");
-    return v.value_or(0);
-  }
-
-  const weights::TensorInfo* tensor(const std::string& name) const {
-    auto it = tensors_.find(name);
-    return it == tensors_.end() ? nullptr : it->second;
-  }
-  bool has(const std::string& name) const { return tensor(name) != nullptr; }
-  const std::map<std::string, const weights::TensorInfo*>& tensors() const { return tensors_; }
-
- private:
-  const Metadata& m_;
-  std::map<std::string, const weights::TensorInfo*> tensors_;
-  std::string file_;
-  std::vector<std::string> problems_;
-};
 
 // The factor of the pair of inverse frequency `inv_freq` under llama3
 // scaling, as Hugging Face's _compute_llama3_parameters and llama.cpp's
@@ -980,15 +910,17 @@ TomlDoc import_gguf_metadata(const Metadata& metadata, const std::vector<weights
 
 namespace {
 
-// The file's matrices whose dtype is not weights.dtype, as [weights.dtypes]
-// exceptions: per role one dtype, or one per layer where the layers differ
-// (llama.cpp's Q4_K_M keeps attn_v and ffn_down of some layers in Q6_K).
-// False when there are none.
-bool write_role_dtypes(TomlDoc& doc, const Spec& s, const weights::GgufFile& file) {
+// The file's matrices whose dtype is not `dtype`, as exceptions by role in
+// `table` ([weights.dtypes], [vision.weights.dtypes]): per role one dtype,
+// or one per layer where the layers differ (llama.cpp's Q4_K_M keeps attn_v
+// and ffn_down of some layers in Q6_K; an mmproj's patch embedding may be
+// f16 among f32 matrices). False when there are none.
+bool write_role_dtypes(TomlDoc& doc, const std::string& table_name, const spec::Manifest& manifest, DType dtype,
+                       const weights::GgufFile& file) {
   std::map<Role, std::vector<DType>> found;  // per role, per layer (one entry when not per layer)
-  for (const spec::TensorSpec& t : spec::build_manifest(s).tensors) {
+  for (const spec::TensorSpec& t : manifest.tensors) {
     const weights::TensorInfo* info = file.find(t.name);
-    if (info == nullptr || t.shape.size() != 2 || t.bias) continue;
+    if (info == nullptr || t.shape.size() < 2 || t.bias) continue;
     std::vector<DType>& per = found[t.role];
     const size_t at = t.layer < 0 ? 0 : static_cast<size_t>(t.layer);
     if (per.size() <= at) per.resize(at + 1, info->dtype);
@@ -998,8 +930,8 @@ bool write_role_dtypes(TomlDoc& doc, const Spec& s, const weights::GgufFile& fil
   for (const auto& [role, per] : found) {
     const DType first = per.front();  // a structured binding, which Clang 14 (the fuzz build's) cannot capture
     const bool uniform = std::all_of(per.begin(), per.end(), [&](DType d) { return d == first; });
-    if (uniform && per.front() == s.weights.dtype) continue;
-    if (table == nullptr) table = &doc.table("weights.dtypes");
+    if (uniform && per.front() == dtype) continue;
+    if (table == nullptr) table = &doc.table(table_name);
     if (uniform) {
       table->set(spec::name(role), std::string(dtype_key(per.front())));
     } else {
@@ -1008,7 +940,7 @@ bool write_role_dtypes(TomlDoc& doc, const Spec& s, const weights::GgufFile& fil
       table->set(spec::name(role), keys, "one per layer");
     }
   }
-  if (table != nullptr) table->note("the file's other matrices are weights.dtype");
+  if (table != nullptr) table->note("the file's other matrices are " + std::string(dtype_key(dtype)));
   return table != nullptr;
 }
 
@@ -1039,6 +971,42 @@ bool write_role_dtypes(TomlDoc& doc, const Spec& s, const weights::GgufFile& fil
   throw Error(ErrorKind::BadFile, message);
 }
 
+// The problems of `file` against `manifest`: a tensor one has and the
+// other does not, a shape that differs; the parameters of each counted
+// into `check` (the tensors `ignored` names left out).
+void check_tensors(const std::string& path, const weights::GgufFile& file, const spec::Manifest& manifest,
+                   const std::vector<std::string>& ignored, int64_t experts, CheckpointCheck& check,
+                   std::vector<std::string>& problems) {
+  std::set<std::string> expected;
+  int64_t spec_params = 0, file_elements = 0;
+  for (const spec::TensorSpec& t : manifest.tensors) {
+    expected.insert(t.name);
+    spec_params += t.elements();
+    const weights::TensorInfo* found = file.find(t.name);
+    std::vector<int64_t> shape = t.shape;
+    if (t.slice >= 0) shape.insert(shape.begin(), experts);  // the layer's experts stacked
+    if (found == nullptr) problems.push_back(path + ": " + t.name + ": the imported spec has it, the file does not");
+    else if (!same_values(shape, found->shape))
+      problems.push_back(path + ": " + t.name + ": the imported spec's shape " + weights::shape_string(shape) +
+                         " differs from the file's " + weights::shape_string(found->shape));
+  }
+  for (const weights::TensorInfo& t : file.tensors()) {
+    if (std::find(ignored.begin(), ignored.end(), t.name) != ignored.end()) {
+      ++check.ignored_tensors;
+      continue;
+    }
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    file_elements += n;
+    if (!expected.count(t.name)) problems.push_back(path + ": " + t.name + ": the file has it, the imported spec does not");
+  }
+  if (spec_params != file_elements)
+    problems.push_back(path + ": the imported spec has " + std::to_string(spec_params) + " parameters, the file " +
+                       std::to_string(file_elements));
+  check.spec_params += spec_params;
+  check.checkpoint_elements += file_elements;
+}
+
 }  // namespace
 
 ImportResult import_gguf(const std::string& path, ImportOptions options) {
@@ -1058,44 +1026,40 @@ ImportResult import_gguf(const std::string& path, ImportOptions options) {
   auto parsed = spec::parse_spec_string(result.text, path + " (imported)", diag);
   if (!parsed) metadata_error(path, result.text, diag);
   result.spec = std::move(*parsed);
-  if (write_role_dtypes(result.doc, result.spec, file)) {  // a mixture: parsed again with its exceptions
+  const auto reparse = [&](const std::string& at) {
     result.text = result.doc.render();
-    auto mixed = spec::parse_spec_string(result.text, path + " (imported)", diag);
-    if (!mixed) metadata_error(path, result.text, diag);
-    result.spec = std::move(*mixed);
+    auto again = spec::parse_spec_string(result.text, path + " (imported)", diag);
+    if (!again) metadata_error(at, result.text, diag);
+    result.spec = std::move(*again);
+  };
+  // A mixture: parsed again with its exceptions.
+  if (write_role_dtypes(result.doc, "weights.dtypes", spec::build_manifest(result.spec), result.spec.weights.dtype, file))
+    reparse(path);
+  // The pair's [vision]: the mmproj's tower, the text file's image tokens.
+  std::optional<weights::GgufFile> mmproj;
+  if (!options.mmproj.empty()) {
+    mmproj.emplace(options.mmproj);
+    import_mmproj_metadata(result.doc, mmproj->metadata(), mmproj->tensors(), result.spec,
+                           file.string_array("tokenizer.ggml.tokens").value_or(std::vector<std::string>{}), path,
+                           options.mmproj);
+    reparse(options.mmproj);
+    if (write_role_dtypes(result.doc, "vision.weights.dtypes", spec::build_vision_manifest(result.spec),
+                          result.spec.vision.weights.dtype, *mmproj))
+      reparse(options.mmproj);
   }
   if (!options.check_weights) return result;
 
-  // The manifest must be the file's tensors, shape for shape, less those
+  // Each manifest must be its file's tensors, shape for shape, less those
   // weights.ignore names (exact names: the importer writes no patterns).
-  const std::vector<std::string>& ignored = result.spec.weights.ignore;
   std::vector<std::string> problems;
-  std::set<std::string> expected;
   CheckpointCheck check{path, 0, 0, 0};
-  for (const spec::TensorSpec& t : spec::build_manifest(result.spec).tensors) {
-    expected.insert(t.name);
-    check.spec_params += t.elements();
-    const weights::TensorInfo* found = file.find(t.name);
-    std::vector<int64_t> shape = t.shape;
-    if (t.slice >= 0) shape.insert(shape.begin(), result.spec.moe.experts);  // the layer's experts stacked
-    if (found == nullptr) problems.push_back(path + ": " + t.name + ": the imported spec has it, the file does not");
-    else if (!same_values(shape, found->shape))
-      problems.push_back(path + ": " + t.name + ": the imported spec's shape differs from the file's");
-  }
-  for (const weights::TensorInfo& t : file.tensors()) {
-    if (std::find(ignored.begin(), ignored.end(), t.name) != ignored.end()) {
-      ++check.ignored_tensors;
-      continue;
-    }
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    check.checkpoint_elements += n;
-    if (!expected.count(t.name)) problems.push_back(path + ": " + t.name + ": the file has it, the imported spec does not");
-  }
-  if (check.spec_params != check.checkpoint_elements)
-    problems.push_back(path + ": the imported spec has " + std::to_string(check.spec_params) +
-                       " parameters, the file " + std::to_string(check.checkpoint_elements));
+  check_tensors(path, file, spec::build_manifest(result.spec), result.spec.weights.ignore, result.spec.moe.experts,
+                check, problems);
+  if (mmproj)
+    check_tensors(options.mmproj, *mmproj, spec::build_vision_manifest(result.spec), result.spec.vision.weights.ignore,
+                  0, check, problems);
   if (!problems.empty()) throw ImportError(problems);
+  if (mmproj) check.path += " and " + options.mmproj;
   result.checkpoint = check;
   return result;
 }

@@ -49,6 +49,10 @@ ImportResult import_model_config(const std::string& path, ImportOptions options)
       }
   }
   if (!gguf.empty()) return import_gguf(gguf, std::move(options));
+  if (!options.mmproj.empty())
+    throw Error(ErrorKind::InvalidArgument, path + ": --mmproj " + options.mmproj +
+                                                " goes with a GGUF text model (the mmproj's pair), not a Hugging Face "
+                                                "directory, whose config.json states its tower itself");
   return import_hf(path, std::move(options));
 }
 

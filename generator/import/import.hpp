@@ -31,6 +31,9 @@ struct ImportOptions {
   // tokenizer.json (Pixtral's [IMG_BREAK] and [IMG_END], Gemma 3's "\n\n").
   // Empty: none, and those tokens are left out with a warning.
   std::string directory;
+  // A GGUF text model's mmproj (llama.cpp's vision tower and projector,
+  // gguf_mmproj.hpp): import_gguf adds [vision] from it. Empty: none.
+  std::string mmproj;
   // Check the spec against the checkpoint beside the config (import_hf's
   // parameter count, import_gguf's manifest). `lathe audit` turns it off:
   // it checks the tensors itself, each problem under its own check.

@@ -186,8 +186,10 @@ void compare_vision(Differences& d, const Vision& a, const Vision& b) {
   compare_attention(d, "vision.attention.", a.attention, b.attention, a.dims.layers, b.dims.layers);
   compare_mlp(d, "vision.mlp.", a.mlp, b.mlp);
   d.field("vision.positions", a.positions, b.positions);
-  if (a.positions == VisionPositions::Rope2D && b.positions == VisionPositions::Rope2D)
+  if (a.positions == VisionPositions::Rope2D && b.positions == VisionPositions::Rope2D) {
     d.field("vision.rope_theta", a.rope_theta, b.rope_theta);
+    d.field("vision.rope_pairing", a.rope_pairing, b.rope_pairing);
+  }
   d.field("vision.class_token", a.class_token, b.class_token);
   d.field("vision.patch_bias", a.patch_bias, b.patch_bias);
   d.field("vision.pre_norm", a.pre_norm, b.pre_norm);

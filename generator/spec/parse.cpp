@@ -585,6 +585,7 @@ void read_vision(Table t, Spec& s) {
   set(d.intermediate, t.integer("intermediate", true, 1, kMaxDim));
   set(v.positions, t.choice<VisionPositions>("positions", false));
   set(v.rope_theta, t.number("rope_theta", false, 0.0, 1e300, true));
+  set(v.rope_pairing, t.choice<RopePairing>("rope_pairing", false));
   set(v.class_token, t.boolean("class_token"));
   set(v.patch_bias, t.boolean("patch_bias"));
   set(v.pre_norm, t.boolean("pre_norm"));
@@ -630,6 +631,7 @@ void read_vision(Table t, Spec& s) {
     }
   }
   read_ignore(w, v.weights);
+  read_role_dtypes(w.sub("dtypes"), v.weights);
   read_names(w.sub("names"), "vision.weights.names.", v.weights.names);
   read_names(w.sub("global_names"), "vision.weights.global_names.", v.weights.encoder_names);
   w.finish();
@@ -696,7 +698,9 @@ void resolve_defaults(Spec& s) {
     Vision& v = s.vision;
     if (v.projector.intermediate == 0) v.projector.intermediate = s.dims.hidden;
     if (!s.locations.count("vision.weights.dtype")) v.weights.dtype = s.weights.dtype;
-    v.weights.vector_dtype = is_block_dtype(v.weights.dtype) ? DType::F32 : v.weights.dtype;
+    // (llama.cpp's mmproj files keep vectors in f32, as its text files do.)
+    v.weights.vector_dtype =
+        is_block_dtype(v.weights.dtype) || v.weights.preset == "gguf" ? DType::F32 : v.weights.dtype;
     if (v.tokens.image < 0) v.tokens.image = v.tokens.marker;
     // The rows of the tower's one pass: an image's (a tiled tower's: every
     // tile's rows, then their padding rows).

@@ -271,7 +271,7 @@ std::map<Role, std::string> preset_names(const std::string& preset, NormPlacemen
 
 namespace lathe::spec {
 
-std::vector<std::string> vision_preset_list() { return {"hf-clip", "hf-siglip", "hf-pixtral", "hf-mllama"}; }
+std::vector<std::string> vision_preset_list() { return {"hf-clip", "hf-siglip", "hf-pixtral", "hf-mllama", "gguf"}; }
 
 // transformers' module paths. The towers: CLIPVisionModel and
 // SiglipVisionModel under a llava or Gemma 3 model's vision_tower.vision_model
@@ -282,7 +282,10 @@ std::vector<std::string> vision_preset_list() { return {"hf-clip", "hf-siglip", 
 // projectors: LlavaMultiModalProjector (linear_1, linear_2), Mistral3's (its
 // norm and patch_merger.merging_layer before them), Gemma3's
 // (mm_soft_emb_norm, the parameter mm_input_projection_weight), Mllama's (one
-// linear).
+// linear). gguf: llama.cpp's mmproj files (tools/mtmd/clip-impl.h's names),
+// the tower under v., the projector under mm.: LLaVA's mlp as mm.0 and mm.2,
+// Pixtral's and Mistral 3's as mm.1 and mm.2 (with mm.input_norm and
+// mm.patch_merger), Gemma 3's mm.soft_emb_norm and mm.input_projection.
 namespace {
 
 // A tower layer's module paths under L: its norms, the attention's
@@ -300,6 +303,7 @@ struct TowerLayer {
 constexpr TowerLayer kClipLayer = {"layer_norm1", "self_attn.", "out_proj", "layer_norm2", nullptr, "mlp.fc1", "mlp.fc2"};
 constexpr TowerLayer kPixtralLayer = {"attention_norm", "attention.", "o_proj", "ffn_norm",
                                       "feed_forward.gate_proj", "feed_forward.up_proj", "feed_forward.down_proj"};
+constexpr TowerLayer kMmprojLayer = {"ln1", "attn_", "out", "ln2", "ffn_gate", "ffn_up", "ffn_down"};
 constexpr TowerLayer kMllamaLayer = {"input_layernorm", "self_attn.", "o_proj", "post_attention_layernorm",
                                      nullptr, "mlp.fc1", "mlp.fc2"};
 
@@ -348,6 +352,35 @@ std::map<Role, std::string> vision_preset_names(const std::string& preset, const
     n[Role::EmbedNorm] = T + "layernorm_pre";
     n[Role::FinalNorm] = T + "layernorm_post";
     tower_layer(n, T + "transformer.layers.{layer}.", kMllamaLayer);
+  } else if (preset == "gguf") {
+    n[Role::PatchEmbed] = "v.patch_embd";
+    n[Role::PosEmbed] = "v.position_embd";
+    n[Role::ClassEmbed] = "v.class_embd";
+    n[Role::EmbedNorm] = "v.pre_ln";
+    n[Role::FinalNorm] = "v.post_ln";
+    tower_layer(n, "v.blk.{layer}.", kMmprojLayer);
+    n[Role::Q] = "v.blk.{layer}.attn_q";
+    n[Role::K] = "v.blk.{layer}.attn_k";
+    n[Role::V] = "v.blk.{layer}.attn_v";
+    // LLaVA's mlp is mm.0 and mm.2 (the indices of its nn.Sequential);
+    // Pixtral's converter names linear_1 and linear_2 mm.1 and mm.2.
+    const bool pixtral = v.positions == VisionPositions::Rope2D;
+    switch (v.projector.kind) {
+      case ProjectorKind::MergeMlp:
+        n[Role::ProjNorm] = "mm.input_norm";
+        n[Role::PatchMerge] = "mm.patch_merger";
+        [[fallthrough]];
+      case ProjectorKind::Mlp:
+        n[Role::ProjIn] = pixtral ? "mm.1" : "mm.0";
+        n[Role::ProjOut] = "mm.2";
+        break;
+      case ProjectorKind::Pooled:
+        n[Role::ProjNorm] = "mm.soft_emb_norm";
+        n[Role::ProjIn] = "mm.input_projection.weight";  // stored [vision hidden, hidden], as Gemma 3's parameter
+        break;
+      case ProjectorKind::Linear: n[Role::ProjIn] = "mm.0"; break;
+    }
+    return n;
   } else {
     return {};
   }

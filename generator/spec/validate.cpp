@@ -185,6 +185,8 @@ void validate_vision(const Spec& s, Diagnostics& diag) {
     if (v.class_token) at("vision.class_token", "a class token has no row or column for 2D RoPE (vision.positions = \"learned\")");
   } else if (given("vision.rope_theta")) {
     at("vision.rope_theta", "rope_theta is 2D RoPE's base (vision.positions = \"rope_2d\")");
+  } else if (given("vision.rope_pairing")) {
+    at("vision.rope_pairing", "rope_pairing is 2D RoPE's (vision.positions = \"rope_2d\")");
   }
   if (v.positions == VisionPositions::Learned && v.longest_edge > 0)
     at("vision.longest_edge", "a learned table of positions has one row per patch of a fixed-size image: variable sizes "

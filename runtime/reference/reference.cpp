@@ -179,9 +179,9 @@ void apply_rope(double* head, const Rope& rope, spec::RopePairing pairing, int64
                [&](int64_t i) { return static_cast<double>(position) * rope.inv_freq[static_cast<size_t>(i)]; });
 }
 
-void apply_rope_2d(double* head, const Rope& rope, int64_t row, int64_t col) {
+void apply_rope_2d(double* head, const Rope& rope, int64_t row, int64_t col, spec::RopePairing pairing) {
   const int64_t half = static_cast<int64_t>(rope.inv_freq.size()), quarter = half / 2;
-  rotate_pairs(head, half, spec::RopePairing::Neox, 1.0, [&](int64_t i) {
+  rotate_pairs(head, half, pairing, 1.0, [&](int64_t i) {
     return i < quarter ? static_cast<double>(row) * rope.inv_freq[static_cast<size_t>(2 * i)]
                        : static_cast<double>(col) * rope.inv_freq[static_cast<size_t>(2 * (i - quarter) + 1)];
   });
@@ -806,8 +806,8 @@ void Reference::project_qkv(const Layer& L, const std::vector<double>& h, int64_
     rms_norm(k, L.k_norm, per_head ? hd : kv_width);
   }
   if (rope_2d_side_ > 0) {
-    for (int64_t hh = 0; hh < d.heads; ++hh) apply_rope_2d(q.data() + hh * hd, rope_, p / rope_2d_side_, p % rope_2d_side_);
-    for (int64_t hh = 0; hh < d.kv_heads; ++hh) apply_rope_2d(k.data() + hh * hd, rope_, p / rope_2d_side_, p % rope_2d_side_);
+    for (int64_t hh = 0; hh < d.heads; ++hh) apply_rope_2d(q.data() + hh * hd, rope_, p / rope_2d_side_, p % rope_2d_side_, spec_.position.pairing);
+    for (int64_t hh = 0; hh < d.kv_heads; ++hh) apply_rope_2d(k.data() + hh * hd, rope_, p / rope_2d_side_, p % rope_2d_side_, spec_.position.pairing);
   } else if (spec_.position.kind == spec::PositionKind::Rope) {
     const Rope& rope = windowed && spec_.position.local_theta ? local_rope_ : rope_;
     for (int64_t hh = 0; hh < d.heads; ++hh)

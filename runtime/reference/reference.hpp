@@ -56,7 +56,8 @@ void apply_rope(double* head, int64_t rotary_dim, double theta, spec::RopePairin
 // rotate-half pairs (i, i + d/2); pair i < d/4 turns by row · f[2i], the
 // others by col · f[2(i − d/4) + 1], f = rope.inv_freq (θ^(−2j/d), j < d/2),
 // as PixtralRotaryEmbedding's table of each patch's frequencies.
-void apply_rope_2d(double* head, const Rope& rope, int64_t row, int64_t col);
+void apply_rope_2d(double* head, const Rope& rope, int64_t row, int64_t col,
+                   spec::RopePairing pairing = spec::RopePairing::Neox);
 
 // A norm of x (LayerNorm, or RMSNorm: no mean) with its scale (1 + w
 // under unit_offset) and shift (null: none); and an activation, in double.

@@ -20,11 +20,29 @@
 //     f32 factors computed as llama.cpp's converter does (its only record of
 //     the scaling).
 //     --no-permute leaves the rows as they are: the negative control.
+//   lathe_gguf_twin mmproj HF_SPEC IN OUT.gguf DTYPE
+//     The mmproj file llama.cpp's converter writes from IN (a checkpoint
+//     directory of HF_SPEC, a [vision] splice of LLaVA's, Gemma 3's or
+//     Pixtral's kind, its preprocessor_config.json giving the mean and std):
+//     clip.* metadata and the tower's and projector's tensors under
+//     llama.cpp's names, matrices in DTYPE with the converter's exceptions
+//     (importer::for_each_mmproj_tensor).
+//   lathe_gguf_twin pair HF_SPEC TEXT_DTYPE DTYPE IMPORTED.toml
+//     The spec `lathe import TEXT.gguf --mmproj MMPROJ.gguf` wrote
+//     (IMPORTED.toml) against HF_SPEC as the pair states it
+//     (importer::mmproj_twin, the text file's matrices in TEXT_DTYPE, the
+//     mmproj's in DTYPE): every difference a line, exit 1 when any.
+//   lathe_gguf_twin edit IN.gguf OUT.gguf EDIT...
+//     A copy of IN.gguf with each EDIT made: KEY=TEXT sets a string key,
+//     KEY:bool=true|false a bool key, KEY:vocab=TOKENIZER.json an array of
+//     the tokenizer's token texts by id (a text file's tokenizer.ggml.tokens,
+//     where lathe quantize writes no vocabulary), -TENSOR leaves the tensor
+//     out (the tests of what a bad mmproj file is told).
 //   lathe_gguf_twin config SPEC OUT.json
 //     The Hugging Face config.json of SPEC: beside a checkpoint of SPEC, a
 //     model directory as transformers writes one (for `lathe run DIR`).
 //   lathe_gguf_twin random SPEC OUT.safetensors SEED
-//     A checkpoint of SPEC's manifest in its dtypes, values uniform in
+//     A checkpoint of SPEC's manifest (and its tower's) in its dtypes, values uniform in
 //     [-0.05, 0.05) (norm scales 1 + that), deterministic in SEED.
 //   lathe_gguf_twin types FILE.gguf
 //     general.file_type, then one line "<tensor> <dtype>" per tensor.
@@ -39,9 +57,14 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
+#include <nlohmann/json.hpp>
 
 #include "generator/import/gguf_convert.hpp"
 #include "generator/import/gguf_import.hpp"
+#include "generator/import/gguf_mmproj.hpp"
+#include "generator/spec/compare.hpp"
 #include "generator/import/hf_export.hpp"
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
@@ -77,10 +100,93 @@ int convert(const std::string& hf_spec_path, const std::string& gguf_spec_path, 
   return 0;
 }
 
+DType dtype_of(const std::string& key) {
+  if (const std::optional<DType> d = from_key<DType>(key)) return *d;
+  throw Error(ErrorKind::InvalidArgument, "'" + key + "' is not a dtype (f32, f16, bf16)");
+}
+
+int mmproj(const std::string& hf_spec_path, const std::string& in, const std::string& out, const std::string& dtype_key) {
+  const spec::Spec hf = load(hf_spec_path);
+  const DType dtype = dtype_of(dtype_key);
+  // The image processor's statistics, which the converter copies.
+  std::ifstream config((std::filesystem::path(in) / "preprocessor_config.json").string());
+  const nlohmann::json processor = nlohmann::json::parse(config, nullptr, false);
+  if (!processor.is_object() || !processor.contains("image_mean") || !processor.contains("image_std"))
+    throw Error(ErrorKind::BadFile, in + ": no preprocessor_config.json with image_mean and image_std");
+  const auto triple = [&](const char* key) {
+    const auto v = processor[key].get<std::vector<double>>();
+    return std::array<double, 3>{v.at(0), v.at(1), v.at(2)};
+  };
+  std::vector<weights::GgufTensorToWrite> tensors;
+  importer::for_each_mmproj_tensor(hf, dtype, in, [&](importer::GgufTensorValues& t) {
+    tensors.push_back({t.name, t.dtype, t.shape, weights::encode_values(t.dtype, t.values)});
+  });
+  weights::write_gguf(out, importer::mmproj_metadata_from_spec(hf, dtype, triple("image_mean"), triple("image_std")),
+                      tensors);
+  std::cout << out << ": " << tensors.size() << " tensors\n";
+  return 0;
+}
+
+int pair(const std::string& hf_spec_path, const std::string& text_dtype, const std::string& dtype,
+         const std::string& imported_path) {
+  spec::Spec twin = importer::mmproj_twin(load(hf_spec_path), dtype_of(dtype));
+  twin.weights.dtype = dtype_of(text_dtype);
+  const std::vector<std::string> differences = spec::spec_differences(load(imported_path), twin);
+  for (const std::string& d : differences) std::cout << d << "\n";
+  std::cout << imported_path << ": " << differences.size() << " differences from the pair's twin of " << hf_spec_path
+            << "\n";
+  return differences.empty() ? 0 : 1;
+}
+
+// A tokenizer.json's token texts by id: its model's vocabulary, then its added tokens.
+weights::GgufValue vocab_texts(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("model") || !j["model"].contains("vocab") || !j["model"]["vocab"].is_object())
+    throw Error(ErrorKind::BadFile, path + ": no model.vocab object");
+  std::map<int64_t, std::string> by_id;
+  for (const auto& [text, id] : j["model"]["vocab"].items()) by_id[id.get<int64_t>()] = text;
+  if (j.contains("added_tokens"))
+    for (const nlohmann::json& t : j["added_tokens"]) by_id[t["id"].get<int64_t>()] = t["content"].get<std::string>();
+  std::vector<std::string> texts;
+  for (const auto& [id, text] : by_id) {
+    if (id != static_cast<int64_t>(texts.size())) throw Error(ErrorKind::BadFile, path + ": token ids have a gap");
+    texts.push_back(text);
+  }
+  return weights::GgufValue::strings(texts);
+}
+
+int edit(const std::string& in, const std::string& out, const std::vector<std::string>& edits) {
+  const weights::GgufFile file(in);
+  std::map<std::string, weights::GgufValue> metadata(file.metadata().begin(), file.metadata().end());
+  std::set<std::string> dropped;
+  for (const std::string& e : edits) {
+    const size_t eq = e.find('=');
+    if (e.starts_with("-")) dropped.insert(e.substr(1));
+    else if (eq != std::string::npos && e.substr(0, eq).ends_with(":bool")) metadata[e.substr(0, eq - 5)] = e.substr(eq + 1) == "true";
+    else if (eq != std::string::npos && e.substr(0, eq).ends_with(":vocab")) metadata[e.substr(0, eq - 6)] = vocab_texts(e.substr(eq + 1));
+    else if (eq != std::string::npos) metadata[e.substr(0, eq)] = e.substr(eq + 1);
+    else throw Error(ErrorKind::InvalidArgument, "edit: '" + e + "' is not KEY=TEXT, KEY:bool=VALUE or -TENSOR");
+  }
+  std::vector<weights::GgufTensorToWrite> tensors;
+  for (const weights::TensorInfo& t : file.tensors()) {
+    if (dropped.erase(t.name)) continue;
+    const std::span<const std::byte> data = file.data(t);
+    tensors.push_back({t.name, t.dtype, t.shape, std::vector<std::byte>(data.begin(), data.end())});
+  }
+  if (!dropped.empty()) throw Error(ErrorKind::InvalidArgument, in + ": no tensor " + *dropped.begin());
+  metadata.erase("general.alignment");
+  weights::write_gguf(out, metadata, tensors);
+  return 0;
+}
+
 int random(const std::string& spec_path, const std::string& out, uint64_t seed) {
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   std::vector<weights::TensorToWrite> tensors;
-  for (const spec::TensorSpec& t : spec::build_manifest(load(spec_path)).tensors) {
+  const spec::Spec spec = load(spec_path);
+  std::vector<spec::TensorSpec> manifest = spec::build_manifest(spec).tensors;
+  for (spec::TensorSpec& t : spec::build_vision_manifest(spec).tensors) manifest.push_back(std::move(t));
+  for (const spec::TensorSpec& t : manifest) {
     std::vector<float> values(static_cast<size_t>(t.elements()));
     for (float& v : values) {
       state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
@@ -170,6 +276,9 @@ int main(int argc, char** argv) {
     if ((args.size() == 5 || (args.size() == 6 && args[5] == "--no-permute")) && args[0] == "convert")
       return convert(args[1], args[2], args[3], args[4], args.size() == 5);
     if (args.size() == 3 && args[0] == "config") return config(args[1], args[2]);
+    if (args.size() == 5 && args[0] == "mmproj") return mmproj(args[1], args[2], args[3], args[4]);
+    if (args.size() >= 4 && args[0] == "edit") return edit(args[1], args[2], {args.begin() + 3, args.end()});
+    if (args.size() == 5 && args[0] == "pair") return pair(args[1], args[2], args[3], args[4]);
     if (args.size() == 4 && args[0] == "random") return random(args[1], args[2], std::stoull(args[3]));
     if (args.size() == 2 && args[0] == "types") return types(args[1]);
     if (args.size() == 5 && args[0] == "reference") return reference_logits(args[1], args[2], args[3], args[4]);
@@ -179,7 +288,8 @@ int main(int argc, char** argv) {
     std::cerr << "lathe_gguf_twin: " << e.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: lathe_gguf_twin convert HF_SPEC GGUF_SPEC IN OUT.gguf [--no-permute] | config SPEC OUT.json | "
+  std::cerr << "usage: lathe_gguf_twin convert HF_SPEC GGUF_SPEC IN OUT.gguf [--no-permute] | mmproj HF_SPEC IN OUT.gguf DTYPE | pair "
+               "HF_SPEC TEXT_DTYPE DTYPE IMPORTED.toml | edit IN.gguf OUT.gguf EDIT... | config SPEC OUT.json | "
                "random SPEC OUT.safetensors SEED | types FILE.gguf | reference SPEC FILE.gguf TOKENS OUT.f32 | compare A.f32 B.f32 VOCAB TOLERANCE\n";
   return 2;
 }
