@@ -41,9 +41,10 @@ void print_stats(const lathe::text::GenerateStats& s, const std::string& device,
 // fail before the device work: the tokenizer, the sampler (whose options it
 // checks), then the device, the session and its weights.
 struct TextRun {
-  static lathe::SessionOptions session_options(int64_t context) {
+  static lathe::SessionOptions session_options(int64_t context, int64_t images) {
     lathe::SessionOptions options;
     options.context = context;
+    options.images = std::max<int64_t>(1, images);  // a cross-attention decoder's caches hold them
     return options;
   }
   explicit TextRun(const TextOptions& o)
@@ -51,7 +52,8 @@ struct TextRun {
         sampler(o.generate.sampling),
         checkpoint(checked(o.weights)),
         vk(device_options(o.device)),
-        session(vk.devices(), lathe::model_info(), split_over(session_options(o.context), vk)) {
+        session(vk.devices(), lathe::model_info(),
+                split_over(session_options(o.context, static_cast<int64_t>(o.images.size())), vk)) {
     if (o.verbose)
       std::cerr << "seed " << o.generate.sampling.seed << " (--seed " << o.generate.sampling.seed
                 << " samples this text again)\n";
@@ -116,12 +118,16 @@ int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
   TextRun run(o);
   const std::vector<int32_t> ids = lathe::text::encode_prompt(run.session, run.tokenizer, prompt);
   // --image: each image's features in place of the prompt's next marker.
+  // (A cross-attention decoder's: into its caches after the warm-up, the
+  // markers staying.)
   std::optional<lathe::text::SplicedPrompt> spliced;
-  if (!o.images.empty())
-    spliced = lathe::text::splice_images(*lathe::model_info().vision, ids,
-                                         image_features(o.weights, o.images, !o.no_check, run.vk.device()),
-                                         lathe::model_info().hidden);
+  const lathe::plan::VisionLink* link = lathe::model_info().vision;
+  std::vector<lathe::text::ImageFeatures> images;
+  if (!o.images.empty()) images = image_features(o.weights, o.images, !o.no_check, run.vk.device());
+  const bool cross = link != nullptr && link->cross;
+  if (!images.empty() && !cross) spliced = lathe::text::splice_images(*link, ids, images, lathe::model_info().hidden);
   warm_up(run.session, static_cast<int64_t>(spliced ? spliced->ids.size() : ids.size()));
+  if (!images.empty() && cross) lathe::text::cross_images(run.session, *link, 0, ids, images);
   std::cout << prompt << std::flush;
   const auto print = [](std::string_view text) { std::cout << text << std::flush; };
   const lathe::text::GenerateStats stats =
@@ -146,6 +152,8 @@ lathe::text::ExpandedPrompt chat_ids(std::vector<int32_t> ids, std::span<const l
     const size_t at = !ids.empty() && tokenizer.bos() && ids[0] == *tokenizer.bos() ? 1 : 0;
     ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(at), images.size(), static_cast<int32_t>(link->marker));
   }
+  // (A cross-attention decoder's markers stay: its layers read the images.)
+  if (link->cross) return {std::move(ids), {}, {}, {}};
   std::vector<lathe::plan::ImageGrid> grids;
   for (const lathe::text::ImageFeatures& image : images) grids.push_back(image.grid);
   return lathe::text::expand_markers(*link, ids, grids);
@@ -208,6 +216,23 @@ int cmd_chat(const TextOptions& o) {
     } catch (const Error& e) {  // the line's markers and the images waiting are not as many
       std::cerr << "[" << e.what() << ": not sent]\n";
       continue;
+    }
+    // A cross-attention decoder's images: into its caches, before the
+    // conversation's first line (which its markers' rows read from then on).
+    const lathe::plan::VisionLink* link = lathe::model_info().vision;
+    if (link != nullptr && link->cross && !pending.empty()) {
+      try {
+        if (session.position() != 0)
+          throw Error(ErrorKind::InvalidArgument, std::string(lathe::model_info().name) +
+                                                      " reads images from a conversation's first line on: /image "
+                                                      "before the first line (or after the context starts over)");
+        lathe::text::cross_images(session, *link, 0, expanded.ids, pending);
+      } catch (const Error& e) {
+        std::cerr << "[" << e.what() << ": not sent]\n";
+        pending.clear();
+        continue;
+      }
+      pending.clear();
     }
     // The rows' features, once the line's ids are settled: the images in order.
     lathe::text::SplicedPrompt prompt{std::move(expanded.ids), std::move(expanded.at), {}, std::move(expanded.own)};

@@ -49,6 +49,7 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, const
   lathe::SessionOptions options;
   options.all_logits = true;
   options.context = context;
+  options.images = std::max<int64_t>(1, static_cast<int64_t>(images.size()));
   lathe::Session session(vk.devices(), m, split_over(options, vk));
   session.load(*checkpoint, {.check_finite = check});
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
@@ -62,7 +63,13 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, const
     out.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size() * sizeof(float)));
   };
   if (!source.empty()) session.source(0, source);
+  const bool cross = m.vision != nullptr && m.vision->cross;
   if (images.empty()) {
+    write(session.prefill(tokens), [](size_t r) { return "prompt row " + std::to_string(r); });
+  } else if (cross) {
+    // The images into the decoder's cross-attention caches; each marker
+    // stays a row of the prompt.
+    lathe::text::cross_images(session, *m.vision, 0, tokens, image_features(weights, images, check, vk.device()));
     write(session.prefill(tokens), [](size_t r) { return "prompt row " + std::to_string(r); });
   } else {
     // Each image's rows in place of its marker, as the checkpoint's processor
@@ -80,7 +87,9 @@ int cmd_logits(const std::string& weights, const std::string& tokens_text, const
   for (int64_t i = 0; i < steps; ++i)
     write(session.decode(session.argmax()), [i](size_t) { return "decode step " + std::to_string(i + 1); });
   if (!out.flush()) throw Error(ErrorKind::Io, out_path + ": write failed");
-  const size_t markers = images.empty() ? 0 : images.size();  // a marker's row is an image's rows, not written
+  // A marker's row is an image's rows, not written (a cross-attention
+  // decoder's stays a prompt row).
+  const size_t markers = images.empty() || cross ? 0 : images.size();
   std::cerr << "wrote " << tokens.size() - markers + static_cast<size_t>(steps) << " rows × " << vocab
             << (m.encoder ? " f32 hidden states to " : " f32 logits to ")
             << out_path << " (" << vk.device().info().name << ")\n";

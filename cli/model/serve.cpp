@@ -62,6 +62,10 @@ int cmd_serve(const ServeOptions& o) {
   options.context = o.context;
   options.max_chunk = 64;  // the scheduler's prompt chunk (an encoder-decoder's source runs whole)
   options.sequences = o.parallel;
+  // A decoder that cross-attends to images: the images a request may hold
+  // (its sequence's cross-attention caches).
+  constexpr int64_t kCrossImages = 4;
+  if (m.vision != nullptr && m.vision->cross) options.images = kCrossImages;
   lathe::Session session(vk.devices(), m, split_over(options, vk));
   load_weights(session, checkpoint.get(), !o.no_check);
   warm_up(session, options.max_chunk);
@@ -76,6 +80,7 @@ int cmd_serve(const ServeOptions& o) {
     images->link = *m.vision;
     images->preprocess = tower->preprocess();
     images->row_floats = tower->session().model().plan.input_row_floats;
+    images->max_images = m.vision->cross ? options.images : 0;
   }
   lathe::serve::SessionEngine engine(session, tower ? &tower->session() : nullptr, m.vision);
   lathe::serve::SchedulerOptions scheduling;

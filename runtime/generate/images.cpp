@@ -134,6 +134,21 @@ ImageFeatures encode_image(Session& tower, const plan::VisionLink& link, const i
   return image_features(tower, link, image_input(link, p, image, tower.model().plan.input_row_floats, name));
 }
 
+void cross_images(Session& session, const plan::VisionLink& link, int64_t sequence, std::span<const int32_t> ids,
+                  std::span<const ImageFeatures> images) {
+  if (const size_t markers = count_markers(link, ids); markers != images.size())
+    throw Error(ErrorKind::InvalidArgument,
+                "the prompt holds " + std::to_string(markers) + " image marker(s) (token " + std::to_string(link.marker) +
+                    ") for " + std::to_string(images.size()) + " image(s): each image goes where a marker is");
+  std::vector<float> features;
+  std::vector<int64_t> tiles;
+  for (const ImageFeatures& image : images) {
+    features.insert(features.end(), image.values.begin(), image.values.end());
+    tiles.push_back(image.tiles);
+  }
+  session.images(sequence, features, tiles);
+}
+
 size_t count_markers(const plan::VisionLink& link, std::span<const int32_t> ids) {
   size_t markers = 0;
   for (int32_t id : ids) markers += id == link.marker ? 1 : 0;

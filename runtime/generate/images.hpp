@@ -108,4 +108,12 @@ struct SplicedPrompt {
 SplicedPrompt splice_images(const plan::VisionLink& link, std::span<const int32_t> ids,
                             std::span<const ImageFeatures> images, int64_t hidden);
 
+// An image cross-attention decoder (Llama 3.2 Vision, link.cross): the
+// images' features into the sequence's cross-attention caches
+// (Session::images), the prompt's markers staying where they are. Throws
+// Error(InvalidArgument) when the prompt's markers are not as many as the
+// images, saying both counts, before anything runs.
+void cross_images(Session& session, const plan::VisionLink& link, int64_t sequence, std::span<const int32_t> ids,
+                  std::span<const ImageFeatures> images);
+
 }  // namespace lathe::text

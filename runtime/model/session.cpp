@@ -597,6 +597,15 @@ std::vector<float> Session::Impl::prompt(int64_t sequence, std::span<const int32
                       std::to_string(model.vision->marker) + "), but " + std::to_string(k.first.size()) +
                       " images were given to its cross-attention (Session::images)");
     k.markers = std::move(markers);
+    // A sequence without images: one key of zeros (a row of zero features
+    // gives k and v zeros), which its rows read for nothing, so that its
+    // cross-attention layers add nothing (transformers skips them).
+    if (k.keys == 0) {
+      const std::vector<float> zeros(static_cast<size_t>(model.hidden), 0.0f);
+      const int64_t first = 0;
+      image_pass(sequence, zeros, std::span(&first, 1));
+      k.keys = 1;
+    }
   }
   // Chunk by chunk; stages in this process work at once on consecutive
   // chunks (run_prompt).
@@ -649,6 +658,10 @@ void Session::images(int64_t sequence, std::span<const float> features, std::spa
     if (n < 1 || n > v->tiles)
       throw Error(ErrorKind::InvalidArgument, "an image of " + std::to_string(n) + " tiles; the tower takes 1 to " +
                                                   std::to_string(v->tiles));
+  if (images * per > plan::kMaxImageKeys)  // a row's extent names its keys in 15 bits
+    throw Error(ErrorKind::InvalidArgument, std::to_string(images) + " images of " + std::to_string(per) +
+                                                " keys exceed the " + std::to_string(plan::kMaxImageKeys) +
+                                                " a sequence's cross-attention reads");
   s.check_ready(sequence, 0);
   // The cross caches' keys: each image's own tiles' rows, image by image,
   // then the rest (rows a row that sees no image reads too).
@@ -662,21 +675,25 @@ void Session::images(int64_t sequence, std::span<const float> features, std::spa
   for (int64_t i = 0; i < images; ++i)
     for (int64_t r = tiles[static_cast<size_t>(i)] * v->tile_rows; r < per; ++r) order.push_back(i * per + r);
   keys.keys = static_cast<int64_t>(order.size());
-  // The image pass over them, max_chunk rows at a time (each key's row is its own).
-  const size_t most = static_cast<size_t>(s.options.max_chunk), width = static_cast<size_t>(hidden);
+  s.image_pass(sequence, features, order);
+  s.image_keys[static_cast<size_t>(sequence)] = std::move(keys);
+}
+
+void Session::Impl::image_pass(int64_t sequence, std::span<const float> features, std::span<const int64_t> order) {
+  // max_chunk rows at a time (each key's row is its own).
+  const size_t most = static_cast<size_t>(options.max_chunk), width = static_cast<size_t>(model.hidden);
   for (size_t from = 0; from < order.size(); from += most) {
     const size_t rows = std::min(most, order.size() - from);
-    float* to = static_cast<float*>(s.input->mapped());
+    float* to = static_cast<float*>(input->mapped());
     for (size_t r = 0; r < rows; ++r) {
       std::memcpy(to + r * width, features.data() + static_cast<size_t>(order[from + r]) * width, width * sizeof(float));
-      s.io_rows()[r] = {0, static_cast<uint32_t>(sequence), static_cast<uint32_t>(from + r),
-                        static_cast<uint32_t>(order.size())};
+      io_rows()[r] = {0, static_cast<uint32_t>(sequence), static_cast<uint32_t>(from + r),
+                      static_cast<uint32_t>(order.size())};
     }
-    s.record(s.prefill_commands, static_cast<uint32_t>(rows), s.tile_for(static_cast<uint32_t>(rows)), false, true,
-             VK_NULL_HANDLE, true);
-    s.submit(s.prefill_commands);
+    record(prefill_commands, static_cast<uint32_t>(rows), tile_for(static_cast<uint32_t>(rows)), false, true,
+           VK_NULL_HANDLE, true);
+    submit(prefill_commands);
   }
-  s.image_keys[static_cast<size_t>(sequence)] = std::move(keys);
 }
 
 std::vector<float> Session::prefill(int64_t sequence, std::span<const int32_t> tokens, std::span<const int64_t> at,

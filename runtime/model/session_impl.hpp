@@ -172,6 +172,9 @@ struct Session::Impl {
   // the images of the last run of adjacent markers at or before it, or, with
   // none, every key.
   uint32_t image_extent(int64_t sequence, int64_t position) const;
+  // The image pass of `sequence`: rows order[i] of `features` ([rows][hidden])
+  // into its cross-attention caches at key i.
+  void image_pass(int64_t sequence, std::span<const float> features, std::span<const int64_t> order);
 
   std::shared_ptr<vk::Pipelines> pipelines;  // shared with the other sessions on this device (Pipelines::shared)
   std::map<std::array<uint32_t, 5>, std::vector<const vk::Pipeline*>> layouts;  // pipelines_for, by rows, tokens, texels, groups, variant

@@ -29,6 +29,14 @@ std::vector<float> Engine::prefill_spliced(int64_t, std::span<const int32_t>, st
   throw Error(ErrorKind::Unsupported, "this model takes no images");
 }
 
+void Engine::cross_images(int64_t, std::span<const float>, std::span<const int64_t>) {
+  throw Error(ErrorKind::Unsupported, "this model takes no images through cross-attention");
+}
+
+void SessionEngine::cross_images(int64_t sequence, std::span<const float> features, std::span<const int64_t> tiles) {
+  session_.images(sequence, features, tiles);
+}
+
 std::vector<float> SessionEngine::encode_image(const text::ImageInput& input) {
   if (tower_ == nullptr || link_ == nullptr) return Engine::encode_image(input);
   return text::image_features(*tower_, *link_, input).values;

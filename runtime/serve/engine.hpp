@@ -42,6 +42,12 @@ class Engine {
   virtual std::vector<float> encode_image(const text::ImageInput& input);
   virtual std::vector<float> prefill_spliced(int64_t sequence, std::span<const int32_t> tokens,
                                              std::span<const int64_t> at, std::span<const float> features);
+  // A decoder that cross-attends to images (Llama 3.2 Vision): the images'
+  // features (image_features' rows of each, in the prompt's order) into the
+  // sequence's cross-attention caches, tiles[i] of image i's its own
+  // (Session::images), before the sequence's first prompt chunk. Others
+  // throw Error(Unsupported).
+  virtual void cross_images(int64_t sequence, std::span<const float> features, std::span<const int64_t> tiles);
   // Whether a prompt is a source the decoder attends to (an encoder-decoder)
   // rather than the start of the sequence the decoder continues.
   virtual bool prompt_is_source() const { return false; }
@@ -62,6 +68,7 @@ class SessionEngine final : public Engine {
   std::vector<float> encode_image(const text::ImageInput& input) override;
   std::vector<float> prefill_spliced(int64_t sequence, std::span<const int32_t> tokens, std::span<const int64_t> at,
                                      std::span<const float> features) override;
+  void cross_images(int64_t sequence, std::span<const float> features, std::span<const int64_t> tiles) override;
   bool prompt_is_source() const override { return session_.model().encoder_decoder; }
 
  private:

@@ -180,6 +180,9 @@ void splice_images(const std::vector<ImagePart>& parts, const Model& model, Gene
     bad("messages", "the chat template: the prompt holds " + std::to_string(markers) + " image marker(s) (token " +
                         std::to_string(support.link.marker) + ") for " + std::to_string(parts.size()) +
                         " image(s): each image goes where a marker is");
+  if (support.max_images > 0 && static_cast<int64_t>(parts.size()) > support.max_images)
+    bad("messages", std::to_string(parts.size()) + " images: this model's sequences hold " +
+                        std::to_string(support.max_images) + " at most");
   PromptImages& images = r.images;
   std::map<std::string_view, uint32_t> seen;  // an image sent twice is decoded and encoded once
   std::vector<plan::ImageGrid> grids;         // each marker's, in order
@@ -204,6 +207,12 @@ void splice_images(const std::vector<ImagePart>& parts, const Model& model, Gene
       }
     }
     grids.push_back(images.inputs[it->second].grid);
+  }
+  // A cross-attention decoder's markers stay: its layers read the images.
+  if (support.link.cross) {
+    images.cross = true;
+    images.marker = support.link.marker;
+    return;
   }
   text::ExpandedPrompt expanded = text::expand_markers(support.link, r.prompt, grids);
   r.prompt = std::move(expanded.ids);
@@ -237,7 +246,9 @@ void chat_prompt(const json& body, const Model& model, GenerationRequest& r) {
   // marker stands: bounded before anything is decoded or rendered (images
   // of variable sizes at the largest).
   const int64_t image_rows =
-      model.images ? static_cast<int64_t>(images.size()) * model.images->link.expanded_rows() : 0;
+      !model.images             ? 0
+      : model.images->link.cross ? static_cast<int64_t>(images.size())  // the markers stay, a row each
+                                 : static_cast<int64_t>(images.size()) * model.images->link.expanded_rows();
   const int64_t marker_rows = static_cast<int64_t>(images.size());
   if (image_rows > model.context - 1) prompt_too_long(true, model.context, image_rows);
   std::string prompt;

@@ -42,6 +42,9 @@ struct ImageSupport {
   plan::VisionLink link;
   image::Preprocess preprocess;
   int64_t row_floats = 0;  // the tower's input rows (its plan.input_row_floats)
+  // A decoder that cross-attends to the images (link.cross): the images a
+  // request may hold, what its sequences' caches hold (0: no bound).
+  int64_t max_images = 0;
   // OpenAI's bound on an image's file (20 MB), and at most 32 M pixels.
   image::Limits limits{int64_t{20} << 20, 16384, int64_t{1} << 25};
 };

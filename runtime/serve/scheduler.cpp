@@ -94,6 +94,14 @@ namespace {
 void check_images(const PromptImages& images, size_t prompt) {
   if (images.empty() && images.at.empty() && images.inputs.empty()) return;
   const auto refuse = [](const std::string& what) { throw Error(ErrorKind::InvalidArgument, "the prompt's images: " + what); };
+  if (images.cross) {  // no row spliced: each image of the order one of the inputs
+    if (!images.at.empty() || !images.starts.empty()) refuse("a cross-attention decoder splices no rows");
+    for (uint32_t k : images.order)
+      if (k >= images.inputs.size() || images.inputs[k].tiles < 1)
+        refuse("image " + std::to_string(k) + " is not among the " + std::to_string(images.inputs.size()) +
+               " tiled images given");
+    return;
+  }
   if (images.starts.size() != images.order.size() + 1 || images.starts.front() != 0 ||
       images.starts.back() != images.at.size() || !std::is_sorted(images.starts.begin(), images.starts.end()))
     refuse(std::to_string(images.at.size()) + " spliced rows do not split into the " +
@@ -143,7 +151,7 @@ std::shared_ptr<Generation> Scheduler::submit(GenerationRequest request) {
                                                 std::to_string(request.max_tokens) + " exceed the context of " +
                                                 std::to_string(engine_.context()) + " tokens");
   for (int32_t id : request.prompt)
-    if (id < 0 || id >= engine_.vocab())
+    if (id < 0 || (id >= engine_.vocab() && !(request.images.cross && id == request.images.marker)))
       throw Error(ErrorKind::InvalidArgument, "token " + std::to_string(id) + " is outside the vocabulary of " +
                                                   std::to_string(engine_.vocab()));
   check_images(request.images, request.prompt.size());
@@ -271,7 +279,25 @@ bool Scheduler::step() {
       const size_t end = std::min(s.request.prompt.size(), s.prefilled + static_cast<size_t>(options_.chunk));
       const size_t n = (images.whole ? plan::whole_images_end(images.at, images.starts, s.prefilled, end) : end) - s.prefilled;
       const std::span<const int32_t> chunk = std::span(s.request.prompt).subspan(s.prefilled, n);
-      if (!images.empty() && s.features.empty()) {
+      if (images.cross && !images.empty() && s.prefilled == 0) {
+        // The images into the sequence's cross-attention caches, each
+        // distinct one encoded once; the chunks then run as text.
+        std::vector<std::vector<float>> encoded;
+        for (text::ImageInput& input : images.inputs) {
+          encoded.push_back(engine_.encode_image(input));
+          std::lock_guard lock(mutex_);
+          ++stats_.images;
+        }
+        std::vector<float> features;
+        std::vector<int64_t> tiles;
+        for (uint32_t k : images.order) {
+          features.insert(features.end(), encoded[k].begin(), encoded[k].end());
+          tiles.push_back(images.inputs[k].tiles);
+        }
+        engine_.cross_images(static_cast<int64_t>(prefilling_index), features, tiles);
+        images.inputs.clear();
+      }
+      if (!images.empty() && !images.cross && s.features.empty()) {
         // Before the first chunk: each distinct image through the tower, once.
         for (text::ImageInput& input : images.inputs) {
           s.features.push_back(engine_.encode_image(input));

@@ -46,6 +46,11 @@ struct PromptImages {
                                          // are at[starts[i], starts[i + 1])
   std::vector<size_t> starts;            // one more than order
   bool whole = false;                    // an image's rows see each other both ways: a chunk cuts none
+  // The decoder cross-attends to the images (Llama 3.2 Vision): no row is
+  // spliced (at and starts empty); the images, in order, go into the
+  // sequence's cross-attention caches before its first chunk.
+  bool cross = false;
+  int64_t marker = -1;  // its image marker: a token the prompt holds past the vocabulary (Llama 3.2 Vision's)
   bool empty() const { return order.empty(); }
 };
 

@@ -3,7 +3,8 @@
 // tokenizer, the chat template and the image processor's settings: LLaVA-1.5's
 // with CLIP's; Gemma 3's, whose images are written between tokens of
 // their own and see each other both ways; or Mistral 3's, whose images keep
-// their size, a row end after each row of features): an image sent as a data: URL
+// their size, a row end after each row of features; or Llama 3.2 Vision's,
+// whose decoder cross-attends to the image's tiles): an image sent as a data: URL
 // gives the first token's log-probabilities that `logits --image` gives for
 // the same prompt, as the template renders it; another image, others; an
 // image sent twice in a request is encoded once (/metrics); streaming; a
@@ -11,7 +12,7 @@
 // have to fetch, a payload that is not base64, an image for a model without
 // a tower is cli.image_without_vision's).
 //
-//   node vision.cjs <node_modules> <vision model executable> <dir> <images dir> <llava | gemma3 | pixtral>
+//   node vision.cjs <node_modules> <vision model executable> <dir> <images dir> <llava | gemma3 | pixtral | mllama>
 'use strict';
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -33,6 +34,12 @@ const families = {
   // baseline.jpg, 16 × 8 pixels, kept: 2 × 4 patches of 4, merged into one
   // row of 2, then [IMG_END].
   pixtral: { prompt: (question) => `[INST]${question}[IMG][/INST]`, rows: 2 + 1 },
+  // Llama 3.2 Vision's: the marker stays a row; the decoder's layers read the image.
+  mllama: {
+    prompt: (question) =>
+      `<|start_header_id|>user<|end_header_id|>\n\n${question}<|image|><|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n`,
+    rows: 1,
+  },
 };
 const { prompt: render, rows: imageRows } = families[family];
 
