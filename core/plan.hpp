@@ -499,6 +499,8 @@ struct VisionLink {
   constexpr int64_t grid() const { return patch > 0 ? image_size / patch : 0; }
   // A tiled tower's pass: its tiles' rows, then their padding rows.
   constexpr int64_t tile_pass_rows() const { return tiles * (tile_rows + tile_pad); }
+  // … its tiles' rows alone (spec::Vision::tile_keys): an image's features.
+  constexpr int64_t tile_keys() const { return tiles * tile_rows; }
   // The features of an image of `rows` × `cols` patches (a fixed size's
   // ignore them: one row of `features`).
   constexpr ImageGrid grid_of(int64_t rows, int64_t cols) const {

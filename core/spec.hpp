@@ -533,6 +533,9 @@ struct Vision {
     return rows * cols + (class_token && !drop_class_token ? 1 : 0);
   }
   int64_t image_features() const { return image_features(grid(), grid()); }
+  // A tiled tower's: an image's tiles' rows (class and patches, no padding),
+  // the decoder's cross-attention keys of it.
+  int64_t tile_keys() const { return tiles * positions_count(); }
   // Llama 3.2 Vision: the tile arrangements an image can take (see
   // spec::tile_arrangements).
   std::vector<std::array<int64_t, 2>> tile_arrangements() const { return spec::tile_arrangements(tiles); }

@@ -330,7 +330,7 @@ bool check_supported(const Spec& s, Diagnostics& diag) {
     if (s.moe.experts > 0) refuse("moe", "an image cross-attention decoder of experts");
     if (s.position.scaling.kind == RopeScaling::DynamicNtk)
       refuse("position.scaling", "dynamic NTK reads a row's extent, which an image cross-attention decoder's rows use");
-    if (s.vision.tiles * s.vision.positions_count() > plan::kMaxImageKeys)
+    if (s.vision.tile_keys() > plan::kMaxImageKeys)
       refuse("vision.tiles", "an image's cross-attention keys over " + std::to_string(plan::kMaxImageKeys));
   }
   if (s.vision.enabled && s.vision.image_bidirectional && s.mla.enabled)

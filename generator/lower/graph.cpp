@@ -294,10 +294,6 @@ uint32_t dense_mlp(Builder& b, const Spec& s, uint32_t m, int64_t layer) {
   return b.matmul("dims.hidden", Role::Down, layer, f);
 }
 
-// Llama 3.2 Vision: the cross-attention keys an image gives, its tiles'
-// rows (the class token's and the patches', not the padding's).
-int64_t image_rows(const Spec& s) { return s.vision.tiles * s.vision.positions_count(); }
-
 // One block of layer `layer` (an encoder–decoder's numbering: encoder
 // layers first) on the stream x: its attention (causal or bidirectional,
 // with T5's bias table `rel` when ≥ 0), an encoder–decoder decoder layer's
@@ -430,7 +426,7 @@ uint32_t image_cross_block(Builder& b, const Spec& s, uint32_t x, int64_t layer)
             Op{OpKind::RMSNorm, 0, {q}, {q_norm, -1}, {q_width, d.head_dim}, s.norm.eps, -1, typed::kHeadScale}, q_width,
             {b.handle(q_norm)});
   const uint32_t a = b.add("vision.cross_layers",
-                           Op{OpKind::Attention, 0, {q}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, 0, image_rows(s)},
+                           Op{OpKind::Attention, 0, {q}, {-1, -1}, {d.heads, d.kv_heads, d.head_dim, 0, s.vision.tile_keys()},
                               s.attention.effective_scale(d.head_dim), static_cast<int32_t>(layer), typed::kImageCross},
                            q_width);
   const uint32_t o = b.matmul("vision.cross_layers", Role::CrossO, layer, a);
@@ -485,7 +481,7 @@ Graph build_graph(const Spec& s, const Manifest& manifest) {
       const uint32_t v = b.matmul("vision.cross_layers", Role::CrossV, l, f);
       const int32_t k_norm = b.need(Role::CrossKNorm, l);
       b.push("vision.cross_layers",
-             Op{OpKind::CrossKv, 0, {k, v}, {k_norm, -1}, {d.kv_heads, d.head_dim, image_rows(s)}, 0, static_cast<int32_t>(l)},
+             Op{OpKind::CrossKv, 0, {k, v}, {k_norm, -1}, {d.kv_heads, d.head_dim, s.vision.tile_keys()}, 0, static_cast<int32_t>(l)},
              {b.handle(k_norm)});
     }
     b.layer = -1;
@@ -569,7 +565,7 @@ Graph build_tower_graph(const Spec& s, const Manifest& manifest) {
     if (v.pre_norm) {
       // Normed, its padding rows zeros after the norm.
       const int32_t g = b.need(Role::EmbedNorm, -1), shift = b.find(Role::EmbedNorm, true, -1);
-      x = b.add("vision.pre_norm", Op{OpKind::LayerNorm, 0, {x}, {g, shift}, {h, 0, v.tiles * tile_rows}, t.norm.eps},
+      x = b.add("vision.pre_norm", Op{OpKind::LayerNorm, 0, {x}, {g, shift}, {h, 0, v.tile_keys()}, t.norm.eps},
                 h, {b.handle(g), b.handle(shift)});
     }
   }

@@ -406,29 +406,22 @@ class Lowering {
     // A norm per group of features (Mamba-2's gated norm; 0: the whole
     // row): matmul epilogues norm whole rows, so it folds into none.
     const int64_t group = op.dims[1] > 0 && op.dims[1] != op.dims[0] ? op.dims[1] : 0;
-    // A cross-attention query's per-head norm (one scale for every head),
-    // and a norm whose rows that see no image are zeros: dispatches of their own.
-    if (op.variant == typed::kHeadScale || op.variant == typed::kImageRows) {
-      const bool heads = op.variant == typed::kHeadScale;
-      if (heads && (group == 0 || op.dims[0] % group != 0)) unsupported(i, "a per-head norm of whole heads");
-      emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .group = heads ? group : 0, .head_scale = heads,
-                        .row_mask = !heads},
+    // Dispatches of their own: a cross-attention query's per-head norm (one
+    // scale for every head), a norm whose rows that see no image are zeros,
+    // a tiled tower's pre-norm whose padding rows are zeros.
+    const bool heads = op.variant == typed::kHeadScale, image_rows = op.variant == typed::kImageRows;
+    if (heads || image_rows || op.dims[2] > 0) {
+      if (heads ? group == 0 || op.dims[0] % group != 0 : group != 0)
+        unsupported(i, heads ? "a per-head norm of whole heads" : "a norm that zeroes rows norms whole rows");
+      emit(i,
+           KernelKey{.family = Family::Norm, .width = op.dims[0], .group = group, .zero_from = op.dims[2],
+                     .head_scale = heads, .row_mask = image_rows},
            plan::Grid::Rows,
            {{"x", plan::activation(loc(i, op.in[0]).slot)},
             {"scale", plan::weight(op.tensor[0])},
-            {"shift", Binding{}},
-            {"y", plan::activation(materialize(op.out).slot)},
-            {"io", heads ? Binding{} : plan::io()}});
-      return 1;
-    }
-    // A tiled tower's pre-norm, its padding rows zeros: a dispatch of its own.
-    if (op.dims[2] > 0) {
-      if (group != 0) unsupported(i, "a norm that zeroes rows norms whole rows");
-      emit(i, KernelKey{.family = Family::Norm, .width = op.dims[0], .zero_from = op.dims[2]}, plan::Grid::Rows,
-           {{"x", plan::activation(loc(i, op.in[0]).slot)},
-            {"scale", plan::weight(op.tensor[0])},
             {"shift", vector_or_none(op.tensor[1])},
-            {"y", plan::activation(materialize(op.out).slot)}});
+            {"y", plan::activation(materialize(op.out).slot)},
+            {"io", image_rows ? plan::io() : Binding{}}});
       return 1;
     }
     // A mixture of experts' input norm: folded into the router and into

@@ -91,7 +91,7 @@ ImageInput tiles_input(const plan::VisionLink& link, std::span<const image::Pixe
               out.rows.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(t * link.tile_rows) * width));
   }
   out.tokens.assign(static_cast<size_t>(link.tile_pass_rows()), static_cast<int32_t>(aspect_ratio_id));
-  out.grid = {1, link.tiles * link.tile_rows};
+  out.grid = {1, link.tile_keys()};
   out.tiles = count;
   out.own = count * link.tile_rows;
   return out;

@@ -644,7 +644,7 @@ void Session::images(int64_t sequence, std::span<const float> features, std::spa
   if (s.positions[static_cast<size_t>(sequence)] != 0)
     throw Error(ErrorKind::InvalidArgument, "sequence " + std::to_string(sequence) +
                                                 " holds tokens: its images go in before its first prompt (reset it)");
-  const int64_t images = static_cast<int64_t>(tiles.size()), per = v->tiles * v->tile_rows, hidden = s.model.hidden;
+  const int64_t images = static_cast<int64_t>(tiles.size()), per = v->tile_keys(), hidden = s.model.hidden;
   if (images == 0) throw Error(ErrorKind::InvalidArgument, "images() of no images");
   if (images > s.options.images)
     throw Error(ErrorKind::InvalidArgument, std::to_string(images) + " images exceed the " +
