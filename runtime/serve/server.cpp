@@ -22,9 +22,15 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "runtime/error.hpp"
+
+namespace lathe::embedded {
+// runtime/serve/chat.html and the like, by base name (cmake/Embed.cmake).
+std::string_view serve_pages(std::string_view name);
+}  // namespace lathe::embedded
 
 namespace lathe::serve {
 
@@ -669,6 +675,23 @@ struct Server::Impl {
                                                         model.name + "'", "model", "model_not_found"));
       res.set_content(dump(model_object()), "application/json");
     });
+    // The chat page (runtime/serve/chat.html, compiled in). Its script and
+    // style are inline and it talks to this origin alone: the policy lets it
+    // load, frame and send nothing else. An encoder has nothing to chat with.
+    auto chat_page = [this](const Request&, Response& res) {
+      if (model.encoder)
+        return send_error(res, 404, error_body(404, model.name + " is an encoder: it serves /v1/embeddings, and no chat page"));
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                     "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Referrer-Policy", "no-referrer");
+      res.set_header("Cache-Control", "no-cache");
+      const std::string_view page = embedded::serve_pages("chat.html");
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    };
+    http.Get("/", chat_page);
+    http.Get("/index.html", chat_page);
     http.Get("/health", [](const Request&, Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
     });

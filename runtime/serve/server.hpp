@@ -1,7 +1,8 @@
 // The OpenAI-compatible HTTP server (cpp-httplib): POST /v1/completions and
 // /v1/chat/completions (whole, or `stream: true` as server-sent events
 // ending in `data: [DONE]`) for a decoder, POST /v1/embeddings for an
-// encoder, GET /v1/models, /health and /metrics (Prometheus text). Requests go to a Scheduler; every error is an OpenAI
+// encoder, GET /v1/models, /health and /metrics (Prometheus text), and a
+// decoder's chat page at GET / (chat.html, compiled in). Requests go to a Scheduler; every error is an OpenAI
 // error object with its HTTP status. httplib is an implementation detail:
 // no header of lathe_serve includes it.
 #pragma once

@@ -2,7 +2,8 @@
 // /v1/embeddings with token-id inputs and text, one input and a batch larger
 // than a device pass, float and base64 answers of the same vectors, usage,
 // the pooled vectors' L2 norm, and the errors a client can cause (an input
-// over the context, an unknown encoding, completions asked of an encoder).
+// over the context, an unknown encoding, completions asked of an encoder),
+// and GET / (no chat page on an encoder).
 //
 // Waiting requests past the sequences and queue places get a 503.
 //
@@ -94,6 +95,12 @@ main(() => withServer(['--parallel', '3', '--queue', '1'], 240000, async ({ clie
     assert.ok(answers.some((a) => a.status === 200));
     const after = await client.embeddings.create({ model, input: [5, 0, 17], encoding_format: 'float' });
     assert.equal(after.data[0].embedding.length, 96);
+  });
+
+  await step('GET /: no chat page on an encoder (a 404 naming /v1/embeddings)', async () => {
+    const res = await fetch(`${baseURL}/`);
+    assert.equal(res.status, 404);
+    assert.match((await res.json()).error.message, /is an encoder: it serves \/v1\/embeddings, and no chat page/);
   });
 
   await step('/metrics counts the inputs embedded', async () => {
