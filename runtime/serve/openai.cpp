@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/error.hpp"
+#include "runtime/generate/constraint.hpp"
 #include "runtime/generate/images.hpp"
 #include "runtime/serve/data_url.hpp"
 
@@ -511,6 +512,50 @@ void check_object_and_model(const json& body, const Model& model) {
   }
 }
 
+// What `response_format` ({"type": "text" | "json_object" | "json_schema"})
+// or llama.cpp's `grammar` (GBNF text) asks the output to be: null for any
+// text. A grammar or schema the server cannot take is a 400 naming its line
+// and column, or the schema's keyword.
+std::shared_ptr<const grammar::Grammar> output_grammar(const json& body) {
+  const json* format = field(body, "response_format");
+  const json* gbnf = field(body, "grammar");
+  std::string type = "text";
+  if (format) {
+    if (!format->is_object()) bad("response_format", "response_format must be an object");
+    const json* t = field(*format, "type");
+    if (!t || !t->is_string()) bad("response_format", "response_format.type must be a string");
+    type = t->get<std::string>();
+    if (type != "text" && type != "json_object" && type != "json_schema")
+      bad("response_format", "response_format.type must be \"text\", \"json_object\" or \"json_schema\", not \"" +
+                                 printable(type, 64) + "\"");
+  }
+  if (gbnf && type != "text") bad("grammar", "grammar and a response_format other than text exclude each other");
+  try {
+    if (gbnf) {
+      if (!gbnf->is_string()) bad("grammar", "grammar must be a string (GBNF)");
+      return text::compile_grammar(text::GrammarSource::Gbnf, gbnf->get<std::string>(), "grammar");
+    }
+    if (type == "json_object") return text::compile_grammar(text::GrammarSource::JsonObject, "", "response_format");
+    if (type == "json_schema") {
+      const json* js = field(*format, "json_schema");
+      if (!js || !js->is_object()) bad("response_format", "response_format.json_schema must be an object");
+      const json* name = field(*js, "name");
+      if (name && !name->is_string()) bad("response_format", "response_format.json_schema.name must be a string");
+      if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
+        bad("response_format", "response_format.json_schema.strict must be a boolean");
+      const json* schema = field(*js, "schema");
+      if (schema && !schema->is_object() && !schema->is_boolean())
+        bad("response_format", "response_format.json_schema.schema must be an object");
+      // OpenAI's: a schema is optional (any JSON then).
+      const std::string text = schema ? schema->dump() : "{}";
+      return text::compile_grammar(text::GrammarSource::JsonSchema, text, "response_format.json_schema.schema");
+    }
+  } catch (const Error& e) {
+    bad(gbnf ? "grammar" : "response_format", e.what());
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 CompletionParams parse_completion(const json& body, bool chat, const Model& model) {
@@ -527,11 +572,7 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
   for (const char* key : {"tool_choice", "function_call"})
     if (const json* v = field(body, key); v && !(v->is_string() && v->get<std::string>() == "none"))
       bad(key, std::string(key) + " (function calling) is not supported by this server");
-  if (const json* v = field(body, "response_format")) {
-    if (!v->is_object() || v->value("type", json()) != "text")
-      bad("response_format", "response_format other than {\"type\": \"text\"} (JSON mode, JSON schemas) is not "
-                             "supported by this server");
-  }
+  p.request.grammar = output_grammar(body);
   p.stream = boolean(body, "stream");
   if (const json* o = field(body, "stream_options")) {
     if (!o->is_object()) bad("stream_options", "stream_options must be an object");
