@@ -79,12 +79,16 @@ class Matcher {
   // Some further byte is accepted (false: the document is complete and
   // nothing may follow it).
   bool can_continue() const;
+  // The live parse stacks (after deduplication): how ambiguous the grammar
+  // is here; at most limits().max_stacks.
+  size_t stacks() const;
 
   const Grammar& grammar() const { return *grammar_; }
 
   struct State;
 
  private:
+  friend class Vocabulary;  // allowed() starts from state_
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const State> state_;  // shared between copies until one moves on
 };

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -35,5 +36,11 @@ std::string json_object_gbnf();
 // (naming it), a $ref it cannot resolve, a malformed schema or a limit
 // passed.
 std::string schema_to_gbnf(const nlohmann::json& schema, const std::string& name, const SchemaLimits& limits = {});
+// The same, keeping the order of the schema's keys. nlohmann::json sorts an
+// object's keys, so through the overload above an object's properties come
+// out in alphabetical order; a schema parsed as ordered_json keeps them in
+// the order the schema lists them (what OpenAI's strict mode promises).
+std::string schema_to_gbnf(const nlohmann::ordered_json& schema, const std::string& name,
+                           const SchemaLimits& limits = {});
 
 }  // namespace lathe::grammar
