@@ -26,9 +26,9 @@ std::shared_ptr<const grammar::Grammar> compile_grammar(GrammarSource source, co
     case GrammarSource::JsonObject:
       return grammar::Grammar::parse(grammar::json_object_gbnf(), name);
     case GrammarSource::JsonSchema: {
-      nlohmann::json schema;
+      nlohmann::ordered_json schema;  // in the order written: the output's keys follow the schema's properties
       try {
-        schema = nlohmann::json::parse(text);
+        schema = nlohmann::ordered_json::parse(text);
       } catch (const nlohmann::json::exception& e) {
         throw Error(ErrorKind::InvalidArgument, name + ": not JSON: " + e.what());
       }
