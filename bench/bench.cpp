@@ -776,8 +776,7 @@ int run_grammar_mask(const Options& opt) {
                  "properties": {"skill": {"type": "string", "maxLength": 12}, "level": {"type": "integer", "minimum": 1, "maximum": 5}},
                  "required": ["skill", "level"], "additionalProperties": false}}},
     "required": ["name", "age", "role", "active", "score", "address", "skills"], "additionalProperties": false})";
-  std::printf("device: %s (driver %s), class %s; %s decode at context 128: %.2f ms a step (median of %lld)
-",
+  std::printf("device: %s (driver %s), class %s; %s decode at context 128: %.2f ms a step (median of %lld)\n",
               device.info().name.c_str(), device.info().driver_name.c_str(),
               std::string(session.device_class().name).c_str(), std::string(m.name).c_str(), step_ms,
               static_cast<long long>(steps));

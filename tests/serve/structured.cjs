@@ -18,7 +18,7 @@ const ajv = new Ajv({ strict: false });
 const person = {
   type: 'object',
   properties: {
-    name: { type: 'string', maxLength: 16 },
+    name: { type: "string", maxLength: 10 },
     age: { type: 'integer', minimum: 18, maximum: 99 },
     role: { enum: ['admin', 'editor', 'viewer'] },
     active: { type: 'boolean' },
@@ -32,7 +32,7 @@ const person = {
     },
     skills: {
       type: 'array',
-      maxItems: 3,
+      maxItems: 2,
       items: {
         type: 'object',
         properties: { skill: { type: 'string', maxLength: 10 }, level: { type: 'integer', minimum: 1, maximum: 5 } },
@@ -81,7 +81,7 @@ main(() => withServer(['--parallel', '4'], 420000, async ({ client, baseURL }) =
 
   await step('chat: json_schema at several seeds, beside each other, every answer valid', async () => {
     const answers = await Promise.all([1, 2, 3, 4, 5, 6].map((seed) => client.chat.completions.create({
-      model, messages, temperature: 1, seed, max_tokens: 400, response_format: format('person', person),
+      model, messages, temperature: 1, seed, max_tokens: 220, response_format: format('person', person),
     })));
     for (const [i, r] of answers.entries()) {
       assert.equal(r.choices[0].finish_reason, 'stop', `seed ${i + 1}: ${r.choices[0].message.content}`);
@@ -91,9 +91,9 @@ main(() => withServer(['--parallel', '4'], 420000, async ({ client, baseURL }) =
   });
 
   await step('chat: greedy json_schema is the same twice', async () => {
-    const a = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 400,
+    const a = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 220,
       response_format: format('person', person) });
-    const b = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 400,
+    const b = await client.chat.completions.create({ model, messages, temperature: 0, max_tokens: 220,
       response_format: format('person', person) });
     checkValid(person, a.choices[0].message.content, 'greedy');
     assert.equal(a.choices[0].message.content, b.choices[0].message.content);
@@ -101,7 +101,7 @@ main(() => withServer(['--parallel', '4'], 420000, async ({ client, baseURL }) =
 
   await step('chat: a recursive schema ($ref into $defs)', async () => {
     for (const seed of [7, 8, 9]) {
-      const r = await client.chat.completions.create({ model, messages, temperature: 1, seed, max_tokens: 600,
+      const r = await client.chat.completions.create({ model, messages, temperature: 1, seed, max_tokens: 220,
         response_format: format('tree', tree) });
       assert.equal(r.choices[0].finish_reason, 'stop');
       checkValid(tree, r.choices[0].message.content, `tree seed ${seed}`);
@@ -109,7 +109,7 @@ main(() => withServer(['--parallel', '4'], 420000, async ({ client, baseURL }) =
   });
 
   await step('chat: streamed json_schema, the deltas make a valid document', async () => {
-    const stream = await client.chat.completions.create({ model, messages, temperature: 1, seed: 11, max_tokens: 400,
+    const stream = await client.chat.completions.create({ model, messages, temperature: 1, seed: 11, max_tokens: 220,
       response_format: format('person', person), stream: true });
     let text = '';
     let finish = null;
