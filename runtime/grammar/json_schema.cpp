@@ -809,7 +809,8 @@ class Compiler {
       node->end = true;
     }
     const size_t slot = reserve(base + "-extra-key", ptr);
-    return fill(slot, seq({lit("\""), key_trie(root, rules_[slot].name, 0, ptr), lit("\"")}));
+    const std::string name = rules_[slot].name;  // a copy: key_trie adds rules
+    return fill(slot, seq({lit("\""), key_trie(root, name, 0, ptr), lit("\"")}));
   }
 
   Expr key_trie(const KeyTrie& node, const std::string& name, int level, const std::string& ptr) {
@@ -886,9 +887,10 @@ class Compiler {
       start = end + 1;
     }
     const size_t slot = reserve(last, pointer);
-    refs_[target] = rules_[slot].name;
-    compile(*node, pointer, rules_[slot].name, depth + 1, slot);
-    return ref(rules_[slot].name);
+    const std::string name = rules_[slot].name;  // a copy: compile adds rules
+    refs_[target] = name;
+    compile(*node, pointer, name, depth + 1, slot);
+    return ref(name);
   }
 
   // ---- the grammar as a whole
