@@ -26,7 +26,7 @@
 #include "runtime/error.hpp"
 #include "runtime/grammar/gbnf_writer.hpp"
 #include "runtime/grammar/grammar.hpp"
-#include "runtime/text/tokenize/utf8.hpp"
+#include "runtime/grammar/utf8.hpp"
 
 namespace lathe::grammar {
 namespace {
@@ -61,7 +61,7 @@ Expr hex(int64_t n) { return repeat(cls(kHex), n, n); }
 std::string shown(std::string_view s, size_t max = 64) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
-    const size_t n = text::utf8_unit_length(s, i);
+    const size_t n = std::max<size_t>(utf8::decode(s, i).length, 1);
     if (out.size() + n > max) {
       out += "…";
       break;
@@ -801,7 +801,7 @@ class Compiler {
       const std::string_view body = std::string_view(s).substr(1, s.size() - 2);
       KeyTrie* node = &root;
       for (size_t i = 0; i < body.size();) {
-        size_t n = text::utf8_unit_length(body, i);
+        size_t n = std::max<size_t>(utf8::decode(body, i).length, 1);
         if (body[i] == '\\') n = body[i + 1] == 'u' ? 6 : 2;
         node = &node->next[std::string(body.substr(i, n))];
         i += n;
@@ -822,7 +822,7 @@ class Compiler {
     std::set<std::string> units;
     for (const auto& [unit, child] : node.next) {
       if (unit[0] != '\\') {
-        plain.insert(text::utf8_decode(unit, 0, unit.size()));
+        plain.insert(utf8::decode(unit, 0).cp);
       } else if (unit[1] == 'u') {
         units.insert(unit.substr(2));
       } else {
