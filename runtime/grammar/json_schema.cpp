@@ -500,8 +500,9 @@ class Compiler {
       if (kIgnored.count(key)) continue;
       if (!kKnown.count(key)) unsupported(ptr, key);
       const std::string at = ptr + "/" + pointer_token(key);
+      const std::string& name = key;  // (Clang 14 captures no structured binding)
       const auto must = [&](bool ok, const char* what) {
-        if (!ok) fail(at, "'" + key + "' must be " + what);
+        if (!ok) fail(at, "'" + name + "' must be " + what);
       };
       if (key == "$ref") must(v.is_string(), "a string");
       if (key == "$defs" || key == "definitions" || key == "properties") must(v.is_object(), "an object");

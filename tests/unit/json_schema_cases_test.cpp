@@ -150,7 +150,9 @@ TEST_CASE("json schema: grammars at the edge of the compiler's limits parse") {
          return s;
        }},
   };
-  for (const auto& [name, make] : families) {
+  for (const auto& family : families) {
+    const std::string& name = family.first;
+    const auto& make = family.second;
     CAPTURE(name);
     int n = 0;
     const std::string gbnf = largest_compiled(make, n);
