@@ -5,7 +5,7 @@
 #include <map>
 #include <string_view>
 
-#include "runtime/text/tokenize/utf8.hpp"
+#include "runtime/grammar/utf8.hpp"
 
 namespace lathe::grammar::gbnf {
 namespace {
@@ -30,9 +30,9 @@ std::string hex_escape(char prefix, uint32_t value, int digits) {
   return s;
 }
 
-std::string gbnf_literal(std::string_view utf8) {
+std::string gbnf_literal(std::string_view s) {
   std::string out = "\"";
-  for (char c : utf8) {
+  for (char c : s) {
     const auto b = static_cast<unsigned char>(c);
     switch (c) {
       case '"': out += "\\\""; break;
@@ -65,9 +65,11 @@ std::string class_char(char32_t c) {
   return hex_escape('U', c, 8);
 }
 
-size_t code_points(std::string_view utf8) {
+// (A byte that starts no well-formed sequence counts as one; the compiler
+// writes valid UTF-8 only.)
+size_t code_points(std::string_view s) {
   size_t n = 0;
-  for (size_t i = 0; i < utf8.size(); i += text::utf8_unit_length(utf8, i)) ++n;
+  for (size_t i = 0; i < s.size(); i += std::max<size_t>(utf8::decode(s, i).length, 1)) ++n;
   return n;
 }
 

@@ -26,7 +26,7 @@
 #include "runtime/error.hpp"
 #include "runtime/grammar/gbnf_writer.hpp"
 #include "runtime/grammar/grammar.hpp"
-#include "runtime/text/tokenize/utf8.hpp"
+#include "runtime/grammar/utf8.hpp"
 
 namespace lathe::grammar {
 namespace {
@@ -61,7 +61,7 @@ Expr hex(int64_t n) { return repeat(cls(kHex), n, n); }
 std::string shown(std::string_view s, size_t max = 64) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
-    const size_t n = text::utf8_unit_length(s, i);
+    const size_t n = std::max<size_t>(utf8::decode(s, i).length, 1);
     if (out.size() + n > max) {
       out += "…";
       break;
@@ -500,8 +500,9 @@ class Compiler {
       if (kIgnored.count(key)) continue;
       if (!kKnown.count(key)) unsupported(ptr, key);
       const std::string at = ptr + "/" + pointer_token(key);
+      const std::string& name = key;  // (Clang 14 captures no structured binding)
       const auto must = [&](bool ok, const char* what) {
-        if (!ok) fail(at, "'" + key + "' must be " + what);
+        if (!ok) fail(at, "'" + name + "' must be " + what);
       };
       if (key == "$ref") must(v.is_string(), "a string");
       if (key == "$defs" || key == "definitions" || key == "properties") must(v.is_object(), "an object");
@@ -801,7 +802,7 @@ class Compiler {
       const std::string_view body = std::string_view(s).substr(1, s.size() - 2);
       KeyTrie* node = &root;
       for (size_t i = 0; i < body.size();) {
-        size_t n = text::utf8_unit_length(body, i);
+        size_t n = std::max<size_t>(utf8::decode(body, i).length, 1);
         if (body[i] == '\\') n = body[i + 1] == 'u' ? 6 : 2;
         node = &node->next[std::string(body.substr(i, n))];
         i += n;
@@ -809,7 +810,8 @@ class Compiler {
       node->end = true;
     }
     const size_t slot = reserve(base + "-extra-key", ptr);
-    return fill(slot, seq({lit("\""), key_trie(root, rules_[slot].name, 0, ptr), lit("\"")}));
+    const std::string name = rules_[slot].name;  // a copy: key_trie adds rules
+    return fill(slot, seq({lit("\""), key_trie(root, name, 0, ptr), lit("\"")}));
   }
 
   Expr key_trie(const KeyTrie& node, const std::string& name, int level, const std::string& ptr) {
@@ -821,7 +823,7 @@ class Compiler {
     std::set<std::string> units;
     for (const auto& [unit, child] : node.next) {
       if (unit[0] != '\\') {
-        plain.insert(text::utf8_decode(unit, 0, unit.size()));
+        plain.insert(utf8::decode(unit, 0).cp);
       } else if (unit[1] == 'u') {
         units.insert(unit.substr(2));
       } else {
@@ -886,9 +888,10 @@ class Compiler {
       start = end + 1;
     }
     const size_t slot = reserve(last, pointer);
-    refs_[target] = rules_[slot].name;
-    compile(*node, pointer, rules_[slot].name, depth + 1, slot);
-    return ref(rules_[slot].name);
+    const std::string name = rules_[slot].name;  // a copy: compile adds rules
+    refs_[target] = name;
+    compile(*node, pointer, name, depth + 1, slot);
+    return ref(name);
   }
 
   // ---- the grammar as a whole

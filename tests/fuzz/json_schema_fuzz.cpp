@@ -2,7 +2,10 @@
 // any bytes in, parsed as JSON (input that is not JSON is skipped), as a
 // request's schema, must either compile or throw Error(InvalidArgument)
 // whose message holds no control byte (it never echoes the schema raw). A
-// grammar it returns begins with its root rule and is one rule a line. A
+// grammar it returns begins with its root rule, is one rule a line, and
+// parses (Grammar::parse with its default limits: the compiler checks its
+// output against them, so a refusal of its own grammar is a finding), and
+// its matcher at the start can go on but not end (no document is empty). A
 // crash, a sanitizer report, a hang, any other exception or a broken
 // promise is a finding.
 //
@@ -11,6 +14,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -18,6 +23,7 @@
 
 #include "fuzz.hpp"
 #include "runtime/error.hpp"
+#include "runtime/grammar/grammar.hpp"
 #include "runtime/grammar/json_schema.hpp"
 
 using lathe::fuzz::finding;
@@ -39,6 +45,15 @@ void lathe::fuzz::json_schema(const uint8_t* data, size_t size) {
   std::istringstream lines(gbnf);
   for (std::string line; std::getline(lines, line);)
     if (line.find(" ::= ") == std::string::npos) finding("a line of the grammar that is not a rule");
+  std::shared_ptr<const grammar::Grammar> parsed;
+  try {
+    parsed = grammar::Grammar::parse(gbnf, "schema");
+  } catch (const lathe::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    finding("the engine refused the compiler's grammar");
+  }
+  const grammar::Matcher matcher(parsed);
+  if (matcher.can_end() || !matcher.can_continue()) finding("a grammar whose start can end or cannot go on");
 }
 
 LATHE_FUZZ_TARGET(lathe::fuzz::json_schema)

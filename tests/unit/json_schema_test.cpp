@@ -109,7 +109,9 @@ TEST_CASE("json schema: integer bounds as exact digit ranges") {
       {R"("minimum": 1000000000000000000)", R"([1-9] [0-9]{18,})"},
       {R"("minimum": 123)", R"("1" ( "2" [3-9] | [3-9] [0-9] ) | [2-9] [0-9]{2} | [1-9] [0-9]{3,})"},
   };
-  for (const auto& [bounds, expected] : cases) {
+  for (const auto& c : cases) {
+    const std::string& bounds = c.first;
+    const std::string& expected = c.second;
     CAPTURE(bounds);
     CHECK(rule(gbnf(R"({"type": "integer", )" + bounds + "}"), "root") == expected);
   }
