@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench/device_bandwidth.hpp"
+#include "bench/grammar_mask.hpp"
 #include "runtime/error.hpp"
 #include "runtime/generate/images.hpp"
 #include "runtime/image/preprocess.hpp"
@@ -206,6 +207,7 @@ struct Options {
   int64_t profile_depth = 128;              // --profile-depth: tokens cached before each profiled pass
   std::string mla_form;                     // --mla-form: latent attention's form in a prompt chunk (empty: the class's)
   int64_t attention_splits = 0;             // --attention-splits: key ranges of attention (0: the class's)
+  std::vector<int64_t> mask_vocabs;         // --grammar-mask: a grammar's mask over vocabularies of these sizes
 };
 
 // "rows,tokens,texels[,subgroups]/…" as tiles; throws InvalidArgument naming the option.
@@ -771,6 +773,53 @@ int run_vision(const Options& opt) {
   return 0;
 }
 
+// A grammar's mask beside a decode step (issue 47): the model's decode step
+// at context 128, then the mask of a JSON schema's constraint over a
+// synthetic byte-level vocabulary of each size, timed at every step of
+// documents sampled from random logits; the ratio of the two, measured in
+// this run.
+int run_grammar_mask(const Options& opt) {
+  const ModelInfo& m = model_info();
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
+  const int64_t steps = opt.steps ? opt.steps : opt.quick ? 4 : 32;
+  SessionOptions so;
+  so.context = std::min<int64_t>(m.max_context, 128 + steps + 1);
+  Session session(device, m, so);
+  upload_random(session);
+  session.warm_up(128);
+  const DecodeSpeed decode = decode_tps(session, 128, steps);
+  const double step_ms = 1e3 / decode.median_tps;
+  // A person: nested objects, an array of objects, enums, bounded integers,
+  // strings, a number, a boolean (tests/serve/structured.cjs's shape).
+  const std::string schema = R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 24}, "age": {"type": "integer", "minimum": 0, "maximum": 120},
+      "role": {"enum": ["admin", "editor", "viewer"]}, "active": {"type": "boolean"}, "score": {"type": "number"},
+      "address": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16},
+                  "zip": {"type": "integer", "minimum": 10000, "maximum": 99999}},
+                  "required": ["city", "zip"], "additionalProperties": false},
+      "skills": {"type": "array", "maxItems": 4, "items": {"type": "object",
+                 "properties": {"skill": {"type": "string", "maxLength": 12}, "level": {"type": "integer", "minimum": 1, "maximum": 5}},
+                 "required": ["skill", "level"], "additionalProperties": false}}},
+    "required": ["name", "age", "role", "active", "score", "address", "skills"], "additionalProperties": false})";
+  std::printf("device: %s (driver %s), class %s; %s decode at context 128: %.2f ms a step (median of %lld)\n",
+              device.info().name.c_str(), device.info().driver_name.c_str(),
+              std::string(session.device_class().name).c_str(), std::string(m.name).c_str(), step_ms,
+              static_cast<long long>(steps));
+  std::printf("\n| vocabulary | trie build ms | masks timed | documents | mask µs mean | median | p90 | max "
+              "| mean / decode step |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int64_t size : opt.mask_vocabs) {
+    const bench::MaskCost c = bench::measure_mask(bench::synthetic_vocabulary(static_cast<int32_t>(size)), schema,
+                                                  opt.quick ? 2 : 8, opt.quick ? 60 : 400);
+    std::printf("| %d | %.0f | %lld | %lld | %.0f | %.0f | %.0f | %.0f | %.1f %% |\n", c.vocab, c.build_ms,
+                static_cast<long long>(c.steps), static_cast<long long>(c.documents), c.mean_us, c.median_us, c.p90_us,
+                c.max_us, 100 * c.mean_us / 1e3 / step_ms);
+    std::fflush(stdout);
+  }
+  if (opt.quick) std::printf("--quick: few documents and steps, not a measurement\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -823,8 +872,14 @@ int main(int argc, char** argv) {
                  "With --depths or --profile: latent attention's form in every prompt chunk, absorbed or expanded "
                  "(default: the device class's, expanded from the plan's fewest rows where the class has it)")
       ->check(CLI::IsMember({"absorbed", "expanded"}));
+  app.add_option("--grammar-mask", opt.mask_vocabs,
+                 "Instead of the table: a JSON schema's mask over synthetic vocabularies of these sizes, beside a "
+                 "decode step (e.g. 32000,150000)")
+      ->delimiter(',')
+      ->check(CLI::Range(300, 1 << 20));
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!opt.mask_vocabs.empty()) return run_grammar_mask(opt);
     if (!opt.profile.empty()) return run_profile(opt);
     if (model_info().encoder) return run_encoder(opt);
     if (model_info().encoder_decoder) return run_encoder_decoder(opt);

@@ -2,17 +2,17 @@
 # `lathe build` compiles models with, and the installed tree
 # (`cmake --install build --prefix P`):
 #   P/bin/lathe
-#   P/lib/liblathe_{core,runtime,text,image,generate,serve,model_main}.a
+#   P/lib/liblathe_{core,runtime,text,image,grammar,generate,serve,model_main}.a
 #   P/include/lathe/{core,runtime}/…          the headers of those libraries
 #   P/lib/cmake/lathe/                        find_package(lathe CONFIG): targets
-#                                             lathe::{core,runtime,text,image,generate,serve,model_main,options,lathe}
+#                                             lathe::{core,runtime,text,image,grammar,generate,serve,model_main,options,lathe}
 #                                             and lathe_add_model()
 #   P/share/lathe/toolchain.txt               for `P/bin/lathe build` and `run`
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # In link order: each needs only those after it.
-set(lathe_package_libraries lathe_model_main lathe_serve lathe_generate lathe_image lathe_text lathe_runtime lathe_core)
+set(lathe_package_libraries lathe_model_main lathe_serve lathe_generate lathe_grammar lathe_image lathe_text lathe_runtime lathe_core)
 foreach(library lathe_options ${lathe_package_libraries})
   string(REPLACE "lathe_" "" name ${library})
   add_library(lathe::${name} ALIAS ${library})

@@ -31,6 +31,9 @@ struct TextOptions {
   bool no_check = false, verbose = false;
   lathe::text::GenerateOptions generate;
   std::vector<std::string> images;  // --image: files whose features go where the prompt's image markers are
+  // At most one: the text a grammar accepts (GBNF, inline or a file) or a
+  // JSON schema's documents (inline or a file).
+  std::string grammar, grammar_file, json_schema, json_schema_file;
 };
 
 // Greedy generation from token ids (text in and out comes with the

@@ -50,6 +50,7 @@ struct TextRun {
   explicit TextRun(const TextOptions& o)
       : tokenizer(load_tokenizer(o.tokenizer, o.weights)),
         sampler(o.generate.sampling),
+        generate(with_grammar(o, tokenizer)),
         checkpoint(checked(o.weights)),
         vk(device_options(o.device)),
         session(vk.devices(), lathe::model_info(),
@@ -59,8 +60,31 @@ struct TextRun {
                 << " samples this text again)\n";
     load_weights(session, checkpoint.get(), !o.no_check);
   }
+  // The options with --grammar, --json-schema or their files compiled
+  // (before the device starts: a bad grammar is refused first).
+  static lathe::text::GenerateOptions with_grammar(const TextOptions& o, const lathe::text::Tokenizer& tokenizer) {
+    using lathe::text::GrammarSource;
+    struct Choice {
+      const std::string& value;
+      GrammarSource source;
+      const char* option;
+      bool file;
+    };
+    lathe::text::GenerateOptions options = o.generate;
+    for (const Choice& c : {Choice{o.grammar, GrammarSource::Gbnf, "--grammar", false},
+                            Choice{o.grammar_file, GrammarSource::Gbnf, "--grammar-file", true},
+                            Choice{o.json_schema, GrammarSource::JsonSchema, "--json-schema", false},
+                            Choice{o.json_schema_file, GrammarSource::JsonSchema, "--json-schema-file", true}}) {
+      if (c.value.empty()) continue;  // (the options exclude each other)
+      options.grammar = lathe::text::compile_grammar(c.source, c.file ? read_text_file(c.value, c.option) : c.value,
+                                                     c.file ? c.value : c.option);
+      options.vocabulary = lathe::text::grammar_vocabulary(tokenizer, static_cast<int32_t>(lathe::model_info().vocab));
+    }
+    return options;
+  }
   lathe::text::Tokenizer tokenizer;
   lathe::text::Sampler sampler;
+  lathe::text::GenerateOptions generate;  // o.generate with the grammar
   std::unique_ptr<lathe::weights::Checkpoint> checkpoint;  // opened and audited before the device starts
   lathe::vk::Context vk;
   lathe::Session session;
@@ -131,8 +155,8 @@ int cmd_generate_text(const TextOptions& o, const std::string& prompt) {
   std::cout << prompt << std::flush;
   const auto print = [](std::string_view text) { std::cout << text << std::flush; };
   const lathe::text::GenerateStats stats =
-      spliced ? lathe::text::generate(run.session, run.tokenizer, run.sampler, *spliced, o.generate, print)
-              : lathe::text::generate(run.session, run.tokenizer, run.sampler, ids, o.generate, print);
+      spliced ? lathe::text::generate(run.session, run.tokenizer, run.sampler, *spliced, run.generate, print)
+              : lathe::text::generate(run.session, run.tokenizer, run.sampler, ids, run.generate, print);
   std::cout << "\n" << std::flush;  // before the stats on stderr, where both go to one pipe
   print_stats(stats, run.vk.device().info().name, run.session);
   return 0;
@@ -165,7 +189,7 @@ int cmd_chat(const TextOptions& o) {
   TextRun run(o);
   lathe::Session& session = run.session;
   warm_up(session, session.context());  // lines of any length: both layouts
-  lathe::text::GenerateOptions options = o.generate;
+  lathe::text::GenerateOptions options = run.generate;
   if (options.stop.empty()) options.stop = {"\n"};  // a turn is one line, unless --stop says otherwise
   const bool terminal = isatty(STDIN_FILENO) != 0;
   if (terminal)

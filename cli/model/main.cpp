@@ -165,6 +165,17 @@ int main(int argc, char** argv) {
         ->check(at_least(1));
     c->add_option("-d,--device", text.device, "Vulkan device: index or name part (default: LATHE_DEVICE, else the best)");
     c->add_flag("--no-check", text.no_check, kNoCheckHelp);
+    // Constrained output (docs/grammar.md), as llama.cpp's options spell it.
+    auto* grammar = c->add_option("--grammar", text.grammar, "Only text this GBNF grammar accepts (its rule root)");
+    auto* grammar_file = c->add_option("--grammar-file", text.grammar_file, "--grammar from a file")
+                             ->check(CLI::ExistingFile);
+    auto* schema = c->add_option("-j,--json-schema", text.json_schema,
+                                 "Only JSON this schema validates (OpenAI's strict subset; {} for any JSON value)");
+    auto* schema_file = c->add_option("--json-schema-file", text.json_schema_file, "--json-schema from a file")
+                            ->check(CLI::ExistingFile);
+    for (CLI::Option* a : {grammar, grammar_file, schema, schema_file})
+      for (CLI::Option* b : {grammar, grammar_file, schema, schema_file})
+        if (a != b) a->excludes(b);
   };
 
   auto* generate = app.add_subcommand(

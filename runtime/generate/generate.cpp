@@ -1,6 +1,7 @@
 #include "runtime/generate/generate.hpp"
 
 #include <chrono>
+#include <optional>
 
 #include "runtime/error.hpp"
 
@@ -46,6 +47,13 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
   StopChecker stop(eos, options.stop, options.max_new_tokens);
   // The prompt's text is the caller's; the continuation decodes on from it.
   StreamDecoder decoder(tokenizer, /*skip_special=*/true, /*start_of_text=*/false);
+  std::optional<Constraint> constraint;
+  std::vector<float> masked;
+  if (options.grammar)
+    constraint.emplace(options.grammar,
+                       options.vocabulary ? options.vocabulary
+                                          : grammar_vocabulary(tokenizer, static_cast<int32_t>(session.model().vocab)),
+                       eos);
 
   const Clock::time_point start = Clock::now();
   std::vector<float> logits = images ? session.prefill(0, ids, images->at, images->features) : session.prompt(0, ids);
@@ -60,13 +68,24 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
     // A NaN row is the model's fault, not a token to sample: named by its step.
     check_logits(logits, stats.new_tokens == 0 ? std::string("the prompt's pass")
                                                : "decode step " + std::to_string(stats.new_tokens));
-    token = sampler.sample(logits);
+    if (constraint) {
+      masked = logits;
+      constraint->mask(masked);
+      token = sampler.sample(masked);
+      constraint->accept(token);
+    } else {
+      token = sampler.sample(logits);
+    }
     if (stats.new_tokens == 0) prefilled = Clock::now();
     ++stats.new_tokens;
     const StopChecker::Step step = stop.push(token, decoder.push(token));
     if (!step.text.empty()) on_text(step.text);
     if (step.stop) {
       stats.stop_reason = step.reason;
+      break;
+    }
+    if (constraint && constraint->finished()) {
+      stats.stop_reason = "grammar";
       break;
     }
     if (session.position() >= session.context()) {
@@ -82,7 +101,8 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
   if (!rest.empty()) on_text(rest);
   // The last pick was printed: the cache keeps it too, for a conversation
   // that goes on (an EOS or a stop string ends the turn unfed).
-  if (stats.stop_reason == "max tokens" && session.position() < session.context()) session.decode(token);
+  if ((stats.stop_reason == "max tokens" || stats.stop_reason == "grammar") && session.position() < session.context())
+    session.decode(token);
   const Clock::time_point done = Clock::now();
   stats.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
   stats.decode_seconds = std::chrono::duration<double>(done - prefilled).count();

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/generate/constraint.hpp"
 #include "runtime/generate/images.hpp"
 #include "runtime/generate/sampler.hpp"
 #include "runtime/model/session.hpp"
@@ -21,6 +22,12 @@ struct GenerateOptions {
   int32_t max_new_tokens = 64;  // 0: none (the prompt is only read); < 0: no limit
   std::vector<std::string> stop;  // stop strings: the text ends right before one
   bool stop_at_eos = true;        // the tokenizer's EOS ends the text
+  // The text a grammar accepts (constraint.hpp), or null: every step masks
+  // the tokens that would leave it, and a whole document with nothing more
+  // allowed ends the text (stop reason "grammar"). `vocabulary` is the
+  // model's grammar_vocabulary (null: built on each call).
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::shared_ptr<const GrammarVocabulary> vocabulary;
 };
 
 struct GenerateStats {
@@ -28,7 +35,7 @@ struct GenerateStats {
   size_t new_tokens = 0;
   double prefill_seconds = 0;  // the prompt's pass, to its first sampled token
   double decode_seconds = 0;   // every later token's decode step and sampling
-  std::string stop_reason;     // "eos", "stop string \"…\"", "max tokens", "context full"
+  std::string stop_reason;     // "eos", "stop string \"…\"", "max tokens", "context full", "grammar"
 };
 
 // The ids of `prompt` as the session's cache continues it: with the

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/error.hpp"
+#include "runtime/generate/constraint.hpp"
 #include "runtime/generate/images.hpp"
 #include "runtime/serve/data_url.hpp"
 
@@ -511,9 +512,96 @@ void check_object_and_model(const json& body, const Model& model) {
   }
 }
 
+// The keys a JSON schema in a request may hold, all its objects' together:
+// far more than any schema the compiler takes (SchemaLimits), and few
+// enough that keeping each object's keys in order (a linear search each)
+// stays cheap.
+constexpr size_t kMaxSchemaKeys = 8192;
+
+// response_format.json_schema.schema as the request's text writes it, its
+// objects' keys in their order (the parsed body sorts them, and a schema's
+// property order is the output's: OpenAI's structured outputs write keys as
+// the schema lists them). Re-reads `raw`, skipping everything off that
+// path as it goes; null where the path holds nothing.
+nlohmann::ordered_json ordered_schema(std::string_view raw) {
+  using ordered = nlohmann::ordered_json;
+  static constexpr std::string_view path[] = {"response_format", "json_schema", "schema"};
+  constexpr int depth_of_schema = static_cast<int>(std::size(path));
+  size_t keys = 0;
+  ordered::parser_callback_t keep = [&](int depth, ordered::parse_event_t event, ordered& parsed) {
+    if (event != ordered::parse_event_t::key) return true;
+    if (depth > depth_of_schema) {  // inside the schema: everything, bounded
+      if (++keys > kMaxSchemaKeys)
+        bad("response_format", "response_format.json_schema.schema holds more than " +
+                                   std::to_string(kMaxSchemaKeys) + " keys");
+      return true;
+    }
+    // On the path (its parents were kept only where they matched).
+    return parsed.is_string() && parsed.get_ref<const std::string&>() == path[static_cast<size_t>(depth - 1)];
+  };
+  ordered doc;
+  try {
+    doc = ordered::parse(raw.begin(), raw.end(), keep, /*allow_exceptions=*/true);
+  } catch (const ordered::exception&) {
+    return nullptr;  // (the body parsed as JSON before: not reached)
+  }
+  const ordered* at = &doc;
+  for (std::string_view key : path) {
+    if (!at->is_object() || !at->contains(key)) return nullptr;
+    at = &(*at)[std::string(key)];
+  }
+  return *at;
+}
+
+// What `response_format` ({"type": "text" | "json_object" | "json_schema"})
+// or llama.cpp's `grammar` (GBNF text) asks the output to be: null for any
+// text. A grammar or schema the server cannot take is a 400 naming its line
+// and column, or the schema's keyword. `raw`, the body's text, gives a
+// schema's key order (ordered_schema); empty: the parsed body's.
+std::shared_ptr<const grammar::Grammar> output_grammar(const json& body, std::string_view raw) {
+  const json* format = field(body, "response_format");
+  const json* gbnf = field(body, "grammar");
+  std::string type = "text";
+  if (format) {
+    if (!format->is_object()) bad("response_format", "response_format must be an object");
+    const json* t = field(*format, "type");
+    if (!t || !t->is_string()) bad("response_format", "response_format.type must be a string");
+    type = t->get<std::string>();
+    if (type != "text" && type != "json_object" && type != "json_schema")
+      bad("response_format", "response_format.type must be \"text\", \"json_object\" or \"json_schema\", not \"" +
+                                 printable(type, 64) + "\"");
+  }
+  if (gbnf && type != "text") bad("grammar", "grammar and a response_format other than text exclude each other");
+  try {
+    if (gbnf) {
+      if (!gbnf->is_string()) bad("grammar", "grammar must be a string (GBNF)");
+      return text::compile_grammar(text::GrammarSource::Gbnf, gbnf->get<std::string>(), "grammar");
+    }
+    if (type == "json_object") return text::compile_grammar(text::GrammarSource::JsonObject, "", "response_format");
+    if (type == "json_schema") {
+      const json* js = field(*format, "json_schema");
+      if (!js || !js->is_object()) bad("response_format", "response_format.json_schema must be an object");
+      const json* name = field(*js, "name");
+      if (name && !name->is_string()) bad("response_format", "response_format.json_schema.name must be a string");
+      if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
+        bad("response_format", "response_format.json_schema.strict must be a boolean");
+      const json* schema = field(*js, "schema");
+      if (schema && !schema->is_object() && !schema->is_boolean())
+        bad("response_format", "response_format.json_schema.schema must be an object");
+      // OpenAI's: a schema is optional (any JSON then).
+      nlohmann::ordered_json ordered = raw.empty() || !schema ? nullptr : ordered_schema(raw);
+      if (ordered.is_null()) ordered = schema ? nlohmann::ordered_json(*schema) : nlohmann::ordered_json::object();
+      return text::compile_grammar(text::GrammarSource::JsonSchema, ordered.dump(), "response_format.json_schema.schema");
+    }
+  } catch (const Error& e) {
+    bad(gbnf ? "grammar" : "response_format", e.what());
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-CompletionParams parse_completion(const json& body, bool chat, const Model& model) {
+CompletionParams parse_completion(const json& body, bool chat, const Model& model, std::string_view raw) {
   check_object_and_model(body, model);
   CompletionParams p;
   p.chat = chat;
@@ -527,11 +615,7 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
   for (const char* key : {"tool_choice", "function_call"})
     if (const json* v = field(body, key); v && !(v->is_string() && v->get<std::string>() == "none"))
       bad(key, std::string(key) + " (function calling) is not supported by this server");
-  if (const json* v = field(body, "response_format")) {
-    if (!v->is_object() || v->value("type", json()) != "text")
-      bad("response_format", "response_format other than {\"type\": \"text\"} (JSON mode, JSON schemas) is not "
-                             "supported by this server");
-  }
+  p.request.grammar = output_grammar(body, raw);
   p.stream = boolean(body, "stream");
   if (const json* o = field(body, "stream_options")) {
     if (!o->is_object()) bad("stream_options", "stream_options must be an object");

@@ -82,7 +82,10 @@ inline constexpr int kMaxJsonDepth = 64;
 nlohmann::json parse_json_body(const std::string& body);
 
 // Reads and checks a request body (already parsed JSON). Throws ApiError.
-CompletionParams parse_completion(const nlohmann::json& body, bool chat, const Model& model);
+// `raw`, the body's text, keeps a response_format JSON schema's key order
+// (the parsed body's objects sort their keys; a schema's property order is
+// the order of the output's keys); empty: the sorted order.
+CompletionParams parse_completion(const nlohmann::json& body, bool chat, const Model& model, std::string_view raw = {});
 
 // /v1/embeddings: each input's token ids (a string through the tokenizer,
 // with its special tokens; or ids as given), and the answer's encoding.

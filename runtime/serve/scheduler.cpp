@@ -85,6 +85,9 @@ struct Scheduler::Slot {
   int32_t next = -1;        // the sampled token still to feed; -1: none yet
   int64_t generated = 0;
   std::vector<std::vector<float>> features;  // per distinct image, once encoded
+  std::optional<text::Constraint> constraint;  // the request's grammar
+  std::vector<float> masked;                   // [vocab] scratch: the logits the grammar leaves
+  std::string error;                           // finish reason "error": why
 };
 
 namespace {
@@ -207,7 +210,26 @@ std::string Scheduler::sample(Slot& slot, std::span<const float> logits) {
   TokenEvent event;
   check_logits(logits, slot.generated == 0 ? std::string("the prompt's pass")
                                            : "decode step " + std::to_string(slot.generated));
-  event.token = slot.sampler.sample(logits);
+  if (slot.request.grammar && !slot.constraint) {
+    if (!grammar_vocabulary_)
+      grammar_vocabulary_ = text::grammar_vocabulary(tokenizer_, static_cast<int32_t>(engine_.vocab()));
+    slot.constraint.emplace(slot.request.grammar, grammar_vocabulary_,
+                            tokenizer_.eos() ? std::vector<int32_t>{*tokenizer_.eos()} : std::vector<int32_t>{});
+  }
+  if (slot.constraint) {
+    slot.masked.assign(logits.begin(), logits.end());
+    try {
+      slot.constraint->mask(slot.masked);
+      event.token = slot.sampler.sample(slot.masked);  // (throws where the model gives −∞ to all the grammar allows)
+      slot.constraint->accept(event.token);
+    } catch (const Error& e) {  // this request's grammar, not the engine: it alone ends
+      slot.error = "the request's grammar: " + std::string(e.what());
+      slot.next = -1;
+      return "error";
+    }
+  } else {
+    event.token = slot.sampler.sample(logits);
+  }
   ++slot.generated;
   if (slot.request.top_logprobs >= 0) fill_logprobs(logits, event, slot.request.top_logprobs);
   const text::StopChecker::Step step = slot.stop.push(event.token, slot.decoder.push(event.token));
@@ -218,6 +240,7 @@ std::string Scheduler::sample(Slot& slot, std::span<const float> logits) {
   }
   std::string reason;
   if (step.stop) reason = step.reason == "max tokens" ? "length" : "stop";
+  else if (slot.constraint && slot.constraint->finished()) reason = "stop";  // the document is whole
   else if (slot.position >= engine_.context()) reason = "length";  // nothing more fits
   if (!reason.empty()) {
     // Held back: a possible stop string's start and an unfinished
@@ -329,7 +352,7 @@ bool Scheduler::step() {
       if (s.prefilled == s.request.prompt.size()) {
         std::vector<std::vector<float>>().swap(s.features);  // the prompt is in the cache
         const std::string reason = sample(s, logits);
-        if (!reason.empty()) release(prefilling_index, {reason, "", 0, 0});
+        if (!reason.empty()) release(prefilling_index, {reason, s.error, 0, 0});
       }
     }
 
@@ -348,7 +371,7 @@ bool Scheduler::step() {
         Slot& s = *slots_[rows[r]];
         ++s.position;
         const std::string reason = sample(s, std::span(logits).subspan(r * vocab, vocab));
-        if (!reason.empty()) release(rows[r], {reason, "", 0, 0});
+        if (!reason.empty()) release(rows[r], {reason, s.error, 0, 0});
       }
       std::lock_guard lock(mutex_);
       ++stats_.decode_steps;

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/generate/constraint.hpp"
 #include "runtime/generate/images.hpp"
 #include "runtime/generate/sampler.hpp"
 #include "runtime/serve/engine.hpp"
@@ -61,6 +62,11 @@ struct GenerationRequest {
   int32_t max_tokens = 16;  // ≥ 1
   std::vector<std::string> stop;
   int32_t top_logprobs = -1;  // < 0: no log-probabilities; else the sampled token's and that many alternatives'
+  // The text a grammar accepts (response_format, grammar; constraint.hpp):
+  // each step samples among the tokens that keep the text a prefix of one
+  // of its documents; a whole document that nothing may follow finishes
+  // with "stop". Null: any text.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 struct TokenLogprob {
@@ -152,6 +158,9 @@ class Scheduler {
   Engine& engine_;
   const text::Tokenizer& tokenizer_;
   SchedulerOptions options_;
+  // The vocabulary as grammars see it: built by the engine thread at the
+  // first request with a grammar (a trie of every token's bytes).
+  std::shared_ptr<const text::GrammarVocabulary> grammar_vocabulary_;
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
   std::condition_variable wake_;

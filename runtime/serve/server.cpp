@@ -543,7 +543,7 @@ struct Server::Impl {
     reply->tokenizer = model.tokenizer;
     const bool read = answered(res, [&] {
       const json body = parse_json_body(text);
-      reply->params = parse_completion(body, chat, model);
+      reply->params = parse_completion(body, chat, model, text);
       reply->generation = scheduler.submit(reply->params.request);
     });
     if (!read) return;

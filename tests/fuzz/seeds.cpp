@@ -3,10 +3,11 @@
 // a byte-level BPE and the demo's SentencePiece vocabulary as GGUF
 // metadata), the config.json of every shipped spec and tiny vision spec
 // (the exporter the round-trip test uses) and byte-level BPE tokenizer.json
-// files of the GPT-2 and Llama 3 kinds. scripts/fuzz adds the repository's
-// own test inputs beside them.
+// files of the GPT-2 and Llama 3 kinds, and each schema of the JSON Schema
+// acceptance table. scripts/fuzz adds the repository's own test inputs
+// beside them.
 //
-//   lathe_fuzz_seeds OUT   writes OUT/gguf, OUT/safetensors, OUT/hf_config, OUT/tokenizer
+//   lathe_fuzz_seeds OUT   writes OUT/gguf, OUT/safetensors, OUT/hf_config, OUT/tokenizer, OUT/json_schema
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -212,6 +213,14 @@ void tokenizer_seeds(const fs::path& dir) {
   write_text(dir / "llama3-bpe.json", llama3.dump(1));
 }
 
+// Each schema of the JSON Schema acceptance table, a file each.
+void json_schema_seeds(const fs::path& dir) {
+  std::ifstream in(kSource / "tests/data/grammar/schema_cases.json");
+  const auto cases = nlohmann::ordered_json::parse(in);
+  for (size_t i = 0; i < cases.size(); ++i)
+    write_text(dir / ("case-" + std::to_string(i) + ".json"), cases[i].at("schema").dump(1));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,11 +230,12 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   try {
-    for (const char* d : {"gguf", "safetensors", "hf_config", "tokenizer"}) fs::create_directories(out / d);
+    for (const char* d : {"gguf", "safetensors", "hf_config", "tokenizer", "json_schema"}) fs::create_directories(out / d);
     gguf_seeds(out / "gguf");
     safetensors_seeds(out / "safetensors");
     hf_config_seeds(out / "hf_config");
     tokenizer_seeds(out / "tokenizer");
+    json_schema_seeds(out / "json_schema");
   } catch (const std::exception& e) {
     std::cerr << "lathe_fuzz_seeds: " << e.what() << "\n";
     return 1;

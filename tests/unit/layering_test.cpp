@@ -104,6 +104,10 @@ TEST_CASE("layering: runtime/image/ stands below a session too: decoding and pre
   CHECK(below_a_session("runtime/image/") == 4);
 }
 
+TEST_CASE("layering: runtime/grammar/ stands below a session: constrained decoding is host code") {
+  CHECK(below_a_session("runtime/grammar/") >= 9);
+}
+
 TEST_CASE("layering: the include graph has no cycles") {
   const auto graph = include_graph();
   std::map<std::string, int> state;  // 0 unseen, 1 on the path, 2 done

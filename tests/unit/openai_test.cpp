@@ -107,7 +107,7 @@ TEST_CASE("openai: a prompt far over the context is refused from a prefix, one t
   CHECK(q.request.prompt == demo_tokenizer().encode(words.substr(0, 20000), true));
 }
 
-TEST_CASE("openai: tools, tool_choice and response_format are refused by name, their empty forms pass") {
+TEST_CASE("openai: tools and tool_choice are refused by name, their empty forms pass") {
   const Model model = demo_model();
   const auto param_of = [&](const char* extra) {
     return error_of([&] { parse_completion(parse_json_body(std::string(R"({"prompt": "a", )") + extra + "}"), false, model); })
@@ -115,9 +115,38 @@ TEST_CASE("openai: tools, tool_choice and response_format are refused by name, t
   };
   CHECK(param_of(R"("tools": [{"type": "function", "function": {"name": "f"}}])") == "tools");
   CHECK(param_of(R"("tool_choice": "auto")") == "tool_choice");
-  CHECK(param_of(R"("response_format": {"type": "json_object"})") == "response_format");
   CHECK(param_of(R"("functions": [{"name": "f"}])") == "functions");
   CHECK(param_of(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})").empty());
+}
+
+TEST_CASE("openai: response_format and grammar become the request's grammar; bad ones are 400s naming the fault") {
+  const Model model = demo_model();
+  const auto parse = [&](const std::string& extra) {
+    return parse_completion(parse_json_body(R"({"prompt": "a", )" + extra + "}"), false, model);
+  };
+  const auto error = [&](const std::string& extra) { return error_of([&] { parse(extra); }); };
+  CHECK(parse(R"("response_format": {"type": "text"})").request.grammar == nullptr);
+  CHECK(parse(R"("response_format": {"type": "json_object"})").request.grammar != nullptr);
+  CHECK(parse(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": true,
+      "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+                 "additionalProperties": false}}})")
+            .request.grammar != nullptr);
+  CHECK(parse(R"("grammar": "root ::= \"yes\" | \"no\"")").request.grammar != nullptr);
+
+  const ApiError keyword = error(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x",
+      "schema": {"type": "string", "pattern": "^a$"}}})");
+  CHECK(keyword.status == 400);
+  CHECK(keyword.param == "response_format");
+  CHECK(std::string(keyword.what()).find("pattern") != std::string::npos);
+  const ApiError gbnf = error(R"("grammar": "root ::= \"a\"\nb ::= [")");
+  CHECK(gbnf.param == "grammar");
+  CHECK(std::string(gbnf.what()).find("grammar:2:") != std::string::npos);
+  CHECK(error(R"("grammar": "root ::= undefined-rule")").param == "grammar");
+  CHECK(error(R"("response_format": {"type": "xml"})").param == "response_format");
+  CHECK(error(R"("response_format": "json")").param == "response_format");
+  CHECK(error(R"("response_format": {"type": "json_schema"})").param == "response_format");
+  CHECK(error(R"("grammar": 5)").param == "grammar");
+  CHECK(error(R"("grammar": "root ::= \"a\"", "response_format": {"type": "json_object"})").param == "grammar");
 }
 
 TEST_CASE("openai: logit_bias by token id, bounded, each id in the vocabulary") {
@@ -337,4 +366,28 @@ TEST_CASE("openai: image requests parsed at once on many threads each get their 
     });
   for (std::thread& t : threads) t.join();
   CHECK(same == 24);
+}
+
+TEST_CASE("openai: a json_schema's properties keep the order the request writes them") {
+  const Model model = demo_model();
+  // "zeta" before "alpha": the parsed body sorts them, the output must not.
+  const std::string body = R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "x",
+      "schema": {"type": "object", "properties": {"zeta": {"const": 1}, "alpha": {"const": 2}},
+                 "required": ["zeta", "alpha"], "additionalProperties": false}}}})";
+  const CompletionParams p = parse_completion(parse_json_body(body), false, model, body);
+  grammar::Matcher in_order(p.request.grammar);
+  CHECK(in_order.accept(R"({"zeta": 1, "alpha": 2})"));
+  CHECK(in_order.can_end());
+  grammar::Matcher sorted(p.request.grammar);
+  CHECK_FALSE(sorted.accept(R"({"alpha")"));
+  // Without the text, the parsed body's (sorted) order.
+  const CompletionParams q = parse_completion(parse_json_body(body), false, model);
+  CHECK(grammar::Matcher(q.request.grammar).accept(R"({"alpha": 2, "zeta": 1})"));
+  // A schema of too many keys is refused before it is kept in order.
+  std::string many = R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {)";
+  for (int i = 0; i < 9000; ++i) many += (i ? ", " : "") + std::string("\"k") + std::to_string(i) + "\": 1";
+  many += "}}}}";
+  const ApiError e = error_of([&] { parse_completion(parse_json_body(many), false, model, many); });
+  CHECK(e.status == 400);
+  CHECK(std::string(e.what()).find("more than 8192 keys") != std::string::npos);
 }

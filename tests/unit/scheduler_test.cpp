@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "runtime/error.hpp"
@@ -375,4 +376,42 @@ TEST_CASE("scheduler: images of their own sizes (Pixtral's), each row its own im
   CHECK(engine.encoded == 2);
   CHECK(engine.spliced == std::vector<float>{10, 11, 12, 20, 10, 11, 12});
   CHECK(engine.chunks == std::vector<size_t>{3, 3, 3, 2});
+}
+
+TEST_CASE("scheduler: a request's grammar holds beside unconstrained requests; a whole document stops it") {
+  FakeEngine engine = make_engine(3);
+  Scheduler s(engine, demo_tokenizer());
+  const std::string schema = R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9},
+      "w": {"enum": ["yes", "no"]}}, "required": ["n", "w"], "additionalProperties": false})";
+  std::vector<std::shared_ptr<Generation>> constrained;
+  std::vector<std::shared_ptr<Generation>> free;
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest r = request(prompt_of(i + 1, 12), 200, 1.0f, 50 + static_cast<uint64_t>(i));
+    r.grammar = text::compile_grammar(text::GrammarSource::JsonSchema, schema, "schema");
+    constrained.push_back(s.submit(std::move(r)));
+    free.push_back(s.submit(request(prompt_of(i + 9, 12), 20, 1.0f, 70 + static_cast<uint64_t>(i))));
+  }
+  for (auto& g : constrained) {
+    const Result r = collect(*g);
+    CAPTURE(r.text);
+    CHECK(r.finish.reason == "stop");  // the fake engine never samples EOS: the grammar ended it
+    const nlohmann::json doc = nlohmann::json::parse(r.text);
+    CHECK(doc.size() == 2);
+    CHECK(doc.at("n").get<int64_t>() >= 1);
+    CHECK(doc.at("n").get<int64_t>() <= 9);
+    CHECK((doc.at("w") == "yes" || doc.at("w") == "no"));
+  }
+  for (auto& g : free) CHECK(collect(*g).finish.reason == "length");
+
+  // A grammar whose only choice the model rules out (the end, which the
+  // fake engine's logits never allow) ends its own request with an error,
+  // not the others'.
+  GenerationRequest bad = request(prompt_of(4, 6), 10, 1.0f, 3);
+  bad.grammar = text::compile_grammar(text::GrammarSource::Gbnf, "root ::= \"\"\n", "gbnf");
+  auto failing = s.submit(std::move(bad));
+  auto beside = s.submit(request(prompt_of(5, 6), 10, 1.0f, 4));
+  const Result f = collect(*failing);
+  CHECK(f.finish.reason == "error");
+  CHECK(f.finish.error.find("the request's grammar") != std::string::npos);
+  CHECK(collect(*beside).finish.reason == "length");
 }
