@@ -410,13 +410,18 @@ TEST_CASE("grammar: a vocabulary's allowed tokens") {
   CHECK(moved.size() == 12);
 }
 
-TEST_CASE("grammar: allowed() takes a whole branch only where all of it leads back") {
-  // Under "x": digits (ASCII bit 48–57) and letters (97–122), 36 tokens.
-  std::vector<std::string> tokens;
-  for (const char c : std::string_view("0123456789abcdefghijklmnopqrstuvwxyz")) tokens.push_back(std::string("x") + c);
-  tokens.push_back("x");
+TEST_CASE("grammar: allowed() takes a whole branch by depth only where all of it goes one way") {
+  // Under "x": digits (ASCII bit 48–57) and letters (97–122), one to three
+  // of them, and a few code points.
+  std::vector<std::string> tokens = {"x", "xé", "x中a", "xaé"};
+  for (const char c : std::string_view("0123456789abcdefghijklmnopqrstuvwxyz")) {
+    tokens.push_back(std::string("x") + c);
+    tokens.push_back(std::string("x") + c + "a");
+    tokens.push_back(std::string("x") + c + "0z");
+  }
   const Vocabulary vocab(tokens);
-  for (const char* rhs : {"[0-9a-z]*", "[0-9]*", "[a-z]*", "[0-8a-y]*", "[1-9b-z]*", "[^5m]*", "."}) {
+  for (const char* rhs : {"[0-9a-z]*", "[0-9]*", "[a-z]*", "[0-8a-y]*", "[1-9b-z]*", "[^5m]*", ".", "[0-9a-z]{0,2}",
+                          "[0-9a-z]{2}", "[a-z0-9]{1,2} \"!\"", "[^\"]{0,1}", ".{0,2}", "(. | \"xx\")*"}) {
     CAPTURE(rhs);
     const auto g = parse("root ::= \"x\" " + std::string(rhs));
     Matcher m(g);
