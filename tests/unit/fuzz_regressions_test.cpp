@@ -43,5 +43,6 @@ TEST_CASE("fuzz findings stay fixed") {
   count += replay("http", lathe::fuzz::http);
   count += replay("image", lathe::fuzz::image);
   count += replay("data_url", lathe::fuzz::data_url);
+  count += replay("grammar", lathe::fuzz::grammar);
   MESSAGE(count << " inputs replayed");
 }

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <set>
@@ -387,6 +388,21 @@ TEST_CASE("grammar: a JSON grammar takes JSON documents and nothing else") {
   CHECK(m.accept("]}"));
   CHECK(m.can_end());
   CHECK(m.can_continue());  // trailing whitespace
+}
+
+TEST_CASE("grammar: the fuzz target's seeds: each grammar takes its text") {
+  // tests/fuzz/corpus/grammar/: a grammar, a NUL, a document of it.
+  int seeds = 0;
+  const std::string dir = std::string(LATHE_SOURCE_DIR) + "/tests/fuzz/corpus/grammar";
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string input = test::read_file(e.path().string());
+    CAPTURE(e.path().string());
+    const size_t nul = input.find('\0');
+    REQUIRE(nul != std::string::npos);
+    CHECK(matches(Grammar::parse(input.substr(0, nul), e.path().filename().string()), input.substr(nul + 1)));
+    ++seeds;
+  }
+  CHECK(seeds >= 5);
 }
 
 TEST_CASE("grammar: a vocabulary's allowed tokens") {
