@@ -1,6 +1,7 @@
 #include "runtime/grammar/engine.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace lathe::grammar {
 
@@ -128,10 +129,9 @@ int32_t Engine::finish() {
   if (over_ || out_.empty()) return -1;
   std::sort(out_.begin(), out_.end());
   const uint32_t id = sets_.intern(out_);
-  if (has_loops_.size() <= id) {  // a new set
+  if (non_ascii_.size() <= id) {  // a new set
     table_.resize((size_t{id} + 1) * 256, kUnknown);
-    loops_.resize(size_t{id} + 1);
-    has_loops_.resize(size_t{id} + 1, 0);
+    non_ascii_.resize(size_t{id} + 1, kUnknown);
   }
   return static_cast<int32_t>(id);
 }
@@ -220,26 +220,34 @@ bool Engine::viable(int32_t set, utf8::Interval interval) const {
   return false;
 }
 
-const Engine::Loops& Engine::loops(int32_t set) {
+int32_t Engine::common_step(int32_t set, const uint64_t ascii[2]) {
+  int32_t to = kUnknown;
+  for (uint32_t w = 0; w < 2; ++w)
+    for (uint64_t bits = ascii[w]; bits != 0; bits &= bits - 1) {
+      const auto b = static_cast<uint8_t>(64 * w + static_cast<uint32_t>(std::countr_zero(bits)));
+      const int32_t next = step({set, 0}, b).set;
+      if (to != kUnknown && next != to) return kApart;
+      to = next;
+    }
+  return to;
+}
+
+int32_t Engine::non_ascii_step(int32_t set) {
   const size_t s = static_cast<size_t>(set);
-  if (has_loops_[s]) return loops_[s];
-  Loops l;
-  for (uint32_t b = 0; b < 128; ++b)
-    if (step({set, 0}, static_cast<uint8_t>(b)).set == set) l.ascii[b >> 6] |= uint64_t{1} << (b & 63);
-  // Every top takes all non-ASCII code points or none, and those that take
-  // them lead back to the set.
-  bool uniform = true, any = false;
+  if (non_ascii_[s] != kUnknown) return non_ascii_[s];
+  // Every top takes all non-ASCII code points or none: then one of them
+  // (U+0080) says where all lead.
+  bool uniform = true;
   for (uint32_t t : stacks(set)) {
     if (t == kBottom) continue;
     const uint32_t cls = grammar_.elements[position(t)].value;
     const bool all = grammar_.covers(cls, 0x80, 0xD7FF) && grammar_.covers(cls, 0xE000, 0x10FFFF);
     const bool none = !grammar_.intersects(cls, 0x80, 0xD7FF) && !grammar_.intersects(cls, 0xE000, 0x10FFFF);
     uniform = uniform && (all || none);
-    any = any || all;
   }
-  l.utf8 = uniform && any && advance(set, 0x80) == set;
-  has_loops_[s] = 1;
-  return loops_[s] = l;
+  const int32_t to = uniform ? advance(set, 0x80) : kApart;
+  non_ascii_[s] = to;  // (advance may have grown non_ascii_: indexed again)
+  return to;
 }
 
 int32_t Engine::first_byte(int32_t set, uint8_t byte) {

@@ -89,15 +89,14 @@ class Engine {
 
   std::span<const uint32_t> stacks(int32_t set) const { return sets_[static_cast<uint32_t>(set)]; }
 
-  // What a set steps to itself on: ASCII bytes (bit b), and whether every
-  // well-formed non-ASCII code point does (so that any valid UTF-8, a
-  // sequence cut short included, keeps it). Inside a JSON string: nearly
-  // everything. Computed once per set.
-  struct Loops {
-    uint64_t ascii[2] = {0, 0};
-    bool utf8 = false;
-  };
-  const Loops& loops(int32_t set);
+  // Where steps from a set on many bytes all lead, or kApart when they do
+  // not all lead to one set (-1, dead, is one): on the ASCII bytes of
+  // `ascii` (bit b), and on every well-formed non-ASCII code point (a
+  // sequence of them cut short is then alive too). Inside a JSON string:
+  // nearly every byte, back to the same set.
+  static constexpr int32_t kApart = -3;
+  int32_t common_step(int32_t set, const uint64_t ascii[2]);
+  int32_t non_ascii_step(int32_t set);
 
  private:
   static constexpr int32_t kUnknown = -2;
@@ -135,8 +134,7 @@ class Engine {
     size_t operator()(const MaskKey& k) const { return (k.mask * 0x9E3779B97F4A7C15ull) ^ static_cast<size_t>(k.set); }
   };
   std::unordered_map<MaskKey, int32_t, MaskHash> by_mask_;  // (set, tops that matched) → the step's set
-  std::vector<Loops> loops_;         // by set, where has_loops_
-  std::vector<uint8_t> has_loops_;
+  std::vector<int32_t> non_ascii_;  // by set: non_ascii_step, or kUnknown
   // The closure's scratch.
   std::vector<uint32_t> seen_;  // node → the stamp of the closure that reached it
   uint32_t stamp_ = 0;

@@ -1,7 +1,9 @@
 // Vocabulary: the tokens' bytes in a trie, walked once per allowed() with
 // the engine's cursor per depth; a branch no stack survives is skipped
-// whole, and so is one whose bytes all lead the stacks back to where they
-// are (text inside a JSON string): its tokens are allowed without a step.
+// whole, and so is one whose bytes all lead the stacks the same way at
+// each depth (text inside a JSON string: back to the same set; inside a
+// bounded string, one set a depth): its tokens are decided by their depth
+// alone, without a step.
 //
 // The trie is stored in depth-first order, so that the walk is a loop over
 // one array: node i is one byte at depth `depth` under the node before it
@@ -30,11 +32,13 @@ struct Vocabulary::Trie {
   };
   // The bytes below a node: ASCII ones (bit b), whether any other, and
   // whether what is below, read from this node, is all well-formed UTF-8
-  // (some of it cut short), the node's own path ending a code point.
+  // (some of it cut short), the node's own path ending a code point; how
+  // deep it goes.
   struct Summary {
     uint64_t ascii[2] = {0, 0};
     bool other = false;
     bool utf8 = true;
+    uint32_t height = 0;
   };
   int32_t size = 0;
   std::vector<Node> nodes;
@@ -52,6 +56,7 @@ void Vocabulary::Trie::summarize(const std::vector<uint8_t>& utf8_at) {
   struct Below {
     uint64_t ascii[2] = {0, 0};
     bool other = false, invalid = false;
+    uint32_t height = 0;
   };
   std::vector<Below> gathered(max_depth + 1);  // [d]: from the children of the next node of depth d
   for (size_t i = nodes.size(); i-- > 0;) {
@@ -60,7 +65,8 @@ void Vocabulary::Trie::summarize(const std::vector<uint8_t>& utf8_at) {
     gathered[n.depth] = {};
     if (n.end - i - 1 >= kSummarized) {
       n.summary = static_cast<uint32_t>(summaries.size());
-      summaries.push_back({{below.ascii[0], below.ascii[1]}, below.other, utf8_at[i] == 1 && !below.invalid});
+      summaries.push_back(
+          {{below.ascii[0], below.ascii[1]}, below.other, utf8_at[i] == 1 && !below.invalid, below.height});
     }
     Below& up = gathered[n.depth - 1];
     up.ascii[0] |= below.ascii[0];
@@ -68,6 +74,7 @@ void Vocabulary::Trie::summarize(const std::vector<uint8_t>& utf8_at) {
     if (n.byte < 0x80) up.ascii[n.byte >> 6] |= uint64_t{1} << (n.byte & 63);
     up.other = up.other || below.other || n.byte >= 0x80;
     up.invalid = up.invalid || below.invalid || utf8_at[i] == 2;
+    up.height = std::max(up.height, below.height + 1);
   }
 }
 
@@ -118,6 +125,32 @@ Vocabulary::Vocabulary(std::span<const std::string> tokens) : trie_(std::make_un
   t.summarize(utf8_at);
 }
 
+namespace {
+
+// Below a node whose cursor is `set` (between code points): when every
+// byte there leads the stacks the same way at each depth, how deep the
+// nodes live (the summary's height: all of them); kNone when the bytes
+// part ways and the walk must step.
+uint32_t uniform_depth(Engine& engine, int32_t set, const Vocabulary::Trie::Summary& below) {
+  constexpr uint32_t kNone = Vocabulary::Trie::kNone;
+  const bool ascii = below.ascii[0] != 0 || below.ascii[1] != 0;
+  for (uint32_t depth = 0; depth < below.height; ++depth) {
+    const int32_t to = ascii ? engine.common_step(set, below.ascii) : engine.non_ascii_step(set);
+    if (to == Engine::kApart) return kNone;
+    if (to == set) {  // back to itself: every depth, and code points of any length if all of them come back
+      if (!below.other) return below.height;
+      return below.utf8 && engine.non_ascii_step(set) == set ? below.height : kNone;
+    }
+    // Else a code point of several bytes would count as several depths.
+    if (below.other) return kNone;
+    if (to < 0) return depth;
+    set = to;
+  }
+  return below.height;
+}
+
+}  // namespace
+
 Vocabulary::~Vocabulary() = default;
 Vocabulary::Vocabulary(Vocabulary&&) noexcept = default;
 Vocabulary& Vocabulary::operator=(Vocabulary&&) noexcept = default;
@@ -150,12 +183,16 @@ void Vocabulary::allowed(const Matcher& matcher, std::vector<uint8_t>& allowed) 
     last_depth = node.depth;
     for (uint32_t k = i == 0 ? 0 : nodes[i - 1].ids_end; k < node.ids_end; ++k) out[t.ids[k]] = 1;
     if (node.summary != Trie::kNone && c.partial == 0) {
-      // Everything below leads back here: all of its tokens, no steps.
-      const Trie::Summary& s = t.summaries[node.summary];
-      const Engine::Loops& loops = engine.loops(c.set);
-      if ((s.ascii[0] & ~loops.ascii[0]) == 0 && (s.ascii[1] & ~loops.ascii[1]) == 0 &&
-          (!s.other || (loops.utf8 && s.utf8))) {
-        for (uint32_t k = node.ids_end; k < nodes[node.end - 1].ids_end; ++k) out[t.ids[k]] = 1;
+      const uint32_t alive = uniform_depth(engine, c.set, t.summaries[node.summary]);
+      if (alive != Trie::kNone) {
+        // The nodes below to that depth live, none deeper: no steps.
+        if (alive >= t.summaries[node.summary].height) {
+          for (uint32_t k = node.ids_end; k < nodes[node.end - 1].ids_end; ++k) out[t.ids[k]] = 1;
+        } else {
+          for (uint32_t j = i + 1; j < node.end; ++j)
+            if (nodes[j].depth - node.depth <= alive)
+              for (uint32_t k = nodes[j - 1].ids_end; k < nodes[j].ids_end; ++k) out[t.ids[k]] = 1;
+        }
         i = node.end;
         last_depth = UINT32_MAX;
         continue;

@@ -44,5 +44,6 @@ TEST_CASE("fuzz findings stay fixed") {
   count += replay("image", lathe::fuzz::image);
   count += replay("data_url", lathe::fuzz::data_url);
   count += replay("json_schema", lathe::fuzz::json_schema);
+  count += replay("grammar", lathe::fuzz::grammar);
   MESSAGE(count << " inputs replayed");
 }

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <set>
@@ -389,6 +390,21 @@ TEST_CASE("grammar: a JSON grammar takes JSON documents and nothing else") {
   CHECK(m.can_continue());  // trailing whitespace
 }
 
+TEST_CASE("grammar: the fuzz target's seeds: each grammar takes its text") {
+  // tests/fuzz/corpus/grammar/: a grammar, a NUL, a document of it.
+  int seeds = 0;
+  const std::string dir = std::string(LATHE_SOURCE_DIR) + "/tests/fuzz/corpus/grammar";
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string input = test::read_file(e.path().string());
+    CAPTURE(e.path().string());
+    const size_t nul = input.find('\0');
+    REQUIRE(nul != std::string::npos);
+    CHECK(matches(Grammar::parse(input.substr(0, nul), e.path().filename().string()), input.substr(nul + 1)));
+    ++seeds;
+  }
+  CHECK(seeds >= 5);
+}
+
 TEST_CASE("grammar: a vocabulary's allowed tokens") {
   const std::vector<std::string> tokens = {"", "a", "a", "ab", "b", "\xC3", "\xA9", "é", "\xC3" "a", "aé", "abc",
                                            "\xFF"};
@@ -410,13 +426,18 @@ TEST_CASE("grammar: a vocabulary's allowed tokens") {
   CHECK(moved.size() == 12);
 }
 
-TEST_CASE("grammar: allowed() takes a whole branch only where all of it leads back") {
-  // Under "x": digits (ASCII bit 48–57) and letters (97–122), 36 tokens.
-  std::vector<std::string> tokens;
-  for (const char c : std::string_view("0123456789abcdefghijklmnopqrstuvwxyz")) tokens.push_back(std::string("x") + c);
-  tokens.push_back("x");
+TEST_CASE("grammar: allowed() takes a whole branch by depth only where all of it goes one way") {
+  // Under "x": digits (ASCII bit 48–57) and letters (97–122), one to three
+  // of them, and a few code points.
+  std::vector<std::string> tokens = {"x", "xé", "x中a", "xaé"};
+  for (const char c : std::string_view("0123456789abcdefghijklmnopqrstuvwxyz")) {
+    tokens.push_back(std::string("x") + c);
+    tokens.push_back(std::string("x") + c + "a");
+    tokens.push_back(std::string("x") + c + "0z");
+  }
   const Vocabulary vocab(tokens);
-  for (const char* rhs : {"[0-9a-z]*", "[0-9]*", "[a-z]*", "[0-8a-y]*", "[1-9b-z]*", "[^5m]*", "."}) {
+  for (const char* rhs : {"[0-9a-z]*", "[0-9]*", "[a-z]*", "[0-8a-y]*", "[1-9b-z]*", "[^5m]*", ".", "[0-9a-z]{0,2}",
+                          "[0-9a-z]{2}", "[a-z0-9]{1,2} \"!\"", "[^\"]{0,1}", ".{0,2}", "(. | \"xx\")*"}) {
     CAPTURE(rhs);
     const auto g = parse("root ::= \"x\" " + std::string(rhs));
     Matcher m(g);
