@@ -158,7 +158,7 @@ std::unique_ptr<Grammar::Impl> Parser::parse() {
   // Rules used and never defined: the first use in the text.
   size_t undefined = kNone;
   for (const Draft& r : rules_)
-    if (r.name.size() && r.defined == kNone && (undefined == kNone || r.used < rules_[undefined].used))
+    if (!r.name.empty() && r.defined == kNone && (undefined == kNone || r.used < rules_[undefined].used))
       undefined = static_cast<size_t>(&r - rules_.data());
   if (undefined != kNone)
     fail(rules_[undefined].used, "rule " + quoted(rules_[undefined].name) + " is used but never defined");
