@@ -653,14 +653,17 @@ int run_profile(const Options& opt) {
   return 0;
 }
 
-// A vision model's table (a [vision] splice): one photo-sized image
-// (640 × 480, a pattern) made into the tower's input on the host as CLIP's
-// processor does (resize, crop, normalize, unfold), through the tower
+// A vision model's table: one photo-sized image (640 × 480, a pattern)
+// made into the tower's input on the host as the checkpoint's processor
+// does (resize, crop or tile, normalize, unfold), through the tower
 // (patches/s, and the matmuls' GFLOP/s: 2 · rows · the tower's matrix
-// values, attention's 4 · rows² · width a layer), then a prompt of the
-// image's rows among --length text tokens: its time to the first token
-// (the three steps and the prompt's pass), beside the pass of a text prompt
-// as long; the best of --repeats after a warm-up round.
+// values, attention's 4 · rows² · width a layer), then a prompt of
+// --length text tokens around the image's marker: its time to the first
+// token (the steps and the prompt's pass), beside the pass of a text
+// prompt of as many rows; the best of --repeats after a warm-up round. A
+// splice's image fills rows of the prompt; a cross-attention decoder's
+// (Llama 3.2 Vision) goes into its cross layers' caches first (the image
+// pass's column), its marker one row.
 int run_vision(const Options& opt) {
   const ModelInfo& m = model_info();
   const ModelInfo& t = *vision_info();
@@ -670,7 +673,7 @@ int run_vision(const Options& opt) {
   Session tower(device, t);
   upload_random(tower);
   SessionOptions so;
-  so.context = link.expanded_rows() + opt.length + 1;
+  so.context = (link.cross ? 1 : link.expanded_rows()) + opt.length + 1;
   Session decoder(device, m, so);
   upload_random(decoder);
 
@@ -688,6 +691,15 @@ int run_vision(const Options& opt) {
     p.patch_height = p.patch_width = link.patch;
     p.do_center_crop = false;
   }
+  if (link.tiles > 0) {  // Mllama's: fitted to the best canvas of tiles, bilinear
+    p.processor = "MllamaImageProcessor (bench)";
+    p.rule = image::SizeRule::Tiles;
+    p.height = p.width = link.image_size;
+    p.max_tiles = link.tiles;
+    p.resample = image::Resample::Bilinear;
+    p.convert_alpha_on_white = true;
+    p.do_center_crop = false;
+  }
   image::Image photo{640, 480, std::vector<uint8_t>(640 * 480 * 3), {}};
   for (size_t i = 0; i < photo.rgb.size(); ++i) photo.rgb[i] = static_cast<uint8_t>((i * 7 + i / 1920 * 3) & 0xFF);
 
@@ -695,7 +707,8 @@ int run_vision(const Options& opt) {
   std::vector<int32_t> ids = random_tokens(static_cast<size_t>(opt.length), link.marker, 41);
   ids.insert(ids.begin() + static_cast<std::ptrdiff_t>(ids.size() / 2), static_cast<int32_t>(link.marker));
   const text::ImageInput shape = text::image_input(link, p, photo, t.plan.input_row_floats, "the bench image");
-  const int64_t rows = static_cast<int64_t>(ids.size()) - 1 + link.expanded_rows(shape.grid);
+  const int64_t rows =
+      static_cast<int64_t>(ids.size()) + (link.cross ? 0 : link.expanded_rows(shape.grid) - 1);
   const std::vector<int32_t> text = random_tokens(static_cast<size_t>(rows), link.marker, 43);
 
   double matrix_values = 0;
@@ -706,7 +719,8 @@ int run_vision(const Options& opt) {
                        4.0 * static_cast<double>(tower_rows * tower_rows) * static_cast<double>(t.hidden * t.layers);
 
   const int repeats = opt.quick ? 1 : opt.repeats;
-  double best_pre = 1e30, best_encode = 1e30, best_prompt = 1e30, best_text = 1e30, best_total = 1e30;
+  double best_pre = 1e30, best_encode = 1e30, best_images = 1e30, best_prompt = 1e30, best_text = 1e30,
+         best_total = 1e30;
   for (int r = -1; r < repeats; ++r) {
     const Clock::time_point start = Clock::now();
     const text::ImageInput input = text::image_input(link, p, photo, t.plan.input_row_floats, "the bench image");
@@ -714,10 +728,19 @@ int run_vision(const Options& opt) {
     const Clock::time_point encode_start = Clock::now();
     const text::ImageFeatures features = text::image_features(tower, link, input);
     const double encode = seconds_since(encode_start);
-    const text::SplicedPrompt prompt = text::splice_images(link, ids, std::span(&features, 1), m.hidden);
     decoder.reset();
-    const Clock::time_point prompt_start = Clock::now();
-    (void)decoder.prefill(0, prompt.ids, prompt.at, prompt.features);
+    double images = 0;
+    Clock::time_point prompt_start = Clock::now();
+    if (link.cross) {
+      text::cross_images(decoder, link, 0, ids, std::span(&features, 1));
+      images = seconds_since(prompt_start);
+      prompt_start = Clock::now();
+      (void)decoder.prefill(0, ids);
+    } else {
+      const text::SplicedPrompt prompt = text::splice_images(link, ids, std::span(&features, 1), m.hidden);
+      prompt_start = Clock::now();
+      (void)decoder.prefill(0, prompt.ids, prompt.at, prompt.features);
+    }
     const double pass = seconds_since(prompt_start), total = seconds_since(start);
     decoder.reset();
     const Clock::time_point text_start = Clock::now();
@@ -726,6 +749,7 @@ int run_vision(const Options& opt) {
     if (r < 0) continue;
     best_pre = std::min(best_pre, pre);
     best_encode = std::min(best_encode, encode);
+    best_images = std::min(best_images, images);
     best_prompt = std::min(best_prompt, pass);
     best_text = std::min(best_text, text_pass);
     best_total = std::min(best_total, total);
@@ -736,13 +760,15 @@ int run_vision(const Options& opt) {
               std::string(decoder.device_class().name).c_str(), static_cast<long long>(photo.width),
               static_cast<long long>(photo.height), static_cast<long long>(tower_rows),
               static_cast<long long>(opt.length), repeats);
-  std::printf("\n| model | tower dtype | preprocess ms | encode ms | patches/s | tower GFLOP/s | prompt rows | prompt pass ms "
-              "| text pass ms (as many rows) | TTFT ms |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  std::printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %lld | %.1f | %.1f | %.1f |\n", std::string(m.name).c_str(),
+  std::printf("\n| model | tower dtype | preprocess ms | encode ms | patches/s | tower GFLOP/s | image pass ms | prompt rows "
+              "| prompt pass ms | text pass ms (as many rows) | TTFT ms |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  char image_pass[32] = "-";
+  if (link.cross) std::snprintf(image_pass, sizeof image_pass, "%.1f", best_images * 1e3);
+  std::printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %s | %lld | %.1f | %.1f | %.1f |\n", std::string(m.name).c_str(),
               std::string(dtype_name(matrix_dtype(t))).c_str(), best_pre * 1e3, best_encode * 1e3,
-              static_cast<double>(tower_rows) / best_encode, flops / best_encode / 1e9, static_cast<long long>(rows),
-              best_prompt * 1e3, best_text * 1e3, best_total * 1e3);
+              static_cast<double>(tower_rows) / best_encode, flops / best_encode / 1e9, image_pass,
+              static_cast<long long>(rows), best_prompt * 1e3, best_text * 1e3, best_total * 1e3);
   if (opt.quick) std::printf("--quick: single timings, not a measurement\n");
   return 0;
 }
