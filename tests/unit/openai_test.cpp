@@ -119,7 +119,7 @@ TEST_CASE("openai: tools and tool_choice are refused by name, their empty forms 
   CHECK(param_of(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})").empty());
 }
 
-TEST_CASE("openai: response_format and grammar become the request's grammar; bad ones are 400s naming the fault") {
+TEST_CASE("openai: response_format and grammar become the request's grammar, bad ones are 400s naming the fault") {
   const Model model = demo_model();
   const auto parse = [&](const std::string& extra) {
     return parse_completion(parse_json_body(R"({"prompt": "a", )" + extra + "}"), false, model);

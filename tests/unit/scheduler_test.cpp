@@ -378,7 +378,7 @@ TEST_CASE("scheduler: images of their own sizes (Pixtral's), each row its own im
   CHECK(engine.chunks == std::vector<size_t>{3, 3, 3, 2});
 }
 
-TEST_CASE("scheduler: a request's grammar holds beside unconstrained requests; a whole document stops it") {
+TEST_CASE("scheduler: a request's grammar holds beside unconstrained requests, a whole document stops it") {
   FakeEngine engine = make_engine(3);
   Scheduler s(engine, demo_tokenizer());
   const std::string schema = R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9},
