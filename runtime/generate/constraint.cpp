@@ -68,4 +68,12 @@ void Constraint::accept(int32_t token) {
     throw Error(ErrorKind::InvalidArgument, "token " + std::to_string(token) + " is not one the grammar allows here");
 }
 
+int32_t Constraint::sample(Sampler& sampler, std::span<const float> logits) {
+  masked_.assign(logits.begin(), logits.end());
+  mask(masked_);
+  const int32_t token = sampler.sample(masked_);
+  accept(token);
+  return token;
+}
+
 }  // namespace lathe::text

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/generate/sampler.hpp"
 #include "runtime/grammar/grammar.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
 
@@ -51,6 +52,11 @@ class Constraint {
   void mask(std::span<float> logits);
   // The sampled token (one mask() allowed): the grammar moves past its bytes.
   void accept(int32_t token);
+  // One constrained step: the logits masked (a copy: `logits` stays the
+  // model's, for logprobs), the sampler's pick among what is left, and the
+  // grammar moved past it. Throws as mask() does, and where the model gives
+  // −∞ to every token the grammar allows (Sampler::sample).
+  int32_t sample(Sampler& sampler, std::span<const float> logits);
   // The text is a whole document and nothing may follow it: generation is over.
   bool finished() const { return !matcher_.can_continue(); }
   // The text so far is a whole document.
@@ -61,6 +67,7 @@ class Constraint {
   std::shared_ptr<const GrammarVocabulary> vocabulary_;
   std::vector<int32_t> ends_;
   std::vector<uint8_t> allowed_;  // scratch: [vocab]
+  std::vector<float> masked_;     // scratch: [vocab], sample()'s logits
 };
 
 }  // namespace lathe::text

@@ -48,7 +48,6 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
   // The prompt's text is the caller's; the continuation decodes on from it.
   StreamDecoder decoder(tokenizer, /*skip_special=*/true, /*start_of_text=*/false);
   std::optional<Constraint> constraint;
-  std::vector<float> masked;
   if (options.grammar)
     constraint.emplace(options.grammar,
                        options.vocabulary ? options.vocabulary
@@ -68,14 +67,7 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
     // A NaN row is the model's fault, not a token to sample: named by its step.
     check_logits(logits, stats.new_tokens == 0 ? std::string("the prompt's pass")
                                                : "decode step " + std::to_string(stats.new_tokens));
-    if (constraint) {
-      masked = logits;
-      constraint->mask(masked);
-      token = sampler.sample(masked);
-      constraint->accept(token);
-    } else {
-      token = sampler.sample(logits);
-    }
+    token = constraint ? constraint->sample(sampler, logits) : sampler.sample(logits);
     if (stats.new_tokens == 0) prefilled = Clock::now();
     ++stats.new_tokens;
     const StopChecker::Step step = stop.push(token, decoder.push(token));

@@ -86,7 +86,6 @@ struct Scheduler::Slot {
   int64_t generated = 0;
   std::vector<std::vector<float>> features;  // per distinct image, once encoded
   std::optional<text::Constraint> constraint;  // the request's grammar
-  std::vector<float> masked;                   // [vocab] scratch: the logits the grammar leaves
   std::string error;                           // finish reason "error": why
 };
 
@@ -217,11 +216,8 @@ std::string Scheduler::sample(Slot& slot, std::span<const float> logits) {
                             tokenizer_.eos() ? std::vector<int32_t>{*tokenizer_.eos()} : std::vector<int32_t>{});
   }
   if (slot.constraint) {
-    slot.masked.assign(logits.begin(), logits.end());
     try {
-      slot.constraint->mask(slot.masked);
-      event.token = slot.sampler.sample(slot.masked);  // (throws where the model gives −∞ to all the grammar allows)
-      slot.constraint->accept(event.token);
+      event.token = slot.constraint->sample(slot.sampler, logits);
     } catch (const Error& e) {  // this request's grammar, not the engine: it alone ends
       slot.error = "the request's grammar: " + std::string(e.what());
       slot.next = -1;
