@@ -16,6 +16,17 @@ N; TTFT is the median time to a request's first text. With --llama-server
 the same rounds run against llama.cpp's server on the same GGUF file, and
 both land in one table. Loopback only; every server is stopped at the end,
 however the run ends.
+
+    bench/serve.py build/bench-demo-2k/demo -w models/demo --reuse 1000 -c 2048
+                                                                   # time to the first token, prompt reuse off and on
+
+--reuse N measures prompt reuse instead: requests one after another whose
+prompts share an N-token prefix (a system prompt) and then differ, each
+for one token (its time is the time to the first token), against a server
+with --no-prompt-reuse and then one with reuse, in one run; the table has
+each one's median time to the first token over the requests after the
+first, the tokens reuse spared (usage.prompt_tokens_details.cached_tokens)
+and the speed-up.
 """
 import argparse
 import http.client
@@ -60,6 +71,61 @@ def stream_completion(port, prompt, tokens):
             counted = chunk["timings"]["predicted_n"]
     conn.close()
     return (counted if counted is not None else chunks), first or 0.0
+
+
+def completion(port, prompt, tokens):
+    """One whole completion; (seconds, usage)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": 0})
+    start = time.monotonic()
+    conn.request("POST", "/v1/completions", body, {"content-type": "application/json"})
+    res = conn.getresponse()
+    data = res.read()
+    seconds = time.monotonic() - start
+    conn.close()
+    if res.status != 200:
+        raise RuntimeError(f"HTTP {res.status}: {data[:200]!r}")
+    return seconds, json.loads(data)["usage"]
+
+
+SHARED = ("And God said, Let there be light: and there was light. And God saw the light, that it was good: "
+          "and God divided the light from the darkness. ")
+
+
+def shared_prefix(port, tokens):
+    """Text of about `tokens` prompt tokens: SHARED repeated, sized by the server's own count."""
+    one = completion(port, SHARED * 4, 1)[1]["prompt_tokens"]
+    two = completion(port, SHARED * 8, 1)[1]["prompt_tokens"]
+    per = (two - one) / 4
+    return SHARED * max(1, round((tokens - (one - 4 * per)) / per))
+
+
+def stop(server):
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+def measure_reuse(name, server, port, args, rows, prefix):
+    """Requests sharing `prefix`, one after another; a table row."""
+    try:
+        for p in PROMPTS[:2]:  # the first requests after start-up run slower (first dispatches)
+            completion(port, p, 1)
+        times, cached, prompt = [], [], 0
+        for r in range(args.requests):
+            seconds, usage = completion(port, prefix + PROMPTS[r % len(PROMPTS)] + " " * (r // len(PROMPTS)), 1)
+            times.append(seconds)
+            cached.append(usage.get("prompt_tokens_details", {}).get("cached_tokens", 0))
+            prompt = usage["prompt_tokens"]
+        rest = sorted(times[1:])
+        median = rest[len(rest) // 2]
+        rows.append((name, prompt, times[0], median, sorted(cached[1:])[len(rest) // 2]))
+        print(f"{name}: prompt {prompt} tokens, first {times[0]:.3f} s, median of the rest {median:.3f} s, "
+              f"cached {cached}", flush=True)
+    finally:
+        stop(server)
 
 
 def run(port, streams, requests, tokens):
@@ -142,11 +208,7 @@ def measure(name, server, port, args, streams, rows):
                         f"{tps / n:.1f} | {f'{tps / single:.2f}×' if single else '–'} | {ttft:.2f} |")
             print(rows[-1], flush=True)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
 
 
 def main():
@@ -162,6 +224,8 @@ def main():
     ap.add_argument("--requests", type=int, default=2, help="requests per client")
     ap.add_argument("--parallel", type=int, default=0, help="server sequences (default: the most streams)")
     ap.add_argument("-c", "--context", type=int, default=256, help="positions of each sequence")
+    ap.add_argument("--reuse", type=int, default=0,
+                    help="prompt reuse: TTFT of --requests requests sharing a prefix of this many tokens, reuse off and on")
     args = ap.parse_args()
     if bool(args.model) == bool(args.gguf) or bool(args.model) != bool(args.weights):
         ap.error("give a model executable with -w, or --gguf")
@@ -177,6 +241,21 @@ def main():
         name = "lathe"
         cmd = [args.lathe, "run", args.gguf, "--serve"] + options
     rows = []
+    if args.reuse:
+        if args.llama_server:
+            ap.error("--reuse measures lathe alone")
+        args.requests = max(args.requests, 5)
+        prefix = None
+        for label, extra in (("reuse off", ["--no-prompt-reuse"]), ("reuse on", [])):
+            server, port = start_lathe(cmd + extra)
+            prefix = prefix or shared_prefix(port, args.reuse)
+            measure_reuse(f"{name}, {label}", server, port, args, rows, prefix)
+        off = rows[0][3]
+        print("\n| server | prompt tokens | first request s | median TTFT s, the rest | cached tokens (median) | "
+              "vs reuse off |\n|---|---:|---:|---:|---:|---:|")
+        for label, prompt, first, median, cached in rows:
+            print(f"| {label} | {prompt} | {first:.3f} | {median:.3f} | {cached} | {off / median:.2f}× |")
+        return
     print("| server | streams | requests | tokens | seconds | aggregate tok/s | per stream tok/s | vs 1 stream | "
           "median TTFT s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     server, port = start_lathe(cmd)

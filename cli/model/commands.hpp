@@ -113,6 +113,7 @@ struct ServeOptions {
   std::string weights, tokenizer, device, host = "127.0.0.1";
   int port = 8080;
   int64_t parallel = 1, context = 0, queue = 64, max_body = 0;  // max_body 0: 1 MiB, 32 MiB with images
+  bool no_prompt_reuse = false;  // every prompt prefilled whole (--no-prompt-reuse)
   int64_t max_bodies = 0;                                        // 0: ServerOptions' default
   double read_timeout = 30, write_timeout = 30, keep_alive = 5, grace = 15;
   int keep_alive_max = 100, http_threads = 0;

@@ -233,6 +233,8 @@ int main(int argc, char** argv) {
   serve->add_option("--queue", srv.queue, "Requests waiting for a sequence at most; more are refused with 503")
       ->capture_default_str()
       ->check(at_least(0));
+  serve->add_flag("--no-prompt-reuse", srv.no_prompt_reuse,
+                  "Prefill every prompt whole: no cached prefix (a previous turn's, or another request's) is reused");
   serve->add_option("--max-body", srv.max_body,
                     "Largest request body in bytes; larger ones are refused with 413 (default: 1 MiB, or 32 MiB for a "
                     "model that takes images)")

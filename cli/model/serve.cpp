@@ -86,6 +86,7 @@ int cmd_serve(const ServeOptions& o) {
   lathe::serve::SchedulerOptions scheduling;
   scheduling.chunk = m.encoder_decoder ? session.context() : options.max_chunk;
   scheduling.queue_limit = o.queue;
+  scheduling.reuse_prompts = !o.no_prompt_reuse;
   lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);
   lathe::serve::Model model{std::string(m.name), &tokenizer, chat_template ? &*chat_template : nullptr,
                             source ? source->bos_token : "", source ? source->eos_token : "", session.context(),

@@ -505,6 +505,104 @@ void Session::reset(int64_t sequence) {
   impl_->sources[static_cast<size_t>(sequence)] = 0;
   if (!impl_->image_keys.empty()) impl_->image_keys[static_cast<size_t>(sequence)] = {};
 }
+int64_t Session::rewind_floor(int64_t sequence) const {
+  const Impl& s = *impl_;
+  s.check_sequence(sequence);
+  const int64_t position = s.positions[static_cast<size_t>(sequence)];
+  if (s.plan.state_layers > 0) return position;
+  // A ring of R positions of a window W holds positions [P − R, P); a row at
+  // position p ≥ the cut reads [p − W + 1, p], of which those before the
+  // cut must still be there: p − W + 1 ≥ P − R, or the ring has not wrapped.
+  int64_t floor = 0;
+  for (size_t l = 0; l < s.ring.size(); ++l) {
+    const int64_t window = s.plan.windows[l], ring = s.ring[l];
+    if (window > 0 && position > ring) floor = std::max(floor, position - ring + window - 1);
+  }
+  return std::min(floor, position);
+}
+
+void Session::truncate(int64_t sequence, int64_t position) {
+  Impl& s = *impl_;
+  const int64_t floor = rewind_floor(sequence), now = s.positions[static_cast<size_t>(sequence)];
+  if (position != 0 && (position < floor || position > now))
+    throw Error(ErrorKind::InvalidArgument,
+                "sequence " + std::to_string(sequence) + " holds " + std::to_string(now) +
+                    " positions: it cuts back exactly to 0 or to [" + std::to_string(floor) + ", " +
+                    std::to_string(now) + "], not to " + std::to_string(position) +
+                    (floor > 0 ? s.plan.state_layers > 0 ? " (a state-space layer's state holds its whole history)"
+                                                         : " (a sliding window's ring has written over the keys before)"
+                               : std::string()));
+  s.positions[static_cast<size_t>(sequence)] = position;
+  if (!s.image_keys.empty()) {
+    std::vector<int64_t>& markers = s.image_keys[static_cast<size_t>(sequence)].markers;
+    markers.erase(std::lower_bound(markers.begin(), markers.end(), position), markers.end());
+  }
+}
+
+bool Session::copies() const {
+  const Impl& s = *impl_;
+  return !s.model.encoder && !s.model.encoder_decoder && !(s.model.vision != nullptr && s.model.vision->cross) &&
+         s.link == nullptr;
+}
+
+void Session::copy(int64_t from, int64_t to, int64_t count) {
+  Impl& s = *impl_;
+  s.check_sequence(to);
+  if (s.model.encoder || s.model.encoder_decoder || (s.model.vision != nullptr && s.model.vision->cross))
+    throw Error(ErrorKind::Unsupported,
+                std::string(s.model.name) + ": a sequence of " +
+                    (s.model.encoder           ? "an encoder keeps nothing"
+                     : s.model.encoder_decoder ? "an encoder-decoder holds its source"
+                                               : "an image cross-attention decoder holds its images") +
+                    " beside its cache: its prefix is not copied");
+  if (s.link != nullptr)
+    throw Error(ErrorKind::Unsupported, "a session split over processes copies no cache (the other ranks hold theirs)");
+  if (from == to) throw Error(ErrorKind::InvalidArgument, "a copy of sequence " + std::to_string(from) + " into itself");
+  const int64_t floor = rewind_floor(from), held = s.positions[static_cast<size_t>(from)];
+  if (count != 0 && (count < floor || count > held))
+    throw Error(ErrorKind::InvalidArgument,
+                "sequence " + std::to_string(from) + " holds " + std::to_string(held) + " positions: a copy takes 0 or [" +
+                    std::to_string(floor) + ", " + std::to_string(held) + "] of them exactly, not " +
+                    std::to_string(count));
+  s.positions[static_cast<size_t>(to)] = 0;
+  if (count == 0) return;
+  s.check_ready(from, 0);
+  for (Impl* stage : s.stages()) {
+    const plan::Plan& p = stage->plan;
+    vk::OneShot shot(stage->device);
+    VkCommandBuffer cb = shot.begin();
+    const auto copy_block = [&](const vk::Buffer& buffer, VkDeviceSize block, VkDeviceSize bytes) {
+      const VkBufferCopy region{static_cast<VkDeviceSize>(from) * block, static_cast<VkDeviceSize>(to) * block, bytes};
+      vkCmdCopyBuffer(cb, buffer.handle(), buffer.handle(), 1, &region);
+    };
+    // Position q lives at slot q mod ring: the first `count` slots, or the
+    // whole ring once it has wrapped (rewind_floor keeps what is read).
+    const VkDeviceSize row = static_cast<VkDeviceSize>(p.cache_row_bytes);
+    for (size_t l = 0; l < stage->ring.size(); ++l) {
+      if (!stage->owned.caches[l]) continue;
+      const VkDeviceSize ring = stage->ring[l], slots = std::min<VkDeviceSize>(ring, static_cast<VkDeviceSize>(count));
+      copy_block(stage->k_cache[l], ring * row, slots * row);
+      if (!stage->v_cache.empty()) copy_block(stage->v_cache[l], ring * row, slots * row);
+    }
+    for (size_t l = 0; l < stage->conv_state.size(); ++l) {
+      if (!stage->owned.states[l]) continue;
+      if (p.conv_state_floats > 0)
+        copy_block(stage->conv_state[l], static_cast<VkDeviceSize>(p.conv_state_floats) * 4,
+                   static_cast<VkDeviceSize>(p.conv_state_floats) * 4);
+      copy_block(stage->scan_state[l], static_cast<VkDeviceSize>(p.scan_state_floats) * 4,
+                 static_cast<VkDeviceSize>(p.scan_state_floats) * 4);
+    }
+    // The next passes read what the copies wrote.
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
+                         nullptr, 0, nullptr);
+    shot.submit_and_wait();
+  }
+  s.positions[static_cast<size_t>(to)] = count;
+}
+
 size_t Session::dispatches_per_token() const {
   size_t n = 0;
   for (const Impl* s : impl_->stages())

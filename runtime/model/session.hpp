@@ -227,6 +227,35 @@ class Session {
   void reset();                  // empties every sequence's cache and source (the weights stay)
   void reset(int64_t sequence);  // empties one
 
+  // A sequence cut back, and a prefix of one sequence copied into another:
+  // what prompt reuse (a cached prefix's prefill skipped) and speculative
+  // decoding (rejected proposals rolled back) stand on. A cut or a copy is
+  // exact: every row after it reads the bits it would have read had the
+  // sequence never gone past the cut.
+  //
+  // The lowest position `sequence` cuts back to exactly: 0 where every
+  // cache keeps every position; a sliding window's ring keeps max_chunk
+  // positions past its window, so a cut of up to max_chunk positions (any
+  // cut before the ring has wrapped); a state-space layer's state (a Mamba
+  // model's or a hybrid's) holds its whole history in one value, so the
+  // position itself. A cut to 0 is always exact (it starts afresh).
+  int64_t rewind_floor(int64_t sequence) const;
+  // Cuts the sequence back to `position`, in [rewind_floor, position()] or
+  // 0: its cache past it is dropped (a later pass writes over it); its
+  // source (an encoder–decoder's) and images stay, the image markers at or
+  // past the cut go. Throws Error(InvalidArgument) outside that range.
+  void truncate(int64_t sequence, int64_t position);
+  // Sequence `to` becomes sequence `from`'s first `count` positions, `count`
+  // in [rewind_floor(from), position(from)] or 0: every stage's caches and
+  // states of them copied on the device (what `to` held is dropped).
+  // Throws Error(InvalidArgument) for `to` == `from` or a count outside that
+  // range, Error(Unsupported) for a stack whose sequences hold more than
+  // their caches (an encoder–decoder's source, Llama 3.2 Vision's images,
+  // an encoder's nothing) and for a split over processes (the other ranks'
+  // caches are theirs).
+  void copy(int64_t from, int64_t to, int64_t count);
+  bool copies() const;  // whether copy() runs here (the stack and the split allow it)
+
   size_t dispatches_per_token() const;  // of a decode step
   const plan::DeviceClass& device_class() const;  // the plan's class the session runs
   // For measurements only (lathe_bench --decode-tiles, --prefill-tiles; the

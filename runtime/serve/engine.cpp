@@ -29,6 +29,12 @@ std::vector<float> Engine::prefill_spliced(int64_t, std::span<const int32_t>, st
   throw Error(ErrorKind::Unsupported, "this model takes no images");
 }
 
+int64_t Engine::rewind_floor(int64_t) const { throw Error(ErrorKind::Unsupported, "this engine reuses no cache"); }
+
+void Engine::truncate(int64_t, int64_t) { throw Error(ErrorKind::Unsupported, "this engine reuses no cache"); }
+
+void Engine::copy(int64_t, int64_t, int64_t) { throw Error(ErrorKind::Unsupported, "this engine reuses no cache"); }
+
 void Engine::cross_images(int64_t, std::span<const float>, std::span<const int64_t>) {
   throw Error(ErrorKind::Unsupported, "this model takes no images through cross-attention");
 }

@@ -51,6 +51,15 @@ class Engine {
   // Whether a prompt is a source the decoder attends to (an encoder-decoder)
   // rather than the start of the sequence the decoder continues.
   virtual bool prompt_is_source() const { return false; }
+  // Prompt reuse: whether a sequence's cache cuts back and copies into
+  // another (Session::truncate and copy; an encoder-decoder's and an image
+  // cross-attention decoder's do not: their sequences hold more than it);
+  // the lowest position it cuts back to exactly (Session::rewind_floor);
+  // the cut; the copy. The default: no reuse (the others throw Unsupported).
+  virtual bool reuses_caches() const { return false; }
+  virtual int64_t rewind_floor(int64_t sequence) const;
+  virtual void truncate(int64_t sequence, int64_t position);
+  virtual void copy(int64_t from, int64_t to, int64_t count);
 };
 
 // A Session as an Engine; a vision model's with its tower's session
@@ -70,6 +79,10 @@ class SessionEngine final : public Engine {
                                      std::span<const float> features) override;
   void cross_images(int64_t sequence, std::span<const float> features, std::span<const int64_t> tiles) override;
   bool prompt_is_source() const override { return session_.model().encoder_decoder; }
+  bool reuses_caches() const override { return session_.copies(); }
+  int64_t rewind_floor(int64_t sequence) const override { return session_.rewind_floor(sequence); }
+  void truncate(int64_t sequence, int64_t position) override { session_.truncate(sequence, position); }
+  void copy(int64_t from, int64_t to, int64_t count) override { session_.copy(from, to, count); }
 
  private:
   Session& session_;

@@ -605,7 +605,7 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
   check_object_and_model(body, model);
   CompletionParams p;
   p.chat = chat;
-  if (integer_in(body, "n", 1, 1, 1) != 1) bad("n", "n must be 1");
+  p.n = static_cast<int32_t>(integer_in(body, "n", 1, kMaxChoices, 1));
   // Fields that change what the answer must be, which this server cannot
   // honour: refused rather than silently ignored. Their empty or default
   // forms (which some clients always send) pass.
@@ -772,10 +772,16 @@ json embeddings_response(const EmbeddingParams& p, const std::string& model, con
           {"usage", {{"prompt_tokens", p.tokens}, {"total_tokens", p.tokens}}}};
 }
 
-json usage_json(const Finish& f) {
-  return {{"prompt_tokens", f.prompt_tokens},
-          {"completion_tokens", f.completion_tokens},
-          {"total_tokens", f.prompt_tokens + f.completion_tokens}};
+json usage_json(const Finish& f) { return usage_json(std::vector<Finish>{f}); }
+
+json usage_json(const std::vector<Finish>& choices) {
+  int64_t completion = 0;
+  for (const Finish& f : choices) completion += f.completion_tokens;
+  const Finish& first = choices.front();
+  return {{"prompt_tokens", first.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", first.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens}}}};
 }
 
 json completion_response(const CompletionParams& p, const ResponseHeader& h, const text::Tokenizer& tokenizer,

@@ -67,8 +67,12 @@ struct CompletionParams {
   bool chat = false;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int32_t n = 1;               // choices, each sampled with seed + i (Scheduler::submit)
   GenerationRequest request;   // the prompt's ids, sampling, max_tokens, stop, top_logprobs
 };
+
+// The most choices (`n`) a request may ask for.
+inline constexpr int32_t kMaxChoices = 16;
 
 // The deepest nesting of arrays and objects a request body may have. An
 // OpenAI request needs 4 (messages[i].content[j]); a body nested 100,000
@@ -115,7 +119,10 @@ struct ResponseHeader {
   std::string id, model;
   int64_t created = 0;
 };
+// usage of a request's choices: the prompt counted once (the first
+// choice's, with its cached tokens), the completions' tokens summed.
 nlohmann::json usage_json(const Finish& finish);
+nlohmann::json usage_json(const std::vector<Finish>& choices);
 // Non-streaming: the whole text and the events' tokens (for logprobs).
 nlohmann::json completion_response(const CompletionParams& p, const ResponseHeader& h, const text::Tokenizer& tokenizer,
                                    const std::string& text, const std::vector<TokenEvent>& events, const Finish& finish);

@@ -87,6 +87,10 @@ struct Scheduler::Slot {
   std::vector<std::vector<float>> features;  // per distinct image, once encoded
   std::optional<text::Constraint> constraint;  // the request's grammar
   std::string error;                           // finish reason "error": why
+  uint64_t group = 0;    // Queued::group
+  int32_t choice = 0;    // Queued::choice
+  bool waiting = false;  // a later choice waiting for its first choice's prompt, to copy its cache
+  int64_t cached = 0;    // prompt tokens reused
 };
 
 namespace {
@@ -129,6 +133,7 @@ Scheduler::Scheduler(Engine& engine, const text::Tokenizer& tokenizer, Scheduler
     : engine_(engine), tokenizer_(tokenizer), options_(options) {
   if (options_.chunk < 1) throw Error(ErrorKind::InvalidArgument, "scheduler chunk must be at least 1");
   slots_.resize(static_cast<size_t>(engine_.sequences()));
+  held_.resize(slots_.size());
   thread_ = std::thread([this] { run(); });
 }
 
@@ -139,12 +144,18 @@ Scheduler::~Scheduler() {
   }
   wake_.notify_all();
   thread_.join();
-  for (auto& [request, generation] : queue_) generation->finish({"cancelled", "", 0, 0});
+  for (Queued& q : queue_) q.generation->finish({"cancelled", "", 0, 0});
   for (auto& slot : slots_)
     if (slot) slot->generation->finish({"cancelled", "", static_cast<int64_t>(slot->request.prompt.size()), slot->generated});
 }
 
 std::shared_ptr<Generation> Scheduler::submit(GenerationRequest request) {
+  std::vector<std::shared_ptr<Generation>> one = submit(std::move(request), 1);
+  return one.empty() ? nullptr : std::move(one.front());
+}
+
+std::vector<std::shared_ptr<Generation>> Scheduler::submit(GenerationRequest request, int32_t choices) {
+  if (choices < 1) throw Error(ErrorKind::InvalidArgument, "a request samples at least one choice");
   const int64_t prompt = static_cast<int64_t>(request.prompt.size());
   if (prompt == 0) throw Error(ErrorKind::InvalidArgument, "the prompt is empty");
   if (request.max_tokens < 1) throw Error(ErrorKind::InvalidArgument, "max_tokens must be at least 1");
@@ -159,19 +170,25 @@ std::shared_ptr<Generation> Scheduler::submit(GenerationRequest request) {
   check_images(request.images, request.prompt.size());
   text::Sampler check(request.sampling);  // throws for bad options, here rather than on the engine thread
   (void)check;
-  auto generation = std::make_shared<Generation>();
+  std::vector<std::shared_ptr<Generation>> generations;
   {
     std::lock_guard lock(mutex_);
     // The queue limit counts requests that must wait: those that a free
     // sequence takes at the next step do not (with --queue 0, every free
     // sequence still takes a request).
     const int64_t free = std::max<int64_t>(engine_.sequences() - stats_.active, 0);
-    if (static_cast<int64_t>(queue_.size()) >= options_.queue_limit + free) return nullptr;
-    queue_.emplace_back(std::move(request), generation);
-    ++stats_.queued;
+    if (static_cast<int64_t>(queue_.size()) + choices > options_.queue_limit + free) return {};
+    const uint64_t group = ++groups_, seed = request.sampling.seed;
+    for (int32_t i = 0; i < choices; ++i) {
+      generations.push_back(std::make_shared<Generation>());
+      GenerationRequest r = i + 1 < choices ? request : std::move(request);
+      r.sampling.seed = seed + static_cast<uint64_t>(i);
+      queue_.push_back({std::move(r), generations.back(), group, i});
+      ++stats_.queued;
+    }
   }
   wake_.notify_all();
-  return generation;
+  return generations;
 }
 
 SchedulerStats Scheduler::stats() const {
@@ -190,10 +207,18 @@ void Scheduler::release(size_t index, Finish finish) {
   const std::unique_ptr<Slot> slot = std::move(slots_[index]);
   finish.prompt_tokens = static_cast<int64_t>(slot->request.prompt.size());
   finish.completion_tokens = slot->generated;
+  finish.cached_tokens = slot->cached;
+  // Its later choices waiting for its prompt prefill it themselves.
+  if (slot->choice == 0)
+    for (auto& other : slots_)
+      if (other && other->waiting && other->group == slot->group) other->waiting = false;
   std::exception_ptr failure;
   try {
-    engine_.reset(static_cast<int64_t>(index));
+    // The cache stays for a later request where it holds reusable rows.
+    if (finish.reason == "error") held_[index].tokens.clear();
+    if (held_[index].tokens.empty()) engine_.reset(static_cast<int64_t>(index));
   } catch (...) {
+    held_[index].tokens.clear();
     failure = std::current_exception();
   }
   {
@@ -252,32 +277,91 @@ std::string Scheduler::sample(Slot& slot, std::span<const float> logits) {
   return "";
 }
 
+int64_t Scheduler::reusable(const GenerationRequest& request, size_t from) const {
+  const std::vector<int32_t>& held = held_[from].tokens;
+  const size_t most = std::min(held.size(), request.prompt.size() - 1);  // a row is left to give the logits
+  size_t common = 0;
+  while (common < most && held[common] == request.prompt[common]) ++common;
+  const int64_t take = static_cast<int64_t>(common) / options_.chunk * options_.chunk;
+  return take > 0 && take >= engine_.rewind_floor(static_cast<int64_t>(from)) ? take : 0;
+}
+
+void Scheduler::place(Queued& q) {
+  const GenerationRequest& request = q.request;
+  std::vector<size_t> free;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i]) free.push_back(i);
+  const bool reuses = engine_.reuses_caches();
+  // A later choice whose first choice is still prefilling the prompt waits
+  // to copy its cache.
+  bool waits = false;
+  if (q.choice > 0 && reuses)
+    for (const auto& s : slots_)
+      waits = waits || (s && s->group == q.group && s->choice == 0 && s->prefilled < s->request.prompt.size());
+  // The free sequence whose own cache serves most, then any sequence's.
+  int64_t take = 0;
+  size_t target = free.front();
+  std::optional<size_t> from;
+  if (!waits && reuses && options_.reuse_prompts && request.images.empty() && !engine_.prompt_is_source()) {
+    for (size_t f : free)
+      if (const int64_t k = reusable(request, f); k > take) take = k, target = f;
+    for (size_t j = 0; j < slots_.size(); ++j)
+      if (const int64_t k = slots_[j] ? reusable(request, j) : 0; k > take) take = k, from = j;
+  }
+  // Otherwise (or to copy into) the free sequence whose cache served longest ago.
+  if (take == 0 || from)
+    target = *std::min_element(free.begin(), free.end(),
+                               [&](size_t a, size_t b) { return held_[a].used < held_[b].used; });
+  Held& held = held_[target];
+  held.tokens.clear();
+  if (from) engine_.copy(static_cast<int64_t>(*from), static_cast<int64_t>(target), take);
+  else if (take > 0) engine_.truncate(static_cast<int64_t>(target), take);
+  else engine_.reset(static_cast<int64_t>(target));
+  held.tokens.assign(request.prompt.begin(), request.prompt.begin() + take);
+  held.used = admitted_;
+  auto slot = std::make_unique<Slot>(std::move(q.request), std::move(q.generation), tokenizer_, admitted_++,
+                                     engine_.prompt_is_source());
+  slot->group = q.group;
+  slot->choice = q.choice;
+  slot->waiting = waits;
+  slot->prefilled = static_cast<size_t>(take);
+  slot->position = take;
+  slot->cached = take;
+  slots_[target] = std::move(slot);
+  std::lock_guard lock(mutex_);
+  stats_.cached_tokens += take;
+}
+
 bool Scheduler::step() {
   // 1. Admit, waiting while there is nothing to do.
+  std::vector<Queued> admitted;
+  size_t placed = 0;
   {
     std::unique_lock lock(mutex_);
     auto has_free = [&] { return std::any_of(slots_.begin(), slots_.end(), [](auto& s) { return !s; }); };
     auto has_active = [&] { return std::any_of(slots_.begin(), slots_.end(), [](auto& s) { return s != nullptr; }); };
     wake_.wait(lock, [&] { return stopping_ || has_active() || (!queue_.empty() && has_free()); });
     if (stopping_) return false;
-    for (auto& slot : slots_) {
-      if (slot || queue_.empty()) continue;
-      auto [request, generation] = std::move(queue_.front());
+    int64_t free = std::count(slots_.begin(), slots_.end(), nullptr);
+    while (free > 0 && !queue_.empty()) {
+      Queued q = std::move(queue_.front());
       queue_.pop_front();
       --stats_.queued;
-      if (generation->cancelled()) {  // gone before it began
-        generation->finish({"cancelled", "", static_cast<int64_t>(request.prompt.size()), 0});
+      if (q.generation->cancelled()) {  // gone before it began
+        q.generation->finish({"cancelled", "", static_cast<int64_t>(q.request.prompt.size()), 0});
         ++stats_.requests;
         continue;
       }
       ++stats_.active;
-      stats_.prompt_tokens += static_cast<int64_t>(request.prompt.size());
-      slot = std::make_unique<Slot>(std::move(request), std::move(generation), tokenizer_, admitted_++,
-                                    engine_.prompt_is_source());
+      if (q.choice == 0) stats_.prompt_tokens += static_cast<int64_t>(q.request.prompt.size());
+      admitted.push_back(std::move(q));
+      --free;
     }
   }
   const Clock::time_point start = Clock::now();
   try {
+    for (; placed < admitted.size(); ++placed) place(admitted[placed]);
+
     // 2. Clients gone.
     for (size_t i = 0; i < slots_.size(); ++i)
       if (slots_[i] && slots_[i]->generation->cancelled()) release(i, {"cancelled", "", 0, 0});
@@ -287,7 +371,8 @@ bool Scheduler::step() {
     size_t prefilling_index = 0;
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot* s = slots_[i].get();
-      if (s && s->prefilled < s->request.prompt.size() && (!prefilling || s->admitted < prefilling->admitted)) {
+      if (s && !s->waiting && s->prefilled < s->request.prompt.size() &&
+          (!prefilling || s->admitted < prefilling->admitted)) {
         prefilling = s;
         prefilling_index = i;
       }
@@ -345,8 +430,29 @@ bool Scheduler::step() {
                      : engine_.prefill_spliced(static_cast<int64_t>(prefilling_index), chunk, at, features);
       s.prefilled += n;
       s.position += static_cast<int64_t>(n);
+      // Whole chunks of a text prompt are what a later request may reuse.
+      if (options_.reuse_prompts && engine_.reuses_caches() && images.empty() && !engine_.prompt_is_source()) {
+        const std::vector<int32_t>& prompt = s.request.prompt;
+        held_[prefilling_index].tokens.assign(
+            prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(
+                                                 s.prefilled / static_cast<size_t>(options_.chunk) *
+                                                 static_cast<size_t>(options_.chunk)));
+      }
       if (s.prefilled == s.request.prompt.size()) {
         std::vector<std::vector<float>>().swap(s.features);  // the prompt is in the cache
+        // The request's other choices: a copy of its cache each, and their
+        // first tokens sampled from the same logits.
+        for (size_t j = 0; j < slots_.size(); ++j) {
+          Slot* other = slots_[j].get();
+          if (!other || !other->waiting || other->group != s.group) continue;
+          engine_.copy(static_cast<int64_t>(prefilling_index), static_cast<int64_t>(j), s.position);
+          other->waiting = false;
+          other->prefilled = s.prefilled;
+          other->position = s.position;
+          held_[j].tokens = held_[prefilling_index].tokens;
+          const std::string reason = sample(*other, logits);
+          if (!reason.empty()) release(j, {reason, other->error, 0, 0});
+        }
         const std::string reason = sample(s, logits);
         if (!reason.empty()) release(prefilling_index, {reason, s.error, 0, 0});
       }
@@ -375,6 +481,14 @@ bool Scheduler::step() {
   } catch (const std::exception& e) {
     // The engine failed: every running request ends with the error; the
     // server goes on with fresh sequences.
+    for (Held& h : held_) h.tokens.clear();
+    for (; placed < admitted.size(); ++placed) {  // admitted, never placed
+      const Queued& q = admitted[placed];
+      q.generation->finish({"error", e.what(), static_cast<int64_t>(q.request.prompt.size()), 0});
+      std::lock_guard lock(mutex_);
+      --stats_.active;
+      ++stats_.requests;
+    }
     for (size_t i = 0; i < slots_.size(); ++i)
       if (slots_[i]) {
         try {

@@ -8,12 +8,23 @@
 //      (Generation::cancel) and of finished ones;
 //   3. runs one chunk (SchedulerOptions::chunk tokens) of the prompt of the
 //      oldest request still prefilling; after its last chunk, samples the
-//      request's first token;
+//      request's first token (and its other choices', each from a copy of
+//      the prompt's cache);
 //   4. runs one decode pass over every request that has a token to feed,
 //      and samples each row with the request's own Sampler.
 // A prompt is always cut into the same chunks, whatever else runs, and a
 // decode row does not depend on the others (Engine::decode): a request's
 // tokens are the same alone or beside others, for a given seed.
+//
+// Prompt reuse (SchedulerOptions::reuse_prompts): a sequence keeps its cache
+// after its request, and remembers the prompt tokens whose rows a cold
+// prefill would give bit for bit: those of whole chunks (a prompt's last,
+// shorter chunk, and the generated tokens' single rows, sum in other
+// orders). A new request whose prompt begins with such tokens skips their
+// prefill: whole chunks of them, so that its remaining chunks are a cold
+// run's, in its own sequence cut back to them, or copied on the device from
+// another sequence (one still running too). Its tokens are then those a
+// cold server gives.
 #pragma once
 
 #include <atomic>
@@ -89,6 +100,7 @@ struct Finish {
   std::string error;   // reason "error": what the engine threw
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // tokens sampled
+  int64_t cached_tokens = 0;      // prompt tokens whose prefill a cached prefix spared
 };
 
 // The handler's end of one request.
@@ -117,6 +129,7 @@ class Generation {
 struct SchedulerOptions {
   int64_t chunk = 64;         // prompt tokens per prefill pass
   int64_t queue_limit = 64;   // requests waiting for a sequence; beyond it submit() refuses
+  bool reuse_prompts = true;  // cached prefixes skip their prefill (where the engine reuses caches)
 };
 
 struct SchedulerStats {
@@ -125,6 +138,7 @@ struct SchedulerStats {
   int64_t prompt_tokens = 0, completion_tokens = 0;  // of finished and running requests
   int64_t decode_steps = 0;                          // decode passes
   int64_t images = 0;                                // images encoded (an image twice in a request: once)
+  int64_t cached_tokens = 0;                         // prompt tokens whose prefill reuse spared
   double busy_seconds = 0;                           // engine time (prefill and decode)
 };
 
@@ -141,6 +155,12 @@ class Scheduler {
   // prompt, prompt + max_tokens beyond the context, bad sampling options,
   // images whose rows are not the prompt's).
   std::shared_ptr<Generation> submit(GenerationRequest request);
+  // `choices` samples of one prompt (OpenAI's n): choice i with seed
+  // sampling.seed + i. The prompt is prefilled once; each other choice's
+  // sequence takes a copy of its cache (where the engine reuses caches and
+  // the choices hold sequences at once; else each prefills it, reusing what
+  // it can). Empty when the queue has no room for all of them.
+  std::vector<std::shared_ptr<Generation>> submit(GenerationRequest request, int32_t choices);
 
   SchedulerStats stats() const;
   int64_t sequences() const { return engine_.sequences(); }
@@ -149,7 +169,27 @@ class Scheduler {
 
  private:
   struct Slot;
+  struct Queued {
+    GenerationRequest request;
+    std::shared_ptr<Generation> generation;
+    uint64_t group = 0;  // the choices of one request share it
+    int32_t choice = 0;
+  };
+  // A sequence's cache past its request: the prompt tokens whose rows a
+  // cold prefill gives bit for bit (whole chunks), and when it last served.
+  struct Held {
+    std::vector<int32_t> tokens;
+    uint64_t used = 0;
+  };
   void run();
+  // Places a request admitted from the queue into a free sequence: the one
+  // whose cache it reuses most, or a copy of another's cached prefix, or a
+  // choice waiting for its first choice's prompt.
+  void place(Queued& queued);  // moves the request into its slot once placed
+  // The prompt tokens a request may take from sequence `from`'s cache: whole
+  // chunks of the prefix it shares with the held tokens, short of the
+  // prompt's last token, and a cut the cache can make exactly.
+  int64_t reusable(const GenerationRequest& request, size_t from) const;
   bool step();  // one iteration; false when stopping
   // Samples the slot's next token; the finish reason when it was the last, else "".
   std::string sample(Slot& slot, std::span<const float> logits);
@@ -164,11 +204,13 @@ class Scheduler {
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
   std::condition_variable wake_;
-  std::deque<std::pair<GenerationRequest, std::shared_ptr<Generation>>> queue_;
+  std::deque<Queued> queue_;
+  uint64_t groups_ = 0;
   bool stopping_ = false;
   SchedulerStats stats_;
 
   std::vector<std::unique_ptr<Slot>> slots_;  // [sequences]; engine thread only
+  std::vector<Held> held_;                    // [sequences]; engine thread only
   uint64_t admitted_ = 0;                     // admission order, for prefill fairness
   std::thread thread_;
 };

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -54,12 +55,19 @@ constexpr std::chrono::milliseconds kPoll{50};
 struct Reply {
   CompletionParams params;
   ResponseHeader header;
-  std::shared_ptr<Generation> generation;
   const text::Tokenizer* tokenizer;
-  std::string text;               // non-streaming: everything so far
-  std::vector<TokenEvent> tokens;  // non-streaming: every event, for logprobs
-  bool role_sent = false;
+  struct Choice {
+    std::shared_ptr<Generation> generation;
+    std::string text;               // non-streaming: everything so far
+    std::vector<TokenEvent> tokens;  // non-streaming: every event, for logprobs
+    std::optional<Finish> finish;
+    bool role_sent = false, finish_sent = false;
+  };
+  std::vector<Choice> choices;  // params.n of them
   bool done = false;
+  void cancel() {
+    for (Choice& c : choices) c.generation->cancel();
+  }
 };
 
 // One call of the content provider: waits a little for tokens, writes what
@@ -67,48 +75,90 @@ struct Reply {
 bool write_some(Reply& r, httplib::DataSink& sink) {
   if (r.done) return false;
   if (!sink.is_writable()) {
-    r.generation->cancel();
+    r.cancel();
     return false;
   }
   auto write = [&](const std::string& s) {
     if (sink.write(s.data(), s.size())) return true;
-    r.generation->cancel();
+    r.cancel();
     return false;
   };
-  std::vector<TokenEvent> events;
-  const std::optional<Finish> finish = r.generation->wait(events, kPoll);
   const CompletionParams& p = r.params;
-  if (p.stream) {
-    if (p.chat && !r.role_sent) {
-      r.role_sent = true;
-      if (!write(sse(stream_chunk(p, r.header, *r.tokenizer, {}, nullptr, /*role=*/true)))) return false;
-    }
-    if (!events.empty() && !write(sse(stream_chunk(p, r.header, *r.tokenizer, events, nullptr)))) return false;
-    if (!finish) return true;
-    if (finish->reason == "error") {
-      std::cerr << "lathe serve: " << r.header.id << ": generation failed: " << finish->error << "\n";
-      if (!write(sse(error_body(500, "generation failed (the server's log says why)")))) return false;
-    } else {
-      if (!write(sse(stream_chunk(p, r.header, *r.tokenizer, {}, &*finish)))) return false;
-      if (r.params.include_usage) {
-        json usage = stream_chunk(p, r.header, *r.tokenizer, {}, &*finish);
-        usage["choices"] = json::array();
-        usage["usage"] = usage_json(*finish);
-        if (!write(sse(usage))) return false;
+  // What each choice has, without waiting; where none has anything, a
+  // little wait on the first still running.
+  std::vector<std::vector<TokenEvent>> events(r.choices.size());
+  bool any = false;
+  for (size_t i = 0; i < r.choices.size(); ++i) {
+    Reply::Choice& c = r.choices[i];
+    if (c.finish) continue;
+    c.finish = c.generation->wait(events[i], std::chrono::milliseconds(0));
+    any = any || !events[i].empty() || c.finish;
+  }
+  if (!any)
+    for (size_t i = 0; i < r.choices.size(); ++i)
+      if (!r.choices[i].finish) {
+        r.choices[i].finish = r.choices[i].generation->wait(events[i], kPoll);
+        break;
       }
+  // The choice chunk of choice i (stream_chunk writes choice 0's).
+  const auto indexed = [](json chunk, size_t i) {
+    chunk["choices"][0]["index"] = i;
+    return chunk;
+  };
+  bool all = true;
+  for (const Reply::Choice& c : r.choices) all = all && c.finish;
+  for (size_t i = 0; i < r.choices.size(); ++i)
+    if (r.choices[i].finish && r.choices[i].finish->reason == "error") {
+      std::cerr << "lathe serve: " << r.header.id << ": generation failed: " << r.choices[i].finish->error << "\n";
+      r.cancel();
+      const json error = error_body(500, "generation failed (the server's log says why)");
+      if (!write(p.stream ? sse(error) + "data: [DONE]\n\n" : dump(error))) return false;
+      r.done = true;
+      sink.done();
+      return true;
+    }
+  if (p.stream) {
+    for (size_t i = 0; i < r.choices.size(); ++i) {
+      Reply::Choice& c = r.choices[i];
+      if (p.chat && !c.role_sent) {
+        c.role_sent = true;
+        if (!write(sse(indexed(stream_chunk(p, r.header, *r.tokenizer, {}, nullptr, /*role=*/true), i)))) return false;
+      }
+      if (!events[i].empty() && !write(sse(indexed(stream_chunk(p, r.header, *r.tokenizer, events[i], nullptr), i))))
+        return false;
+      if (c.finish && !c.finish_sent) {
+        c.finish_sent = true;
+        if (!write(sse(indexed(stream_chunk(p, r.header, *r.tokenizer, {}, &*c.finish), i)))) return false;
+      }
+    }
+    if (!all) return true;
+    if (r.params.include_usage) {
+      json usage = stream_chunk(p, r.header, *r.tokenizer, {}, &*r.choices[0].finish);
+      usage["choices"] = json::array();
+      std::vector<Finish> finishes;
+      for (const Reply::Choice& c : r.choices) finishes.push_back(*c.finish);
+      usage["usage"] = usage_json(finishes);
+      if (!write(sse(usage))) return false;
     }
     if (!write("data: [DONE]\n\n")) return false;
   } else {
-    for (TokenEvent& e : events) {
-      r.text += e.text;
-      r.tokens.push_back(std::move(e));
+    for (size_t i = 0; i < r.choices.size(); ++i)
+      for (TokenEvent& e : events[i]) {
+        r.choices[i].text += e.text;
+        r.choices[i].tokens.push_back(std::move(e));
+      }
+    if (!all) return true;
+    json body;
+    std::vector<Finish> finishes;
+    for (size_t i = 0; i < r.choices.size(); ++i) {
+      const Reply::Choice& c = r.choices[i];
+      finishes.push_back(*c.finish);
+      const json one = completion_response(p, r.header, *r.tokenizer, c.text, c.tokens, *c.finish);
+      if (i == 0) body = one;
+      else body["choices"].push_back(one["choices"][0]);
+      body["choices"][i]["index"] = i;
     }
-    if (!finish) return true;
-    if (finish->reason == "error")
-      std::cerr << "lathe serve: " << r.header.id << ": generation failed: " << finish->error << "\n";
-    const json body = finish->reason == "error"
-                          ? error_body(500, "generation failed (the server's log says why)")
-                          : completion_response(p, r.header, *r.tokenizer, r.text, r.tokens, *finish);
+    body["usage"] = usage_json(finishes);
     if (!write(dump(body))) return false;
   }
   r.done = true;
@@ -544,12 +594,13 @@ struct Server::Impl {
     const bool read = answered(res, [&] {
       const json body = parse_json_body(text);
       reply->params = parse_completion(body, chat, model, text);
-      reply->generation = scheduler.submit(reply->params.request);
+      for (std::shared_ptr<Generation>& g : scheduler.submit(reply->params.request, reply->params.n))
+        reply->choices.push_back({std::move(g)});
     });
     if (!read) return;
     release(text);
     hold.give_back();
-    if (!reply->generation) {
+    if (reply->choices.empty()) {
       res.set_header("Retry-After", "1");
       return send_error(res, 503, error_body(503, "The server is busy: every sequence is in use and the queue is full. "
                                                   "Retry later."));
@@ -562,7 +613,7 @@ struct Server::Impl {
         reply->params.stream ? "text/event-stream" : "application/json",
         [reply](size_t, httplib::DataSink& sink) { return write_some(*reply, sink); },
         [reply](bool success) {
-          if (!success || !reply->done) reply->generation->cancel();
+          if (!success || !reply->done) reply->cancel();
         });
   }
 
@@ -632,6 +683,9 @@ struct Server::Impl {
            sample("lathe_sequences", static_cast<double>(scheduler.sequences())));
     metric("lathe_decode_steps_total", "counter", "Batched decode passes.",
            sample("lathe_decode_steps_total", static_cast<double>(s.decode_steps)));
+    metric("lathe_prompt_tokens_cached_total", "counter",
+           "Prompt tokens whose prefill a cached prefix spared (prompt reuse).",
+           sample("lathe_prompt_tokens_cached_total", static_cast<double>(s.cached_tokens)));
     metric("lathe_images_total", "counter", "Images encoded by the vision tower (once per distinct image of a request).",
            sample("lathe_images_total", static_cast<double>(s.images)));
     metric("lathe_busy_seconds_total", "counter", "Engine time spent on prefill and decode.",

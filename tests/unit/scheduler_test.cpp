@@ -97,6 +97,31 @@ class FakeEngine final : public Engine {
     chunks.push_back(tokens.size());
     return logits(h);
   }
+  // Prompt reuse, where `reuse` is set: a cut keeps a history's start, a
+  // copy hands one over; below `floor` tokens from its end a history cuts
+  // back no further (a ring's or a state's limit).
+  bool reuses_caches() const override { return reuse; }
+  int64_t rewind_floor(int64_t s) const override {
+    std::lock_guard lock(mutex_);
+    return std::max<int64_t>(static_cast<int64_t>(histories_.at(static_cast<size_t>(s)).size()) - floor, 0);
+  }
+  void truncate(int64_t s, int64_t position) override {
+    std::lock_guard lock(mutex_);
+    auto& h = histories_.at(static_cast<size_t>(s));
+    REQUIRE(position <= static_cast<int64_t>(h.size()));
+    REQUIRE(position >= static_cast<int64_t>(h.size()) - floor);
+    h.resize(static_cast<size_t>(position));
+    ++truncates;
+  }
+  void copy(int64_t from, int64_t to, int64_t count) override {
+    std::lock_guard lock(mutex_);
+    const auto& h = histories_.at(static_cast<size_t>(from));
+    REQUIRE(from != to);
+    REQUIRE(count <= static_cast<int64_t>(h.size()));
+    REQUIRE(count >= static_cast<int64_t>(h.size()) - floor);
+    histories_.at(static_cast<size_t>(to)).assign(h.begin(), h.begin() + count);
+    ++copies;
+  }
   void hold(bool closed) {
     {
       std::lock_guard lock(mutex_);
@@ -111,6 +136,9 @@ class FakeEngine final : public Engine {
   size_t nan_at = 0;           // > 0: the logits of a history this long are NaN (a broken model)
   int encoded = 0;             // images encoded
   std::vector<float> spliced;  // each spliced row's first feature, in order
+  bool reuse = false;
+  int64_t floor = std::numeric_limits<int32_t>::max();
+  int truncates = 0, copies = 0;
 
  private:
   std::vector<float> logits(const std::vector<int32_t>& h) const {
@@ -125,7 +153,7 @@ class FakeEngine final : public Engine {
     if (h.size() == nan_at) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
     return out;
   }
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable gate_;
   bool open_ = true;
   std::vector<std::vector<int32_t>> histories_;
@@ -414,4 +442,104 @@ TEST_CASE("scheduler: a request's grammar holds beside unconstrained requests, a
   CHECK(f.finish.reason == "error");
   CHECK(f.finish.error.find("the request's grammar") != std::string::npos);
   CHECK(collect(*beside).finish.reason == "length");
+}
+
+TEST_CASE("scheduler: a prompt that begins with a cached prefix skips its whole chunks, its tokens a cold run's") {
+  // A conversation's second turn (the first turn's prompt and answer, then
+  // more) after the first, in one sequence, then the same again with the
+  // first turn still running in another.
+  const std::vector<int32_t> first = prompt_of(3, 22);
+  std::vector<int32_t> second;
+  SchedulerOptions o;
+  o.chunk = 8;
+  std::vector<Result> cold;
+  {
+    FakeEngine engine = make_engine(2);
+    o.reuse_prompts = false;
+    Scheduler s(engine, demo_tokenizer(), o);
+    cold.push_back(collect(*s.submit(request(first, 5, 0.8f, 7))));
+    second = first;
+    second.insert(second.end(), cold[0].tokens.begin(), cold[0].tokens.end());
+    for (int32_t t : prompt_of(9, 11)) second.push_back(t);
+    cold.push_back(collect(*s.submit(request(second, 6, 0.8f, 8))));
+    CHECK(cold[1].finish.cached_tokens == 0);
+    CHECK(s.stats().cached_tokens == 0);
+  }
+  o.reuse_prompts = true;
+  FakeEngine engine = make_engine(2);
+  engine.reuse = true;
+  Scheduler s(engine, demo_tokenizer(), o);
+  const Result a = collect(*s.submit(request(first, 5, 0.8f, 7)));
+  CHECK(a.tokens == cold[0].tokens);
+  engine.chunks.clear();
+  const Result b = collect(*s.submit(request(second, 6, 0.8f, 8)));
+  CHECK(b.tokens == cold[1].tokens);
+  CHECK(b.finish.cached_tokens == 16);  // the first prompt's whole chunks: 2 of 8
+  CHECK(b.finish.prompt_tokens == static_cast<int64_t>(second.size()));
+  CHECK(engine.chunks == std::vector<size_t>{8, 8, 6});  // 38 tokens from 16: the cold run's last chunks
+  CHECK(engine.truncates == 1);
+  CHECK(engine.copies == 0);
+  CHECK(s.stats().cached_tokens == 16);
+
+  // The first prompt's cache again, held by a sequence that is still
+  // running: copied into the free one.
+  engine.hold(true);
+  auto running = s.submit(request(second, 200, 0.8f, 9));
+  while (s.stats().active != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto again = s.submit(request(first, 5, 0.8f, 7));
+  engine.hold(false);
+  const Result c = collect(*again);
+  CHECK(c.tokens == cold[0].tokens);
+  CHECK(c.finish.cached_tokens == 16);
+  running->cancel();
+  collect(*running);
+  CHECK(engine.copies + engine.truncates == 3);
+
+  // Where the cache cannot cut back that far (a ring's limit), nothing is reused.
+  engine.floor = 0;
+  const Result d = collect(*s.submit(request(first, 5, 0.8f, 7)));
+  CHECK(d.tokens == cold[0].tokens);
+  CHECK(d.finish.cached_tokens == 0);
+}
+
+TEST_CASE("scheduler: n choices prefill the prompt once, each sampled with its own seed") {
+  const std::vector<int32_t> prompt = prompt_of(5, 30);
+  SchedulerOptions o;
+  o.chunk = 8;
+  std::vector<Result> alone;
+  {
+    FakeEngine engine = make_engine(1);
+    Scheduler s(engine, demo_tokenizer(), o);
+    for (uint64_t i = 0; i < 3; ++i) alone.push_back(collect(*s.submit(request(prompt, 9, 0.9f, 40 + i))));
+  }
+  CHECK(alone[0].tokens != alone[1].tokens);
+  for (int64_t sequences : {4, 2}) {
+    CAPTURE(sequences);
+    FakeEngine engine = make_engine(sequences);
+    engine.reuse = true;
+    Scheduler s(engine, demo_tokenizer(), o);
+    const std::vector<std::shared_ptr<Generation>> choices = s.submit(request(prompt, 9, 0.9f, 40), 3);
+    REQUIRE(choices.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      const Result r = collect(*choices[i]);
+      CHECK(r.tokens == alone[i].tokens);
+      CHECK(r.finish.reason == "length");
+    }
+    // With sequences for all, the prompt's 4 chunks ran once and two copies
+    // took it; with two, the third choice reused the first's whole chunks.
+    if (sequences == 4) {
+      CHECK(engine.chunks == std::vector<size_t>{8, 8, 8, 6});
+      CHECK(engine.copies == 2);
+    } else {
+      CHECK(engine.chunks == std::vector<size_t>{8, 8, 8, 6, 6});
+    }
+    CHECK(s.stats().prompt_tokens == 30);
+  }
+  FakeEngine engine = make_engine(1);
+  SchedulerOptions tight;
+  tight.queue_limit = 1;
+  Scheduler s(engine, demo_tokenizer(), tight);
+  CHECK(s.submit(request(prompt, 4), 3).empty());  // one sequence and one place: no room for three
+  CHECK_THROWS_AS(s.submit(request(prompt, 4), 0), Error);
 }

@@ -460,6 +460,72 @@ TEST_CASE_FIXTURE(test::VulkanTest, "batched decode steps of several sequences g
   CHECK(batched.position(1) == static_cast<int64_t>(prompts[1].size() + done[1]));
 }
 
+TEST_CASE_FIXTURE(test::VulkanTest, "a sequence cut back or a prefix copied goes on with the bits of a cold one") {
+  // Prompt reuse and speculative decoding stand on these: a prompt's first
+  // two chunks cached, the rest prefilled after a copy or a cut, must give
+  // the logits (the bits) of the same chunks prefilled cold.
+  SessionOptions options;
+  options.max_chunk = 16;
+  options.sequences = 3;
+  Session session(device, model_info(), options);
+  upload_all(session);
+  options.sequences = 1;
+  Session cold(device, model_info(), options);
+  upload_all(cold);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  const std::vector<int32_t> head = random_tokens(32, 41), tail = random_tokens(5, 42), extra = random_tokens(7, 43),
+                             steps = random_tokens(3, 44);
+  cold.prefill(head);
+  const std::vector<float> after_tail = cold.prefill(tail);
+  std::vector<std::vector<float>> decoded;
+  for (int32_t t : steps) decoded.push_back(cold.decode(t));
+  const auto same = [&](const std::vector<float>& got, const std::vector<float>& want) {
+    REQUIRE(got.size() == V);
+    CHECK(std::memcmp(got.data(), want.data(), V * sizeof(float)) == 0);
+  };
+
+  // A copy of the head into sequence 1 (whose own tokens it replaces).
+  session.prefill(1, extra);
+  session.prefill(0, head);
+  session.copy(0, 1, 32);
+  CHECK(session.position(1) == 32);
+  same(session.prefill(1, tail), after_tail);
+  same(session.decode(std::vector<Session::Step>{{1, steps[0]}}), decoded[0]);
+
+  // Sequence 0 goes past the head, then is cut back to it.
+  session.prefill(0, extra);
+  session.decode(std::vector<Session::Step>{{0, steps[1]}});
+  const int64_t floor = session.rewind_floor(0);
+  MESSAGE("rewind floor " << floor << " of " << session.position(0));
+  if (model_info().plan.state_layers > 0) CHECK(floor == session.position(0));  // a state holds its whole history
+  if (floor <= 32) {
+    session.truncate(0, 32);
+    same(session.prefill(0, tail), after_tail);
+    // The whole of it copied into sequence 2: both go on alike, batched.
+    session.copy(0, 2, session.position(0));
+    const std::vector<Session::Step> both = {{0, steps[0]}, {2, steps[0]}};
+    const std::vector<float> rows = session.decode(both);
+    CHECK(std::memcmp(rows.data(), decoded[0].data(), V * sizeof(float)) == 0);
+    CHECK(std::memcmp(&rows[V], decoded[0].data(), V * sizeof(float)) == 0);
+  } else {
+    CHECK_THROWS_WITH_AS(session.truncate(0, 32), doctest::Contains("cuts back exactly to 0 or to ["), Error);
+    CHECK_THROWS_WITH_AS(session.copy(0, 2, 32), doctest::Contains("a copy takes 0 or ["), Error);
+  }
+  // A cut to 0 always holds.
+  session.truncate(0, 0);
+  session.prefill(0, head);
+  same(session.prefill(0, tail), after_tail);
+
+  // Bad cuts and copies are refused, naming the numbers.
+  const int64_t held = session.position(0);
+  const std::string past = std::to_string(held + 1);
+  CHECK_THROWS_WITH_AS(session.truncate(0, held + 1), doctest::Contains(("not to " + past).c_str()), Error);
+  CHECK_THROWS_WITH_AS(session.copy(0, 0, 1), doctest::Contains("into itself"), Error);
+  CHECK_THROWS_WITH_AS(session.copy(0, 1, held + 1), doctest::Contains(("not " + past).c_str()), Error);
+  CHECK_THROWS_WITH_AS(session.copy(0, 3, 1), doctest::Contains("sequence 3 is outside [0, 3)"), Error);
+  CHECK(session.position(0) == held);
+}
+
 // Issue 29's one-machine split: the one device opened again as a second
 // (and third) logical device, each a pipeline stage of the model's layers.
 TEST_CASE_FIXTURE(test::VulkanTest, "a split over devices gives one device's logits bit for bit") {
