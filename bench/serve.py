@@ -31,6 +31,7 @@ and the speed-up.
 import argparse
 import http.client
 import json
+import math
 import os
 import re
 import socket
@@ -97,7 +98,7 @@ def shared_prefix(port, tokens):
     one = completion(port, SHARED * 4, 1)[1]["prompt_tokens"]
     two = completion(port, SHARED * 8, 1)[1]["prompt_tokens"]
     per = (two - one) / 4
-    return SHARED * max(1, round((tokens - (one - 4 * per)) / per))
+    return SHARED * max(1, math.ceil((tokens - (one - 4 * per)) / per))
 
 
 def stop(server):
