@@ -35,16 +35,23 @@ void print_stats(const lathe::text::GenerateStats& s, const std::string& device,
                static_cast<double>(s.prompt_tokens) / std::max(s.prefill_seconds, 1e-9), s.new_tokens,
                s.new_tokens > 1 ? static_cast<double>(s.new_tokens - 1) / std::max(s.decode_seconds, 1e-9) : 0.0,
                memory_text(session).c_str(), s.stop_reason.c_str());
+  if (s.target_passes > 0 && s.draft_tokens > 0)
+    std::fprintf(stderr, "[speculation: %zu of %zu proposed tokens accepted (%.0f %%), %.2f tokens a target pass]\n",
+                 s.draft_accepted, s.draft_tokens, 100.0 * static_cast<double>(s.draft_accepted) / static_cast<double>(s.draft_tokens),
+                 static_cast<double>(s.new_tokens - 1) / static_cast<double>(s.target_passes));
 }
 
 // What generate --prompt and chat share, in the order that lets bad input
 // fail before the device work: the tokenizer, the sampler (whose options it
 // checks), then the device, the session and its weights.
 struct TextRun {
-  static lathe::SessionOptions session_options(int64_t context, int64_t images) {
+  static lathe::SessionOptions session_options(const TextOptions& o) {
     lathe::SessionOptions options;
-    options.context = context;
-    options.images = std::max<int64_t>(1, images);  // a cross-attention decoder's caches hold them
+    options.context = o.context;
+    // a cross-attention decoder's caches hold them
+    options.images = std::max<int64_t>(1, static_cast<int64_t>(o.images.size()));
+    // A verification pass holds the token and its proposals.
+    if (o.generate.lookup > 0) options.verify_rows = o.generate.draft_max + 1;
     return options;
   }
   explicit TextRun(const TextOptions& o)
@@ -54,7 +61,7 @@ struct TextRun {
         checkpoint(checked(o.weights)),
         vk(device_options(o.device)),
         session(vk.devices(), lathe::model_info(),
-                split_over(session_options(o.context, static_cast<int64_t>(o.images.size())), vk)) {
+                split_over(session_options(o), vk)) {
     if (o.verbose)
       std::cerr << "seed " << o.generate.sampling.seed << " (--seed " << o.generate.sampling.seed
                 << " samples this text again)\n";

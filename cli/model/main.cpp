@@ -176,6 +176,15 @@ int main(int argc, char** argv) {
     for (CLI::Option* a : {grammar, grammar_file, schema, schema_file})
       for (CLI::Option* b : {grammar, grammar_file, schema, schema_file})
         if (a != b) a->excludes(b);
+    // Speculative decoding (docs/speculative.md).
+    c->add_option("--lookup", text.generate.lookup,
+                  "Prompt lookup: propose the tokens that followed the longest n-gram (up to N) ending the text, "
+                  "verified in one pass; 0: off")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 64));
+    c->add_option("--draft-max", text.generate.draft_max, "Tokens proposed a step at most")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
   };
 
   auto* generate = app.add_subcommand(

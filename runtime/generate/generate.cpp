@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "runtime/error.hpp"
+#include "runtime/generate/speculate.hpp"
 
 namespace lathe::text {
 
@@ -63,13 +64,37 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
   }
   Clock::time_point prefilled{};
   int32_t token = -1;
+  // Speculation: the rows of the last verification pass (each the logits
+  // after one of its tokens), the row whose logits decide the next token,
+  // the proposal that row judges (-1: none; the token is sampled plainly),
+  // and the position of the pass's first row.
+  const bool speculate = options.lookup > 0 && !constraint;
+  if (speculate && (source || session.model().plan.state_layers > 0))
+    throw Error(ErrorKind::Unsupported,
+                std::string(session.model().name) +
+                    (source ? " is an encoder-decoder" : " has state-space layers, whose state cannot be cut back") +
+                    ": no speculative decoding (--lookup)");
+  std::vector<int32_t> history(ids.begin(), ids.end()), proposed;
+  std::vector<float> verified;
+  size_t row = 0;
+  int32_t proposal = -1;
+  int64_t base = 0;
+  bool verifying = false;
+  const size_t vocab = logits.size();
+  std::span<const float> current = logits;
   while (true) {
     // A NaN row is the model's fault, not a token to sample: named by its step.
-    check_logits(logits, stats.new_tokens == 0 ? std::string("the prompt's pass")
-                                               : "decode step " + std::to_string(stats.new_tokens));
-    token = constraint ? constraint->sample(sampler, logits) : sampler.sample(logits);
+    check_logits(current, stats.new_tokens == 0 ? std::string("the prompt's pass")
+                                                : "decode step " + std::to_string(stats.new_tokens));
+    if (proposal >= 0) {
+      token = sampler.sample_proposal(current, proposal);
+      if (token == proposal) ++stats.draft_accepted;
+    } else {
+      token = constraint ? constraint->sample(sampler, current) : sampler.sample(current);
+    }
     if (stats.new_tokens == 0) prefilled = Clock::now();
     ++stats.new_tokens;
+    history.push_back(token);
     const StopChecker::Step step = stop.push(token, decoder.push(token));
     if (!step.text.empty()) on_text(step.text);
     if (step.stop) {
@@ -80,12 +105,46 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
       stats.stop_reason = "grammar";
       break;
     }
-    if (session.position() >= session.context()) {
+    // The cache holds every token before this one (a verification's rows
+    // past it are not yet kept).
+    const int64_t fed = verifying ? base + static_cast<int64_t>(row) + 1 : session.position();
+    if (fed >= session.context()) {
       stats.stop_reason = "context full";
       break;
     }
-    logits = session.decode(token);
+    if (proposal >= 0 && token == proposal) {  // kept: the next row judges the next proposal, or is the target's own
+      ++row;
+      current = std::span<const float>(verified).subspan(row * vocab, vocab);
+      proposal = row < proposed.size() ? proposed[row] : -1;
+      continue;
+    }
+    if (verifying) session.truncate(0, fed);  // the rows past the target's own token are rejected
+    verifying = false;
+    proposal = -1;
+    ++stats.target_passes;
+    // Proposals that fit the context and the tokens still to come.
+    size_t most = static_cast<size_t>(std::max(options.draft_max, 0));
+    most = std::min<size_t>(most, static_cast<size_t>(session.context() - fed - 1));
+    if (options.max_new_tokens > 0)
+      most = std::min<size_t>(most, static_cast<size_t>(options.max_new_tokens) - stats.new_tokens - 1);
+    proposed = speculate && most > 0 ? lookup_proposals(history, options.lookup, most) : std::vector<int32_t>{};
+    if (proposed.empty()) {
+      logits = session.decode(token);
+      current = logits;
+      continue;
+    }
+    std::vector<int32_t> rows = {token};
+    rows.insert(rows.end(), proposed.begin(), proposed.end());
+    base = session.position();
+    verified = session.verify(0, rows);
+    stats.draft_tokens += proposed.size();
+    verifying = true;
+    row = 0;
+    current = std::span<const float>(verified).first(vocab);
+    proposal = proposed[0];
   }
+  // A verification's rows past the last token are not kept.
+  if (verifying) session.truncate(0, base + static_cast<int64_t>(row) + 1);
   // What is still held back: text that might have begun a stop string, and
   // the bytes of an unfinished character (dropped after a stop string).
   const bool stop_string = stats.stop_reason.rfind("stop string", 0) == 0;

@@ -28,6 +28,16 @@ struct GenerateOptions {
   // model's grammar_vocabulary (null: built on each call).
   std::shared_ptr<const grammar::Grammar> grammar;
   std::shared_ptr<const GrammarVocabulary> vocabulary;
+  // Speculative decoding by prompt lookup (speculate.hpp), n-grams up to
+  // `lookup` long (0: off): up to draft_max tokens proposed a step, verified
+  // in one pass of the target (Session::verify: its session's verify_rows
+  // must hold draft_max + 1), the longest agreeing prefix kept with one
+  // token of the target's own (Sampler::sample_proposal), the rejected rows
+  // cut back. Greedy output is the same, bit for bit, as without it. Not
+  // with a grammar (its steps run plainly), nor on a model without a
+  // verification pass (Error(Unsupported) naming why).
+  int32_t lookup = 0;
+  int32_t draft_max = 8;
 };
 
 struct GenerateStats {
@@ -36,6 +46,9 @@ struct GenerateStats {
   double prefill_seconds = 0;  // the prompt's pass, to its first sampled token
   double decode_seconds = 0;   // every later token's decode step and sampling
   std::string stop_reason;     // "eos", "stop string \"…\"", "max tokens", "context full", "grammar"
+  // Speculation: tokens proposed and kept, and the target's passes after
+  // the prompt (decode steps and verifications).
+  size_t draft_tokens = 0, draft_accepted = 0, target_passes = 0;
 };
 
 // The ids of `prompt` as the session's cache continues it: with the

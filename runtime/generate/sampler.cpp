@@ -159,7 +159,7 @@ size_t Sampler::sort_nucleus_candidates(size_t end, double threshold) {
   return static_cast<size_t>(middle - first);
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+double Sampler::distribution(std::span<const float> logits, size_t& end) {
   if (logits.empty()) invalid("Sampler::sample: the logits are empty");
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     invalid("Sampler::sample: " + std::to_string(logits.size()) + " logits are more than int32 token ids can name");
@@ -188,13 +188,13 @@ int32_t Sampler::sample(std::span<const float> logits) {
     if (candidates_[best].value == -std::numeric_limits<float>::infinity()) {
       invalid("Sampler::sample: every logit is -inf");
     }
-    accept(static_cast<int32_t>(best));
-    ++generated_[static_cast<int32_t>(best)];
-    return static_cast<int32_t>(best);
+    candidates_[0] = {1.0f, static_cast<int32_t>(best)};
+    end = 1;
+    return 1;
   }
 
   // 3. Top-k on the penalized logits (dividing by T > 0 keeps their order).
-  size_t end = n;     // candidates_[0, end) are still in the running
+  end = n;            // candidates_[0, end) are still in the running
   size_t sorted = 0;  // candidates_[0, sorted) are the largest, in order
   if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < n) {
     end = static_cast<size_t>(options_.top_k);
@@ -263,6 +263,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
     total = cumulative;
   }
 
+  return total;
+}
+
+size_t Sampler::draw(size_t end, double total) {
   // 7 and 8. Renormalizing is scaling u by the kept total. The kept range is
   // either sorted or in id order, so the walk does not depend on the
   // standard library either.
@@ -282,10 +286,50 @@ int32_t Sampler::sample(std::span<const float> logits) {
     pick = end - 1;
     while (pick > 0 && candidates_[pick].value == 0) --pick;
   }
-  const int32_t token = candidates_[pick].id;
+  return pick;
+}
+
+int32_t Sampler::remember(int32_t token) {
   accept(token);
   ++generated_[token];
   return token;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  size_t end = 0;
+  const double total = distribution(logits, end);
+  // Greedy draws nothing from the RNG.
+  return remember(candidates_[options_.temperature == 0 ? 0 : draw(end, total)].id);
+}
+
+int32_t Sampler::sample_proposal(std::span<const float> logits, int32_t proposal, std::span<const float> draft) {
+  if (!draft.empty() && draft.size() != logits.size())
+    invalid("Sampler::sample_proposal: the draft's " + std::to_string(draft.size()) + " probabilities are not the " +
+            std::to_string(logits.size()) + " logits'");
+  size_t end = 0;
+  const double total = distribution(logits, end);
+  if (options_.temperature == 0) return remember(candidates_[0].id);
+  const auto q = [&](int32_t id) {
+    return draft.empty() ? (id == proposal ? 1.0 : 0.0) : static_cast<double>(draft[static_cast<size_t>(id)]);
+  };
+  double p = 0;  // of the proposal
+  for (size_t i = 0; i < end; ++i)
+    if (candidates_[i].id == proposal) p = candidates_[i].value / total;
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  const double qd = q(proposal);
+  if (qd > 0 && u * qd < p) return remember(proposal);
+  // Rejected: max(0, p − q) over the tokens p keeps (the others have p = 0).
+  double residual = 0;
+  for (size_t i = 0; i < end; ++i) {
+    float& v = candidates_[i].value;
+    v = static_cast<float>(std::max(0.0, v / total - q(candidates_[i].id)));
+    residual += v;
+  }
+  if (residual <= 0) {  // p ≤ q everywhere p is (rounding): p itself
+    distribution(logits, end);
+    return remember(candidates_[draw(end, total)].id);
+  }
+  return remember(candidates_[draw(end, residual)].id);
 }
 
 StopChecker::StopChecker(std::vector<int32_t> eos_ids, std::vector<std::string> stop_strings, int32_t max_new_tokens)

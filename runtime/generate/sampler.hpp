@@ -73,6 +73,15 @@ class Sampler {
   // allowed: the pick is among them, uniformly. Remembered tokens at or
   // beyond logits.size() are ignored.
   int32_t sample(std::span<const float> logits);
+  // Speculative decoding's rule: `proposal`, drawn by a draft from its
+  // distribution `draft` (q, over the vocabulary; empty: a point mass on
+  // the proposal, as prompt lookup proposes), is kept with probability
+  // min(1, p / q), p being the distribution sample() draws from (the chain
+  // above, step 7); otherwise the token is drawn from max(0, p − q)
+  // renormalized. Whatever q, the token's distribution is p. Greedy: the
+  // argmax, as sample() picks it (the proposal kept exactly where it is the
+  // argmax). Remembered as sample() remembers its token.
+  int32_t sample_proposal(std::span<const float> logits, int32_t proposal, std::span<const float> draft = {});
   // A token the caller fed (the prompt), for the repetition penalty.
   void accept(int32_t token);
   // Forgets the history and restarts the RNG from the seed.
@@ -86,6 +95,12 @@ class Sampler {
     int32_t id;
   };
 
+  // Steps 1–7: candidates_[0, end) the tokens kept, their values the
+  // unnormalized probabilities, whose sum it returns; greedy: the argmax
+  // alone, probability 1.
+  double distribution(std::span<const float> logits, size_t& end);
+  size_t draw(size_t end, double total);  // step 8: the index into candidates_ of a draw
+  int32_t remember(int32_t token);        // the token into the penalties' history
   void apply_repetition_penalty();
   void apply_presence_frequency_penalties();
   void sort_prefix(size_t sorted, size_t target, size_t end);

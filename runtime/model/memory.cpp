@@ -114,7 +114,7 @@ Session::Memory Session::Impl::memory() const {
       m.state += static_cast<uint64_t>(options.sequences) *
                  static_cast<uint64_t>(plan.conv_state_floats + plan.scan_state_floats) * 4;
   if (last_stage)
-    m.activations = static_cast<uint64_t>(std::max(options.max_chunk, options.sequences)) *
+    m.activations = static_cast<uint64_t>(std::max(options.max_chunk, decode_rows())) *
                     static_cast<uint64_t>(model.output_width) * 4;  // the logits (an encoder's states)
   for (int64_t width : plan.slot_widths)
     m.activations += static_cast<uint64_t>(options.max_chunk) * static_cast<uint64_t>(width) * 4;
@@ -273,7 +273,7 @@ void Session::Impl::allocate() {
   io.emplace(device, rows * sizeof(plan::IoRow), kStorage, vk::MemoryUse::Staging);
   if (plan.input_row_floats > 0)
     input.emplace(device, rows * static_cast<VkDeviceSize>(plan.input_row_floats) * 4, kStorage, vk::MemoryUse::Staging);
-  const VkDeviceSize logit_rows = options.all_logits ? rows : static_cast<VkDeviceSize>(options.sequences);
+  const VkDeviceSize logit_rows = options.all_logits ? rows : static_cast<VkDeviceSize>(decode_rows());
   logits.emplace(device, last_stage ? logit_rows * static_cast<VkDeviceSize>(model.output_width) * 4 : 4, kStorage,
                  vk::MemoryUse::Device);
   // The carried slots' rows, slot after slot, on their way between stages.

@@ -74,7 +74,7 @@ void Session::Impl::choose_class() {
   prefill = device_class->prefill == device_class->decode ? decode
                                                           : tile_from_env("LATHE_TILE_PREFILL", device_class->prefill, features.shared);
   batch = tile_from_env("LATHE_TILE_BATCH", device_class->batch, features.shared);
-  batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, options.sequences));
+  batch.tokens = static_cast<uint32_t>(std::min<int64_t>(batch.tokens, decode_rows()));
   // SessionOptions::attention_splits, a measurement's, sets both.
   const auto given = [&](uint32_t planned) {
     return options.attention_splits > 0 ? static_cast<uint32_t>(options.attention_splits) : planned;
@@ -209,7 +209,7 @@ void Session::Impl::create_commands() {
   allocate.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   allocate.commandBufferCount = 1;
   vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, &prefill_commands), "vkAllocateCommandBuffers");
-  decode_commands.resize(static_cast<size_t>(options.sequences));
+  decode_commands.resize(static_cast<size_t>(decode_rows()));
   decode_recorded.assign(decode_commands.size(), false);
   allocate.commandBufferCount = static_cast<uint32_t>(decode_commands.size());
   vk::check(vkAllocateCommandBuffers(device.handle(), &allocate, decode_commands.data()), "vkAllocateCommandBuffers");

@@ -230,7 +230,7 @@ struct PassHeader {
 struct StageStart {
   StageMessage kind = StageMessage::Start;
   uint32_t all_logits = 0;
-  int64_t context = 0, max_chunk = 0, sequences = 0, attention_splits = 0, stages = 0;
+  int64_t context = 0, max_chunk = 0, sequences = 0, attention_splits = 0, stages = 0, verify_rows = 0;
 };
 }  // namespace
 
@@ -296,6 +296,9 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
                                                 std::string(model.name));
   if (options.max_chunk < 1)
     throw Error(ErrorKind::InvalidArgument, "max_chunk must be at least 1, not " + std::to_string(options.max_chunk));
+  if (options.verify_rows < 0 || options.verify_rows > options.max_chunk)
+    throw Error(ErrorKind::InvalidArgument, "verify_rows " + std::to_string(options.verify_rows) + " is outside [0, " +
+                                                std::to_string(options.max_chunk) + "]: a verification is one pass");
   if (options.sequences < 1 || options.sequences > options.max_chunk)
     throw Error(ErrorKind::InvalidArgument, "sequences " + std::to_string(options.sequences) + " is outside [1, " +
                                                 std::to_string(options.max_chunk) +
@@ -317,7 +320,8 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
   // of every device allows (128 MiB on lavapipe: 261 rows of a 128256-token
   // vocabulary).
   const int64_t widest =
-      std::max(model.plan.widest_row_floats, effective.all_logits || options.sequences > 1 ? model.output_width : 0);
+      std::max(model.plan.widest_row_floats,
+               effective.all_logits || std::max(options.sequences, options.verify_rows) > 1 ? model.output_width : 0);
   for (vk::Device* device : devices) {
     const uint64_t range = device->info().max_storage_buffer_range;
     if (range == 0 || widest == 0) continue;
@@ -326,8 +330,9 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
       throw Error(ErrorKind::Unsupported, "a row of " + std::to_string(widest) + " values exceeds maxStorageBufferRange (" +
                                               std::to_string(range) + " bytes) of " + device->info().name);
     effective.max_chunk = std::min(effective.max_chunk, fit);
-    if (options.sequences > fit)
-      throw Error(ErrorKind::Unsupported, std::to_string(options.sequences) + " sequences: a batched step's rows of " +
+    if (std::max(options.sequences, options.verify_rows) > fit)
+      throw Error(ErrorKind::Unsupported, std::to_string(std::max(options.sequences, options.verify_rows)) +
+                                              " sequences or verified rows: a batched step's rows of " +
                                               std::to_string(widest) + " values exceed maxStorageBufferRange (" +
                                               std::to_string(range) + " bytes) of " + device->info().name +
                                               " beyond " + std::to_string(fit) + " sequences");
@@ -410,7 +415,8 @@ Session::Session(std::span<vk::Device* const> devices, const ModelInfo& model, c
   // Rank 0 tells the others how to build their stages.
   if (link && link->rank() == 0) {
     const StageStart start{StageMessage::Start, effective.all_logits ? 1u : 0u, context, effective.max_chunk,
-                           options.sequences, options.attention_splits, static_cast<int64_t>(count)};
+                           options.sequences, options.attention_splits, static_cast<int64_t>(count),
+                           options.verify_rows};
     for (int r = 1; r < link->ranks(); ++r) {
       link->send(r, &start, sizeof start);
       link->send(r, options.stages.data(), count * sizeof(int64_t));
@@ -437,6 +443,7 @@ void Session::serve_stage(vk::Device& device, const ModelInfo& model, StageLink&
   options.context = start.context;
   options.max_chunk = start.max_chunk;
   options.sequences = start.sequences;
+  options.verify_rows = start.verify_rows;
   options.all_logits = start.all_logits != 0;
   options.attention_splits = start.attention_splits;
   options.stages.resize(static_cast<size_t>(start.stages));
@@ -964,6 +971,32 @@ std::vector<float> Session::decode(std::span<const Step> steps) {
   s.run_decode(static_cast<uint32_t>(steps.size()));
   for (const Step& step : steps) ++s.positions[static_cast<size_t>(step.sequence)];
   return s.read_logits(static_cast<uint32_t>(steps.size()));
+}
+
+std::vector<float> Session::verify(int64_t sequence, std::span<const int32_t> tokens) {
+  Impl& s = *impl_;
+  if (s.model.encoder || s.model.encoder_decoder || s.plan.state_layers > 0)
+    throw Error(ErrorKind::Unsupported,
+                std::string(s.model.name) + (s.plan.state_layers > 0
+                                                 ? ": a state-space layer's rows of one sequence in one pass would read "
+                                                   "one state, and its state cannot be cut back: no verification pass"
+                                                 : " decodes no rows of its own tokens: no verification pass"));
+  if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "a verification of no tokens");
+  if (static_cast<int64_t>(tokens.size()) > s.decode_rows())
+    throw Error(ErrorKind::InvalidArgument, "a verification of " + std::to_string(tokens.size()) +
+                                                " tokens: a pass holds at most " + std::to_string(s.decode_rows()) +
+                                                " (SessionOptions::verify_rows)");
+  for (int32_t token : tokens) s.check_token(token);
+  s.check_ready(sequence, tokens.size());
+  const int64_t position = s.positions[static_cast<size_t>(sequence)];
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t at = position + static_cast<int64_t>(i);
+    s.io_rows()[i] = {static_cast<uint32_t>(tokens[i]), static_cast<uint32_t>(sequence), static_cast<uint32_t>(at),
+                      s.model.vision != nullptr && s.model.vision->cross ? s.image_extent(sequence, at) : 0u};
+  }
+  s.run_decode(static_cast<uint32_t>(tokens.size()));
+  s.positions[static_cast<size_t>(sequence)] += static_cast<int64_t>(tokens.size());
+  return s.read_logits(static_cast<uint32_t>(tokens.size()));
 }
 
 // The device argmax's pick in row 0 of the IO block; one past the vocabulary

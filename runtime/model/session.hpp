@@ -50,6 +50,10 @@ struct SessionOptions {
   // the expansion) for a measurement or a test.
   std::string mla_form;
   int64_t sequences = 1;  // independent KV caches of `context` positions each (at most max_chunk)
+  // Rows a verification pass (verify(): speculative decoding's proposals)
+  // holds at most, beside a batched decode step's `sequences` (at most
+  // max_chunk; 0: sequences).
+  int64_t verify_rows = 0;
   // An image cross-attention decoder (Llama 3.2 Vision): the images a
   // sequence holds at most, its cross-attention caches' keys (each image's
   // tiles' rows).
@@ -211,6 +215,17 @@ class Session {
     int32_t token = 0;
   };
   std::vector<float> decode(std::span<const Step> steps);
+  // Speculative decoding's verification: `tokens` appended to one sequence
+  // in one decode pass, a row each at consecutive positions, as that many
+  // decode steps would run them and with their bits (the batched step's
+  // kernels: a row's logits do not depend on the pass's other rows); the
+  // logits of every row [tokens.size()][vocab]. Rejected rows are then cut
+  // back (truncate). Throws Error(InvalidArgument) for more tokens than
+  // max(sequences, verify_rows), a bad token or a full cache, and
+  // Error(Unsupported) for a model with a state-space layer (a step's rows
+  // of one sequence would read one state) or a stack whose decode rows are
+  // not its tokens' (an encoder, an encoder–decoder), before anything runs.
+  std::vector<float> verify(int64_t sequence, std::span<const int32_t> tokens);
   // Greedy decoding on the device: feeds `token`, then each step's argmax,
   // `steps` times; returns the picks. No logits are read back: a row of NaN
   // (the device's argmax finds no largest value) is Error(BadFile) naming

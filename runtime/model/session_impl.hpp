@@ -59,6 +59,9 @@ struct Session::Impl {
   const plan::Plan& plan;
   SessionOptions options;
   int64_t context = 0;                  // positions of each sequence's cache
+  // The rows of a decode pass at most: a batched step's sequences, or a
+  // verification's rows (SessionOptions::verify_rows).
+  int64_t decode_rows() const { return std::max(options.sequences, options.verify_rows); }
   std::vector<int64_t> positions;       // per sequence: the positions its cache holds
   uint32_t lanes = 0;
   uint32_t splits = 1, decode_splits = 1;  // attention's key ranges: a prompt chunk's, a step's (DeviceClass)
@@ -244,7 +247,7 @@ struct Session::Impl {
     const uint64_t chunk = static_cast<uint64_t>(options.max_chunk);
     return prefill_tile == decode_tile
                ? chunk
-               : std::min<uint64_t>(chunk, std::max<uint64_t>(kPrefillLayoutRows - 1, static_cast<uint64_t>(options.sequences)));
+               : std::min<uint64_t>(chunk, std::max<uint64_t>(kPrefillLayoutRows - 1, static_cast<uint64_t>(decode_rows())));
   }
   VkDeviceSize expanded_bytes() const {
     return static_cast<VkDeviceSize>(expanded_rows) * static_cast<VkDeviceSize>(plan.expanded_row_floats) * 4;

@@ -649,4 +649,56 @@ TEST_SUITE("sampler") {
     CHECK(eos_last.push(9, "").reason == "eos");
   }
 
+  TEST_CASE("sampler: speculative sampling keeps the target's distribution whatever the draft") {
+    // Proposals drawn from a draft q (a distribution, or a point mass as
+    // prompt lookup proposes), each judged by sample_proposal: the tokens
+    // must follow p = softmax(l / T) with top-k, whatever q.
+    const std::vector<float> logits{1.0f, 0.5f, -0.3f, 2.0f, 0.0f, -1.0f, 1.5f, -2.0f};
+    const std::vector<std::vector<double>> drafts = {
+        {0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.65},  // far from p
+        softmax(logits, 1.0),                              // p itself: every proposal kept
+        {0.3, 0.0, 0.0, 0.0, 0.0, 0.7, 0.0, 0.0},          // two tokens only
+        {},                                                // a point mass on token 6
+    };
+    constexpr int draws = 20000;
+    constexpr double critical = 24.32;  // chi-square, 7 degrees of freedom, p = 0.001
+    for (size_t d = 0; d < drafts.size(); ++d) {
+      CAPTURE(d);
+      Sampler sampler(with_temperature(1, 77 + d));
+      std::mt19937_64 rng(9 + d);
+      std::vector<float> q(drafts[d].begin(), drafts[d].end());
+      std::vector<int> counts(logits.size(), 0);
+      int kept = 0;
+      for (int i = 0; i < draws; ++i) {
+        int32_t proposal = 6;
+        if (!q.empty()) {
+          std::discrete_distribution<int32_t> pick(drafts[d].begin(), drafts[d].end());
+          proposal = pick(rng);
+        }
+        const int32_t t = sampler.sample_proposal(logits, proposal, q);
+        kept += t == proposal;
+        ++counts[static_cast<size_t>(t)];
+      }
+      const std::vector<double> p = softmax(logits, 1.0);
+      CHECK(chi_square(counts, p, draws) < critical);
+      CHECK(max_abs_diff(counts, p, draws) < 0.015);
+      if (d == 1) CHECK(kept == draws);
+      if (d == 3) CHECK(std::abs(kept / double(draws) - p[6]) < 0.015);  // a point mass is kept with p(d)
+    }
+    // With top-k the distribution is top-k's; greedy keeps the argmax alone.
+    SamplingOptions top2 = with_temperature(1, 5);
+    top2.top_k = 2;
+    Sampler narrow(top2);
+    std::vector<int> counts(logits.size(), 0);
+    for (int i = 0; i < draws; ++i) ++counts[static_cast<size_t>(narrow.sample_proposal(logits, i % 8))];
+    const double p3 = std::exp(2.0) / (std::exp(2.0) + std::exp(1.5));
+    CHECK(counts[3] + counts[6] == draws);
+    CHECK(std::abs(counts[3] / double(draws) - p3) < 0.015);
+    Sampler greedy(with_temperature(0));
+    CHECK(greedy.sample_proposal(logits, 3) == 3);
+    CHECK(greedy.sample_proposal(logits, 6) == 3);
+    const std::vector<float> short_draft(3, 0.1f);
+    CHECK_THROWS_AS(greedy.sample_proposal(logits, 3, short_draft), Error);
+  }
+
 }  // TEST_SUITE("sampler")

@@ -526,6 +526,48 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a sequence cut back or a prefix copied goes
   CHECK(session.position(0) == held);
 }
 
+TEST_CASE_FIXTURE(test::VulkanTest, "a verification pass gives each row the bits of a decode step, rejected rows cut back") {
+  // Speculative decoding: proposals verified in one pass must give the logits
+  // plain decoding gives them, so that greedy output is the same bit for bit.
+  SessionOptions options;
+  options.max_chunk = 16;
+  options.verify_rows = 6;
+  Session session(device, model_info(), options);
+  upload_all(session);
+  const std::vector<int32_t> prompt = random_tokens(11, 51), proposals = random_tokens(6, 52),
+                             other = random_tokens(4, 53);
+  session.prefill(prompt);
+  if (model_info().plan.state_layers > 0) {
+    CHECK_THROWS_WITH_AS(session.verify(0, proposals), doctest::Contains("state-space"), Error);
+    return;
+  }
+  options.verify_rows = 0;
+  Session steps(device, model_info(), options);
+  upload_all(steps);
+  steps.prefill(prompt);
+  const size_t V = static_cast<size_t>(model_info().vocab);
+  std::vector<std::vector<float>> stepped;
+  for (size_t i = 0; i < 3; ++i) stepped.push_back(steps.decode(proposals[i]));
+  for (int32_t t : other) stepped.push_back(steps.decode(t));
+
+  const std::vector<float> rows = session.verify(0, proposals);
+  REQUIRE(rows.size() == proposals.size() * V);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(std::memcmp(&rows[i * V], stepped[i].data(), V * sizeof(float)) == 0);
+  }
+  CHECK(session.position() == 17);
+  // Three accepted: the other three cut back, and the next proposals go on from there.
+  session.truncate(0, 14);
+  const std::vector<float> again = session.verify(0, other);
+  for (size_t i = 0; i < other.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::memcmp(&again[i * V], stepped[3 + i].data(), V * sizeof(float)) == 0);
+  }
+  CHECK_THROWS_WITH_AS(session.verify(0, random_tokens(7, 54)), doctest::Contains("at most 6"), Error);
+  CHECK(session.position() == 18);
+}
+
 // Issue 29's one-machine split: the one device opened again as a second
 // (and third) logical device, each a pipeline stage of the model's layers.
 TEST_CASE_FIXTURE(test::VulkanTest, "a split over devices gives one device's logits bit for bit") {
