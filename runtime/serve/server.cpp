@@ -58,6 +58,7 @@ struct Reply {
   const text::Tokenizer* tokenizer;
   std::string text;               // non-streaming: everything so far
   std::vector<TokenEvent> tokens;  // non-streaming: every event, for logprobs
+  std::optional<ToolCallStream> tool_calls;  // streaming an answer read for tool calls
   bool role_sent = false;
   bool done = false;
 };
@@ -83,13 +84,23 @@ bool write_some(Reply& r, httplib::DataSink& sink) {
       r.role_sent = true;
       if (!write(sse(stream_chunk(p, r.header, *r.tokenizer, {}, nullptr, /*role=*/true)))) return false;
     }
-    if (!events.empty() && !write(sse(stream_chunk(p, r.header, *r.tokenizer, events, nullptr)))) return false;
+    if (r.tool_calls) {
+      for (const json& chunk : r.tool_calls->chunks(p, r.header, *r.tokenizer, events))
+        if (!write(sse(chunk))) return false;
+    } else if (!events.empty() && !write(sse(stream_chunk(p, r.header, *r.tokenizer, events, nullptr)))) {
+      return false;
+    }
     if (!finish) return true;
     if (finish->reason == "error") {
       std::cerr << "lathe serve: " << r.header.id << ": generation failed: " << finish->error << "\n";
       if (!write(sse(error_body(500, "generation failed (the server's log says why)")))) return false;
     } else {
-      if (!write(sse(stream_chunk(p, r.header, *r.tokenizer, {}, &*finish)))) return false;
+      if (r.tool_calls) {
+        for (const json& chunk : r.tool_calls->finish(p, r.header, *r.tokenizer, *finish))
+          if (!write(sse(chunk))) return false;
+      } else if (!write(sse(stream_chunk(p, r.header, *r.tokenizer, {}, &*finish)))) {
+        return false;
+      }
       if (r.params.include_usage) {
         json usage = stream_chunk(p, r.header, *r.tokenizer, {}, &*finish);
         usage["choices"] = json::array();
@@ -557,6 +568,7 @@ struct Server::Impl {
     char id[32];
     std::snprintf(id, sizeof id, "%s-%llx", chat ? "chatcmpl" : "cmpl", static_cast<unsigned long long>(next_id++));
     reply->header = {id, model.name, static_cast<int64_t>(std::time(nullptr))};
+    if (reply->params.stream && reply->params.tool_format != ToolFormat::None) reply->tool_calls.emplace(reply->params);
     if (reply->params.stream) res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         reply->params.stream ? "text/event-stream" : "application/json",
