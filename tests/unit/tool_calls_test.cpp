@@ -268,23 +268,31 @@ CompletionParams chat(const Model& model, const std::string& fields) {
 
 TEST_CASE("tool calls: tools, assistant calls and tool results render through the template as transformers renders them") {
   const json expected = json::parse(lathe::test::read_file(LATHE_SOURCE_DIR "/tests/data/chat_templates/expected.json"));
-  for (const auto& [file, bos, eos, format] :
-       {std::tuple{"qwen2.5-instruct.jinja", "", "<|im_end|>", ToolFormat::Hermes},
-        std::tuple{"llama-3.3-instruct.jinja", "<|begin_of_text|>", "<|eot_id|>", ToolFormat::Llama3}}) {
+  for (const auto& [file, cases] : expected["templates"].items()) {
     CAPTURE(file);
-    std::string output;
-    for (const json& c : expected["templates"][file])
-      if (c["case"] == "tool_round_trip") output = c["output"];
-    REQUIRE(!output.empty());
-    const TemplateModel t(file, bos, eos, format);
+    json round_trip;
+    for (const json& c : cases)
+      if (c["case"] == "tool_round_trip") round_trip = c;
+    REQUIRE(round_trip.is_object());
+    const ToolFormat format = detect_tool_format(chat_template_source(file));
+    const TemplateModel t(file, round_trip["bos_token"], round_trip["eos_token"], format);
+    // A template that teaches no format takes the tools with tool_choice "none".
+    const std::string choice = format == ToolFormat::None ? R"(, "tool_choice": "none")" : "";
     // OpenAI's form: the arguments a string of JSON; the template is given them parsed, in their order.
     const std::string body = R"({"messages": [{"role": "user", "content": "What is the capital of France?"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
          "function": {"name": "get_weather", "arguments": "{\"city\": \"Zürich\", \"unit\": \"celsius\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "{\"temperature\": 21.5}"}],
-        "tools": [)" + kWeatherTool + "]}";
+        "tools": [)" + kWeatherTool + "]" + choice + "}";
+    if (round_trip.contains("error")) {  // the template's raise_exception: a 400
+      const ApiError e = error_of([&] { parse_completion(parse_json_body(body), true, t.model, body); });
+      CHECK(e.status == 400);
+      CHECK(e.param == "messages");
+      CHECK(std::string(e.what()).find(round_trip["error"]["message"].get<std::string>()) != std::string::npos);
+      continue;
+    }
     const CompletionParams p = parse_completion(parse_json_body(body), true, t.model, body);
-    CHECK(p.request.prompt == demo_tokenizer().encode(output, true));
+    CHECK(p.request.prompt == demo_tokenizer().encode(round_trip["output"].get<std::string>(), true));
     CHECK(p.tool_format == format);
     CHECK(p.request.grammar == nullptr);  // "auto"
   }
