@@ -264,7 +264,7 @@ void rebase_refs(ojson& schema, const std::string& prefix) {
       if (!target.empty() && target[0] == '#') value = prefix + target.substr(1);
     } else if (key == "properties" || key == "$defs" || key == "definitions") {
       if (value.is_object())
-        for (auto& [name, sub] : value.items()) rebase_refs(sub, prefix);
+        for (ojson& sub : value) rebase_refs(sub, prefix);
     } else if (key == "items" || key == "additionalProperties") {
       rebase_refs(value, prefix);
     } else if (key == "anyOf" || key == "oneOf" || key == "allOf") {

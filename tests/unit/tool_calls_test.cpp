@@ -268,7 +268,9 @@ CompletionParams chat(const Model& model, const std::string& fields) {
 
 TEST_CASE("tool calls: tools, assistant calls and tool results render through the template as transformers renders them") {
   const json expected = json::parse(lathe::test::read_file(LATHE_SOURCE_DIR "/tests/data/chat_templates/expected.json"));
-  for (const auto& [file, cases] : expected["templates"].items()) {
+  for (const auto& entry : expected["templates"].items()) {
+    const std::string file = entry.key();
+    const json& cases = entry.value();
     CAPTURE(file);
     json round_trip;
     for (const json& c : cases)
