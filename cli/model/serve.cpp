@@ -90,7 +90,8 @@ int cmd_serve(const ServeOptions& o) {
   lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);
   lathe::serve::Model model{std::string(m.name), &tokenizer, chat_template ? &*chat_template : nullptr,
                             source ? source->bos_token : "", source ? source->eos_token : "", session.context(),
-                            m.vocab, m.encoder, images ? &*images : nullptr};
+                            m.vocab, m.encoder, images ? &*images : nullptr,
+                            source ? lathe::serve::detect_tool_format(source->text) : lathe::serve::ToolFormat::None};
   // An encoder answers /v1/embeddings: --parallel inputs a pass.
   std::optional<lathe::serve::Embedder> embedder;
   if (m.encoder) embedder.emplace(session);
@@ -129,10 +130,12 @@ int cmd_serve(const ServeOptions& o) {
       }
     }
   });
-  std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; %s; chat template: %s%s)\n",
+  std::printf("%s on %s: listening on http://%s:%d (%lld sequences of %lld positions; %s; chat template: %s%s%s%s)\n",
               std::string(m.name).c_str(), vk.device().info().name.c_str(), o.host.c_str(), port,
               static_cast<long long>(engine.sequences()), static_cast<long long>(session.context()),
               memory_text(session).c_str(), source ? source->origin.c_str() : "none",
+              model.tool_format != lathe::serve::ToolFormat::None ? "; tool calls: " : "",
+              model.tool_format != lathe::serve::ToolFormat::None ? lathe::serve::tool_format_name(model.tool_format) : "",
               images ? "; images: data: URLs in chat messages" : "");
   std::fflush(stdout);
   server.listen();

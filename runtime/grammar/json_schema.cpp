@@ -140,15 +140,18 @@ constexpr int64_t kMaxBound = 1'000'000'000'000'000'000;  // integer bounds: ±1
 
 class Compiler {
  public:
-  Compiler(const Json& root, std::string name, const SchemaLimits& limits)
-      : root_(root), name_(std::move(name)), limits_(limits) {
+  // `rule`: the document's rule. Another than `root` leaves the name
+  // `root` to a grammar that embeds the schema's documents.
+  Compiler(const Json& root, std::string name, const SchemaLimits& limits, std::string rule = "root")
+      : root_(root), name_(std::move(name)), limits_(limits), rule_(std::move(rule)) {
     for (const std::string& b : kBuiltins) taken_.insert(b);
+    if (rule_ != "root") taken_.insert("root");
   }
 
   std::string compile_root() {
-    const size_t slot = reserve("root", "");
-    refs_["#"] = "root";
-    compile(root_, "", "root", 0, slot);
+    const size_t slot = reserve(rule_, "");
+    refs_["#"] = rules_[slot].name;
+    compile(root_, "", rules_[slot].name, 0, slot);
     return finish();
   }
 
@@ -897,7 +900,7 @@ class Compiler {
   // ---- the grammar as a whole
 
   std::string finish() {
-    const std::vector<bool> used = gbnf::reachable(rules_, "root");
+    const std::vector<bool> used = gbnf::reachable(rules_, rules_.front().name);
     if (const auto i = gbnf::endless(rules_, used))
       fail(made_[*i].pointer, "no finite document matches the schema (it recurses without end)");
     if (const auto i = gbnf::left_recursive(rules_, used))
@@ -932,6 +935,7 @@ class Compiler {
   const Json& root_;
   std::string name_;
   SchemaLimits limits_;
+  std::string rule_;
   std::vector<gbnf::Rule> rules_;
   std::vector<Made> made_;  // beside rules_
   std::set<std::string> taken_;
@@ -953,6 +957,14 @@ std::string json_object_gbnf() {
 std::string schema_to_gbnf(const nlohmann::ordered_json& schema, const std::string& name,
                            const SchemaLimits& limits) {
   return Compiler(schema, name, limits).compile_root();
+}
+
+std::string schema_rules_gbnf(const nlohmann::ordered_json& schema, const std::string& name, const std::string& rule,
+                             const SchemaLimits& limits) {
+  if (rule.empty() || rule == "root" || sanitized(rule) != rule || rule.size() > 80 ||
+      std::find(kBuiltins.begin(), kBuiltins.end(), rule) != kBuiltins.end())
+    throw Error(ErrorKind::InvalidArgument, name + ": '" + shown(rule) + "' cannot name the schema's rule");
+  return Compiler(schema, name, limits, rule).compile_root();
 }
 
 std::string schema_to_gbnf(const nlohmann::json& schema, const std::string& name, const SchemaLimits& limits) {

@@ -43,4 +43,11 @@ std::string schema_to_gbnf(const nlohmann::json& schema, const std::string& name
 std::string schema_to_gbnf(const nlohmann::ordered_json& schema, const std::string& name,
                            const SchemaLimits& limits = {});
 
+// The schema's rules without `root`: its documents are the rule `rule` (a
+// GBNF name, none of the shared primitives'), and no rule is named `root`,
+// so that a grammar may embed the documents in text of its own by adding a
+// `root` that refers to `rule` (a tool call's markers around its JSON).
+std::string schema_rules_gbnf(const nlohmann::ordered_json& schema, const std::string& name, const std::string& rule,
+                              const SchemaLimits& limits = {});
+
 }  // namespace lathe::grammar

@@ -18,6 +18,7 @@
 namespace lathe::serve {
 
 using nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
@@ -222,23 +223,65 @@ void splice_images(const std::vector<ImagePart>& parts, const Model& model, Gene
   images.whole = support.link.two_way;
 }
 
-void chat_prompt(const json& body, const Model& model, GenerationRequest& r) {
+// An assistant message's `tool_calls` as the chat template is given them,
+// as transformers gives them: {"id", "type": "function", "function":
+// {"name", "arguments"}} with the arguments (OpenAI's JSON text) parsed.
+ojson message_tool_calls(const json& calls, const std::string& message) {
+  const std::string param = message + ".tool_calls";
+  if (!calls.is_array()) bad(param, param + " must be an array");
+  if (calls.size() > kMaxTools) bad(param, param + " holds more than " + std::to_string(kMaxTools) + " calls");
+  ojson out = ojson::array();
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const json& c = calls[j];
+    const std::string at = param + "[" + std::to_string(j) + "]";
+    if (!c.is_object()) bad(at, at + " must be an object");
+    const json* id = field(c, "id");
+    if (id && !id->is_string()) bad(at + ".id", at + ".id must be a string");
+    if (const json* type = field(c, "type"); type && *type != "function")
+      bad(at + ".type", at + ".type must be \"function\"");
+    const json* function = field(c, "function");
+    if (!function || !function->is_object()) bad(at + ".function", at + ".function must be an object");
+    const json* name = field(*function, "name");
+    if (!name || !name->is_string()) bad(at + ".function.name", at + ".function.name must be a string");
+    const json* arguments = field(*function, "arguments");
+    std::optional<ojson> parsed = ojson::object();
+    if (arguments) {
+      if (!arguments->is_string()) bad(at + ".function.arguments", at + ".function.arguments must be a string (JSON text)");
+      parsed = bounded_json(arguments->get_ref<const std::string&>());
+      if (!parsed) bad(at + ".function.arguments", at + ".function.arguments is not JSON text");
+    }
+    ojson call = ojson::object();
+    if (id) call["id"] = ojson(*id);
+    call["type"] = "function";
+    call["function"] = {{"name", ojson(*name)}, {"arguments", std::move(*parsed)}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// `tools`: the request's tools as the chat template is given them (null: none).
+void chat_prompt(const json& body, const Model& model, GenerationRequest& r, const ojson& tools) {
   const json* messages = field(body, "messages");
   if (!messages) bad("messages", "Missing required parameter: 'messages'", "missing_required_parameter");
   if (!messages->is_array() || messages->empty()) bad("messages", "messages must be a non-empty array");
-  json rendered = json::array();
+  ojson rendered = ojson::array();
   std::vector<ImagePart> images;
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& m = (*messages)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) bad(at, at + " must be an object");
     if (!m.contains("role") || !m["role"].is_string()) bad(at + ".role", at + ".role must be a string");
-    json message = json::object();
-    message["role"] = m["role"];
+    ojson message = ojson::object();
+    message["role"] = ojson(m["role"]);
     // (By reference: `images` points into the body's URLs.)
     static const json kNone;
     const auto content = m.find("content");
-    message["content"] = message_content(content == m.end() ? kNone : *content, i, model, images);
+    message["content"] = ojson(message_content(content == m.end() ? kNone : *content, i, model, images));
+    if (const json* calls = field(m, "tool_calls")) message["tool_calls"] = message_tool_calls(*calls, at);
+    if (const json* id = field(m, "tool_call_id")) {
+      if (!id->is_string()) bad(at + ".tool_call_id", at + ".tool_call_id must be a string");
+      message["tool_call_id"] = ojson(*id);
+    }
     rendered.push_back(std::move(message));
   }
   if (!model.chat_template)
@@ -254,8 +297,8 @@ void chat_prompt(const json& body, const Model& model, GenerationRequest& r) {
   if (image_rows > model.context - 1) prompt_too_long(true, model.context, image_rows);
   std::string prompt;
   try {
-    prompt = model.chat_template->render_chat(nlohmann::ordered_json::parse(rendered.dump()), true, model.bos_token,
-                                              model.eos_token);
+    prompt = model.chat_template->render_chat(rendered, true, model.bos_token, model.eos_token,
+                                              tools.is_null() ? ojson::object() : ojson{{"tools", tools}});
   } catch (const Error& e) {
     // The message starts with the template's origin, a file of the server's
     // that is no business of the client's.
@@ -387,9 +430,20 @@ json logprobs_json(const CompletionParams& p, const text::Tokenizer& tokenizer, 
   return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-json finish_reason(const Finish* f) {
+// `calls`: the answer held tool calls ("tool_calls", unless max_tokens cut it).
+json finish_reason(const Finish* f, bool calls = false) {
   if (!f) return nullptr;
-  return f->reason == "length" ? "length" : "stop";
+  return f->reason == "length" ? "length" : calls ? "tool_calls" : "stop";
+}
+
+// A tool call of a response (`whole`) or its first delta in a stream
+// (arguments "", `index` its place).
+json tool_call_json(const CompletionParams& p, const ToolCall& call, size_t index, bool whole) {
+  json out = {{"id", tool_call_id(p.tool_format)},
+              {"type", "function"},
+              {"function", {{"name", call.name}, {"arguments", whole ? call.arguments : std::string()}}}};
+  if (!whole) out["index"] = index;
+  return out;
 }
 
 // The SAX pass of parse_json_body: counts the nesting depth and keeps the
@@ -512,45 +566,50 @@ void check_object_and_model(const json& body, const Model& model) {
   }
 }
 
-// The keys a JSON schema in a request may hold, all its objects' together:
-// far more than any schema the compiler takes (SchemaLimits), and few
-// enough that keeping each object's keys in order (a linear search each)
-// stays cheap.
+// The keys a JSON schema in a request may hold, all its objects' together
+// (a response_format's schema, or every tool's): far more than any schema
+// the compiler takes (SchemaLimits), and few enough that keeping each
+// object's keys in order (a linear search each) stays cheap.
 constexpr size_t kMaxSchemaKeys = 8192;
 
-// response_format.json_schema.schema as the request's text writes it, its
-// objects' keys in their order (the parsed body sorts them, and a schema's
-// property order is the output's: OpenAI's structured outputs write keys as
-// the schema lists them). Re-reads `raw`, skipping everything off that
-// path as it goes; null where the path holds nothing.
-nlohmann::ordered_json ordered_schema(std::string_view raw) {
-  using ordered = nlohmann::ordered_json;
-  static constexpr std::string_view path[] = {"response_format", "json_schema", "schema"};
-  constexpr int depth_of_schema = static_cast<int>(std::size(path));
+// The value at `path` (keys from the body's top) as the request's text
+// writes it, its objects' keys in their order (the parsed body sorts them,
+// and a schema's property order is the output's: OpenAI's structured
+// outputs write keys as the schema lists them; a chat template writes tools
+// as given). Re-reads `raw`, skipping everything off that path as it goes;
+// null where the path holds nothing. More than kMaxSchemaKeys keys under
+// it: a 400 naming `param`, whose message calls the value `what`.
+ojson ordered_field(std::string_view raw, std::span<const std::string_view> path, const std::string& param,
+                    const std::string& what) {
+  const int depth_of_field = static_cast<int>(path.size());
   size_t keys = 0;
-  ordered::parser_callback_t keep = [&](int depth, ordered::parse_event_t event, ordered& parsed) {
-    if (event != ordered::parse_event_t::key) return true;
-    if (depth > depth_of_schema) {  // inside the schema: everything, bounded
-      if (++keys > kMaxSchemaKeys)
-        bad("response_format", "response_format.json_schema.schema holds more than " +
-                                   std::to_string(kMaxSchemaKeys) + " keys");
+  ojson::parser_callback_t keep = [&](int depth, ojson::parse_event_t event, ojson& parsed) {
+    if (event != ojson::parse_event_t::key) return true;
+    if (depth > depth_of_field) {  // inside the field: everything, bounded
+      if (++keys > kMaxSchemaKeys) bad(param, what + " holds more than " + std::to_string(kMaxSchemaKeys) + " keys");
       return true;
     }
     // On the path (its parents were kept only where they matched).
     return parsed.is_string() && parsed.get_ref<const std::string&>() == path[static_cast<size_t>(depth - 1)];
   };
-  ordered doc;
+  ojson doc;
   try {
-    doc = ordered::parse(raw.begin(), raw.end(), keep, /*allow_exceptions=*/true);
-  } catch (const ordered::exception&) {
+    doc = ojson::parse(raw.begin(), raw.end(), keep, /*allow_exceptions=*/true);
+  } catch (const ojson::exception&) {
     return nullptr;  // (the body parsed as JSON before: not reached)
   }
-  const ordered* at = &doc;
+  const ojson* at = &doc;
   for (std::string_view key : path) {
     if (!at->is_object() || !at->contains(key)) return nullptr;
     at = &(*at)[std::string(key)];
   }
   return *at;
+}
+
+// response_format.json_schema.schema in the request's order.
+ojson ordered_schema(std::string_view raw) {
+  static constexpr std::string_view path[] = {"response_format", "json_schema", "schema"};
+  return ordered_field(raw, path, "response_format", "response_format.json_schema.schema");
 }
 
 // What `response_format` ({"type": "text" | "json_object" | "json_schema"})
@@ -599,6 +658,121 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const json& body, std::st
   return nullptr;
 }
 
+// A function's name as OpenAI takes it: 1 to 64 of [a-zA-Z0-9_-].
+bool function_name(const json* name) {
+  if (!name || !name->is_string()) return false;
+  const std::string& n = name->get_ref<const std::string&>();
+  return !n.empty() && n.size() <= kMaxToolName && std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+// What a chat request's `tools`, `tool_choice` and `parallel_tool_calls`
+// ask: the tools the chat template is given (null: none), whether the
+// answer is read for calls (p.tool_format, p.parallel_tool_calls), and for
+// tool_choice "required" or a named function the grammar that forces a
+// call (p.request.grammar; `grammar` and `response_format` exclude it).
+// `raw`, the body's text, keeps the tools' key order.
+ojson tool_use(const json& body, bool chat, const Model& model, std::string_view raw, CompletionParams& p) {
+  // The deprecated function calling: refused (its empty forms pass).
+  if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
+    bad("functions", "functions (the deprecated function calling) is not supported: use tools");
+  if (const json* v = field(body, "function_call"); v && !(v->is_string() && *v == "none"))
+    bad("function_call", "function_call (the deprecated function calling) is not supported: use tool_choice");
+  const json* tools = field(body, "tools");
+  if (tools && !tools->is_array())
+    bad("tools", "tools must be an array of {\"type\": \"function\", \"function\": {\"name\", …}}");
+  const bool any = tools && !tools->empty();
+  if (any && !chat) bad("tools", "tools are for /v1/chat/completions");
+  if (any && tools->size() > kMaxTools)
+    bad("tools", "tools holds " + std::to_string(tools->size()) + " tools; at most " + std::to_string(kMaxTools));
+  std::vector<std::string> names;
+  for (size_t i = 0; any && i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) bad(at, at + " must be an object");
+    if (const json* type = field(t, "type"); !type || *type != "function")
+      bad(at + ".type", at + ".type must be \"function\"");
+    const json* function = field(t, "function");
+    if (!function || !function->is_object()) bad(at + ".function", at + ".function must be an object");
+    const json* name = field(*function, "name");
+    if (!function_name(name))
+      bad(at + ".function.name", at + ".function.name must be 1 to " + std::to_string(kMaxToolName) +
+                                     " letters, digits, underscores and dashes");
+    if (std::find(names.begin(), names.end(), name->get<std::string>()) != names.end())
+      bad(at + ".function.name", at + ".function.name: another tool is named '" + name->get<std::string>() + "'");
+    names.push_back(name->get<std::string>());
+    if (const json* d = field(*function, "description"); d && !d->is_string())
+      bad(at + ".function.description", at + ".function.description must be a string");
+    if (const json* s = field(*function, "parameters"); s && !s->is_object())
+      bad(at + ".function.parameters", at + ".function.parameters must be an object (a JSON schema)");
+    if (const json* s = field(*function, "strict"); s && !s->is_boolean())
+      bad(at + ".function.strict", at + ".function.strict must be a boolean");
+  }
+  std::string choice = any ? "auto" : "none", forced;
+  if (const json* c = field(body, "tool_choice")) {
+    const char* what = "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                       "\"function\": {\"name\": …}}";
+    if (c->is_string()) {
+      choice = c->get<std::string>();
+      if (choice != "none" && choice != "auto" && choice != "required") bad("tool_choice", what);
+    } else if (c->is_object()) {
+      const json* type = field(*c, "type");
+      const json* function = field(*c, "function");
+      const json* name = function && function->is_object() ? field(*function, "name") : nullptr;
+      if (!type || *type != "function" || !name || !name->is_string()) bad("tool_choice", what);
+      choice = "function";
+      forced = name->get<std::string>();
+      if (std::find(names.begin(), names.end(), forced) == names.end())
+        bad("tool_choice", "tool_choice names the function '" + printable(forced, 64) + "', which no tool is");
+    } else {
+      bad("tool_choice", what);
+    }
+  }
+  if (const json* parallel = field(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean()) bad("parallel_tool_calls", "parallel_tool_calls must be true or false");
+    p.parallel_tool_calls = parallel->get<bool>();
+  }
+  const bool force = choice == "required" || choice == "function";
+  if (!any) {
+    if (force) bad("tool_choice", "tool_choice \"" + choice + "\" needs tools");
+    return nullptr;
+  }
+  static constexpr std::string_view path[] = {"tools"};
+  ojson ordered = raw.empty() ? nullptr : ordered_field(raw, path, "tools", "tools");
+  if (ordered.is_null()) ordered = ojson(*tools);
+  // "none": the template is given the tools (as OpenAI's model is told of
+  // them), and the answer is content. No template: chat_prompt says so.
+  if (choice == "none" || !model.chat_template) return ordered;
+  if (model.tool_format == ToolFormat::None)
+    bad("tools", "this model's chat template teaches no tool-call format this server reads (<tool_call> "
+                 "(Hermes, Qwen), Llama 3's JSON with name and parameters, Mistral's [TOOL_CALLS]): its calls "
+                 "could not be read back (tool_choice \"none\" gives the template the tools alone)");
+  if (p.request.grammar) {
+    const char* other = field(body, "grammar") ? "grammar" : "response_format";
+    bad(other, std::string(other) + " and tools (with a tool_choice other than \"none\") exclude each other");
+  }
+  p.tool_format = model.tool_format;
+  if (force) {
+    std::vector<ojson> functions;
+    std::vector<size_t> indices;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (choice == "function" && names[i] != forced) continue;
+      functions.push_back(ordered[i]["function"]);
+      indices.push_back(i);
+    }
+    try {
+      p.request.grammar = tool_call_grammar(model.tool_format, functions, indices, p.parallel_tool_calls);
+    } catch (const Error& e) {
+      // "tools[i].function.parameters: at …" names the field at fault.
+      const std::string message = e.what();
+      const size_t colon = message.find(": ");
+      bad(message.rfind("tools[", 0) == 0 && colon != std::string::npos ? message.substr(0, colon) : "tools", message);
+    }
+  }
+  return ordered;
+}
+
 }  // namespace
 
 CompletionParams parse_completion(const json& body, bool chat, const Model& model, std::string_view raw) {
@@ -606,16 +780,8 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
   CompletionParams p;
   p.chat = chat;
   p.n = static_cast<int32_t>(integer_in(body, "n", 1, kMaxChoices, 1));
-  // Fields that change what the answer must be, which this server cannot
-  // honour: refused rather than silently ignored. Their empty or default
-  // forms (which some clients always send) pass.
-  for (const char* key : {"tools", "functions"})
-    if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
-      bad(key, std::string(key) + " (function calling) is not supported by this server");
-  for (const char* key : {"tool_choice", "function_call"})
-    if (const json* v = field(body, key); v && !(v->is_string() && v->get<std::string>() == "none"))
-      bad(key, std::string(key) + " (function calling) is not supported by this server");
   p.request.grammar = output_grammar(body, raw);
+  const ojson tools = tool_use(body, chat, model, raw, p);
   p.stream = boolean(body, "stream");
   if (const json* o = field(body, "stream_options")) {
     if (!o->is_object()) bad("stream_options", "stream_options must be an object");
@@ -652,7 +818,7 @@ CompletionParams parse_completion(const json& body, bool chat, const Model& mode
     p.request.top_logprobs = static_cast<int32_t>(integer_in(body, "logprobs", 0, 5, -1));
   }
 
-  if (chat) chat_prompt(body, model, p.request);
+  if (chat) chat_prompt(body, model, p.request, tools);
   else p.request.prompt = completion_prompt(body, model);
   const int64_t prompt = static_cast<int64_t>(p.request.prompt.size());
   const char* prompt_param = chat ? "messages" : "prompt";
@@ -787,10 +953,22 @@ json usage_json(const std::vector<Finish>& choices) {
 json completion_response(const CompletionParams& p, const ResponseHeader& h, const text::Tokenizer& tokenizer,
                          const std::string& text, const std::vector<TokenEvent>& events, const Finish& finish) {
   json choice = {{"index", 0}};
-  if (p.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else choice["text"] = text;
+  ToolCallParser::Output read;
+  if (p.tool_format != ToolFormat::None) read = parse_tool_calls(p.tool_format, text, p.parallel_tool_calls);
+  if (!read.calls.empty()) {
+    // OpenAI's: content null where the answer is calls alone.
+    json calls = json::array();
+    for (size_t i = 0; i < read.calls.size(); ++i) calls.push_back(tool_call_json(p, read.calls[i], i, true));
+    choice["message"] = {{"role", "assistant"},
+                         {"content", read.content.empty() ? json(nullptr) : json(read.content)},
+                         {"tool_calls", std::move(calls)}};
+  } else if (p.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
   choice["logprobs"] = logprobs_json(p, tokenizer, events, 0);
-  choice["finish_reason"] = finish_reason(&finish);
+  choice["finish_reason"] = finish_reason(&finish, !read.calls.empty());
   return {{"id", h.id},
           {"object", p.chat ? "chat.completion" : "text_completion"},
           {"created", h.created},
@@ -818,6 +996,47 @@ json stream_chunk(const CompletionParams& p, const ResponseHeader& h, const text
           {"created", h.created},
           {"model", h.model},
           {"choices", json::array({choice})}};
+}
+
+void ToolCallStream::add(std::vector<json>& out, const CompletionParams& p, const ResponseHeader& h,
+                         const text::Tokenizer& tokenizer, const std::vector<TokenEvent>& events,
+                         ToolCallParser::Output read) {
+  const bool logprobs = p.request.top_logprobs >= 0 &&
+                        std::any_of(events.begin(), events.end(), [](const TokenEvent& e) { return e.token >= 0; });
+  if (!read.content.empty() || logprobs) {
+    json chunk = stream_chunk(p, h, tokenizer, events, nullptr);
+    chunk["choices"][0]["delta"]["content"] = read.content;
+    out.push_back(std::move(chunk));
+  }
+  for (const ToolCall& call : read.calls) {
+    const size_t index = static_cast<size_t>(calls_++);
+    json first = stream_chunk(p, h, tokenizer, {}, nullptr);
+    first["choices"][0]["delta"] = {{"tool_calls", json::array({tool_call_json(p, call, index, false)})}};
+    out.push_back(std::move(first));
+    json arguments = stream_chunk(p, h, tokenizer, {}, nullptr);
+    arguments["choices"][0]["delta"] = {
+        {"tool_calls", json::array({{{"index", index}, {"function", {{"arguments", call.arguments}}}}})}};
+    out.push_back(std::move(arguments));
+  }
+}
+
+std::vector<json> ToolCallStream::chunks(const CompletionParams& p, const ResponseHeader& h,
+                                         const text::Tokenizer& tokenizer, const std::vector<TokenEvent>& events) {
+  std::string text;
+  for (const TokenEvent& e : events) text += e.text;
+  std::vector<json> out;
+  add(out, p, h, tokenizer, events, parser_.feed(text));
+  return out;
+}
+
+std::vector<json> ToolCallStream::finish(const CompletionParams& p, const ResponseHeader& h,
+                                         const text::Tokenizer& tokenizer, const Finish& finish) {
+  std::vector<json> out;
+  add(out, p, h, tokenizer, {}, parser_.finish());
+  json last = stream_chunk(p, h, tokenizer, {}, &finish);
+  last["choices"][0]["finish_reason"] = finish_reason(&finish, calls_ > 0);
+  out.push_back(std::move(last));
+  return out;
 }
 
 }  // namespace lathe::serve

@@ -16,6 +16,7 @@
 #include "runtime/image/image.hpp"
 #include "runtime/image/preprocess.hpp"
 #include "runtime/serve/scheduler.hpp"
+#include "runtime/serve/tool_calls.hpp"
 #include "runtime/text/jinja/chat_template.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
 
@@ -61,14 +62,27 @@ struct Model {
   // decoded and preprocessed here, its features spliced where the chat
   // template writes the image marker. Null: image parts are refused.
   const ImageSupport* images = nullptr;
+  // The tool-call format the chat template teaches (detect_tool_format of
+  // its source). None: requests whose tool calls would be parsed are refused.
+  ToolFormat tool_format = ToolFormat::None;
 };
+
+// OpenAI's bounds on a request's tools: 128 functions, each name 1 to 64
+// of [a-zA-Z0-9_-].
+inline constexpr size_t kMaxTools = 128;
+inline constexpr size_t kMaxToolName = 64;
 
 struct CompletionParams {
   bool chat = false;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;               // choices, each sampled with seed + i (Scheduler::submit)
-  GenerationRequest request;   // the prompt's ids, sampling, max_tokens, stop, top_logprobs
+  GenerationRequest request;   // the prompt's ids, sampling, max_tokens, stop, top_logprobs; a forced call's grammar
+  // The answer is read for tool calls (a chat with tools, tool_choice not
+  // "none"): the model's format, and whether several calls are kept
+  // (parallel_tool_calls). None: the answer is content.
+  ToolFormat tool_format = ToolFormat::None;
+  bool parallel_tool_calls = true;
 };
 
 // The most choices (`n`) a request may ask for.
@@ -131,6 +145,30 @@ nlohmann::json completion_response(const CompletionParams& p, const ResponseHead
 // chat chunk (the assistant role; events empty, no finish).
 nlohmann::json stream_chunk(const CompletionParams& p, const ResponseHeader& h, const text::Tokenizer& tokenizer,
                             const std::vector<TokenEvent>& events, const Finish* finish, bool role = false);
+
+// A chat stream whose answer is read for tool calls (tool_format not
+// None): the text goes through a ToolCallParser; content comes as
+// `content` deltas (with the events' logprobs), and each call once its text
+// is whole, as OpenAI streams one: a delta {"tool_calls": [{"index", "id",
+// "type": "function", "function": {"name", "arguments": ""}}]}, then one
+// with {"index", "function": {"arguments"}}.
+class ToolCallStream {
+ public:
+  explicit ToolCallStream(const CompletionParams& p) : parser_(p.tool_format, p.parallel_tool_calls) {}
+  // The chunks for these events (none while their text is held back).
+  std::vector<nlohmann::json> chunks(const CompletionParams& p, const ResponseHeader& h,
+                                     const text::Tokenizer& tokenizer, const std::vector<TokenEvent>& events);
+  // The end: what was held back, then the chunk with the finish reason
+  // ("tool_calls" where a call was sent and max_tokens did not cut the answer).
+  std::vector<nlohmann::json> finish(const CompletionParams& p, const ResponseHeader& h,
+                                     const text::Tokenizer& tokenizer, const Finish& finish);
+
+ private:
+  void add(std::vector<nlohmann::json>& out, const CompletionParams& p, const ResponseHeader& h,
+           const text::Tokenizer& tokenizer, const std::vector<TokenEvent>& events, ToolCallParser::Output output);
+  ToolCallParser parser_;
+  int64_t calls_ = 0;
+};
 
 // JSON text as a response carries it: invalid UTF-8 (a token cut inside a
 // character) replaced by U+FFFD.

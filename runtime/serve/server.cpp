@@ -61,6 +61,7 @@ struct Reply {
     std::string text;               // non-streaming: everything so far
     std::vector<TokenEvent> tokens;  // non-streaming: every event, for logprobs
     std::optional<Finish> finish;
+    std::optional<ToolCallStream> tool_calls;  // streaming an answer read for tool calls
     bool role_sent = false, finish_sent = false;
   };
   std::vector<Choice> choices;  // params.n of them
@@ -124,11 +125,21 @@ bool write_some(Reply& r, httplib::DataSink& sink) {
         c.role_sent = true;
         if (!write(sse(indexed(stream_chunk(p, r.header, *r.tokenizer, {}, nullptr, /*role=*/true), i)))) return false;
       }
-      if (!events[i].empty() && !write(sse(indexed(stream_chunk(p, r.header, *r.tokenizer, events[i], nullptr), i))))
+      if (c.tool_calls) {
+        for (const json& chunk : c.tool_calls->chunks(p, r.header, *r.tokenizer, events[i]))
+          if (!write(sse(indexed(chunk, i)))) return false;
+      } else if (!events[i].empty() &&
+                 !write(sse(indexed(stream_chunk(p, r.header, *r.tokenizer, events[i], nullptr), i)))) {
         return false;
+      }
       if (c.finish && !c.finish_sent) {
         c.finish_sent = true;
-        if (!write(sse(indexed(stream_chunk(p, r.header, *r.tokenizer, {}, &*c.finish), i)))) return false;
+        if (c.tool_calls) {
+          for (const json& chunk : c.tool_calls->finish(p, r.header, *r.tokenizer, *c.finish))
+            if (!write(sse(indexed(chunk, i)))) return false;
+        } else if (!write(sse(indexed(stream_chunk(p, r.header, *r.tokenizer, {}, &*c.finish), i)))) {
+          return false;
+        }
       }
     }
     if (!all) return true;
@@ -608,6 +619,8 @@ struct Server::Impl {
     char id[32];
     std::snprintf(id, sizeof id, "%s-%llx", chat ? "chatcmpl" : "cmpl", static_cast<unsigned long long>(next_id++));
     reply->header = {id, model.name, static_cast<int64_t>(std::time(nullptr))};
+    if (reply->params.stream && reply->params.tool_format != ToolFormat::None)
+      for (Reply::Choice& c : reply->choices) c.tool_calls.emplace(reply->params);
     if (reply->params.stream) res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         reply->params.stream ? "text/event-stream" : "application/json",

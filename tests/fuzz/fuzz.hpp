@@ -40,6 +40,7 @@ void image(const uint8_t* data, size_t size);
 void data_url(const uint8_t* data, size_t size);
 void json_schema(const uint8_t* data, size_t size);
 void grammar(const uint8_t* data, size_t size);
+void tool_calls(const uint8_t* data, size_t size);
 
 // A broken promise that is not a crash: says which, then aborts (libFuzzer
 // keeps the input; the unit test dies with the message).

@@ -3,7 +3,9 @@
 // parsed (parse_json_body: nesting bounded before any tree is built) and
 // read into the request (parse_completion, for both endpoints, against the
 // demo model's SentencePiece tokenizer and chat template, a context of 256,
-// and for chat against the tiny LLaVA's, whose messages take image parts;
+// and for chat against the tiny LLaVA's, whose messages take image parts,
+// and against Qwen2.5's chat template, which teaches tool calls (tools,
+// tool_choice, messages' tool_calls, a forced call's grammar);
 // parse_embeddings against the same tokenizer as an encoder's, and the
 // response of zero vectors written in the format asked for). An
 // ApiError is an answer (the client's 4xx), as is Error(InvalidArgument),
@@ -15,6 +17,8 @@
 // fuzzes it alone for five minutes.
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "fuzz.hpp"
@@ -36,6 +40,27 @@ const Model& demo() {
   static const text::ChatTemplateSource source = *text::find_chat_template(LATHE_SOURCE_DIR "/models/demo");
   static const text::ChatTemplate chat_template = text::ChatTemplate::parse(source.text, source.origin);
   static const Model model{"demo", &tokenizer, &chat_template, source.bos_token, source.eos_token, 256};
+  return model;
+}
+
+// The demo's tokenizer under Qwen2.5's chat template, which teaches tool
+// calls (tests/data/chat_templates): `tools`, `tool_choice` and messages'
+// `tool_calls` read, and a forced call's grammar compiled.
+const Model& tools() {
+  static const text::ChatTemplate chat_template = text::ChatTemplate::parse(
+      [] {
+        std::ifstream in(LATHE_SOURCE_DIR "/tests/data/chat_templates/qwen2.5-instruct.jinja", std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }(),
+      "qwen2.5-instruct.jinja");
+  static const Model model = [] {
+    Model m = demo();
+    m.chat_template = &chat_template;
+    m.bos_token = "";
+    m.eos_token = "<|im_end|>";
+    m.tool_format = ToolFormat::Hermes;
+    return m;
+  }();
   return model;
 }
 
@@ -87,9 +112,10 @@ void lathe::fuzz::http(const uint8_t* data, size_t size) {
     if (e.status != 400) finding("a body that does not parse is not a 400");
     return;
   }
-  for (const auto& [chat, m] : {std::pair{false, &model}, std::pair{true, &model}, std::pair{true, &tiny_llava()}}) {
+  for (const auto& [chat, m] : {std::pair{false, &model}, std::pair{true, &model}, std::pair{true, &tiny_llava()},
+                                std::pair{true, &tools()}}) {
     try {
-      const CompletionParams p = parse_completion(json, chat, *m);
+      const CompletionParams p = parse_completion(json, chat, *m, body);
       const GenerationRequest& r = p.request;
       if (r.prompt.empty() || r.max_tokens < 1 || static_cast<int64_t>(r.prompt.size()) + r.max_tokens > m->context)
         finding("an accepted request does not fit the context");

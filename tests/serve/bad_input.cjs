@@ -45,7 +45,8 @@ main(() => withServer(['--parallel', '1', '--queue', '1', '--max-body', '4096'],
     isError(await complete({ model, prompt: 'a', presence_penalty: -2.5 }), 400, 'presence_penalty');
     isError(await complete({ model, prompt: 'a', max_tokens: 0 }), 400, 'max_tokens');
     isError(await complete({ model, prompt: 'a', stop: ['a', 'b', 'c', 'd', 'e'] }), 400, 'stop');
-    isError(await complete({ model, prompt: 'a', n: 2 }), 400, 'n');
+    isError(await complete({ model, prompt: 'a', n: 17 }), 400, 'n');
+    isError(await complete({ model, prompt: 'a', n: 0 }), 400, 'n');
     isError(await complete({ model, prompt: 'a', logprobs: 9 }), 400, 'logprobs');
     isError(await complete({ model, prompt: [1, 999999] }), 400, 'prompt');
   });

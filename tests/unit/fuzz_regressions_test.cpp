@@ -45,5 +45,6 @@ TEST_CASE("fuzz findings stay fixed") {
   count += replay("data_url", lathe::fuzz::data_url);
   count += replay("json_schema", lathe::fuzz::json_schema);
   count += replay("grammar", lathe::fuzz::grammar);
+  count += replay("tool_calls", lathe::fuzz::tool_calls);
   MESSAGE(count << " inputs replayed");
 }

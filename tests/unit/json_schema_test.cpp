@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/error.hpp"
+#include "runtime/grammar/grammar.hpp"
 
 using lathe::grammar::json_object_gbnf;
 using lathe::grammar::schema_to_gbnf;
@@ -213,6 +214,20 @@ TEST_CASE("json schema: $ref, recursion and rule names") {
   int n = 2;
   for (const char* name : {"root-first-name", "root-string", "root-a-b", "root-a-b-2", "root-2"})
     CHECK(rule(names, name) == R"("\"" char{0,)" + std::to_string(n++) + R"(} "\"")");
+}
+
+TEST_CASE("json schema: the documents under a rule of the caller's name, the name root left free") {
+  const ordered_json schema = ordered_json::parse(R"({"type": "object", "properties": {
+    "root": {"type": "string", "maxLength": 2}, "next": {"$ref": "#"}}, "additionalProperties": false})");
+  const std::string rules = lathe::grammar::schema_rules_gbnf(schema, "schema", "call");
+  CHECK(rule(rules, "root").empty());
+  // The property "root" takes another name; "#" is the caller's rule.
+  CHECK(rule(rules, "call") ==
+        R"("{" ws ( "\"root\"" ws ":" ws call-root ws call-tail-next | "\"next\"" ws ":" ws call ws )? "}")");
+  // Embedded by a root of the caller's.
+  CHECK_NOTHROW(lathe::grammar::Grammar::parse("root ::= \"<\" call \">\"\n" + rules, "embedded"));
+  for (const char* name : {"root", "string", "", "a b"})
+    CHECK_THROWS_AS(lathe::grammar::schema_rules_gbnf(schema, "schema", name), lathe::Error);
 }
 
 TEST_CASE("json schema: unknown keywords refused with their pointer") {

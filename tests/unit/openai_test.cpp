@@ -13,11 +13,13 @@
 
 #include "runtime/generate/images.hpp"
 #include "runtime/serve/data_url.hpp"
+#include "tests/harness/api_error.hpp"
 #include "tests/harness/tiny_llava.hpp"
 
 using namespace lathe;
 using namespace lathe::serve;
 using nlohmann::json;
+using lathe::test::error_of;
 
 namespace {
 
@@ -27,17 +29,6 @@ const text::Tokenizer& demo_tokenizer() {
 }
 
 Model demo_model(int64_t context = 256) { return Model{"demo", &demo_tokenizer(), nullptr, "<s>", "</s>", context}; }
-
-// The ApiError a call throws (status 0 when it throws none).
-template <class F>
-ApiError error_of(F f) {
-  try {
-    f();
-  } catch (const ApiError& e) {
-    return e;
-  }
-  return ApiError(0, "no error");
-}
 
 }  // namespace
 
@@ -107,14 +98,15 @@ TEST_CASE("openai: a prompt far over the context is refused from a prefix, one t
   CHECK(q.request.prompt == demo_tokenizer().encode(words.substr(0, 20000), true));
 }
 
-TEST_CASE("openai: tools and tool_choice are refused by name, their empty forms pass") {
+TEST_CASE("openai: tools on completions, tool_choice without tools and functions are refused by name, empty forms pass") {
   const Model model = demo_model();
   const auto param_of = [&](const char* extra) {
     return error_of([&] { parse_completion(parse_json_body(std::string(R"({"prompt": "a", )") + extra + "}"), false, model); })
         .param;
   };
   CHECK(param_of(R"("tools": [{"type": "function", "function": {"name": "f"}}])") == "tools");
-  CHECK(param_of(R"("tool_choice": "auto")") == "tool_choice");
+  CHECK(param_of(R"("tool_choice": "required")") == "tool_choice");
+  CHECK(param_of(R"("tool_choice": "auto")").empty());
   CHECK(param_of(R"("functions": [{"name": "f"}])") == "functions");
   CHECK(param_of(R"("tools": [], "tool_choice": "none", "response_format": {"type": "text"})").empty());
 }
