@@ -242,6 +242,14 @@ int main(int argc, char** argv) {
   serve->add_option("--queue", srv.queue, "Requests waiting for a sequence at most; more are refused with 503")
       ->capture_default_str()
       ->check(at_least(0));
+  serve->add_option("--lookup", srv.lookup,
+                    "Prompt lookup: each request proposes the tokens that followed the longest n-gram (up to N) "
+                    "ending its text, verified with the other requests' rows in one pass; 0: off")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  serve->add_option("--draft-max", srv.draft_max, "Tokens a request proposes a step at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 63));
   serve->add_flag("--no-prompt-reuse", srv.no_prompt_reuse,
                   "Prefill every prompt whole: no cached prefix (a previous turn's, or another request's) is reused");
   serve->add_option("--max-body", srv.max_body,

@@ -1,5 +1,6 @@
 // serve: the OpenAI-compatible HTTP server over a session of several
 // sequences (runtime/serve/), until SIGINT or SIGTERM.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -14,6 +15,7 @@
 
 #include "cli/model/commands.hpp"
 #include "cli/model/common.hpp"
+#include "runtime/error.hpp"
 #include "runtime/image/preprocess.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
@@ -62,11 +64,18 @@ int cmd_serve(const ServeOptions& o) {
   options.context = o.context;
   options.max_chunk = 64;  // the scheduler's prompt chunk (an encoder-decoder's source runs whole)
   options.sequences = o.parallel;
+  // Speculation: a pass holds every sequence's token and proposals, as many
+  // as a prompt chunk's rows.
+  if (o.lookup > 0) options.verify_rows = std::min<int64_t>(options.max_chunk, o.parallel * (o.draft_max + 1));
   // A decoder that cross-attends to images: the images a request may hold
   // (its sequence's cross-attention caches).
   constexpr int64_t kCrossImages = 4;
   if (m.vision != nullptr && m.vision->cross) options.images = kCrossImages;
   lathe::Session session(vk.devices(), m, split_over(options, vk));
+  if (o.lookup > 0 && !session.verifies())
+    throw lathe::Error(lathe::ErrorKind::Unsupported, std::string(m.name) +
+                                            ": --lookup needs a verification pass, which a model with state-space "
+                                            "layers or an encoder has not (its state cannot be cut back)");
   load_weights(session, checkpoint.get(), !o.no_check);
   warm_up(session, options.max_chunk);
   // A vision model's tower: a session of its own on the first device, its
@@ -87,6 +96,9 @@ int cmd_serve(const ServeOptions& o) {
   scheduling.chunk = m.encoder_decoder ? session.context() : options.max_chunk;
   scheduling.queue_limit = o.queue;
   scheduling.reuse_prompts = !o.no_prompt_reuse;
+  scheduling.lookup = o.lookup;
+  scheduling.draft_max = o.draft_max;
+  scheduling.pass_rows = session.decode_rows();
   lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);
   lathe::serve::Model model{std::string(m.name), &tokenizer, chat_template ? &*chat_template : nullptr,
                             source ? source->bos_token : "", source ? source->eos_token : "", session.context(),

@@ -546,6 +546,13 @@ void Session::truncate(int64_t sequence, int64_t position) {
   }
 }
 
+bool Session::verifies() const {
+  const Impl& s = *impl_;
+  return !s.model.encoder && !s.model.encoder_decoder && s.plan.state_layers == 0;
+}
+
+int64_t Session::decode_rows() const { return impl_->decode_rows(); }
+
 bool Session::copies() const {
   const Impl& s = *impl_;
   return !s.model.encoder && !s.model.encoder_decoder && !(s.model.vision != nullptr && s.model.vision->cross) &&
@@ -974,29 +981,47 @@ std::vector<float> Session::decode(std::span<const Step> steps) {
 }
 
 std::vector<float> Session::verify(int64_t sequence, std::span<const int32_t> tokens) {
+  std::vector<Step> rows;
+  for (int32_t token : tokens) rows.push_back({sequence, token});
+  return verify(rows);
+}
+
+std::vector<float> Session::verify(std::span<const Step> rows) {
   Impl& s = *impl_;
-  if (s.model.encoder || s.model.encoder_decoder || s.plan.state_layers > 0)
+  if (!verifies())
     throw Error(ErrorKind::Unsupported,
                 std::string(s.model.name) + (s.plan.state_layers > 0
                                                  ? ": a state-space layer's rows of one sequence in one pass would read "
                                                    "one state, and its state cannot be cut back: no verification pass"
                                                  : " decodes no rows of its own tokens: no verification pass"));
-  if (tokens.empty()) throw Error(ErrorKind::InvalidArgument, "a verification of no tokens");
-  if (static_cast<int64_t>(tokens.size()) > s.decode_rows())
-    throw Error(ErrorKind::InvalidArgument, "a verification of " + std::to_string(tokens.size()) +
+  if (rows.empty()) throw Error(ErrorKind::InvalidArgument, "a verification of no tokens");
+  if (static_cast<int64_t>(rows.size()) > s.decode_rows())
+    throw Error(ErrorKind::InvalidArgument, "a verification of " + std::to_string(rows.size()) +
                                                 " tokens: a pass holds at most " + std::to_string(s.decode_rows()) +
                                                 " (SessionOptions::verify_rows)");
-  for (int32_t token : tokens) s.check_token(token);
-  s.check_ready(sequence, tokens.size());
-  const int64_t position = s.positions[static_cast<size_t>(sequence)];
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int64_t at = position + static_cast<int64_t>(i);
-    s.io_rows()[i] = {static_cast<uint32_t>(tokens[i]), static_cast<uint32_t>(sequence), static_cast<uint32_t>(at),
-                      s.model.vision != nullptr && s.model.vision->cross ? s.image_extent(sequence, at) : 0u};
+  // Each sequence's rows together, and how many it has.
+  std::vector<size_t> count(s.positions.size(), 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    s.check_sequence(rows[i].sequence);
+    s.check_token(rows[i].token);
+    const size_t q = static_cast<size_t>(rows[i].sequence);
+    if (count[q] > 0 && rows[i - 1].sequence != rows[i].sequence)
+      throw Error(ErrorKind::InvalidArgument,
+                  "sequence " + std::to_string(q) + "'s rows of a verification are not together");
+    ++count[q];
   }
-  s.run_decode(static_cast<uint32_t>(tokens.size()));
-  s.positions[static_cast<size_t>(sequence)] += static_cast<int64_t>(tokens.size());
-  return s.read_logits(static_cast<uint32_t>(tokens.size()));
+  for (size_t q = 0; q < count.size(); ++q)
+    if (count[q] > 0) s.check_ready(static_cast<int64_t>(q), count[q]);
+  std::vector<int64_t> at(s.positions.begin(), s.positions.end());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t sequence = rows[i].sequence, position = at[static_cast<size_t>(sequence)]++;
+    s.io_rows()[i] = {static_cast<uint32_t>(rows[i].token), static_cast<uint32_t>(sequence),
+                      static_cast<uint32_t>(position),
+                      s.model.vision != nullptr && s.model.vision->cross ? s.image_extent(sequence, position) : 0u};
+  }
+  s.run_decode(static_cast<uint32_t>(rows.size()));
+  s.positions.assign(at.begin(), at.end());
+  return s.read_logits(static_cast<uint32_t>(rows.size()));
 }
 
 // The device argmax's pick in row 0 of the IO block; one past the vocabulary

@@ -226,6 +226,11 @@ class Session {
   // of one sequence would read one state) or a stack whose decode rows are
   // not its tokens' (an encoder, an encoder–decoder), before anything runs.
   std::vector<float> verify(int64_t sequence, std::span<const int32_t> tokens);
+  // The same for several sequences in one pass (the server's, each with its
+  // proposals): `rows` holds each sequence's tokens together, in order, at
+  // consecutive positions from its own; a sequence's rows not together is
+  // Error(InvalidArgument). The logits [rows.size()][vocab], row for row.
+  std::vector<float> verify(std::span<const Step> rows);
   // Greedy decoding on the device: feeds `token`, then each step's argmax,
   // `steps` times; returns the picks. No logits are read back: a row of NaN
   // (the device's argmax finds no largest value) is Error(BadFile) naming
@@ -269,7 +274,9 @@ class Session {
   // an encoder's nothing) and for a split over processes (the other ranks'
   // caches are theirs).
   void copy(int64_t from, int64_t to, int64_t count);
-  bool copies() const;  // whether copy() runs here (the stack and the split allow it)
+  bool copies() const;   // whether copy() runs here (the stack and the split allow it)
+  bool verifies() const;  // whether verify() runs here (no state-space layer; a decoder of its own tokens)
+  int64_t decode_rows() const;  // the rows a decode or verification pass holds: max(sequences, verify_rows)
 
   size_t dispatches_per_token() const;  // of a decode step
   const plan::DeviceClass& device_class() const;  // the plan's class the session runs

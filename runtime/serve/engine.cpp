@@ -35,6 +35,10 @@ void Engine::truncate(int64_t, int64_t) { throw Error(ErrorKind::Unsupported, "t
 
 void Engine::copy(int64_t, int64_t, int64_t) { throw Error(ErrorKind::Unsupported, "this engine reuses no cache"); }
 
+std::vector<float> Engine::verify(std::span<const Step>) {
+  throw Error(ErrorKind::Unsupported, "this engine verifies no proposals");
+}
+
 void Engine::cross_images(int64_t, std::span<const float>, std::span<const int64_t>) {
   throw Error(ErrorKind::Unsupported, "this model takes no images through cross-attention");
 }

@@ -60,6 +60,11 @@ class Engine {
   virtual int64_t rewind_floor(int64_t sequence) const;
   virtual void truncate(int64_t sequence, int64_t position);
   virtual void copy(int64_t from, int64_t to, int64_t count);
+  // Speculative decoding: whether a pass verifies proposals, and the pass
+  // (Session::verify: each sequence's tokens together, consecutive
+  // positions; the logits of every row). The default: none (Unsupported).
+  virtual bool verifies() const { return false; }
+  virtual std::vector<float> verify(std::span<const Step> rows);
 };
 
 // A Session as an Engine; a vision model's with its tower's session
@@ -83,6 +88,8 @@ class SessionEngine final : public Engine {
   int64_t rewind_floor(int64_t sequence) const override { return session_.rewind_floor(sequence); }
   void truncate(int64_t sequence, int64_t position) override { session_.truncate(sequence, position); }
   void copy(int64_t from, int64_t to, int64_t count) override { session_.copy(from, to, count); }
+  bool verifies() const override { return session_.verifies(); }
+  std::vector<float> verify(std::span<const Step> rows) override { return session_.verify(rows); }
 
  private:
   Session& session_;

@@ -6,6 +6,7 @@
 
 #include "core/plan.hpp"
 #include "runtime/error.hpp"
+#include "runtime/generate/speculate.hpp"
 
 namespace lathe::serve {
 
@@ -91,6 +92,7 @@ struct Scheduler::Slot {
   int32_t choice = 0;    // Queued::choice
   bool waiting = false;  // a later choice waiting for its first choice's prompt, to copy its cache
   int64_t cached = 0;    // prompt tokens reused
+  std::vector<int32_t> history;  // with speculation: the prompt and every token sampled, for prompt lookup
 };
 
 namespace {
@@ -230,7 +232,7 @@ void Scheduler::release(size_t index, Finish finish) {
   if (failure) std::rethrow_exception(failure);
 }
 
-std::string Scheduler::sample(Slot& slot, std::span<const float> logits) {
+std::string Scheduler::sample(Slot& slot, std::span<const float> logits, int32_t proposal) {
   TokenEvent event;
   check_logits(logits, slot.generated == 0 ? std::string("the prompt's pass")
                                            : "decode step " + std::to_string(slot.generated));
@@ -249,9 +251,13 @@ std::string Scheduler::sample(Slot& slot, std::span<const float> logits) {
       return "error";
     }
   } else {
-    event.token = slot.sampler.sample(logits);
+    event.token = proposal >= 0 ? slot.sampler.sample_proposal(logits, proposal) : slot.sampler.sample(logits);
   }
   ++slot.generated;
+  if (options_.lookup > 0) {  // what prompt lookup looks in
+    if (slot.history.empty()) slot.history = slot.request.prompt;
+    slot.history.push_back(event.token);
+  }
   if (slot.request.top_logprobs >= 0) fill_logprobs(logits, event, slot.request.top_logprobs);
   const text::StopChecker::Step step = slot.stop.push(event.token, slot.decoder.push(event.token));
   event.text = step.text;
@@ -458,25 +464,56 @@ bool Scheduler::step() {
       }
     }
 
-    // 4. One decode pass over every request with a token to feed.
-    std::vector<Engine::Step> steps;
-    std::vector<size_t> rows;
+    // 4. One decode pass over every request with a token to feed, with
+    // each one's proposals where it speculates.
+    std::vector<size_t> feeding;
     for (size_t i = 0; i < slots_.size(); ++i)
-      if (slots_[i] && slots_[i]->next >= 0) {
-        steps.push_back({static_cast<int64_t>(i), slots_[i]->next});
-        rows.push_back(i);
-      }
+      if (slots_[i] && slots_[i]->next >= 0) feeding.push_back(i);
+    std::vector<Engine::Step> steps;
+    std::vector<std::vector<int32_t>> proposed(feeding.size());
+    int64_t spare = std::max<int64_t>(options_.pass_rows, static_cast<int64_t>(feeding.size())) -
+                    static_cast<int64_t>(feeding.size());
+    for (size_t f = 0; f < feeding.size(); ++f) {
+      Slot& s = *slots_[feeding[f]];
+      steps.push_back({static_cast<int64_t>(feeding[f]), s.next});
+      if (options_.lookup <= 0 || s.request.grammar || spare <= 0 || !engine_.verifies()) continue;
+      // What fits the pass, the context and the tokens still to come.
+      const int64_t most = std::min<int64_t>({options_.draft_max, spare, engine_.context() - s.position - 1,
+                                              static_cast<int64_t>(s.request.max_tokens) - s.generated - 1});
+      if (most <= 0) continue;
+      proposed[f] = text::lookup_proposals(s.history, options_.lookup, static_cast<size_t>(most));
+      for (int32_t t : proposed[f]) steps.push_back({static_cast<int64_t>(feeding[f]), t});
+      spare -= static_cast<int64_t>(proposed[f].size());
+    }
     if (!steps.empty()) {
-      const std::vector<float> logits = engine_.decode(steps);
+      const bool speculated = steps.size() > feeding.size();
+      const std::vector<float> logits = speculated ? engine_.verify(steps) : engine_.decode(steps);
       const size_t vocab = logits.size() / steps.size();
-      for (size_t r = 0; r < rows.size(); ++r) {
-        Slot& s = *slots_[rows[r]];
-        ++s.position;
-        const std::string reason = sample(s, std::span(logits).subspan(r * vocab, vocab));
-        if (!reason.empty()) release(rows[r], {reason, s.error, 0, 0});
+      size_t row = 0, drafted = 0, kept = 0;
+      for (size_t f = 0; f < feeding.size(); ++f) {
+        Slot& s = *slots_[feeding[f]];
+        const std::vector<int32_t>& mine = proposed[f];
+        drafted += mine.size();
+        // Row j judges proposal j (the last row: the target's own token);
+        // the first rejected one's rows after it are cut back.
+        for (size_t j = 0; j <= mine.size(); ++j) {
+          ++s.position;
+          const int32_t proposal = j < mine.size() ? mine[j] : -1;
+          const std::string reason = sample(s, std::span(logits).subspan((row + j) * vocab, vocab), proposal);
+          const bool accepted = proposal >= 0 && reason.empty() && s.next == proposal;
+          if (!reason.empty() || !accepted) {
+            if (j < mine.size()) engine_.truncate(static_cast<int64_t>(feeding[f]), s.position);
+            if (!reason.empty()) release(feeding[f], {reason, s.error, 0, 0});
+            break;
+          }
+          ++kept;
+        }
+        row += 1 + mine.size();
       }
       std::lock_guard lock(mutex_);
       ++stats_.decode_steps;
+      stats_.draft_tokens += static_cast<int64_t>(drafted);
+      stats_.draft_accepted += static_cast<int64_t>(kept);
     }
   } catch (const std::exception& e) {
     // The engine failed: every running request ends with the error; the

@@ -130,6 +130,13 @@ struct SchedulerOptions {
   int64_t chunk = 64;         // prompt tokens per prefill pass
   int64_t queue_limit = 64;   // requests waiting for a sequence; beyond it submit() refuses
   bool reuse_prompts = true;  // cached prefixes skip their prefill (where the engine reuses caches)
+  // Speculative decoding by prompt lookup (text::lookup_proposals): each
+  // request without a grammar proposes up to draft_max tokens a step from
+  // n-grams up to `lookup` long (0: off), every request's verified in the
+  // one decode pass, at most `pass_rows` rows in all (the engine's).
+  int32_t lookup = 0;
+  int32_t draft_max = 8;
+  int64_t pass_rows = 0;  // 0: a row a sequence
 };
 
 struct SchedulerStats {
@@ -139,6 +146,7 @@ struct SchedulerStats {
   int64_t decode_steps = 0;                          // decode passes
   int64_t images = 0;                                // images encoded (an image twice in a request: once)
   int64_t cached_tokens = 0;                         // prompt tokens whose prefill reuse spared
+  int64_t draft_tokens = 0, draft_accepted = 0;      // speculation: tokens proposed, and kept
   double busy_seconds = 0;                           // engine time (prefill and decode)
 };
 
@@ -192,7 +200,8 @@ class Scheduler {
   int64_t reusable(const GenerationRequest& request, size_t from) const;
   bool step();  // one iteration; false when stopping
   // Samples the slot's next token; the finish reason when it was the last, else "".
-  std::string sample(Slot& slot, std::span<const float> logits);
+  // `proposal` ≥ 0: a speculated token this row judges (Sampler::sample_proposal).
+  std::string sample(Slot& slot, std::span<const float> logits, int32_t proposal = -1);
   void release(size_t index, Finish finish);
 
   Engine& engine_;

@@ -699,6 +699,10 @@ struct Server::Impl {
     metric("lathe_prompt_tokens_cached_total", "counter",
            "Prompt tokens whose prefill a cached prefix spared (prompt reuse).",
            sample("lathe_prompt_tokens_cached_total", static_cast<double>(s.cached_tokens)));
+    metric("lathe_draft_tokens_total", "counter", "Tokens proposed by speculation (--lookup), verified by the model.",
+           sample("lathe_draft_tokens_total", static_cast<double>(s.draft_tokens)));
+    metric("lathe_draft_accepted_total", "counter", "Proposed tokens the model kept.",
+           sample("lathe_draft_accepted_total", static_cast<double>(s.draft_accepted)));
     metric("lathe_images_total", "counter", "Images encoded by the vision tower (once per distinct image of a request).",
            sample("lathe_images_total", static_cast<double>(s.images)));
     metric("lathe_busy_seconds_total", "counter", "Engine time spent on prefill and decode.",

@@ -122,6 +122,23 @@ class FakeEngine final : public Engine {
     histories_.at(static_cast<size_t>(to)).assign(h.begin(), h.begin() + count);
     ++copies;
   }
+  // Speculation, where `reuse` is set: each row appended to its sequence's
+  // history, its logits that history's.
+  bool verifies() const override { return reuse; }
+  std::vector<float> verify(std::span<const Step> rows) override {
+    std::lock_guard lock(mutex_);
+    std::vector<float> out;
+    for (const Step& st : rows) {
+      auto& h = histories_.at(static_cast<size_t>(st.sequence));
+      h.push_back(st.token);
+      REQUIRE(static_cast<int64_t>(h.size()) <= context_);
+      const std::vector<float> row = logits(h);
+      out.insert(out.end(), row.begin(), row.end());
+    }
+    widest = std::max(widest, rows.size());
+    ++verifications;
+    return out;
+  }
   void hold(bool closed) {
     {
       std::lock_guard lock(mutex_);
@@ -138,7 +155,8 @@ class FakeEngine final : public Engine {
   std::vector<float> spliced;  // each spliced row's first feature, in order
   bool reuse = false;
   int64_t floor = std::numeric_limits<int32_t>::max();
-  int truncates = 0, copies = 0;
+  int truncates = 0, copies = 0, verifications = 0;
+  int32_t cycle = 0;  // > 0: the likeliest token follows from the last, so text repeats (what lookup finds)
 
  private:
   std::vector<float> logits(const std::vector<int32_t>& h) const {
@@ -149,6 +167,7 @@ class FakeEngine final : public Engine {
       state ^= state << 13, state ^= state >> 7, state ^= state << 17;
       out[v] = static_cast<float>(state % 10000) / 1000.0f;
     }
+    if (cycle > 0 && !h.empty()) out[static_cast<size_t>((h.back() * 7 + 3) % cycle + 10)] += 100;
     out[static_cast<size_t>(eos_)] = -std::numeric_limits<float>::infinity();  // every request runs to max_tokens
     if (h.size() == nan_at) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
     return out;
@@ -542,4 +561,44 @@ TEST_CASE("scheduler: n choices prefill the prompt once, each sampled with its o
   Scheduler s(engine, demo_tokenizer(), tight);
   CHECK(s.submit(request(prompt, 4), 3).empty());  // one sequence and one place: no room for three
   CHECK_THROWS_AS(s.submit(request(prompt, 4), 0), Error);
+}
+
+TEST_CASE("scheduler: prompt lookup verifies every request's proposals in one pass, greedy tokens unchanged") {
+  std::vector<Result> plain;
+  const auto requests = [] {
+    std::vector<GenerationRequest> r;
+    for (int i = 0; i < 4; ++i) r.push_back(request(prompt_of(i, 12 + 5 * static_cast<size_t>(i)), 30 + i));
+    return r;
+  };
+  {
+    FakeEngine engine = make_engine(3);
+    engine.cycle = 11;
+    Scheduler s(engine, demo_tokenizer());
+    for (GenerationRequest& r : requests()) plain.push_back(collect(*s.submit(std::move(r))));
+  }
+  FakeEngine engine = make_engine(3);
+  engine.cycle = 11;
+  engine.reuse = true;
+  SchedulerOptions o;
+  o.lookup = 3;
+  o.draft_max = 4;
+  o.pass_rows = 9;
+  Scheduler s(engine, demo_tokenizer(), o);
+  std::vector<std::shared_ptr<Generation>> running;
+  for (GenerationRequest& r : requests()) running.push_back(s.submit(std::move(r)));
+  for (size_t i = 0; i < running.size(); ++i) {
+    CAPTURE(i);
+    const Result r = collect(*running[i]);
+    CHECK(r.tokens == plain[i].tokens);
+    CHECK(r.finish.completion_tokens == plain[i].finish.completion_tokens);
+  }
+  const SchedulerStats stats = s.stats();
+  MESSAGE(stats.draft_accepted << " of " << stats.draft_tokens << " proposals kept in " << stats.decode_steps
+                               << " passes");
+  CHECK(engine.verifications > 0);
+  CHECK(stats.draft_tokens > 0);
+  CHECK(stats.draft_accepted > stats.draft_tokens / 2);  // the text repeats
+  CHECK(engine.widest <= 9);
+  CHECK(engine.widest > 3);  // several requests' proposals in one pass
+  CHECK(engine.truncates > 0);  // some were rejected and cut back
 }
