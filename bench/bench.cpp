@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -208,6 +209,7 @@ struct Options {
   std::string mla_form;                     // --mla-form: latent attention's form in a prompt chunk (empty: the class's)
   int64_t attention_splits = 0;             // --attention-splits: key ranges of attention (0: the class's)
   std::vector<int64_t> mask_vocabs;         // --grammar-mask: a grammar's mask over vocabularies of these sizes
+  int64_t verify = 0;                       // --verify: a verification pass of 1 … this many rows against a decode step
 };
 
 // "rows,tokens,texels[,subgroups]/…" as tiles; throws InvalidArgument naming the option.
@@ -822,6 +824,53 @@ int run_grammar_mask(const Options& opt) {
 
 }  // namespace
 
+// Speculative decoding's cost: a verification pass of k rows (the token and
+// k − 1 proposals; Session::verify) at --profile-depth cached tokens, against
+// a decode step, each the median of several, cut back after each.
+int run_verify(const Options& opt) {
+  const ModelInfo& m = model_info();
+  const std::unique_ptr<vk::Context> context = open_device(opt.device);
+  vk::Device& device = context->device();
+  const int64_t depth = opt.profile_depth, repeats = opt.quick ? 3 : 15;
+  SessionOptions so;
+  so.context = std::min<int64_t>(m.max_context, depth + opt.verify + 1);
+  so.verify_rows = opt.verify;
+  so.max_chunk = std::max<int64_t>(so.max_chunk, opt.verify);
+  Session session(device, m, so);
+  upload_random(session);
+  session.warm_up(std::min<int64_t>(depth, so.max_chunk));
+  std::vector<int32_t> prompt(static_cast<size_t>(depth));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 3) % static_cast<size_t>(m.vocab));
+  if (depth > 0) session.prefill(prompt);
+  const auto median_ms = [&](const std::function<void()>& pass) {
+    std::vector<double> ms;
+    for (int64_t r = -1; r < repeats; ++r) {  // one untimed: a first dispatch at a new size
+      const auto start = std::chrono::steady_clock::now();
+      pass();
+      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      session.truncate(0, depth);
+      if (r >= 0) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  const double step = median_ms([&] { session.decode(5); });
+  std::printf("device: %s (driver %s), class %s; %s at %lld cached tokens: a decode step %.2f ms (median of %lld)\n",
+              device.info().name.c_str(), device.info().driver_name.c_str(),
+              std::string(session.device_class().name).c_str(), std::string(m.name).c_str(),
+              static_cast<long long>(depth), step, static_cast<long long>(repeats));
+  std::printf("\n| rows verified | ms a pass | vs a decode step | ms a row |\n|---:|---:|---:|---:|\n");
+  for (int64_t k = 1; k <= opt.verify; ++k) {
+    const std::vector<int32_t> rows(static_cast<size_t>(k), 5);
+    const double pass = median_ms([&] { session.verify(0, rows); });
+    std::printf("| %lld | %.2f | %.2f× | %.2f |\n", static_cast<long long>(k), pass, pass / step,
+                pass / static_cast<double>(k));
+    std::fflush(stdout);
+  }
+  if (opt.quick) std::printf("--quick: few repeats, not a measurement\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"Prefill and decode tokens/s of " + std::string(model_info().name) +
                " with the memory-bandwidth roofline (random weights)"};
@@ -877,8 +926,13 @@ int main(int argc, char** argv) {
                  "decode step (e.g. 32000,150000)")
       ->delimiter(',')
       ->check(CLI::Range(300, 1 << 20));
+  app.add_option("--verify", opt.verify,
+                 "Instead of the table: a verification pass (speculative decoding) of 1 … this many rows at "
+                 "--profile-depth cached tokens, against a decode step (e.g. 9: a token and 8 proposals)")
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
   try {
+    if (opt.verify > 0) return run_verify(opt);
     if (!opt.mask_vocabs.empty()) return run_grammar_mask(opt);
     if (!opt.profile.empty()) return run_profile(opt);
     if (model_info().encoder) return run_encoder(opt);

@@ -650,8 +650,10 @@ bool Session::pipelines_cached() const {
 void Session::warm_up(int64_t rows, const WarmUpProgress& progress) {
   const Impl& s = *impl_;
   reset();
-  // Room for the prompt, a decode step and a batched step after it.
-  const bool several = s.positions.size() > 1 && !s.model.encoder;
+  // Room for the prompt, a decode step and a batched step after it (of
+  // several sequences, or a verification's rows of one: the same kernels).
+  const bool verifying = s.positions.size() == 1 && s.options.verify_rows > 1 && verifies();
+  const bool several = (s.positions.size() > 1 && !s.model.encoder) || verifying;
   const int64_t n = std::clamp<int64_t>(std::min({rows, s.context - (several ? 2 : 1), s.options.max_chunk}), 1, s.context);
   const bool decodes = n < s.context && !s.model.encoder;  // an encoder has no decode step
   const bool batched = several && n + 1 < s.context;
@@ -673,7 +675,8 @@ void Session::warm_up(int64_t rows, const WarmUpProgress& progress) {
     stage("batched decode");
     std::vector<Step> steps;
     for (size_t i = 0; i < s.positions.size(); ++i) steps.push_back({static_cast<int64_t>(i), 0});
-    decode(steps);
+    if (verifying) verify(0, std::vector<int32_t>{0, 0});
+    else decode(steps);
   }
   if (progress) progress("", stages, stages);
   reset();
