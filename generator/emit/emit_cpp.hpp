@@ -32,9 +32,10 @@ std::string emit_model_header(const spec::Spec& spec, const lower::ModelPlan& mo
 // with the diagnostics when the spec cannot be lowered.
 std::string emit_model_header(const spec::Spec& spec, const std::string& spec_path, const std::string& header_name);
 
-// model.cpp: defines lathe::model_info() and lathe::vision_info() (the
+// model.cpp: defines lathe::model_info(), lathe::vision_info() (the
 // tower's build of a [vision] spec, emitted into tower.hpp; null without)
-// for the generic runtime.
+// and lathe::draft_info() (the draft's build; null without) for the
+// generic runtime.
 std::string emit_model_source(const spec::Spec& spec, const std::string& spec_path);
 
 // Writes `text` to `path` unless the file already holds exactly that, so that

@@ -78,5 +78,9 @@ const ModelInfo& model_info();
 // rows are an image's unfolded patches and whose output rows, of the
 // decoder's width, are spliced into its prompt. Null: the model has none.
 const ModelInfo* vision_info();
+// The build of its draft (`lathe gen --draft`, `lathe build --draft`): a
+// smaller decoder of the same vocabulary whose proposals the model verifies
+// (speculative decoding, docs/speculative.md). Null: the build has none.
+const ModelInfo* draft_info();
 
 }  // namespace lathe
