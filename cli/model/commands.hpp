@@ -34,6 +34,11 @@ struct TextOptions {
   // At most one: the text a grammar accepts (GBNF, inline or a file) or a
   // JSON schema's documents (inline or a file).
   std::string grammar, grammar_file, json_schema, json_schema_file;
+  // A build with a draft (draft_info()): its checkpoint (empty: random
+  // weights), and the draft's likeliest token's probability below which it
+  // stops proposing.
+  std::string draft_weights;
+  float draft_min_p = 0.75f;
 };
 
 // Greedy generation from token ids (text in and out comes with the

@@ -217,6 +217,14 @@ lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::s
                                        (dir.empty() ? std::string(".") : dir.string()) + "; give --tokenizer");
 }
 
+bool has_tokenizer(const std::string& weights) {
+  namespace fs = std::filesystem;
+  const fs::path w(weights);
+  if (w.extension() == ".gguf") return true;
+  const fs::path dir = fs::is_directory(w) ? w : w.parent_path();
+  return fs::exists(dir / "tokenizer.json") || fs::exists(dir / "tokenizer.model");
+}
+
 std::string read_text_file(const std::string& path, const std::string& option) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::NotFound, option + " " + path + ": cannot open");

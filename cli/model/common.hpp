@@ -159,6 +159,9 @@ std::vector<int32_t> parse_tokens(const std::string& text, const std::string& op
 lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::string& weights,
                                       const std::string& needer = "--prompt");
 
+// Whether load_tokenizer finds a tokenizer beside the weights.
+bool has_tokenizer(const std::string& weights);
+
 // The whole of the file at `path`, as bytes; `option` names it in errors.
 std::string read_text_file(const std::string& path, const std::string& option);
 

@@ -185,6 +185,13 @@ int main(int argc, char** argv) {
     c->add_option("--draft-max", text.generate.draft_max, "Tokens proposed a step at most")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
+    c->add_option("--draft-weights", text.draft_weights,
+                  "The draft's checkpoint (a build with a draft: lathe build --draft; default: random weights)")
+        ->check(CLI::ExistingPath);
+    c->add_option("--draft-min-p", text.draft_min_p,
+                  "The draft stops proposing where its likeliest token is less likely than this; 0: never")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
   };
 
   auto* generate = app.add_subcommand(

@@ -68,13 +68,14 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
   // after one of its tokens), the row whose logits decide the next token,
   // the proposal that row judges (-1: none; the token is sampled plainly),
   // and the position of the pass's first row.
-  const bool speculate = options.lookup > 0 && !constraint;
+  const bool speculate = (options.lookup > 0 || options.draft != nullptr) && !constraint;
   if (speculate && (source || session.model().plan.state_layers > 0))
     throw Error(ErrorKind::Unsupported,
                 std::string(session.model().name) +
                     (source ? " is an encoder-decoder" : " has state-space layers, whose state cannot be cut back") +
-                    ": no speculative decoding (--lookup)");
+                    ": no speculative decoding (--lookup, a draft)");
   std::vector<int32_t> history(ids.begin(), ids.end()), proposed;
+  std::vector<std::vector<float>> drawn;  // a draft's: each proposal's distribution
   std::vector<float> verified;
   size_t row = 0;
   int32_t proposal = -1;
@@ -87,7 +88,8 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
     check_logits(current, stats.new_tokens == 0 ? std::string("the prompt's pass")
                                                 : "decode step " + std::to_string(stats.new_tokens));
     if (proposal >= 0) {
-      token = sampler.sample_proposal(current, proposal);
+      token = sampler.sample_proposal(current, proposal,
+                                      drawn.empty() ? std::span<const float>() : std::span<const float>(drawn[row]));
       if (token == proposal) ++stats.draft_accepted;
     } else {
       token = constraint ? constraint->sample(sampler, current) : sampler.sample(current);
@@ -127,7 +129,15 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
     most = std::min<size_t>(most, static_cast<size_t>(session.context() - fed - 1));
     if (options.max_new_tokens > 0)
       most = std::min<size_t>(most, static_cast<size_t>(options.max_new_tokens) - stats.new_tokens - 1);
-    proposed = speculate && most > 0 ? lookup_proposals(history, options.lookup, most) : std::vector<int32_t>{};
+    proposed.clear();
+    drawn.clear();
+    if (speculate && most > 0 && options.draft) {
+      Draft::Proposals p = options.draft->propose(history, most);
+      proposed = std::move(p.tokens);
+      drawn = std::move(p.q);
+    } else if (speculate && most > 0) {
+      proposed = lookup_proposals(history, options.lookup, most);
+    }
     if (proposed.empty()) {
       logits = session.decode(token);
       current = logits;

@@ -12,6 +12,7 @@
 #include "runtime/generate/constraint.hpp"
 #include "runtime/generate/images.hpp"
 #include "runtime/generate/sampler.hpp"
+#include "runtime/generate/speculate.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
 
@@ -38,6 +39,9 @@ struct GenerateOptions {
   // verification pass (Error(Unsupported) naming why).
   int32_t lookup = 0;
   int32_t draft_max = 8;
+  // A draft model proposes instead (speculate.hpp; not owned), each
+  // proposal judged against the distribution it was drawn from.
+  Draft* draft = nullptr;
 };
 
 struct GenerateStats {

@@ -302,6 +302,15 @@ int32_t Sampler::sample(std::span<const float> logits) {
   return remember(candidates_[options_.temperature == 0 ? 0 : draw(end, total)].id);
 }
 
+int32_t Sampler::sample(std::span<const float> logits, std::vector<float>& probabilities) {
+  size_t end = 0;
+  const double total = distribution(logits, end);
+  probabilities.assign(logits.size(), 0.0f);
+  for (size_t i = 0; i < end; ++i)
+    probabilities[static_cast<size_t>(candidates_[i].id)] = static_cast<float>(candidates_[i].value / total);
+  return remember(candidates_[options_.temperature == 0 ? 0 : draw(end, total)].id);
+}
+
 int32_t Sampler::sample_proposal(std::span<const float> logits, int32_t proposal, std::span<const float> draft) {
   if (!draft.empty() && draft.size() != logits.size())
     invalid("Sampler::sample_proposal: the draft's " + std::to_string(draft.size()) + " probabilities are not the " +

@@ -73,6 +73,9 @@ class Sampler {
   // allowed: the pick is among them, uniformly. Remembered tokens at or
   // beyond logits.size() are ignored.
   int32_t sample(std::span<const float> logits);
+  // The same, and the distribution the token was drawn from into
+  // `probabilities` ([vocab]; greedy: 1 at the argmax): a draft model's q.
+  int32_t sample(std::span<const float> logits, std::vector<float>& probabilities);
   // Speculative decoding's rule: `proposal`, drawn by a draft from its
   // distribution `draft` (q, over the vocabulary; empty: a point mass on
   // the proposal, as prompt lookup proposes), is kept with probability
