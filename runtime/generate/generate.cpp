@@ -96,6 +96,7 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
     }
     if (stats.new_tokens == 0) prefilled = Clock::now();
     ++stats.new_tokens;
+    stats.tokens.push_back(token);
     history.push_back(token);
     const StopChecker::Step step = stop.push(token, decoder.push(token));
     if (!step.text.empty()) on_text(step.text);

@@ -53,6 +53,7 @@ struct GenerateStats {
   // Speculation: tokens proposed and kept, and the target's passes after
   // the prompt (decode steps and verifications).
   size_t draft_tokens = 0, draft_accepted = 0, target_passes = 0;
+  std::vector<int32_t> tokens;  // the tokens sampled, in order
 };
 
 // The ids of `prompt` as the session's cache continues it: with the

@@ -18,6 +18,7 @@
 #include "core/manifest.hpp"
 #include "generator/spec/parse.hpp"
 #include "runtime/error.hpp"
+#include "runtime/generate/generate.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/reference/reference.hpp"
 #include "runtime/vk/device_features.hpp"
@@ -566,6 +567,43 @@ TEST_CASE_FIXTURE(test::VulkanTest, "a verification pass gives each row the bits
   }
   CHECK_THROWS_WITH_AS(session.verify(0, random_tokens(7, 54)), doctest::Contains("at most 6"), Error);
   CHECK(session.position() == 18);
+}
+
+TEST_CASE_FIXTURE(test::VulkanTest, "speculation by prompt lookup gives the greedy tokens of plain decoding") {
+  // generate() with proposals from the prompt and the output, verified a
+  // pass at a time and cut back where refused, against plain decode steps:
+  // the same tokens, since each verified row has a decode step's bits.
+  const text::Tokenizer tokenizer =
+      text::Tokenizer::from_hf(LATHE_SOURCE_DIR "/tests/data/tokenizers/llama2-special.json");
+  const std::vector<int32_t> motif = random_tokens(6, 61);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), motif.begin(), motif.end());
+  text::GenerateOptions plain;
+  plain.sampling.temperature = 0;
+  plain.max_new_tokens = 40;
+  plain.stop_at_eos = false;
+  text::GenerateOptions speculated = plain;
+  speculated.lookup = 2;
+  speculated.draft_max = 4;
+  SessionOptions options;
+  options.verify_rows = 5;
+  Session session(device, model_info(), options);
+  upload_all(session);
+  text::Sampler greedy(plain.sampling);
+  const auto quiet = [](std::string_view) {};
+  if (model_info().plan.state_layers > 0) {
+    CHECK_THROWS_WITH_AS(text::generate(session, tokenizer, greedy, prompt, speculated, quiet),
+                         doctest::Contains("no speculative decoding"), Error);
+    return;
+  }
+  const text::GenerateStats with = text::generate(session, tokenizer, greedy, prompt, speculated, quiet);
+  session.reset();
+  const text::GenerateStats without = text::generate(session, tokenizer, greedy, prompt, plain, quiet);
+  MESSAGE(with.draft_accepted << " of " << with.draft_tokens << " proposals kept, " << with.target_passes
+                              << " passes for " << with.new_tokens << " tokens");
+  CHECK(with.tokens == without.tokens);
+  CHECK(with.draft_tokens > 0);  // the motif repeats: lookup proposes
+  CHECK(with.new_tokens == 40);
 }
 
 // Issue 29's one-machine split: the one device opened again as a second
