@@ -120,6 +120,8 @@ struct ServeOptions {
   int64_t parallel = 1, context = 0, queue = 64, max_body = 0;  // max_body 0: 1 MiB, 32 MiB with images
   bool no_prompt_reuse = false;  // every prompt prefilled whole (--no-prompt-reuse)
   int32_t lookup = 0, draft_max = 8;  // speculative decoding by prompt lookup (--lookup, --draft-max)
+  std::string draft_weights;          // a build with a draft: its checkpoint (random weights without)
+  float draft_min_p = 0.75f;
   int64_t max_bodies = 0;                                        // 0: ServerOptions' default
   double read_timeout = 30, write_timeout = 30, keep_alive = 5, grace = 15;
   int keep_alive_max = 100, http_threads = 0;

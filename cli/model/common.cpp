@@ -217,6 +217,37 @@ lathe::text::Tokenizer load_tokenizer(const std::string& tokenizer, const std::s
                                        (dir.empty() ? std::string(".") : dir.string()) + "; give --tokenizer");
 }
 
+namespace {
+lathe::SessionOptions draft_options(const lathe::ModelInfo& m, int64_t context, int64_t sequences) {
+  if (m.max_context < context)
+    throw Error(ErrorKind::InvalidArgument, "the draft " + std::string(m.name) + " holds " +
+                                                std::to_string(m.max_context) + " positions, fewer than the " +
+                                                std::to_string(context) + " of the context (lower --context)");
+  lathe::SessionOptions so;
+  so.context = context;
+  so.sequences = sequences;
+  so.max_chunk = std::max<int64_t>(so.max_chunk, sequences);
+  return so;
+}
+}  // namespace
+
+DraftSession::DraftSession(const lathe::ModelInfo& m, const std::string& weights, float min_p, bool check,
+                           const lathe::text::Tokenizer& tokenizer, lathe::vk::Device& device, int64_t context,
+                           int64_t sequences)
+    : checkpoint(weights.empty() ? nullptr : lathe::open_checkpoint(m, weights)),
+      session(device, m, draft_options(m, context, sequences)),
+      model(session),
+      draft(model, sequences, min_p) {
+  if (!weights.empty() && has_tokenizer(weights)) {
+    const std::string differs = lathe::text::vocabulary_mismatch(tokenizer, load_tokenizer("", weights, "--draft-weights"));
+    if (!differs.empty())
+      throw Error(ErrorKind::InvalidArgument, "--draft-weights " + weights + ": the draft's vocabulary is not the model's: " +
+                                                  differs);
+  }
+  load_weights(session, checkpoint.get(), check);
+  session.warm_up(std::min<int64_t>(session.context(), 64));
+}
+
 bool has_tokenizer(const std::string& weights) {
   namespace fs = std::filesystem;
   const fs::path w(weights);

@@ -16,6 +16,7 @@
 
 #include "core/contract.hpp"
 #include "runtime/generate/images.hpp"
+#include "runtime/generate/speculate.hpp"
 #include "runtime/image/preprocess.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/model/stage_link.hpp"
@@ -145,6 +146,20 @@ class ImageEncoder {
 };
 std::vector<lathe::text::ImageFeatures> image_features(const std::string& weights, const std::vector<std::string>& images,
                                                bool check, lathe::vk::Device& device);
+
+// A build's draft (draft_info()): a session of its own on `device` with
+// `sequences` sequences of `context` positions, its weights from
+// `weights` (random without), its tokenizer (where one is beside them)
+// spelling every token as the model's `tokenizer` (Error naming the first
+// that differs), proposing through `draft` (stopping below `min_p`).
+struct DraftSession {
+  DraftSession(const lathe::ModelInfo& m, const std::string& weights, float min_p, bool check,
+               const lathe::text::Tokenizer& tokenizer, lathe::vk::Device& device, int64_t context, int64_t sequences);
+  std::unique_ptr<lathe::weights::Checkpoint> checkpoint;
+  lathe::Session session;
+  lathe::text::SessionDraft model;
+  lathe::text::Draft draft;
+};
 
 // "weights 3.29 MiB, KV cache 1.50 MiB": what the session holds on the device.
 std::string memory_text(const lathe::Session& session);

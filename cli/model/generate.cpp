@@ -67,7 +67,7 @@ struct TextRun {
                 << " samples this text again)\n";
     load_weights(session, checkpoint.get(), !o.no_check);
     if (const lathe::ModelInfo* d = lathe::draft_info()) {
-      draft.emplace(o, *d, tokenizer, vk.device(), session.context());
+      draft.emplace(*d, o.draft_weights, o.draft_min_p, !o.no_check, tokenizer, vk.device(), session.context(), 1);
       generate.draft = &draft->draft;
     } else if (!o.draft_weights.empty()) {
       throw Error(ErrorKind::InvalidArgument, "--draft-weights " + o.draft_weights + ": " +
@@ -75,37 +75,6 @@ struct TextRun {
                                                   "'s build has no draft (lathe build MODEL --draft DRAFT)");
     }
   }
-  // The build's draft: a session of its own on the first device, its
-  // weights from --draft-weights (random without), its tokenizer (where one
-  // is beside them) spelling every token as the model's.
-  struct DraftRun {
-    DraftRun(const TextOptions& o, const lathe::ModelInfo& m, const lathe::text::Tokenizer& tokenizer,
-             lathe::vk::Device& device, int64_t context)
-        : checkpoint(o.draft_weights.empty() ? nullptr : lathe::open_checkpoint(m, o.draft_weights)),
-          session(device, m, options(m, context)),
-          draft(session, o.generate.sampling, o.draft_min_p) {
-      if (!o.draft_weights.empty() && has_tokenizer(o.draft_weights)) {
-        const std::string differs =
-            lathe::text::vocabulary_mismatch(tokenizer, load_tokenizer("", o.draft_weights, "--draft-weights"));
-        if (!differs.empty())
-          throw Error(ErrorKind::InvalidArgument, "--draft-weights " + o.draft_weights +
-                                                      ": the draft's vocabulary is not the model's: " + differs);
-      }
-      load_weights(session, checkpoint.get(), !o.no_check);
-    }
-    static lathe::SessionOptions options(const lathe::ModelInfo& m, int64_t context) {
-      if (m.max_context < context)
-        throw Error(ErrorKind::InvalidArgument, "the draft " + std::string(m.name) + " holds " +
-                                                    std::to_string(m.max_context) + " positions, fewer than the " +
-                                                    std::to_string(context) + " of the context (lower --context)");
-      lathe::SessionOptions so;
-      so.context = context;
-      return so;
-    }
-    std::unique_ptr<lathe::weights::Checkpoint> checkpoint;
-    lathe::Session session;
-    lathe::text::Draft draft;
-  };
   // The options with --grammar, --json-schema or their files compiled
   // (before the device starts: a bad grammar is refused first).
   static lathe::text::GenerateOptions with_grammar(const TextOptions& o, const lathe::text::Tokenizer& tokenizer) {
@@ -134,7 +103,7 @@ struct TextRun {
   std::unique_ptr<lathe::weights::Checkpoint> checkpoint;  // opened and audited before the device starts
   lathe::vk::Context vk;
   lathe::Session session;
-  std::optional<DraftRun> draft;
+  std::optional<DraftSession> draft;
 };
 
 }  // namespace

@@ -257,6 +257,13 @@ int main(int argc, char** argv) {
   serve->add_option("--draft-max", srv.draft_max, "Tokens a request proposes a step at most")
       ->capture_default_str()
       ->check(CLI::Range(1, 63));
+  serve->add_option("--draft-weights", srv.draft_weights,
+                    "The draft's checkpoint (a build with a draft: lathe build --draft; default: random weights)")
+      ->check(CLI::ExistingPath);
+  serve->add_option("--draft-min-p", srv.draft_min_p,
+                    "The draft stops proposing where its likeliest token is less likely than this; 0: never")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   serve->add_flag("--no-prompt-reuse", srv.no_prompt_reuse,
                   "Prefill every prompt whole: no cached prefix (a previous turn's, or another request's) is reused");
   serve->add_option("--max-body", srv.max_body,

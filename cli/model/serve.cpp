@@ -66,16 +66,23 @@ int cmd_serve(const ServeOptions& o) {
   options.sequences = o.parallel;
   // Speculation: a pass holds every sequence's token and proposals, as many
   // as a prompt chunk's rows.
-  if (o.lookup > 0) options.verify_rows = std::min<int64_t>(options.max_chunk, o.parallel * (o.draft_max + 1));
+  const lathe::ModelInfo* draft_model = lathe::draft_info();
+  if (o.lookup > 0 || draft_model)
+    options.verify_rows = std::min<int64_t>(options.max_chunk, o.parallel * (o.draft_max + 1));
+  if (!draft_model && !o.draft_weights.empty())
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--draft-weights " + o.draft_weights + ": " +
+                                                              std::string(m.name) +
+                                                              "'s build has no draft (lathe build MODEL --draft DRAFT)");
   // A decoder that cross-attends to images: the images a request may hold
   // (its sequence's cross-attention caches).
   constexpr int64_t kCrossImages = 4;
   if (m.vision != nullptr && m.vision->cross) options.images = kCrossImages;
   lathe::Session session(vk.devices(), m, split_over(options, vk));
-  if (o.lookup > 0 && !session.verifies())
+  if ((o.lookup > 0 || draft_model) && !session.verifies())
     throw lathe::Error(lathe::ErrorKind::Unsupported, std::string(m.name) +
-                                            ": --lookup needs a verification pass, which a model with state-space "
-                                            "layers or an encoder has not (its state cannot be cut back)");
+                                            ": speculation (--lookup, a draft) needs a verification pass, which a "
+                                            "model with state-space layers or an encoder has not (its state cannot "
+                                            "be cut back)");
   load_weights(session, checkpoint.get(), !o.no_check);
   warm_up(session, options.max_chunk);
   // A vision model's tower: a session of its own on the first device, its
@@ -97,6 +104,13 @@ int cmd_serve(const ServeOptions& o) {
   scheduling.queue_limit = o.queue;
   scheduling.reuse_prompts = !o.no_prompt_reuse;
   scheduling.lookup = o.lookup;
+  // The build's draft: a sequence for each of the session's.
+  std::optional<DraftSession> draft;
+  if (draft_model) {
+    draft.emplace(*draft_model, o.draft_weights, o.draft_min_p, !o.no_check, tokenizer, vk.device(), session.context(),
+                  o.parallel);
+    scheduling.draft = &draft->draft;
+  }
   scheduling.draft_max = o.draft_max;
   scheduling.pass_rows = session.decode_rows();
   lathe::serve::Scheduler scheduler(engine, tokenizer, scheduling);

@@ -76,6 +76,7 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
                     ": no speculative decoding (--lookup, a draft)");
   std::vector<int32_t> history(ids.begin(), ids.end()), proposed;
   std::vector<std::vector<float>> drawn;  // a draft's: each proposal's distribution
+  Sampler draft_sampler(draft_sampling(sampler.options()));
   std::vector<float> verified;
   size_t row = 0;
   int32_t proposal = -1;
@@ -133,7 +134,7 @@ GenerateStats run(Session& session, const Tokenizer& tokenizer, Sampler& sampler
     proposed.clear();
     drawn.clear();
     if (speculate && most > 0 && options.draft) {
-      Draft::Proposals p = options.draft->propose(history, most);
+      Draft::Proposals p = options.draft->propose(history, most, draft_sampler);
       proposed = std::move(p.tokens);
       drawn = std::move(p.q);
     } else if (speculate && most > 0) {

@@ -93,6 +93,7 @@ struct Scheduler::Slot {
   bool waiting = false;  // a later choice waiting for its first choice's prompt, to copy its cache
   int64_t cached = 0;    // prompt tokens reused
   std::vector<int32_t> history;  // with speculation: the prompt and every token sampled, for prompt lookup
+  std::optional<text::Sampler> draft_sampler;  // a draft's draws for this request
 };
 
 namespace {
@@ -232,7 +233,8 @@ void Scheduler::release(size_t index, Finish finish) {
   if (failure) std::rethrow_exception(failure);
 }
 
-std::string Scheduler::sample(Slot& slot, std::span<const float> logits, int32_t proposal) {
+std::string Scheduler::sample(Slot& slot, std::span<const float> logits, int32_t proposal,
+                              std::span<const float> q) {
   TokenEvent event;
   check_logits(logits, slot.generated == 0 ? std::string("the prompt's pass")
                                            : "decode step " + std::to_string(slot.generated));
@@ -251,10 +253,10 @@ std::string Scheduler::sample(Slot& slot, std::span<const float> logits, int32_t
       return "error";
     }
   } else {
-    event.token = proposal >= 0 ? slot.sampler.sample_proposal(logits, proposal) : slot.sampler.sample(logits);
+    event.token = proposal >= 0 ? slot.sampler.sample_proposal(logits, proposal, q) : slot.sampler.sample(logits);
   }
   ++slot.generated;
-  if (options_.lookup > 0) {  // what prompt lookup looks in
+  if (options_.lookup > 0 || options_.draft) {  // what prompt lookup and a draft continue
     if (slot.history.empty()) slot.history = slot.request.prompt;
     slot.history.push_back(event.token);
   }
@@ -471,19 +473,38 @@ bool Scheduler::step() {
       if (slots_[i] && slots_[i]->next >= 0) feeding.push_back(i);
     std::vector<Engine::Step> steps;
     std::vector<std::vector<int32_t>> proposed(feeding.size());
+    std::vector<std::vector<std::vector<float>>> drawn(feeding.size());  // a draft's distributions
     int64_t spare = std::max<int64_t>(options_.pass_rows, static_cast<int64_t>(feeding.size())) -
                     static_cast<int64_t>(feeding.size());
-    for (size_t f = 0; f < feeding.size(); ++f) {
+    // What each may propose: what fits the pass, the context and the tokens still to come.
+    std::vector<text::Draft::Want> wants;
+    std::vector<size_t> wanting;
+    const bool speculates = (options_.lookup > 0 || options_.draft) && engine_.verifies();
+    for (size_t f = 0; f < feeding.size() && speculates; ++f) {
       Slot& s = *slots_[feeding[f]];
-      steps.push_back({static_cast<int64_t>(feeding[f]), s.next});
-      if (options_.lookup <= 0 || s.request.grammar || spare <= 0 || !engine_.verifies()) continue;
-      // What fits the pass, the context and the tokens still to come.
+      if (s.request.grammar || spare <= 0) continue;
       const int64_t most = std::min<int64_t>({options_.draft_max, spare, engine_.context() - s.position - 1,
                                               static_cast<int64_t>(s.request.max_tokens) - s.generated - 1});
       if (most <= 0) continue;
-      proposed[f] = text::lookup_proposals(s.history, options_.lookup, static_cast<size_t>(most));
+      if (options_.draft) {
+        if (!s.draft_sampler) s.draft_sampler.emplace(text::draft_sampling(s.request.sampling));
+        wants.push_back({static_cast<int64_t>(feeding[f]), s.history, static_cast<size_t>(most), &*s.draft_sampler});
+        wanting.push_back(f);
+      } else {
+        proposed[f] = text::lookup_proposals(s.history, options_.lookup, static_cast<size_t>(most));
+      }
+      spare -= most;
+    }
+    if (!wants.empty()) {  // the draft's steps of every request at once
+      std::vector<text::Draft::Proposals> p = options_.draft->propose(wants);
+      for (size_t i = 0; i < wanting.size(); ++i) {
+        proposed[wanting[i]] = std::move(p[i].tokens);
+        drawn[wanting[i]] = std::move(p[i].q);
+      }
+    }
+    for (size_t f = 0; f < feeding.size(); ++f) {
+      steps.push_back({static_cast<int64_t>(feeding[f]), slots_[feeding[f]]->next});
       for (int32_t t : proposed[f]) steps.push_back({static_cast<int64_t>(feeding[f]), t});
-      spare -= static_cast<int64_t>(proposed[f].size());
     }
     if (!steps.empty()) {
       const bool speculated = steps.size() > feeding.size();
@@ -499,7 +520,9 @@ bool Scheduler::step() {
         for (size_t j = 0; j <= mine.size(); ++j) {
           ++s.position;
           const int32_t proposal = j < mine.size() ? mine[j] : -1;
-          const std::string reason = sample(s, std::span(logits).subspan((row + j) * vocab, vocab), proposal);
+          const std::string reason =
+              sample(s, std::span(logits).subspan((row + j) * vocab, vocab), proposal,
+                     j < drawn[f].size() ? std::span<const float>(drawn[f][j]) : std::span<const float>());
           const bool accepted = proposal >= 0 && reason.empty() && s.next == proposal;
           if (!reason.empty() || !accepted) {
             if (j < mine.size()) engine_.truncate(static_cast<int64_t>(feeding[f]), s.position);

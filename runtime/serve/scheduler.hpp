@@ -42,6 +42,7 @@
 #include "runtime/generate/constraint.hpp"
 #include "runtime/generate/images.hpp"
 #include "runtime/generate/sampler.hpp"
+#include "runtime/generate/speculate.hpp"
 #include "runtime/serve/engine.hpp"
 #include "runtime/text/tokenize/tokenizer.hpp"
 
@@ -134,9 +135,13 @@ struct SchedulerOptions {
   // request without a grammar proposes up to draft_max tokens a step from
   // n-grams up to `lookup` long (0: off), every request's verified in the
   // one decode pass, at most `pass_rows` rows in all (the engine's).
+  // Greedy requests get the tokens they get without it.
   int32_t lookup = 0;
   int32_t draft_max = 8;
   int64_t pass_rows = 0;  // 0: a row a sequence
+  // A draft model proposing instead (not owned; a sequence for each of the
+  // engine's): every speculating request's draft steps batched together.
+  text::Draft* draft = nullptr;
 };
 
 struct SchedulerStats {
@@ -201,7 +206,9 @@ class Scheduler {
   bool step();  // one iteration; false when stopping
   // Samples the slot's next token; the finish reason when it was the last, else "".
   // `proposal` ≥ 0: a speculated token this row judges (Sampler::sample_proposal).
-  std::string sample(Slot& slot, std::span<const float> logits, int32_t proposal = -1);
+  // `q`: the distribution a draft drew it from (empty: a point mass, as lookup proposes).
+  std::string sample(Slot& slot, std::span<const float> logits, int32_t proposal = -1,
+                     std::span<const float> q = {});
   void release(size_t index, Finish finish);
 
   Engine& engine_;

@@ -180,6 +180,47 @@ class FakeEngine final : public Engine {
   int32_t vocab_, eos_;
 };
 
+// A draft model's stand-in: its likeliest token the FakeEngine's cycle's
+// (so most proposals are kept), except after a token divisible by 5 (so
+// some are not); its caches the histories it was given.
+class FakeDraft final : public text::DraftModel {
+ public:
+  FakeDraft(int64_t sequences, int32_t vocab, int32_t cycle)
+      : histories_(static_cast<size_t>(sequences)), vocab_(vocab), cycle_(cycle) {}
+  int64_t context() const override { return 512; }
+  int64_t rewind_floor(int64_t) const override { return 0; }
+  void truncate(int64_t s, int64_t position) override {
+    auto& h = histories_.at(static_cast<size_t>(s));
+    REQUIRE(position <= static_cast<int64_t>(h.size()));
+    h.resize(static_cast<size_t>(position));
+  }
+  std::vector<float> prefill(int64_t s, std::span<const int32_t> tokens) override {
+    auto& h = histories_.at(static_cast<size_t>(s));
+    h.insert(h.end(), tokens.begin(), tokens.end());
+    return logits(h.back());
+  }
+  std::vector<float> decode(std::span<const Step> steps) override {
+    std::vector<float> out;
+    for (const Step& st : steps) {
+      histories_.at(static_cast<size_t>(st.sequence)).push_back(st.token);
+      const std::vector<float> row = logits(st.token);
+      out.insert(out.end(), row.begin(), row.end());
+    }
+    widest = std::max(widest, steps.size());
+    return out;
+  }
+  size_t widest = 0;
+
+ private:
+  std::vector<float> logits(int32_t last) const {
+    std::vector<float> out(static_cast<size_t>(vocab_), 0.0f);
+    out[static_cast<size_t>(last % 5 == 0 ? 12 : (last * 7 + 3) % cycle_ + 10)] = 100;
+    return out;
+  }
+  std::vector<std::vector<int32_t>> histories_;
+  int32_t vocab_, cycle_;
+};
+
 FakeEngine make_engine(int64_t sequences, int64_t context = 512) {
   const text::Tokenizer& t = demo_tokenizer();
   return FakeEngine(sequences, context, t.vocab_size(), *t.eos());
@@ -601,4 +642,43 @@ TEST_CASE("scheduler: prompt lookup verifies every request's proposals in one pa
   CHECK(engine.widest <= 9);
   CHECK(engine.widest > 3);  // several requests' proposals in one pass
   CHECK(engine.truncates > 0);  // some were rejected and cut back
+}
+
+TEST_CASE("scheduler: a draft model's proposals for every request are drafted together, greedy tokens unchanged") {
+  std::vector<Result> plain;
+  const auto requests = [] {
+    std::vector<GenerationRequest> r;
+    for (int i = 0; i < 4; ++i) r.push_back(request(prompt_of(i, 12 + 5 * static_cast<size_t>(i)), 30 + i));
+    return r;
+  };
+  {
+    FakeEngine engine = make_engine(3);
+    engine.cycle = 11;
+    Scheduler s(engine, demo_tokenizer());
+    for (GenerationRequest& r : requests()) plain.push_back(collect(*s.submit(std::move(r))));
+  }
+  FakeEngine engine = make_engine(3);
+  engine.cycle = 11;
+  engine.reuse = true;
+  FakeDraft model(3, demo_tokenizer().vocab_size(), 11);
+  text::Draft draft(model, 3, 0.5f);
+  SchedulerOptions o;
+  o.draft = &draft;
+  o.draft_max = 4;
+  o.pass_rows = 15;
+  Scheduler s(engine, demo_tokenizer(), o);
+  std::vector<std::shared_ptr<Generation>> running;
+  for (GenerationRequest& r : requests()) running.push_back(s.submit(std::move(r)));
+  for (size_t i = 0; i < running.size(); ++i) {
+    CAPTURE(i);
+    const Result r = collect(*running[i]);
+    CHECK(r.tokens == plain[i].tokens);
+  }
+  const SchedulerStats stats = s.stats();
+  MESSAGE(stats.draft_accepted << " of " << stats.draft_tokens << " proposals kept in " << stats.decode_steps
+                               << " passes");
+  CHECK(stats.draft_tokens > 0);
+  CHECK(stats.draft_accepted > stats.draft_tokens / 2);
+  CHECK(stats.draft_accepted < stats.draft_tokens);  // some refused, and cut back
+  CHECK(model.widest > 1);                           // draft steps of several requests together
 }
