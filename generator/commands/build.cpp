@@ -146,8 +146,9 @@ Resolved resolve_model(const std::string& model, bool verbose, const std::string
 
 // Whether `checkpoint` fits the manifest of the spec at `spec_path`: false
 // when the spec has errors (printed); a checkpoint that does not fit is a
-// lathe::Error naming it.
-bool check_fits(const std::string& spec_path, const std::string& checkpoint, bool verbose) {
+// lathe::Error naming it (and `option`, the one that gave it, when not -w).
+bool check_fits(const std::string& spec_path, const std::string& checkpoint, bool verbose,
+                const std::string& option = {}) {
   const auto spec = load_spec(spec_path);
   if (!spec) return false;
   // The spec's manifest as a build's constexpr one reads (names point into `manifest`).
@@ -156,7 +157,8 @@ bool check_fits(const std::string& spec_path, const std::string& checkpoint, boo
   lathe::weights::Checkpoint file(checkpoint);
   file.match_names(entries);
   const std::string misfit = file.misfit(spec->name, spec->dims.hidden, spec->dims.layers);
-  if (!misfit.empty()) throw lathe::Error(lathe::ErrorKind::BadFile, misfit);
+  if (!misfit.empty())
+    throw lathe::Error(lathe::ErrorKind::BadFile, (option.empty() ? "" : option + " " + checkpoint + ": ") + misfit);
   file.require_matches(entries);
   if (verbose) std::cerr << "lathe: " << checkpoint << " fits " << spec_path << "\n";
   return true;
@@ -180,7 +182,8 @@ int cmd_build(const std::string& model, const std::string& weights, const std::s
     const Resolved resolved_draft = resolve_model(draft, verbose, "");
     draft_spec = resolved_draft.spec_path;
     const std::string draft_checkpoint = draft_weights.empty() ? resolved_draft.weights : draft_weights;
-    if (!draft_checkpoint.empty() && !check_fits(draft_spec, draft_checkpoint, verbose)) return 1;
+    const std::string option = draft_weights.empty() ? "--draft" : "--draft-weights";
+    if (!draft_checkpoint.empty() && !check_fits(draft_spec, draft_checkpoint, verbose, option)) return 1;
   }
   const std::optional<Built> built = build_model(resolved.spec_path, draft_spec, verbose);
   if (!built) return 1;
