@@ -89,15 +89,16 @@ void write_build(const Planned& planned, const std::string& path, const std::str
     files[2].second += "\n" + lathe::emit::emit_kernels_source(
                                    tower, path, lathe::emit::compile_kernels(tower, planned.tower->plan));
   }
+  std::vector<lathe::emit::CompiledKernel> draft_kernels;
   if (planned.draft) {
     // The draft's build beside the model's, in a namespace of its own (a
     // model may draft for itself): its header, its kernels after the others.
     const Planned& draft = *planned.draft;
     const std::string draft_path = (dir / "draft.hpp").string();
+    draft_kernels = lathe::emit::compile_kernels(draft.spec, draft.model.plan);
     files.push_back({draft_path, model_header(draft.spec, draft.model, draft.spec.file, draft_path, draft_ns)});
-    files[2].second += "\n" + lathe::emit::emit_kernels_source(
-                                   draft.spec, draft.spec.file,
-                                   lathe::emit::compile_kernels(draft.spec, draft.model.plan), draft_ns, "draft.hpp");
+    files[2].second +=
+        "\n" + lathe::emit::emit_kernels_source(draft.spec, draft.spec.file, draft_kernels, draft_ns, "draft.hpp");
   }
   for (const auto& [file, text] : files) {
     const bool written = lathe::emit::write_if_changed(file, text);
@@ -109,6 +110,13 @@ void write_build(const Planned& planned, const std::string& path, const std::str
     const std::string dump_path = (dir / "kernels.dump").string();
     lathe::emit::write_if_changed(dump_path, lathe::emit::dump_kernels(kernels));
     if (!quiet) std::cout << plan_path << "\n" << dump_path << "\n";
+    if (planned.draft) {  // the draft's: draft-plan.dump, draft-kernels.dump
+      const std::string draft_plan = (dir / "draft-plan.dump").string();
+      lathe::emit::write_if_changed(draft_plan, lathe::lower::describe(planned.draft->model));
+      const std::string draft_dump = (dir / "draft-kernels.dump").string();
+      lathe::emit::write_if_changed(draft_dump, lathe::emit::dump_kernels(draft_kernels));
+      if (!quiet) std::cout << draft_plan << "\n" << draft_dump << "\n";
+    }
   }
 }
 

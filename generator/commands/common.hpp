@@ -41,7 +41,8 @@ std::optional<Planned> load_planned(const std::string& path, const std::string& 
 // only when its text changed; unsupported fields and graphs the kernels
 // cannot run are errors at the spec (load_planned). `dump`: also the plan as
 // text (<out>/plan.dump) and the GLSL and SPIR-V disassembly of every kernel
-// instance (<out>/kernels.dump).
+// instance (<out>/kernels.dump); a draft's in draft-plan.dump and
+// draft-kernels.dump.
 void write_build(const Planned& planned, const std::string& path, const std::string& out_dir, bool quiet, bool dump);
 
 }  // namespace lathe::tool

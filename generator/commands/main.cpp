@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
       "verifies (speculative decoding); a decoder of the model's vocabulary";
   gen->add_option("--draft", draft_path, kDraftSpecHelp)->check(CLI::ExistingFile);
   bool dump = false;
-  gen->add_flag("--dump", dump, "Also write plan.dump (every dispatch of the plan) and kernels.dump (the GLSL and SPIR-V disassembly of every kernel)");
+  gen->add_flag("--dump", dump, "Also write plan.dump (every dispatch of the plan) and kernels.dump (the GLSL and SPIR-V disassembly of every kernel); with --draft, the draft's in draft-plan.dump and draft-kernels.dump");
 
   std::string root = LATHE_SOURCE_DIR;
   std::string inject;
