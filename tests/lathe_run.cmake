@@ -15,10 +15,15 @@
 #   forms  lathe build of a directory, a GGUF file and a directory holding
 #          one; options before the model; weights that do not fit refused
 #          before building; --help after the model; --version
+#   draft  lathe build SPEC --draft DRAFT_SPEC: the draft's build beside the
+#          model's, a cache entry of its own, cached the second time; a
+#          --draft-weights that does not fit the draft refused; lathe run
+#          --draft model.gguf passes the GGUF file on as --draft-weights,
+#          a --draft-weights given passes unchanged
 #   cache  the key is the canonical path, builds carry no debug information,
 #          lathe cache lists, LATHE_CACHE_LIMIT prunes, lathe cache clean
 #          empties (the last step: it removes the others' builds)
-# -DSTEP -DLATHE -DTWIN (lathe_gguf_twin) -DSPEC -DGGUF_SPEC -DWORK_DIR
+# -DSTEP -DLATHE -DTWIN (lathe_gguf_twin) -DSPEC -DGGUF_SPEC -DDRAFT_SPEC -DWORK_DIR
 cmake_policy(SET CMP0054 NEW)
 set(ENV{LATHE_CACHE_DIR} ${WORK_DIR}/cache)
 set(tokens 5,0,17,2)
@@ -125,6 +130,54 @@ elseif(STEP STREQUAL "forms")
   run(out out-forms/tiny_llama_gqa --version)
   if(NOT out MATCHES "^tiny-llama-gqa \\(lathe\\) [0-9.]+ \\(commit")
     message(FATAL_ERROR "tiny_llama_gqa --version: ${out}")
+  endif()
+elseif(STEP STREQUAL "draft")
+  run(out ${LATHE} build ${SPEC} --draft ${DRAFT_SPEC} -o out-draft)
+  if(NOT out STREQUAL "out-draft/tiny_llama_gqa\n" OR NOT out_err MATCHES "its draft tiny-llama-gqa-draft from ")
+    message(FATAL_ERROR "lathe build --draft did not build the model with its draft: ${out}${out_err}")
+  endif()
+  run(info ${WORK_DIR}/out-draft/tiny_llama_gqa info)
+  if(NOT info MATCHES "model +tiny-llama-gqa")
+    message(FATAL_ERROR "the executable built with a draft is not the spec's model: ${info}")
+  endif()
+  # An entry of its own, named for its draft, beside the build without one.
+  file(GLOB builds RELATIVE ${WORK_DIR}/cache/models ${WORK_DIR}/cache/models/tiny_llama_gqa-*)
+  set(drafted "")
+  set(plain "")
+  foreach(build IN LISTS builds)
+    if(build MATCHES "^tiny_llama_gqa-draft-tiny_llama_gqa_draft-[0-9a-f]+$")
+      list(APPEND drafted ${build})
+    elseif(build MATCHES "^tiny_llama_gqa-[0-9a-f]+$")
+      list(APPEND plain ${build})
+    endif()
+  endforeach()
+  list(LENGTH drafted n)
+  if(NOT n EQUAL 1 OR plain STREQUAL "")
+    message(FATAL_ERROR "expected one build with the draft beside the one without: ${builds}")
+  endif()
+  run(out ${LATHE} build ${SPEC} --draft ${DRAFT_SPEC} -o out-draft)
+  if(out_err MATCHES "building")
+    message(FATAL_ERROR "the second lathe build --draft built again: ${out_err}")
+  endif()
+  # The draft's checkpoint must fit the draft (the model's does not: hidden 64, not 32).
+  execute_process(COMMAND ${LATHE} build ${SPEC} --draft ${DRAFT_SPEC} --draft-weights hf/model.safetensors -o out-draft
+                  WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+  if(rc EQUAL 0 OR err MATCHES "building" OR NOT err MATCHES "--draft-weights hf/model.safetensors: not a checkpoint of tiny-llama-gqa-draft")
+    message(FATAL_ERROR "lathe build --draft-weights of another model: exit ${rc}, ${err}")
+  endif()
+  # A checkpoint draft (the model drafting for itself from its GGUF file) is
+  # imported and passed on as --draft-weights; one given passes unchanged.
+  # What the model executable makes of it is its own (lathe -v prints the
+  # command before running it).
+  execute_process(COMMAND ${LATHE} run -v ${SPEC} -w hf/model.safetensors --draft model.gguf -t ${tokens} -n 4
+                  WORKING_DIRECTORY ${WORK_DIR} OUTPUT_QUIET ERROR_VARIABLE err)
+  if(NOT err MATCHES "model.gguf imported to" OR NOT err MATCHES "tiny_llama_gqa generate -v --draft-weights model.gguf -w hf/model.safetensors -t ")
+    message(FATAL_ERROR "lathe run --draft model.gguf: ${err}")
+  endif()
+  execute_process(COMMAND ${LATHE} run -v ${SPEC} --draft model.gguf --draft-weights=hf/model.safetensors -t ${tokens} -n 4
+                  WORKING_DIRECTORY ${WORK_DIR} OUTPUT_QUIET ERROR_VARIABLE err)
+  if(NOT err MATCHES "tiny_llama_gqa generate -v --draft-weights=hf/model.safetensors -t " OR err MATCHES "--draft-weights model.gguf")
+    message(FATAL_ERROR "lathe run --draft model.gguf --draft-weights=…: ${err}")
   endif()
 elseif(STEP STREQUAL "cache")
   # The key is the spec's canonical path: m.toml and ./m.toml are one entry.

@@ -31,14 +31,23 @@
 namespace lathe::tool {
 namespace {
 
-// A model executable of `spec_path` in the cache, built when no cached one
-// has the same key: the spec's path and text, the lathe binary, its
-// toolchain and libraries. nullopt when the spec has errors (printed).
+// A spec's canonical path and text, for a build's key: ./m.toml, m.toml and
+// a link to it are one entry.
+std::string spec_key(const std::string& spec_path) {
+  std::ifstream spec_file(spec_path, std::ios::binary);
+  const std::string spec_text((std::istreambuf_iterator<char>(spec_file)), std::istreambuf_iterator<char>());
+  return lathe::driver::Hash().add(std::filesystem::weakly_canonical(spec_path).string()).add(spec_text).hex();
+}
+
+// A model executable of `spec_path` (with `draft_path`, a draft's spec, the
+// draft's build beside it: lathe gen --draft) in the cache, built when no
+// cached one has the same key: the specs' paths and texts, the lathe binary,
+// its toolchain and libraries. nullopt when a spec has errors (printed).
 struct Built {
   std::filesystem::path exe;
   bool cached = false;
 };
-std::optional<Built> build_model(const std::string& spec_path, bool verbose) {
+std::optional<Built> build_model(const std::string& spec_path, const std::string& draft_path, bool verbose) {
   namespace fs = std::filesystem;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -49,16 +58,19 @@ std::optional<Built> build_model(const std::string& spec_path, bool verbose) {
     throw lathe::Error(lathe::ErrorKind::NotFound,
                        "no cache directory for model builds: set LATHE_CACHE_DIR (or XDG_CACHE_HOME or HOME)");
   const lathe::driver::Toolchain toolchain = lathe::driver::find_toolchain();
-  std::ifstream spec_file(spec_path, std::ios::binary);
-  const std::string spec_text((std::istreambuf_iterator<char>(spec_file)), std::istreambuf_iterator<char>());
-  // The canonical path: ./m.toml, m.toml and a link to it are one entry.
-  const std::string key = lathe::driver::Hash()
-                              .add(lathe::driver::toolchain_key(toolchain))
-                              .add(fs::weakly_canonical(spec_path).string())
-                              .add(spec_text)
-                              .hex();
+  lathe::driver::Hash hash;
+  hash.add(lathe::driver::toolchain_key(toolchain)).add(spec_key(spec_path));
   const std::string name = lathe::emit::model_namespace(spec->name);
-  const fs::path dir = fs::path(cache) / "models" / (name + "-" + key);
+  // A build with a draft is an entry of its own, named so: <model>-draft-<draft>-<key>.
+  std::string entry = name;
+  if (!draft_path.empty()) {
+    const auto draft = load_spec(draft_path);
+    if (!draft) return std::nullopt;
+    hash.add(spec_key(draft_path));
+    entry += "-draft-" + lathe::emit::model_namespace(draft->name);
+  }
+  const std::string key = hash.hex();
+  const fs::path dir = fs::path(cache) / "models" / (entry + "-" + key);
   const fs::path exe = dir / name;
   if (fs::exists(exe)) {
     if (verbose) std::cerr << "lathe: " << exe.string() << " (cached)\n";
@@ -66,12 +78,14 @@ std::optional<Built> build_model(const std::string& spec_path, bool verbose) {
     fs::last_write_time(dir, fs::file_time_type::clock::now(), error);  // used now: the last to be pruned
     return Built{exe, true};
   }
-  auto planned = load_planned(spec_path);
+  auto planned = load_planned(spec_path, draft_path);
   if (!planned) return std::nullopt;
-  std::cerr << "lathe: building " << spec->name << " from " << spec_path << " (" << dir.string() << ")\n";
+  std::cerr << "lathe: building " << spec->name << " from " << spec_path
+            << (draft_path.empty() ? "" : ", its draft " + planned->draft->spec.name + " from " + draft_path) << " ("
+            << dir.string() << ")\n";
   // Built aside and renamed into place, so that an interrupted build or a
   // concurrent one never leaves a half-made directory under the key.
-  const fs::path temp = fs::path(cache) / "models" / (name + "-" + key + ".tmp" + std::to_string(getpid()));
+  const fs::path temp = fs::path(cache) / "models" / (entry + "-" + key + ".tmp" + std::to_string(getpid()));
   fs::remove_all(temp);
   write_build(*planned, spec_path, temp.string(), /*quiet=*/true, /*dump=*/false);
   lathe::driver::compile_model(toolchain, temp, temp / name, verbose);
@@ -130,30 +144,48 @@ Resolved resolve_model(const std::string& model, bool verbose, const std::string
   return r;
 }
 
+// Whether `checkpoint` fits the manifest of the spec at `spec_path`: false
+// when the spec has errors (printed); a checkpoint that does not fit is a
+// lathe::Error naming it (and `option`, the one that gave it, when not -w).
+bool check_fits(const std::string& spec_path, const std::string& checkpoint, bool verbose,
+                const std::string& option = {}) {
+  const auto spec = load_spec(spec_path);
+  if (!spec) return false;
+  // The spec's manifest as a build's constexpr one reads (names point into `manifest`).
+  const lathe::spec::Manifest manifest = lathe::spec::build_manifest(*spec);
+  const std::vector<lathe::ManifestEntry> entries = lathe::spec::manifest_entries(manifest);
+  lathe::weights::Checkpoint file(checkpoint);
+  file.match_names(entries);
+  const std::string misfit = file.misfit(spec->name, spec->dims.hidden, spec->dims.layers);
+  if (!misfit.empty())
+    throw lathe::Error(lathe::ErrorKind::BadFile, (option.empty() ? "" : option + " " + checkpoint + ": ") + misfit);
+  file.require_matches(entries);
+  if (verbose) std::cerr << "lathe: " << checkpoint << " fits " << spec_path << "\n";
+  return true;
+}
+
 }  // namespace
 
 int cmd_build(const std::string& model, const std::string& weights, const std::string& out_dir, bool verbose,
-              const std::string& mmproj) {
+              const std::string& mmproj, const std::string& draft, const std::string& draft_weights) {
   namespace fs = std::filesystem;
   if (!mmproj.empty() && std::filesystem::path(model).extension() == ".toml")
     throw lathe::Error(lathe::ErrorKind::InvalidArgument,
                        "--mmproj " + mmproj + ": a spec states its tower itself; --mmproj goes with a GGUF text model");
+  if (!draft_weights.empty() && draft.empty())
+    throw lathe::Error(lathe::ErrorKind::InvalidArgument, "--draft-weights " + draft_weights + ": give its --draft");
   const Resolved resolved = resolve_model(model, verbose, mmproj);
   const std::string checkpoint = weights.empty() ? resolved.weights : weights;
-  if (!checkpoint.empty()) {
-    const auto spec = load_spec(resolved.spec_path);
-    if (!spec) return 1;
-    // The spec's manifest as a build's constexpr one reads (names point into `manifest`).
-    const lathe::spec::Manifest manifest = lathe::spec::build_manifest(*spec);
-    const std::vector<lathe::ManifestEntry> entries = lathe::spec::manifest_entries(manifest);
-    lathe::weights::Checkpoint file(checkpoint);
-    file.match_names(entries);
-    const std::string misfit = file.misfit(spec->name, spec->dims.hidden, spec->dims.layers);
-    if (!misfit.empty()) throw lathe::Error(lathe::ErrorKind::BadFile, misfit);
-    file.require_matches(entries);
-    if (verbose) std::cerr << "lathe: " << checkpoint << " fits " << resolved.spec_path << "\n";
+  if (!checkpoint.empty() && !check_fits(resolved.spec_path, checkpoint, verbose)) return 1;
+  std::string draft_spec;
+  if (!draft.empty()) {
+    const Resolved resolved_draft = resolve_model(draft, verbose, "");
+    draft_spec = resolved_draft.spec_path;
+    const std::string draft_checkpoint = draft_weights.empty() ? resolved_draft.weights : draft_weights;
+    const std::string option = draft_weights.empty() ? "--draft" : "--draft-weights";
+    if (!draft_checkpoint.empty() && !check_fits(draft_spec, draft_checkpoint, verbose, option)) return 1;
   }
-  const std::optional<Built> built = build_model(resolved.spec_path, verbose);
+  const std::optional<Built> built = build_model(resolved.spec_path, draft_spec, verbose);
   if (!built) return 1;
   fs::create_directories(out_dir);
   const fs::path target = fs::path(out_dir) / built->exe.filename();
@@ -164,27 +196,38 @@ int cmd_build(const std::string& model, const std::string& weights, const std::s
   return 0;
 }
 
-// `--mmproj FILE` (or --mmproj=FILE) taken out of `args`: its file, "" when none.
-static std::string take_mmproj(std::vector<std::string>& args) {
+// `option FILE` (or option=FILE) taken out of `args`: its file, "" when none.
+static std::string take_option(std::vector<std::string>& args, const std::string& option) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string file;
-    if (args[i] == "--mmproj" && i + 1 < args.size()) file = args[i + 1];
-    else if (args[i].starts_with("--mmproj=")) file = args[i].substr(9);
+    if (args[i] == option && i + 1 < args.size()) file = args[i + 1];
+    else if (args[i].starts_with(option + "=")) file = args[i].substr(option.size() + 1);
     else continue;
     args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
-               args.begin() + static_cast<std::ptrdiff_t>(args[i] == "--mmproj" ? i + 2 : i + 1));
+               args.begin() + static_cast<std::ptrdiff_t>(args[i] == option ? i + 2 : i + 1));
     return file;
   }
   return "";
 }
 
+// Whether `args` give `option` (long, with its value apart or after '=').
+static bool gives(const std::vector<std::string>& args, const std::string& option) {
+  return std::any_of(args.begin(), args.end(),
+                     [&](const std::string& a) { return a == option || a.starts_with(option + "="); });
+}
+
 int cmd_run(const std::string& model, std::vector<std::string> args, bool verbose, const std::string& run_help) {
   // --mmproj is lathe's (the import's) and the model executable's: passed on after the command.
-  const std::string mmproj = take_mmproj(args);
+  const std::string mmproj = take_option(args, "--mmproj");
+  // --draft is lathe's alone: the draft's build goes into the executable,
+  // its checkpoint (when it was one) is passed on as --draft-weights.
+  const std::string draft = take_option(args, "--draft");
   const Resolved resolved = resolve_model(model, verbose, mmproj);
   const std::string& spec_path = resolved.spec_path;
   const std::string& weights = resolved.weights;
-  const std::optional<Built> built = build_model(spec_path, verbose);
+  const std::optional<Resolved> resolved_draft =
+      draft.empty() ? std::nullopt : std::optional<Resolved>(resolve_model(draft, verbose, ""));
+  const std::optional<Built> built = build_model(spec_path, resolved_draft ? resolved_draft->spec_path : "", verbose);
   if (!built) return 1;
   lathe::driver::Command command = {built->exe.string()};
   // --serve anywhere after MODEL means the serve command: `lathe run M --serve --port 8081`.
@@ -211,6 +254,11 @@ int cmd_run(const std::string& model, std::vector<std::string> args, bool verbos
   });
   if (!weights.empty() && !has_weights && command.size() > 1) command.insert(command.end(), {"-w", weights});
   if (!mmproj.empty() && command.size() > 1) command.insert(command.end(), {"--mmproj", mmproj});
+  // The commands that run a draft (docs/speculative.md) read its checkpoint.
+  const bool drafts = command.size() > 1 && (command[1] == "generate" || command[1] == "chat" ||
+                                             command[1] == "bench" || command[1] == "serve");
+  if (resolved_draft && !resolved_draft->weights.empty() && drafts && !gives(args, "--draft-weights"))
+    command.insert(command.end(), {"--draft-weights", resolved_draft->weights});
   command.insert(command.end(), args.begin(), args.end());
   if (verbose) std::cerr << "lathe: " << lathe::driver::quote(command) << "\n";
   std::cout.flush();
@@ -228,8 +276,9 @@ std::vector<std::string> model_first(int argc, char** argv) {
       if (a[j] == "-h" || a[j] == "--help") a[j] = kModelHelp;
     return a;
   };
-  static const std::vector<std::string> with_value = {"-w",     "--weights", "--tokenizer", "-f",
-                                                      "--file", "-o",        "--output",    "--mmproj"};
+  static const std::vector<std::string> with_value = {"-w",       "--weights", "--tokenizer", "-f",
+                                                      "--file",   "-o",        "--output",    "--mmproj",
+                                                      "--draft",  "--draft-weights"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool is_value = std::find(with_value.begin(), with_value.end(), args[i - 1]) != with_value.end();

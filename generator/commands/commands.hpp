@@ -52,13 +52,17 @@ int cmd_design(lathe::spec::DesignArgs args, const std::string& out, bool explai
 // gen.cpp: the generated build of a spec.
 
 // The generated build of a spec; unsupported fields are errors at the spec.
-int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, bool dump);
+// `draft` (a spec, or empty): the draft model's build beside it (draft.hpp,
+// lathe::draft_info()); a draft that cannot propose the model's tokens, or a
+// model that cannot verify them, is an error at the spec at fault.
+int cmd_gen(const std::string& path, const std::string& draft, const std::string& out_dir, bool quiet, bool dump);
 
 // Generates the model header in memory and compiles it in process (Clang):
 // the contract's static_asserts, and the typed API's through the instantiated
-// schedule, are reported at the spec. `inject` is C++ appended to the
-// translation unit (debugging, tests of the check itself).
-int cmd_check(const std::string& path, const std::string& root, const std::string& inject);
+// schedule, are reported at the spec (with `draft`, the draft's header too).
+// `inject` is C++ appended to the translation unit (debugging, tests of the
+// check itself).
+int cmd_check(const std::string& path, const std::string& draft, const std::string& root, const std::string& inject);
 
 // import.cpp: checkpoints in.
 
@@ -77,15 +81,22 @@ int cmd_quantize(const std::string& in, const std::string& out, const std::strin
 // <out>/<name>. Weights given with a spec are checked against its manifest
 // first: a checkpoint that does not fit is named before anything is built.
 // `mmproj`: a GGUF text model's vision tower (llama.cpp's mmproj file).
+// `draft`: a draft model (what `model` may be), its build beside the
+// model's (lathe gen --draft), the build cached apart from the one without;
+// its checkpoint (`draft_weights`, or the draft itself when it is one) is
+// checked against the draft's manifest as the model's is.
 int cmd_build(const std::string& model, const std::string& weights, const std::string& out_dir, bool verbose,
-              const std::string& mmproj);
+              const std::string& mmproj, const std::string& draft, const std::string& draft_weights);
 
 // `lathe run`: a spec, a Hugging Face directory or a GGUF file → the model
 // executable (built or cached) → exec'd with `args`: a command of the model
 // executable first (default: generate), then its options. A checkpoint is
 // imported to a spec in the cache and passed on as -w, unless `args` give one;
 // a GGUF file's --mmproj in `args` is imported with it (its [vision]) and
-// passed on too (the model executable reads the tower from it).
+// passed on too (the model executable reads the tower from it). --draft
+// DRAFT in `args` (what `model` may be) is taken out: the executable carries
+// the draft's build, and a checkpoint DRAFT is passed on as --draft-weights
+// to generate, chat, bench and serve, unless `args` give one.
 int cmd_run(const std::string& model, std::vector<std::string> args, bool verbose, const std::string& run_help);
 
 // `lathe run` takes the model executable's options before the model too

@@ -10,15 +10,15 @@
 
 namespace lathe::tool {
 
-int cmd_gen(const std::string& path, const std::string& out_dir, bool quiet, bool dump) {
-  auto planned = load_planned(path);
+int cmd_gen(const std::string& path, const std::string& draft, const std::string& out_dir, bool quiet, bool dump) {
+  auto planned = load_planned(path, draft);
   if (!planned) return 1;
   write_build(*planned, path, out_dir, quiet, dump);
   return 0;
 }
 
-int cmd_check(const std::string& path, const std::string& root, const std::string& inject) {
-  auto planned = load_planned(path);
+int cmd_check(const std::string& path, const std::string& draft, const std::string& root, const std::string& inject) {
+  auto planned = load_planned(path, draft);
   if (!planned) return 1;
   const lathe::spec::Spec* spec = &planned->spec;
   lathe::clang::CheckOptions options;
@@ -31,6 +31,13 @@ int cmd_check(const std::string& path, const std::string& root, const std::strin
     options.extra_code = "template void lathe::models::" + lathe::emit::model_namespace(tower.name) +
                          "::forward<lathe::typed::Recorder>(lathe::typed::Recorder&);\n" + options.extra_code;
   }
+  if (planned->draft) {  // the draft's build, which model.cpp includes beside the model's, its schedule instantiated too
+    const Planned& d = *planned->draft;
+    const std::string ns = lathe::emit::draft_namespace(d.spec.name);
+    options.headers.push_back({"draft.hpp", model_header(d.spec, d.model, d.spec.file, "draft.hpp", ns)});
+    options.extra_code = "#include \"draft.hpp\"\ntemplate void lathe::models::" + ns +
+                         "::forward<lathe::typed::Recorder>(lathe::typed::Recorder&);\n" + options.extra_code;
+  }
   const auto result = lathe::clang::check_generated(model_header(*spec, planned->model, path, options.header_name), options);
   std::cerr << result.format();
   if (!result.ok) {
@@ -39,7 +46,7 @@ int cmd_check(const std::string& path, const std::string& root, const std::strin
               << "\n";
     return 1;
   }
-  std::cout << path << ": ok (generated code compiles)\n";
+  std::cout << path << (draft.empty() ? "" : " with its draft " + draft) << ": ok (generated code compiles)\n";
   return 0;
 }
 

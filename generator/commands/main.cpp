@@ -102,8 +102,13 @@ int main(int argc, char** argv) {
   gen->add_option("-o,--out", out_dir, "Directory of the generated files");
   bool quiet = false;
   gen->add_flag("-q,--quiet", quiet, "Print only errors");
+  std::string draft_path;
+  constexpr const char* kDraftSpecHelp =
+      "A draft model's spec (TOML): its build beside the model's (draft.hpp), to propose the tokens the model "
+      "verifies (speculative decoding); a decoder of the model's vocabulary";
+  gen->add_option("--draft", draft_path, kDraftSpecHelp)->check(CLI::ExistingFile);
   bool dump = false;
-  gen->add_flag("--dump", dump, "Also write plan.dump (every dispatch of the plan) and kernels.dump (the GLSL and SPIR-V disassembly of every kernel)");
+  gen->add_flag("--dump", dump, "Also write plan.dump (every dispatch of the plan) and kernels.dump (the GLSL and SPIR-V disassembly of every kernel); with --draft, the draft's in draft-plan.dump and draft-kernels.dump");
 
   std::string root = LATHE_SOURCE_DIR;
   std::string inject;
@@ -113,6 +118,7 @@ int main(int argc, char** argv) {
   check->add_option("--root", root, "The lathe source tree, for runtime/model/*.hpp")
       ->capture_default_str()
       ->check(CLI::ExistingDirectory);
+  check->add_option("--draft", draft_path, kDraftSpecHelp)->check(CLI::ExistingFile);
   check->add_option("--inject", inject, "C++ appended to the checked translation unit")->group("");
 
   std::string import_path;
@@ -160,13 +166,23 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   build->add_option("-o,--out", build_out, "Directory to put the executable in")->capture_default_str();
   build->add_option("--mmproj", mmproj, kMmprojHelp)->check(CLI::ExistingFile);
+  std::string build_draft, build_draft_weights;
+  build->add_option("--draft", build_draft,
+                    "A draft model (what MODEL may be: a spec, a Hugging Face directory, a GGUF file) built into the "
+                    "executable beside the model, to propose the tokens it verifies; a decoder of its vocabulary")
+      ->check(CLI::ExistingPath);
+  build->add_option("--draft-weights", build_draft_weights, "A checkpoint the draft's build must fit: checked before "
+                                                            "building")
+      ->check(CLI::ExistingPath);
   build->add_flag("-v,--verbose", verbose, "Print the compile and link commands");
 
   std::string run_model;
   auto* run = app.add_subcommand(
       "run", "Build (or reuse) the model executable of a spec, a Hugging Face directory or a GGUF file and run it: "
              "lathe run MODEL [COMMAND] [OPTIONS]; COMMAND defaults to generate (--serve: the serve command, an "
-             "OpenAI-compatible server), OPTIONS are the model executable's (a checkpoint is passed as -w)");
+             "OpenAI-compatible server), OPTIONS are the model executable's (a checkpoint is passed as -w); "
+             "--draft DRAFT (a spec, a Hugging Face directory or a GGUF file) builds a draft model into it, a "
+             "checkpoint DRAFT passed as --draft-weights");
   run->add_option("model", run_model,
                   "A spec (.toml), a Hugging Face model directory, a .gguf file or a directory holding one")
       ->required()
@@ -198,11 +214,12 @@ int main(int argc, char** argv) {
     if (*lint) return cmd_lint(spec_path);
     if (*audit) return cmd_audit(audit_path, json);
     if (*design) return cmd_design(design_args, design_out, explain, argc, argv);
-    if (*gen) return cmd_gen(spec_path, out_dir, quiet, dump);
-    if (*check) return cmd_check(spec_path, root, inject);
+    if (*gen) return cmd_gen(spec_path, draft_path, out_dir, quiet, dump);
+    if (*check) return cmd_check(spec_path, draft_path, root, inject);
     if (*import) return cmd_import(import_path, import_out, import_name, mmproj);
     if (*quantize) return cmd_quantize(quantize_in, quantize_out, quantize_type, quantize_weights);
-    if (*build) return cmd_build(build_model_path, build_weights, build_out, verbose, mmproj);
+    if (*build)
+      return cmd_build(build_model_path, build_weights, build_out, verbose, mmproj, build_draft, build_draft_weights);
     if (*run) return cmd_run(run_model, run->remaining(), verbose, run->help());
     if (*cache_clean) return cmd_cache_clean(older_than);
     if (*cache) return cmd_cache_list();

@@ -392,8 +392,10 @@ std::string model_namespace(const std::string& name) {
   return out;
 }
 
+std::string draft_namespace(const std::string& name) { return model_namespace(name) + "_draft"; }
+
 std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, const std::string& spec_path,
-                              const std::string& header_name) {
+                              const std::string& header_name, const std::string& ns) {
   const Dims& d = s.dims;
   const Manifest& manifest = model.manifest;
 
@@ -401,7 +403,7 @@ std::string emit_model_header(const Spec& s, const lower::ModelPlan& model, cons
   root.set("spec_file", spec_path);
   root.set("name", s.name);
   if (!s.source.empty()) root.set("source", s.source);
-  root.set("namespace", model_namespace(s.name));
+  root.set("namespace", ns.empty() ? model_namespace(s.name) : ns);
   if (s.vision.enabled) {
     root.set("tower", true);
     // The host's side of the splice (plan::VisionLink).
@@ -760,7 +762,7 @@ std::string emit_model_header(const Spec& s, const std::string& spec_path, const
   return emit_model_header(s, *model, spec_path, header_name);
 }
 
-std::string emit_model_source(const Spec& s, const std::string& spec_path) {
+std::string emit_model_source(const Spec& s, const std::string& spec_path, const std::string& draft_ns) {
   data root;
   root.set("spec_file", spec_path);
   root.set("namespace", model_namespace(s.name));
@@ -768,6 +770,11 @@ std::string emit_model_source(const Spec& s, const std::string& spec_path) {
     data tower;
     tower.set("tower_namespace", model_namespace(vision_tower(s).name));
     root.set("tower", tower);
+  }
+  if (!draft_ns.empty()) {
+    data draft;
+    draft.set("draft_namespace", draft_ns);
+    root.set("draft", draft);
   }
   mustache tmpl{std::string(lathe::embedded::templates("model.cpp.mustache"))};
   tmpl.set_custom_escape([](const std::string& text) { return text; });

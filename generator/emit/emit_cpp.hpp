@@ -23,10 +23,17 @@ std::string number_literal(double v, int digits = 17);
 // replaced by '_' ("smollm2-135m" -> "smollm2_135m").
 std::string model_namespace(const std::string& name);
 
+// The C++ namespace of a draft's build (`lathe gen --draft`, draft.hpp):
+// its name's with "_draft" after it, apart from the model's even when a
+// model drafts for itself ("tiny-llama" -> "tiny_llama_draft").
+std::string draft_namespace(const std::string& name);
+
 // The header text. `spec_path` is the path written into #line directives;
-// `header_name` is the file name the header will have (for #line resets).
+// `header_name` is the file name the header will have (for #line resets);
+// `ns` the C++ namespace under lathe::models (empty: model_namespace of the
+// spec's name; a draft's: draft_namespace).
 std::string emit_model_header(const spec::Spec& spec, const lower::ModelPlan& model, const std::string& spec_path,
-                              const std::string& header_name);
+                              const std::string& header_name, const std::string& ns = {});
 
 // The same for the spec's own plan (lowered here); throws std::runtime_error
 // with the diagnostics when the spec cannot be lowered.
@@ -34,9 +41,10 @@ std::string emit_model_header(const spec::Spec& spec, const std::string& spec_pa
 
 // model.cpp: defines lathe::model_info(), lathe::vision_info() (the
 // tower's build of a [vision] spec, emitted into tower.hpp; null without)
-// and lathe::draft_info() (the draft's build; null without) for the
-// generic runtime.
-std::string emit_model_source(const spec::Spec& spec, const std::string& spec_path);
+// and lathe::draft_info() (the draft's build, emitted into draft.hpp in the
+// namespace `draft_ns`; null when `draft_ns` is empty) for the generic
+// runtime.
+std::string emit_model_source(const spec::Spec& spec, const std::string& spec_path, const std::string& draft_ns = {});
 
 // Writes `text` to `path` unless the file already holds exactly that, so that
 // builds depending on generated files do not redo work. True when written.

@@ -69,9 +69,11 @@ std::vector<CompiledKernel> compile_kernels(const spec::Spec& spec, const lower:
 
 // kernels.cpp: the SPIR-V of every instance and the table
 // lathe::ModelInfo::kernels points at, pinned to the order of model.hpp's
-// plan_kernels by static_asserts.
+// plan_kernels by static_asserts. A draft's (`lathe gen --draft`), appended:
+// in its namespace `ns` (emit_model_header's), its plan from `header`.
 std::string emit_kernels_source(const spec::Spec& spec, const std::string& spec_path,
-                                const std::vector<CompiledKernel>& kernels);
+                                const std::vector<CompiledKernel>& kernels, const std::string& ns = {},
+                                const std::string& header = "model.hpp");
 
 // For --dump: the GLSL and SPIR-V disassembly of every instance.
 std::string dump_kernels(const std::vector<CompiledKernel>& kernels);

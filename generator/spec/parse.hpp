@@ -19,6 +19,15 @@ std::optional<Spec> parse_spec_file(const std::string& path, Diagnostics& diagno
 // H_q mod H_kv = 0, …); parse_spec_* runs it. Errors go to `diagnostics`.
 void validate(const Spec& spec, Diagnostics& diagnostics);
 
+// A draft model for `model` (`lathe gen --draft`): a plain decoder of the
+// model's vocabulary, whose KV cache can be cut back after rejected
+// proposals (no state-space layers); and a model that can verify proposals
+// (a decoder without state-space layers). Errors at the model's lines go to
+// `model_diagnostics`, at the draft's to `draft_diagnostics`; each names the
+// other file (Spec::file).
+void validate_draft(const Spec& model, const Spec& draft, Diagnostics& model_diagnostics,
+                    Diagnostics& draft_diagnostics);
+
 // Tensor module paths of a naming preset ("hf-llama", "hf-gpt2", "gguf") for
 // this spec's placement; empty when the preset is unknown. A preset's paths: of the stack tensors and the (decoder's) layers, and of
 // an encoder–decoder's encoder layers (empty for a preset without them).

@@ -565,4 +565,34 @@ void validate(const Spec& s, Diagnostics& diag) {
   }
 }
 
+void validate_draft(const Spec& model, const Spec& draft, Diagnostics& model_diagnostics,
+                    Diagnostics& draft_diagnostics) {
+  // The model verifies a row of proposals in one pass and cuts its cache
+  // back to the last accepted one: a causal decoder's KV cache can be, a
+  // state-space layer's running state cannot.
+  const std::string with = " (--draft " + draft.file + ")";
+  if (model.stack != Stack::Decoder)
+    model_diagnostics.error(model.where("model.stack"),
+                            std::string("an ") + name(model.stack) + " cannot verify a draft's proposals" + with +
+                                ": speculative decoding needs a decoder");
+  else if (model.ssm.enabled())
+    model_diagnostics.error(model.where("ssm"), "a model of state-space (Mamba) layers cannot verify a draft's "
+                                                "proposals" + with + ": its state cannot be cut back after rejected ones");
+
+  const std::string of = "the draft of " + model.file;
+  if (draft.dims.vocab != model.dims.vocab)
+    draft_diagnostics.error(draft.where("dims.vocab"), "[dims] vocab = " + num(draft.dims.vocab) + ", the model's (" +
+                                                           model.file + ") is " + num(model.dims.vocab) +
+                                                           ": a draft proposes the model's tokens");
+  if (draft.stack != Stack::Decoder)
+    draft_diagnostics.error(draft.where("model.stack"), std::string("stack = \"") + name(draft.stack) + "\": " + of +
+                                                            " must be a decoder: it proposes the next tokens");
+  if (draft.vision.enabled)
+    draft_diagnostics.error(draft.where("vision"), "[vision]: " + of + " must be a plain decoder: it proposes text "
+                                                                       "tokens, the model reads the images");
+  if (draft.ssm.enabled())
+    draft_diagnostics.error(draft.where("ssm"), "[ssm]: " + of + " cannot have state-space (Mamba) layers: their "
+                                                                 "state cannot be cut back after rejected proposals");
+}
+
 }  // namespace lathe::spec
