@@ -27,6 +27,9 @@ int cmd_info() {
             << m.kv_heads << " × " << m.head_dim << ", intermediate " << m.intermediate << ", vocab " << m.vocab
             << ", max context " << m.max_context << "\n"
             << "parameters   " << m.total_params << " in " << m.manifest.size() << " tensors\n";
+  if (const lathe::ModelInfo* d = lathe::draft_info())  // speculative decoding's proposer (--draft-weights)
+    std::cout << "draft        " << d->name << " (" << d->spec_file << "): hidden " << d->hidden << ", layers "
+              << d->layers << ", " << d->total_params << " parameters, max context " << d->max_context << "\n";
   std::map<int32_t, size_t> per_layer;
   std::map<std::string_view, int> kernels;
   // The classes whose prompt chunks take a Mamba-2 scan's chunked form, and latent attention's expanded one.
