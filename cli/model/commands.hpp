@@ -141,5 +141,10 @@ int cmd_profile(uint32_t rows, int64_t position, const std::string& device);
 // greedy decode steps on the device, `repeat` times; the best of each.
 int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int repeat, const std::string& device,
               bool check);
+// With speculation (bench --lookup, or a build with a draft and a
+// tokenizer): greedy decoding through generate() with and without it, in
+// one run, the tokens checked alike; the decode speed of each, and the
+// proposals kept.
+int cmd_bench_speculative(const TextOptions& o, int64_t prompt, int64_t steps, int repeat);
 
 }  // namespace lathe::cli

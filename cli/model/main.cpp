@@ -224,6 +224,20 @@ int main(int argc, char** argv) {
   bench->add_option("-r,--repeat", bench_repeat, "Rounds (after one warm-up)")->capture_default_str()
       ->check(at_least(1));
   bench->add_option("-d,--device", text.device, "Vulkan device: index or name part");
+  // Speculation: plain decoding and speculative decoding side by side (a
+  // tokenizer needed: generate()'s loop).
+  bench->add_option("--lookup", text.generate.lookup, "Also decode with prompt lookup (n-grams up to N) and compare")
+      ->check(CLI::Range(0, 64));
+  bench->add_option("--draft-max", text.generate.draft_max, "Tokens proposed a step at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  bench->add_option("--draft-weights", text.draft_weights, "A build with a draft: the draft's checkpoint")
+      ->check(CLI::ExistingPath);
+  bench->add_option("--draft-min-p", text.draft_min_p, "The draft stops below this probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  bench->add_option("--tokenizer", text.tokenizer, "With speculation: the tokenizer (default: the one beside -w)")
+      ->check(CLI::ExistingPath);
   bench->add_flag("--no-check", text.no_check, kNoCheckHelp);
 
   auto* serve = app.add_subcommand(
@@ -407,7 +421,13 @@ int main(int argc, char** argv) {
       return cmd_generate(text.weights, gen_tokens, text.generate.max_new_tokens, text.context, text.device,
                           !text.no_check);
     if (*chat) return cmd_chat(text);
-    if (*bench) return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device, !text.no_check);
+    if (*bench) {
+      // (A build with a draft drafts where a tokenizer is at hand.)
+      const bool tokenizer = !text.tokenizer.empty() || (!text.weights.empty() && has_tokenizer(text.weights));
+      if (text.generate.lookup > 0 || (lathe::draft_info() != nullptr && tokenizer))
+        return cmd_bench_speculative(text, bench_prompt, bench_steps, bench_repeat);
+      return cmd_bench(text.weights, bench_prompt, bench_steps, bench_repeat, text.device, !text.no_check);
+    }
     if (*profile) return cmd_profile(profile_rows, profile_position, device);
     if (*logits)
       return cmd_logits(weights, tokens, source_tokens, steps, context, device, out_path, !logits_no_check, logits_images);

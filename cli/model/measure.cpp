@@ -10,6 +10,8 @@
 
 #include "cli/model/commands.hpp"
 #include "cli/model/common.hpp"
+#include "runtime/error.hpp"
+#include "runtime/generate/generate.hpp"
 #include "runtime/model/model_info.hpp"
 #include "runtime/model/session.hpp"
 #include "runtime/vk/device.hpp"
@@ -71,6 +73,63 @@ int cmd_bench(const std::string& weights, int64_t prompt, int64_t steps, int rep
               m.encoder_decoder ? "encode" : "prefill",
               static_cast<long long>(prompt), best_prefill,
               static_cast<long long>(steps), best_decode, repeat, session.dispatches_per_token());
+  return 0;
+}
+
+int cmd_bench_speculative(const TextOptions& o, int64_t prompt, int64_t steps, int repeat) {
+  using lathe::text::GenerateStats;
+  const lathe::ModelInfo& m = lathe::model_info();
+  const lathe::text::Tokenizer tokenizer = load_tokenizer(o.tokenizer, o.weights, "bench with speculation");
+  const auto checkpoint = checked(o.weights);
+  lathe::vk::Context vk(device_options(o.device));
+  lathe::SessionOptions options;
+  options.context = std::min<int64_t>(m.max_context, prompt + steps + 1);
+  options.max_chunk = std::max<int64_t>(1, std::min<int64_t>(prompt, 512));
+  options.verify_rows = std::min<int64_t>(o.generate.draft_max + 1, options.max_chunk);
+  lathe::Session session(vk.devices(), m, split_over(options, vk));
+  load_weights(session, checkpoint.get(), !o.no_check);
+  std::optional<DraftSession> draft;
+  if (const lathe::ModelInfo* d = lathe::draft_info())
+    draft.emplace(*d, o.draft_weights, o.draft_min_p, !o.no_check, tokenizer, vk.device(), session.context(), 1);
+  // A prompt of one motif of 16 tokens over and over: text that repeats, as
+  // lookup needs (a draft proposes whatever it proposes).
+  std::vector<int32_t> tokens(static_cast<size_t>(prompt));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((i % 16 * 7919 + 1) % static_cast<size_t>(m.vocab));
+  lathe::text::GenerateOptions plain;
+  plain.sampling.temperature = 0;
+  plain.max_new_tokens = static_cast<int32_t>(steps);
+  plain.stop_at_eos = false;
+  lathe::text::GenerateOptions speculated = plain;
+  speculated.lookup = o.generate.lookup;
+  speculated.draft_max = static_cast<int32_t>(options.verify_rows - 1);
+  speculated.draft = draft ? &draft->draft : nullptr;
+  const auto decode_tps = [](const GenerateStats& s) {
+    return static_cast<double>(s.new_tokens - 1) / std::max(s.decode_seconds, 1e-9);
+  };
+  double best_plain = 0, best_speculated = 0;
+  GenerateStats last;
+  for (int r = 0; r < repeat + 1; ++r) {  // the first round warms up (pipelines, caches)
+    lathe::text::Sampler greedy(plain.sampling);
+    session.reset();
+    const GenerateStats a = lathe::text::generate(session, tokenizer, greedy, tokens, plain, [](std::string_view) {});
+    session.reset();
+    last = lathe::text::generate(session, tokenizer, greedy, tokens, speculated, [](std::string_view) {});
+    if (a.tokens != last.tokens)
+      throw Error(ErrorKind::BadFile, "speculation changed the greedy tokens: a verified row's bits are not a decode "
+                                      "step's (a bug: please report it)");
+    if (r == 0) continue;
+    best_plain = std::max(best_plain, decode_tps(a));
+    best_speculated = std::max(best_speculated, decode_tps(last));
+  }
+  const std::string how = draft ? "a draft (" + std::string(draft->session.model().name) + ")"
+                                : "--lookup " + std::to_string(o.generate.lookup);
+  std::printf("%s on %s (class %s): decode %lld tokens: plain %.1f tok/s, with %s %.1f tok/s (%.2fx; best of %d); "
+              "%zu of %zu proposals kept, %.2f tokens a model pass\n",
+              std::string(m.name).c_str(), vk.device().info().name.c_str(), std::string(session.device_class().name).c_str(),
+              static_cast<long long>(steps), best_plain, how.c_str(), best_speculated, best_speculated / best_plain,
+              repeat, last.draft_accepted, last.draft_tokens,
+              static_cast<double>(last.new_tokens - 1) / static_cast<double>(std::max<size_t>(last.target_passes, 1)));
   return 0;
 }
 
